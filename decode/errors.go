@@ -1,0 +1,137 @@
+package decode
+
+import (
+	"reflect"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrorName returns Kafka's name for an error code, e.g.
+// NOT_LEADER_OR_FOLLOWER for 6 (kerr still uses the pre-2.7 name
+// NOT_LEADER_FOR_PARTITION), or "UNKNOWN_ERROR_CODE_N".
+func ErrorName(code int16) string {
+	switch code {
+	case 0:
+		return "NONE"
+	case 6:
+		return "NOT_LEADER_OR_FOLLOWER"
+	}
+	if e := kerr.TypedErrorForCode(code); e != nil {
+		return e.Message
+	}
+	return "UNKNOWN_ERROR_CODE_" + itoa(int(code))
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [8]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// errPlan says where the error codes of one struct type are: the indexes of
+// its int16 error fields, and of the fields (structs, slices of structs)
+// that contain error codes further down.
+type errPlan struct {
+	codes  []int
+	nested []int
+}
+
+// errPlans is built once at init for every kmsg response type and only read
+// afterwards.
+var errPlans = func() map[reflect.Type]*errPlan {
+	plans := make(map[reflect.Type]*errPlan)
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if r := kmsg.ResponseForKey(k); r != nil {
+			buildPlan(plans, reflect.TypeOf(r).Elem())
+		}
+	}
+	return plans
+}()
+
+// buildPlan returns the plan for struct type t, or nil if t holds no error
+// codes anywhere.
+func buildPlan(plans map[reflect.Type]*errPlan, t reflect.Type) *errPlan {
+	if p, ok := plans[t]; ok {
+		return p
+	}
+	plans[t] = nil // cycle guard
+	p := &errPlan{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Int16 && isErrorField(f.Name):
+			p.codes = append(p.codes, i)
+		case ft.Kind() == reflect.Struct:
+			if buildPlan(plans, ft) != nil {
+				p.nested = append(p.nested, i)
+			}
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			if buildPlan(plans, ft.Elem()) != nil {
+				p.nested = append(p.nested, i)
+			}
+		}
+	}
+	if len(p.codes) == 0 && len(p.nested) == 0 {
+		p = nil
+	}
+	plans[t] = p
+	return p
+}
+
+func isErrorField(name string) bool {
+	return name == "Error" || strings.HasSuffix(name, "ErrorCode")
+}
+
+// ErrorCodes calls fn for every non-zero error code anywhere in resp: the
+// top-level code and those of every topic, partition, group or member.
+func ErrorCodes(resp kmsg.Response, fn func(code int16)) {
+	if resp == nil {
+		return
+	}
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
+	}
+	walkErrors(v.Elem(), fn)
+}
+
+func walkErrors(v reflect.Value, fn func(int16)) {
+	p := errPlans[v.Type()]
+	if p == nil {
+		return
+	}
+	for _, i := range p.codes {
+		if c := int16(v.Field(i).Int()); c != 0 {
+			fn(c)
+		}
+	}
+	for _, i := range p.nested {
+		f := v.Field(i)
+		if f.Kind() == reflect.Slice {
+			for j := 0; j < f.Len(); j++ {
+				walkErrors(f.Index(j), fn)
+			}
+		} else {
+			walkErrors(f, fn)
+		}
+	}
+}

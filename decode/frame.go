@@ -1,0 +1,237 @@
+package decode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Errors returned by the frame decoders. They are wrapped with the API,
+// version and correlation id of the frame they concern.
+var (
+	ErrShort          = errors.New("frame too short")
+	ErrUnknownKey     = errors.New("unknown API key")
+	ErrUnknownVersion = errors.New("API version beyond what kmsg knows")
+	ErrBadTags        = errors.New("malformed tagged fields")
+	ErrBadClientID    = errors.New("client id length out of range")
+	ErrBody           = errors.New("body does not decode")
+)
+
+// SizeLen is the length of the size prefix of every Kafka frame.
+const SizeLen = 4
+
+// DefaultMaxFrame is the broker's default socket.request.max.bytes.
+const DefaultMaxFrame = 100 << 20
+
+// FrameSize reads the size prefix at the start of b. ok is false if b holds
+// fewer than four bytes.
+func FrameSize(b []byte) (size int32, ok bool) {
+	if len(b) < SizeLen {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b)), true
+}
+
+// RequestHeader is a decoded request header. ClientID aliases the frame
+// bytes: copy it to keep it.
+type RequestHeader struct {
+	Key           int16
+	Version       int16
+	Correlation   int32
+	ClientID      []byte
+	ClientIDNull  bool
+	HeaderVersion int
+	// Len is the header's length in bytes; the body starts at frame[Len:].
+	Len int
+}
+
+// ParseRequestHeader decodes the request header at the start of frame (the
+// bytes after the size prefix). It fails for keys and versions kmsg does not
+// know only when the header itself cannot be delimited; callers check
+// KnownVersion to decide whether the body can be decoded.
+func ParseRequestHeader(frame []byte) (RequestHeader, error) {
+	var h RequestHeader
+	if len(frame) < 8 {
+		return h, ErrShort
+	}
+	h.Key = int16(binary.BigEndian.Uint16(frame))
+	h.Version = int16(binary.BigEndian.Uint16(frame[2:]))
+	h.Correlation = int32(binary.BigEndian.Uint32(frame[4:]))
+	h.Len = 8
+	if !KnownKey(h.Key) {
+		// Without kmsg's knowledge of the key we cannot tell header v0
+		// from v1 or v2; read the client id as v1 does, which every key
+		// but ControlledShutdown v0 has.
+		h.HeaderVersion = 1
+	} else {
+		h.HeaderVersion = RequestHeaderVersion(h.Key, h.Version)
+	}
+	if h.HeaderVersion == 0 {
+		h.ClientIDNull = true
+		return h, nil
+	}
+	if len(frame) < 10 {
+		return h, ErrShort
+	}
+	n := int(int16(binary.BigEndian.Uint16(frame[8:])))
+	h.Len = 10
+	switch {
+	case n == -1:
+		h.ClientIDNull = true
+	case n < -1 || n > len(frame)-10:
+		return h, ErrBadClientID
+	default:
+		h.ClientID = frame[10 : 10+n]
+		h.Len += n
+	}
+	if h.HeaderVersion == 2 {
+		n, err := SkipTags(frame[h.Len:])
+		if err != nil {
+			return h, err
+		}
+		h.Len += n
+	}
+	return h, nil
+}
+
+// ResponseHeaderLen returns the length of the response header at the start of
+// frame for a response to key at version: the correlation id, then tagged
+// fields for header v1.
+func ResponseHeaderLen(frame []byte, key, version int16) (int, error) {
+	if len(frame) < 4 {
+		return 0, ErrShort
+	}
+	if ResponseHeaderVersion(key, version) == 0 {
+		return 4, nil
+	}
+	n, err := SkipTags(frame[4:])
+	if err != nil {
+		return 0, err
+	}
+	return 4 + n, nil
+}
+
+// Correlation returns the correlation id at the start of a response frame.
+func Correlation(frame []byte) (int32, bool) {
+	if len(frame) < 4 {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(frame)), true
+}
+
+// SkipTags returns the length of the tagged-field section at the start of b.
+func SkipTags(b []byte) (int, error) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > uint64(len(b)) {
+		return 0, ErrBadTags
+	}
+	off := n
+	for i := uint64(0); i < count; i++ {
+		_, n = binary.Uvarint(b[off:])
+		if n <= 0 {
+			return 0, ErrBadTags
+		}
+		off += n
+		size, n := binary.Uvarint(b[off:])
+		if n <= 0 || size > uint64(len(b)-off-n) {
+			return 0, ErrBadTags
+		}
+		off += n + int(size)
+	}
+	return off, nil
+}
+
+// DecodeRequest decodes a request body of key at version through kmsg.
+func DecodeRequest(key, version int16, body []byte) (req kmsg.Request, err error) {
+	if !KnownKey(key) {
+		return nil, ErrUnknownKey
+	}
+	if !KnownVersion(key, version) {
+		return nil, ErrUnknownVersion
+	}
+	req = kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if err := readBody(req, body); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// DecodeResponse decodes a response body of key at version through kmsg.
+func DecodeResponse(key, version int16, body []byte) (resp kmsg.Response, err error) {
+	if !KnownKey(key) {
+		return nil, ErrUnknownKey
+	}
+	if !KnownVersion(key, version) {
+		return nil, ErrUnknownVersion
+	}
+	resp = kmsg.ResponseForKey(key)
+	resp.SetVersion(version)
+	if err := readBody(resp, body); err != nil {
+		return resp, err
+	}
+	return resp, nil
+}
+
+type reader interface{ ReadFrom([]byte) error }
+
+// readBody runs kmsg's decoder, turning a panic (which kmsg should never
+// raise, but input is hostile) into an error.
+func readBody(r reader, body []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: decoder panic: %v", ErrBody, p)
+		}
+	}()
+	if err := r.ReadFrom(body); err != nil {
+		return fmt.Errorf("%w: %v", ErrBody, err)
+	}
+	return nil
+}
+
+// Name returns kmsg's name for key, or "Unknown(N)".
+func Name(key int16) string {
+	if KnownKey(key) {
+		return kmsg.NameForKey(key)
+	}
+	return fmt.Sprintf("Unknown(%d)", key)
+}
+
+// PlausibleRequest reports whether b starts with something that looks like a
+// whole Kafka request header: a size within [min, maxFrame], an API key and
+// version kmsg knows, and a client id of sane length made of printable
+// characters. It is used to recognise Kafka on unexpected ports and to find
+// a frame boundary after a gap; it does not need the whole frame.
+func PlausibleRequest(b []byte, maxFrame int) bool {
+	size, ok := FrameSize(b)
+	if !ok || size < 10 || int64(size) > int64(maxFrame) || len(b) < 14 {
+		return false
+	}
+	key := int16(binary.BigEndian.Uint16(b[4:]))
+	version := int16(binary.BigEndian.Uint16(b[6:]))
+	if !KnownVersion(key, version) {
+		return false
+	}
+	if RequestHeaderVersion(key, version) == 0 {
+		return true
+	}
+	n := int(int16(binary.BigEndian.Uint16(b[12:])))
+	if n == -1 {
+		return true
+	}
+	if n < 0 || n > 1024 || 10+n > int(size) {
+		return false
+	}
+	id := b[14:]
+	if len(id) > n {
+		id = id[:n]
+	}
+	for _, c := range id {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}

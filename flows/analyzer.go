@@ -1,0 +1,327 @@
+package flows
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/reassembly"
+
+	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// Config holds the analysis settings. The zero value is not valid; start
+// from DefaultConfig.
+type Config struct {
+	Ports    *Ports
+	MaxFrame int // frames larger than this are framing errors
+	// MaxPending bounds the requests waiting for a response per
+	// connection; older ones are dropped and counted.
+	MaxPending int
+	// ReorderWindow is how long (capture time) reassembly waits for a
+	// missing segment before skipping the hole.
+	ReorderWindow time.Duration
+	// MaxBufferedPages bounds out-of-order data per connection
+	// (gopacket pages of 1900 bytes).
+	MaxBufferedPages int
+}
+
+// DefaultConfig returns the defaults documented in the README.
+func DefaultConfig() Config {
+	p, _ := ParsePorts(DefaultPorts)
+	return Config{
+		Ports:            p,
+		MaxFrame:         decode.DefaultMaxFrame,
+		MaxPending:       100000,
+		ReorderWindow:    2 * time.Second,
+		MaxBufferedPages: 4096,
+	}
+}
+
+// Stats are capture-wide counters.
+type Stats struct {
+	Packets      int64
+	Bytes        int64
+	NonIP        int64 // frames with no IPv4/IPv6 (ARP, LLC, ...)
+	NonTCP       int64 // IP packets that are not TCP (UDP, ICMP, ...)
+	Fragments    int64 // IP fragments (not reassembled)
+	Truncated    int64 // packets cut by the snaplen
+	BadPackets   int64 // headers that do not decode
+	TCPPackets   int64
+	KafkaPackets int64
+	OtherTCP     int64 // TCP connections not recognised as Kafka
+	FirstTime    time.Time
+	LastTime     time.Time
+	// FirstBad is the first undecodable packet, for the report.
+	FirstBad     uint64
+	FirstBadFile int
+	FirstBadWhy  string
+	// UnknownAPIs counts request frames kmsg cannot decode, by "key N vV".
+	UnknownAPIs map[UnknownAPI]int
+}
+
+// UnknownAPI is an API key and version kmsg does not know.
+type UnknownAPI struct{ Key, Version int16 }
+
+// Analyzer turns packets into Kafka messages and exchanges. It is not safe
+// for concurrent use: one goroutine feeds it packets.
+type Analyzer struct {
+	cfg        Config
+	reqH       []RequestHandler
+	exH        []ExchangeHandler
+	connH      []ConnHandler
+	stats      Stats
+	conns      []*Conn
+	streams    map[tupleKey]*stream
+	syns       map[tupleKey]*synState
+	synq       synQueue
+	pool       *reassembly.StreamPool
+	asm        *reassembly.Assembler
+	ctx        packetCtx
+	cur        *capture.Packet
+	parser4    *gopacket.DecodingLayerParser
+	parser6    *gopacket.DecodingLayerParser
+	ip4        layers.IPv4
+	ip6        layers.IPv6
+	tcp        layers.TCP
+	payload    gopacket.Payload
+	decoded    []gopacket.LayerType
+	lastFlush  time.Time
+	sinceFlush int
+	closed     bool
+	lastFile   int
+	lastN      uint64
+}
+
+// New returns an Analyzer delivering events to the handlers, each of which
+// implements any of RequestHandler, ExchangeHandler and ConnHandler.
+func New(cfg Config, handlers ...Handler) *Analyzer {
+	a := &Analyzer{
+		cfg:     cfg,
+		streams: make(map[tupleKey]*stream),
+		syns:    make(map[tupleKey]*synState),
+	}
+	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
+	for _, h := range handlers {
+		if r, ok := h.(RequestHandler); ok {
+			a.reqH = append(a.reqH, r)
+		}
+		if x, ok := h.(ExchangeHandler); ok {
+			a.exH = append(a.exH, x)
+		}
+		if c, ok := h.(ConnHandler); ok {
+			a.connH = append(a.connH, c)
+		}
+	}
+	a.pool = reassembly.NewStreamPool((*factory)(a))
+	a.asm = reassembly.NewAssembler(a.pool)
+	a.asm.MaxBufferedPagesPerConnection = cfg.MaxBufferedPages
+	a.asm.MaxBufferedPagesTotal = cfg.MaxBufferedPages * 16
+	a.parser4 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &a.ip4, &a.ip6, &a.tcp, &a.payload)
+	a.parser6 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv6, &a.ip4, &a.ip6, &a.tcp, &a.payload)
+	a.parser4.IgnoreUnsupported = true
+	a.parser6.IgnoreUnsupported = true
+	a.decoded = make([]gopacket.LayerType, 0, 4)
+	return a
+}
+
+// packetCtx is the reassembly context of the packet being processed. One
+// value is reused: kfsniff takes packet numbers from the analyzer's current
+// packet, never from contexts kept by reassembly.
+type packetCtx struct{ ci gopacket.CaptureInfo }
+
+func (c *packetCtx) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
+
+// tupleKey identifies a TCP connection regardless of direction: the lower
+// endpoint first.
+type tupleKey struct {
+	a, b   [16]byte
+	pa, pb uint16
+}
+
+func makeKey(src, dst netip.AddrPort) (k tupleKey, flipped bool) {
+	s, d := src.Addr().As16(), dst.Addr().As16()
+	if cmp := compareEndpoint(s, src.Port(), d, dst.Port()); cmp <= 0 {
+		return tupleKey{s, d, src.Port(), dst.Port()}, false
+	}
+	return tupleKey{d, s, dst.Port(), src.Port()}, true
+}
+
+func compareEndpoint(a [16]byte, pa uint16, b [16]byte, pb uint16) int {
+	for i := range a {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return int(pa) - int(pb)
+}
+
+// Stats returns the capture-wide counters.
+func (a *Analyzer) Stats() *Stats { return &a.stats }
+
+// Conns returns the Kafka connections in order of first packet.
+func (a *Analyzer) Conns() []*Conn { return a.conns }
+
+// Packet processes one captured packet.
+func (a *Analyzer) Packet(p *capture.Packet) {
+	st := &a.stats
+	st.Packets++
+	st.Bytes += int64(p.Len)
+	if st.FirstTime.IsZero() || p.Time.Before(st.FirstTime) {
+		st.FirstTime = p.Time
+	}
+	if p.Time.After(st.LastTime) {
+		st.LastTime = p.Time
+	}
+	if len(p.Data) < p.Len {
+		st.Truncated++
+	}
+	et, netb, _, ok := p.Link.Network(p.Data)
+	if !ok {
+		st.NonIP++
+		return
+	}
+	parser := a.parser4
+	if et == capture.EtherTypeIPv6 {
+		parser = a.parser6
+	}
+	a.decoded = a.decoded[:0]
+	if err := parser.DecodeLayers(netb, &a.decoded); err != nil {
+		a.bad(p, "bad IP/TCP header: "+err.Error())
+		return
+	}
+	var src, dst netip.Addr
+	isTCP := false
+	for _, lt := range a.decoded {
+		switch lt {
+		case layers.LayerTypeIPv4:
+			if a.ip4.Flags&layers.IPv4MoreFragments != 0 || a.ip4.FragOffset != 0 {
+				st.Fragments++
+				return
+			}
+			src, _ = netip.AddrFromSlice(a.ip4.SrcIP.To4())
+			dst, _ = netip.AddrFromSlice(a.ip4.DstIP.To4())
+		case layers.LayerTypeIPv6:
+			src, _ = netip.AddrFromSlice(a.ip6.SrcIP)
+			dst, _ = netip.AddrFromSlice(a.ip6.DstIP)
+		case layers.LayerTypeTCP:
+			isTCP = true
+		}
+	}
+	if !isTCP {
+		st.NonTCP++
+		return
+	}
+	st.TCPPackets++
+	a.cur = p
+	a.lastFile, a.lastN = p.File, p.N
+	a.tcpPacket(p, netip.AddrPortFrom(src, uint16(a.tcp.SrcPort)), netip.AddrPortFrom(dst, uint16(a.tcp.DstPort)))
+	a.maybeFlush(p.Time)
+}
+
+func (a *Analyzer) bad(p *capture.Packet, why string) {
+	st := &a.stats
+	st.BadPackets++
+	if st.FirstBad == 0 {
+		st.FirstBad, st.FirstBadFile, st.FirstBadWhy = p.N, p.File, why
+	}
+}
+
+func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
+	t := &a.tcp
+	key, flipped := makeKey(src, dst)
+	a.trackSYN(p, key, flipped, src, dst)
+	s := a.streams[key]
+	if s != nil && s.ignore && !(t.SYN && !t.ACK) {
+		return
+	}
+	if s == nil && len(t.Payload) == 0 && !t.SYN {
+		// A bare ACK, FIN or RST of a connection we know nothing of
+		// (or that already ended): nothing to reassemble.
+		return
+	}
+	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
+	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
+}
+
+func netFlow(src, dst netip.AddrPort) gopacket.Flow {
+	s, d := src.Addr(), dst.Addr()
+	if s.Is4() {
+		s4, d4 := s.As4(), d.As4()
+		return gopacket.NewFlow(layers.EndpointIPv4, s4[:], d4[:])
+	}
+	s16, d16 := s.As16(), d.As16()
+	return gopacket.NewFlow(layers.EndpointIPv6, s16[:], d16[:])
+}
+
+func (a *Analyzer) maybeFlush(now time.Time) {
+	a.sinceFlush++
+	if a.sinceFlush < 1024 && now.Sub(a.lastFlush) < a.cfg.ReorderWindow {
+		return
+	}
+	a.sinceFlush = 0
+	a.lastFlush = now
+	// Push through data held back by holes older than the reorder
+	// window; never close connections here (TC zero), as Kafka
+	// connections idle for long periods.
+	a.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-a.cfg.ReorderWindow)})
+}
+
+// Close ends the analysis: it flushes reassembly, reports requests that
+// were never answered and SYNs never answered, and must be called once
+// after the last packet.
+func (a *Analyzer) Close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	a.cur = nil
+	a.asm.FlushAll()
+	// Unanswered requests, in order of their packets.
+	var left []*Message
+	for _, c := range a.conns {
+		for _, m := range c.drain() {
+			if m != nil {
+				left = append(left, m)
+			}
+		}
+	}
+	sort.SliceStable(left, func(i, j int) bool {
+		if left[i].File != left[j].File {
+			return left[i].Time.Before(left[j].Time)
+		}
+		return left[i].Packet < left[j].Packet
+	})
+	for _, m := range left {
+		m.Conn.Unanswered++
+		a.emit(&Exchange{Conn: m.Conn, Req: m, Unanswered: true})
+	}
+	a.closeSYNs()
+}
+
+func (a *Analyzer) emit(x *Exchange) {
+	for _, h := range a.exH {
+		h.OnExchange(x)
+	}
+}
+
+func (a *Analyzer) emitConn(e *ConnEvent) {
+	for _, h := range a.connH {
+		h.OnConnEvent(e)
+	}
+}
+
+// packetPos returns the current packet's position, or the last one seen
+// when called outside packet processing (flushes at the end).
+func (a *Analyzer) packetPos() (file int, n uint64, t time.Time) {
+	if a.cur != nil {
+		return a.cur.File, a.cur.N, a.cur.Time
+	}
+	return a.lastFile, a.lastN, a.stats.LastTime
+}

@@ -1,0 +1,430 @@
+package flows
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// framer splits one direction of a Kafka connection into size-prefixed
+// frames and decodes them. It keeps the bytes of an incomplete frame and,
+// after a hole or a framing error, scans for the next frame boundary.
+type framer struct {
+	s    *stream
+	resp bool // frames responses (server to client)
+	buf  []byte
+	// synced: buf starts at a frame boundary. initial: the capture began
+	// mid-stream and no boundary has been found yet. tentative: the
+	// boundary was guessed by a scan and the first frame must decode.
+	synced     bool
+	initial    bool
+	tentative  bool
+	tls        bool
+	everFramed bool
+	// First packet and time of the frame at the start of buf.
+	startFile int
+	startPkt  uint64
+	startTime time.Time
+}
+
+const (
+	minRequest  = 8 // key, version, correlation id
+	minResponse = 4 // correlation id
+	// scanLimit bounds how much a direction may buffer while looking for
+	// a frame boundary; the rest is skipped and counted.
+	scanLimit = 1 << 20
+)
+
+func (f *framer) conn() *Conn { return f.s.conn }
+
+// gap drops the partial frame around a hole of n lost bytes.
+func (f *framer) gap(n int) {
+	c := f.conn()
+	c.Gaps++
+	c.skip(SkipGap, n+len(f.buf))
+	file, pkt, _ := f.s.a.packetPos()
+	c.problem(file, pkt, fmt.Sprintf("%d bytes lost in %s direction; partial frame dropped", n, f.dirName()))
+	f.buf = f.buf[:0]
+	f.synced, f.tentative = false, false
+}
+
+func (f *framer) dirName() string {
+	if f.resp {
+		return "server->client"
+	}
+	return "client->server"
+}
+
+// end is called when the connection closes: a partial frame left is lost.
+func (f *framer) end() {
+	if len(f.buf) > 0 {
+		reason := SkipGap
+		if !f.synced {
+			reason = SkipResync
+		}
+		f.conn().skip(reason, len(f.buf))
+		f.buf = f.buf[:0]
+	}
+}
+
+// feed takes bytes in stream order; data is only valid during the call.
+func (f *framer) feed(data []byte) {
+	if f.tls {
+		f.conn().skip(SkipTLS, len(data))
+		return
+	}
+	a := f.s.a
+	file, pkt, now := a.packetPos()
+	owned := len(f.buf) > 0
+	if owned {
+		f.buf = append(f.buf, data...)
+		data = f.buf
+	} else {
+		f.startFile, f.startPkt, f.startTime = file, pkt, now
+	}
+	off := 0
+	for off < len(data) {
+		if !f.synced {
+			n, ok := f.resync(data[off:])
+			off += n
+			if !ok {
+				break
+			}
+		}
+		rest := data[off:]
+		size, ok := decode.FrameSize(rest)
+		if !ok {
+			break
+		}
+		min := minRequest
+		if f.resp {
+			min = minResponse
+		}
+		if size < int32(min) || int64(size) > int64(a.cfg.MaxFrame) {
+			f.badSize(rest, size)
+			if f.tls {
+				off = len(data)
+				break
+			}
+			off++
+			continue
+		}
+		total := int(size) + decode.SizeLen
+		if len(rest) < total {
+			break
+		}
+		frame := rest[decode.SizeLen:total]
+		var handled bool
+		if f.resp {
+			handled = f.response(frame)
+		} else {
+			handled = f.request(frame)
+		}
+		if !handled {
+			// A guessed boundary whose frame does not decode: scan on.
+			f.synced, f.tentative = false, false
+			f.conn().skip(SkipResync, 1)
+			off++
+			continue
+		}
+		f.everFramed = true
+		off += total
+		f.startFile, f.startPkt, f.startTime = file, pkt, now
+	}
+	rest := data[off:]
+	if len(rest) > scanLimit && !f.synced {
+		drop := len(rest) - scanLimit
+		f.conn().skip(SkipResync, drop)
+		rest = rest[drop:]
+	}
+	if owned {
+		n := copy(f.buf, rest)
+		f.buf = f.buf[:n]
+	} else {
+		f.buf = append(f.buf[:0], rest...)
+	}
+	if cap(f.buf) > 4<<20 && len(f.buf) < 64<<10 {
+		// Do not keep a huge buffer after one huge frame.
+		f.buf = append([]byte(nil), f.buf...)
+	}
+}
+
+// badSize records a size prefix outside [min, --max-frame] and starts a scan.
+func (f *framer) badSize(rest []byte, size int32) {
+	c := f.conn()
+	file, pkt, _ := f.s.a.packetPos()
+	if f.initial || !f.everFramed {
+		if isTLS(rest) {
+			f.tls, c.TLS = true, true
+			c.skip(SkipTLS, len(rest))
+			c.problem(file, pkt, "TLS records on a Kafka connection: not decodable without keys")
+			f.synced = false
+			return
+		}
+	}
+	c.FramingErrors++
+	c.problem(file, pkt, fmt.Sprintf("%s frame size %d outside 0..%d; resynchronising", f.dirName(), size, f.s.a.cfg.MaxFrame))
+	reason := SkipTooLarge
+	if !f.everFramed {
+		reason = SkipNotKafka
+	}
+	c.skip(reason, 1)
+	f.synced, f.tentative = false, false
+}
+
+// isTLS reports a TLS record header (handshake or alert, TLS 1.0-1.3).
+func isTLS(b []byte) bool {
+	return len(b) >= 3 && (b[0] == 0x16 || b[0] == 0x15 || b[0] == 0x17) && b[1] == 0x03 && b[2] <= 0x04
+}
+
+// resync looks for a frame boundary in b. It returns how many bytes to
+// skip and whether a boundary was found at that offset.
+func (f *framer) resync(b []byte) (int, bool) {
+	c := f.conn()
+	if f.initial && isTLS(b) {
+		f.tls, c.TLS = true, true
+		c.skip(SkipTLS, len(b))
+		file, pkt, _ := f.s.a.packetPos()
+		c.problem(file, pkt, "TLS records on a Kafka connection: not decodable without keys")
+		return len(b), false
+	}
+	maxFrame := f.s.a.cfg.MaxFrame
+	need := 14
+	if f.resp {
+		need = 8
+	}
+	i := 0
+	for ; i+need <= len(b); i++ {
+		if f.resp {
+			if f.responseBoundary(b[i:], i == 0 && f.initial) {
+				break
+			}
+		} else if decode.PlausibleRequest(b[i:], maxFrame) {
+			break
+		}
+	}
+	if i+need > len(b) {
+		// Nothing yet; keep the last few bytes, a boundary may start there.
+		keep := min(len(b), need-1)
+		skip := len(b) - keep
+		reason := SkipResync
+		if !f.everFramed && !f.initial {
+			reason = SkipNotKafka
+		}
+		c.skip(reason, skip)
+		return skip, false
+	}
+	c.skip(SkipResync, i)
+	f.synced = true
+	f.tentative = !(f.resp && i == 0 && f.initial && c.Pending() == 0)
+	f.initial = false
+	return i, true
+}
+
+// responseBoundary reports whether b plausibly starts a response frame:
+// its correlation id is that of a request waiting on this connection, or,
+// at the very start of a mid-stream capture with nothing waiting, the frame
+// ends exactly where the data does or where another plausible frame begins.
+func (f *framer) responseBoundary(b []byte, first bool) bool {
+	size := int32(binary.BigEndian.Uint32(b))
+	if size < minResponse || int64(size) > int64(f.s.a.cfg.MaxFrame) {
+		return false
+	}
+	corr := int32(binary.BigEndian.Uint32(b[4:]))
+	c := f.conn()
+	if c.hasPending(corr) {
+		return true
+	}
+	if !first || c.Pending() > 0 {
+		return false
+	}
+	end := int(size) + 4
+	if end == len(b) {
+		return true
+	}
+	if end+4 <= len(b) {
+		next := int32(binary.BigEndian.Uint32(b[end:]))
+		return next >= minResponse && int64(next) <= int64(f.s.a.cfg.MaxFrame)
+	}
+	return false
+}
+
+// newMessage fills the position fields of a message completed now.
+func (f *framer) newMessage() *Message {
+	file, pkt, now := f.s.a.packetPos()
+	return &Message{
+		Conn:        f.conn(),
+		Response:    f.resp,
+		File:        file,
+		Packet:      pkt,
+		Time:        now,
+		FirstPacket: f.startPkt,
+		FirstTime:   f.startTime,
+	}
+}
+
+// request handles one request frame. It returns false only for a frame
+// at a guessed boundary that does not decode.
+func (f *framer) request(frame []byte) bool {
+	a := f.s.a
+	c := f.conn()
+	h, err := decode.ParseRequestHeader(frame)
+	if err != nil {
+		if f.tentative {
+			return false
+		}
+		m := f.newMessage()
+		m.Size = len(frame) + 4
+		m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
+		m.Err = fmt.Errorf("request header (key %d v%d corr %d): %w", h.Key, h.Version, h.Correlation, err)
+		c.DecodeErrors++
+		c.problem(m.File, m.Packet, m.Err.Error())
+		return true
+	}
+	var req kmsg.Request
+	known := decode.KnownVersion(h.Key, h.Version)
+	if known {
+		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		if err != nil && f.tentative {
+			return false
+		}
+	}
+	f.tentative = false
+	m := f.newMessage()
+	m.Size = len(frame) + 4
+	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
+	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
+	m.Frame = frame
+	switch {
+	case !known:
+		c.UnknownAPIs++
+		a.stats.UnknownAPIs[UnknownAPI{h.Key, h.Version}]++
+		if decode.KnownKey(h.Key) {
+			m.Err = fmt.Errorf("%s v%d corr %d: %w (max v%d)", decode.Name(h.Key), h.Version, h.Correlation, decode.ErrUnknownVersion, decode.MaxVersion(h.Key))
+		} else {
+			m.Err = fmt.Errorf("API key %d v%d corr %d: %w", h.Key, h.Version, h.Correlation, decode.ErrUnknownKey)
+		}
+		c.problem(m.File, m.Packet, m.Err.Error())
+	case err != nil:
+		m.Err = fmt.Errorf("decode %s v%d request corr %d: %w", decode.Name(h.Key), h.Version, h.Correlation, err)
+		c.DecodeErrors++
+		c.problem(m.File, m.Packet, m.Err.Error())
+	default:
+		m.Req = req
+		f.scanBatches(m, req)
+	}
+	c.Requests++
+	c.APIs[h.Key]++
+	for _, hd := range a.reqH {
+		hd.OnRequest(m)
+	}
+	m.Frame = nil
+	f.release(m, req)
+	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
+		c.NoResponse++
+		a.emit(&Exchange{Conn: c, Req: m, NoResponse: true})
+		return true
+	}
+	if old := c.push(m, a.cfg.MaxPending); old != nil {
+		c.Evicted++
+		c.Unanswered++
+		a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
+	}
+	return true
+}
+
+// release drops references into the frame so the message can be kept.
+func (f *framer) release(m *Message, body any) {
+	if body != nil {
+		decode.ReleaseRecords(body)
+	}
+	for i := range m.Batches {
+		m.Batches[i].Raw = nil
+	}
+}
+
+// response handles one response frame.
+func (f *framer) response(frame []byte) bool {
+	a := f.s.a
+	c := f.conn()
+	corr, _ := decode.Correlation(frame)
+	req := c.match(corr, func(old *Message) {
+		// Answered out of order means never answered: Kafka responds
+		// on a connection in request order.
+		c.Unanswered++
+		a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
+	})
+	f.tentative = false
+	m := f.newMessage()
+	m.Size = len(frame) + 4
+	m.Correlation = corr
+	m.Frame = frame
+	if req == nil {
+		m.Key, m.Version = -1, -1
+		c.Unmatched++
+		c.skip(SkipUnmatched, len(frame)+4)
+		a.emit(&Exchange{Conn: c, Resp: m})
+		m.Frame = nil
+		return true
+	}
+	m.Key, m.Version, m.ClientID = req.Key, req.Version, req.ClientID
+	var resp kmsg.Response
+	if decode.KnownVersion(req.Key, req.Version) {
+		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)
+		if err == nil {
+			resp, err = decode.DecodeResponse(req.Key, req.Version, frame[hl:])
+		}
+		if err != nil {
+			m.Err = fmt.Errorf("decode %s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, err)
+			c.DecodeErrors++
+			c.problem(m.File, m.Packet, m.Err.Error())
+		} else {
+			m.Resp = resp
+			f.scanBatches(m, resp)
+			m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
+			if len(m.ErrorCodes) > 0 {
+				c.ErrorResponses++
+			}
+		}
+	} else {
+		m.Err = req.Err
+	}
+	c.Responses++
+	a.emit(&Exchange{Conn: c, Req: req, Resp: m})
+	m.Frame = nil
+	f.release(m, resp)
+	return true
+}
+
+func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
+	decode.ErrorCodes(resp, func(code int16) {
+		for i := range out {
+			if out[i].Code == code {
+				out[i].Count++
+				return
+			}
+		}
+		out = append(out, ErrorCount{Code: code, Count: 1})
+	})
+	return out
+}
+
+// scanBatches records the record batches of a Produce request or Fetch
+// response.
+func (f *framer) scanBatches(m *Message, body any) {
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) == 0 {
+			return
+		}
+		_, err := decode.ScanBatches(rs.Records, func(b *decode.Batch) {
+			m.Batches = append(m.Batches, BatchRef{Topic: rs.Topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
+		})
+		if err != nil {
+			m.BatchErrors++
+		}
+	})
+}

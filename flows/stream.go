@@ -1,0 +1,279 @@
+package flows
+
+import (
+	"net/netip"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/reassembly"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// factory creates a stream per TCP connection for gopacket's reassembly.
+type factory Analyzer
+
+// New implements reassembly.StreamFactory.
+func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+	a := (*Analyzer)(f)
+	src := netip.AddrPortFrom(addrFrom(netFlow.Src()), uint16(tcp.SrcPort))
+	dst := netip.AddrPortFrom(addrFrom(netFlow.Dst()), uint16(tcp.DstPort))
+	key, _ := makeKey(src, dst)
+	if s := a.streams[key]; s != nil && !s.done {
+		return s
+	}
+	s := &stream{a: a, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
+	s.fr[0].s, s.fr[1].s = s, s
+	s.fr[1].resp = true
+	a.streams[key] = s
+	return s
+}
+
+func addrFrom(e gopacket.Endpoint) netip.Addr {
+	a, _ := netip.AddrFromSlice(e.Raw())
+	return a
+}
+
+// stream is the state of one TCP connection: which end is the client,
+// whether it carries Kafka, and a framer per direction.
+type stream struct {
+	a *Analyzer
+	// ends[0] sent the packet that created the stream; reassembly's
+	// direction d carries bytes from ends[d] to ends[1-d].
+	ends      [2]netip.AddrPort
+	clientEnd int // index into ends, -1 until known
+	handshake bool
+	midstream [2]bool
+	decided   bool
+	ignore    bool
+	done      bool
+	conn      *Conn
+	// fr[0] frames requests (client to server), fr[1] responses.
+	fr [2]framer
+	// held keeps data of an undecided connection, in arrival order.
+	held     []heldChunk
+	heldSize int
+	// pre-decision counters, folded into the Conn when it is created.
+	packets [2]int64
+	bytes   [2]int64
+}
+
+type heldChunk struct {
+	dir  int
+	data []byte
+}
+
+// maxHeld bounds what an undecided connection may hold per stream.
+const maxHeld = 64 << 10
+
+// Accept implements reassembly.Stream.
+func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
+	d := dirIndex(dir)
+	if tcp.SYN && !tcp.ACK {
+		s.clientEnd = d
+		s.handshake = true
+	}
+	if nextSeq == -1 && !tcp.SYN {
+		// The capture began after this direction's SYN: start here.
+		*start = true
+		s.midstream[d] = true
+	}
+	s.packets[d]++
+	s.bytes[d] += int64(len(tcp.Payload))
+	if s.conn != nil {
+		c := s.conn
+		r := s.role(d)
+		c.Packets[r]++
+		c.Bytes[r] += int64(len(tcp.Payload))
+		c.LastPacket, c.LastSeen = s.a.cur.N, s.a.cur.Time
+		if tcp.RST {
+			c.Reset = true
+		}
+	}
+	return !s.ignore
+}
+
+func dirIndex(dir reassembly.TCPFlowDirection) int {
+	if dir == reassembly.TCPDirClientToServer {
+		return 0
+	}
+	return 1
+}
+
+// role maps a reassembly direction to ToServer or ToClient.
+func (s *stream) role(d int) Dir {
+	if d == s.clientEnd {
+		return ToServer
+	}
+	return ToClient
+}
+
+// ReassembledSG implements reassembly.Stream.
+func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
+	if s.ignore {
+		return
+	}
+	dir, _, _, skip := sg.Info()
+	d := dirIndex(dir)
+	n, _ := sg.Lengths()
+	if skip > 0 && s.conn != nil {
+		s.fr[s.role(d)].gap(skip)
+	}
+	if n == 0 {
+		return
+	}
+	data := sg.Fetch(n)
+	if !s.decided {
+		s.decide(d, data)
+		return
+	}
+	s.fr[s.role(d)].feed(data)
+}
+
+// ReassemblyComplete implements reassembly.Stream.
+func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	s.done = true
+	if s.conn != nil {
+		s.conn.Closed = true
+		s.fr[0].end()
+		s.fr[1].end()
+		file, n, t := s.a.packetPos()
+		s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
+	}
+	s.held = nil
+	return true
+}
+
+// decide works out whether the connection carries Kafka and which end is
+// the client, from the handshake, the ports and the first bytes.
+func (s *stream) decide(d int, data []byte) {
+	ports := s.a.cfg.Ports
+	portServer := -1
+	p0, p1 := ports.Has(s.ends[0].Port()), ports.Has(s.ends[1].Port())
+	switch {
+	case p0 && !p1:
+		portServer = 0
+	case p1 && !p0:
+		portServer = 1
+	}
+	byPort := p0 || p1
+	plausible := decode.PlausibleRequest(data, s.a.cfg.MaxFrame)
+	how := ByContent
+	if byPort {
+		how = ByPort
+	}
+	switch {
+	case s.clientEnd >= 0 && s.handshake:
+		if byPort || (d == s.clientEnd && plausible) {
+			s.start(how, ClientByHandshake, d, data)
+			return
+		}
+		// Kafka clients speak first, with a request.
+		s.notKafka()
+		return
+	case plausible:
+		s.clientEnd = d
+		s.start(how, ClientByRequests, d, data)
+		return
+	case portServer >= 0:
+		s.clientEnd = 1 - portServer
+		s.start(how, ClientByPort, d, data)
+		return
+	case !byPort && s.midstream[d] && findRequest(data, s.a.cfg.MaxFrame) >= 0:
+		// Mid-stream on an unknown port: a whole request that decodes
+		// somewhere in the first bytes.
+		s.clientEnd = d
+		s.start(ByContent, ClientByRequests, d, data)
+		return
+	}
+	// Undecided: hold the bytes until the other direction speaks.
+	if s.heldSize+len(data) > maxHeld || s.heldFrom(d) && s.heldFrom(1-d) {
+		s.notKafka()
+		return
+	}
+	s.held = append(s.held, heldChunk{dir: d, data: append([]byte(nil), data...)})
+	s.heldSize += len(data)
+}
+
+func (s *stream) heldFrom(d int) bool {
+	for _, h := range s.held {
+		if h.dir == d {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *stream) notKafka() {
+	s.decided, s.ignore = true, true
+	s.held = nil
+	s.a.stats.OtherTCP++
+}
+
+// start makes the connection a Kafka connection and feeds it what it holds
+// and then data, which arrived in direction d.
+func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
+	s.decided = true
+	a := s.a
+	ci := s.clientEnd
+	c := &Conn{
+		ID:          len(a.conns) + 1,
+		Client:      s.ends[ci],
+		Server:      s.ends[1-ci],
+		Recognised:  how,
+		ClientBy:    by,
+		Handshake:   s.handshake,
+		MidStream:   s.midstream[0] || s.midstream[1],
+		APIs:        make(map[int16]int),
+		File:        a.cur.File,
+		FirstPacket: a.cur.N,
+		LastPacket:  a.cur.N,
+		FirstSeen:   a.cur.Time,
+		LastSeen:    a.cur.Time,
+	}
+	for i := 0; i < 2; i++ {
+		r := s.role(i)
+		c.Packets[r] += s.packets[i]
+		c.Bytes[r] += s.bytes[i]
+		// A direction whose SYN was seen is framed from its first byte.
+		s.fr[r].synced = !s.midstream[i]
+		s.fr[r].initial = s.midstream[i]
+	}
+	s.conn = c
+	a.conns = append(a.conns, c)
+	a.emitConn(&ConnEvent{Kind: ConnOpened, Conn: c, Client: c.Client, Server: c.Server, File: c.File, Packet: c.FirstPacket, Time: c.FirstSeen})
+	held := s.held
+	s.held, s.heldSize = nil, 0
+	for _, h := range held {
+		s.fr[s.role(h.dir)].feed(h.data)
+	}
+	s.fr[s.role(d)].feed(data)
+}
+
+// findRequest returns the offset of the first whole request in b whose
+// header is plausible and whose body decodes, or -1.
+func findRequest(b []byte, maxFrame int) int {
+	for i := 0; i+14 <= len(b); i++ {
+		if !decode.PlausibleRequest(b[i:], maxFrame) {
+			continue
+		}
+		if wholeRequestDecodes(b[i:]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func wholeRequestDecodes(b []byte) bool {
+	size, _ := decode.FrameSize(b)
+	if int(size)+4 > len(b) {
+		return false
+	}
+	frame := b[4 : 4+size]
+	h, err := decode.ParseRequestHeader(frame)
+	if err != nil {
+		return false
+	}
+	_, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+	return err == nil
+}

@@ -1,0 +1,106 @@
+package flows
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/kfsniff/kfsniff/capture"
+)
+
+// synState tracks a connection attempt until it is answered: a SYN-ACK
+// makes it an ordinary connection, a RST from the server a refused one.
+type synState struct {
+	client, server netip.AddrPort
+	file           int
+	packet         uint64
+	time           time.Time
+	attempts       int
+	seq            uint64
+}
+
+// synQueue remembers attempts in arrival order so the oldest can be evicted
+// in constant time; entries whose attempt has since ended are skipped.
+type synQueue struct {
+	keys []tupleKey
+	seqs []uint64
+	head int
+	next uint64
+}
+
+// maxSYNs bounds the attempts tracked at once; the oldest are reported as
+// unanswered when it is reached (connection churn).
+const maxSYNs = 65536
+
+func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, dst netip.AddrPort) {
+	t := &a.tcp
+	switch {
+	case t.SYN && !t.ACK:
+		if s := a.syns[key]; s != nil {
+			s.attempts++
+			return
+		}
+		if len(a.syns) >= maxSYNs {
+			a.evictSYN()
+		}
+		q := &a.synq
+		q.next++
+		a.syns[key] = &synState{client: src, server: dst, file: p.File, packet: p.N, time: p.Time, attempts: 1, seq: q.next}
+		if q.head > 4096 && q.head > len(q.keys)/2 {
+			n := copy(q.keys, q.keys[q.head:])
+			copy(q.seqs, q.seqs[q.head:])
+			q.keys, q.seqs, q.head = q.keys[:n], q.seqs[:n], 0
+		}
+		q.keys = append(q.keys, key)
+		q.seqs = append(q.seqs, q.next)
+	case t.SYN && t.ACK:
+		delete(a.syns, key)
+	case t.RST:
+		s := a.syns[key]
+		if s == nil || src != s.server {
+			return
+		}
+		delete(a.syns, key)
+		a.emitConn(&ConnEvent{Kind: ConnRefused, Client: s.client, Server: s.server, File: p.File, Packet: p.N, Time: p.Time, Attempts: s.attempts})
+	case len(t.Payload) > 0:
+		// Data without a SYN-ACK seen: the answer was not captured.
+		delete(a.syns, key)
+	}
+}
+
+func (a *Analyzer) evictSYN() {
+	q := &a.synq
+	var o *synState
+	for q.head < len(q.keys) {
+		k, seq := q.keys[q.head], q.seqs[q.head]
+		q.head++
+		if s := a.syns[k]; s != nil && s.seq == seq {
+			o = s
+			delete(a.syns, k)
+			break
+		}
+	}
+	if o == nil {
+		return
+	}
+	a.emitConn(&ConnEvent{Kind: ConnUnanswered, Client: o.client, Server: o.server, File: o.file, Packet: o.packet, Time: o.time, Attempts: o.attempts})
+}
+
+// closeSYNs reports attempts never answered, in packet order.
+func (a *Analyzer) closeSYNs() {
+	left := make([]*synState, 0, len(a.syns))
+	for _, s := range a.syns {
+		left = append(left, s)
+	}
+	sort.Slice(left, func(i, j int) bool {
+		if !left[i].time.Equal(left[j].time) {
+			return left[i].time.Before(left[j].time)
+		}
+		return left[i].packet < left[j].packet
+	})
+	for _, s := range left {
+		a.emitConn(&ConnEvent{Kind: ConnUnanswered, Client: s.client, Server: s.server, File: s.file, Packet: s.packet, Time: s.time, Attempts: s.attempts})
+	}
+	clear(a.syns)
+	a.synq = synQueue{}
+}

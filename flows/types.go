@@ -1,0 +1,160 @@
+// Package flows owns state over time: TCP reassembly, Kafka framing per
+// direction, the connection table, and pairing of responses to requests by
+// correlation id. It turns packets into typed Kafka messages and exchanges
+// and hands them to handlers.
+package flows
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// Message is one Kafka request or response frame.
+type Message struct {
+	Conn *Conn
+	// Response is true for a response frame.
+	Response bool
+	// File and Packet locate the packet that completed the frame;
+	// FirstPacket the packet that carried its first byte.
+	File        int
+	Packet      uint64
+	FirstPacket uint64
+	Time        time.Time // time of the packet that completed the frame
+	FirstTime   time.Time
+	Size        int // frame size including the 4-byte size prefix
+
+	Key         int16
+	Version     int16
+	Correlation int32
+	ClientID    string
+	// Req or Resp is the decoded body (nil if it could not be decoded;
+	// see Err). Record bytes inside them alias the frame and are only
+	// valid during the handler call that delivers the message.
+	Req  kmsg.Request
+	Resp kmsg.Response
+	Err  error
+	// Batches are the record batches carried (Produce requests, Fetch
+	// responses), in wire order. Batch.Raw is valid only during the
+	// handler call.
+	Batches []BatchRef
+	// BatchErrors counts record sets that did not parse as batches.
+	BatchErrors int
+	// ErrorCodes counts the non-zero error codes in a response.
+	ErrorCodes []ErrorCount
+	// Frame is the frame after the size prefix; valid only during the
+	// handler call (copy it to keep it, e.g. for a hex view).
+	Frame []byte
+}
+
+// ErrorCount is an error code and how often it appears in one response.
+type ErrorCount struct {
+	Code  int16
+	Count int
+}
+
+// BatchRef is a record batch and the partition it belongs to.
+type BatchRef struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	decode.Batch
+}
+
+// Name is the API name of the message.
+func (m *Message) Name() string { return decode.Name(m.Key) }
+
+// Exchange is a request with its response. Either side may be missing: a
+// response whose request was not captured (Req nil), a request still
+// unanswered when the capture ended (Unanswered), or a Produce with acks=0,
+// which gets no response (NoResponse).
+type Exchange struct {
+	Conn       *Conn
+	Req        *Message
+	Resp       *Message
+	Unanswered bool
+	NoResponse bool
+}
+
+// Latency is the time from the request's last packet to the response's
+// last packet, or zero if either is missing.
+func (x *Exchange) Latency() time.Duration {
+	if x.Req == nil || x.Resp == nil {
+		return 0
+	}
+	return x.Resp.Time.Sub(x.Req.Time)
+}
+
+// Key is the API key of the exchange.
+func (x *Exchange) Key() int16 {
+	if x.Req != nil {
+		return x.Req.Key
+	}
+	return -1
+}
+
+// ConnEventKind says what happened to a connection.
+type ConnEventKind int
+
+// Connection events.
+const (
+	ConnOpened     ConnEventKind = iota // first packet of a Kafka connection
+	ConnClosed                          // FIN or RST seen, or idle at the end
+	ConnRefused                         // SYN answered by RST
+	ConnUnanswered                      // SYN never answered
+	ConnRecognised                      // an unknown-port connection proved to be Kafka
+)
+
+func (k ConnEventKind) String() string {
+	switch k {
+	case ConnOpened:
+		return "opened"
+	case ConnClosed:
+		return "closed"
+	case ConnRefused:
+		return "refused"
+	case ConnUnanswered:
+		return "syn-unanswered"
+	case ConnRecognised:
+		return "recognised"
+	}
+	return "?"
+}
+
+// ConnEvent is a connection-level event. Conn is nil for refused and
+// unanswered connection attempts, which never carried data.
+type ConnEvent struct {
+	Kind   ConnEventKind
+	Conn   *Conn
+	Client netip.AddrPort
+	Server netip.AddrPort
+	File   int
+	Packet uint64
+	Time   time.Time
+	// Attempts counts SYNs (with retransmissions) for refused and
+	// unanswered attempts.
+	Attempts int
+}
+
+// RequestHandler receives every request frame as it is decoded.
+type RequestHandler interface {
+	OnRequest(m *Message)
+}
+
+// ExchangeHandler receives every exchange when its response arrives, when
+// no response is expected, or when the capture ends without one.
+type ExchangeHandler interface {
+	OnExchange(x *Exchange)
+}
+
+// ConnHandler receives connection events.
+type ConnHandler interface {
+	OnConnEvent(e *ConnEvent)
+}
+
+// Handler is any of RequestHandler, ExchangeHandler, ConnHandler; a handler
+// implements only the events it needs (checked by type assertion).
+type Handler any

@@ -1,0 +1,121 @@
+// Package hist is a fixed-size log-linear histogram of durations, for
+// latency quantiles in bounded memory: each value lands in a bucket whose
+// width is 1/32 of its power of two, so quantiles are within ~3%.
+package hist
+
+import (
+	"math/bits"
+	"time"
+)
+
+const (
+	subBits = 5
+	sub     = 1 << subBits
+	// Values are in microseconds; 2^40 us is about 12.7 days.
+	maxExp  = 40
+	buckets = (maxExp + 1) * sub
+)
+
+// Histogram counts durations. The zero value is ready to use.
+type Histogram struct {
+	counts [buckets]uint32
+	n      uint64
+	max    time.Duration
+	sum    time.Duration
+}
+
+func index(us uint64) int {
+	if us < sub {
+		return int(us)
+	}
+	exp := bits.Len64(us) - 1 // >= subBits
+	if exp > maxExp {
+		return buckets - 1
+	}
+	mant := (us >> (exp - subBits)) & (sub - 1)
+	return (exp-subBits+1)*sub + int(mant)
+}
+
+// lower returns the smallest value (us) of bucket i.
+func lower(i int) uint64 {
+	if i < sub {
+		return uint64(i)
+	}
+	exp := i/sub + subBits - 1
+	mant := uint64(i % sub)
+	return (1 << exp) | mant<<(exp-subBits)
+}
+
+// Add records one duration; negative durations count as zero.
+func (h *Histogram) Add(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	h.counts[index(uint64(d/time.Microsecond))]++
+	h.n++
+	h.sum += d
+	if d > h.max {
+		h.max = d
+	}
+}
+
+// Count is the number of values recorded.
+func (h *Histogram) Count() uint64 { return h.n }
+
+// Max is the largest value recorded (exact).
+func (h *Histogram) Max() time.Duration { return h.max }
+
+// Mean is the average value.
+func (h *Histogram) Mean() time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	return h.sum / time.Duration(h.n)
+}
+
+// Quantile returns the value at quantile q (0..1): the midpoint of the
+// bucket holding it, never more than Max.
+func (h *Histogram) Quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.n) + 0.5)
+	if rank < 1 {
+		rank = 1
+	}
+	if rank > h.n {
+		rank = h.n
+	}
+	var seen uint64
+	for i, c := range h.counts {
+		seen += uint64(c)
+		if seen >= rank {
+			lo := lower(i)
+			hi := lo + 1
+			if i+1 < buckets {
+				hi = lower(i + 1)
+			}
+			v := time.Duration((lo+hi)/2) * time.Microsecond
+			if hi-lo <= 1 {
+				v = time.Duration(lo) * time.Microsecond
+			}
+			if v > h.max {
+				v = h.max
+			}
+			return v
+		}
+	}
+	return h.max
+}
+
+// Merge adds the counts of o into h.
+func (h *Histogram) Merge(o *Histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.sum += o.sum
+	if o.max > h.max {
+		h.max = o.max
+	}
+}

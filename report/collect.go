@@ -1,0 +1,208 @@
+package report
+
+import (
+	"sort"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/hist"
+)
+
+// Collector gathers per-API counts and connection events from the
+// analyzer's handlers; Build turns them into a Report.
+type Collector struct {
+	apis   map[apiKey]*apiStats
+	events []Event
+	// counts of events by kind, for the totals.
+	refused, unansweredSYN int64
+	exchanges              int64
+}
+
+type apiKey struct{ key, version int16 }
+
+type apiStats struct {
+	requests, responses, errorResponses, decodeErrors, unanswered int64
+	errors                                                        map[int16]int64
+	latency                                                       hist.Histogram
+}
+
+// maxEvents bounds the connection events listed (counts stay exact).
+const maxEvents = 1000
+
+// NewCollector returns an empty Collector.
+func NewCollector() *Collector {
+	return &Collector{apis: make(map[apiKey]*apiStats)}
+}
+
+func (c *Collector) api(key, version int16) *apiStats {
+	k := apiKey{key, version}
+	s := c.apis[k]
+	if s == nil {
+		s = &apiStats{}
+		c.apis[k] = s
+	}
+	return s
+}
+
+// OnRequest counts a request frame.
+func (c *Collector) OnRequest(m *flows.Message) {
+	s := c.api(m.Key, m.Version)
+	s.requests++
+	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
+		s.decodeErrors++
+	}
+}
+
+// OnExchange counts a response and its latency.
+func (c *Collector) OnExchange(x *flows.Exchange) {
+	if x.Req == nil {
+		return // unmatched: counted per connection
+	}
+	s := c.api(x.Req.Key, x.Req.Version)
+	if x.Unanswered {
+		s.unanswered++
+		return
+	}
+	if x.Resp == nil {
+		return
+	}
+	c.exchanges++
+	s.responses++
+	if x.Resp.Err != nil && decode.KnownVersion(x.Req.Key, x.Req.Version) {
+		s.decodeErrors++
+	}
+	if len(x.Resp.ErrorCodes) > 0 {
+		s.errorResponses++
+		if s.errors == nil {
+			s.errors = make(map[int16]int64)
+		}
+		for _, e := range x.Resp.ErrorCodes {
+			s.errors[e.Code] += int64(e.Count)
+		}
+	}
+	s.latency.Add(x.Latency())
+}
+
+// OnConnEvent records refused and unanswered connection attempts.
+func (c *Collector) OnConnEvent(e *flows.ConnEvent) {
+	switch e.Kind {
+	case flows.ConnRefused:
+		c.refused++
+	case flows.ConnUnanswered:
+		c.unansweredSYN++
+	default:
+		return
+	}
+	if len(c.events) < maxEvents {
+		c.events = append(c.events, Event{
+			Kind: e.Kind.String(), Client: e.Client.String(), Server: e.Server.String(),
+			File: e.File, Packet: e.Packet, Time: e.Time, Attempts: e.Attempts,
+		})
+	}
+}
+
+// Build assembles the report from the collector, the analyzer's state, the
+// inputs and the findings.
+func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, findings []detectors.Finding) *Report {
+	r := &Report{Schema: Schema, Findings: findings, Events: c.events}
+	if r.Findings == nil {
+		r.Findings = []detectors.Finding{}
+	}
+	if r.Events == nil {
+		r.Events = []Event{}
+	}
+	r.Capture = Capture{Files: files, Packets: st.Packets, Bytes: st.Bytes, First: st.FirstTime, Last: st.LastTime}
+	if !st.FirstTime.IsZero() {
+		r.Capture.Duration = st.LastTime.Sub(st.FirstTime).Seconds()
+	}
+	t := &r.Totals
+	t.TCPPackets = st.TCPPackets
+	t.KafkaConnections = len(conns)
+	t.OtherTCP = st.OtherTCP
+	t.NonIP, t.NonTCP, t.Fragments, t.Truncated, t.BadPackets = st.NonIP, st.NonTCP, st.Fragments, st.Truncated, st.BadPackets
+	t.RefusedConnections, t.UnansweredSYNs = c.refused, c.unansweredSYN
+	t.SkippedBytes = map[string]int64{}
+	for k, n := range st.UnknownAPIs {
+		t.UnknownAPIs = append(t.UnknownAPIs, UnknownAPI{Key: k.Key, Version: k.Version, Count: n})
+	}
+	sort.Slice(t.UnknownAPIs, func(i, j int) bool {
+		a, b := t.UnknownAPIs[i], t.UnknownAPIs[j]
+		return a.Key < b.Key || a.Key == b.Key && a.Version < b.Version
+	})
+	if t.UnknownAPIs == nil {
+		t.UnknownAPIs = []UnknownAPI{}
+	}
+	r.Connections = make([]Connection, 0, len(conns))
+	for _, cn := range conns {
+		t.Requests += int64(cn.Requests)
+		t.Responses += int64(cn.Responses)
+		t.ErrorResponses += int64(cn.ErrorResponses)
+		t.UnmatchedResponses += int64(cn.Unmatched)
+		t.UnansweredRequests += int64(cn.Unanswered)
+		t.NoResponseExpected += int64(cn.NoResponse)
+		t.DecodeErrors += int64(cn.DecodeErrors)
+		t.FramingErrors += int64(cn.FramingErrors)
+		t.Gaps += int64(cn.Gaps)
+		for k, n := range cn.Skipped {
+			t.SkippedBytes[k] += n
+		}
+		r.Connections = append(r.Connections, connection(cn))
+	}
+	keys := make([]apiKey, 0, len(c.apis))
+	for k := range c.apis {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].key < keys[j].key || keys[i].key == keys[j].key && keys[i].version < keys[j].version
+	})
+	r.APIs = make([]API, 0, len(keys))
+	for _, k := range keys {
+		s := c.apis[k]
+		a := API{
+			Key: k.key, Name: decode.Name(k.key), Version: k.version,
+			Requests: s.requests, Responses: s.responses, ErrorResponses: s.errorResponses,
+			DecodeErrors: s.decodeErrors, Unanswered: s.unanswered, Errors: map[string]int64{},
+			Latency: Latency{P50: ms(s.latency.Quantile(0.5)), P99: ms(s.latency.Quantile(0.99)), Max: ms(s.latency.Max())},
+		}
+		for code, n := range s.errors {
+			a.Errors[decode.ErrorName(code)] += n
+		}
+		r.APIs = append(r.APIs, a)
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
+func connection(c *flows.Conn) Connection {
+	out := Connection{
+		ID: c.ID, Client: c.Client.String(), Server: c.Server.String(),
+		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),
+		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS,
+		ClientIDs: append([]string{}, c.ClientIDs...), APIs: map[string]int{},
+		Requests: c.Requests, Responses: c.Responses, Errors: c.ErrorResponses,
+		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse,
+		BytesToServer: c.Bytes[flows.ToServer], BytesToClient: c.Bytes[flows.ToClient],
+		File: c.File, FirstPacket: c.FirstPacket, LastPacket: c.LastPacket,
+		FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
+		Gaps: c.Gaps, FramingErrors: c.FramingErrors, DecodeErrors: c.DecodeErrors,
+		Closed: c.Closed, Reset: c.Reset,
+	}
+	for k, n := range c.APIs {
+		out.APIs[decode.Name(k)] += n
+	}
+	if len(c.Skipped) > 0 {
+		out.SkippedBytes = map[string]int64{}
+		for k, n := range c.Skipped {
+			out.SkippedBytes[k] = n
+		}
+	}
+	for _, p := range c.Problems {
+		out.Problems = append(out.Problems, Problem{File: p.File, Packet: p.Packet, What: p.What})
+	}
+	return out
+}

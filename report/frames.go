@@ -1,0 +1,266 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// FrameFilter selects frames for the one-line view. Empty fields match all.
+type FrameFilter struct {
+	APIs     map[int16]bool // by key
+	ClientID string         // substring of the client id
+	Conns    []string       // connection ids ("3") or endpoints ("10.0.0.1:9092", "10.0.0.1")
+	Errors   bool           // only responses with error codes, and undecodable frames
+}
+
+// ParseAPIs parses a comma list of API names (case-insensitive) or keys.
+func ParseAPIs(spec string) (map[int16]bool, error) {
+	out := map[int16]bool{}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(part); err == nil {
+			out[int16(n)] = true
+			continue
+		}
+		found := false
+		for k := int16(0); k < 1000; k++ {
+			if decode.KnownKey(k) && strings.EqualFold(decode.Name(k), part) {
+				out[k] = true
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown API %q (use a name such as Fetch, or a key number)", part)
+		}
+	}
+	return out, nil
+}
+
+func (f *FrameFilter) match(m *flows.Message) bool {
+	if len(f.APIs) > 0 && !f.APIs[m.Key] {
+		return false
+	}
+	if f.ClientID != "" && !strings.Contains(m.ClientID, f.ClientID) {
+		return false
+	}
+	if len(f.Conns) > 0 {
+		ok := false
+		c := m.Conn
+		for _, want := range f.Conns {
+			if want == strconv.Itoa(c.ID) || want == c.Client.String() || want == c.Server.String() ||
+				want == c.Client.Addr().String() || want == c.Server.Addr().String() {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if f.Errors && len(m.ErrorCodes) == 0 && m.Err == nil {
+		return false
+	}
+	return true
+}
+
+// FrameWriter prints one line per request and per response as they are
+// decoded, as text or (JSON true) as JSON Lines.
+type FrameWriter struct {
+	w       *bufio.Writer
+	filter  FrameFilter
+	json    bool
+	verbose bool
+	enc     *json.Encoder
+	err     error
+}
+
+// NewFrameWriter returns a FrameWriter; call Flush at the end.
+func NewFrameWriter(w io.Writer, filter FrameFilter, asJSON, verbose bool) *FrameWriter {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	fw := &FrameWriter{w: bw, filter: filter, json: asJSON, verbose: verbose}
+	if asJSON {
+		fw.enc = json.NewEncoder(bw)
+		fw.enc.SetEscapeHTML(false)
+	}
+	return fw
+}
+
+// Flush writes what is buffered and returns the first write error.
+func (fw *FrameWriter) Flush() error {
+	if err := fw.w.Flush(); err != nil && fw.err == nil {
+		fw.err = err
+	}
+	return fw.err
+}
+
+// OnRequest prints a request.
+func (fw *FrameWriter) OnRequest(m *flows.Message) {
+	if fw.filter.match(m) {
+		fw.line(m, nil)
+	}
+}
+
+// OnExchange prints a response (unanswered requests print nothing: they
+// were printed when sent).
+func (fw *FrameWriter) OnExchange(x *flows.Exchange) {
+	if x.Resp == nil {
+		return
+	}
+	m := x.Resp
+	if x.Req == nil {
+		// Unmatched response: only the correlation id is known.
+		if len(fw.filter.APIs) > 0 || fw.filter.Errors || fw.filter.ClientID != "" || !fw.filter.match(m) {
+			return
+		}
+	} else if !fw.filter.match(m) {
+		return
+	}
+	fw.line(m, x)
+}
+
+// FrameLine is one frame in JSON Lines output.
+type FrameLine struct {
+	Type        string         `json:"type"` // "request" or "response"
+	File        int            `json:"file"`
+	Packet      uint64         `json:"packet"`
+	FirstPacket uint64         `json:"first_packet"`
+	Time        time.Time      `json:"time"`
+	Conn        int            `json:"conn"`
+	Client      string         `json:"client"`
+	Server      string         `json:"server"`
+	Key         int16          `json:"key"`
+	API         string         `json:"api"`
+	Version     int16          `json:"version"`
+	Correlation int32          `json:"correlation"`
+	ClientID    string         `json:"client_id"`
+	Size        int            `json:"size"`
+	LatencyMs   *float64       `json:"latency_ms,omitempty"`
+	RequestPkt  uint64         `json:"request_packet,omitempty"`
+	Unmatched   bool           `json:"unmatched,omitempty"`
+	Errors      map[string]int `json:"errors,omitempty"`
+	Batches     []FrameBatch   `json:"batches,omitempty"`
+	Summary     string         `json:"summary"`
+	DecodeError string         `json:"decode_error,omitempty"`
+	Body        any            `json:"body,omitempty"`
+}
+
+// FrameBatch is a record batch in JSON Lines output.
+type FrameBatch struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	BaseOffset    int64  `json:"base_offset"`
+	LastOffset    int64  `json:"last_offset"`
+	Records       int32  `json:"records"`
+	Magic         int8   `json:"magic"`
+	CRC           string `json:"crc"`
+	CRCOK         bool   `json:"crc_ok"`
+	Codec         string `json:"codec"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int16  `json:"producer_epoch"`
+	BaseSequence  int32  `json:"base_sequence"`
+	LeaderEpoch   int32  `json:"partition_leader_epoch"`
+	Size          int    `json:"size"`
+	Transactional bool   `json:"transactional,omitempty"`
+	Control       bool   `json:"control,omitempty"`
+}
+
+func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
+	if fw.err != nil {
+		return
+	}
+	c := m.Conn
+	api := decode.Name(m.Key)
+	if m.Key < 0 {
+		api = "?"
+	}
+	if fw.json {
+		l := FrameLine{
+			Type: "request", File: m.File, Packet: m.Packet, FirstPacket: m.FirstPacket, Time: m.Time.UTC(),
+			Conn: c.ID, Client: c.Client.String(), Server: c.Server.String(),
+			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.ClientID,
+			Size: m.Size, Summary: Summary(m),
+		}
+		if m.Response {
+			l.Type = "response"
+			if x != nil && x.Req != nil {
+				lat := ms(x.Latency())
+				l.LatencyMs = &lat
+				l.RequestPkt = x.Req.Packet
+			} else {
+				l.Unmatched = true
+			}
+		}
+		if len(m.ErrorCodes) > 0 {
+			l.Errors = map[string]int{}
+			for _, e := range m.ErrorCodes {
+				l.Errors[decode.ErrorName(e.Code)] += e.Count
+			}
+		}
+		for _, b := range m.Batches {
+			l.Batches = append(l.Batches, FrameBatch{
+				Topic: TopicName(b.Topic, b.TopicID), Partition: b.Partition, BaseOffset: b.BaseOffset,
+				LastOffset: b.LastOffset(), Records: b.Records, Magic: b.Magic, CRC: fmt.Sprintf("%08x", b.CRC),
+				CRCOK: b.CRCOK, Codec: b.Codec().String(), ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch,
+				BaseSequence: b.BaseSequence, LeaderEpoch: b.PartitionLeaderEpoch, Size: int(b.Length) + 12,
+				Transactional: b.Transactional(), Control: b.Control(),
+			})
+		}
+		if m.Err != nil {
+			l.DecodeError = m.Err.Error()
+		}
+		if fw.verbose {
+			if m.Req != nil {
+				l.Body = m.Req
+			} else if m.Resp != nil {
+				l.Body = m.Resp
+			}
+		}
+		fw.err = fw.enc.Encode(&l)
+		return
+	}
+	arrow, kind := "->", "req "
+	if m.Response {
+		arrow, kind = "<-", "resp"
+	}
+	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s v%d %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
+		c.ID, c.Client, arrow, c.Server, api, m.Version, kind, m.Correlation)
+	if m.ClientID != "" && !m.Response {
+		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
+	}
+	if m.Response {
+		if x != nil && x.Req != nil {
+			fmt.Fprintf(fw.w, " latency=%.3fms", ms(x.Latency()))
+		} else {
+			fmt.Fprintf(fw.w, " unmatched (request not captured)")
+		}
+	}
+	if s := Summary(m); s != "" {
+		fw.w.WriteString(" " + s)
+	}
+	fw.w.WriteByte('\n')
+	if fw.verbose {
+		var body any = m.Req
+		if m.Resp != nil {
+			body = m.Resp
+		}
+		if body != nil && (m.Req != nil || m.Resp != nil) {
+			js, err := json.MarshalIndent(body, "        ", "  ")
+			if err == nil {
+				// encoding/json escapes control characters and
+				// replaces invalid UTF-8, so this is terminal-safe.
+				fmt.Fprintf(fw.w, "        %s\n", js)
+			}
+		}
+	}
+}

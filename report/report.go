@@ -1,0 +1,151 @@
+// Package report renders an analysis: the text report a person reads, the
+// JSON document a machine reads (schema kfsniff/v1, see docs/json.md), and
+// the one-line-per-frame view. It only renders; it keeps no state of its
+// own beyond what a Collector gathers.
+package report
+
+import (
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+)
+
+// Schema names the JSON document version.
+const Schema = "kfsniff/v1"
+
+// Report is the whole analysis, as rendered to text and JSON.
+type Report struct {
+	Schema      string              `json:"schema"`
+	Capture     Capture             `json:"capture"`
+	Totals      Totals              `json:"totals"`
+	APIs        []API               `json:"apis"`
+	Connections []Connection        `json:"connections"`
+	Events      []Event             `json:"events"`
+	Findings    []detectors.Finding `json:"findings"`
+}
+
+// Capture describes the inputs.
+type Capture struct {
+	Files    []File    `json:"files"`
+	Packets  int64     `json:"packets"`
+	Bytes    int64     `json:"bytes"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	Duration float64   `json:"duration_s"`
+}
+
+// File is one input file.
+type File struct {
+	Name      string   `json:"name"`
+	Format    string   `json:"format"`
+	LinkTypes []string `json:"link_types"`
+	Packets   int64    `json:"packets"`
+	// Error says where and why reading stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// Totals are capture-wide counts.
+type Totals struct {
+	TCPPackets         int64            `json:"tcp_packets"`
+	KafkaConnections   int              `json:"kafka_connections"`
+	OtherTCP           int64            `json:"other_tcp_connections"`
+	Requests           int64            `json:"requests"`
+	Responses          int64            `json:"responses"`
+	ErrorResponses     int64            `json:"error_responses"`
+	UnmatchedResponses int64            `json:"unmatched_responses"`
+	UnansweredRequests int64            `json:"unanswered_requests"`
+	NoResponseExpected int64            `json:"no_response_expected"`
+	DecodeErrors       int64            `json:"decode_errors"`
+	FramingErrors      int64            `json:"framing_errors"`
+	Gaps               int64            `json:"gaps"`
+	SkippedBytes       map[string]int64 `json:"skipped_bytes"`
+	UnknownAPIs        []UnknownAPI     `json:"unknown_apis"`
+	RefusedConnections int64            `json:"refused_connections"`
+	UnansweredSYNs     int64            `json:"unanswered_syns"`
+	NonIP              int64            `json:"non_ip_packets"`
+	NonTCP             int64            `json:"non_tcp_packets"`
+	Fragments          int64            `json:"ip_fragments"`
+	Truncated          int64            `json:"truncated_packets"`
+	BadPackets         int64            `json:"bad_packets"`
+}
+
+// UnknownAPI counts requests of a key or version kmsg cannot decode.
+type UnknownAPI struct {
+	Key     int16 `json:"key"`
+	Version int16 `json:"version"`
+	Count   int   `json:"count"`
+}
+
+// API is one (key, version) pair.
+type API struct {
+	Key            int16            `json:"key"`
+	Name           string           `json:"name"`
+	Version        int16            `json:"version"`
+	Requests       int64            `json:"requests"`
+	Responses      int64            `json:"responses"`
+	ErrorResponses int64            `json:"error_responses"`
+	Errors         map[string]int64 `json:"errors"`
+	DecodeErrors   int64            `json:"decode_errors"`
+	Unanswered     int64            `json:"unanswered"`
+	Latency        Latency          `json:"latency_ms"`
+}
+
+// Latency quantiles in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Connection is one Kafka connection.
+type Connection struct {
+	ID            int              `json:"id"`
+	Client        string           `json:"client"`
+	Server        string           `json:"server"`
+	Recognised    string           `json:"recognised"`
+	ClientBy      string           `json:"client_by"`
+	Handshake     bool             `json:"handshake"`
+	MidStream     bool             `json:"mid_stream"`
+	TLS           bool             `json:"tls,omitempty"`
+	ClientIDs     []string         `json:"client_ids"`
+	APIs          map[string]int   `json:"apis"`
+	Requests      int              `json:"requests"`
+	Responses     int              `json:"responses"`
+	Errors        int              `json:"error_responses"`
+	Unmatched     int              `json:"unmatched_responses"`
+	Unanswered    int              `json:"unanswered_requests"`
+	NoResponse    int              `json:"no_response_expected"`
+	BytesToServer int64            `json:"bytes_to_server"`
+	BytesToClient int64            `json:"bytes_to_client"`
+	File          int              `json:"file"`
+	FirstPacket   uint64           `json:"first_packet"`
+	LastPacket    uint64           `json:"last_packet"`
+	FirstSeen     time.Time        `json:"first_seen"`
+	LastSeen      time.Time        `json:"last_seen"`
+	Gaps          int              `json:"gaps"`
+	FramingErrors int              `json:"framing_errors"`
+	DecodeErrors  int              `json:"decode_errors"`
+	SkippedBytes  map[string]int64 `json:"skipped_bytes,omitempty"`
+	Problems      []Problem        `json:"problems,omitempty"`
+	Closed        bool             `json:"closed"`
+	Reset         bool             `json:"reset"`
+}
+
+// Problem is a framing or decoding problem with its packet.
+type Problem struct {
+	File   int    `json:"file"`
+	Packet uint64 `json:"packet"`
+	What   string `json:"what"`
+}
+
+// Event is a connection event worth listing: refused and unanswered
+// connection attempts.
+type Event struct {
+	Kind     string    `json:"kind"`
+	Client   string    `json:"client"`
+	Server   string    `json:"server"`
+	File     int       `json:"file"`
+	Packet   uint64    `json:"packet"`
+	Time     time.Time `json:"time"`
+	Attempts int       `json:"attempts"`
+}

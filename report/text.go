@@ -1,0 +1,269 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// TimeLayout is how times are shown: UTC, microseconds, like tcpdump -tttt.
+const TimeLayout = "2006-01-02 15:04:05.000000"
+
+// WriteText renders the report for a person.
+func WriteText(w io.Writer, r *Report) error {
+	p := &printer{w: w}
+	p.capture(r)
+	p.apis(r)
+	p.connections(r)
+	p.events(r)
+	p.findings(r)
+	return p.err
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) capture(r *Report) {
+	c := &r.Capture
+	p.f("kfsniff report (%s)\n\n", r.Schema)
+	p.f("Capture\n")
+	for _, f := range c.Files {
+		p.f("  %s: %s, link %s, %d packets\n", Clean(f.Name), f.Format, strings.Join(f.LinkTypes, "+"), f.Packets)
+		if f.Error != "" {
+			p.f("    stopped early: %s\n", Clean(f.Error))
+		}
+	}
+	p.f("  %d packets, %s", c.Packets, bytesHuman(c.Bytes))
+	if !c.First.IsZero() {
+		p.f(", %s .. %s UTC (%s)", c.First.UTC().Format(TimeLayout), c.Last.UTC().Format(TimeLayout), seconds(c.Duration))
+	}
+	p.f("\n")
+	t := &r.Totals
+	p.f("  Kafka: %d connections, %d requests, %d responses (%d with errors), %d unmatched responses, %d unanswered requests",
+		t.KafkaConnections, t.Requests, t.Responses, t.ErrorResponses, t.UnmatchedResponses, t.UnansweredRequests)
+	if t.NoResponseExpected > 0 {
+		p.f(", %d acks=0 produce", t.NoResponseExpected)
+	}
+	p.f("\n")
+	p.f("  Problems: %d framing errors, %d decode errors, %d gaps", t.FramingErrors, t.DecodeErrors, t.Gaps)
+	if len(t.UnknownAPIs) > 0 {
+		var parts []string
+		for _, u := range t.UnknownAPIs {
+			parts = append(parts, fmt.Sprintf("key %d v%d x%d", u.Key, u.Version, u.Count))
+		}
+		p.f(", unknown APIs: %s", strings.Join(parts, ", "))
+	}
+	if len(t.SkippedBytes) > 0 {
+		p.f(", skipped bytes: %s", kv64(t.SkippedBytes))
+	}
+	p.f("\n")
+	var other []string
+	add := func(n int64, what string) {
+		if n > 0 {
+			other = append(other, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(t.OtherTCP, "non-Kafka TCP connections")
+	add(t.RefusedConnections, "refused connections")
+	add(t.UnansweredSYNs, "unanswered SYNs")
+	add(t.NonIP, "non-IP packets")
+	add(t.NonTCP, "non-TCP packets")
+	add(t.Fragments, "IP fragments")
+	add(t.Truncated, "packets cut by snaplen")
+	add(t.BadPackets, "undecodable packets")
+	if len(other) > 0 {
+		p.f("  Other: %s\n", strings.Join(other, ", "))
+	}
+}
+
+func (p *printer) apis(r *Report) {
+	p.f("\nAPIs\n")
+	if len(r.APIs) == 0 {
+		p.f("  none\n")
+		return
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  API\tKEY\tVER\tREQS\tRESPS\tERR RESPS\tP50 ms\tP99 ms\tMAX ms\t  ERRORS\t\n")
+	for _, a := range r.APIs {
+		errs := "-"
+		if len(a.Errors) > 0 {
+			errs = kv64(a.Errors)
+		}
+		if a.DecodeErrors > 0 {
+			errs += fmt.Sprintf(" (%d undecodable)", a.DecodeErrors)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t  %s\t\n", a.Name, a.Key, a.Version, a.Requests, a.Responses,
+			a.ErrorResponses, msStr(a.Latency.P50, a.Responses), msStr(a.Latency.P99, a.Responses), msStr(a.Latency.Max, a.Responses), errs)
+	}
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+func (p *printer) connections(r *Report) {
+	p.f("\nConnections\n")
+	if len(r.Connections) == 0 {
+		p.f("  none\n")
+		return
+	}
+	for _, c := range r.Connections {
+		ids := make([]string, len(c.ClientIDs))
+		for i, id := range c.ClientIDs {
+			ids[i] = fmt.Sprintf("%q", Clean(id))
+		}
+		if len(ids) == 0 {
+			ids = []string{"(none)"}
+		}
+		p.f("  #%d %s -> %s  client-id %s\n", c.ID, c.Client, c.Server, strings.Join(ids, ","))
+		p.f("     %d reqs, %d resps, %d error resps", c.Requests, c.Responses, c.Errors)
+		if c.Unmatched > 0 {
+			p.f(", %d unmatched", c.Unmatched)
+		}
+		if c.Unanswered > 0 {
+			p.f(", %d unanswered", c.Unanswered)
+		}
+		if c.NoResponse > 0 {
+			p.f(", %d acks=0", c.NoResponse)
+		}
+		p.f("; %s to server, %s to client\n", bytesHuman(c.BytesToServer), bytesHuman(c.BytesToClient))
+		p.f("     APIs: %s\n", kvInt(c.APIs))
+		how := "by " + c.Recognised + ", client by " + c.ClientBy
+		if c.MidStream {
+			how += ", capture began mid-connection"
+		}
+		if c.TLS {
+			how += ", TLS"
+		}
+		end := "open at end"
+		switch {
+		case c.Reset:
+			end = "reset"
+		case c.Closed:
+			end = "closed"
+		}
+		p.f("     packets %s..%d, %s .. %s, %s; %s\n", pkt(c.File, c.FirstPacket), c.LastPacket,
+			c.FirstSeen.UTC().Format("15:04:05.000000"), c.LastSeen.UTC().Format("15:04:05.000000"), how, end)
+		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 {
+			p.f("     problems: %d gaps, %d framing errors, %d decode errors", c.Gaps, c.FramingErrors, c.DecodeErrors)
+			if len(c.SkippedBytes) > 0 {
+				p.f(", skipped bytes: %s", kv64(c.SkippedBytes))
+			}
+			p.f("\n")
+			for _, pr := range c.Problems {
+				p.f("       packet %s: %s\n", pkt(pr.File, pr.Packet), Clean(pr.What))
+			}
+		}
+	}
+}
+
+func (p *printer) events(r *Report) {
+	if len(r.Events) == 0 {
+		return
+	}
+	p.f("\nConnection attempts\n")
+	for _, e := range r.Events {
+		p.f("  packet %s %s %s -> %s %s (%d SYNs)\n", pkt(e.File, e.Packet), e.Time.UTC().Format("15:04:05.000000"), e.Client, e.Server, e.Kind, e.Attempts)
+	}
+}
+
+func (p *printer) findings(r *Report) {
+	p.f("\nFindings\n")
+	if len(r.Findings) == 0 {
+		p.f("  none\n")
+		return
+	}
+	for _, f := range r.Findings {
+		p.f("  [%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Detector, Clean(f.Summary))
+		if !f.First.IsZero() {
+			p.f("    when: %s .. %s UTC (%s)\n", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
+		}
+		if len(f.Counts) > 0 {
+			p.f("    counts: %s\n", kv64(f.Counts))
+		}
+		if len(f.Fields) > 0 {
+			keys := make([]string, 0, len(f.Fields))
+			for k := range f.Fields {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s=%s", k, Clean(fmt.Sprint(f.Fields[k]))))
+			}
+			p.f("    fields: %s\n", strings.Join(parts, " "))
+		}
+		for _, e := range f.Evidence {
+			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), Clean(e.What))
+		}
+		if f.Explanation != "" {
+			p.f("    what it means: %s\n", Clean(f.Explanation))
+		}
+		if f.Next != "" {
+			p.f("    check next: %s\n", Clean(f.Next))
+		}
+	}
+}
+
+// pkt renders a packet number, prefixed with the file index when there
+// are several files ("2:1234").
+func pkt(file int, n uint64) string {
+	if file > 0 {
+		return fmt.Sprintf("%d:%d", file, n)
+	}
+	return fmt.Sprint(n)
+}
+
+func kv64(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func kvInt(m map[string]int) string {
+	m64 := make(map[string]int64, len(m))
+	for k, v := range m {
+		m64[k] = int64(v)
+	}
+	return kv64(m64)
+}
+
+func msStr(v float64, n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+func bytesHuman(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
