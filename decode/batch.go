@@ -78,7 +78,7 @@ const (
 	batchMagicOff   = 16
 	batchCRCOff     = 17
 	batchAttrsOff   = 21
-	batchOverhead   = 12 // baseOffset + batchLength precede what batchLength counts
+	batchOverhead   = 12        // baseOffset + batchLength precede what batchLength counts
 	legacyHeaderLen = 4 + 1 + 1 // crc, magic, attributes after offset and size
 )
 
