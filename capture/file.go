@@ -161,6 +161,15 @@ func (f *File) read(b []byte) error {
 	return err
 }
 
+// readAll is read for the rest of a record: running out is never a clean end.
+func (f *File) readAll(b []byte) error {
+	err := f.read(b)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 func (f *File) skip(n int64) error {
 	d, err := f.r.Discard(int(n))
 	f.off += int64(d)
@@ -189,10 +198,12 @@ func (f *File) Next(p *Packet) error {
 		err = f.nextPcap(p)
 	}
 	if err != nil {
-		if err == io.EOF && f.off == start {
+		// Readers return io.EOF only at a record boundary; a record
+		// cut short is io.ErrUnexpectedEOF.
+		if err == io.EOF {
 			return io.EOF
 		}
-		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%s: file ends inside packet %d (record at byte %d): truncated capture", f.Name, f.n+1, start)
 		}
 		return fmt.Errorf("%s: packet %d (record at byte %d): %v", f.Name, f.n+1, start, err)

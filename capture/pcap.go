@@ -53,7 +53,7 @@ func (f *File) nextPcap(p *Packet) error {
 	}
 	p.Offset = f.off - 16
 	p.Data = f.record(int(caplen))
-	if err := f.read(p.Data); err != nil {
+	if err := f.readAll(p.Data); err != nil {
 		return err
 	}
 	nsec := int64(frac)

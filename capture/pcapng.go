@@ -61,7 +61,7 @@ func (f *File) ngBlock(p *Packet) error {
 		if typ == ngSHB {
 			// The byte-order magic follows the length; read it first.
 			var bom [4]byte
-			if err := f.read(bom[:]); err != nil {
+			if err := f.readAll(bom[:]); err != nil {
 				return err
 			}
 			switch binary.BigEndian.Uint32(bom[:]) {
@@ -92,7 +92,7 @@ func (f *File) ngBlock(p *Packet) error {
 			return fmt.Errorf("block type %#x at byte %d has bad length %d", typ, start, length)
 		}
 		body := f.record(int(length) - 8)
-		if err := f.read(body); err != nil {
+		if err := f.readAll(body); err != nil {
 			return err
 		}
 		body = body[:len(body)-4] // trailing length copy

@@ -92,6 +92,7 @@ type Analyzer struct {
 	lastFlush  time.Time
 	sinceFlush int
 	closed     bool
+	flushNow   bool
 	lastFile   int
 	lastN      uint64
 }
@@ -248,6 +249,11 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	}
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
+	if a.flushNow {
+		// A hole proven lost by an ACK (see stream.trackSeq).
+		a.flushNow = false
+		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
+	}
 }
 
 func netFlow(src, dst netip.AddrPort) gopacket.Flow {

@@ -206,6 +206,15 @@ func (c *Conn) hasPending(corr int32) bool {
 	return false
 }
 
+// hasPendingAt reports whether b (a response frame with its size prefix)
+// carries the correlation id of a waiting request.
+func (c *Conn) hasPendingAt(b []byte) bool {
+	if len(b) < 8 {
+		return false
+	}
+	return c.hasPending(int32(uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7])))
+}
+
 // drain removes and returns all pending requests.
 func (c *Conn) drain() []*Message {
 	out := c.pending[c.pendHead:]

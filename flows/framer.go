@@ -25,6 +25,8 @@ type framer struct {
 	tentative  bool
 	tls        bool
 	everFramed bool
+	// skipTo is how many more bytes belong to a frame cut by a gap.
+	skipTo int64
 	// First packet and time of the frame at the start of buf.
 	startFile int
 	startPkt  uint64
@@ -41,15 +43,65 @@ const (
 
 func (f *framer) conn() *Conn { return f.s.conn }
 
-// gap drops the partial frame around a hole of n lost bytes.
+// gap drops the partial frame around a hole of n lost bytes. If the lost
+// frame is a request whose header was captured, the request is still
+// remembered (not counted as a request frame) so that its response can be
+// decoded.
 func (f *framer) gap(n int) {
 	c := f.conn()
 	c.Gaps++
 	c.skip(SkipGap, n+len(f.buf))
 	file, pkt, _ := f.s.a.packetPos()
-	c.problem(file, pkt, fmt.Sprintf("%d bytes lost in %s direction; partial frame dropped", n, f.dirName()))
+	what := fmt.Sprintf("%d bytes lost in %s direction", n, f.dirName())
+	if len(f.buf) > 0 {
+		what += "; partial frame dropped"
+		if !f.resp && f.synced && !f.tentative {
+			if m := f.partialRequest(f.buf); m != nil {
+				what += fmt.Sprintf(" (%s v%d corr %d)", decode.Name(m.Key), m.Version, m.Correlation)
+				if old := c.push(m, f.s.a.cfg.MaxPending); old != nil {
+					c.Evicted++
+					c.Unanswered++
+					f.s.a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
+				}
+			}
+		}
+	}
+	// If the lost frame's size prefix was captured, its end is known:
+	// skip to it and stay in step, checking that the next frame decodes.
+	f.skipTo = 0
+	if size, ok := decode.FrameSize(f.buf); ok && f.synced && size >= 0 && int64(size) <= int64(f.s.a.cfg.MaxFrame) {
+		if rest := int64(size) + 4 - int64(len(f.buf)) - int64(n); rest >= 0 {
+			f.skipTo = rest
+			f.buf = f.buf[:0]
+			f.tentative = true
+			c.problem(file, pkt, what)
+			return
+		}
+	}
+	c.problem(file, pkt, what)
 	f.buf = f.buf[:0]
 	f.synced, f.tentative = false, false
+}
+
+// partialRequest returns a request message for the header at the start of
+// b, a frame cut by a gap, or nil if the header is not all there.
+func (f *framer) partialRequest(b []byte) *Message {
+	size, ok := decode.FrameSize(b)
+	if !ok || int(size)+4 <= len(b) {
+		return nil
+	}
+	h, err := decode.ParseRequestHeader(b[4:])
+	if err != nil || !decode.KnownVersion(h.Key, h.Version) {
+		return nil
+	}
+	m := &Message{
+		Conn: f.conn(), File: f.startFile, Packet: f.startPkt, FirstPacket: f.startPkt,
+		Time: f.startTime, FirstTime: f.startTime, Size: int(size) + 4,
+		Key: h.Key, Version: h.Version, Correlation: h.Correlation,
+		ClientID: f.conn().clientID(h.ClientID, h.ClientIDNull), Partial: true,
+	}
+	m.Err = fmt.Errorf("%s v%d request corr %d: %w", decode.Name(h.Key), h.Version, h.Correlation, ErrPartial)
+	return m
 }
 
 func (f *framer) dirName() string {
@@ -77,10 +129,23 @@ func (f *framer) feed(data []byte) {
 		f.conn().skip(SkipTLS, len(data))
 		return
 	}
+	if f.skipTo > 0 {
+		n := min(f.skipTo, int64(len(data)))
+		f.skipTo -= n
+		f.conn().skip(SkipGap, int(n))
+		data = data[n:]
+		if len(data) == 0 {
+			return
+		}
+	}
 	a := f.s.a
 	file, pkt, now := a.packetPos()
 	owned := len(f.buf) > 0
+	// segStart is where this delivery (normally one TCP segment) begins
+	// in data: responses usually start at a segment boundary.
+	segStart := 0
 	if owned {
+		segStart = len(f.buf)
 		f.buf = append(f.buf, data...)
 		data = f.buf
 	} else {
@@ -89,7 +154,7 @@ func (f *framer) feed(data []byte) {
 	off := 0
 	for off < len(data) {
 		if !f.synced {
-			n, ok := f.resync(data[off:])
+			n, ok := f.resync(data[off:], segStart-off)
 			off += n
 			if !ok {
 				break
@@ -183,7 +248,7 @@ func isTLS(b []byte) bool {
 
 // resync looks for a frame boundary in b. It returns how many bytes to
 // skip and whether a boundary was found at that offset.
-func (f *framer) resync(b []byte) (int, bool) {
+func (f *framer) resync(b []byte, segStart int) (int, bool) {
 	c := f.conn()
 	if f.initial && isTLS(b) {
 		f.tls, c.TLS = true, true
@@ -200,7 +265,7 @@ func (f *framer) resync(b []byte) (int, bool) {
 	i := 0
 	for ; i+need <= len(b); i++ {
 		if f.resp {
-			if f.responseBoundary(b[i:], i == 0 && f.initial) {
+			if f.responseBoundary(b[i:], i == 0 && f.initial || i == segStart) {
 				break
 			}
 		} else if decode.PlausibleRequest(b[i:], maxFrame) {
@@ -220,33 +285,33 @@ func (f *framer) resync(b []byte) (int, bool) {
 	}
 	c.skip(SkipResync, i)
 	f.synced = true
-	f.tentative = !(f.resp && i == 0 && f.initial && c.Pending() == 0)
+	f.tentative = !f.resp || !c.hasPendingAt(b[i:])
 	f.initial = false
 	return i, true
 }
 
 // responseBoundary reports whether b plausibly starts a response frame:
 // its correlation id is that of a request waiting on this connection, or,
-// at the very start of a mid-stream capture with nothing waiting, the frame
-// ends exactly where the data does or where another plausible frame begins.
-func (f *framer) responseBoundary(b []byte, first bool) bool {
+// at a segment boundary (segment true), the frame ends exactly where the
+// data does or where another plausible frame begins. The second case finds
+// responses to requests sent before the capture began.
+func (f *framer) responseBoundary(b []byte, segment bool) bool {
 	size := int32(binary.BigEndian.Uint32(b))
 	if size < minResponse || int64(size) > int64(f.s.a.cfg.MaxFrame) {
 		return false
 	}
-	corr := int32(binary.BigEndian.Uint32(b[4:]))
 	c := f.conn()
-	if c.hasPending(corr) {
+	if c.hasPendingAt(b) {
 		return true
 	}
-	if !first || c.Pending() > 0 {
+	if !segment {
 		return false
 	}
 	end := int(size) + 4
 	if end == len(b) {
 		return true
 	}
-	if end+4 <= len(b) {
+	if end+8 <= len(b) {
 		next := int32(binary.BigEndian.Uint32(b[end:]))
 		return next >= minResponse && int64(next) <= int64(f.s.a.cfg.MaxFrame)
 	}

@@ -56,6 +56,13 @@ type stream struct {
 	// pre-decision counters, folded into the Conn when it is created.
 	packets [2]int64
 	bytes   [2]int64
+	// Sequence tracking, to tell a hole that will never be filled: the
+	// first sequence number of each direction, the bytes reassembly has
+	// delivered or skipped since, and the highest sequence number seen.
+	seqBase   [2]uint32
+	seqKnown  [2]bool
+	delivered [2]uint32
+	maxSeen   [2]uint32
 }
 
 type heldChunk struct {
@@ -80,6 +87,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	}
 	s.packets[d]++
 	s.bytes[d] += int64(len(tcp.Payload))
+	s.trackSeq(tcp, d)
 	if s.conn != nil {
 		c := s.conn
 		r := s.role(d)
@@ -91,6 +99,34 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		}
 	}
 	return !s.ignore
+}
+
+// trackSeq notices when the peer acknowledges bytes of direction 1-d that
+// reassembly is still waiting for while it holds later bytes: the segment
+// was received by the peer but not captured, so it will never arrive (no
+// retransmission follows an ACK). Reassembly is then flushed at once rather
+// than after the reorder window, so that requests are not held back while
+// their responses are already being paired.
+func (s *stream) trackSeq(tcp *layers.TCP, d int) {
+	seq := tcp.Seq
+	if tcp.SYN {
+		seq++
+	}
+	if !s.seqKnown[d] {
+		s.seqBase[d], s.seqKnown[d] = seq, true
+		s.maxSeen[d] = seq
+	}
+	if end := seq + uint32(len(tcp.Payload)); int32(end-s.maxSeen[d]) > 0 {
+		s.maxSeen[d] = end
+	}
+	o := 1 - d
+	if !tcp.ACK || !s.seqKnown[o] {
+		return
+	}
+	expect := s.seqBase[o] + s.delivered[o]
+	if int32(tcp.Ack-expect) > 1 && int32(s.maxSeen[o]-expect) > 0 {
+		s.a.flushNow = true
+	}
 }
 
 func dirIndex(dir reassembly.TCPFlowDirection) int {
@@ -116,6 +152,10 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	dir, _, _, skip := sg.Info()
 	d := dirIndex(dir)
 	n, _ := sg.Lengths()
+	s.delivered[d] += uint32(n)
+	if skip > 0 {
+		s.delivered[d] += uint32(skip)
+	}
 	if skip > 0 && s.conn != nil {
 		s.fr[s.role(d)].gap(skip)
 	}
@@ -235,9 +275,13 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 		r := s.role(i)
 		c.Packets[r] += s.packets[i]
 		c.Bytes[r] += s.bytes[i]
-		// A direction whose SYN was seen is framed from its first byte.
-		s.fr[r].synced = !s.midstream[i]
-		s.fr[r].initial = s.midstream[i]
+		// A direction is framed from its first byte if the handshake
+		// was captured and that direction did not start mid-stream (a
+		// direction not seen yet will start with its SYN only if the
+		// client's SYN was seen).
+		synced := s.handshake && !s.midstream[i]
+		s.fr[r].synced = synced
+		s.fr[r].initial = !synced
 	}
 	s.conn = c
 	a.conns = append(a.conns, c)

@@ -5,6 +5,7 @@
 package flows
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
@@ -43,6 +44,9 @@ type Message struct {
 	Batches []BatchRef
 	// BatchErrors counts record sets that did not parse as batches.
 	BatchErrors int
+	// Partial marks a request whose frame was cut by lost segments: only
+	// its header is known, kept so that the response can be decoded.
+	Partial bool
 	// ErrorCodes counts the non-zero error codes in a response.
 	ErrorCodes []ErrorCount
 	// Frame is the frame after the size prefix; valid only during the
@@ -66,6 +70,9 @@ type BatchRef struct {
 
 // Name is the API name of the message.
 func (m *Message) Name() string { return decode.Name(m.Key) }
+
+// ErrPartial marks a request cut by lost segments.
+var ErrPartial = errors.New("frame cut by lost segments; header only")
 
 // Exchange is a request with its response. Either side may be missing: a
 // response whose request was not captured (Req nil), a request still

@@ -233,8 +233,12 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	if m.Response {
 		arrow, kind = "<-", "resp"
 	}
-	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s v%d %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
-		c.ID, c.Client, arrow, c.Server, api, m.Version, kind, m.Correlation)
+	ver := fmt.Sprintf("v%d", m.Version)
+	if m.Key < 0 {
+		ver = "v?"
+	}
+	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s %s %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
+		c.ID, c.Client, arrow, c.Server, api, ver, kind, m.Correlation)
 	if m.ClientID != "" && !m.Response {
 		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
 	}

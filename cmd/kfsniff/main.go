@@ -16,6 +16,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -169,54 +170,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		files = append(files, f)
 	}
 
-	collector := report.NewCollector()
-	handlers := []flows.Handler{collector}
+	var handlers []flows.Handler
 	var frames *report.FrameWriter
 	if cfg.Frames {
 		frames = report.NewFrameWriter(stdout, filter, cfg.JSON, cfg.Verbose)
 		handlers = append(handlers, frames)
 	}
-	an := flows.New(fcfg, handlers...)
-	perFile := make([]int64, len(files))
-	fileErr := make([]string, len(files))
-	srcs := make([]capture.Source, len(files))
-	for i, f := range files {
-		srcs[i] = f
-	}
-	var src capture.Source = files[0]
-	if len(files) > 1 {
-		src = capture.Merge(srcs...)
-	}
-	var p capture.Packet
-	interrupted := false
-	for n := 0; ; n++ {
-		if n&1023 == 0 && ctx.Err() != nil {
-			interrupted = true
-			break
-		}
-		err := src.Next(&p)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			// Which file broke: the message names it; record it on
-			// every file whose name it starts with.
-			for i, f := range files {
-				if strings.HasPrefix(err.Error(), f.Name+":") && fileErr[i] == "" {
-					fileErr[i] = err.Error()
-				}
-			}
+	res := pipeline.Run(ctx, files, pipeline.Options{
+		Flows:    fcfg,
+		Handlers: handlers,
+		Warn: func(err error) {
 			fmt.Fprintf(stderr, "kfsniff: warning: %v; analysed the packets before it\n", err)
-			if len(files) == 1 {
-				break
-			}
-			continue
-		}
-		perFile[p.File]++
-		an.Packet(&p)
-	}
-	an.Close()
-	if interrupted {
+		},
+	})
+	if res.Interrupted {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
 
@@ -227,15 +194,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return exitOK
 	}
-	rfiles := make([]report.File, len(files))
-	for i, f := range files {
-		links := make([]string, len(f.Links))
-		for j, l := range f.Links {
-			links[j] = l.String()
-		}
-		rfiles[i] = report.File{Name: f.Name, Format: f.Format, LinkTypes: links, Packets: perFile[i], Error: fileErr[i]}
-	}
-	rep := collector.Build(rfiles, an.Stats(), an.Conns(), nil)
+	rep := res.Report
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)

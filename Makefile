@@ -1,0 +1,51 @@
+# kfsniff: `make run` analyses a bundled capture, `make test` runs every test.
+# Everything Go needs is fetched by the go command itself.
+
+GO        ?= go
+BIN       ?= kfsniff
+CAPTURE   ?= fixtures/pcaps/recorded-kgo-kfake-group.pcap
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+export CGO_ENABLED ?= 0
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build ./kfsniff (static, CGO_ENABLED=0)
+	$(GO) build -trimpath -o $(BIN) ./cmd/kfsniff
+
+.PHONY: run
+run: build ## analyse a bundled capture (CAPTURE=...) and print the report
+	./$(BIN) -r $(CAPTURE)
+
+.PHONY: test
+test: ## vet, build and run every test (what CI runs)
+	$(GO) vet ./...
+	$(GO) build ./...
+	$(GO) test -count=1 -timeout 12m ./...
+
+.PHONY: fixtures
+fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captures
+	$(GO) run ./fixtures/fixturegen -o fixtures/pcaps
+	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps
+
+.PHONY: bench
+bench: ## run the Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
