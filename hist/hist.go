@@ -20,6 +20,7 @@ const (
 type Histogram struct {
 	counts [buckets]uint32
 	n      uint64
+	min    time.Duration
 	max    time.Duration
 	sum    time.Duration
 }
@@ -52,6 +53,9 @@ func (h *Histogram) Add(d time.Duration) {
 		d = 0
 	}
 	h.counts[index(uint64(d/time.Microsecond))]++
+	if h.n == 0 || d < h.min {
+		h.min = d
+	}
 	h.n++
 	h.sum += d
 	if d > h.max {
@@ -74,7 +78,7 @@ func (h *Histogram) Mean() time.Duration {
 }
 
 // Quantile returns the value at quantile q (0..1): the midpoint of the
-// bucket holding it, never more than Max.
+// bucket holding it, clamped to the smallest and largest values seen.
 func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
@@ -99,10 +103,8 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 			if hi-lo <= 1 {
 				v = time.Duration(lo) * time.Microsecond
 			}
-			if v > h.max {
-				v = h.max
-			}
-			return v
+			// The bucket midpoint, kept within the exact extremes.
+			return min(max(v, h.min), h.max)
 		}
 	}
 	return h.max
@@ -112,6 +114,9 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
+	}
+	if o.n > 0 && (h.n == 0 || o.min < h.min) {
+		h.min = o.min
 	}
 	h.n += o.n
 	h.sum += o.sum
