@@ -338,21 +338,13 @@ func (f *framer) request(frame []byte) bool {
 	a := f.s.a
 	c := f.conn()
 	h, err := decode.ParseRequestHeader(frame)
-	if err != nil {
-		if f.tentative {
-			return false
-		}
-		m := f.newMessage()
-		m.Size = len(frame) + 4
-		m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
-		m.Err = fmt.Errorf("request header (key %d v%d corr %d): %w", h.Key, h.Version, h.Correlation, err)
-		c.DecodeErrors++
-		c.problem(m.File, m.Packet, m.Err.Error())
-		return true
+	if err != nil && f.tentative {
+		return false
 	}
+	headerErr := err
 	var req kmsg.Request
 	known := decode.KnownVersion(h.Key, h.Version)
-	if known {
+	if known && headerErr == nil {
 		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
 		if err != nil && f.tentative {
 			return false
@@ -365,6 +357,13 @@ func (f *framer) request(frame []byte) bool {
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
 	m.Frame = frame
 	switch {
+	case headerErr != nil && known:
+		// Key, version and correlation id are there (frames are at
+		// least 8 bytes): the request still counts and its response
+		// still pairs.
+		m.Err = fmt.Errorf("%s v%d request header corr %d: %w", decode.Name(h.Key), h.Version, h.Correlation, headerErr)
+		c.DecodeErrors++
+		c.problem(m.File, m.Packet, m.Err.Error())
 	case !known:
 		c.UnknownAPIs++
 		a.stats.UnknownAPIs[UnknownAPI{h.Key, h.Version}]++
