@@ -18,7 +18,8 @@ func ErrorName(code int16) string {
 	case 6:
 		return "NOT_LEADER_OR_FOLLOWER"
 	}
-	if e := kerr.TypedErrorForCode(code); e != nil {
+	// kerr answers UNKNOWN_SERVER_ERROR for codes it does not know.
+	if e := kerr.TypedErrorForCode(code); e != nil && e.Code == code {
 		return e.Message
 	}
 	return "UNKNOWN_ERROR_CODE_" + itoa(int(code))

@@ -232,7 +232,11 @@ func (f *framer) badSize(rest []byte, size int32) {
 		}
 	}
 	c.FramingErrors++
-	c.problem(file, pkt, fmt.Sprintf("%s frame size %d outside 0..%d; resynchronising", f.dirName(), size, f.s.a.cfg.MaxFrame))
+	lo := minRequest
+	if f.resp {
+		lo = minResponse
+	}
+	c.problem(file, pkt, fmt.Sprintf("%s frame size %d outside %d..%d; resynchronising", f.dirName(), size, lo, f.s.a.cfg.MaxFrame))
 	reason := SkipTooLarge
 	if !f.everFramed {
 		reason = SkipNotKafka
