@@ -1,6 +1,7 @@
 package decode_test
 
 import (
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"maps"
 	"reflect"
 	"strings"
@@ -111,13 +112,13 @@ func TestErrorCodes(t *testing.T) {
 // non-zero values and checks that ErrorCodes reports every int16 error
 // field, whatever its depth.
 func TestErrorCodesEveryResponse(t *testing.T) {
-	f := &filler{}
+	f := &kmsgtest.Filler{}
 	for key := int16(0); key <= kmsg.MaxKey; key++ {
 		if kmsg.ResponseForKey(key) == nil {
 			continue
 		}
-		resp := f.response(key, 0)
-		want := countErrorFields(reflectOf(resp).Elem())
+		resp := f.Response(key, 0)
+		want := countErrorFields(reflect.ValueOf(resp).Elem())
 		got := 0
 		decode.ErrorCodes(resp, func(code int16) {
 			if code == 0 {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"hash/crc32"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -19,10 +21,10 @@ import (
 // frame, errors are the documented ones, and a body that decodes re-encodes
 // to bytes that decode to the same value and re-encode identically.
 func FuzzRequest(f *testing.F) {
-	fl := &filler{batch: batch(0, 2, 4)}
+	fl := &kmsgtest.Filler{Batch: batch(0, 2, 4)}
 	id := "fuzz"
 	everyVersion(func(key, v int16) {
-		frame := requestFrame(1, &id, fl.request(key, v))
+		frame := requestFrame(1, &id, fl.Request(key, v))
 		f.Add(key, v, frame[8:])
 	})
 	for _, key := range []int16{0, 1, 3, 18} {
@@ -81,8 +83,8 @@ func FuzzRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s: re-encoding of a decoded body does not decode: %v\nbody % x\nre-encoded % x", apiName(key, version), err, body, enc)
 		}
-		if !sameValue(reflectOf(req), reflectOf(again)) {
-			t.Fatalf("%s: decode(encode(decode(body))) differs at %s\nbody % x\nre-encoded % x", apiName(key, version), firstDiff(reflectOf(req), reflectOf(again), "req"), body, enc)
+		if !kmsgtest.Same(reflect.ValueOf(req), reflect.ValueOf(again)) {
+			t.Fatalf("%s: decode(encode(decode(body))) differs at %s\nbody % x\nre-encoded % x", apiName(key, version), kmsgtest.FirstDiff(reflect.ValueOf(req), reflect.ValueOf(again), "req"), body, enc)
 		}
 		if enc2 := again.AppendTo(nil); !bytes.Equal(enc, enc2) {
 			t.Fatalf("%s: encoding is not stable: %s", apiName(key, version), diffBytes(enc2, enc))

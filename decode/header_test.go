@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -193,12 +195,12 @@ func TestParseRequestHeader(t *testing.T) {
 // request kmsg knows, at every version, and decodes its body: the header
 // must end exactly where kmsg's body encoding begins.
 func TestRequestFramesEveryVersion(t *testing.T) {
-	f := &filler{batch: batch(0, 3, 0)}
+	f := &kmsgtest.Filler{Batch: batch(0, 3, 0)}
 	id := "kfsniff-test"
 	n := 0
 	everyVersion(func(key, v int16) {
 		n++
-		req := f.request(key, v)
+		req := f.Request(key, v)
 		body := req.AppendTo(nil)
 		for _, cid := range []*string{&id, nil} {
 			frame := requestFrame(int32(n), cid, req)
@@ -225,13 +227,13 @@ func TestRequestFramesEveryVersion(t *testing.T) {
 			if err := want.ReadFrom(body); err != nil {
 				t.Fatalf("%s: kmsg cannot decode its own encoding: %v", apiName(key, v), err)
 			}
-			if !sameValue(reflectOf(got), reflectOf(want)) {
-				t.Errorf("%s: decoded value differs from kmsg's at %s", apiName(key, v), firstDiff(reflectOf(got), reflectOf(want), "req"))
+			if !kmsgtest.Same(reflect.ValueOf(got), reflect.ValueOf(want)) {
+				t.Errorf("%s: decoded value differs from kmsg's at %s", apiName(key, v), kmsgtest.FirstDiff(reflect.ValueOf(got), reflect.ValueOf(want), "req"))
 			}
 		}
 	})
-	if f.err != nil {
-		t.Fatal(f.err)
+	if f.Err != nil {
+		t.Fatal(f.Err)
 	}
 	if n < 300 {
 		t.Errorf("only %d (key, version) pairs: is kmsg's table empty?", n)
@@ -242,10 +244,10 @@ func TestRequestFramesEveryVersion(t *testing.T) {
 // (fixtures/gen sends them) against the protocol's rules for every request
 // kmsg knows.
 func TestAppendRequestFrame(t *testing.T) {
-	f := &filler{batch: batch(0, 2, 0)}
+	f := &kmsgtest.Filler{Batch: batch(0, 2, 0)}
 	id := "kfsniff-test"
 	everyVersion(func(key, v int16) {
-		req := f.request(key, v)
+		req := f.Request(key, v)
 		for _, cid := range []*string{&id, nil} {
 			got := decode.AppendRequestFrame(nil, 77, cid, req)
 			want := requestFrame(77, cid, req)
@@ -289,9 +291,9 @@ func diffBytes(got, want []byte) string {
 // traffic: header v0 for ApiVersions and inflexible versions, v1 (an empty
 // tag section) otherwise, and the body kmsg encodes.
 func TestAppendResponseFrame(t *testing.T) {
-	f := &filler{batch: batch(0, 2, 0)}
+	f := &kmsgtest.Filler{Batch: batch(0, 2, 0)}
 	everyVersion(func(key, v int16) {
-		resp := f.response(key, v)
+		resp := f.Response(key, v)
 		frame := decode.AppendResponseFrame([]byte{9}, -5, resp)[1:]
 		wantHdr := 4
 		if resp.IsFlexible() && key != 18 {
@@ -382,10 +384,10 @@ func TestSkipTags(t *testing.T) {
 
 func TestPlausibleRequest(t *testing.T) {
 	// Every request kmsg knows is plausible, with and without client id.
-	f := &filler{batch: batch(0, 2, 0)}
+	f := &kmsgtest.Filler{Batch: batch(0, 2, 0)}
 	id := "console-consumer-1"
 	everyVersion(func(key, v int16) {
-		req := f.request(key, v)
+		req := f.Request(key, v)
 		for _, cid := range []*string{&id, nil} {
 			frame := requestFrame(1, cid, req)
 			if !decode.PlausibleRequest(frame, decode.DefaultMaxFrame) {

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"io"
 	"net/netip"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +25,7 @@ import (
 // kmsg decodes from those bytes directly. A user would notice a failure as
 // a decode error or wrong fields for that API in the report.
 func TestRoundTripEveryAPI(t *testing.T) {
-	f := &filler{batch: gen.RecordBatch(0, time.Unix(1700000000, 0), []gen.Record{
+	f := &kmsgtest.Filler{Batch: gen.RecordBatch(0, time.Unix(1700000000, 0), []gen.Record{
 		{Key: []byte("k0"), Value: []byte("v0")},
 		{Key: nil, Value: []byte("v1"), Headers: []kmsg.Header{{Key: "h", Value: []byte("x")}}},
 	})}
@@ -52,10 +52,10 @@ func TestRoundTripEveryAPI(t *testing.T) {
 		for v := int16(0); v <= kmsg.RequestForKey(key).MaxVersion(); v++ {
 			p := &pair{key: key, version: v, corr: int32(key)*1000 + int32(v) + 1}
 			req := kmsg.RequestForKey(key)
-			f.fill(reflect.ValueOf(req).Elem(), 0)
+			f.Fill(reflect.ValueOf(req).Elem(), 0)
 			req.SetVersion(v)
 			resp := kmsg.ResponseForKey(key)
-			f.fill(reflect.ValueOf(resp).Elem(), 0)
+			f.Fill(reflect.ValueOf(resp).Elem(), 0)
 			resp.SetVersion(v)
 			p.reqBody = req.AppendTo(nil)
 			p.respBody = resp.AppendTo(nil)
@@ -70,8 +70,8 @@ func TestRoundTripEveryAPI(t *testing.T) {
 		}
 		c.Close(tick())
 	}
-	if f.err != nil {
-		t.Fatalf("filler: %v", f.err)
+	if f.Err != nil {
+		t.Fatalf("filler: %v", f.Err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func (ck *checker) OnRequest(m *flows.Message) {
 		return
 	}
 	if !reflect.DeepEqual(want, m.Req) {
-		t.Errorf("%s: decoded through the capture differs from kmsg's direct decoding at %s", name, firstDiff(reflect.ValueOf(m.Req), reflect.ValueOf(want), "req"))
+		t.Errorf("%s: decoded through the capture differs from kmsg's direct decoding at %s", name, kmsgtest.FirstDiff(reflect.ValueOf(m.Req), reflect.ValueOf(want), "req"))
 	}
 }
 
@@ -259,7 +259,7 @@ func (ck *checker) OnExchange(x *flows.Exchange) {
 		return
 	}
 	if !reflect.DeepEqual(want, m.Resp) {
-		t.Errorf("%s: decoded through the capture differs from kmsg's direct decoding at %s", name, firstDiff(reflect.ValueOf(m.Resp), reflect.ValueOf(want), "resp"))
+		t.Errorf("%s: decoded through the capture differs from kmsg's direct decoding at %s", name, kmsgtest.FirstDiff(reflect.ValueOf(m.Resp), reflect.ValueOf(want), "resp"))
 	}
 }
 
@@ -271,114 +271,4 @@ func diffBytes(got, want []byte) string {
 	}
 	return fmt.Sprintf("%d bytes, want %d; first difference at offset %d: got % x, want % x",
 		len(got), len(want), i, got[i:min(len(got), i+8)], want[i:min(len(want), i+8)])
-}
-
-// firstDiff returns the path of the first difference between a and b.
-func firstDiff(a, b reflect.Value, path string) string {
-	if a.Type() != b.Type() {
-		return fmt.Sprintf("%s: types %s and %s", path, a.Type(), b.Type())
-	}
-	switch a.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if a.IsNil() || b.IsNil() {
-			return fmt.Sprintf("%s: nil %v vs %v", path, a.IsNil(), b.IsNil())
-		}
-		return firstDiff(a.Elem(), b.Elem(), path)
-	case reflect.Struct:
-		for i := 0; i < a.NumField(); i++ {
-			if !a.Type().Field(i).IsExported() {
-				continue
-			}
-			fa, fb := a.Field(i), b.Field(i)
-			if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
-				return firstDiff(fa, fb, path+"."+a.Type().Field(i).Name)
-			}
-		}
-	case reflect.Slice:
-		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
-			return fmt.Sprintf("%s: len %d (nil %v) vs %d (nil %v)", path, a.Len(), a.IsNil(), b.Len(), b.IsNil())
-		}
-		for i := 0; i < a.Len(); i++ {
-			if !reflect.DeepEqual(a.Index(i).Interface(), b.Index(i).Interface()) {
-				return firstDiff(a.Index(i), b.Index(i), path+"["+strconv.Itoa(i)+"]")
-			}
-		}
-	}
-	return fmt.Sprintf("%s: %#v vs %#v", path, a.Interface(), b.Interface())
-}
-
-// filler sets every exported field of a kmsg message to a deterministic,
-// non-default value: strings "sN", integers 1..100, true, one or two
-// elements per slice, nullable strings and structs set, ids 16 counting
-// bytes. Record fields get a real record batch; other byte fields a few
-// bytes. The top-level Version and every UnknownTags are left alone.
-type filler struct {
-	n     int
-	batch []byte
-	err   error
-}
-
-var tagsType = reflect.TypeFor[kmsg.Tags]()
-
-func (f *filler) next() int { f.n++; return f.n }
-
-func (f *filler) fill(v reflect.Value, depth int) {
-	if depth > 16 {
-		f.fail(fmt.Errorf("%s nests deeper than 16", v.Type()))
-		return
-	}
-	switch v.Kind() {
-	case reflect.Struct:
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			sf := t.Field(i)
-			if !sf.IsExported() || sf.Type == tagsType || depth == 0 && sf.Name == "Version" {
-				continue
-			}
-			fv := v.Field(i)
-			if sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Uint8 {
-				switch sf.Name {
-				case "Records", "RecordBatches":
-					fv.SetBytes(bytes.Clone(f.batch))
-				default:
-					fv.SetBytes([]byte{0xca, 0xfe, byte(f.next())})
-				}
-				continue
-			}
-			f.fill(fv, depth+1)
-		}
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		f.fill(p.Elem(), depth+1)
-		v.Set(p)
-	case reflect.Slice:
-		n := 1 + f.next()%2
-		s := reflect.MakeSlice(v.Type(), n, n)
-		for i := 0; i < n; i++ {
-			f.fill(s.Index(i), depth+1)
-		}
-		v.Set(s)
-	case reflect.Array:
-		for i := 0; i < v.Len(); i++ {
-			f.fill(v.Index(i), depth+1)
-		}
-	case reflect.String:
-		v.SetString("s" + strconv.Itoa(f.next()))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(int64(1 + f.next()%100))
-	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(1 + f.next()%100))
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(f.next()) + 0.5)
-	default:
-		f.fail(fmt.Errorf("cannot fill %s (kind %s)", v.Type(), v.Kind()))
-	}
-}
-
-func (f *filler) fail(err error) {
-	if f.err == nil {
-		f.err = err
-	}
 }

@@ -1,4 +1,8 @@
-package decode_test
+// Package kmsgtest helps tests build and compare kmsg messages: a
+// deterministic filler that sets every field of any request or response,
+// and a comparison that names the first differing field. It is used by the
+// tests of decode and flows.
+package kmsgtest
 
 import (
 	"bytes"
@@ -10,24 +14,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// filler sets every exported field of a kmsg message to a deterministic,
+// Filler sets every exported field of a kmsg message to a deterministic,
 // non-default value: strings "sN", integers 1..100, true, one or two
 // elements per slice, nullable strings and structs set, ids of counting
-// bytes. Record fields get a real record batch; other byte fields a few
-// bytes. The top-level Version and every UnknownTags are left alone.
-// flows/roundtrip_test.go has the same filler: test files cannot share code
-// across packages.
-type filler struct {
-	n     int
-	batch []byte
-	err   error
+// bytes. Record fields get Batch; other byte fields a few bytes. The
+// top-level Version and every UnknownTags are left alone.
+type Filler struct {
+	n int
+	// Batch is put in Records and RecordBatches fields.
+	Batch []byte
+	// Err is the first field that could not be filled.
+	Err error
 }
 
 var tagsType = reflect.TypeFor[kmsg.Tags]()
 
-func (f *filler) next() int { f.n++; return f.n }
+func (f *Filler) next() int { f.n++; return f.n }
 
-func (f *filler) fill(v reflect.Value, depth int) {
+// Fill sets every exported field of v (depth 0 is the message itself).
+func (f *Filler) Fill(v reflect.Value, depth int) {
 	if depth > 16 {
 		f.fail(fmt.Errorf("%s nests deeper than 16", v.Type()))
 		return
@@ -44,28 +49,28 @@ func (f *filler) fill(v reflect.Value, depth int) {
 			if sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Uint8 {
 				switch sf.Name {
 				case "Records", "RecordBatches":
-					fv.SetBytes(bytes.Clone(f.batch))
+					fv.SetBytes(bytes.Clone(f.Batch))
 				default:
 					fv.SetBytes([]byte{0xca, 0xfe, byte(f.next())})
 				}
 				continue
 			}
-			f.fill(fv, depth+1)
+			f.Fill(fv, depth+1)
 		}
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
-		f.fill(p.Elem(), depth+1)
+		f.Fill(p.Elem(), depth+1)
 		v.Set(p)
 	case reflect.Slice:
 		n := 1 + f.next()%2
 		s := reflect.MakeSlice(v.Type(), n, n)
 		for i := 0; i < n; i++ {
-			f.fill(s.Index(i), depth+1)
+			f.Fill(s.Index(i), depth+1)
 		}
 		v.Set(s)
 	case reflect.Array:
 		for i := 0; i < v.Len(); i++ {
-			f.fill(v.Index(i), depth+1)
+			f.Fill(v.Index(i), depth+1)
 		}
 	case reflect.String:
 		v.SetString("s" + strconv.Itoa(f.next()))
@@ -82,32 +87,32 @@ func (f *filler) fill(v reflect.Value, depth int) {
 	}
 }
 
-func (f *filler) fail(err error) {
-	if f.err == nil {
-		f.err = err
+func (f *Filler) fail(err error) {
+	if f.Err == nil {
+		f.Err = err
 	}
 }
 
-// filledRequest returns kmsg's request for key at version with every field
+// Request returns kmsg's request for key at version with every field
 // filled.
-func (f *filler) request(key, version int16) kmsg.Request {
+func (f *Filler) Request(key, version int16) kmsg.Request {
 	r := kmsg.RequestForKey(key)
-	f.fill(reflect.ValueOf(r).Elem(), 0)
+	f.Fill(reflect.ValueOf(r).Elem(), 0)
 	r.SetVersion(version)
 	return r
 }
 
-// response is request's counterpart.
-func (f *filler) response(key, version int16) kmsg.Response {
+// Response is Request's counterpart.
+func (f *Filler) Response(key, version int16) kmsg.Response {
 	r := kmsg.ResponseForKey(key)
-	f.fill(reflect.ValueOf(r).Elem(), 0)
+	f.Fill(reflect.ValueOf(r).Elem(), 0)
 	r.SetVersion(version)
 	return r
 }
 
-// sameValue is reflect.DeepEqual except that floats compare by their bits,
+// Same is reflect.DeepEqual except that floats compare by their bits,
 // so that a NaN decoded from fuzz input equals itself.
-func sameValue(a, b reflect.Value) bool {
+func Same(a, b reflect.Value) bool {
 	if a.IsValid() != b.IsValid() {
 		return false
 	}
@@ -124,13 +129,13 @@ func sameValue(a, b reflect.Value) bool {
 		if a.IsNil() || b.IsNil() {
 			return a.IsNil() == b.IsNil()
 		}
-		return sameValue(a.Elem(), b.Elem())
+		return Same(a.Elem(), b.Elem())
 	case reflect.Struct:
 		if a.Type() == tagsType {
 			return reflect.DeepEqual(a.Interface(), b.Interface())
 		}
 		for i := 0; i < a.NumField(); i++ {
-			if !sameValue(a.Field(i), b.Field(i)) {
+			if !Same(a.Field(i), b.Field(i)) {
 				return false
 			}
 		}
@@ -142,7 +147,7 @@ func sameValue(a, b reflect.Value) bool {
 		fallthrough
 	case reflect.Array:
 		for i := 0; i < a.Len(); i++ {
-			if !sameValue(a.Index(i), b.Index(i)) {
+			if !Same(a.Index(i), b.Index(i)) {
 				return false
 			}
 		}
@@ -151,8 +156,8 @@ func sameValue(a, b reflect.Value) bool {
 	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
 
-// firstDiff returns the path of the first difference between a and b.
-func firstDiff(a, b reflect.Value, path string) string {
+// FirstDiff returns the path of the first difference between a and b.
+func FirstDiff(a, b reflect.Value, path string) string {
 	if a.Type() != b.Type() {
 		return fmt.Sprintf("%s: types %s and %s", path, a.Type(), b.Type())
 	}
@@ -161,14 +166,14 @@ func firstDiff(a, b reflect.Value, path string) string {
 		if a.IsNil() || b.IsNil() {
 			return fmt.Sprintf("%s: nil %v vs %v", path, a.IsNil(), b.IsNil())
 		}
-		return firstDiff(a.Elem(), b.Elem(), path)
+		return FirstDiff(a.Elem(), b.Elem(), path)
 	case reflect.Struct:
 		if a.Type() == tagsType {
 			break
 		}
 		for i := 0; i < a.NumField(); i++ {
-			if !sameValue(a.Field(i), b.Field(i)) {
-				return firstDiff(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name)
+			if !Same(a.Field(i), b.Field(i)) {
+				return FirstDiff(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name)
 			}
 		}
 	case reflect.Slice:
@@ -176,12 +181,11 @@ func firstDiff(a, b reflect.Value, path string) string {
 			return fmt.Sprintf("%s: len %d (nil %v) vs %d (nil %v)", path, a.Len(), a.IsNil(), b.Len(), b.IsNil())
 		}
 		for i := 0; i < a.Len(); i++ {
-			if !sameValue(a.Index(i), b.Index(i)) {
-				return firstDiff(a.Index(i), b.Index(i), path+"["+strconv.Itoa(i)+"]")
+			if !Same(a.Index(i), b.Index(i)) {
+				return FirstDiff(a.Index(i), b.Index(i), path+"["+strconv.Itoa(i)+"]")
 			}
 		}
 	}
 	return fmt.Sprintf("%s: %#v vs %#v", path, a.Interface(), b.Interface())
 }
 
-func reflectOf(x any) reflect.Value { return reflect.ValueOf(x) }
