@@ -47,6 +47,25 @@ var ErrUnusable = errors.New("unusable input")
 // real captures use a snaplen of at most 262144.
 const maxRecord = 1 << 20
 
+// ReadError says where a capture broke: the packet that could not be read
+// and the byte offset of its record. The packets before it are good.
+type ReadError struct {
+	Name   string
+	File   int // index of the file among the inputs
+	Packet uint64
+	Offset int64
+	Err    error
+}
+
+func (e *ReadError) Error() string {
+	if errors.Is(e.Err, io.ErrUnexpectedEOF) {
+		return fmt.Sprintf("%s: file ends inside packet %d (record at byte %d): truncated capture", e.Name, e.Packet, e.Offset)
+	}
+	return fmt.Sprintf("%s: packet %d (record at byte %d): %v", e.Name, e.Packet, e.Offset, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // File reads one pcap or pcapng file, optionally gzip-compressed.
 type File struct {
 	Name   string
@@ -203,10 +222,7 @@ func (f *File) Next(p *Packet) error {
 		if err == io.EOF {
 			return io.EOF
 		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%s: file ends inside packet %d (record at byte %d): truncated capture", f.Name, f.n+1, start)
-		}
-		return fmt.Errorf("%s: packet %d (record at byte %d): %v", f.Name, f.n+1, start, err)
+		return &ReadError{Name: f.Name, File: f.index, Packet: f.n + 1, Offset: start, Err: err}
 	}
 	f.n++
 	p.N = f.n

@@ -6,8 +6,8 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"io"
-	"strings"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/flows"
@@ -62,10 +62,9 @@ func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 			break
 		}
 		if err != nil {
-			for i, f := range files {
-				if fileErr[i] == "" && strings.HasPrefix(err.Error(), f.Name+":") {
-					fileErr[i] = err.Error()
-				}
+			var re *capture.ReadError
+			if errors.As(err, &re) && re.File < len(fileErr) && fileErr[re.File] == "" {
+				fileErr[re.File] = err.Error()
 			}
 			if opt.Warn != nil {
 				opt.Warn(err)
