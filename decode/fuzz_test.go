@@ -87,7 +87,7 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("%s: decode(encode(decode(body))) differs at %s\nbody % x\nre-encoded % x", apiName(key, version), kmsgtest.FirstDiff(reflect.ValueOf(req), reflect.ValueOf(again), "req"), body, enc)
 		}
 		if enc2 := again.AppendTo(nil); !bytes.Equal(enc, enc2) {
-			t.Fatalf("%s: encoding is not stable: %s", apiName(key, version), diffBytes(enc2, enc))
+			t.Fatalf("%s: encoding is not stable: %s", apiName(key, version), kmsgtest.DiffBytes(enc2, enc))
 		}
 	})
 }

@@ -255,7 +255,7 @@ func TestAppendRequestFrame(t *testing.T) {
 				t.Errorf("%s (client id %v): size prefix %d for a %d-byte frame: % x", apiName(key, v), cid != nil, size, len(got), got[:min(len(got), 24)])
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s (client id %v): frame %s", apiName(key, v), cid != nil, diffBytes(got, want))
+				t.Errorf("%s (client id %v): frame %s", apiName(key, v), cid != nil, kmsgtest.DiffBytes(got, want))
 			}
 		}
 	})
@@ -275,16 +275,6 @@ func TestAppendRequestFrameAppends(t *testing.T) {
 	if got := decode.AppendResponseFrame([]byte("prefix"), 5, resp); !bytes.Equal(got, wantResp) {
 		t.Errorf("AppendResponseFrame(%q, ...) = % x\nwant % x", "prefix", got, wantResp)
 	}
-}
-
-// diffBytes describes where got first differs from want.
-func diffBytes(got, want []byte) string {
-	i := 0
-	for i < len(got) && i < len(want) && got[i] == want[i] {
-		i++
-	}
-	return fmt.Sprintf("%d bytes, want %d; first difference at offset %d: got % x, want % x",
-		len(got), len(want), i, got[i:min(len(got), i+8)], want[i:min(len(want), i+8)])
 }
 
 // TestAppendResponseFrame checks the response frames built for test

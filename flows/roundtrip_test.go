@@ -193,14 +193,14 @@ func (ck *checker) OnRequest(m *flows.Message) {
 		t.Errorf("%s: client id %q, want %q", name, m.ClientID, wantID)
 	}
 	if !bytes.Equal(m.Frame, p.reqFrame[4:]) {
-		t.Errorf("%s: frame differs from the one sent: %s", name, diffBytes(m.Frame, p.reqFrame[4:]))
+		t.Errorf("%s: frame differs from the one sent: %s", name, kmsgtest.DiffBytes(m.Frame, p.reqFrame[4:]))
 	}
 	if m.Err != nil || m.Req == nil {
 		t.Errorf("%s: not decoded: %v", name, m.Err)
 		return
 	}
 	if got := m.Req.AppendTo(nil); !bytes.Equal(got, p.reqBody) {
-		t.Errorf("%s: re-encoded body differs from the original: %s", name, diffBytes(got, p.reqBody))
+		t.Errorf("%s: re-encoded body differs from the original: %s", name, kmsgtest.DiffBytes(got, p.reqBody))
 	}
 	want := kmsg.RequestForKey(p.key)
 	want.SetVersion(p.version)
@@ -243,14 +243,14 @@ func (ck *checker) OnExchange(x *flows.Exchange) {
 		return
 	}
 	if !bytes.Equal(m.Frame, p.respFrame[4:]) {
-		t.Errorf("%s: frame differs from the one sent: %s", name, diffBytes(m.Frame, p.respFrame[4:]))
+		t.Errorf("%s: frame differs from the one sent: %s", name, kmsgtest.DiffBytes(m.Frame, p.respFrame[4:]))
 	}
 	if m.Err != nil || m.Resp == nil {
 		t.Errorf("%s: not decoded: %v", name, m.Err)
 		return
 	}
 	if got := m.Resp.AppendTo(nil); !bytes.Equal(got, p.respBody) {
-		t.Errorf("%s: re-encoded body differs from the original: %s", name, diffBytes(got, p.respBody))
+		t.Errorf("%s: re-encoded body differs from the original: %s", name, kmsgtest.DiffBytes(got, p.respBody))
 	}
 	want := kmsg.ResponseForKey(p.key)
 	want.SetVersion(p.version)
@@ -261,14 +261,4 @@ func (ck *checker) OnExchange(x *flows.Exchange) {
 	if !reflect.DeepEqual(want, m.Resp) {
 		t.Errorf("%s: decoded through the capture differs from kmsg's direct decoding at %s", name, kmsgtest.FirstDiff(reflect.ValueOf(m.Resp), reflect.ValueOf(want), "resp"))
 	}
-}
-
-// diffBytes describes where got first differs from want.
-func diffBytes(got, want []byte) string {
-	i := 0
-	for i < len(got) && i < len(want) && got[i] == want[i] {
-		i++
-	}
-	return fmt.Sprintf("%d bytes, want %d; first difference at offset %d: got % x, want % x",
-		len(got), len(want), i, got[i:min(len(got), i+8)], want[i:min(len(want), i+8)])
 }

@@ -189,3 +189,13 @@ func FirstDiff(a, b reflect.Value, path string) string {
 	return fmt.Sprintf("%s: %#v vs %#v", path, a.Interface(), b.Interface())
 }
 
+
+// DiffBytes describes where got first differs from want.
+func DiffBytes(got, want []byte) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Sprintf("%d bytes, want %d; first difference at offset %d: got % x, want % x",
+		len(got), len(want), i, got[i:min(len(got), i+8)], want[i:min(len(want), i+8)])
+}
