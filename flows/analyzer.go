@@ -75,6 +75,7 @@ type Analyzer struct {
 	connH      []ConnHandler
 	stats      Stats
 	conns      []*Conn
+	nodes      *Nodes
 	streams    map[tupleKey]*stream
 	syns       map[tupleKey]*synState
 	synq       synQueue
@@ -102,6 +103,7 @@ type Analyzer struct {
 func New(cfg Config, handlers ...Handler) *Analyzer {
 	a := &Analyzer{
 		cfg:     cfg,
+		nodes:   newNodes(),
 		streams: make(map[tupleKey]*stream),
 		syns:    make(map[tupleKey]*synState),
 	}
@@ -165,6 +167,9 @@ func compareEndpoint(a [16]byte, pa uint16, b [16]byte, pb uint16) int {
 
 // Stats returns the capture-wide counters.
 func (a *Analyzer) Stats() *Stats { return &a.stats }
+
+// Nodes returns what the traffic said about node identities.
+func (a *Analyzer) Nodes() *Nodes { return a.nodes }
 
 // Conns returns the Kafka connections in order of first packet.
 func (a *Analyzer) Conns() []*Conn { return a.conns }

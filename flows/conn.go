@@ -58,6 +58,8 @@ type Conn struct {
 	ClientIDs []string
 	// Requests counts request frames by API key.
 	APIs map[int16]int
+	// Roles counts requests by role.
+	Roles RoleSet
 
 	Requests       int
 	Responses      int // matched responses

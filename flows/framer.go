@@ -385,6 +385,9 @@ func (f *framer) request(frame []byte) bool {
 		m.Req = req
 		f.scanBatches(m, req)
 	}
+	m.Role = RoleOf(m)
+	c.Roles[m.Role]++
+	a.nodes.learnRequest(c, m)
 	c.Requests++
 	c.APIs[h.Key]++
 	for _, hd := range a.reqH {
@@ -439,7 +442,7 @@ func (f *framer) response(frame []byte) bool {
 		m.Frame = nil
 		return true
 	}
-	m.Key, m.Version, m.ClientID = req.Key, req.Version, req.ClientID
+	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
 	var resp kmsg.Response
 	if decode.KnownVersion(req.Key, req.Version) {
 		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)
@@ -452,6 +455,7 @@ func (f *framer) response(frame []byte) bool {
 			c.problem(m.File, m.Packet, m.Err.Error())
 		} else {
 			m.Resp = resp
+			a.nodes.learnResponse(resp)
 			f.scanBatches(m, resp)
 			m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
 			if len(m.ErrorCodes) > 0 {
@@ -488,8 +492,12 @@ func (f *framer) scanBatches(m *Message, body any) {
 		if len(rs.Records) == 0 {
 			return
 		}
+		topic := rs.Topic
+		if topic == "" {
+			topic, _ = f.s.a.nodes.TopicName(rs.TopicID)
+		}
 		_, err := decode.ScanBatches(rs.Records, func(b *decode.Batch) {
-			m.Batches = append(m.Batches, BatchRef{Topic: rs.Topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
+			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
 		})
 		if err != nil {
 			m.BatchErrors++

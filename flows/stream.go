@@ -59,6 +59,7 @@ type stream struct {
 	// Sequence tracking, to tell a hole that will never be filled: the
 	// first sequence number of each direction, the bytes reassembly has
 	// delivered or skipped since, and the highest sequence number seen.
+	fin       [2]bool
 	seqBase   [2]uint32
 	seqKnown  [2]bool
 	delivered [2]uint32
@@ -96,6 +97,10 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		c.LastPacket, c.LastSeen = s.a.cur.N, s.a.cur.Time
 		if tcp.RST {
 			c.Reset = true
+		}
+		if tcp.FIN {
+			s.fin[d] = true
+			c.Closed = s.fin[0] && s.fin[1]
 		}
 	}
 	return !s.ignore
@@ -174,11 +179,14 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	s.done = true
 	if s.conn != nil {
-		s.conn.Closed = true
 		s.fr[0].end()
 		s.fr[1].end()
-		file, n, t := s.a.packetPos()
-		s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
+		// Reassembly also completes streams at the end of the capture;
+		// only a FIN or RST is a close.
+		if s.conn.Closed || s.conn.Reset {
+			file, n, t := s.a.packetPos()
+			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
+		}
 	}
 	s.held = nil
 	return true

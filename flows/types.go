@@ -32,6 +32,9 @@ type Message struct {
 	Version     int16
 	Correlation int32
 	ClientID    string
+	// Role is what the request is for (set on requests and on the
+	// responses paired with them).
+	Role Role
 	// Req or Resp is the decoded body (nil if it could not be decoded;
 	// see Err). Record bytes inside them alias the frame and are only
 	// valid during the handler call that delivers the message.

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
 )
@@ -19,6 +20,9 @@ type Options struct {
 	Flows flows.Config
 	// Handlers receive the analyzer's events besides the collector.
 	Handlers []flows.Handler
+	// Detectors, if set, receive every event and report findings at
+	// the end.
+	Detectors *detectors.Set
 	// Warn is called for each input that broke before its end (the
 	// packets before the break are analysed). May be nil.
 	Warn func(error)
@@ -37,6 +41,9 @@ type Result struct {
 func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 	collector := report.NewCollector()
 	handlers := append([]flows.Handler{collector}, opt.Handlers...)
+	if opt.Detectors != nil {
+		handlers = append(handlers, opt.Detectors)
+	}
 	an := flows.New(opt.Flows, handlers...)
 	perFile := make([]int64, len(files))
 	fileErr := make([]string, len(files))
@@ -86,6 +93,11 @@ func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 		}
 		rfiles[i] = report.File{Name: f.Name, Format: f.Format, LinkTypes: links, Packets: perFile[i], Error: fileErr[i]}
 	}
-	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), nil)
+	var findings []detectors.Finding
+	if opt.Detectors != nil {
+		st := an.Stats()
+		findings = opt.Detectors.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Start: st.FirstTime, End: st.LastTime})
+	}
+	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), an.Nodes(), findings)
 	return res
 }

@@ -105,7 +105,7 @@ func (c *Collector) OnConnEvent(e *flows.ConnEvent) {
 
 // Build assembles the report from the collector, the analyzer's state, the
 // inputs and the findings.
-func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, findings []detectors.Finding) *Report {
+func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, nodes *flows.Nodes, findings []detectors.Finding) *Report {
 	r := &Report{Schema: Schema, Findings: findings, Events: c.events}
 	if r.Findings == nil {
 		r.Findings = []detectors.Finding{}
@@ -148,7 +148,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, fi
 		for k, n := range cn.Skipped {
 			t.SkippedBytes[k] += n
 		}
-		r.Connections = append(r.Connections, connection(cn))
+		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
 	keys := make([]apiKey, 0, len(c.apis))
 	for k := range c.apis {
@@ -178,7 +178,7 @@ func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
 
-func connection(c *flows.Conn) Connection {
+func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	out := Connection{
 		ID: c.ID, Client: c.Client.String(), Server: c.Server.String(),
 		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),
@@ -194,6 +194,18 @@ func connection(c *flows.Conn) Connection {
 	}
 	for k, n := range c.APIs {
 		out.APIs[decode.Name(k)] += n
+	}
+	out.Roles = []string{}
+	for _, role := range c.Roles.List() {
+		out.Roles = append(out.Roles, role.String())
+	}
+	if nodes != nil {
+		if id := nodes.Host(c.Client.Addr()); id >= 0 {
+			out.ClientNode = &id
+		}
+		if id := nodes.Server(c.Server); id >= 0 {
+			out.ServerNode = &id
+		}
 	}
 	if len(c.Skipped) > 0 {
 		out.SkippedBytes = map[string]int64{}

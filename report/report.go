@@ -107,6 +107,9 @@ type Connection struct {
 	Handshake     bool             `json:"handshake"`
 	MidStream     bool             `json:"mid_stream"`
 	TLS           bool             `json:"tls,omitempty"`
+	ClientNode    *int32           `json:"client_node,omitempty"`
+	ServerNode    *int32           `json:"server_node,omitempty"`
+	Roles         []string         `json:"roles"`
 	ClientIDs     []string         `json:"client_ids"`
 	APIs          map[string]int   `json:"apis"`
 	Requests      int              `json:"requests"`

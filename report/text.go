@@ -125,7 +125,10 @@ func (p *printer) connections(r *Report) {
 		if len(ids) == 0 {
 			ids = []string{"(none)"}
 		}
-		p.f("  #%d %s -> %s  client-id %s\n", c.ID, c.Client, c.Server, strings.Join(ids, ","))
+		p.f("  #%d %s -> %s  client-id %s\n", c.ID, nodeLabel(c.Client, c.ClientNode), nodeLabel(c.Server, c.ServerNode), strings.Join(ids, ","))
+		if len(c.Roles) > 0 {
+			p.f("     roles: %s\n", strings.Join(c.Roles, ", "))
+		}
 		p.f("     %d reqs, %d resps, %d error resps", c.Requests, c.Responses, c.Errors)
 		if c.Unmatched > 0 {
 			p.f(", %d unmatched", c.Unmatched)
@@ -213,6 +216,14 @@ func (p *printer) findings(r *Report) {
 			p.f("    check next: %s\n", Clean(f.Next))
 		}
 	}
+}
+
+// nodeLabel shows an address with its node id: "node 1003 (10.30.7.85:8081)".
+func nodeLabel(addr string, node *int32) string {
+	if node == nil {
+		return addr
+	}
+	return fmt.Sprintf("node %d (%s)", *node, addr)
 }
 
 // pkt renders a packet number, prefixed with the file index when there

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
@@ -47,10 +48,18 @@ type Config struct {
 	ClientID string
 	Conns    []string
 	Errors   bool
+	FailOn   string
+	List     bool
+	Settings []string
 }
 
 // Validate checks the settings that flags cannot check by type.
 func (c *Config) Validate() error {
+	if c.FailOn != "" {
+		if _, err := detectors.ParseSeverity(c.FailOn); err != nil {
+			return fmt.Errorf("--fail-on: %v", err)
+		}
+	}
 	if len(c.Files) == 0 {
 		return errors.New("no input: give a capture file with -r FILE (or -r - for standard input)")
 	}
@@ -73,6 +82,7 @@ const usageHead = `kfsniff: Kafka-aware packet capture analyser
 
 Usage:
   kfsniff -r FILE [-r FILE...] [flags]
+  kfsniff --list-detectors
 
 Reads pcap or pcapng captures (gzip-compressed or not; "-" is standard input),
 reassembles TCP, decodes every Kafka request and response, pairs them by
@@ -88,7 +98,8 @@ Exit codes:
   1  failure while running (e.g. output could not be written)
   2  usage error, or an input that cannot be read at all
      (missing file, not a capture, unsupported link type)
-  3  a finding at or above --fail-on's severity
+  3  a finding at or above --fail-on's severity (for CI:
+     kfsniff -r incident.pcap --fail-on warning)
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -105,6 +116,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.ClientID, "client-id", "", "with --frames: only frames whose client id contains `TEXT`")
 	fs.StringArrayVar(&cfg.Conns, "conn", nil, "with --frames: only connection `ID` or endpoint (ip or ip:port); repeatable")
 	fs.BoolVar(&cfg.Errors, "errors", false, "with --frames: only responses carrying error codes, and undecodable frames")
+	fs.StringVar(&cfg.FailOn, "fail-on", "", "exit 3 if a finding of at least this `severity` (info, warning, error) exists")
+	fs.BoolVar(&cfg.List, "list-detectors", false, "describe the detectors and their thresholds, then exit")
+	fs.StringArrayVarP(&cfg.Settings, "option", "o", nil, "set a detector threshold, `detector.param=value` (see --list-detectors); repeatable")
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -129,6 +143,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: unexpected argument %q (capture files go after -r)\n", fs.Arg(0))
 		return exitUsage
 	}
+	if cfg.List {
+		fmt.Fprint(stdout, detectors.Describe(detectors.Specs()))
+		return exitOK
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
@@ -149,6 +167,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	filter.ClientID, filter.Conns, filter.Errors = cfg.ClientID, cfg.Conns, cfg.Errors
+
+	overrides := map[string]float64{}
+	for _, o := range cfg.Settings {
+		if err := detectors.ParseOverride(o, overrides); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
+			return exitUsage
+		}
+	}
+	dets, err := detectors.New(overrides)
+	if err != nil {
+		fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
+		return exitUsage
+	}
 
 	files := make([]*capture.File, 0, len(cfg.Files))
 	defer func() {
@@ -177,8 +208,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		handlers = append(handlers, frames)
 	}
 	res := pipeline.Run(ctx, files, pipeline.Options{
-		Flows:    fcfg,
-		Handlers: handlers,
+		Flows:     fcfg,
+		Handlers:  handlers,
+		Detectors: dets,
 		Warn: func(err error) {
 			fmt.Fprintf(stderr, "kfsniff: warning: %v; analysed the packets before it\n", err)
 		},
@@ -187,14 +219,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
 
+	rep := res.Report
 	if frames != nil {
 		if err := frames.Flush(); err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 			return exitFailure
 		}
-		return exitOK
+		return failOn(cfg.FailOn, rep, stderr)
 	}
-	rep := res.Report
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
@@ -207,5 +239,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 		return exitFailure
 	}
-	return exitOK
+	return failOn(cfg.FailOn, rep, stderr)
+}
+
+// failOn returns exitFindings if a finding reaches the --fail-on severity.
+func failOn(level string, rep *report.Report, stderr io.Writer) int {
+	if level == "" {
+		return exitOK
+	}
+	min, _ := detectors.ParseSeverity(level)
+	n := 0
+	for _, f := range rep.Findings {
+		if f.Severity >= min {
+			n++
+		}
+	}
+	if n == 0 {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "kfsniff: %d finding(s) at or above %s\n", n, min)
+	return exitFindings
 }

@@ -1,0 +1,93 @@
+package detectors
+
+import (
+	"sort"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// maxMiddle bounds the evidence kept between the first and the last.
+const maxMiddle = 4
+
+// sampler keeps representative evidence in bounded memory: the first, the
+// last, and a few spread in between (every step-th, the step doubling
+// whenever the middle fills up).
+type sampler struct {
+	first, last Evidence
+	mid         []Evidence
+	n           int
+	step        int
+}
+
+func (s *sampler) add(e Evidence) {
+	s.n++
+	if s.n == 1 {
+		s.first, s.step = e, 1
+		return
+	}
+	if s.n > 2 && (s.n-2)%s.step == 0 {
+		// The previous last becomes a middle candidate.
+		s.mid = append(s.mid, s.last)
+		if len(s.mid) > maxMiddle {
+			kept := s.mid[:0]
+			for i, m := range s.mid {
+				if i%2 == 0 {
+					kept = append(kept, m)
+				}
+			}
+			s.mid = kept
+			s.step *= 2
+		}
+	}
+	s.last = e
+}
+
+// list returns the evidence in packet order.
+func (s *sampler) list() []Evidence {
+	if s.n == 0 {
+		return nil
+	}
+	out := []Evidence{s.first}
+	out = append(out, s.mid...)
+	if s.n > 1 {
+		out = append(out, s.last)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].File != out[j].File {
+			return out[i].File < out[j].File
+		}
+		return out[i].Packet < out[j].Packet
+	})
+	return out
+}
+
+// evidence points at a message's packet.
+func evidence(m *flows.Message, what string) Evidence {
+	return Evidence{File: m.File, Packet: m.Packet, Conn: m.Conn.ID, What: what}
+}
+
+// idSet collects ints (connection ids, node ids) and returns them sorted.
+type idSet map[int32]bool
+
+func (s idSet) add(id int32) {
+	if id >= 0 {
+		s[id] = true
+	}
+}
+
+func (s idSet) sorted() []int32 {
+	out := make([]int32, 0, len(s))
+	for id := range s {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (s idSet) ints() []int {
+	out := make([]int, 0, len(s))
+	for _, id := range s.sorted() {
+		out = append(out, int(id))
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package flows
+
+import (
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Nodes learns which Kafka node is behind which address, from what the
+// traffic says: Metadata and DescribeCluster brokers, Fetch and Produce
+// node endpoints and leader hints (KIP-951), raft voter and leader
+// endpoints, broker registrations, and node ids in client ids
+// ("broker-3-fetcher-0", "raft-client-68", a heartbeat's broker id).
+type Nodes struct {
+	// byEndpoint maps "host:port" as advertised to node ids (several ids
+	// at one endpoint is a listener conflict).
+	byEndpoint map[string][]int32
+	// byHost maps a client host to the node ids it speaks for.
+	byHost map[netip.Addr][]int32
+	// endpoints maps a node id to the endpoints advertised for it.
+	endpoints map[int32][]string
+	// topics maps topic ids to names, from Metadata responses.
+	topics map[[16]byte]string
+}
+
+func newNodes() *Nodes {
+	return &Nodes{
+		byEndpoint: make(map[string][]int32),
+		byHost:     make(map[netip.Addr][]int32),
+		endpoints:  make(map[int32][]string),
+		topics:     make(map[[16]byte]string),
+	}
+}
+
+// maxNodeEntries bounds each table against hostile traffic.
+const maxNodeEntries = 65536
+
+func addID(ids []int32, id int32) []int32 {
+	for _, x := range ids {
+		if x == id {
+			return ids
+		}
+	}
+	ids = append(ids, id)
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// Endpoint joins host and port as Kafka advertises them.
+func Endpoint(host string, port int32) string {
+	return joinHostPort(host, strconv.Itoa(int(port)))
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// learnEndpoint records that node id is advertised at host:port.
+func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
+	if id < 0 || host == "" || len(n.byEndpoint) >= maxNodeEntries {
+		return
+	}
+	ep := Endpoint(host, port)
+	n.byEndpoint[ep] = addID(n.byEndpoint[ep], id)
+	eps := n.endpoints[id]
+	for _, e := range eps {
+		if e == ep {
+			return
+		}
+	}
+	if len(eps) < 16 {
+		n.endpoints[id] = append(eps, ep)
+	}
+}
+
+func (n *Nodes) learnHost(addr netip.Addr, id int32) {
+	if id < 0 || len(n.byHost) >= maxNodeEntries {
+		return
+	}
+	n.byHost[addr] = addID(n.byHost[addr], id)
+}
+
+// AtEndpoint returns the node ids advertised at "host:port".
+func (n *Nodes) AtEndpoint(ep string) []int32 { return n.byEndpoint[ep] }
+
+// Endpoints returns every advertised endpoint with its node ids, sorted.
+func (n *Nodes) Endpoints() map[string][]int32 { return n.byEndpoint }
+
+// EndpointsOf returns the endpoints advertised for node id.
+func (n *Nodes) EndpointsOf(id int32) []string { return n.endpoints[id] }
+
+// TopicName returns the name of a topic id learned from Metadata.
+func (n *Nodes) TopicName(id [16]byte) (string, bool) {
+	s, ok := n.topics[id]
+	return s, ok
+}
+
+// Server returns the node id listening at ap: advertised there by IP, or
+// as "localhost" for a loopback address. -1 if unknown or ambiguous.
+func (n *Nodes) Server(ap netip.AddrPort) int32 {
+	ids := n.ServerIDs(ap)
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	return -1
+}
+
+// ServerIDs returns every node id advertised at ap.
+func (n *Nodes) ServerIDs(ap netip.AddrPort) []int32 {
+	port := strconv.Itoa(int(ap.Port()))
+	ids := n.byEndpoint[joinHostPort(ap.Addr().Unmap().String(), port)]
+	if ap.Addr().IsLoopback() {
+		for _, id := range n.byEndpoint["localhost:"+port] {
+			ids = addID(append([]int32(nil), ids...), id)
+		}
+	}
+	return ids
+}
+
+// Host returns the node id a client host speaks for (from its client ids
+// and heartbeats), or -1 if unknown or ambiguous.
+func (n *Nodes) Host(a netip.Addr) int32 {
+	if ids := n.byHost[a.Unmap()]; len(ids) == 1 {
+		return ids[0]
+	}
+	return -1
+}
+
+// Label renders an address with its node id when known:
+// "node 1003 (10.30.7.85:8081)".
+func (n *Nodes) Label(ap netip.AddrPort, server bool) string {
+	id := int32(-1)
+	if server {
+		id = n.Server(ap)
+	} else {
+		id = n.Host(ap.Addr())
+	}
+	if id < 0 {
+		return ap.String()
+	}
+	return "node " + strconv.Itoa(int(id)) + " (" + ap.String() + ")"
+}
+
+// learnRequest learns from a request: client ids and registrations.
+func (n *Nodes) learnRequest(c *Conn, m *Message) {
+	host := c.Client.Addr().Unmap()
+	if id, ok := FetcherNode(m.ClientID); ok {
+		n.learnHost(host, id)
+	}
+	switch r := m.Req.(type) {
+	case *kmsg.BrokerHeartbeatRequest:
+		n.learnHost(host, r.BrokerID)
+	case *kmsg.BrokerRegistrationRequest:
+		n.learnHost(host, r.BrokerID)
+		for _, l := range r.Listeners {
+			n.learnEndpoint(r.BrokerID, l.Host, int32(l.Port))
+		}
+	case *kmsg.FetchRequest:
+		if r.Version >= 15 && r.ReplicaState.ID >= 0 {
+			n.learnHost(host, r.ReplicaState.ID)
+		} else if r.Version <= 14 && r.ReplicaID >= 0 {
+			n.learnHost(host, r.ReplicaID)
+		}
+	case *kmsg.BeginQuorumEpochRequest:
+		for _, e := range r.LeaderEndpoints {
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					n.learnEndpoint(p.LeaderID, e.Host, int32(e.Port))
+				}
+			}
+		}
+	case *kmsg.VoteRequest:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				n.learnHost(host, p.CandidateID)
+			}
+		}
+	}
+}
+
+// learnResponse learns from a response: advertised brokers and endpoints.
+func (n *Nodes) learnResponse(resp kmsg.Response) {
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		for _, b := range r.Brokers {
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
+		}
+		for _, t := range r.Topics {
+			if t.Topic != nil && t.TopicID != ([16]byte{}) && len(n.topics) < maxNodeEntries {
+				n.topics[t.TopicID] = *t.Topic
+			}
+		}
+	case *kmsg.DescribeClusterResponse:
+		for _, b := range r.Brokers {
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
+		}
+	case *kmsg.FetchResponse:
+		for _, b := range r.Brokers {
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
+		}
+	case *kmsg.ProduceResponse:
+		for _, b := range r.Brokers {
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
+		}
+	case *kmsg.DescribeQuorumResponse:
+		for _, nd := range r.Nodes {
+			for _, l := range nd.Listeners {
+				n.learnEndpoint(nd.NodeID, l.Host, int32(l.Port))
+			}
+		}
+	case *kmsg.FindCoordinatorResponse:
+		if r.Version < 4 {
+			n.learnEndpoint(r.NodeID, r.Host, r.Port)
+		}
+		for _, c := range r.Coordinators {
+			n.learnEndpoint(c.NodeID, c.Host, c.Port)
+		}
+	}
+}
