@@ -84,6 +84,7 @@ type Conn struct {
 	Closed bool // FIN seen both ways
 	Reset  bool // RST seen
 
+	nodes     *Nodes
 	pending   []*Message
 	pendHead  int
 	lastIDRaw []byte

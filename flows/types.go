@@ -5,6 +5,7 @@
 package flows
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/netip"
 	"time"
@@ -69,6 +70,26 @@ type BatchRef struct {
 	TopicID   [16]byte
 	Partition int32
 	decode.Batch
+}
+
+// TopicName shows a topic by name; for versions that name topics by id,
+// the name learned from Metadata, "__cluster_metadata" for KRaft's log, or
+// else the id in base64 as Kafka prints it.
+func (m *Message) TopicName(name string, id [16]byte) string {
+	switch {
+	case name != "":
+		return name
+	case id == [16]byte{}:
+		return "?"
+	case id == decode.ClusterMetadataTopicID:
+		return ClusterMetadataTopic
+	}
+	if m.Conn != nil && m.Conn.nodes != nil {
+		if n, ok := m.Conn.nodes.TopicName(id); ok {
+			return n
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 // Name is the API name of the message.

@@ -209,7 +209,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		}
 		for _, b := range m.Batches {
 			l.Batches = append(l.Batches, FrameBatch{
-				Topic: TopicName(b.Topic, b.TopicID), Partition: b.Partition, BaseOffset: b.BaseOffset,
+				Topic: m.TopicName(b.Topic, b.TopicID), Partition: b.Partition, BaseOffset: b.BaseOffset,
 				LastOffset: b.LastOffset(), Records: b.Records, Magic: b.Magic, CRC: fmt.Sprintf("%08x", b.CRC),
 				CRCOK: b.CRCOK, Codec: b.Codec().String(), ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch,
 				BaseSequence: b.BaseSequence, LeaderEpoch: b.PartitionLeaderEpoch, Size: int(b.Length) + 12,

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -18,7 +17,7 @@ const maxItems = 8
 // its API (topics, partitions, offsets, errors, leaders, epochs, batches).
 func Summary(m *flows.Message) string {
 	var b strings.Builder
-	s := &sum{b: &b}
+	s := &sum{b: &b, m: m}
 	switch {
 	case m.Req != nil:
 		s.request(m.Req)
@@ -43,6 +42,7 @@ func Summary(m *flows.Message) string {
 
 type sum struct {
 	b           *strings.Builder
+	m           *flows.Message
 	items       int
 	more        int
 	errorsShown bool
@@ -73,20 +73,6 @@ func (s *sum) flush() {
 	s.items = 0
 }
 
-// TopicName shows a topic by name, or by id when the version has none.
-func TopicName(name string, id [16]byte) string {
-	if name != "" {
-		return name
-	}
-	if id == ([16]byte{}) {
-		return "?"
-	}
-	if id == decode.ClusterMetadataTopicID {
-		return "__cluster_metadata"
-	}
-	return base64.RawURLEncoding.EncodeToString(id[:])
-}
-
 func errName(code int16) string { return decode.ErrorName(code) }
 
 func (s *sum) request(req kmsg.Request) {
@@ -107,7 +93,7 @@ func (s *sum) request(req kmsg.Request) {
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				it := fmt.Sprintf("%s[%d] offset=%d", TopicName(t.Topic, t.TopicID), p.Partition, p.FetchOffset)
+				it := fmt.Sprintf("%s[%d] offset=%d", s.m.TopicName(t.Topic, t.TopicID), p.Partition, p.FetchOffset)
 				if p.CurrentLeaderEpoch >= 0 {
 					it += fmt.Sprintf(" leader-epoch=%d", p.CurrentLeaderEpoch)
 				}
@@ -127,7 +113,7 @@ func (s *sum) request(req kmsg.Request) {
 				if t.Topic != nil {
 					name = *t.Topic
 				}
-				s.item(TopicName(name, t.TopicID))
+				s.item(s.m.TopicName(name, t.TopicID))
 			}
 			s.flush()
 		}
@@ -200,7 +186,7 @@ func (s *sum) response(resp kmsg.Response) {
 		s.errorsShown = true
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				it := fmt.Sprintf("%s[%d]", TopicName(t.Topic, t.TopicID), p.Partition)
+				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
 					it += " err=" + errName(p.ErrorCode)
 					if p.CurrentLeader.LeaderID >= 0 {
@@ -220,7 +206,7 @@ func (s *sum) response(resp kmsg.Response) {
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
-				it := fmt.Sprintf("%s[%d]", TopicName(t.Topic, t.TopicID), p.Partition)
+				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
 					it += " err=" + errName(p.ErrorCode)
 				}
@@ -254,10 +240,10 @@ func (s *sum) response(resp kmsg.Response) {
 				name = *t.Topic
 			}
 			if t.ErrorCode != 0 {
-				s.item(fmt.Sprintf("%s err=%s", TopicName(name, t.TopicID), errName(t.ErrorCode)))
+				s.item(fmt.Sprintf("%s err=%s", s.m.TopicName(name, t.TopicID), errName(t.ErrorCode)))
 			}
 			for _, p := range t.Partitions {
-				it := fmt.Sprintf("%s[%d] leader=%d", TopicName(name, t.TopicID), p.Partition, p.Leader)
+				it := fmt.Sprintf("%s[%d] leader=%d", s.m.TopicName(name, t.TopicID), p.Partition, p.Leader)
 				if r.Version >= 7 {
 					it += fmt.Sprintf(" leader-epoch=%d", p.LeaderEpoch)
 				}
@@ -298,7 +284,7 @@ func (s *sum) batches(m *flows.Message) {
 		if !b.CRCOK {
 			crc = "CRC-BAD"
 		}
-		it := fmt.Sprintf("batch %s[%d] offsets=%d..%d records=%d crc=%08x %s", TopicName(b.Topic, b.TopicID), b.Partition,
+		it := fmt.Sprintf("batch %s[%d] offsets=%d..%d records=%d crc=%08x %s", s.m.TopicName(b.Topic, b.TopicID), b.Partition,
 			b.BaseOffset, b.LastOffset(), b.Records, b.CRC, crc)
 		if b.Magic < 2 {
 			it += fmt.Sprintf(" magic=%d", b.Magic)
