@@ -61,6 +61,18 @@ func (p Params) Seconds(name string) time.Duration {
 func Specs() []Spec {
 	return []Spec{
 		// One line per detector, each defined in its own file.
+		notLeaderLoopSpec(),
+		stalledFetchSpec(),
+		livenessSpec(),
+		duplicateBatchesSpec(),
+		replicaDivergenceSpec(),
+		electionStallSpec(),
+		connRefusedSpec(),
+		listenerConflictSpec(),
+		errorStormSpec(),
+		throttledSpec(),
+		unansweredSpec(),
+		slowResponsesSpec(),
 	}
 }
 

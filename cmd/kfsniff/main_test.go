@@ -271,3 +271,53 @@ func TestStdin(t *testing.T) {
 		t.Errorf("stdin gzip: exit %d, stderr %s\n%s", code, errb.String(), out.String())
 	}
 }
+
+func TestFailOn(t *testing.T) {
+	scenario := func(name string) string { return filepath.Join("..", "..", "fixtures", "pcaps", "scenarios", name) }
+	for _, tc := range []struct {
+		file  string
+		level string
+		want  int
+	}{
+		{scenario("observer-fetch-loop.pcap"), "warning", exitFindings},
+		{scenario("mm2-replay.pcap"), "warning", exitFindings},
+		{scenario("election-stall.pcap"), "error", exitFindings},
+		{scenario("replica-divergence.pcap"), "warning", exitFindings},
+		{scenario("healthy-group.pcap"), "warning", exitOK},
+		{scenario("replica-identity.pcap"), "warning", exitOK},
+		{scenario("replica-identity.pcap"), "info", exitFindings},
+		{fixture("recorded-kgo-kfake-group.pcap"), "warning", exitOK},
+		{fixture("basic.pcap"), "info", exitOK},
+	} {
+		code, out, errs := kfsniff(t, "-r", tc.file, "--fail-on", tc.level)
+		if code != tc.want {
+			t.Errorf("%s --fail-on %s: exit %d, want %d\n%s%s", filepath.Base(tc.file), tc.level, code, tc.want, errs, out)
+		}
+	}
+	if code, _, _ := kfsniff(t, "-r", fixture("basic.pcap"), "--fail-on", "fatal"); code != exitUsage {
+		t.Errorf("--fail-on fatal: exit %d, want 2", code)
+	}
+}
+
+func TestListDetectorsAndSettings(t *testing.T) {
+	code, out, _ := kfsniff(t, "--list-detectors")
+	if code != exitOK {
+		t.Fatal(code)
+	}
+	for _, id := range []string{"not-leader-loop", "stalled-fetch", "liveness-without-replication", "duplicate-batches",
+		"replica-divergence", "leader-election-stall", "connection-refused", "advertised-listener-conflict",
+		"error-storm", "throttled", "unanswered-requests", "slow-responses"} {
+		if !strings.Contains(out, id+" (up to ") {
+			t.Errorf("--list-detectors does not describe %s", id)
+		}
+	}
+	if !strings.Contains(out, "-o ") {
+		t.Errorf("--list-detectors shows no thresholds:\n%s", out)
+	}
+	if code, _, errs := kfsniff(t, "-r", fixture("basic.pcap"), "-o", "no-such.detector=1"); code != exitUsage || !strings.Contains(errs, "unknown detector setting") {
+		t.Errorf("-o with an unknown setting: exit %d, %q", code, errs)
+	}
+	if code, _, _ := kfsniff(t, "-r", fixture("basic.pcap"), "-o", "not-leader-loop"); code != exitUsage {
+		t.Errorf("-o without a value: exit %d, want 2", code)
+	}
+}

@@ -189,7 +189,6 @@ func FirstDiff(a, b reflect.Value, path string) string {
 	return fmt.Sprintf("%s: %#v vs %#v", path, a.Interface(), b.Interface())
 }
 
-
 // DiffBytes describes where got first differs from want.
 func DiffBytes(got, want []byte) string {
 	i := 0
