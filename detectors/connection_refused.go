@@ -127,6 +127,9 @@ func (d *connRefused) OnConnEvent(e *flows.ConnEvent) {
 
 // Findings implements Detector.
 func (d *connRefused) Findings(env *Env) []Finding {
+	if env.Ports != nil {
+		d.ports = env.Ports // the run's --ports
+	}
 	srvs := make([]netip.AddrPort, 0, len(d.eps))
 	for s := range d.eps {
 		srvs = append(srvs, s)

@@ -22,6 +22,8 @@ type Detector interface {
 type Env struct {
 	Nodes *flows.Nodes
 	Conns []*flows.Conn
+	// Ports are the run's Kafka ports (--ports).
+	Ports *flows.Ports
 	// Start and End bound the capture in time.
 	Start, End time.Time
 }
@@ -196,7 +198,7 @@ func Describe(specs []Spec) string {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
 		for _, p := range s.Params {
-			fmt.Fprintf(&b, "    -o %s.%s=%s\n", s.ID, p.Name, strconv.FormatFloat(p.Default, 'g', -1, 64))
+			fmt.Fprintf(&b, "    -o %s.%s=%s\n", s.ID, p.Name, strconv.FormatFloat(p.Default, 'f', -1, 64))
 			for _, line := range wrap(p.Meaning, 72) {
 				fmt.Fprintf(&b, "        %s\n", line)
 			}

@@ -59,7 +59,6 @@ func notLeaderLoopSpec() Spec {
 				episodes:     make(map[nlKey]*nlEpisode),
 				done:         make(map[nlKey]*nlEpisode),
 				meta:         make(map[nlKey]nlMeta),
-				topics:       nlTopics{names: make(map[[16]byte]string)},
 				reqParts:     make(map[nlTP]nlReqPart),
 			}
 		},
@@ -105,19 +104,8 @@ type nlKey struct {
 	tp nlTP
 }
 
-// nlTopics names topic ids, from the Metadata responses seen.
-type nlTopics struct{ names map[[16]byte]string }
-
-func (t *nlTopics) learn(resp *kmsg.MetadataResponse) {
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		if rt.Topic != nil && *rt.Topic != "" && rt.TopicID != ([16]byte{}) && len(t.names) < nlMaxKeys {
-			if _, ok := t.names[rt.TopicID]; !ok {
-				t.names[rt.TopicID] = *rt.Topic
-			}
-		}
-	}
-}
+// nlTopics names topic ids through the names flows learned from Metadata.
+type nlTopics struct{ nodes *flows.Nodes }
 
 // tp builds the key of a partition named by topic name or id.
 func (t *nlTopics) tp(name string, id [16]byte, part int32) nlTP {
@@ -127,8 +115,10 @@ func (t *nlTopics) tp(name string, id [16]byte, part int32) nlTP {
 	case name != "":
 		return nlTP{topic: name, part: part}
 	}
-	if n, ok := t.names[id]; ok {
-		return nlTP{topic: n, part: part}
+	if t.nodes != nil {
+		if n, ok := t.nodes.TopicName(id); ok {
+			return nlTP{topic: n, part: part}
+		}
 	}
 	return nlTP{id: id, part: part}
 }
@@ -269,6 +259,7 @@ func (d *notLeaderLoop) OnExchange(x *flows.Exchange) {
 	if x.Req == nil {
 		return
 	}
+	d.topics.nodes = x.Conn.Nodes()
 	switch kmsg.Key(x.Req.Key) {
 	case kmsg.Metadata:
 		if x.Resp != nil {
@@ -294,7 +285,6 @@ func (d *notLeaderLoop) OnExchange(x *flows.Exchange) {
 }
 
 func (d *notLeaderLoop) metadata(x *flows.Exchange, r *kmsg.MetadataResponse) {
-	d.topics.learn(r)
 	c := nlClientOf(x)
 	server := nlAddr(x.Conn.Server)
 	for i := range r.Topics {

@@ -40,7 +40,6 @@ func stalledFetchSpec() Spec {
 			return &stalledFetch{
 				minFetches:  int64(p.Int("min-fetches")),
 				minDuration: p.Seconds("min-duration"),
-				topics:      nlTopics{names: make(map[[16]byte]string)},
 				wins:        make(map[nlKey]*sfWindow),
 				done:        make(map[nlKey]*sfWindow),
 				session:     make(map[nlKey]int64),
@@ -114,9 +113,8 @@ func (d *stalledFetch) OnExchange(x *flows.Exchange) {
 	if x.Req == nil || x.Resp == nil {
 		return
 	}
+	d.topics.nodes = x.Conn.Nodes()
 	switch r := x.Resp.Resp.(type) {
-	case *kmsg.MetadataResponse:
-		d.topics.learn(r)
 	case *kmsg.FetchResponse:
 		if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
 			d.fetch(x, req, r)

@@ -150,6 +150,9 @@ func (c *Conn) clientID(raw []byte, null bool) string {
 	return id
 }
 
+// Nodes returns the node identities learned so far in this analysis.
+func (c *Conn) Nodes() *Nodes { return c.nodes }
+
 // Pending is the number of requests waiting for a response.
 func (c *Conn) Pending() int { return len(c.pending) - c.pendHead }
 

@@ -96,7 +96,7 @@ func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 	var findings []detectors.Finding
 	if opt.Detectors != nil {
 		st := an.Stats()
-		findings = opt.Detectors.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Start: st.FirstTime, End: st.LastTime})
+		findings = opt.Detectors.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime})
 	}
 	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), an.Nodes(), findings)
 	return res

@@ -13,14 +13,23 @@ const maxField = 256
 // characters (ESC included), invalid UTF-8 and non-printing runes are shown
 // as Go escapes (\x1b, \u200b), and very long strings are cut with "…".
 // Packet data must never drive the terminal.
-func Clean(s string) string {
-	if safe(s) {
+func Clean(s string) string { return clean(s, maxField) }
+
+// maxText bounds a detector's explanation, which quotes wire strings.
+const maxText = 4096
+
+// CleanText is Clean for prose that quotes wire strings (a finding's
+// explanation): escaped the same way, cut only past maxText.
+func CleanText(s string) string { return clean(s, maxText) }
+
+func clean(s string, limit int) string {
+	if safe(s, limit) {
 		return s
 	}
 	var b strings.Builder
 	n := 0
 	for i := 0; i < len(s); {
-		if n >= maxField {
+		if n >= limit {
 			b.WriteString("…")
 			break
 		}
@@ -54,8 +63,8 @@ func Clean(s string) string {
 func hexDigit(b byte) byte { return "0123456789abcdef"[b&0xf] }
 
 // safe reports whether s needs no escaping (the common case, no allocation).
-func safe(s string) bool {
-	if len(s) > maxField {
+func safe(s string, limit int) bool {
+	if len(s) > limit {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
 )
 
 // TimeLayout is how times are shown: UTC, microseconds, like tcpdump -tttt.
@@ -15,6 +17,7 @@ const TimeLayout = "2006-01-02 15:04:05.000000"
 // WriteText renders the report for a person.
 func WriteText(w io.Writer, r *Report) error {
 	p := &printer{w: w}
+	p.overview(r)
 	p.capture(r)
 	p.apis(r)
 	p.connections(r)
@@ -34,9 +37,48 @@ func (p *printer) f(format string, args ...any) {
 	}
 }
 
+// overview puts what is wrong first: one line per finding at warning or
+// above, for the reader at 3 a.m.; details follow at the end.
+func (p *printer) overview(r *Report) {
+	p.f("kfsniff report (%s)\n\n", r.Schema)
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity >= detectors.Warning {
+			n++
+		}
+	}
+	if n == 0 {
+		p.f("No problems found (%d informational findings).\n\n", len(r.Findings))
+		return
+	}
+	p.f("What is wrong (%d findings; details under Findings)\n", n)
+	for _, f := range r.Findings {
+		if f.Severity >= detectors.Warning {
+			p.f("  %-7s %s\n", strings.ToUpper(f.Severity.String()), Clean(f.Summary))
+		}
+	}
+	p.f("\n")
+}
+
+// para prints a labelled paragraph wrapped to the terminal width, indented
+// under the finding.
+func (p *printer) para(label, text string) {
+	const width, indent = 100, "      "
+	line := "    " + label
+	for _, w := range strings.Fields(text) {
+		if len(line)+1+len(w) > width && strings.TrimSpace(line) != strings.TrimSpace(label) {
+			p.f("%s\n", line)
+			line = indent
+		} else if !strings.HasSuffix(line, " ") {
+			line += " "
+		}
+		line += w
+	}
+	p.f("%s\n", line)
+}
+
 func (p *printer) capture(r *Report) {
 	c := &r.Capture
-	p.f("kfsniff report (%s)\n\n", r.Schema)
 	p.f("Capture\n")
 	for _, f := range c.Files {
 		p.f("  %s: %s, link %s, %d packets\n", Clean(f.Name), f.Format, strings.Join(f.LinkTypes, "+"), f.Packets)
@@ -210,10 +252,10 @@ func (p *printer) findings(r *Report) {
 			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), Clean(e.What))
 		}
 		if f.Explanation != "" {
-			p.f("    what it means: %s\n", Clean(f.Explanation))
+			p.para("what it means: ", CleanText(f.Explanation))
 		}
 		if f.Next != "" {
-			p.f("    check next: %s\n", Clean(f.Next))
+			p.para("check next: ", CleanText(f.Next))
 		}
 	}
 }
