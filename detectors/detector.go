@@ -36,6 +36,11 @@ type Spec struct {
 	Summary  string
 	Params   []Param
 	New      func(p Params) Detector
+	// Generic detectors (error rates) restate what a specific detector
+	// may already explain: their findings drop to info when a finding of
+	// a specific detector, at least as severe, names the same error for
+	// the same client or server.
+	Generic bool
 }
 
 // Param is a threshold with its documented default.
@@ -168,12 +173,33 @@ func (s *Set) OnConnEvent(e *flows.ConnEvent) {
 // time and detector id, so output is deterministic.
 func (s *Set) Findings(env *Env) []Finding {
 	var out []Finding
+	generic := map[int]bool{}
 	for i, d := range s.dets {
 		for _, f := range d.Findings(env) {
 			if f.Detector == "" {
 				f.Detector = s.ids[i]
 			}
+			if s.specs[i].Generic {
+				generic[len(out)] = true
+			}
 			out = append(out, f)
+		}
+	}
+	for i := range out {
+		if !generic[i] || out[i].Severity == Info {
+			continue
+		}
+		for j := range out {
+			if !generic[j] && explains(&out[j], &out[i]) {
+				f := &out[i]
+				f.Severity = Info
+				f.Summary += " (explained by " + out[j].Detector + ")"
+				if f.Fields == nil {
+					f.Fields = map[string]any{}
+				}
+				f.Fields["explained_by"] = out[j].Detector
+				break
+			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -187,6 +213,39 @@ func (s *Set) Findings(env *Env) []Finding {
 		return a.Detector < b.Detector
 	})
 	return out
+}
+
+// explains reports whether the specific finding g accounts for the generic
+// finding f: at least as severe, the same error name, and a client id,
+// client host or server in common.
+func explains(g, f *Finding) bool {
+	if g.Severity < f.Severity || f.Fields["error"] == nil || f.Fields["error"] != g.Fields["error"] {
+		return false
+	}
+	mine := map[string]bool{}
+	for _, k := range []string{"client_id", "client_ids", "client", "clients", "servers"} {
+		for _, v := range asStrings(f.Fields[k]) {
+			mine[v] = true
+		}
+	}
+	for _, k := range []string{"client_id", "client_ids", "client", "clients", "servers"} {
+		for _, v := range asStrings(g.Fields[k]) {
+			if mine[v] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func asStrings(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []string:
+		return x
+	}
+	return nil
 }
 
 // Describe writes the detectors and their thresholds, for --list-detectors.

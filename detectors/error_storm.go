@@ -34,6 +34,7 @@ func errorStormSpec() Spec {
 	return Spec{
 		ID:       "error-storm",
 		Severity: Warning,
+		Generic:  true,
 		Summary: "The same error from one API keeps coming back to a client at a sustained rate " +
 			"(one client gets at least min-rate × window-s responses carrying it within window-s seconds, " +
 			"and min-responses are counted in all), the mark of a retry loop; the occasional error of a " +
