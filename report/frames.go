@@ -144,6 +144,9 @@ type FrameLine struct {
 	Version     int16          `json:"version"`
 	Correlation int32          `json:"correlation"`
 	ClientID    string         `json:"client_id"`
+	Role        string         `json:"role,omitempty"`
+	ClientNode  *int32         `json:"client_node,omitempty"`
+	ServerNode  *int32         `json:"server_node,omitempty"`
 	Size        int            `json:"size"`
 	LatencyMs   *float64       `json:"latency_ms,omitempty"`
 	RequestPkt  uint64         `json:"request_packet,omitempty"`
@@ -189,7 +192,15 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 			Type: "request", File: m.File, Packet: m.Packet, FirstPacket: m.FirstPacket, Time: m.Time.UTC(),
 			Conn: c.ID, Client: c.Client.String(), Server: c.Server.String(),
 			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.ClientID,
-			Size: m.Size, Summary: Summary(m),
+			Size: m.Size, Summary: Summary(m), Role: m.Role.String(),
+		}
+		if nodes := c.Nodes(); nodes != nil {
+			if id := nodes.Host(c.Client.Addr()); id >= 0 {
+				l.ClientNode = &id
+			}
+			if id := nodes.Server(c.Server); id >= 0 {
+				l.ServerNode = &id
+			}
 		}
 		if m.Response {
 			l.Type = "response"
@@ -237,8 +248,12 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	if m.Key < 0 {
 		ver = "v?"
 	}
+	client, server := c.Client.String(), c.Server.String()
+	if nodes := c.Nodes(); nodes != nil {
+		client, server = nodes.Label(c.Client, false), nodes.Label(c.Server, true)
+	}
 	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s %s %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
-		c.ID, c.Client, arrow, c.Server, api, ver, kind, m.Correlation)
+		c.ID, client, arrow, server, api, ver, kind, m.Correlation)
 	if m.ClientID != "" && !m.Response {
 		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
 	}
