@@ -3,7 +3,7 @@
 
 GO        ?= go
 BIN       ?= kfsniff
-CAPTURE   ?= fixtures/pcaps/recorded-kgo-kfake-group.pcap
+CAPTURE   ?= fixtures/pcaps/scenarios/observer-fetch-loop.pcap
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 export CGO_ENABLED ?= 0
