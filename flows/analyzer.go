@@ -94,6 +94,8 @@ type Analyzer struct {
 	sinceFlush int
 	closed     bool
 	flushNow   bool
+	// lastQueued is when a segment last arrived ahead of a hole.
+	lastQueued time.Time
 	lastFile   int
 	lastN      uint64
 }
@@ -274,6 +276,14 @@ func netFlow(src, dst netip.AddrPort) gopacket.Flow {
 func (a *Analyzer) maybeFlush(now time.Time) {
 	a.sinceFlush++
 	if a.sinceFlush < 1024 && now.Sub(a.lastFlush) < a.cfg.ReorderWindow {
+		return
+	}
+	// Reassembly holds data only behind a hole. With no segment out of
+	// order since two windows before the previous flush, nothing can be
+	// waiting, and a flush (which walks every connection) is skipped.
+	if a.lastQueued.IsZero() || a.lastQueued.Before(a.lastFlush.Add(-2*a.cfg.ReorderWindow)) {
+		a.sinceFlush = 0
+		a.lastFlush = now
 		return
 	}
 	a.sinceFlush = 0

@@ -81,6 +81,10 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		s.clientEnd = d
 		s.handshake = true
 	}
+	if nextSeq != -1 && len(tcp.Payload) > 0 && int32(tcp.Seq-uint32(nextSeq)) > 0 {
+		// Ahead of a hole: reassembly will hold it.
+		s.a.lastQueued = ci.Timestamp
+	}
 	if nextSeq == -1 && !tcp.SYN {
 		// The capture began after this direction's SYN: start here.
 		*start = true
