@@ -6,13 +6,15 @@ BIN       ?= kfsniff
 CAPTURE   ?= fixtures/pcaps/scenarios/observer-fetch-loop.pcap
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
+E2ETIME   ?= 2s
+E2ECOUNT  ?= 3
 export CGO_ENABLED ?= 0
 
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build ./kfsniff (static, CGO_ENABLED=0)
@@ -36,6 +38,15 @@ fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captur
 .PHONY: bench
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+.PHONY: bench-e2e
+bench-e2e: ## end to end on generated captures: Go benchmark (ratio to the floor), then bench/e2e.sh (binary, peak RSS)
+	$(GO) test -run '^$$' -bench E2E -benchmem -benchtime $(E2ETIME) -count $(E2ECOUNT) -timeout 60m ./bench
+	bench/e2e.sh
+
+.PHONY: bench-tshark
+bench-tshark: ## kfsniff against tshark on generated captures (bench/compare-tshark.sh; installs tshark)
+	bench/compare-tshark.sh
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each

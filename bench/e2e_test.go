@@ -1,0 +1,233 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kfsniff/kfsniff/bench/floor"
+	"github.com/kfsniff/kfsniff/bench/workload"
+	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// The captures are generated once per test binary, on first use by a
+// benchmark, into KFSNIFF_BENCH_DIR (kept, and reused when already there)
+// or else a temporary directory removed when the benchmarks end. PACKETS
+// and SIZE_MB change the shapes' sizes, as for bench/e2e.sh.
+var captures struct {
+	mu   sync.Mutex
+	dir  string
+	temp bool
+	path map[string]string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if captures.temp {
+		os.RemoveAll(captures.dir)
+	}
+	os.Exit(code)
+}
+
+func envInt(b *testing.B, name string, def int64) int64 {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return v
+}
+
+// capturePath returns the capture of the named shape, generating it if
+// needed.
+func capturePath(b *testing.B, name string) string {
+	captures.mu.Lock()
+	defer captures.mu.Unlock()
+	if p, ok := captures.path[name]; ok {
+		return p
+	}
+	if captures.dir == "" {
+		if d := os.Getenv("KFSNIFF_BENCH_DIR"); d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			captures.dir = d
+		} else {
+			d, err := os.MkdirTemp("", "kfsniff-bench-")
+			if err != nil {
+				b.Fatal(err)
+			}
+			captures.dir, captures.temp = d, true
+		}
+		captures.path = map[string]string{}
+	}
+	s := workload.Small(int(envInt(b, "PACKETS", workload.DefaultPackets)))
+	if name == "large" {
+		s = workload.Large(envInt(b, "SIZE_MB", workload.DefaultBytes/1e6) * 1e6)
+	}
+	p := filepath.Join(captures.dir, name+".pcap")
+	if _, err := os.Stat(p); err != nil || captures.temp {
+		st, err := s.WriteFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("E2E generated %s: %s, %d bytes, %d packets, %d connections, %d exchanges\n", p, s, st.Bytes, st.Packets, st.Conns, st.Exchanges)
+	} else {
+		fmt.Printf("E2E reusing %s (KFSNIFF_BENCH_DIR)\n", p)
+	}
+	captures.path[name] = p
+	return p
+}
+
+// analyse does what `kfsniff -r path --json` does: default flows settings,
+// every detector at its defaults, the JSON report encoded (to io.Discard).
+func analyse(path string) (*report.Report, error) {
+	f, err := capture.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dets, err := detectors.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	var warn error
+	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
+		Flows:     flows.DefaultConfig(),
+		Detectors: dets,
+		Warn:      func(err error) { warn = err },
+	})
+	if warn != nil {
+		return nil, warn
+	}
+	enc := json.NewEncoder(io.Discard)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return res.Report, enc.Encode(res.Report)
+}
+
+// check fails the benchmark unless the whole capture was analysed
+// cleanly: a benchmark over traffic that is not decoded measures nothing.
+func check(b *testing.B, r *report.Report, packets int64) {
+	t := r.Totals
+	if r.Capture.Packets != packets || t.Requests == 0 || t.Requests != t.Responses ||
+		t.DecodeErrors != 0 || t.FramingErrors != 0 || t.Gaps != 0 || t.UnmatchedResponses != 0 {
+		b.Fatalf("analysis of the generated capture is not clean: %d of %d packets, totals %+v", r.Capture.Packets, packets, t)
+	}
+}
+
+// load returns the load average, for the reader to judge the figures by: on a
+// busy machine they are not comparable with a quiet run's.
+func load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return "; load average " + strings.Join(f[:3], " ")
+}
+
+// rate adds up what the runs of one sub-benchmark read and how long they
+// took, over every run of this process (b.N ramp-up and -count repeats), so
+// that the ratio printed is not one run's noise.
+type rate struct{ bytes, packets, secs float64 }
+
+func (r *rate) add(b *testing.B, size, packets int64) {
+	r.bytes += float64(size) * float64(b.N)
+	r.packets += float64(packets) * float64(b.N)
+	r.secs += b.Elapsed().Seconds()
+}
+
+func (r *rate) mbs() float64 { return r.bytes / r.secs / 1e6 }
+func (r *rate) pps() float64 { return r.packets / r.secs }
+
+// BenchmarkE2E runs, per shape, the floor and then the full analysis on the
+// same file. Besides MB/s (from SetBytes) and allocations it reports
+// packets/s, allocations and bytes allocated per packet, and kfsniff's
+// throughput as a fraction of the floor's (floor-ratio: 1 would be as fast
+// as only reading the packets), then prints a summary line per shape.
+func BenchmarkE2E(b *testing.B) {
+	for _, shape := range []string{"small", "large"} {
+		b.Run(shape, func(b *testing.B) {
+			path := capturePath(b, shape)
+			st, err := os.Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			size := st.Size()
+			base, err := floor.Read(path) // warms the page cache, counts packets
+			if err != nil {
+				b.Fatal(err)
+			}
+			packets := base.Packets
+			var fl, kf rate
+			var last *report.Report
+
+			b.Run("floor", func(b *testing.B) {
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					r, err := floor.Read(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r != base {
+						b.Fatalf("floor read %+v, then %+v", base, r)
+					}
+				}
+				b.ReportMetric(float64(packets)*float64(b.N)/b.Elapsed().Seconds(), "pkts/s")
+				fl.add(b, size, packets)
+			})
+
+			b.Run("kfsniff", func(b *testing.B) {
+				b.SetBytes(size)
+				b.ReportAllocs()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for b.Loop() {
+					r, err := analyse(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					check(b, r, packets)
+					last = r
+				}
+				runtime.ReadMemStats(&after)
+				secs := b.Elapsed().Seconds()
+				b.ReportMetric(float64(packets)*float64(b.N)/secs, "pkts/s")
+				n := float64(b.N) * float64(packets)
+				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/pkt")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/pkt")
+				if fl.secs > 0 {
+					b.ReportMetric(float64(size)*float64(b.N)/secs/1e6/fl.mbs(), "floor-ratio")
+				}
+				kf.add(b, size, packets)
+			})
+
+			// Printed, not logged: the testing package shows a parent
+			// benchmark's log only with -v.
+			if fl.secs > 0 && kf.secs > 0 && last != nil {
+				fmt.Printf("E2E %s: %d bytes, %d packets, %d exchanges, %d findings; over all runs: kfsniff %.1f MB/s %.0f pkts/s, floor %.1f MB/s %.0f pkts/s: kfsniff at %.3f of the floor (%.1fx slower)%s\n",
+					shape, size, packets, last.Totals.Requests, len(last.Findings), kf.mbs(), kf.pps(), fl.mbs(), fl.pps(), kf.mbs()/fl.mbs(), fl.mbs()/kf.mbs(), load())
+			}
+		})
+	}
+}
