@@ -294,6 +294,16 @@ func (a *Analyzer) maybeFlush(now time.Time) {
 	a.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-a.cfg.ReorderWindow)})
 }
 
+// Tick lets time pass without a packet (live capture with no traffic):
+// data held behind a hole older than the reorder window is pushed through.
+func (a *Analyzer) Tick(now time.Time) {
+	if a.closed {
+		return
+	}
+	a.cur = nil
+	a.maybeFlush(now)
+}
+
 // Close ends the analysis: it flushes reassembly, reports requests that
 // were never answered and SYNs never answered, and must be called once
 // after the last packet.

@@ -1,13 +1,15 @@
-// Package pipeline wires the parts together: capture files into the flows
-// analyzer, its events into the report collector and any extra handlers,
-// and out comes a Report. The command, the tests and the benchmarks all run
-// the analysis through it, so they run the same code.
+// Package pipeline wires the parts together: a packet source (capture
+// files, or a live capture) into the flows analyzer, its events into the
+// report collector and any extra handlers, and out comes a Report. The
+// command, the tests and the benchmarks all run the analysis through it, so
+// offline and live runs are the same code.
 package pipeline
 
 import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
@@ -18,7 +20,8 @@ import (
 // Options configure a run.
 type Options struct {
 	Flows flows.Config
-	// Handlers receive the analyzer's events besides the collector.
+	// Handlers receive the analyzer's events besides the collector, on
+	// the goroutine running the analysis.
 	Handlers []flows.Handler
 	// Detectors, if set, receive every event and report findings at
 	// the end.
@@ -26,78 +29,284 @@ type Options struct {
 	// Warn is called for each input that broke before its end (the
 	// packets before the break are analysed). May be nil.
 	Warn func(error)
+
+	// Filter, if set, drops the packets it does not match before
+	// anything sees them (a live capture filters in the kernel instead).
+	Filter *capture.Filter
+	// Sinks receive every packet analysed, before the analyzer, e.g.
+	// the -w writer. A sink's error ends the run (Result.Err).
+	Sinks []capture.Sink
+	// Count ends the run after this many packets (0: no limit), like
+	// tcpdump -c.
+	Count int64
+	// Duration ends the run after this much wall-clock time (0: none).
+	Duration time.Duration
+	// Progress, if set, is called on the goroutine running the analysis
+	// about every ProgressEvery (default 250ms) of wall-clock time, and
+	// once more at the end with Done set.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+}
+
+// Progress is a snapshot of a running analysis, for status lines.
+type Progress struct {
+	Packets, Bytes int64 // analysed so far
+	Kafka          int   // Kafka connections so far
+	// Live holds the kernel's counters of a live capture (nil otherwise).
+	Live        *capture.LiveStats
+	First, Last time.Time     // capture time of the first and last packet
+	Elapsed     time.Duration // wall clock since the run began
+	Done        bool
+}
+
+// Stop says why a run stopped reading.
+type Stop uint8
+
+const (
+	StopEnd         Stop = iota // the input ended
+	StopInterrupted             // the context was cancelled (Ctrl-C)
+	StopCount                   // Options.Count packets were read
+	StopDuration                // Options.Duration passed
+	StopError                   // the input broke or a sink failed
+)
+
+func (s Stop) String() string {
+	return [...]string{"end of input", "interrupted", "packet count reached", "duration reached", "error"}[s]
 }
 
 // Result is what a run produced.
 type Result struct {
-	Report      *report.Report
-	Analyzer    *flows.Analyzer
+	Report   *report.Report
+	Analyzer *flows.Analyzer
+	Stop     Stop
+	// Interrupted is Stop == StopInterrupted.
 	Interrupted bool
+	// Live holds the kernel's final counters of a live capture.
+	Live *capture.LiveStats
+	// Err is the error of the sink that failed (Stop is StopError);
+	// inputs that break are reported through Options.Warn and the
+	// report's file entry.
+	Err error
 }
+
+var errDuration = errors.New("duration reached")
+
+// liveSource is a live capture: it has kernel counters and returns
+// capture.ErrIdle when no packet came for a while.
+type liveSource interface {
+	capture.Source
+	Stats() (capture.LiveStats, error)
+}
+
+// ticker is an analyzer that can flush held-back data on a clock when no
+// packets come (live captures). flows.Analyzer does not have it yet.
+type ticker interface{ Tick(now time.Time) }
+
+// flusher is a sink that buffers.
+type flusher interface{ Flush() error }
 
 // Run reads every packet of files (merged by time when there are several),
 // analyses them and builds the report. It stops early, still reporting,
-// when ctx is cancelled.
+// when ctx is cancelled, at Options.Count or Options.Duration.
 func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
-	collector := report.NewCollector()
-	handlers := append([]flows.Handler{collector}, opt.Handlers...)
-	if opt.Detectors != nil {
-		handlers = append(handlers, opt.Detectors)
-	}
-	an := flows.New(opt.Flows, handlers...)
-	perFile := make([]int64, len(files))
-	fileErr := make([]string, len(files))
 	var src capture.Source
-	if len(files) == 1 {
+	switch len(files) {
+	case 0:
+	case 1:
 		src = files[0]
-	} else {
+	default:
 		srcs := make([]capture.Source, len(files))
 		for i, f := range files {
 			srcs[i] = f
 		}
 		src = capture.Merge(srcs...)
 	}
+	rfiles := make([]report.File, len(files))
+	for i, f := range files {
+		rfiles[i] = report.File{Name: f.Name, Format: f.Format, LinkTypes: linkNames(f.Links)}
+	}
+	return run(ctx, src, rfiles, opt)
+}
+
+// RunSource analyses the packets of one source, a live capture
+// (capture.Live) or any other, until the source ends, ctx is cancelled
+// (Ctrl-C), or Options.Count or Options.Duration is reached, and builds
+// the report, the same as Run's. A live source's idle periods flush the
+// sinks; its kernel counters end up in Result.Live and the report.
+func RunSource(ctx context.Context, src capture.Source, opt Options) *Result {
+	in := report.File{Name: "packets", Format: "source"}
+	switch s := src.(type) {
+	case *capture.File:
+		in = report.File{Name: s.Name, Format: s.Format, LinkTypes: linkNames(s.Links)}
+	case *capture.Live:
+		in = report.File{Name: s.Name, Format: s.Format, LinkTypes: linkNames(s.Links)}
+	}
+	return run(ctx, src, []report.File{in}, opt)
+}
+
+func linkNames(links []capture.LinkType) []string {
+	out := make([]string, len(links))
+	for i, l := range links {
+		out[i] = l.String()
+	}
+	return out
+}
+
+func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Options) *Result {
+	collector := report.NewCollector()
+	handlers := append([]flows.Handler{collector}, opt.Handlers...)
+	if opt.Detectors != nil {
+		handlers = append(handlers, opt.Detectors)
+	}
+	an := flows.New(opt.Flows, handlers...)
 	res := &Result{Analyzer: an}
+	if opt.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, opt.Duration, errDuration)
+		defer cancel()
+	}
+	live, _ := src.(liveSource)
+	tick, _ := any(an).(ticker)
+	every := opt.ProgressEvery
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	// Files are checked for cancellation and progress every 256 packets;
+	// live captures at every packet, however slow the traffic.
+	checkMask := int64(255)
+	if live != nil {
+		checkMask = 0
+	}
+	began := time.Now()
+	lastProgress := began
+	progress := func(done bool) {
+		if opt.Progress == nil {
+			return
+		}
+		st := an.Stats()
+		pr := Progress{Packets: st.Packets, Bytes: st.Bytes, Kafka: len(an.Conns()), First: st.FirstTime, Last: st.LastTime, Elapsed: time.Since(began), Done: done}
+		if live != nil {
+			if ls, err := live.Stats(); err == nil {
+				pr.Live = &ls
+			}
+		}
+		opt.Progress(pr)
+	}
+	done := ctx.Done()
 	var p capture.Packet
-	for n := 0; len(files) > 0; n++ {
-		if n&1023 == 0 && ctx.Err() != nil {
-			res.Interrupted = true
-			break
+	var n int64
+	check := true
+	stop := StopEnd
+read:
+	for src != nil {
+		if check || n&checkMask == 0 {
+			check = false
+			select {
+			case <-done:
+				stop = StopInterrupted
+				if errors.Is(context.Cause(ctx), errDuration) {
+					stop = StopDuration
+				}
+				break read
+			default:
+			}
+			if opt.Progress != nil {
+				if now := time.Now(); now.Sub(lastProgress) >= every {
+					lastProgress = now
+					progress(false)
+				}
+			}
 		}
 		err := src.Next(&p)
+		if err == capture.ErrIdle {
+			// Nothing came for a while: push out what waits.
+			if tick != nil {
+				tick.Tick(time.Now())
+			}
+			if err := flushSinks(opt.Sinks); err != nil {
+				res.Err, stop = err, StopError
+				break
+			}
+			check = true // look at the context and the clock now
+			continue
+		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			var re *capture.ReadError
-			if errors.As(err, &re) && re.File < len(fileErr) && fileErr[re.File] == "" {
-				fileErr[re.File] = err.Error()
-			}
+			fileErr(rfiles, err)
 			if opt.Warn != nil {
 				opt.Warn(err)
 			}
-			if len(files) == 1 {
+			var re *capture.ReadError
+			if len(rfiles) == 1 || !errors.As(err, &re) {
+				stop = StopError
 				break
 			}
 			continue
 		}
-		perFile[p.File]++
+		if opt.Filter != nil && !opt.Filter.Match(&p) {
+			continue
+		}
+		for _, s := range opt.Sinks {
+			if err := s.WritePacket(&p); err != nil {
+				res.Err, stop = err, StopError
+				break read
+			}
+		}
+		n++
+		if p.File < len(rfiles) {
+			rfiles[p.File].Packets++
+		}
 		an.Packet(&p)
+		if opt.Count > 0 && n >= opt.Count {
+			stop = StopCount
+			break
+		}
 	}
 	an.Close()
-	rfiles := make([]report.File, len(files))
-	for i, f := range files {
-		links := make([]string, len(f.Links))
-		for j, l := range f.Links {
-			links[j] = l.String()
-		}
-		rfiles[i] = report.File{Name: f.Name, Format: f.Format, LinkTypes: links, Packets: perFile[i], Error: fileErr[i]}
+	if err := flushSinks(opt.Sinks); err != nil && res.Err == nil {
+		res.Err, stop = err, StopError
 	}
+	res.Stop, res.Interrupted = stop, stop == StopInterrupted
+	if live != nil {
+		if ls, err := live.Stats(); err == nil {
+			res.Live = &ls
+		}
+	}
+	progress(true)
 	var findings []detectors.Finding
 	if opt.Detectors != nil {
 		st := an.Stats()
 		findings = opt.Detectors.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime})
 	}
 	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), an.Nodes(), findings)
+	if res.Live != nil {
+		d := res.Live.Dropped
+		res.Report.Capture.Drops = &d
+	}
 	return res
+}
+
+// fileErr notes where an input broke, once per input.
+func fileErr(rfiles []report.File, err error) {
+	i := 0
+	var re *capture.ReadError
+	if errors.As(err, &re) {
+		i = re.File
+	}
+	if i < len(rfiles) && rfiles[i].Error == "" {
+		rfiles[i].Error = err.Error()
+	}
+}
+
+func flushSinks(sinks []capture.Sink) error {
+	for _, s := range sinks {
+		if f, ok := s.(flusher); ok {
+			if err := f.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

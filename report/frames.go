@@ -90,7 +90,7 @@ func NewFrameWriter(w io.Writer, filter FrameFilter, asJSON, verbose bool) *Fram
 	bw := bufio.NewWriterSize(w, 64<<10)
 	fw := &FrameWriter{w: bw, filter: filter, json: asJSON, verbose: verbose}
 	if asJSON {
-		fw.enc = json.NewEncoder(bw)
+		fw.enc = json.NewEncoder(SafeJSONWriter{bw})
 		fw.enc.SetEscapeHTML(false)
 	}
 	return fw
@@ -276,9 +276,9 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		if body != nil && (m.Req != nil || m.Resp != nil) {
 			js, err := json.MarshalIndent(body, "        ", "  ")
 			if err == nil {
-				// encoding/json escapes control characters and
-				// replaces invalid UTF-8, so this is terminal-safe.
-				fmt.Fprintf(fw.w, "        %s\n", js)
+				// encoding/json escapes C0 controls and invalid
+				// UTF-8; SafeJSON escapes the C1 ones it leaves.
+				fmt.Fprintf(fw.w, "        %s\n", SafeJSON(js))
 			}
 		}
 	}

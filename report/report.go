@@ -32,6 +32,9 @@ type Capture struct {
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`
 	Duration float64   `json:"duration_s"`
+	// Drops is how many packets the kernel dropped for lack of buffer
+	// during a live capture (absent when reading files).
+	Drops *uint64 `json:"drops,omitempty"`
 }
 
 // File is one input file.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -74,4 +75,53 @@ func safe(s string, limit int) bool {
 		}
 	}
 	return true
+}
+
+// SafeJSON rewrites, inside a JSON document, every rune a terminal could
+// act on that encoding/json leaves raw (C1 controls such as U+009B, the
+// 8-bit CSI, and other non-printing runes) as a \uXXXX escape. Such runes
+// only occur inside strings, so the document stays valid and means the same.
+func SafeJSON(b []byte) []byte {
+	clean := true
+	for _, c := range b {
+		if c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r >= 0x80 && (!unicode.IsPrint(r) || r == utf8.RuneError && size == 1) {
+			for _, u := range utf16Units(r) {
+				out = append(out, '\\', 'u', hexDigit(byte(u>>12)), hexDigit(byte(u>>8)), hexDigit(byte(u>>4)), hexDigit(byte(u)))
+			}
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+func utf16Units(r rune) []uint16 {
+	if r < 0x10000 {
+		return []uint16{uint16(r)}
+	}
+	r -= 0x10000
+	return []uint16{uint16(0xd800 + (r >> 10)), uint16(0xdc00 + (r & 0x3ff))}
+}
+
+// SafeJSONWriter applies SafeJSON to every Write (each a whole JSON value,
+// as json.Encoder writes them).
+type SafeJSONWriter struct{ W io.Writer }
+
+func (s SafeJSONWriter) Write(b []byte) (int, error) {
+	if _, err := s.W.Write(SafeJSON(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

@@ -91,6 +91,9 @@ func (p *printer) capture(r *Report) {
 		p.f(", %s .. %s UTC (%s)", c.First.UTC().Format(TimeLayout), c.Last.UTC().Format(TimeLayout), seconds(c.Duration))
 	}
 	p.f("\n")
+	if c.Drops != nil {
+		p.f("  kernel dropped %d packets during the capture\n", *c.Drops)
+	}
 	t := &r.Totals
 	p.f("  Kafka: %d connections, %d requests, %d responses (%d with errors), %d unmatched responses, %d unanswered requests",
 		t.KafkaConnections, t.Requests, t.Responses, t.ErrorResponses, t.UnmatchedResponses, t.UnansweredRequests)

@@ -1,5 +1,6 @@
-// Command kfsniff analyses Kafka traffic in packet captures: it decodes
-// every request and response, pairs them, and reports what is wrong.
+// Command kfsniff analyses Kafka traffic, captured live or read from packet
+// captures: it decodes every request and response, pairs them, and reports
+// what is wrong.
 package main
 
 import (
@@ -10,7 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -30,7 +34,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -38,7 +42,15 @@ func main() {
 
 // Config is what the command line asks for.
 type Config struct {
-	Files    []string
+	Files []string
+	Live  LiveConfig
+	// Filter is the trailing tcpdump-style expression.
+	Filter   string
+	Write    string
+	Count    int64
+	Duration time.Duration
+	TUI      bool
+	NoTUI    bool
 	Ports    string
 	MaxFrame int
 	Frames   bool
@@ -60,8 +72,26 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--fail-on: %v", err)
 		}
 	}
-	if len(c.Files) == 0 {
-		return errors.New("no input: give a capture file with -r FILE (or -r - for standard input)")
+	if len(c.Files) > 0 && c.Live.Interface != "" {
+		return errors.New("give -i IFACE to capture live or -r FILE to read a capture, not both")
+	}
+	if len(c.Files) == 0 && c.Live.Interface == "" {
+		return errors.New("no input: capture live with -i IFACE (kfsniff -D lists interfaces) or read a capture with -r FILE (- for standard input)")
+	}
+	if err := c.Live.Validate(); err != nil {
+		return err
+	}
+	if c.Count < 0 {
+		return fmt.Errorf("-c must not be negative, got %d", c.Count)
+	}
+	if c.Duration < 0 {
+		return fmt.Errorf("--duration must not be negative, got %s", c.Duration)
+	}
+	if c.Write == "-" {
+		return errors.New("-w -: writing the capture to standard output is not supported (the report goes there); give a file name")
+	}
+	if c.TUI && c.NoTUI {
+		return errors.New("--tui and --no-tui contradict each other")
 	}
 	if c.MaxFrame <= 0 {
 		return fmt.Errorf("--max-frame must be positive, got %d", c.MaxFrame)
@@ -81,13 +111,20 @@ func (c *Config) Validate() error {
 const usageHead = `kfsniff: Kafka-aware packet capture analyser
 
 Usage:
-  kfsniff -r FILE [-r FILE...] [flags]
+  kfsniff -i IFACE [flags] [FILTER EXPRESSION]
+  kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
+  kfsniff -D
   kfsniff --list-detectors
 
-Reads pcap or pcapng captures (gzip-compressed or not; "-" is standard input),
+Captures live (-i, Linux AF_PACKET; needs root or CAP_NET_RAW) or reads pcap
+or pcapng captures (gzip-compressed or not; "-" is standard input),
 reassembles TCP, decodes every Kafka request and response, pairs them by
 correlation id and prints a report. Several -r files are merged into one
-timeline by timestamp.
+timeline by timestamp. A trailing tcpdump-style filter expression (host, net,
+port, portrange, src/dst, ip, ip6, tcp, udp, vlan, and/or/not, parentheses)
+selects packets, live in the kernel and from files alike:
+  kfsniff -i eth0 port 9092 or port 8081
+A live capture runs until Ctrl-C, -c or --duration, then prints the report.
 
 Flags:
 `
@@ -97,7 +134,8 @@ Exit codes:
   0  analysis done
   1  failure while running (e.g. output could not be written)
   2  usage error, or an input that cannot be read at all
-     (missing file, not a capture, unsupported link type)
+     (missing file, not a capture, unsupported link type, bad filter
+     expression, unknown interface, no privilege to capture)
   3  a finding at or above --fail-on's severity (for CI:
      kfsniff -r incident.pcap --fail-on warning)
 `
@@ -119,6 +157,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.FailOn, "fail-on", "", "exit 3 if a finding of at least this `severity` (info, warning, error) exists")
 	fs.BoolVar(&cfg.List, "list-detectors", false, "describe the detectors and their thresholds, then exit")
 	fs.StringArrayVarP(&cfg.Settings, "option", "o", nil, "set a detector threshold, `detector.param=value` (see --list-detectors); repeatable")
+	fs.StringVarP(&cfg.Live.Interface, "interface", "i", "", "capture live on `IFACE` (a name, an index from -D, or any)")
+	listIfaces := fs.BoolP("list-interfaces", "D", false, "list the interfaces -i can capture on, then exit")
+	fs.IntVarP(&cfg.Live.Snaplen, "snapshot-length", "s", capture.DefaultSnaplen, "keep at most `bytes` of each captured packet (0: 262144)")
+	fs.IntVarP(&cfg.Live.BufferKiB, "buffer-size", "B", capture.DefaultBufferSize>>10, "kernel capture ring size in `KiB`")
+	fs.BoolVarP(&cfg.Live.NoPromisc, "no-promiscuous-mode", "p", false, "do not put the interface in promiscuous mode")
+	fs.Int64VarP(&cfg.Count, "count", "c", 0, "stop after `N` packets (0: no limit)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long, e.g. 30s or 5m (0: until Ctrl-C)")
+	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
+	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
+	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -139,16 +187,31 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usageTail)
 		return exitOK
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kfsniff: unexpected argument %q (capture files go after -r)\n", fs.Arg(0))
-		return exitUsage
-	}
 	if cfg.List {
 		fmt.Fprint(stdout, detectors.Describe(detectors.Specs()))
 		return exitOK
 	}
+	if *listIfaces {
+		return listInterfaces(stdout, stderr)
+	}
+	cfg.Filter = strings.Join(fs.Args(), " ")
+	filter, err := capture.ParseFilter(cfg.Filter)
+	if err != nil {
+		if fs.NArg() == 1 {
+			if _, serr := os.Stat(fs.Arg(0)); serr == nil {
+				fmt.Fprintf(stderr, "kfsniff: unexpected argument %q (capture files go after -r)\n", fs.Arg(0))
+				return exitUsage
+			}
+		}
+		fmt.Fprintf(stderr, "kfsniff: bad filter expression %q: %v\n", cfg.Filter, err)
+		return exitUsage
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if cfg.TUI && !haveTUI() {
+		fmt.Fprintln(stderr, "kfsniff: TUI not available in this build")
 		return exitUsage
 	}
 	fcfg := flows.DefaultConfig()
@@ -159,14 +222,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fcfg.Ports = ports
 	fcfg.MaxFrame = cfg.MaxFrame
-	var filter report.FrameFilter
+	var filterFrames report.FrameFilter
 	if cfg.APIs != "" {
-		if filter.APIs, err = report.ParseAPIs(cfg.APIs); err != nil {
+		if filterFrames.APIs, err = report.ParseAPIs(cfg.APIs); err != nil {
 			fmt.Fprintf(stderr, "kfsniff: --api: %v\n", err)
 			return exitUsage
 		}
 	}
-	filter.ClientID, filter.Conns, filter.Errors = cfg.ClientID, cfg.Conns, cfg.Errors
+	filterFrames.ClientID, filterFrames.Conns, filterFrames.Errors = cfg.ClientID, cfg.Conns, cfg.Errors
 
 	overrides := map[string]float64{}
 	for _, o := range cfg.Settings {
@@ -181,63 +244,141 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 
-	files := make([]*capture.File, 0, len(cfg.Files))
+	opt := pipeline.Options{
+		Flows:     fcfg,
+		Detectors: dets,
+		Count:     cfg.Count,
+		Duration:  cfg.Duration,
+		Warn: func(err error) {
+			fmt.Fprintf(stderr, "kfsniff: warning: %v; analysed the packets before it\n", err)
+		},
+	}
+	var (
+		files []*capture.File
+		live  *capture.Live
+		links []capture.LinkType
+	)
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
-	for i, name := range cfg.Files {
-		var f *capture.File
-		if name == "-" {
-			f, err = capture.NewFile("-", i, stdin)
-		} else {
-			f, err = capture.Open(name, i)
-		}
+	if cfg.Live.Interface != "" {
+		live, err = openLive(cfg.Live, filter)
 		if err != nil {
-			fmt.Fprintf(stderr, "kfsniff: %s\n", strings.TrimPrefix(err.Error(), capture.ErrUnusable.Error()+": "))
+			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitUsage
 		}
-		files = append(files, f)
+		defer live.Close()
+		links = live.Links
+	} else {
+		opt.Filter = filter
+		for i, name := range cfg.Files {
+			var f *capture.File
+			if name == "-" {
+				f, err = capture.NewFile("-", i, stdin)
+			} else {
+				f, err = capture.Open(name, i)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "kfsniff: %s\n", strings.TrimPrefix(err.Error(), capture.ErrUnusable.Error()+": "))
+				return exitUsage
+			}
+			files = append(files, f)
+			for _, l := range f.Links {
+				if !slices.Contains(links, l) {
+					links = append(links, l)
+				}
+			}
+		}
+	}
+	var writer *capture.Writer
+	if cfg.Write != "" {
+		writer, err = createWriter(cfg, live, links)
+		if err != nil {
+			fmt.Fprintf(stderr, "kfsniff: -w %v\n", err)
+			return exitUsage
+		}
+		defer writer.Close()
+		opt.Sinks = append(opt.Sinks, writer)
+	}
+	start := func(ctx context.Context, add uiAdditions) *pipeline.Result {
+		o := opt
+		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
+		o.Sinks = append(append([]capture.Sink{}, opt.Sinks...), add.Sinks...)
+		o.Progress = add.Progress
+		if live != nil {
+			return pipeline.RunSource(ctx, live, o)
+		}
+		return pipeline.Run(ctx, files, o)
 	}
 
-	var handlers []flows.Handler
-	var frames *report.FrameWriter
-	if cfg.Frames {
-		frames = report.NewFrameWriter(stdout, filter, cfg.JSON, cfg.Verbose)
-		handlers = append(handlers, frames)
+	// The terminal UI: asked for, or by default for a live capture on a
+	// terminal when no other output was asked for.
+	var res *pipeline.Result
+	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
+		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Start: start})
+		if err != nil {
+			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+			return exitFailure
+		}
+		cfg.Frames = false // the report follows the UI
+	} else {
+		var handlers []flows.Handler
+		var frames *report.FrameWriter
+		if cfg.Frames {
+			frames = report.NewFrameWriter(stdout, filterFrames, cfg.JSON, cfg.Verbose)
+			handlers = append(handlers, frames)
+			if live != nil {
+				// Stream: each line goes out as it is decoded.
+				handlers = append(handlers, lineFlusher{frames})
+			}
+		}
+		if live != nil {
+			fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
+		}
+		res = start(ctx, uiAdditions{Handlers: handlers})
+		if frames != nil {
+			if err := frames.Flush(); err != nil {
+				fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
+				return exitFailure
+			}
+		}
 	}
-	res := pipeline.Run(ctx, files, pipeline.Options{
-		Flows:     fcfg,
-		Handlers:  handlers,
-		Detectors: dets,
-		Warn: func(err error) {
-			fmt.Fprintf(stderr, "kfsniff: warning: %v; analysed the packets before it\n", err)
-		},
-	})
-	if res.Interrupted {
+	if res.Interrupted && live == nil {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
+	}
+	code := exitOK
+	if writer != nil {
+		if err := writer.Close(); err != nil && res.Err == nil {
+			res.Err = err
+		}
+	}
+	if res.Err != nil {
+		fmt.Fprintf(stderr, "kfsniff: writing the capture: %v; the report covers the packets before it\n", res.Err)
+		code = exitFailure
 	}
 
 	rep := res.Report
-	if frames != nil {
-		if err := frames.Flush(); err != nil {
+	if !cfg.Frames {
+		if cfg.JSON {
+			enc := json.NewEncoder(report.SafeJSONWriter{W: stdout})
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(rep)
+		} else {
+			err = report.WriteText(stdout, rep)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 			return exitFailure
 		}
-		return failOn(cfg.FailOn, rep, stderr)
 	}
-	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = report.WriteText(stdout, rep)
+	if live != nil {
+		liveSummary(stderr, res)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
-		return exitFailure
+	if code != exitOK {
+		return code
 	}
 	return failOn(cfg.FailOn, rep, stderr)
 }

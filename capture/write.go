@@ -1,0 +1,205 @@
+package capture
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Sink receives packets as they are analysed: the -w writer, or a front
+// end keeping the capture so far. WritePacket must not keep p.Data.
+type Sink interface {
+	WritePacket(p *Packet) error
+}
+
+// Writer writes packets to a pcap file (nanosecond timestamps) or, when
+// created for a name ending in .pcapng, to pcapng (one interface per link
+// type). Both read back with File and with tcpdump or Wireshark.
+type Writer struct {
+	Name    string
+	bw      *bufio.Writer
+	closer  io.Closer
+	ng      bool
+	snaplen uint32
+	ifname  string
+	ifaces  map[LinkType]uint32 // pcapng interface ids
+	link    LinkType            // pcap: the file's one link type
+	hdr     [32]byte
+	n       uint64
+	closed  bool
+}
+
+// Create creates name and writes the file header: pcapng when name ends in
+// .pcapng, pcap otherwise. link is the link type of the packets to come;
+// ifname names the interface in pcapng ("" for none).
+func Create(name string, link LinkType, snaplen int, ifname string) (*Writer, error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := NewWriter(f, strings.HasSuffix(strings.ToLower(name), ".pcapng"), link, snaplen, ifname)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	w.Name, w.closer = name, f
+	return w, nil
+}
+
+// NewWriter writes a capture to out: pcapng if ng, pcap otherwise.
+func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string) (*Writer, error) {
+	if snaplen <= 0 || snaplen > maxRecord {
+		snaplen = DefaultSnaplen
+	}
+	w := &Writer{bw: bufio.NewWriterSize(out, 1<<16), ng: ng, snaplen: uint32(snaplen), ifname: ifname, link: link}
+	if !ng {
+		h := w.hdr[:24]
+		le := binary.LittleEndian
+		le.PutUint32(h[0:], 0xa1b23c4d) // nanosecond pcap
+		le.PutUint16(h[4:], 2)
+		le.PutUint16(h[6:], 4)
+		le.PutUint32(h[8:], 0)
+		le.PutUint32(h[12:], 0)
+		le.PutUint32(h[16:], w.snaplen)
+		le.PutUint32(h[20:], uint32(link))
+		_, err := w.bw.Write(h)
+		return w, err
+	}
+	w.ifaces = make(map[LinkType]uint32)
+	// Section header block: no options, section length unknown (-1).
+	shb := []byte{
+		0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0,
+		0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		28, 0, 0, 0,
+	}
+	if _, err := w.bw.Write(shb); err != nil {
+		return w, err
+	}
+	_, err := w.iface(link)
+	return w, err
+}
+
+// DefaultSnaplen is tcpdump's default snapshot length.
+const DefaultSnaplen = 262144
+
+// iface returns the pcapng interface id for link, writing its interface
+// description block the first time.
+func (w *Writer) iface(link LinkType) (uint32, error) {
+	if id, ok := w.ifaces[link]; ok {
+		return id, nil
+	}
+	id := uint32(len(w.ifaces))
+	w.ifaces[link] = id
+	le := binary.LittleEndian
+	var opts []byte
+	opt := func(code uint16, val []byte) {
+		var h [4]byte
+		le.PutUint16(h[0:], code)
+		le.PutUint16(h[2:], uint16(len(val)))
+		opts = append(opts, h[:]...)
+		opts = append(opts, val...)
+		for len(opts)%4 != 0 {
+			opts = append(opts, 0)
+		}
+	}
+	if w.ifname != "" {
+		opt(2, []byte(w.ifname)) // if_name
+	}
+	opt(9, []byte{9}) // if_tsresol: nanoseconds
+	opt(0, nil)       // opt_endofopt
+	n := 20 + len(opts)
+	b := make([]byte, 0, n)
+	b = le.AppendUint32(b, ngIDB)
+	b = le.AppendUint32(b, uint32(n))
+	b = le.AppendUint16(b, uint16(link))
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint32(b, w.snaplen)
+	b = append(b, opts...)
+	b = le.AppendUint32(b, uint32(n))
+	_, err := w.bw.Write(b)
+	return id, err
+}
+
+var errLinkMix = errors.New("a pcap file holds one link type; write .pcapng to keep several")
+
+// WritePacket appends p (its captured bytes, wire length and time).
+func (w *Writer) WritePacket(p *Packet) error {
+	le := binary.LittleEndian
+	data := p.Data
+	if len(data) > int(w.snaplen) {
+		data = data[:w.snaplen]
+	}
+	wire := uint32(max(p.Len, len(p.Data)))
+	ns := p.Time.UnixNano()
+	if !w.ng {
+		if p.Link != w.link {
+			return errLinkMix
+		}
+		h := w.hdr[:16]
+		le.PutUint32(h[0:], uint32(ns/1e9))
+		le.PutUint32(h[4:], uint32(ns%1e9))
+		le.PutUint32(h[8:], uint32(len(data)))
+		le.PutUint32(h[12:], wire)
+		if _, err := w.bw.Write(h); err != nil {
+			return err
+		}
+		if _, err := w.bw.Write(data); err != nil {
+			return err
+		}
+		w.n++
+		return nil
+	}
+	id, err := w.iface(p.Link)
+	if err != nil {
+		return err
+	}
+	pad := (4 - len(data)%4) % 4
+	n := uint32(32 + len(data) + pad)
+	h := w.hdr[:28]
+	le.PutUint32(h[0:], ngEPB)
+	le.PutUint32(h[4:], n)
+	le.PutUint32(h[8:], id)
+	le.PutUint32(h[12:], uint32(uint64(ns)>>32))
+	le.PutUint32(h[16:], uint32(uint64(ns)))
+	le.PutUint32(h[20:], uint32(len(data)))
+	le.PutUint32(h[24:], wire)
+	if _, err := w.bw.Write(h); err != nil {
+		return err
+	}
+	if _, err := w.bw.Write(data); err != nil {
+		return err
+	}
+	var tail [8]byte
+	le.PutUint32(tail[pad:], n)
+	if _, err := w.bw.Write(tail[:pad+4]); err != nil {
+		return err
+	}
+	w.n++
+	return nil
+}
+
+// Packets returns how many packets were written.
+func (w *Writer) Packets() uint64 { return w.n }
+
+// Flush writes buffered packets out.
+func (w *Writer) Flush() error { return w.bw.Flush() }
+
+// Close flushes and closes the file; later calls do nothing.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	err := w.bw.Flush()
+	if w.closer != nil {
+		if cerr := w.closer.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package main
+
+import (
+	"io"
+	"os"
+)
+
+// isTerminal reports whether w is a terminal (a character device other
+// than /dev/null, approximately).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && f.Name() != os.DevNull
+}
