@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/tui"
 )
 
 // uiSession is everything a terminal UI gets from the command: what is
@@ -33,16 +37,101 @@ type uiAdditions struct {
 	Progress func(pipeline.Progress)
 }
 
-var errNoTUI = errors.New("TUI not available in this build")
-
 // haveTUI reports whether this build has the terminal UI.
-//
-// Hook for the tui package: make this return true, and make runTUI call
-// tui.Run(ctx, tui.Options{...}) built from s, returning s.Start's result.
-func haveTUI() bool { return false }
+func haveTUI() bool { return true }
 
-// runTUI runs the terminal UI until the user quits, and returns the
-// analysis result.
+// runTUI runs the terminal UI until the user quits (the analysis goes on
+// in the background meanwhile), and returns the analysis result.
 func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
-	return nil, errNoTUI
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := tui.NewModel(tui.ModelConfig{})
+	sp, err := newSpool()
+	if err != nil {
+		return nil, err
+	}
+	defer sp.remove()
+	done := make(chan struct{})
+	var res *pipeline.Result
+	go func() {
+		defer close(done)
+		res = s.Start(ctx, uiAdditions{
+			Handlers: []flows.Handler{m},
+			Sinks:    []capture.Sink{sp},
+			Progress: func(p pipeline.Progress) {
+				c := tui.Counters{Packets: p.Packets, Bytes: p.Bytes, Live: s.Live && !p.Done}
+				if p.Live != nil {
+					c.Drops = int64(p.Live.Dropped)
+				}
+				m.SetCounters(c)
+				m.Sync() // Progress runs on the pipeline goroutine
+			},
+		})
+		m.Sync()
+		m.SetFindings(res.Report.Findings)
+	}()
+	err = tui.Run(ctx, tui.Options{Title: s.Source, Model: m, Save: sp.save, Done: done})
+	cancel()
+	<-done
+	return res, err
+}
+
+// spool keeps every packet analysed in a temporary pcapng file, so that
+// the UI's `w` key can save the capture so far.
+type spool struct {
+	mu   sync.Mutex
+	f    *os.File
+	w    *capture.Writer
+	name string
+}
+
+func newSpool() (*spool, error) {
+	f, err := os.CreateTemp("", "kfsniff-spool-*.pcapng")
+	if err != nil {
+		return nil, fmt.Errorf("temporary capture for the UI: %w", err)
+	}
+	w, err := capture.NewWriter(f, true, capture.LinkEthernet, 0, "kfsniff")
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &spool{f: f, w: w, name: f.Name()}, nil
+}
+
+// WritePacket implements capture.Sink.
+func (s *spool) WritePacket(p *capture.Packet) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.WritePacket(p)
+}
+
+// save copies the capture so far to path.
+func (s *spool) save(path string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	src, err := os.Open(s.name)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+func (s *spool) remove() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.f.Close()
+	os.Remove(s.name)
 }

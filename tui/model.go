@@ -1,0 +1,887 @@
+package tui
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/hist"
+)
+
+// ModelConfig bounds what a Model keeps. The zero value uses the defaults.
+type ModelConfig struct {
+	// History is how many recent exchanges are kept over all connections
+	// (default 10000).
+	History int
+	// ConnHistory is how many recent exchanges are kept per connection
+	// (default 500), so a quiet connection keeps its history while a busy
+	// one rotates the global ring.
+	ConnHistory int
+	// MaxConns is how many connections are tracked (default 4096); beyond
+	// it the longest idle ones are forgotten (the totals keep counting).
+	MaxConns int
+	// FrameBytes is the memory for copies of frames, for the detail and
+	// hex views (default 64 MiB); older frames are overwritten.
+	FrameBytes int
+	// MaxFrame is how much of one frame is kept (default 1 MiB); a longer
+	// frame is shown in hex up to there and not decoded.
+	MaxFrame int
+}
+
+// Defaults of ModelConfig.
+const (
+	DefaultHistory     = 10000
+	DefaultConnHistory = 500
+	DefaultMaxConns    = 4096
+	DefaultFrameBytes  = 64 << 20
+	DefaultMaxFrame    = 1 << 20
+)
+
+func (c ModelConfig) withDefaults() ModelConfig {
+	if c.History <= 0 {
+		c.History = DefaultHistory
+	}
+	if c.ConnHistory <= 0 {
+		c.ConnHistory = DefaultConnHistory
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.FrameBytes <= 0 {
+		c.FrameBytes = DefaultFrameBytes
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = DefaultMaxFrame
+	}
+	c.MaxFrame = min(c.MaxFrame, c.FrameBytes)
+	return c
+}
+
+// ExchangeState says how an exchange ended.
+type ExchangeState uint8
+
+// Exchange states.
+const (
+	Answered   ExchangeState = iota // request and response
+	Unanswered                      // no response by the end (or evicted)
+	NoResponse                      // acks=0 Produce: none expected
+	Unmatched                       // a response whose request was not captured
+)
+
+func (s ExchangeState) String() string {
+	switch s {
+	case Answered:
+		return "answered"
+	case Unanswered:
+		return "unanswered"
+	case NoResponse:
+		return "no response"
+	case Unmatched:
+		return "unmatched"
+	}
+	return "?"
+}
+
+// Exchange is what the model keeps of one flows.Exchange: plain values
+// (no reference to the analyzer's objects) and where its frames' copies
+// are. Strings hold wire data: sanitise before display.
+type Exchange struct {
+	// Seq numbers exchanges in the order they completed, from 1.
+	Seq         uint64
+	Conn        int
+	File        int
+	ReqPacket   uint64 // packet completing the request, 0 if none
+	RespPacket  uint64 // packet completing the response, 0 if none
+	Time        time.Time
+	Latency     time.Duration
+	Key         int16 // -1 for an unmatched response
+	Version     int16
+	Correlation int32
+	ClientID    string
+	Role        flows.Role
+	State       ExchangeState
+	// ErrorCode is the most frequent non-zero error code of the response
+	// (0 if none); Errors counts all non-zero error codes.
+	ErrorCode int16
+	Errors    int32
+	// DecodeError is set if a side did not decode.
+	DecodeError bool
+	ReqSize     int32 // frame sizes including the size prefix
+	RespSize    int32
+	// Topic is the first topic the request names; Topics how many.
+	Topic  string
+	Topics int32
+	// Batches counts record batches carried; BadCRC those whose CRC does
+	// not verify.
+	Batches int32
+	BadCRC  int32
+
+	req, resp frameRef
+}
+
+// API is the name of the exchange's API.
+func (x *Exchange) API() string {
+	if x.Key < 0 {
+		return "?"
+	}
+	return decode.Name(x.Key)
+}
+
+// Conn is a snapshot of one connection.
+type Conn struct {
+	ID int
+	// Client and Server are the ends with their node ids when known:
+	// "node 1003 (10.30.7.85:8081)".
+	Client, Server string
+	Roles          []flows.Role
+	ClientIDs      []string
+	Requests       int
+	Responses      int
+	Errors         int // responses carrying an error code
+	Unanswered     int
+	BytesToServer  int64
+	BytesToClient  int64
+	// Rate is requests per second over the last seconds of capture time.
+	Rate      float64
+	FirstSeen time.Time
+	LastSeen  time.Time
+	Closed    bool
+	Reset     bool
+	// Kept is how many of its exchanges the model still holds.
+	Kept int
+}
+
+// APIStats are the counts of one API.
+type APIStats struct {
+	Key            int16
+	Name           string
+	Requests       int64
+	Responses      int64
+	ErrorResponses int64
+	Unanswered     int64
+	// Errors are the error codes by name, most frequent first.
+	Errors []ErrorCount
+	P50    time.Duration
+	P99    time.Duration
+	Max    time.Duration
+}
+
+// ErrorCount is an error name and how often it was seen.
+type ErrorCount struct {
+	Name  string
+	Code  int16
+	Count int64
+}
+
+// Counters are the capture's own counters, which the handlers do not see;
+// the caller sets them (Model.SetCounters).
+type Counters struct {
+	Packets int64
+	Bytes   int64
+	// Drops are packets the kernel dropped (live capture).
+	Drops int64
+	// Live is true while a live capture runs.
+	Live bool
+}
+
+// Status is the model's totals for the status line.
+type Status struct {
+	Counters
+	// Kafka connections seen, refused and unanswered connection attempts.
+	Conns      int
+	Refused    int
+	SYNsLost   int
+	Requests   int64
+	Exchanges  uint64
+	Errors     int64 // responses carrying an error code
+	Rate       float64
+	First      time.Time
+	Last       time.Time
+	Findings   int
+	Kept       int // exchanges in the global ring
+	MaxPacket  uint64
+	FramesKept int64 // bytes of frame copies held
+}
+
+// Model is the TUI's plain-Go state: a flows handler (OnRequest,
+// OnExchange, OnConnEvent) fed by the pipeline's goroutine, read by the
+// UI's goroutine through snapshot methods that copy. It keeps bounded
+// history, so it can run for hours.
+type Model struct {
+	cfg     ModelConfig
+	version atomic.Uint64
+
+	mu       sync.Mutex
+	seq      uint64
+	ring     []Exchange // global history; oldest at ringHead once full
+	ringHead int
+	conns    map[int]*connState
+	last     *connState
+	arena    arena
+	apis     [kmsg.MaxKey + 1]*apiState
+	other    map[int16]*apiState
+	findings []detectors.Finding
+	counters Counters
+	status   Status
+	rate     window
+}
+
+type connState struct {
+	c    *flows.Conn
+	info Conn
+	// roles and clientIDs as flows holds them; ClientIDs only grows, so
+	// the elements below its length never change.
+	roles     flows.RoleSet
+	clientIDs []string
+	hist      []Exchange
+	histHead  int
+	pend      []pendingReq
+	win       window
+	labelDue  time.Time
+}
+
+type pendingReq struct {
+	m   *flows.Message
+	ref frameRef
+}
+
+// maxPendingCopies bounds the request frames waiting for their exchange
+// on one connection (the analyzer bounds pending requests the same way).
+const maxPendingCopies = 1024
+
+type apiState struct {
+	requests, responses, errorResponses, unanswered int64
+	errors                                          map[int16]int64
+	latency                                         hist.Histogram
+}
+
+// NewModel returns an empty model.
+func NewModel(cfg ModelConfig) *Model {
+	cfg = cfg.withDefaults()
+	return &Model{
+		cfg:   cfg,
+		ring:  make([]Exchange, 0, min(cfg.History, 1024)),
+		conns: make(map[int]*connState),
+		arena: arena{limit: cfg.FrameBytes},
+	}
+}
+
+// Version changes whenever the model does; the UI skips a refresh when it
+// has not changed.
+func (m *Model) Version() uint64 { return m.version.Load() }
+
+func (m *Model) conn(c *flows.Conn) *connState {
+	if m.last != nil && m.last.c == c {
+		return m.last
+	}
+	cs := m.conns[c.ID]
+	if cs == nil || cs.c != c {
+		cs = &connState{c: c, info: Conn{ID: c.ID}}
+		m.conns[c.ID] = cs
+		m.status.Conns++
+		cs.refresh(time.Time{})
+		if len(m.conns) > m.cfg.MaxConns+m.cfg.MaxConns/8 {
+			m.evict()
+		}
+	}
+	m.last = cs
+	return cs
+}
+
+// evict forgets the longest idle connections, closed ones first, down to
+// MaxConns (in batches, so the cost is amortised).
+func (m *Model) evict() {
+	all := make([]*connState, 0, len(m.conns))
+	for _, cs := range m.conns {
+		all = append(all, cs)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i].info, all[j].info
+		if ca, cb := a.Closed || a.Reset, b.Closed || b.Reset; ca != cb {
+			return ca
+		}
+		return a.LastSeen.Before(b.LastSeen)
+	})
+	for _, cs := range all[:len(all)-m.cfg.MaxConns] {
+		delete(m.conns, cs.info.ID)
+		if m.last == cs {
+			m.last = nil
+		}
+	}
+}
+
+// refresh copies the connection's counters from flows; and, at most once
+// a second of capture time (or when now is zero), its node labels, which
+// allocate. Called only from the handler goroutine.
+func (cs *connState) refresh(now time.Time) {
+	c := cs.c
+	in := &cs.info
+	in.Requests, in.Responses, in.Errors = c.Requests, c.Responses, c.ErrorResponses
+	in.Unanswered = c.Unanswered
+	in.BytesToServer, in.BytesToClient = c.Bytes[flows.ToServer], c.Bytes[flows.ToClient]
+	in.FirstSeen, in.LastSeen = c.FirstSeen, c.LastSeen
+	in.Closed, in.Reset = c.Closed, c.Reset
+	cs.roles = c.Roles
+	cs.clientIDs = c.ClientIDs
+	if now.IsZero() || !now.Before(cs.labelDue) {
+		in.Client, in.Server = labels(c)
+		cs.labelDue = now.Add(time.Second)
+	}
+}
+
+func labels(c *flows.Conn) (client, server string) {
+	if n := c.Nodes(); n != nil {
+		return n.Label(c.Client, false), n.Label(c.Server, true)
+	}
+	return c.Client.String(), c.Server.String()
+}
+
+func (m *Model) api(key int16) *apiState {
+	if key >= 0 && int(key) < len(m.apis) {
+		a := m.apis[key]
+		if a == nil {
+			a = &apiState{}
+			m.apis[key] = a
+		}
+		return a
+	}
+	if m.other == nil {
+		m.other = make(map[int16]*apiState)
+	}
+	a := m.other[key]
+	if a == nil {
+		a = &apiState{}
+		m.other[key] = a
+	}
+	return a
+}
+
+func (m *Model) keep(b []byte, size int) frameRef {
+	if len(b) > m.cfg.MaxFrame {
+		b = b[:m.cfg.MaxFrame]
+	}
+	return m.arena.put(b, size)
+}
+
+// OnRequest copies the request frame (valid only during the call) for the
+// hex and detail views, and counts the request.
+func (m *Model) OnRequest(msg *flows.Message) {
+	m.mu.Lock()
+	cs := m.conn(msg.Conn)
+	if len(cs.pend) >= maxPendingCopies {
+		n := copy(cs.pend, cs.pend[1:])
+		cs.pend[n] = pendingReq{}
+		cs.pend = cs.pend[:n]
+	}
+	cs.pend = append(cs.pend, pendingReq{m: msg, ref: m.keep(msg.Frame, len(msg.Frame))})
+	cs.win.add(msg.Time)
+	cs.refresh(msg.Time)
+	m.api(msg.Key).requests++
+	m.status.Requests++
+	m.seen(msg)
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+func (m *Model) seen(msg *flows.Message) {
+	if msg.Packet > m.status.MaxPacket {
+		m.status.MaxPacket = msg.Packet
+	}
+	if m.status.First.IsZero() || msg.Time.Before(m.status.First) {
+		m.status.First = msg.Time
+	}
+	if msg.Time.After(m.status.Last) {
+		m.status.Last = msg.Time
+	}
+}
+
+// takeRequest returns the frame copy of request msg.
+func (cs *connState) takeRequest(msg *flows.Message) frameRef {
+	for i := range cs.pend {
+		if cs.pend[i].m == msg {
+			ref := cs.pend[i].ref
+			n := copy(cs.pend[i:], cs.pend[i+1:])
+			cs.pend[i+n] = pendingReq{}
+			cs.pend = cs.pend[:i+n]
+			return ref
+		}
+	}
+	return frameRef{}
+}
+
+// OnExchange records an exchange: a copy of its values and of the
+// response frame, in the global and the connection's history.
+func (m *Model) OnExchange(x *flows.Exchange) {
+	m.mu.Lock()
+	cs := m.conn(x.Conn)
+	m.seq++
+	r := Exchange{Seq: m.seq, Conn: x.Conn.ID, Key: -1, Version: -1}
+	now := time.Time{}
+	if q := x.Req; q != nil {
+		r.File, r.ReqPacket, r.Time = q.File, q.Packet, q.Time
+		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.ClientID, q.Role
+		r.ReqSize = int32(q.Size)
+		r.DecodeError = q.Err != nil
+		r.req = cs.takeRequest(q)
+		r.Topic, r.Topics = topicOf(q)
+		r.Batches, r.BadCRC = batchCounts(q.Batches)
+		now = q.Time
+		m.seen(q)
+	}
+	a := m.api(r.Key)
+	switch {
+	case x.Unanswered:
+		r.State = Unanswered
+		a.unanswered++
+	case x.NoResponse:
+		r.State = NoResponse
+	case x.Req == nil:
+		r.State = Unmatched
+	}
+	if p := x.Resp; p != nil {
+		r.RespPacket, r.RespSize = p.Packet, int32(p.Size)
+		if x.Req == nil {
+			r.File, r.Time, r.Correlation = p.File, p.Time, p.Correlation
+		}
+		r.DecodeError = r.DecodeError || p.Err != nil
+		r.resp = m.keep(p.Frame, len(p.Frame))
+		n, bad := batchCounts(p.Batches)
+		r.Batches += n
+		r.BadCRC += bad
+		var top int
+		for _, e := range p.ErrorCodes {
+			r.Errors += int32(e.Count)
+			if e.Count > top {
+				top, r.ErrorCode = e.Count, e.Code
+			}
+		}
+		now = p.Time
+		m.seen(p)
+		if x.Req == nil {
+			a.responses++
+		} else {
+			r.Latency = x.Latency()
+			a.responses++
+			a.latency.Add(r.Latency)
+			if len(p.ErrorCodes) > 0 {
+				a.errorResponses++
+				m.status.Errors++
+				if a.errors == nil {
+					a.errors = make(map[int16]int64)
+				}
+				for _, e := range p.ErrorCodes {
+					a.errors[e.Code] += int64(e.Count)
+				}
+			}
+		}
+	}
+	m.push(r)
+	cs.push(r, m.cfg.ConnHistory)
+	m.rate.add(now)
+	cs.refresh(now)
+	m.status.Exchanges++
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+func (m *Model) push(r Exchange) {
+	if len(m.ring) < m.cfg.History {
+		m.ring = append(m.ring, r)
+		return
+	}
+	m.ring[m.ringHead] = r
+	m.ringHead++
+	if m.ringHead == len(m.ring) {
+		m.ringHead = 0
+	}
+}
+
+func (cs *connState) push(r Exchange, limit int) {
+	if len(cs.hist) < limit {
+		cs.hist = append(cs.hist, r)
+		return
+	}
+	cs.hist[cs.histHead] = r
+	cs.histHead++
+	if cs.histHead == len(cs.hist) {
+		cs.histHead = 0
+	}
+}
+
+func batchCounts(bs []flows.BatchRef) (n, bad int32) {
+	for i := range bs {
+		n++
+		if !bs[i].CRCOK {
+			bad++
+		}
+	}
+	return n, bad
+}
+
+// topicOf returns the first topic a request names and how many it names,
+// without allocating for topics named by name or by a known id.
+func topicOf(m *flows.Message) (string, int32) {
+	switch r := m.Req.(type) {
+	case *kmsg.ProduceRequest:
+		if len(r.Topics) > 0 {
+			return m.TopicName(r.Topics[0].Topic, r.Topics[0].TopicID), int32(len(r.Topics))
+		}
+	case *kmsg.FetchRequest:
+		if len(r.Topics) > 0 {
+			return m.TopicName(r.Topics[0].Topic, r.Topics[0].TopicID), int32(len(r.Topics))
+		}
+	case *kmsg.ListOffsetsRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.MetadataRequest:
+		if len(r.Topics) > 0 {
+			name := ""
+			if r.Topics[0].Topic != nil {
+				name = *r.Topics[0].Topic
+			}
+			return m.TopicName(name, r.Topics[0].TopicID), int32(len(r.Topics))
+		}
+	case *kmsg.OffsetCommitRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.OffsetFetchRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+		if len(r.Groups) > 0 && len(r.Groups[0].Topics) > 0 {
+			return r.Groups[0].Topics[0].Topic, int32(len(r.Groups[0].Topics))
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.DeleteRecordsRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.CreateTopicsRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.DeleteTopicsRequest:
+		if len(r.TopicNames) > 0 {
+			return r.TopicNames[0], int32(len(r.TopicNames))
+		}
+		if len(r.Topics) > 0 && r.Topics[0].Topic != nil {
+			return *r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.CreatePartitionsRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.AddPartitionsToTxnRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.TxnOffsetCommitRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	case *kmsg.DescribeProducersRequest:
+		if len(r.Topics) > 0 {
+			return r.Topics[0].Topic, int32(len(r.Topics))
+		}
+	}
+	return "", 0
+}
+
+// OnConnEvent tracks connections opening and closing, and counts refused
+// and unanswered connection attempts.
+func (m *Model) OnConnEvent(e *flows.ConnEvent) {
+	m.mu.Lock()
+	switch e.Kind {
+	case flows.ConnRefused:
+		m.status.Refused++
+	case flows.ConnUnanswered:
+		m.status.SYNsLost++
+	default:
+		if e.Conn != nil {
+			m.conn(e.Conn).refresh(time.Time{})
+		}
+	}
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+// Sync takes a last look at every tracked connection: counters and node
+// labels learned late (a Metadata response naming a broker after its
+// connections opened). It reads the analyzer's state, so call it from the
+// pipeline's goroutine or after the pipeline has returned, never
+// concurrently with the handler calls.
+func (m *Model) Sync() {
+	m.mu.Lock()
+	for _, cs := range m.conns {
+		cs.refresh(time.Time{})
+	}
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+// SetFindings replaces the findings shown (detectors.Set.Findings returns
+// the whole list each time). Safe from any goroutine; fs must not be
+// modified afterwards.
+func (m *Model) SetFindings(fs []detectors.Finding) {
+	m.mu.Lock()
+	m.findings = fs
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+// SetCounters sets the capture's counters (packets, bytes, drops). Safe
+// from any goroutine.
+func (m *Model) SetCounters(c Counters) {
+	m.mu.Lock()
+	m.counters = c
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
+// Findings returns the findings, most severe first (in the detectors'
+// order within a severity).
+func (m *Model) Findings() []detectors.Finding {
+	m.mu.Lock()
+	fs := slices.Clone(m.findings)
+	m.mu.Unlock()
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Severity > fs[j].Severity })
+	return fs
+}
+
+// Status returns the totals.
+func (m *Model) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.status
+	s.Counters = m.counters
+	if s.Packets == 0 {
+		// No counters from the caller: the highest packet number that
+		// completed a Kafka frame is a lower bound.
+		s.Packets = int64(s.MaxPacket)
+	}
+	s.Findings = len(m.findings)
+	s.Kept = len(m.ring)
+	s.FramesKept = int64(min(m.arena.head, uint64(m.arena.limit)))
+	s.Rate = m.rate.rate(s.Last, s.First)
+	return s
+}
+
+// Conns returns the tracked connections, by id.
+func (m *Model) Conns() []Conn {
+	m.mu.Lock()
+	out := make([]Conn, 0, len(m.conns))
+	now := m.status.Last
+	for _, cs := range m.conns {
+		c := cs.info
+		c.Roles = cs.roles.List()
+		c.ClientIDs = cs.clientIDs[:len(cs.clientIDs):len(cs.clientIDs)]
+		c.Rate = cs.win.rate(now, c.FirstSeen)
+		c.Kept = len(cs.hist)
+		out = append(out, c)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// AppendExchanges appends to dst the kept exchanges with Seq above since,
+// oldest first: of connection conn, or of all connections if conn is 0.
+func (m *Model) AppendExchanges(dst []Exchange, conn int, since uint64) []Exchange {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if conn == 0 {
+		return appendRing(dst, m.ring, m.ringHead, since)
+	}
+	cs := m.conns[conn]
+	if cs == nil {
+		return dst
+	}
+	return appendRing(dst, cs.hist, cs.histHead, since)
+}
+
+func appendRing(dst, ring []Exchange, head int, since uint64) []Exchange {
+	// The ring is in Seq order from head: find the first newer than
+	// since by binary search on the two halves.
+	for _, part := range [2][]Exchange{ring[head:], ring[:head]} {
+		i := sort.Search(len(part), func(i int) bool { return part[i].Seq > since })
+		dst = append(dst, part[i:]...)
+	}
+	return dst
+}
+
+// Evidence returns the kept exchanges whose request or response is one of
+// the evidence packets, in order, and how many evidence packets were not
+// found (their exchanges rotated out of the history).
+func (m *Model) Evidence(ev []detectors.Evidence) (xs []Exchange, missing int) {
+	type pkt struct {
+		file int
+		n    uint64
+	}
+	want := make(map[pkt]bool, len(ev))
+	conns := map[int]bool{}
+	for _, e := range ev {
+		want[pkt{e.File, e.Packet}] = true
+		if e.Conn != 0 {
+			conns[e.Conn] = true
+		}
+	}
+	found := map[pkt]bool{}
+	seen := map[uint64]bool{}
+	match := func(r *Exchange) {
+		if seen[r.Seq] {
+			return
+		}
+		hit := false
+		for _, p := range [2]pkt{{r.File, r.ReqPacket}, {r.File, r.RespPacket}} {
+			if p.n != 0 && want[p] {
+				found[p] = true
+				hit = true
+			}
+		}
+		if hit {
+			seen[r.Seq] = true
+			xs = append(xs, *r)
+		}
+	}
+	m.mu.Lock()
+	for i := range m.ring {
+		match(&m.ring[i])
+	}
+	for id := range conns {
+		if cs := m.conns[id]; cs != nil {
+			for i := range cs.hist {
+				match(&cs.hist[i])
+			}
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(xs, func(i, j int) bool { return xs[i].Seq < xs[j].Seq })
+	return xs, len(want) - len(found)
+}
+
+// Frames returns copies of the exchange's request and response frames
+// (after the size prefix) as far as they are kept; a side is nil if it
+// was never captured or has been overwritten since.
+func (m *Model) Frames(x *Exchange) (req, resp []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if x.ReqPacket != 0 {
+		if b, ok := m.arena.get(x.req); ok {
+			req = slices.Clone(b)
+			if req == nil {
+				req = []byte{}
+			}
+		}
+	}
+	if x.RespPacket != 0 {
+		if b, ok := m.arena.get(x.resp); ok {
+			resp = slices.Clone(b)
+			if resp == nil {
+				resp = []byte{}
+			}
+		}
+	}
+	return req, resp
+}
+
+// Stats returns the per-API counts, by API key.
+func (m *Model) Stats() []APIStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []APIStats
+	add := func(key int16, a *apiState) {
+		s := APIStats{
+			Key: key, Name: decode.Name(key), Requests: a.requests, Responses: a.responses,
+			ErrorResponses: a.errorResponses, Unanswered: a.unanswered,
+			P50: a.latency.Quantile(0.5), P99: a.latency.Quantile(0.99), Max: a.latency.Max(),
+		}
+		if key < 0 {
+			s.Name = "unmatched"
+		}
+		for code, n := range a.errors {
+			s.Errors = append(s.Errors, ErrorCount{Name: decode.ErrorName(code), Code: code, Count: n})
+		}
+		sort.Slice(s.Errors, func(i, j int) bool {
+			if s.Errors[i].Count != s.Errors[j].Count {
+				return s.Errors[i].Count > s.Errors[j].Count
+			}
+			return s.Errors[i].Code < s.Errors[j].Code
+		})
+		out = append(out, s)
+	}
+	for k, a := range m.other {
+		if k < 0 {
+			add(k, a)
+		}
+	}
+	for k, a := range m.apis {
+		if a != nil {
+			add(int16(k), a)
+		}
+	}
+	for k, a := range m.other {
+		if k >= 0 {
+			add(k, a)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// window counts events per second of capture time over the last 8
+// seconds, for rates that do not depend on the wall clock (an offline
+// capture shows the rates it had at its end).
+type window struct {
+	sec [8]int64
+	n   [8]uint32
+}
+
+const rateSpan = 5 // seconds a rate is measured over
+
+func (w *window) add(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	s := t.Unix()
+	i := s & 7
+	if w.sec[i] != s {
+		w.sec[i], w.n[i] = s, 0
+	}
+	w.n[i]++
+}
+
+// rate is events per second over the rateSpan seconds up to now, or since
+// first if that is later.
+func (w *window) rate(now, first time.Time) float64 {
+	if now.IsZero() {
+		return 0
+	}
+	ns := now.Unix()
+	var sum uint64
+	for i := range w.sec {
+		if w.sec[i] > ns-rateSpan && w.sec[i] <= ns {
+			sum += uint64(w.n[i])
+		}
+	}
+	start := time.Unix(ns-rateSpan+1, 0)
+	if first.After(start) {
+		start = first
+	}
+	span := now.Sub(start).Seconds()
+	if span < 1 {
+		span = 1
+	}
+	return float64(sum) / span
+}

@@ -1,0 +1,615 @@
+package tui
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// safe makes a wire-derived string safe to show: control characters and
+// escape sequences escaped (report.Clean), and tview's style tags
+// neutralised, so packet data can neither drive the terminal nor restyle
+// the UI.
+func safe(s string) string { return tview.Escape(report.Clean(s)) }
+
+// safeText is safe for prose quoting wire strings (a finding's summary).
+func safeText(s string) string { return tview.Escape(report.CleanText(s)) }
+
+// Colours.
+var (
+	colorFocus   = tcell.ColorYellow
+	colorBlur    = tcell.ColorGray
+	colorHeader  = tcell.ColorYellow
+	colorBad     = tcell.ColorRed
+	colorWarn    = tcell.ColorOrange
+	colorGood    = tcell.ColorGreen
+	colorDim     = tcell.ColorGray
+	colorInfo    = tcell.ColorDodgerBlue
+	colorText    = tcell.ColorWhite
+	colorHeading = tcell.ColorAqua
+)
+
+// roleColorName is the colour of a role, by name for style tags.
+func roleColorName(r flows.Role) string {
+	switch r {
+	case flows.RoleLiveness:
+		return "yellow"
+	case flows.RoleRaft:
+		return "fuchsia"
+	case flows.RoleReplication:
+		return "dodgerblue"
+	case flows.RoleConsumer:
+		return "green"
+	case flows.RoleProducer:
+		return "aqua"
+	case flows.RoleGroup:
+		return "teal"
+	case flows.RoleTransactions:
+		return "purple"
+	case flows.RoleAdmin:
+		return "orange"
+	case flows.RoleMetadata:
+		return "silver"
+	}
+	return "white"
+}
+
+func roleColor(r flows.Role) tcell.Color { return tcell.GetColor(roleColorName(r)) }
+
+func severityColor(s detectors.Severity) tcell.Color {
+	switch s {
+	case detectors.Error:
+		return colorBad
+	case detectors.Warning:
+		return colorWarn
+	}
+	return colorInfo
+}
+
+func headerCell(text string) *tview.TableCell {
+	return tview.NewTableCell(text).SetTextColor(colorHeader).SetSelectable(false).
+		SetAttributes(tcell.AttrBold)
+}
+
+func cell(text string, color tcell.Color) *tview.TableCell {
+	return tview.NewTableCell(text).SetTextColor(color)
+}
+
+func numCell(text string, color tcell.Color) *tview.TableCell {
+	return cell(text, color).SetAlign(tview.AlignRight)
+}
+
+func bytesStr(n int64) string {
+	switch {
+	case n >= 10<<30:
+		return fmt.Sprintf("%.0fG", float64(n)/(1<<30))
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 10<<20:
+		return fmt.Sprintf("%.0fM", float64(n)/(1<<20))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 10<<10:
+		return fmt.Sprintf("%.0fK", float64(n)/(1<<10))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func rateStr(r float64) string {
+	if r >= 100 {
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 1, 64)
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+func msStr(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64)
+}
+
+// --- Connections ---
+
+type connColumn struct {
+	title string
+	align int
+	cell  func(c *Conn) *tview.TableCell
+	less  func(a, b *Conn) int
+}
+
+var connColumns = []connColumn{
+	{"#", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(strconv.Itoa(c.ID), colorText) },
+		func(a, b *Conn) int { return cmp.Compare(a.ID, b.ID) }},
+	{"CLIENT", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(safe(c.Client), colorText) },
+		func(a, b *Conn) int { return strings.Compare(a.Client, b.Client) }},
+	{"", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell("->", colorDim) }, nil},
+	{"SERVER", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(safe(c.Server), colorText) },
+		func(a, b *Conn) int { return strings.Compare(a.Server, b.Server) }},
+	{"ROLES", tview.AlignLeft, rolesCell,
+		func(a, b *Conn) int { return slices.Compare(a.Roles, b.Roles) }},
+	{"CLIENT ID", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(clientIDs(c.ClientIDs), colorText) },
+		func(a, b *Conn) int { return slices.Compare(a.ClientIDs, b.ClientIDs) }},
+	{"REQS", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(strconv.Itoa(c.Requests), colorText) },
+		func(a, b *Conn) int { return cmp.Compare(a.Requests, b.Requests) }},
+	{"REQ/S", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(rateStr(c.Rate), colorText) },
+		func(a, b *Conn) int { return cmp.Compare(a.Rate, b.Rate) }},
+	{"ERRORS", tview.AlignRight, func(c *Conn) *tview.TableCell {
+		if c.Errors > 0 {
+			return numCell(strconv.Itoa(c.Errors), colorBad).SetAttributes(tcell.AttrBold)
+		}
+		return numCell("0", colorGood)
+	}, func(a, b *Conn) int { return cmp.Compare(a.Errors, b.Errors) }},
+	{"UNANS", tview.AlignRight, func(c *Conn) *tview.TableCell {
+		if c.Unanswered > 0 {
+			return numCell(strconv.Itoa(c.Unanswered), colorWarn)
+		}
+		return numCell("0", colorText)
+	}, func(a, b *Conn) int { return cmp.Compare(a.Unanswered, b.Unanswered) }},
+	{"BYTES ->/<-", tview.AlignRight, func(c *Conn) *tview.TableCell {
+		return numCell(bytesStr(c.BytesToServer)+"/"+bytesStr(c.BytesToClient), colorText)
+	}, func(a, b *Conn) int {
+		return cmp.Compare(a.BytesToServer+a.BytesToClient, b.BytesToServer+b.BytesToClient)
+	}},
+	{"LAST SEEN", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(clock(c.LastSeen), colorText) },
+		func(a, b *Conn) int { return a.LastSeen.Compare(b.LastSeen) }},
+	{"STATE", tview.AlignLeft, func(c *Conn) *tview.TableCell {
+		switch {
+		case c.Reset:
+			return cell("reset", colorWarn)
+		case c.Closed:
+			return cell("closed", colorDim)
+		}
+		return cell("open", colorGood)
+	}, func(a, b *Conn) int { return cmp.Compare(stateRank(a), stateRank(b)) }},
+}
+
+func stateRank(c *Conn) int {
+	switch {
+	case c.Reset:
+		return 2
+	case c.Closed:
+		return 1
+	}
+	return 0
+}
+
+func rolesCell(c *Conn) *tview.TableCell {
+	if len(c.Roles) == 0 {
+		return cell("-", colorDim)
+	}
+	var b strings.Builder
+	for i, r := range c.Roles {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "[%s]%s[-]", roleColorName(r), r)
+	}
+	// The cell's own colour is the first role's, for terminals that
+	// cannot show the tags.
+	return cell(b.String(), roleColor(c.Roles[0]))
+}
+
+func clientIDs(ids []string) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	s := safe(ids[0])
+	if len(ids) > 1 {
+		s += fmt.Sprintf(" (+%d)", len(ids)-1)
+	}
+	return s
+}
+
+// connContent is the Connections table: rows sorted by a column.
+type connContent struct {
+	tview.TableContentReadOnly
+	rows    []Conn
+	sortCol int
+	desc    bool
+}
+
+func (c *connContent) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *connContent) GetColumnCount() int { return len(connColumns) }
+
+func (c *connContent) GetCell(row, col int) *tview.TableCell {
+	if col < 0 || col >= len(connColumns) {
+		return nil
+	}
+	if row == 0 {
+		title := connColumns[col].title
+		if col == c.sortCol {
+			if c.desc {
+				title += "▼"
+			} else {
+				title += "▲"
+			}
+		}
+		return headerCell(title).SetAlign(connColumns[col].align)
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	r := &c.rows[row-1]
+	cl := connColumns[col].cell(r)
+	if r.Closed || r.Reset {
+		if col != 8 && col != 12 { // keep errors and state coloured
+			cl.SetTextColor(colorDim)
+		}
+	}
+	return cl
+}
+
+// sortable lists the columns that sort, for the digit keys.
+func sortable() []int {
+	var out []int
+	for i, c := range connColumns {
+		if c.less != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (c *connContent) sort() {
+	less := connColumns[c.sortCol].less
+	slices.SortStableFunc(c.rows, func(a, b Conn) int {
+		n := less(&a, &b)
+		if n == 0 {
+			n = cmp.Compare(a.ID, b.ID)
+		} else if c.desc {
+			n = -n
+		}
+		return n
+	})
+}
+
+// --- Exchanges ---
+
+type scopeKind int
+
+const (
+	scopeAll scopeKind = iota
+	scopeConn
+	scopeEvidence
+)
+
+type scope struct {
+	kind     scopeKind
+	conn     int
+	finding  *detectors.Finding
+	from     pane
+	missing  int
+	evidence []Exchange
+}
+
+type exchangeContent struct {
+	tview.TableContentReadOnly
+	rows   []Exchange
+	since  uint64
+	follow bool
+	scope  scope
+	filter Filter
+}
+
+var exchangeColumns = []struct {
+	title string
+	align int
+}{
+	{"PKT", tview.AlignRight}, {"RESP", tview.AlignRight}, {"TIME", tview.AlignLeft}, {"CONN", tview.AlignRight},
+	{"API", tview.AlignLeft}, {"VER", tview.AlignRight}, {"CORR", tview.AlignRight}, {"ROLE", tview.AlignLeft},
+	{"CLIENT ID", tview.AlignLeft}, {"TOPIC", tview.AlignLeft}, {"LATENCY", tview.AlignRight},
+	{"RESULT", tview.AlignLeft}, {"SIZE", tview.AlignRight},
+}
+
+func (c *exchangeContent) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *exchangeContent) GetColumnCount() int { return len(exchangeColumns) }
+
+func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
+	if col < 0 || col >= len(exchangeColumns) {
+		return nil
+	}
+	if row == 0 {
+		return headerCell(exchangeColumns[col].title).SetAlign(exchangeColumns[col].align)
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	x := &c.rows[row-1]
+	switch col {
+	case 0:
+		if x.ReqPacket == 0 {
+			return numCell("-", colorDim)
+		}
+		return numCell(pktStr(x.File, x.ReqPacket), colorText)
+	case 1:
+		if x.RespPacket == 0 {
+			return numCell("-", colorDim)
+		}
+		return numCell(pktStr(x.File, x.RespPacket), colorText)
+	case 2:
+		return cell(clock(x.Time), colorText)
+	case 3:
+		return numCell("#"+strconv.Itoa(x.Conn), colorText)
+	case 4:
+		return cell(x.API(), roleColor(x.Role))
+	case 5:
+		if x.Key < 0 {
+			return numCell("-", colorDim)
+		}
+		return numCell(strconv.Itoa(int(x.Version)), colorText)
+	case 6:
+		return numCell(strconv.Itoa(int(x.Correlation)), colorText)
+	case 7:
+		if x.Role == flows.RoleNone {
+			return cell("-", colorDim)
+		}
+		return cell(x.Role.String(), roleColor(x.Role))
+	case 8:
+		if x.ClientID == "" {
+			return cell("-", colorDim)
+		}
+		return cell(safe(x.ClientID), colorText).SetMaxWidth(24)
+	case 9:
+		if x.Topic == "" {
+			return cell("-", colorDim)
+		}
+		t := safe(x.Topic)
+		if x.Topics > 1 {
+			t += fmt.Sprintf(" (+%d)", x.Topics-1)
+		}
+		return cell(t, colorText).SetMaxWidth(32)
+	case 10:
+		if x.State != Answered {
+			return numCell("-", colorDim)
+		}
+		return numCell(msStr(x.Latency)+" ms", colorText)
+	case 11:
+		text, color := result(x)
+		return cell(text, color)
+	case 12:
+		req, resp := "-", "-"
+		if x.ReqSize > 0 {
+			req = bytesStr(int64(x.ReqSize))
+		}
+		if x.RespSize > 0 {
+			resp = bytesStr(int64(x.RespSize))
+		}
+		return numCell(req+"/"+resp, colorText)
+	}
+	return nil
+}
+
+// result is the outcome of an exchange in a few words.
+func result(x *Exchange) (string, tcell.Color) {
+	var parts []string
+	color := colorGood
+	switch x.State {
+	case Unanswered:
+		parts, color = append(parts, "unanswered"), colorWarn
+	case NoResponse:
+		parts, color = append(parts, "no response (acks=0)"), colorDim
+	case Unmatched:
+		parts, color = append(parts, "unmatched response"), colorWarn
+	}
+	if x.Errors > 0 {
+		e := decode.ErrorName(x.ErrorCode)
+		if x.Errors > 1 {
+			e += fmt.Sprintf(" x%d", x.Errors)
+		}
+		parts, color = append(parts, e), colorBad
+	}
+	if x.BadCRC > 0 {
+		parts, color = append(parts, fmt.Sprintf("%d bad CRC", x.BadCRC)), colorBad
+	}
+	if x.DecodeError {
+		parts, color = append(parts, "decode error"), colorBad
+	}
+	if len(parts) == 0 {
+		return "ok", colorGood
+	}
+	return strings.Join(parts, ", "), color
+}
+
+// --- Findings ---
+
+type findingContent struct {
+	tview.TableContentReadOnly
+	rows []detectors.Finding
+}
+
+func (c *findingContent) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *findingContent) GetColumnCount() int { return 4 }
+
+func (c *findingContent) GetCell(row, col int) *tview.TableCell {
+	if row == 0 {
+		return headerCell([]string{"SEVERITY", "DETECTOR", "EVIDENCE", "SUMMARY"}[col])
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	f := &c.rows[row-1]
+	switch col {
+	case 0:
+		return cell(strings.ToUpper(f.Severity.String()), severityColor(f.Severity)).SetAttributes(tcell.AttrBold)
+	case 1:
+		return cell(safe(f.Detector), severityColor(f.Severity))
+	case 2:
+		return numCell(strconv.Itoa(len(f.Evidence)), colorText)
+	case 3:
+		return cell(safeText(f.Summary), colorText)
+	}
+	return nil
+}
+
+// --- Stats ---
+
+type statsContent struct {
+	tview.TableContentReadOnly
+	rows []APIStats
+}
+
+var statsColumns = []struct {
+	title string
+	align int
+}{
+	{"API", tview.AlignLeft}, {"REQS", tview.AlignRight}, {"RESPS", tview.AlignRight}, {"ERR RESPS", tview.AlignRight},
+	{"UNANS", tview.AlignRight}, {"P50 ms", tview.AlignRight}, {"P99 ms", tview.AlignRight}, {"MAX ms", tview.AlignRight},
+	{"ERRORS", tview.AlignLeft},
+}
+
+func (c *statsContent) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *statsContent) GetColumnCount() int { return len(statsColumns) }
+
+func (c *statsContent) GetCell(row, col int) *tview.TableCell {
+	if row == 0 {
+		return headerCell(statsColumns[col].title).SetAlign(statsColumns[col].align)
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	s := &c.rows[row-1]
+	n := func(v int64) *tview.TableCell { return numCell(strconv.FormatInt(v, 10), colorText) }
+	switch col {
+	case 0:
+		return cell(s.Name, colorText)
+	case 1:
+		return n(s.Requests)
+	case 2:
+		return n(s.Responses)
+	case 3:
+		if s.ErrorResponses > 0 {
+			return numCell(strconv.FormatInt(s.ErrorResponses, 10), colorBad)
+		}
+		return n(0)
+	case 4:
+		if s.Unanswered > 0 {
+			return numCell(strconv.FormatInt(s.Unanswered, 10), colorWarn)
+		}
+		return n(0)
+	case 5:
+		return numCell(msStr(s.P50), colorText)
+	case 6:
+		return numCell(msStr(s.P99), colorText)
+	case 7:
+		return numCell(msStr(s.Max), colorText)
+	case 8:
+		if len(s.Errors) == 0 {
+			return cell("-", colorDim)
+		}
+		parts := make([]string, 0, len(s.Errors))
+		for _, e := range s.Errors {
+			parts = append(parts, fmt.Sprintf("%s=%d", e.Name, e.Count))
+		}
+		return cell(strings.Join(parts, " "), colorBad)
+	}
+	return nil
+}
+
+// --- Detail ---
+
+// treeView converts the detail tree to tview nodes, escaping every line.
+func treeView(n *treeNode) *tview.TreeNode {
+	t := tview.NewTreeNode(tview.Escape(n.Text)).SetExpanded(true).SetReference(n)
+	switch n.Kind {
+	case kindHeading:
+		t.SetColor(colorHeading)
+	case kindGood:
+		t.SetColor(colorGood)
+	case kindBad:
+		t.SetColor(colorBad)
+	case kindDim:
+		t.SetColor(colorDim)
+	default:
+		t.SetColor(colorText)
+	}
+	for _, c := range n.Children {
+		t.AddChild(treeView(c))
+	}
+	return t
+}
+
+// maxHex bounds the bytes of one frame shown in hex.
+const maxHex = 64 << 10
+
+func hexText(x *Exchange, req, resp []byte) string {
+	var b strings.Builder
+	side := func(name string, pkt uint64, size int32, frame []byte) {
+		switch {
+		case pkt == 0:
+			return
+		case frame == nil:
+			fmt.Fprintf(&b, "%s frame, packet %s, %d bytes: no longer kept\n\n", name, pktStr(x.File, pkt), size)
+			return
+		}
+		fmt.Fprintf(&b, "%s frame, packet %s, %d bytes\n", name, pktStr(x.File, pkt), size)
+		hexDump(&b, frame, int(size)-decode.SizeLen, maxHex)
+		b.WriteByte('\n')
+	}
+	side("Request", x.ReqPacket, x.ReqSize, req)
+	side("Response", x.RespPacket, x.RespSize, resp)
+	return b.String()
+}
+
+// findingText is a finding in full, as the text report shows it.
+func findingText(f *detectors.Finding) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s::b]%s[-::-] %s\n\n", severityColor(f.Severity).String(), strings.ToUpper(f.Severity.String()), safeText(f.Summary))
+	if !f.First.IsZero() {
+		fmt.Fprintf(&b, "[yellow]when[-]  %s .. %s UTC (%.3fs)\n", f.First.UTC().Format("2006-01-02 15:04:05.000000"),
+			f.Last.UTC().Format("15:04:05.000000"), f.Last.Sub(f.First).Seconds())
+	}
+	if len(f.Nodes) > 0 {
+		fmt.Fprintf(&b, "[yellow]nodes[-]  %v\n", f.Nodes)
+	}
+	if len(f.Conns) > 0 {
+		fmt.Fprintf(&b, "[yellow]connections[-]  %v\n", f.Conns)
+	}
+	if len(f.Counts) > 0 {
+		keys := slices.Sorted(maps.Keys(f.Counts))
+		b.WriteString("[yellow]counts[-] ")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%d", safe(k), f.Counts[k])
+		}
+		b.WriteByte('\n')
+	}
+	if len(f.Fields) > 0 {
+		keys := slices.Sorted(maps.Keys(f.Fields))
+		b.WriteString("[yellow]fields[-] ")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%s", safe(k), safe(fmt.Sprint(f.Fields[k])))
+		}
+		b.WriteByte('\n')
+	}
+	if len(f.Evidence) > 0 {
+		b.WriteString("\n[yellow]evidence[-] (Enter on the finding lists these exchanges)\n")
+		for _, e := range f.Evidence {
+			fmt.Fprintf(&b, "  packet %s: %s\n", pktStr(e.File, e.Packet), safeText(e.What))
+		}
+	}
+	if f.Explanation != "" {
+		fmt.Fprintf(&b, "\n[yellow]what it means[-]\n%s\n", safeText(f.Explanation))
+	}
+	if f.Next != "" {
+		fmt.Fprintf(&b, "\n[yellow]check next[-]\n%s\n", safeText(f.Next))
+	}
+	return b.String()
+}
