@@ -27,6 +27,13 @@ type Config struct {
 	// MaxBufferedPages bounds out-of-order data per connection
 	// (gopacket pages of 1900 bytes).
 	MaxBufferedPages int
+	// IdleTimeout (capture time) drops the reassembly state of a
+	// connection with no packet for that long; traffic resuming on it
+	// continues the same connection. Zero keeps state forever.
+	IdleTimeout time.Duration
+	// MaxConns bounds the connections reported one by one; beyond it the
+	// oldest (closed ones first) are folded into Stats.Evicted.
+	MaxConns int
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -38,6 +45,8 @@ func DefaultConfig() Config {
 		MaxPending:       100000,
 		ReorderWindow:    2 * time.Second,
 		MaxBufferedPages: 4096,
+		IdleTimeout:      10 * time.Minute,
+		MaxConns:         100000,
 	}
 }
 
@@ -61,6 +70,19 @@ type Stats struct {
 	FirstBadWhy  string
 	// UnknownAPIs counts request frames kmsg cannot decode, by "key N vV".
 	UnknownAPIs map[UnknownAPI]int
+	// IdleEvicted counts connections whose reassembly state was dropped
+	// after IdleTimeout without packets.
+	IdleEvicted int64
+	// Evicted sums the connections dropped from the table for MaxConns.
+	Evicted EvictedConns
+}
+
+// EvictedConns sums the counters of connections no longer listed.
+type EvictedConns struct {
+	Conns                                                   int
+	Requests, Responses, ErrorResponses, Unmatched          int
+	Unanswered, NoResponse, Gaps, FramingErrors, DecodeErrs int
+	Skipped                                                 map[string]int64
 }
 
 // UnknownAPI is an API key and version kmsg does not know.
@@ -77,6 +99,10 @@ type Analyzer struct {
 	conns      []*Conn
 	nodes      *Nodes
 	streams    map[tupleKey]*stream
+	idle       map[tupleKey]*Conn
+	lastIdle   time.Time
+	connScan   int
+	lastID     int
 	syns       map[tupleKey]*synState
 	synq       synQueue
 	pool       *reassembly.StreamPool
@@ -107,6 +133,7 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 		cfg:     cfg,
 		nodes:   newNodes(),
 		streams: make(map[tupleKey]*stream),
+		idle:    make(map[tupleKey]*Conn),
 		syns:    make(map[tupleKey]*synState),
 	}
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
@@ -169,6 +196,61 @@ func compareEndpoint(a [16]byte, pa uint16, b [16]byte, pb uint16) int {
 
 // Stats returns the capture-wide counters.
 func (a *Analyzer) Stats() *Stats { return &a.stats }
+
+// nextID numbers connections from 1, never reusing a number.
+func (a *Analyzer) nextID() int {
+	a.lastID++
+	return a.lastID
+}
+
+// maxIdle bounds the idle-evicted connections remembered for resumption.
+const maxIdle = 65536
+
+// addConn appends a new connection, folding the oldest one (closed ones
+// first) into Stats.Evicted when the table is full.
+func (a *Analyzer) addConn(c *Conn) {
+	a.conns = append(a.conns, c)
+	if a.cfg.MaxConns <= 0 || len(a.conns) <= a.cfg.MaxConns {
+		return
+	}
+	victim := -1
+	for i := a.connScan; i < len(a.conns) && i < a.connScan+1024; i++ {
+		if a.conns[i].Closed || a.conns[i].Reset {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		victim = 0
+	}
+	a.connScan = victim
+	a.evict(a.conns[victim])
+	a.conns = append(a.conns[:victim], a.conns[victim+1:]...)
+}
+
+func (a *Analyzer) evict(c *Conn) {
+	e := &a.stats.Evicted
+	e.Conns++
+	e.Requests += c.Requests
+	e.Responses += c.Responses
+	e.ErrorResponses += c.ErrorResponses
+	e.Unmatched += c.Unmatched
+	e.Unanswered += c.Unanswered
+	e.NoResponse += c.NoResponse
+	e.Gaps += c.Gaps
+	e.FramingErrors += c.FramingErrors
+	e.DecodeErrs += c.DecodeErrors
+	for k, v := range c.Skipped {
+		if e.Skipped == nil {
+			e.Skipped = map[string]int64{}
+		}
+		e.Skipped[k] += v
+	}
+	// Requests still pending on it will never be reported unanswered.
+	c.Unanswered += c.Pending()
+	e.Unanswered += c.Pending()
+	c.drain()
+}
 
 // Nodes returns what the traffic said about node identities.
 func (a *Analyzer) Nodes() *Nodes { return a.nodes }
@@ -277,6 +359,14 @@ func (a *Analyzer) maybeFlush(now time.Time) {
 	a.sinceFlush++
 	if a.sinceFlush < 1024 && now.Sub(a.lastFlush) < a.cfg.ReorderWindow {
 		return
+	}
+	if a.cfg.IdleTimeout > 0 && now.Sub(a.lastIdle) >= a.cfg.IdleTimeout/4 {
+		// Drop the state of connections idle for IdleTimeout (and of
+		// SYNs never followed up), bounding memory over long captures.
+		if !a.lastIdle.IsZero() {
+			a.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-a.cfg.ReorderWindow), TC: now.Add(-a.cfg.IdleTimeout)})
+		}
+		a.lastIdle = now
 	}
 	// Reassembly holds data only behind a hole. With no segment out of
 	// order since two windows before the previous flush, nothing can be

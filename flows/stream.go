@@ -22,11 +22,30 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	if s := a.streams[key]; s != nil && !s.done {
 		return s
 	}
-	s := &stream{a: a, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
+	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
 	s.fr[0].s, s.fr[1].s = s, s
 	s.fr[1].resp = true
+	if c := a.idle[key]; c != nil {
+		// The connection went quiet for longer than the idle timeout
+		// and its reassembly state was dropped; it carries on under
+		// the same Conn, framed again from the next boundary.
+		delete(a.idle, key)
+		s.resume(c)
+	}
 	a.streams[key] = s
 	return s
+}
+
+// resume continues an idle-evicted connection c on this new stream.
+func (s *stream) resume(c *Conn) {
+	s.conn, s.decided = c, true
+	s.clientEnd = 0
+	if s.ends[1] == c.Client {
+		s.clientEnd = 1
+	}
+	for i := range s.fr {
+		s.fr[i].synced, s.fr[i].initial = false, true
+	}
 }
 
 func addrFrom(e gopacket.Endpoint) netip.Addr {
@@ -37,7 +56,8 @@ func addrFrom(e gopacket.Endpoint) netip.Addr {
 // stream is the state of one TCP connection: which end is the client,
 // whether it carries Kafka, and a framer per direction.
 type stream struct {
-	a *Analyzer
+	a   *Analyzer
+	key tupleKey
 	// ends[0] sent the packet that created the stream; reassembly's
 	// direction d carries bytes from ends[d] to ends[1-d].
 	ends      [2]netip.AddrPort
@@ -182,6 +202,22 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 // ReassemblyComplete implements reassembly.Stream.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	s.done = true
+	a := s.a
+	if a.streams[s.key] == s {
+		delete(a.streams, s.key)
+	}
+	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed {
+		// Completed by the idle timeout, not by FIN or RST: remember the
+		// connection so that traffic resuming on it continues it.
+		if len(a.idle) >= maxIdle {
+			for k := range a.idle {
+				delete(a.idle, k)
+				break
+			}
+		}
+		a.idle[s.key] = c
+		a.stats.IdleEvicted++
+	}
 	if s.conn != nil {
 		s.fr[0].end()
 		s.fr[1].end()
@@ -269,7 +305,7 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 	a := s.a
 	ci := s.clientEnd
 	c := &Conn{
-		ID:          len(a.conns) + 1,
+		ID:          a.nextID(),
 		Client:      s.ends[ci],
 		Server:      s.ends[1-ci],
 		Recognised:  how,
@@ -297,7 +333,7 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 		s.fr[r].initial = !synced
 	}
 	s.conn = c
-	a.conns = append(a.conns, c)
+	a.addConn(c)
 	a.emitConn(&ConnEvent{Kind: ConnOpened, Conn: c, Client: c.Client, Server: c.Server, File: c.File, Packet: c.FirstPacket, Time: c.FirstSeen})
 	held := s.held
 	s.held, s.heldSize = nil, 0

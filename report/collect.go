@@ -119,7 +119,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	}
 	t := &r.Totals
 	t.TCPPackets = st.TCPPackets
-	t.KafkaConnections = len(conns)
+	t.KafkaConnections = len(conns) + st.Evicted.Conns
 	t.OtherTCP = st.OtherTCP
 	t.NonIP, t.NonTCP, t.Fragments, t.Truncated, t.BadPackets = st.NonIP, st.NonTCP, st.Fragments, st.Truncated, st.BadPackets
 	t.RefusedConnections, t.UnansweredSYNs = c.refused, c.unansweredSYN
@@ -133,6 +133,20 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	})
 	if t.UnknownAPIs == nil {
 		t.UnknownAPIs = []UnknownAPI{}
+	}
+	ev := &st.Evicted
+	t.EvictedConnections, t.IdleEvicted = ev.Conns, st.IdleEvicted
+	t.Requests += int64(ev.Requests)
+	t.Responses += int64(ev.Responses)
+	t.ErrorResponses += int64(ev.ErrorResponses)
+	t.UnmatchedResponses += int64(ev.Unmatched)
+	t.UnansweredRequests += int64(ev.Unanswered)
+	t.NoResponseExpected += int64(ev.NoResponse)
+	t.DecodeErrors += int64(ev.DecodeErrs)
+	t.FramingErrors += int64(ev.FramingErrors)
+	t.Gaps += int64(ev.Gaps)
+	for k, n := range ev.Skipped {
+		t.SkippedBytes[k] += n
 	}
 	r.Connections = make([]Connection, 0, len(conns))
 	for _, cn := range conns {

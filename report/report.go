@@ -64,6 +64,8 @@ type Totals struct {
 	SkippedBytes       map[string]int64 `json:"skipped_bytes"`
 	UnknownAPIs        []UnknownAPI     `json:"unknown_apis"`
 	RefusedConnections int64            `json:"refused_connections"`
+	EvictedConnections int              `json:"evicted_connections"`
+	IdleEvicted        int64            `json:"idle_evicted_connections"`
 	UnansweredSYNs     int64            `json:"unanswered_syns"`
 	NonIP              int64            `json:"non_ip_packets"`
 	NonTCP             int64            `json:"non_tcp_packets"`

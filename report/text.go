@@ -121,6 +121,8 @@ func (p *printer) capture(r *Report) {
 	}
 	add(t.OtherTCP, "non-Kafka TCP connections")
 	add(t.RefusedConnections, "refused connections")
+	add(int64(t.EvictedConnections), "connections folded into the totals (table full; --max-conns)")
+	add(t.IdleEvicted, "connections idle past the idle timeout")
 	add(t.UnansweredSYNs, "unanswered SYNs")
 	add(t.NonIP, "non-IP packets")
 	add(t.NonTCP, "non-TCP packets")

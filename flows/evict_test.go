@@ -1,0 +1,88 @@
+package flows_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/fixtures/gen"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+func TestCapacityEvictionKeepsTotals(t *testing.T) {
+	script := func(w *gen.Writer) {
+		for i := 0; i < 5; i++ {
+			cl := netip.AddrPortFrom(client.Addr(), uint16(50000+i))
+			at := t0.Add(time.Duration(i) * time.Second)
+			c := w.Conn(cl, broker, at, gen.ConnOptions{})
+			c.Request(at.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+			c.Response(at.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+			if i%2 == 0 {
+				c.Close(at.Add(3 * time.Millisecond))
+			}
+		}
+	}
+	cfg := flows.DefaultConfig()
+	cfg.MaxConns = 3
+	a, col := analyse(t, cfg, script)
+	if len(a.Conns()) != 3 || a.Stats().Evicted.Conns != 2 {
+		t.Fatalf("%d connections listed, %d evicted; want 3 and 2", len(a.Conns()), a.Stats().Evicted.Conns)
+	}
+	listed := 0
+	for _, c := range a.Conns() {
+		listed += c.Requests
+	}
+	if listed+a.Stats().Evicted.Requests != 5 || len(col.exchanges) != 5 {
+		t.Errorf("requests listed %d + evicted %d, exchanges %d; want 5 in all", listed, a.Stats().Evicted.Requests, len(col.exchanges))
+	}
+	ids := map[int]bool{}
+	for _, c := range a.Conns() {
+		if ids[c.ID] {
+			t.Errorf("connection id %d reused", c.ID)
+		}
+		ids[c.ID] = true
+	}
+}
+
+func TestIdleConnectionResumes(t *testing.T) {
+	other := netip.MustParseAddrPort("10.0.0.9:50001")
+	script := func(w *gen.Writer) {
+		c := w.Conn(client, broker, t0, gen.ConnOptions{})
+		c.Request(t0.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+		c.Response(t0.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+		// Another connection keeps packets flowing for a minute while
+		// the first is silent.
+		o := w.Conn(other, broker, t0.Add(time.Second), gen.ConnOptions{})
+		for i := 0; i < 60; i++ {
+			at := t0.Add(time.Duration(2+i) * time.Second)
+			o.Request(at, int32(i), kmsg.StringPtr("other"), apiVersions(3))
+			o.Response(at.Add(time.Millisecond), int32(i), apiVersionsResp(3))
+		}
+		// The first connection speaks again, with a request in flight
+		// across the silence answered after it.
+		at := t0.Add(70 * time.Second)
+		c.Request(at, 2, kmsg.StringPtr("id"), apiVersions(3))
+		c.Response(at.Add(time.Millisecond), 2, apiVersionsResp(3))
+		c.Close(at.Add(2 * time.Millisecond))
+	}
+	cfg := flows.DefaultConfig()
+	cfg.IdleTimeout = 10 * time.Second
+	a, _ := analyse(t, cfg, script)
+	if a.Stats().IdleEvicted < 1 {
+		t.Errorf("idle evictions = %d, want at least 1", a.Stats().IdleEvicted)
+	}
+	var first *flows.Conn
+	for _, c := range a.Conns() {
+		if c.Client == client {
+			if first != nil {
+				t.Fatalf("the resumed connection was split in two")
+			}
+			first = c
+		}
+	}
+	if first == nil || first.Requests != 2 || first.Responses != 2 || first.Unmatched != 0 || !first.Closed {
+		t.Errorf("resumed connection: %+v; want 2 requests, 2 responses, closed", first)
+	}
+}
