@@ -14,8 +14,22 @@ import (
 // optional handler interfaces of flows (flows.RequestHandler,
 // flows.ExchangeHandler, flows.ConnHandler: implement only what is needed)
 // and reports its findings once the capture has been read.
+//
+// Findings is called at the end of the run; a detector may finalise its
+// state there (settle what is still open, stop recording). A detector whose
+// Findings does so also implements Snapshot; the Findings of any other
+// detector must leave its state as it was, so that it can be called while
+// the capture runs (Set.Snapshot).
 type Detector interface {
 	Findings(env *Env) []Finding
+}
+
+// snapshotter is a detector whose Findings finalise its state: Snapshot
+// reports what Findings would report now, changing nothing the detector
+// holds, and shares nothing the detector changes later with the findings
+// it returns.
+type snapshotter interface {
+	Snapshot(env *Env) []Finding
 }
 
 // Env is what detectors may consult when they report.
@@ -170,12 +184,29 @@ func (s *Set) OnConnEvent(e *flows.ConnEvent) {
 }
 
 // Findings collects every detector's findings, most severe first, then by
-// time and detector id, so output is deterministic.
-func (s *Set) Findings(env *Env) []Finding {
+// time and detector id, so output is deterministic. It is the end of the
+// run: some detectors finalise their state (see Snapshot).
+func (s *Set) Findings(env *Env) []Finding { return s.findings(env, false) }
+
+// Snapshot returns the findings as they stand, the same as Findings would
+// return now, without finalising or disturbing any detector: it may be
+// called any number of times while the capture runs (on the goroutine
+// that feeds the Set its events), and the final Findings are the same as
+// without it. The findings returned share no state the detectors change
+// later, so they may be handed to another goroutine.
+func (s *Set) Snapshot(env *Env) []Finding { return s.findings(env, true) }
+
+func (s *Set) findings(env *Env, snapshot bool) []Finding {
 	var out []Finding
 	generic := map[int]bool{}
 	for i, d := range s.dets {
-		for _, f := range d.Findings(env) {
+		var fs []Finding
+		if sn, ok := d.(snapshotter); ok && snapshot {
+			fs = sn.Snapshot(env)
+		} else {
+			fs = d.Findings(env)
+		}
+		for _, f := range fs {
 			if f.Detector == "" {
 				f.Detector = s.ids[i]
 			}

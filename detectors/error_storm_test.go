@@ -474,8 +474,8 @@ func TestErrorStorm(t *testing.T) {
 				every(tl.dial("10.2.0.9:40000", opsBroker2, "other"), time.Second, 5*time.Second, 5, notLeader)
 			},
 			want: []want{{
-				counts: map[string]int64{"responses": 155, "storm_responses": 150, "clients": 1},
-				fields: map[string]any{"client_ids": []string{"loop-client"}, "servers": []string{opsBroker}},
+				counts:    map[string]int64{"responses": 155, "storm_responses": 150, "clients": 1},
+				fields:    map[string]any{"client_ids": []string{"loop-client"}, "servers": []string{opsBroker}},
 				explained: true,
 			}},
 		},

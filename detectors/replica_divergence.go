@@ -2,6 +2,8 @@ package detectors
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -496,6 +498,42 @@ func (d *replicaDivergence) Findings(env *Env) []Finding {
 	}
 	out = append(out, d.infoFindings(env)...)
 	return out
+}
+
+// Snapshot implements snapshotter: Findings compares the batches still
+// held and stops recording, so here the comparison is made on copies of
+// what it changes (the partitions' counters and the mismatches), and the
+// originals go on recording.
+func (d *replicaDivergence) Snapshot(env *Env) []Finding {
+	if d.done {
+		return d.Findings(env)
+	}
+	c := *d
+	parts := make(map[*rdPart]*rdPart, len(d.partList))
+	c.partList = make([]*rdPart, len(d.partList))
+	for i, p := range d.partList {
+		cp := *p // compare changes only its counters
+		c.partList[i] = &cp
+		parts[p] = &cp
+	}
+	c.parts = nil // only for recording
+	c.mism = make(map[rdGroupKey]*rdMismatch, len(d.mism))
+	c.mismList = make([]*rdMismatch, 0, len(d.mismList))
+	mism := make(map[*rdMismatch]*rdMismatch, len(d.mismList))
+	for _, m := range d.mismList {
+		cm := *m
+		cm.part = parts[m.part]
+		cm.conns = maps.Clone(m.conns)
+		cm.ev.mid = slices.Clone(m.ev.mid)
+		c.mismList = append(c.mismList, &cm)
+		mism[m] = &cm
+	}
+	for k, m := range d.mism {
+		c.mism[k] = mism[m]
+	}
+	c.done = true
+	d.entries.each(c.compare)
+	return c.Findings(env)
 }
 
 func (d *replicaDivergence) mismatchFinding(env *Env, m *rdMismatch) Finding {

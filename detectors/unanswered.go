@@ -2,7 +2,9 @@ package detectors
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -304,6 +306,36 @@ func (d *unanswered) Findings(env *Env) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// Snapshot implements snapshotter: Findings settles the open requests
+// into the groups, so it runs here on copies of the groups and of the
+// per-connection state.
+func (d *unanswered) Snapshot(env *Env) []Finding {
+	c := *d
+	c.conns = make(map[*flows.Conn]*unansConn, len(d.conns))
+	for k, uc := range d.conns {
+		cu := *uc // Findings only reads the tail, then drops it from the copy
+		c.conns[k] = &cu
+	}
+	c.warn = make(map[netip.AddrPort]*unansGroup, len(d.warn))
+	for k, g := range d.warn {
+		c.warn[k] = g.clone()
+	}
+	c.info = *d.info.clone()
+	return c.Findings(env)
+}
+
+// clone copies a group deeply enough that adding to either, or sorting
+// its requests, leaves the other as it was.
+func (g *unansGroup) clone() *unansGroup {
+	c := *g
+	c.byAPI = maps.Clone(g.byAPI)
+	c.clientIDs = maps.Clone(g.clientIDs)
+	c.conns.list = slices.Clone(g.conns.list)
+	c.conns.seen = maps.Clone(g.conns.seen)
+	c.reqs = slices.Clone(g.reqs)
+	return &c
 }
 
 func (d *unanswered) warning(env *Env, g *unansGroup) Finding {

@@ -46,6 +46,13 @@ type Options struct {
 	// once more at the end with Done set.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// LiveFindings, if set (with Detectors), is called on the goroutine
+	// running the analysis about every LiveFindingsEvery (default 2s) of
+	// wall-clock time with the findings as they stand
+	// (detectors.Set.Snapshot over the connections and nodes so far). It
+	// is not called at the end: the final findings are in the report.
+	LiveFindings      func([]detectors.Finding)
+	LiveFindingsEvery time.Duration
 }
 
 // Progress is a snapshot of a running analysis, for status lines.
@@ -177,8 +184,16 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	if live != nil {
 		checkMask = 0
 	}
+	findingsEvery := opt.LiveFindingsEvery
+	if findingsEvery <= 0 {
+		findingsEvery = 2 * time.Second
+	}
 	began := time.Now()
-	lastProgress := began
+	lastProgress, lastFindings := began, began
+	env := func() *detectors.Env {
+		st := an.Stats()
+		return &detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+	}
 	progress := func(done bool) {
 		if opt.Progress == nil {
 			return
@@ -214,6 +229,12 @@ read:
 				if now := time.Now(); now.Sub(lastProgress) >= every {
 					lastProgress = now
 					progress(false)
+				}
+			}
+			if opt.LiveFindings != nil && opt.Detectors != nil {
+				if now := time.Now(); now.Sub(lastFindings) >= findingsEvery {
+					opt.LiveFindings(opt.Detectors.Snapshot(env()))
+					lastFindings = time.Now() // the snapshot's own time is not counted
 				}
 			}
 		}
@@ -277,8 +298,7 @@ read:
 	progress(true)
 	var findings []detectors.Finding
 	if opt.Detectors != nil {
-		st := an.Stats()
-		findings = opt.Detectors.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime})
+		findings = opt.Detectors.Findings(env())
 	}
 	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), an.Nodes(), findings)
 	if res.Live != nil {

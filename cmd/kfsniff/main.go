@@ -307,6 +307,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
 		o.Sinks = append(append([]capture.Sink{}, opt.Sinks...), add.Sinks...)
 		o.Progress = add.Progress
+		o.LiveFindings = add.LiveFindings
 		if live != nil {
 			return pipeline.RunSource(ctx, live, o)
 		}

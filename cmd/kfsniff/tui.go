@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/tui"
@@ -30,11 +31,14 @@ type uiSession struct {
 
 // uiAdditions are what a front end adds to the analysis. Handlers and
 // Sinks are called on the goroutine running Start; Progress too, about 4
-// times a second and once at the end (Done set).
+// times a second and once at the end (Done set); LiveFindings too, with
+// the findings as they stand about every 2 seconds while the capture runs
+// (not at the end: the final ones are in the result's report).
 type uiAdditions struct {
-	Handlers []flows.Handler
-	Sinks    []capture.Sink // e.g. a spool for the "save the capture so far" key
-	Progress func(pipeline.Progress)
+	Handlers     []flows.Handler
+	Sinks        []capture.Sink // e.g. a spool for the "save the capture so far" key
+	Progress     func(pipeline.Progress)
+	LiveFindings func([]detectors.Finding)
 }
 
 // haveTUI reports whether this build has the terminal UI.
@@ -66,6 +70,7 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 				m.SetCounters(c)
 				m.Sync() // Progress runs on the pipeline goroutine
 			},
+			LiveFindings: m.SetFindings, // a fresh list each time
 		})
 		m.Sync()
 		m.SetFindings(res.Report.Findings)
