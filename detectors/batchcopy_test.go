@@ -2,7 +2,6 @@ package detectors_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -13,11 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/pipeline"
 )
 
 // Builders for the duplicate-batches and replica-divergence tests: record
@@ -241,31 +237,7 @@ func (p *bcPeer) exchange(t time.Time, d time.Duration, req kmsg.Request, resp k
 // detector (thresholds changed by overrides) and returns id's findings.
 func bcFindings(t *testing.T, id string, overrides map[string]float64, script func(t *testing.T, w *gen.Writer)) []detectors.Finding {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(t, w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test.pcap", 0, bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := detectors.New(overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Detectors: set})
-	var out []detectors.Finding
-	for _, fd := range res.Report.Findings {
-		if fd.Detector == id {
-			out = append(out, fd)
-		}
-	}
-	return out
+	return findingsOf(analyseScript(t, overrides, func(w *gen.Writer) { script(t, w) }), id)
 }
 
 // bcWant is what a test expects of one finding: counts and fields must be

@@ -1,8 +1,6 @@
 package detectors_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net/netip"
 	"slices"
@@ -12,11 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/pipeline"
 )
 
 // Helpers shared by the election stall, connection refused and listener
@@ -51,31 +46,7 @@ func (p *kafkaPeer) exchange(t time.Time, req kmsg.Request, resp kmsg.Response) 
 // returns the findings of detector id.
 func trafficFindings(t *testing.T, id string, overrides map[string]float64, script func(w *gen.Writer)) []detectors.Finding {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test.pcap", 0, bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := detectors.New(overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Detectors: set})
-	var out []detectors.Finding
-	for _, fd := range res.Report.Findings {
-		if fd.Detector == id {
-			out = append(out, fd)
-		}
-	}
-	return out
+	return findingsOf(analyseScript(t, overrides, script), id)
 }
 
 // atLeast returns the findings of severity s or above.

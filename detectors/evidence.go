@@ -1,8 +1,10 @@
 package detectors
 
 import (
+	"fmt"
 	"sort"
 
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -90,4 +92,45 @@ func (s idSet) ints() []int {
 		out = append(out, int(id))
 	}
 	return out
+}
+
+// codeTally counts the first few distinct error codes seen.
+type codeTally [4]struct {
+	code int16
+	n    int64
+}
+
+func (t *codeTally) add(code int16) {
+	for i := range t {
+		if t[i].n == 0 {
+			t[i].code = code
+		}
+		if t[i].code == code {
+			t[i].n++
+			return
+		}
+	}
+}
+
+// top is the most frequent code and its count (0, 0 if none).
+func (t *codeTally) top() (int16, int64) {
+	var code int16
+	var n int64
+	for _, c := range t {
+		if c.n > n {
+			code, n = c.code, c.n
+		}
+	}
+	return code, n
+}
+
+// parts lists the codes as "NAME xN".
+func (t *codeTally) parts() []string {
+	var parts []string
+	for _, c := range t {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s x%d", decode.ErrorName(c.code), c.n))
+		}
+	}
+	return parts
 }

@@ -120,14 +120,11 @@ func (n *lwNode) hbAt(t time.Time) (ok, err int64) {
 
 // lwRun is an unbroken run of raft fetches with no successful answer.
 type lwRun struct {
-	first, last time.Time
-	fetches     int64
-	errors      int64
-	unanswered  int64
-	codes       [4]struct {
-		code int16
-		n    int64
-	}
+	first, last   time.Time
+	fetches       int64
+	errors        int64
+	unanswered    int64
+	codes         codeTally
 	servers       nlServers
 	conns         nlConnSet
 	leader, epoch int32
@@ -139,17 +136,7 @@ type lwRun struct {
 
 func (r *lwRun) duration() time.Duration { return r.last.Sub(r.first) }
 
-func (r *lwRun) addCode(code int16) {
-	for i := range r.codes {
-		if r.codes[i].n == 0 {
-			r.codes[i].code = code
-		}
-		if r.codes[i].code == code {
-			r.codes[i].n++
-			return
-		}
-	}
-}
+func (r *lwRun) addCode(code int16) { r.codes.add(code) }
 
 type liveness struct {
 	minHeartbeats int64
@@ -578,24 +565,10 @@ func (d *liveness) finding(env *Env, n *lwNode, r *lwRun, open bool) Finding {
 	return f
 }
 
-func lwTopCode(r *lwRun) (int16, int64) {
-	var code int16
-	var n int64
-	for _, c := range r.codes {
-		if c.n > n {
-			code, n = c.code, c.n
-		}
-	}
-	return code, n
-}
+func lwTopCode(r *lwRun) (int16, int64) { return r.codes.top() }
 
 func lwCodes(r *lwRun) string {
-	var parts []string
-	for _, c := range r.codes {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%s x%d", decode.ErrorName(c.code), c.n))
-		}
-	}
+	parts := r.codes.parts()
 	if r.unanswered > 0 {
 		parts = append(parts, fmt.Sprintf("no answer x%d", r.unanswered))
 	}

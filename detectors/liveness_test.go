@@ -152,7 +152,7 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			tr := newNLTraffic(t)
 			tc.build(tr)
 			r := tr.run(tc.overrides)
-			got := nlFindingsOf(r, "liveness-without-replication")
+			got := findingsOf(r, "liveness-without-replication")
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d findings, want %d:%s", len(got), len(tc.want), nlDescribe(got))
 			}
@@ -202,7 +202,7 @@ func TestObserverScenario(t *testing.T) {
 		if !slices.Contains(mine, want.Detector) {
 			continue
 		}
-		got := nlFindingsOf(r, want.Detector)
+		got := findingsOf(r, want.Detector)
 		if len(got) != 1 {
 			t.Errorf("%s: %d findings, want 1:%s", want.Detector, len(got), nlDescribe(got))
 			continue
@@ -211,11 +211,11 @@ func TestObserverScenario(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	nl := nlFindingsOf(r, "not-leader-loop")
+	nl := findingsOf(r, "not-leader-loop")
 	if len(nl) == 1 && !strings.Contains(nl[0].Summary, "KAFKA-19354") {
 		t.Errorf("not-leader-loop summary %q does not name KAFKA-19354", nl[0].Summary)
 	}
-	lw := nlFindingsOf(r, "liveness-without-replication")
+	lw := findingsOf(r, "liveness-without-replication")
 	if len(lw) == 1 {
 		for _, s := range []string{
 			"broker 68 is alive by heartbeat: 20 heartbeats to node 1003 (10.30.7.85:8081) answered without error",

@@ -2,7 +2,6 @@ package detectors_test
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"net/netip"
 	"sort"
@@ -12,11 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -75,27 +71,7 @@ func (tr *nlTraffic) run(overrides map[string]float64) *report.Report {
 	if err := tr.w.Close(); err != nil {
 		tr.t.Fatal(err)
 	}
-	f, err := capture.NewFile("traffic.pcap", 0, bytes.NewReader(tr.buf.Bytes()))
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	set, err := detectors.New(overrides)
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Detectors: set})
-	return res.Report
-}
-
-// nlFindingsOf returns the findings of one detector.
-func nlFindingsOf(r *report.Report, id string) []detectors.Finding {
-	var out []detectors.Finding
-	for _, f := range r.Findings {
-		if f.Detector == id {
-			out = append(out, f)
-		}
-	}
-	return out
+	return analyseBytes(tr.t, tr.buf.Bytes(), overrides)
 }
 
 var nlT0 = time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
@@ -511,7 +487,7 @@ func TestNotLeaderLoop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newNLTraffic(t)
 			tc.build(tr)
-			got := nlFindingsOf(tr.run(tc.overrides), "not-leader-loop")
+			got := findingsOf(tr.run(tc.overrides), "not-leader-loop")
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d findings, want %d:%s", len(got), len(tc.want), nlDescribe(got))
 			}

@@ -57,43 +57,21 @@ type sfWindow struct {
 	first, last time.Time
 	fetches     int64
 	errors      int64
-	codes       [4]struct {
-		code int16
-		n    int64
-	}
-	servers   nlServers
-	conns     nlConnSet
-	replicaID int32
-	role      flows.Role
-	throttled int64
-	ev        sampler
+	codes       codeTally
+	servers     nlServers
+	conns       nlConnSet
+	replicaID   int32
+	role        flows.Role
+	throttled   int64
+	ev          sampler
 }
 
 func (w *sfWindow) duration() time.Duration { return w.last.Sub(w.first) }
 
-func (w *sfWindow) addCode(code int16) {
-	for i := range w.codes {
-		if w.codes[i].n == 0 {
-			w.codes[i].code = code
-		}
-		if w.codes[i].code == code {
-			w.codes[i].n++
-			return
-		}
-	}
-}
+func (w *sfWindow) addCode(code int16) { w.codes.add(code) }
 
 // topError is the most frequent error of the window, or 0.
-func (w *sfWindow) topError() (int16, int64) {
-	var code int16
-	var n int64
-	for _, c := range w.codes {
-		if c.n > n {
-			code, n = c.code, c.n
-		}
-	}
-	return code, n
-}
+func (w *sfWindow) topError() (int16, int64) { return w.codes.top() }
 
 type stalledFetch struct {
 	minFetches  int64
@@ -429,11 +407,5 @@ func nlErrHint(code int16) string {
 }
 
 func nlCodes(w *sfWindow) string {
-	var parts []string
-	for _, c := range w.codes {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%s x%d", decode.ErrorName(c.code), c.n))
-		}
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(w.codes.parts(), ", ")
 }

@@ -173,7 +173,7 @@ func TestStalledFetch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newNLTraffic(t)
 			tc.build(tr)
-			got := nlFindingsOf(tr.run(tc.overrides), "stalled-fetch")
+			got := findingsOf(tr.run(tc.overrides), "stalled-fetch")
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d findings, want %d:%s", len(got), len(tc.want), nlDescribe(got))
 			}
