@@ -5,6 +5,7 @@ GO        ?= go
 BIN       ?= kfsniff
 CAPTURE   ?= fixtures/pcaps/scenarios/observer-fetch-loop.pcap
 FUZZTIME  ?= 10s
+FUZZFLAGS ?=
 BENCHTIME ?= 1s
 E2ETIME   ?= 2s
 E2ECOUNT  ?= 3
@@ -49,12 +50,16 @@ bench-tshark: ## kfsniff against tshark on generated captures (bench/compare-tsh
 	bench/compare-tshark.sh
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME each
-	@for pkg in $$($(GO) list ./...); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+fuzz: ## run every fuzz target for FUZZTIME each (FUZZFLAGS="-parallel 1" for one worker); fails at the end if any did
+	@failed=""; \
+	for pd in $$($(GO) list -f '{{.ImportPath}}={{.Dir}}' ./...); do \
+	  pkg=$${pd%%=*}; dir=$${pd#*=}; \
+	  for t in $$(cat $$dir/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg || failed="$$failed $$pkg.$$t"; \
 	  done; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
 
 .PHONY: lint
 lint: ## gofmt and go vet

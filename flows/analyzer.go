@@ -70,6 +70,8 @@ type Stats struct {
 	FirstBadWhy  string
 	// UnknownAPIs counts request frames kmsg cannot decode, by "key N vV".
 	UnknownAPIs map[UnknownAPI]int
+	// InternalErrors counts recovered panics (connections abandoned).
+	InternalErrors int64
 	// IdleEvicted counts connections whose reassembly state was dropped
 	// after IdleTimeout without packets.
 	IdleEvicted int64

@@ -32,6 +32,7 @@ const (
 	SkipNotKafka  = "not-kafka"  // a direction that never framed as Kafka
 	SkipTooLarge  = "frame-size" // size prefix over --max-frame or below the minimum
 	SkipUnmatched = "unmatched"  // response frames with no captured request
+	SkipEnd       = "end"        // a frame still incomplete when the connection closed or the capture ended
 )
 
 // Conn is one TCP connection carrying Kafka.
@@ -80,6 +81,13 @@ type Conn struct {
 	// Problems lists the first few framing and decoding problems with
 	// their packet numbers.
 	Problems []Problem
+
+	// Broken marks a connection abandoned after an internal error
+	// (a recovered panic) at BrokenPacket.
+	Broken       bool
+	BrokenFile   int
+	BrokenPacket uint64
+	BrokenWhy    string
 
 	Closed bool // FIN seen both ways
 	Reset  bool // RST seen

@@ -114,7 +114,7 @@ func (f *framer) dirName() string {
 // end is called when the connection closes: a partial frame left is lost.
 func (f *framer) end() {
 	if len(f.buf) > 0 {
-		reason := SkipGap
+		reason := SkipEnd
 		if !f.synced {
 			reason = SkipResync
 		}

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/google/gopacket"
@@ -178,6 +179,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if s.ignore {
 		return
 	}
+	defer s.recoverPanic()
 	dir, _, _, skip := sg.Info()
 	d := dirIndex(dir)
 	n, _ := sg.Lengths()
@@ -197,6 +199,31 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		return
 	}
 	s.fr[s.role(d)].feed(data)
+}
+
+// recoverPanic isolates a fault while handling one connection (a decoder
+// or handler bug met by hostile input): the connection is marked broken
+// with the packet number and ignored from then on; the rest of the capture
+// is analysed and the report carries an internal-error finding.
+func (s *stream) recoverPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	s.ignore = true
+	a := s.a
+	a.stats.InternalErrors++
+	file, pkt, _ := a.packetPos()
+	what := fmt.Sprintf("internal error, connection abandoned: %v", p)
+	if c := s.conn; c != nil {
+		c.Broken = true
+		c.BrokenPacket, c.BrokenFile, c.BrokenWhy = pkt, file, fmt.Sprint(p)
+		c.problem(file, pkt, what)
+		return
+	}
+	if a.stats.FirstBad == 0 {
+		a.stats.FirstBad, a.stats.FirstBadFile, a.stats.FirstBadWhy = pkt, file, what
+	}
 }
 
 // ReassemblyComplete implements reassembly.Stream.

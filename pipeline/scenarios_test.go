@@ -20,6 +20,12 @@ import (
 // default thresholds.
 func analyseWithDetectors(t *testing.T, path string) *report.Report {
 	t.Helper()
+	return runFileWithDetectors(t, path)
+}
+
+// runFileWithDetectors is analyseWithDetectors with extra handlers.
+func runFileWithDetectors(t *testing.T, path string, handlers ...flows.Handler) *report.Report {
+	t.Helper()
 	f, err := capture.Open(path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +35,7 @@ func analyseWithDetectors(t *testing.T, path string) *report.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set})
+	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers})
 	return res.Report
 }
 
