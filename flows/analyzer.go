@@ -93,16 +93,19 @@ type UnknownAPI struct{ Key, Version int16 }
 // Analyzer turns packets into Kafka messages and exchanges. It is not safe
 // for concurrent use: one goroutine feeds it packets.
 type Analyzer struct {
-	cfg        Config
-	reqH       []RequestHandler
-	exH        []ExchangeHandler
-	connH      []ConnHandler
-	stats      Stats
-	conns      []*Conn
-	nodes      *Nodes
-	streams    map[tupleKey]*stream
-	idle       map[tupleKey]*Conn
-	lastIdle   time.Time
+	cfg      Config
+	reqH     []RequestHandler
+	exH      []ExchangeHandler
+	connH    []ConnHandler
+	stats    Stats
+	conns    []*Conn
+	nodes    *Nodes
+	streams  map[tupleKey]*stream
+	idle     map[tupleKey]*Conn
+	lastIdle time.Time
+	// born holds the creation times of recent streams, oldest first, to
+	// pick how far back to close under churn.
+	born       []time.Time
 	connScan   int
 	lastID     int
 	syns       map[tupleKey]*synState
@@ -204,6 +207,10 @@ func (a *Analyzer) nextID() int {
 	a.lastID++
 	return a.lastID
 }
+
+// Above maxStreams TCP connections tracked at once, the older half of
+// them that were not heard from since are closed early.
+const maxStreams = 20000
 
 // maxIdle bounds the idle-evicted connections remembered for resumption.
 const maxIdle = 65536
@@ -340,6 +347,15 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	}
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
+	if len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {
+		// Connection churn (SYN floods, port scans): the older half of
+		// the connections not heard from since they were created is
+		// closed early; a Kafka connection among them resumes when it
+		// speaks again.
+		cut := a.born[len(a.born)-maxStreams/2]
+		a.born = append(a.born[:0], a.born[len(a.born)-maxStreams/2:]...)
+		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(-a.cfg.ReorderWindow), TC: cut})
+	}
 	if a.flushNow {
 		// A hole proven lost by an ACK (see stream.trackSeq).
 		a.flushNow = false

@@ -34,6 +34,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		s.resume(c)
 	}
 	a.streams[key] = s
+	a.born = append(a.born, a.cur.Time)
 	return s
 }
 

@@ -47,8 +47,6 @@ const (
 // the structure bounds it; the test fails when one of them comes within
 // bounds, so that the entry is removed with the fix.
 var knownUnbounded = map[string]string{
-	"churn-syns.pcap": "flows keeps a *stream (Analyzer.streams) and a gopacket reassembly connection " +
-		"(StreamPool) for every SYN, never evicted",
 	"unanswered-conns.pcap": "pending requests are bounded per connection (MaxPending 100000) but not in total, " +
 		"and each pending request keeps its decoded kmsg request (about 800 bytes for a one-topic Metadata v12)",
 	"giant-frames.pcap": "the framer buffers a partial frame up to --max-frame (100 MiB) per direction with no " +
