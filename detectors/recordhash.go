@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"io"
 	"math"
+	"math/bits"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -37,22 +38,20 @@ var (
 // past max bytes, and fingerprints their records. It keeps its decoders
 // for reuse; it is not safe for concurrent use, like the detectors.
 type recordHasher struct {
-	seed maphash.Seed
-	max  int
-	out  bytes.Buffer
-	lim  io.LimitedReader
-	src  bytes.Reader
-	gz   *gzip.Reader
-	lz   *lz4.Reader
-	zs   *zstd.Decoder
-	zbuf []byte
-	h    maphash.Hash
+	seed  maphash.Seed
+	max   int
+	out   bytes.Buffer
+	lim   io.LimitedReader
+	src   bytes.Reader
+	gz    *gzip.Reader
+	lz    *lz4.Reader
+	zs    *zstd.Decoder
+	zbuf  []byte
+	canon []byte // a record's content in its minimal encoding
 }
 
 func newRecordHasher(max int) *recordHasher {
-	r := &recordHasher{seed: maphash.MakeSeed(), max: max}
-	r.h.SetSeed(r.seed)
-	return r
+	return &recordHasher{seed: maphash.MakeSeed(), max: max}
 }
 
 // hashes appends to dst the fingerprints of b's records. b.Raw must be
@@ -196,11 +195,18 @@ var errRecord = errors.New("malformed record")
 // offset delta, key, value, headers, with zigzag varints. The timestamp
 // is hashed as an absolute time, so records re-batched under another
 // first timestamp still match.
+//
+// A record's content (key, value, headers) is hashed in one call over its
+// bytes as they are on the wire, from the key's length to the end of the
+// last header: that encoding is a one-to-one image of the content when
+// its varints are minimal, as every producer writes them. A record with a
+// longer varint (the wire allows it) or with bytes after its headers is
+// hashed as its minimal encoding, rebuilt, so that equal content always
+// gives equal fingerprints.
 func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) ([]recordHash, error) {
 	if n < 0 || n > len(b) {
 		return dst, errRecord
 	}
-	var ts [8]byte
 	for i := 0; i < n; i++ {
 		length, k := binary.Varint(b)
 		if k <= 0 || length < 0 || length > int64(len(b)-k) {
@@ -222,47 +228,106 @@ func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) (
 			return dst, errRecord
 		}
 		rec = rec[k:]
-		r.h.Reset()
-		binary.BigEndian.PutUint64(ts[:], uint64(firstTS+tsDelta))
-		r.h.Write(ts[:])
-		var ok bool
-		if rec, ok = r.field(rec, true); !ok { // key
+		end, minimal, ok := contentEnd(rec)
+		if !ok {
 			return dst, errRecord
 		}
-		if rec, ok = r.field(rec, true); !ok { // value
-			return dst, errRecord
+		content := rec[:end]
+		if !minimal || end != len(rec) {
+			r.canon = canonical(r.canon[:0], content)
+			content = r.canon
 		}
-		headers, k := binary.Varint(rec)
-		if k <= 0 || headers < 0 || headers > int64(len(rec)) {
-			return dst, errRecord
-		}
-		rec = rec[k:]
-		for range headers {
-			if rec, ok = r.field(rec, false); !ok {
-				return dst, errRecord
-			}
-			if rec, ok = r.field(rec, true); !ok {
-				return dst, errRecord
-			}
-		}
-		dst = append(dst, recordHash{h: r.h.Sum64(), delta: int32(delta)})
+		h := maphash.Bytes(r.seed, content) ^ uint64(firstTS+tsDelta)*0x9e3779b97f4a7c15
+		dst = append(dst, recordHash{h: fmix64(h), delta: int32(delta)})
 	}
 	return dst, nil
 }
 
-// field hashes one length-prefixed field (-1 is null where nullable) and
-// returns the bytes after it.
-func (r *recordHasher) field(b []byte, nullable bool) ([]byte, bool) {
-	l, k := binary.Varint(b)
-	if k <= 0 || l < -1 || l > int64(len(b)-k) || (l == -1 && !nullable) {
-		return nil, false
+// contentEnd walks a record's key, value and headers, checking them as
+// field checks each, and returns where they end and whether every length
+// is a minimal varint.
+func contentEnd(rec []byte) (end int, minimal, ok bool) {
+	minimal = true
+	at := 0
+	if at, ok = skipField(rec, at, true, &minimal); !ok { // key
+		return 0, false, false
 	}
-	var lb [8]byte
-	binary.BigEndian.PutUint64(lb[:], uint64(l))
-	r.h.Write(lb[:]) // the length (or -1) keeps null apart from empty
-	if l <= 0 {
-		return b[k:], true
+	if at, ok = skipField(rec, at, true, &minimal); !ok { // value
+		return 0, false, false
 	}
-	r.h.Write(b[k : k+int(l)])
-	return b[k+int(l):], true
+	headers, k := binary.Varint(rec[at:])
+	if k <= 0 || headers < 0 || headers > int64(len(rec)-at) {
+		return 0, false, false
+	}
+	minimal = minimal && k == varintLen(headers)
+	at += k
+	for range headers {
+		if at, ok = skipField(rec, at, false, &minimal); !ok {
+			return 0, false, false
+		}
+		if at, ok = skipField(rec, at, true, &minimal); !ok {
+			return 0, false, false
+		}
+	}
+	return at, minimal, true
+}
+
+// skipField checks the length-prefixed field at rec[at:] (-1 is null
+// where nullable) and returns where it ends.
+func skipField(rec []byte, at int, nullable bool, minimal *bool) (int, bool) {
+	var l int64
+	var k int
+	if at < len(rec) && rec[at] < 0x80 { // one byte: always minimal
+		l, k = int64(rec[at]>>1)^-int64(rec[at]&1), 1
+	} else {
+		l, k = binary.Varint(rec[at:])
+		if k > 0 && k != varintLen(l) {
+			*minimal = false
+		}
+	}
+	if k <= 0 || l < -1 || l > int64(len(rec)-at-k) || (l == -1 && !nullable) {
+		return 0, false
+	}
+	return at + k + max(int(l), 0), true
+}
+
+// canonical appends the minimal encoding of content, a record's key,
+// value and headers already checked by contentEnd.
+func canonical(dst, content []byte) []byte {
+	field := func() {
+		l, k := binary.Varint(content)
+		dst = binary.AppendVarint(dst, l)
+		content = content[k:]
+		if l > 0 {
+			dst = append(dst, content[:l]...)
+			content = content[l:]
+		}
+	}
+	field()
+	field()
+	headers, k := binary.Varint(content)
+	dst = binary.AppendVarint(dst, headers)
+	content = content[k:]
+	for range headers {
+		field()
+		field()
+	}
+	return dst
+}
+
+// varintLen is the length of v's minimal zigzag varint.
+func varintLen(v int64) int {
+	ux := uint64(v)<<1 ^ uint64(v>>63)
+	return (bits.Len64(ux|1) + 6) / 7
+}
+
+// fmix64 is MurmurHash3's finaliser: a bijection that spreads every input
+// bit over the output.
+func fmix64(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
