@@ -92,10 +92,11 @@ type Conn struct {
 	Closed bool // FIN seen both ways
 	Reset  bool // RST seen
 
-	nodes     *Nodes
-	pending   []*Message
-	pendHead  int
-	lastIDRaw []byte
+	nodes    *Nodes
+	pending  []*Message
+	pendHead int
+	// lastID is the client id of the last request (one of ClientIDs).
+	lastID string
 }
 
 // Problem is one framing or decoding problem on a connection.
@@ -135,25 +136,26 @@ func (c *Conn) problem(file int, pkt uint64, what string) {
 	}
 }
 
-// clientID returns the client id as a string, reusing the previous one if
-// the bytes are the same (they almost always are on one connection).
+// clientID returns the client id as a string, reusing the one of the
+// previous request if the bytes are the same (they almost always are on
+// one connection), so that no string is allocated per request.
 func (c *Conn) clientID(raw []byte, null bool) string {
 	if null {
 		return ""
 	}
-	if len(c.ClientIDs) > 0 && string(raw) == string(c.lastIDRaw) {
-		return c.ClientIDs[len(c.ClientIDs)-1]
+	if len(c.ClientIDs) > 0 && string(raw) == c.lastID {
+		return c.lastID
 	}
 	for _, id := range c.ClientIDs {
 		if id == string(raw) {
-			c.lastIDRaw = append(c.lastIDRaw[:0], raw...)
+			c.lastID = id
 			return id
 		}
 	}
 	id := string(raw)
 	if len(c.ClientIDs) < maxClientIDs {
 		c.ClientIDs = append(c.ClientIDs, id)
-		c.lastIDRaw = append(c.lastIDRaw[:0], raw...)
+		c.lastID = id
 	}
 	return id
 }

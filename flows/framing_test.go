@@ -170,3 +170,27 @@ func TestAcksZeroProduceExpectsNoResponse(t *testing.T) {
 		t.Errorf("latency %v, want 1ms", lat)
 	}
 }
+
+// TestClientIDsPerRequest: each request carries its own client id when a
+// connection alternates between several (the per-connection cache of the
+// last one must not answer with another).
+func TestClientIDsPerRequest(t *testing.T) {
+	ids := []string{"a", "b", "a", "a", "b", "b", "c", "a"}
+	_, col := analyse(t, flows.DefaultConfig(), func(w *gen.Writer) {
+		c := w.Conn(client, broker, t0, gen.ConnOptions{})
+		for i, id := range ids {
+			at := t0.Add(time.Duration(2*i+1) * time.Millisecond)
+			c.Request(at, int32(i), kmsg.StringPtr(id), apiVersions(3))
+			c.Response(at.Add(time.Millisecond), int32(i), apiVersionsResp(3))
+		}
+		c.Close(t0.Add(time.Second))
+	})
+	if len(col.requests) != len(ids) {
+		t.Fatalf("%d requests, want %d", len(col.requests), len(ids))
+	}
+	for i, m := range col.requests {
+		if m.ClientID != ids[i] {
+			t.Errorf("request %d: client id %q, want %q", i, m.ClientID, ids[i])
+		}
+	}
+}
