@@ -34,6 +34,10 @@ type Config struct {
 	// MaxConns bounds the connections reported one by one; beyond it the
 	// oldest (closed ones first) are folded into Stats.Evicted.
 	MaxConns int
+	// MaxPendingTotal bounds the requests waiting for a response across
+	// all connections; above it the oldest waiting anywhere is dropped and
+	// counted unanswered, as for MaxPending. Zero: no total bound.
+	MaxPendingTotal int
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -47,6 +51,7 @@ func DefaultConfig() Config {
 		MaxBufferedPages: 4096,
 		IdleTimeout:      10 * time.Minute,
 		MaxConns:         100000,
+		MaxPendingTotal:  200000,
 	}
 }
 
@@ -129,6 +134,9 @@ type Analyzer struct {
 	lastQueued time.Time
 	lastFile   int
 	lastN      uint64
+	// waits bounds the requests waiting across connections (see
+	// Config.MaxPendingTotal).
+	waits waits
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which

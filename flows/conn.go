@@ -68,7 +68,7 @@ type Conn struct {
 	Unmatched      int // responses whose request was not captured
 	Unanswered     int // requests with no response by the end
 	NoResponse     int // acks=0 produce requests
-	Evicted        int // pending requests dropped for --max-pending
+	Evicted        int // waiting requests dropped for MaxPending or MaxPendingTotal
 	Bytes          [2]int64
 	Packets        [2]int64
 
@@ -92,9 +92,21 @@ type Conn struct {
 	Closed bool // FIN seen both ways
 	Reset  bool // RST seen
 
-	nodes    *Nodes
+	noted uint8 // problems already recorded once (noteMaxPending, ...)
+	nodes *Nodes
+	// pending holds the requests waiting for a response, oldest first,
+	// from pendHead on. Requests only ever leave from the front (a match
+	// also drops the older ones), so pendBase, the number of requests
+	// that have left, places every request pushed: the one pushed n-th
+	// (from 0) is still waiting iff n >= pendBase. partials counts the
+	// waiting requests known only by their header (Message.Partial).
 	pending  []*Message
-	pendHead int
+	pendHead int32
+	partials int32
+	pendBase int64
+	// waits is the analyzer's count of waiting requests across
+	// connections (nil for a Conn made outside an Analyzer).
+	waits *waits
 	// lastID is the client id of the last request (one of ClientIDs).
 	lastID string
 }
@@ -163,58 +175,85 @@ func (c *Conn) clientID(raw []byte, null bool) string {
 // Nodes returns the node identities learned so far in this analysis.
 func (c *Conn) Nodes() *Nodes { return c.nodes }
 
-// Pending is the number of requests waiting for a response.
-func (c *Conn) Pending() int { return len(c.pending) - c.pendHead }
+// Pending is the number of requests waiting for a response. Requests
+// whose frame was cut (Message.Partial) are not counted: they were never
+// counted as requests either, and are kept only to decode a response.
+func (c *Conn) Pending() int { return c.waiting() - int(c.partials) }
 
+// waiting is the number of requests in pending, partial ones included.
+func (c *Conn) waiting() int { return len(c.pending) - int(c.pendHead) }
+
+// push adds a waiting request. If max (> 0) requests already wait, the
+// oldest is removed and returned.
 func (c *Conn) push(m *Message, max int) (evicted *Message) {
-	if c.pendHead > 0 && c.pendHead >= len(c.pending)/2 {
+	if c.pendHead > 0 && int(c.pendHead) >= len(c.pending)/2 {
 		n := copy(c.pending, c.pending[c.pendHead:])
 		clear(c.pending[n:])
 		c.pending = c.pending[:n]
 		c.pendHead = 0
 	}
-	if max > 0 && c.Pending() >= max {
-		evicted = c.pending[c.pendHead]
-		c.pending[c.pendHead] = nil
-		c.pendHead++
+	if max > 0 && c.waiting() >= max {
+		evicted = c.popHead()
 	}
 	c.pending = append(c.pending, m)
+	if m.Partial {
+		c.partials++
+	}
+	if c.waits != nil {
+		c.waits.total++
+	}
 	return evicted
+}
+
+// lastSeq is the sequence number (see pendBase) of the request pushed last.
+func (c *Conn) lastSeq() int64 { return c.pendBase + int64(c.waiting()) - 1 }
+
+// popHead removes and returns the oldest waiting request, or nil.
+func (c *Conn) popHead() *Message {
+	if c.waiting() == 0 {
+		return nil
+	}
+	m := c.pending[c.pendHead]
+	c.pending[c.pendHead] = nil
+	c.pendHead++
+	c.left(m)
+	if int(c.pendHead) == len(c.pending) {
+		c.pending, c.pendHead = c.pending[:0], 0
+	}
+	return m
+}
+
+// left accounts for a request leaving pending.
+func (c *Conn) left(m *Message) {
+	c.pendBase++
+	if m.Partial {
+		c.partials--
+	}
+	if c.waits != nil {
+		c.waits.total--
+	}
 }
 
 // match finds the pending request with correlation id corr. Kafka answers
 // requests on a connection in order, so it is normally the oldest; requests
-// older than the match can no longer be answered and are returned in
-// skipped.
+// older than the match can no longer be answered and are passed to
+// skipped (partial ones too: see Message.Partial).
 func (c *Conn) match(corr int32, skipped func(*Message)) *Message {
-	for i := c.pendHead; i < len(c.pending); i++ {
+	for i := int(c.pendHead); i < len(c.pending); i++ {
 		if c.pending[i].Correlation != corr {
 			continue
 		}
-		m := c.pending[i]
-		for j := c.pendHead; j < i; j++ {
-			skipped(c.pending[j])
-			c.pending[j] = nil
+		for int(c.pendHead) < i {
+			skipped(c.popHead())
 		}
-		// Remove m, keeping the order of the rest.
-		c.pending[i] = nil
-		if i == c.pendHead {
-			c.pendHead++
-		} else {
-			c.pendHead = i + 1
-		}
-		if c.pendHead == len(c.pending) {
-			c.pending = c.pending[:0]
-			c.pendHead = 0
-		}
-		return m
+		return c.popHead()
 	}
 	return nil
 }
 
 // hasPending reports whether a request with correlation id corr waits.
 func (c *Conn) hasPending(corr int32) bool {
-	for i := c.pendHead; i < len(c.pending); i++ {
+	for i := int(c.pendHead); i < len(c.pending); i++ {
 		if c.pending[i].Correlation == corr {
 			return true
 		}
@@ -231,9 +270,17 @@ func (c *Conn) hasPendingAt(b []byte) bool {
 	return c.hasPending(int32(uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7])))
 }
 
-// drain removes and returns all pending requests.
+// drain removes all pending requests and returns those counted as
+// requests (partial ones are left out: they were never counted, and their
+// bytes are counted as skipped).
 func (c *Conn) drain() []*Message {
-	out := c.pending[c.pendHead:]
+	out := c.pending[c.pendHead:c.pendHead]
+	for _, m := range c.pending[c.pendHead:] {
+		c.left(m)
+		if !m.Partial {
+			out = append(out, m)
+		}
+	}
 	c.pending, c.pendHead = nil, 0
 	return out
 }

@@ -58,11 +58,7 @@ func (f *framer) gap(n int) {
 		if !f.resp && f.synced && !f.tentative {
 			if m := f.partialRequest(f.buf); m != nil {
 				what += fmt.Sprintf(" (%s v%d corr %d)", decode.Name(m.Key), m.Version, m.Correlation)
-				if old := c.push(m, f.s.a.cfg.MaxPending); old != nil {
-					c.Evicted++
-					c.Unanswered++
-					f.s.a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
-				}
+				f.s.a.wait(c, m)
 			}
 		}
 	}
@@ -400,11 +396,7 @@ func (f *framer) request(frame []byte) bool {
 		a.emit(&Exchange{Conn: c, Req: m, NoResponse: true})
 		return true
 	}
-	if old := c.push(m, a.cfg.MaxPending); old != nil {
-		c.Evicted++
-		c.Unanswered++
-		a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
-	}
+	a.wait(c, m)
 	return true
 }
 
@@ -423,12 +415,9 @@ func (f *framer) response(frame []byte) bool {
 	a := f.s.a
 	c := f.conn()
 	corr, _ := decode.Correlation(frame)
-	req := c.match(corr, func(old *Message) {
-		// Answered out of order means never answered: Kafka responds
-		// on a connection in request order.
-		c.Unanswered++
-		a.emit(&Exchange{Conn: c, Req: old, Unanswered: true})
-	})
+	// Answered out of order means never answered: Kafka responds on a
+	// connection in request order.
+	req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 	f.tentative = false
 	m := f.newMessage()
 	m.Size = len(frame) + 4

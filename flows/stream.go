@@ -342,6 +342,7 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 		MidStream:   s.midstream[0] || s.midstream[1],
 		APIs:        make(map[int16]int),
 		nodes:       a.nodes,
+		waits:       &a.waits,
 		File:        a.cur.File,
 		FirstPacket: a.cur.N,
 		LastPacket:  a.cur.N,
