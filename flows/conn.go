@@ -33,6 +33,7 @@ const (
 	SkipTooLarge  = "frame-size" // size prefix over --max-frame or below the minimum
 	SkipUnmatched = "unmatched"  // response frames with no captured request
 	SkipEnd       = "end"        // a frame still incomplete when the connection closed or the capture ended
+	SkipSnaplen   = "snaplen"    // bytes cut by the capture's snapshot length, and the rest of the frames they cut
 )
 
 // Conn is one TCP connection carrying Kafka.

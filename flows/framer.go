@@ -14,9 +14,9 @@ import (
 // frames and decodes them. It keeps the bytes of an incomplete frame and,
 // after a hole or a framing error, scans for the next frame boundary.
 type framer struct {
-	s    *stream
+	s *stream
+	// (Fields are ordered to keep the struct, two per stream, small.)
 	resp bool // frames responses (server to client)
-	buf  []byte
 	// synced: buf starts at a frame boundary. initial: the capture began
 	// mid-stream and no boundary has been found yet. tentative: the
 	// boundary was guessed by a scan and the first frame must decode.
@@ -25,6 +25,9 @@ type framer struct {
 	tentative  bool
 	tls        bool
 	everFramed bool
+	// skipWhy is the reason (skipReasons) for the bytes of skipTo.
+	skipWhy uint8
+	buf     []byte
 	// skipTo is how many more bytes belong to a frame cut by a gap.
 	skipTo int64
 	// First packet and time of the frame at the start of buf.
@@ -43,31 +46,64 @@ const (
 
 func (f *framer) conn() *Conn { return f.s.conn }
 
-// gap drops the partial frame around a hole of n lost bytes. If the lost
-// frame is a request whose header was captured, the request is still
-// remembered (not counted as a request frame) so that its response can be
-// decoded.
-func (f *framer) gap(n int) {
+// skipReasons are the reasons the rest of a frame may be skipped for
+// (framer.skipWhy indexes them).
+var skipReasons = [...]string{SkipGap, SkipSnaplen}
+
+func skipWhy(reason string) uint8 {
+	for i, r := range skipReasons {
+		if r == reason {
+			return uint8(i)
+		}
+	}
+	panic("flows: no skip reason " + reason)
+}
+
+// gap drops the partial frame around a hole of n bytes, cut of which
+// were cut by the snaplen from the packet before the hole (the rest were
+// lost). If the lost frame is a request whose header was captured, the
+// request is still remembered (not counted as a request frame) so that
+// its response can be decoded.
+func (f *framer) gap(n, cut int) {
 	c := f.conn()
+	a := f.s.a
 	c.Gaps++
-	c.skip(SkipGap, n+len(f.buf))
-	file, pkt, _ := f.s.a.packetPos()
+	file, pkt, _ := a.packetPos()
+	reason := SkipGap
 	what := fmt.Sprintf("%d bytes lost in %s direction", n, f.dirName())
+	if cut > 0 {
+		// The bytes around the hole are skipped for the first cause.
+		reason = SkipSnaplen
+		what = fmt.Sprintf("%d bytes cut by the snaplen (capture with -s 0 for whole packets) in %s direction", cut, f.dirName())
+		if cut < n {
+			what += fmt.Sprintf(", %d more lost", n-cut)
+		}
+	}
+	c.skip(reason, cut+len(f.buf))
+	c.skip(SkipGap, n-cut)
+	if f.skipTo > 0 {
+		// Inside a frame already being skipped (and reported): if the
+		// hole ends within it, stay in step with its end.
+		if int64(n) <= f.skipTo {
+			f.skipTo -= int64(n)
+			return
+		}
+		f.skipTo = 0
+	}
 	if len(f.buf) > 0 {
 		what += "; partial frame dropped"
 		if !f.resp && f.synced && !f.tentative {
 			if m := f.partialRequest(f.buf); m != nil {
 				what += fmt.Sprintf(" (%s v%d corr %d)", decode.Name(m.Key), m.Version, m.Correlation)
-				f.s.a.wait(c, m)
+				a.wait(c, m)
 			}
 		}
 	}
 	// If the lost frame's size prefix was captured, its end is known:
 	// skip to it and stay in step, checking that the next frame decodes.
-	f.skipTo = 0
-	if size, ok := decode.FrameSize(f.buf); ok && f.synced && size >= 0 && int64(size) <= int64(f.s.a.cfg.MaxFrame) {
+	if size, ok := decode.FrameSize(f.buf); ok && f.synced && size >= 0 && int64(size) <= int64(a.cfg.MaxFrame) {
 		if rest := int64(size) + 4 - int64(len(f.buf)) - int64(n); rest >= 0 {
-			f.skipTo = rest
+			f.skipTo, f.skipWhy = rest, skipWhy(reason)
 			f.buf = f.buf[:0]
 			f.tentative = true
 			c.problem(file, pkt, what)
@@ -100,6 +136,13 @@ func (f *framer) partialRequest(b []byte) *Message {
 	return m
 }
 
+func (f *framer) role() Dir {
+	if f.resp {
+		return ToClient
+	}
+	return ToServer
+}
+
 func (f *framer) dirName() string {
 	if f.resp {
 		return "server->client"
@@ -107,12 +150,23 @@ func (f *framer) dirName() string {
 	return "client->server"
 }
 
-// end is called when the connection closes: a partial frame left is lost.
+// end is called when the connection closes or the capture ends: a partial
+// frame left is lost (cut by the snaplen if the last packet was).
 func (f *framer) end() {
+	// The bytes cut from the last packet are not delivered as a hole
+	// when nothing follows them.
+	cut := f.s.cutLast(f.role())
+	f.conn().skip(SkipSnaplen, cut)
 	if len(f.buf) > 0 {
 		reason := SkipEnd
+		if cut > 0 {
+			reason = SkipSnaplen
+		}
 		if !f.synced {
 			reason = SkipResync
+			if !f.everFramed && !f.initial {
+				reason = SkipNotKafka
+			}
 		}
 		f.conn().skip(reason, len(f.buf))
 		f.buf = f.buf[:0]
@@ -128,7 +182,7 @@ func (f *framer) feed(data []byte) {
 	if f.skipTo > 0 {
 		n := min(f.skipTo, int64(len(data)))
 		f.skipTo -= n
-		f.conn().skip(SkipGap, int(n))
+		f.conn().skip(skipReasons[f.skipWhy], int(n))
 		data = data[n:]
 		if len(data) == 0 {
 			return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,5 +193,83 @@ func TestClientIDsPerRequest(t *testing.T) {
 		if m.ClientID != ids[i] {
 			t.Errorf("request %d: client id %q, want %q", i, m.ClientID, ids[i])
 		}
+	}
+}
+
+// TestSnaplenCut: bytes missing after a packet cut by the snaplen are
+// skipped as "snaplen" (not "gap": nothing was lost in the network) with a
+// problem saying so, and a request cut that way is neither a request nor
+// unanswered; bytes of a segment really lost are still "gap". Either way
+// every byte of the frame is counted once.
+func TestSnaplenCut(t *testing.T) {
+	cases := []struct {
+		name    string
+		snaplen int
+		lose    bool
+		reason  string
+		says    string
+	}{
+		{"cut", 400, false, flows.SkipSnaplen, "bytes cut by the snaplen (capture with -s 0 for whole packets) in client->server direction"},
+		{"lost", 0, true, flows.SkipGap, "1460 bytes lost in client->server direction"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w, err := gen.NewWriter(&buf, gen.Options{Snaplen: tc.snaplen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := w.Conn(client, broker, t0, gen.ConnOptions{})
+			// ApiVersions fits in 400 bytes; the 5000-byte Produce
+			// does not, nor does any of its segments.
+			c.Request(t0.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+			c.Response(t0.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+			if tc.lose {
+				c.Drop(c.Segments() + 1)
+			}
+			p := kmsg.NewPtrProduceRequest()
+			p.Version, p.Acks, p.TimeoutMillis = 9, -1, 1000
+			tp := kmsg.NewProduceRequestTopic()
+			tp.Topic = "orders"
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Records = gen.RecordBatch(0, t0, []gen.Record{{Value: bytes.Repeat([]byte{'x'}, 4800)}})
+			tp.Partitions = append(tp.Partitions, pp)
+			p.Topics = append(p.Topics, tp)
+			big := c.Request(t0.Add(3*time.Millisecond), 3, kmsg.StringPtr("id"), p)
+			c.Close(t0.Add(4 * time.Millisecond))
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := capture.NewFile("t", 0, &buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := &collected{}
+			a := flows.New(flows.DefaultConfig(), col)
+			var pk capture.Packet
+			for f.Next(&pk) == nil {
+				a.Packet(&pk)
+			}
+			a.Close()
+			conn := a.Conns()[0]
+			if conn.Requests != 1 || conn.Responses != 1 || conn.Unanswered != 0 {
+				t.Errorf("%d requests, %d responses, %d unanswered; want the ApiVersions exchange only", conn.Requests, conn.Responses, conn.Unanswered)
+			}
+			for _, x := range col.exchanges {
+				if x.Unanswered {
+					t.Errorf("%s corr %d delivered as unanswered", x.Req.Name(), x.Req.Correlation)
+				}
+			}
+			var sum int64
+			for _, n := range conn.Skipped {
+				sum += n
+			}
+			if conn.Gaps == 0 || len(conn.Skipped) != 1 || sum != int64(len(big)) {
+				t.Errorf("gaps %d, skipped %v; want gaps and all %d bytes of the Produce as %q", conn.Gaps, conn.Skipped, len(big), tc.reason)
+			}
+			if len(conn.Problems) == 0 || !strings.Contains(conn.Problems[0].What, tc.says) || !strings.Contains(conn.Problems[0].What, "Produce v9 corr 3") {
+				t.Errorf("problems %+v, want the first to say %q and name the request", conn.Problems, tc.says)
+			}
+		})
 	}
 }

@@ -86,7 +86,23 @@ type stream struct {
 	seqKnown  [2]bool
 	delivered [2]uint32
 	maxSeen   [2]uint32
+	// cuts remembers where the last packets cut by the snaplen ended,
+	// to tell a hole cut by the snaplen from one lost in the network
+	// (allocated at the first cut packet).
+	cuts *cutPoints
 }
+
+// cutPoints are, per direction, the last maxCuts packets cut by the
+// snaplen: where their captured part ended (sequence number) and how many
+// of their bytes were not captured. Holes are skipped in sequence order
+// within a reorder window, so the recent ones are those that matter; a
+// hole whose cut point was forgotten is called lost.
+type cutPoints struct {
+	p [2][maxCuts]struct{ end, missing uint32 }
+	n [2]int
+}
+
+const maxCuts = 32
 
 type heldChunk struct {
 	dir  int
@@ -115,6 +131,18 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	s.packets[d]++
 	s.bytes[d] += int64(len(tcp.Payload))
 	s.trackSeq(tcp, d)
+	if p := s.a.cur; p != nil && len(p.Data) < p.Len && len(tcp.Payload) > 0 {
+		seq := tcp.Seq
+		if tcp.SYN {
+			seq++
+		}
+		if s.cuts == nil {
+			s.cuts = new(cutPoints)
+		}
+		c := s.cuts
+		c.p[d][c.n[d]%maxCuts] = struct{ end, missing uint32 }{seq + uint32(len(tcp.Payload)), uint32(p.Len - len(p.Data))}
+		c.n[d]++
+	}
 	if s.conn != nil {
 		c := s.conn
 		r := s.role(d)
@@ -184,12 +212,13 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	dir, _, _, skip := sg.Info()
 	d := dirIndex(dir)
 	n, _ := sg.Lengths()
+	holeAt := s.seqBase[d] + s.delivered[d]
 	s.delivered[d] += uint32(n)
 	if skip > 0 {
 		s.delivered[d] += uint32(skip)
 	}
 	if skip > 0 && s.conn != nil {
-		s.fr[s.role(d)].gap(skip)
+		s.fr[s.role(d)].gap(skip, s.cutAt(d, holeAt, skip))
 	}
 	if n == 0 {
 		return
@@ -200,6 +229,36 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 		return
 	}
 	s.fr[s.role(d)].feed(data)
+}
+
+// cutAt returns how many of the n bytes missing at sequence number seq of
+// direction d were cut by the snaplen from the packet before them (the
+// rest were lost).
+func (s *stream) cutAt(d int, seq uint32, n int) int {
+	if s.cuts == nil {
+		return 0
+	}
+	for i := range min(s.cuts.n[d], maxCuts) {
+		if c := s.cuts.p[d][i]; c.end == seq {
+			return min(n, int(c.missing))
+		}
+	}
+	return 0
+}
+
+// cutLast returns how many bytes were cut by the snaplen from the packet
+// whose end is where the bytes delivered so far for framer role r end:
+// bytes that will never be delivered, not even as a hole, when the
+// connection ends there; 0 if that packet was not cut.
+func (s *stream) cutLast(r Dir) int {
+	d := s.clientEnd
+	if r == ToClient {
+		d = 1 - d
+	}
+	if d < 0 || d > 1 {
+		return 0
+	}
+	return s.cutAt(d, s.seqBase[d]+s.delivered[d], int(^uint(0)>>1))
 }
 
 // recoverPanic isolates a fault while handling one connection (a decoder
