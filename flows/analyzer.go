@@ -38,6 +38,11 @@ type Config struct {
 	// all connections; above it the oldest waiting anywhere is dropped and
 	// counted unanswered, as for MaxPending. Zero: no total bound.
 	MaxPendingTotal int
+	// BufferBudget bounds the bytes (capacity) the framers of all
+	// connections may hold in partial frames; above it the largest partial
+	// frame is dropped and its bytes are skipped as "budget". Zero: no
+	// bound. An analysis split over N analyzers gives each BufferBudget/N.
+	BufferBudget int
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -52,6 +57,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      10 * time.Minute,
 		MaxConns:         100000,
 		MaxPendingTotal:  200000,
+		BufferBudget:     64 << 20,
 	}
 }
 
@@ -134,9 +140,10 @@ type Analyzer struct {
 	lastQueued time.Time
 	lastFile   int
 	lastN      uint64
-	// waits bounds the requests waiting across connections (see
-	// Config.MaxPendingTotal).
+	// waits and bufs bound what all connections hold together (see
+	// Config.MaxPendingTotal and Config.BufferBudget).
 	waits waits
+	bufs  buffers
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which

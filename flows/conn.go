@@ -34,6 +34,7 @@ const (
 	SkipUnmatched = "unmatched"  // response frames with no captured request
 	SkipEnd       = "end"        // a frame still incomplete when the connection closed or the capture ended
 	SkipSnaplen   = "snaplen"    // bytes cut by the capture's snapshot length, and the rest of the frames they cut
+	SkipBudget    = "budget"     // partial frames dropped when buffering passed Config.BufferBudget
 )
 
 // Conn is one TCP connection carrying Kafka.

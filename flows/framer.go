@@ -28,8 +28,16 @@ type framer struct {
 	// skipWhy is the reason (skipReasons) for the bytes of skipTo.
 	skipWhy uint8
 	buf     []byte
-	// skipTo is how many more bytes belong to a frame cut by a gap.
+	// skipTo is how many more bytes belong to a frame cut by a gap or
+	// dropped for the budget.
 	skipTo int64
+	// dropped is a response dropped for the budget, delivered when its
+	// last byte passes (deliverDropped).
+	dropped *Exchange
+	// held is the capacity of buf counted in the analyzer's budget; hidx
+	// places the framer in the budget's heap (index+1, 0 if absent).
+	held uint32
+	hidx int32
 	// First packet and time of the frame at the start of buf.
 	startFile int
 	startPkt  uint64
@@ -48,7 +56,7 @@ func (f *framer) conn() *Conn { return f.s.conn }
 
 // skipReasons are the reasons the rest of a frame may be skipped for
 // (framer.skipWhy indexes them).
-var skipReasons = [...]string{SkipGap, SkipSnaplen}
+var skipReasons = [...]string{SkipGap, SkipSnaplen, SkipBudget}
 
 func skipWhy(reason string) uint8 {
 	for i, r := range skipReasons {
@@ -86,9 +94,13 @@ func (f *framer) gap(n, cut int) {
 		// hole ends within it, stay in step with its end.
 		if int64(n) <= f.skipTo {
 			f.skipTo -= int64(n)
+			if f.skipTo == 0 {
+				f.deliverDropped()
+			}
 			return
 		}
 		f.skipTo = 0
+		f.deliverDropped()
 	}
 	if len(f.buf) > 0 {
 		what += "; partial frame dropped"
@@ -107,12 +119,14 @@ func (f *framer) gap(n, cut int) {
 			f.buf = f.buf[:0]
 			f.tentative = true
 			c.problem(file, pkt, what)
+			f.trim()
 			return
 		}
 	}
 	c.problem(file, pkt, what)
 	f.buf = f.buf[:0]
 	f.synced, f.tentative = false, false
+	f.trim()
 }
 
 // partialRequest returns a request message for the header at the start of
@@ -151,7 +165,8 @@ func (f *framer) dirName() string {
 }
 
 // end is called when the connection closes or the capture ends: a partial
-// frame left is lost (cut by the snaplen if the last packet was).
+// frame left is lost (cut by the snaplen if the last packet was), and the
+// buffer is released.
 func (f *framer) end() {
 	// The bytes cut from the last packet are not delivered as a hole
 	// when nothing follows them.
@@ -169,8 +184,10 @@ func (f *framer) end() {
 			}
 		}
 		f.conn().skip(reason, len(f.buf))
-		f.buf = f.buf[:0]
 	}
+	f.buf = nil
+	f.account()
+	f.deliverDropped()
 }
 
 // feed takes bytes in stream order; data is only valid during the call.
@@ -184,6 +201,9 @@ func (f *framer) feed(data []byte) {
 		f.skipTo -= n
 		f.conn().skip(skipReasons[f.skipWhy], int(n))
 		data = data[n:]
+		if f.skipTo == 0 {
+			f.deliverDropped()
+		}
 		if len(data) == 0 {
 			return
 		}
@@ -196,6 +216,12 @@ func (f *framer) feed(data []byte) {
 	segStart := 0
 	if owned {
 		segStart = len(f.buf)
+		if !f.grow(len(data)) {
+			// The frame buffered was dropped for the budget: skip
+			// the rest of it and go on.
+			f.feed(data)
+			return
+		}
 		f.buf = append(f.buf, data...)
 		data = f.buf
 	} else {
@@ -262,10 +288,7 @@ func (f *framer) feed(data []byte) {
 	} else {
 		f.buf = append(f.buf[:0], rest...)
 	}
-	if cap(f.buf) > 4<<20 && len(f.buf) < 64<<10 {
-		// Do not keep a huge buffer after one huge frame.
-		f.buf = append([]byte(nil), f.buf...)
-	}
+	f.trim()
 }
 
 // badSize records a size prefix outside [min, --max-frame] and starts a scan.

@@ -46,10 +46,7 @@ const (
 // ROBUSTNESS.md). Their bound assertions are skipped until the owner of
 // the structure bounds it; the test fails when one of them comes within
 // bounds, so that the entry is removed with the fix.
-var knownUnbounded = map[string]string{
-	"giant-frames.pcap": "the framer buffers a partial frame up to --max-frame (100 MiB) per direction with no " +
-		"total cap: 64 connections x 4 MiB buffered",
-}
+var knownUnbounded = map[string]string{}
 
 // hostileCase is what must come out of one hostile input.
 type hostileCase struct {
@@ -261,12 +258,28 @@ var hostileCases = map[string]hostileCase{
 	"giant-frames.pcap": {
 		check: func(t *testing.T, r *report.Report) {
 			wantTotals(t, r, totals{conns: gen.GiantFrameConns})
-			var n int64
-			for _, k := range r.Totals.SkippedBytes {
-				n += k
+			// The partial frames that do not fit the 64 MiB budget are
+			// dropped, largest first; those that fit are skipped at the end.
+			// Either way every byte is skipped, the whole frame each time.
+			budget := r.Totals.SkippedBytes[flows.SkipBudget]
+			end := r.Totals.SkippedBytes[flows.SkipEnd]
+			if len(r.Totals.SkippedBytes) != 2 || budget+end != gen.GiantFrameConns*gen.GiantFrameBytes ||
+				budget%gen.GiantFrameBytes != 0 || end > int64(flows.DefaultConfig().BufferBudget) {
+				t.Errorf("skipped %v, want all %d bytes of the partial frames as budget and end, at most %d as end",
+					r.Totals.SkippedBytes, gen.GiantFrameConns*gen.GiantFrameBytes, flows.DefaultConfig().BufferBudget)
 			}
-			if n != gen.GiantFrameConns*gen.GiantFrameBytes {
-				t.Errorf("skipped %v, want all %d bytes of the partial frames", r.Totals.SkippedBytes, gen.GiantFrameConns*gen.GiantFrameBytes)
+			dropped := 0
+			for _, c := range r.Connections {
+				if c.SkippedBytes[flows.SkipBudget] > 0 {
+					dropped++
+					if len(c.Problems) != 1 || c.Problems[0].Packet != c.FirstPacket ||
+						!strings.Contains(c.Problems[0].What, "Produce v9 request corr 0 (104857604 bytes) dropped after 4194304: partial frames buffered across connections passed the budget") {
+						t.Errorf("connection %d (first packet %d): problems %v", c.ID, c.FirstPacket, c.Problems)
+					}
+				}
+			}
+			if int64(dropped) != budget/gen.GiantFrameBytes {
+				t.Errorf("%d connections dropped a frame for %d bytes", dropped, budget)
 			}
 		},
 	},

@@ -1,0 +1,211 @@
+package flows
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// The partial frames buffered by the framers of all connections of one
+// Analyzer are bounded together (Config.BufferBudget): each may buffer a
+// frame up to --max-frame, and many connections doing so must not add up
+// to unbounded memory (ROBUSTNESS.md, giant-frames.pcap). Over the budget
+// the largest partial frame is dropped: the one costing most, and most
+// likely the hostile one, so that ordinary frames on other connections
+// still decode (dropping the frame that pushes over the budget instead
+// would let a few giant frames starve every other connection).
+
+// ErrDropped marks a response whose frame was dropped for the buffer
+// budget: it is paired with its request, but not decoded.
+var ErrDropped = errors.New("partial frame dropped: partial frames buffered across connections passed the budget")
+
+// buffers is the capacity held by framer buffers across connections, with
+// the framers holding some in a heap, largest first.
+type buffers struct {
+	used int64
+	h    bufHeap
+}
+
+type bufHeap []*framer
+
+func (h bufHeap) Len() int           { return len(h) }
+func (h bufHeap) Less(i, j int) bool { return h[i].held > h[j].held }
+func (h bufHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = int32(i+1), int32(j+1)
+}
+func (h *bufHeap) Push(x any) {
+	f := x.(*framer)
+	*h = append(*h, f)
+	f.hidx = int32(len(*h))
+}
+func (h *bufHeap) Pop() any {
+	old := *h
+	f := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	f.hidx = 0
+	return f
+}
+
+// account brings the budget up to date with the capacity of f's buffer.
+func (f *framer) account() {
+	n := uint32(cap(f.buf)) // a frame's size prefix is 32 bits
+	if n == f.held {
+		return
+	}
+	b := &f.s.a.bufs
+	b.used += int64(n) - int64(f.held)
+	f.held = n
+	switch {
+	case n == 0:
+		heap.Remove(&b.h, int(f.hidx-1))
+	case f.hidx == 0:
+		heap.Push(&b.h, f)
+	default:
+		heap.Fix(&b.h, int(f.hidx-1))
+	}
+}
+
+// keepBuffer is the capacity a framer keeps between frames, to avoid an
+// allocation per frame split across segments; bigger buffers are released
+// once their frame is done.
+const keepBuffer = 64 << 10
+
+// grow makes room in f.buf for extra more bytes. The buffer grows by
+// doubling, never beyond the size of the frame it holds (known from its
+// size prefix, checked against --max-frame) unless the bytes received are
+// more, so capacity stays within twice the bytes actually received. It
+// returns false if, to stay within the budget, f's own partial frame was
+// dropped instead (f.buf is then empty).
+func (f *framer) grow(extra int) bool {
+	need := len(f.buf) + extra
+	if need <= cap(f.buf) {
+		return true
+	}
+	a := f.s.a
+	n := 2 * cap(f.buf)
+	if size, ok := decode.FrameSize(f.buf); ok && f.synced && size >= 0 && int64(size) <= int64(a.cfg.MaxFrame) {
+		n = min(n, int(size)+decode.SizeLen)
+	}
+	n = max(n, need)
+	if !a.makeRoom(f, n-cap(f.buf)) {
+		f.dropForBudget()
+		return false
+	}
+	b := make([]byte, len(f.buf), n)
+	copy(b, f.buf)
+	f.buf = b
+	f.account()
+	return true
+}
+
+// trim releases a buffer much bigger than what it holds (after a big
+// frame), brings the budget up to date and keeps it.
+func (f *framer) trim() {
+	if n := cap(f.buf); n > keepBuffer && len(f.buf) < n/4 {
+		if len(f.buf) == 0 {
+			f.buf = nil
+		} else {
+			f.buf = append(make([]byte, 0, len(f.buf)), f.buf...)
+		}
+	}
+	f.account()
+	f.s.a.makeRoom(nil, 0)
+}
+
+// makeRoom drops partial frames, largest first, until the buffers fit the
+// budget with extra more bytes for f (nil: none). It returns false if f's
+// own frame, which would be the largest, is the one to drop (the caller
+// drops it).
+func (a *Analyzer) makeRoom(f *framer, extra int) bool {
+	budget := int64(a.cfg.BufferBudget)
+	if budget <= 0 {
+		return true
+	}
+	b := &a.bufs
+	for b.used+int64(extra) > budget && len(b.h) > 0 {
+		v := b.h[0]
+		if v == f {
+			v = nil
+			for _, i := range []int{1, 2} {
+				if i < len(b.h) && (v == nil || b.h[i].held > v.held) {
+					v = b.h[i]
+				}
+			}
+		}
+		if f != nil && (v == nil || int(v.held) < int(f.held)+extra) {
+			return false
+		}
+		v.dropForBudget()
+	}
+	return true
+}
+
+// dropForBudget drops f's partial frame for the budget: its bytes are
+// skipped as "budget", and so is the rest of it as it arrives (its size
+// is known), with a problem at the frame's first packet. What is known of
+// the frame is kept: a request's header, so that its response decodes; a
+// response is paired with its request (delivered with ErrDropped when its
+// last byte passes). A buffer holding no partial frame is just released.
+func (f *framer) dropForBudget() {
+	c := f.conn()
+	a := f.s.a
+	n := len(f.buf)
+	if n == 0 {
+		f.buf = nil
+		f.account()
+		return
+	}
+	c.skip(SkipBudget, n)
+	what := fmt.Sprintf("%s partial frame dropped after %d bytes", f.dirName(), n)
+	size, ok := decode.FrameSize(f.buf)
+	if ok && f.synced && size >= 0 && int64(size) <= int64(a.cfg.MaxFrame) && int(size)+decode.SizeLen > n {
+		total := int(size) + decode.SizeLen
+		what = fmt.Sprintf("%s frame of %d bytes dropped after %d", f.dirName(), total, n)
+		switch {
+		case f.tentative:
+		case !f.resp:
+			if m := f.partialRequest(f.buf); m != nil {
+				what = fmt.Sprintf("%s v%d request corr %d (%d bytes) dropped after %d", decode.Name(m.Key), m.Version, m.Correlation, total, n)
+				a.wait(c, m)
+			}
+		default:
+			if corr, ok := decode.Correlation(f.buf[decode.SizeLen:]); ok && c.hasPending(corr) {
+				req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
+				m := &Message{
+					Conn: c, Response: true, FirstPacket: f.startPkt, FirstTime: f.startTime, Size: total,
+					Key: req.Key, Version: req.Version, Correlation: corr, ClientID: req.ClientID, Role: req.Role,
+				}
+				m.Err = fmt.Errorf("%s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, ErrDropped)
+				f.dropped = &Exchange{Conn: c, Req: req, Resp: m}
+				what = fmt.Sprintf("%s v%d response corr %d (%d bytes) dropped after %d", decode.Name(req.Key), req.Version, corr, total, n)
+			}
+		}
+		f.skipTo, f.skipWhy = int64(total-n), skipWhy(SkipBudget)
+	} else {
+		f.synced, f.tentative = false, false
+	}
+	c.problem(f.startFile, f.startPkt, fmt.Sprintf("%s: partial frames buffered across connections passed the budget of %d bytes", what, a.cfg.BufferBudget))
+	f.buf = nil
+	f.account()
+}
+
+// deliverDropped delivers the response dropped for the budget once its
+// last byte has passed (or the rest of it cannot come): a response paired
+// with its request, not decoded (a decode error).
+func (f *framer) deliverDropped() {
+	x := f.dropped
+	if x == nil {
+		return
+	}
+	f.dropped = nil
+	m := x.Resp
+	m.File, m.Packet, m.Time = f.s.a.packetPos()
+	c := f.conn()
+	c.Responses++
+	c.DecodeErrors++
+	f.s.a.emit(x)
+}

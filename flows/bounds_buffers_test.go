@@ -1,0 +1,262 @@
+package flows
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/fixtures/gen"
+)
+
+// checkBuffers checks the budget's books: used is the capacity of the
+// buffers in the heap, the heap is ordered, and used is within budget.
+func checkBuffers(t *testing.T, budget int) func(a *Analyzer) {
+	return func(a *Analyzer) {
+		t.Helper()
+		b := &a.bufs
+		var sum int64
+		for i, f := range b.h {
+			if int(f.hidx) != i+1 || int(f.held) != cap(f.buf) || f.held == 0 {
+				t.Fatalf("heap entry %d: index %d, held %d, capacity %d", i, f.hidx, f.held, cap(f.buf))
+			}
+			if i > 0 && b.h[(i-1)/2].held < f.held {
+				t.Fatalf("heap out of order at %d", i)
+			}
+			sum += int64(f.held)
+		}
+		if sum != b.used {
+			t.Fatalf("budget counts %d bytes, buffers hold %d", b.used, sum)
+		}
+		if b.used > int64(budget) {
+			t.Fatalf("buffers hold %d bytes, over the budget of %d", b.used, budget)
+		}
+	}
+}
+
+// bigProduce is a Produce v9 request frame whose records make it size
+// bytes long.
+func bigProduce(corr int32, size int) []byte {
+	p := kmsg.NewPtrProduceRequest()
+	p.Version, p.Acks, p.TimeoutMillis = 9, -1, 1000
+	tp := kmsg.NewProduceRequestTopic()
+	tp.Topic = "orders"
+	tp.Partitions = append(tp.Partitions, kmsg.NewProduceRequestTopicPartition())
+	p.Topics = append(p.Topics, tp)
+	n := 0
+	for {
+		// The records' length prefix is a varint: adjust until exact.
+		p.Topics[0].Partitions[0].Records = bytes.Repeat([]byte{'x'}, n)
+		frame := decode.AppendRequestFrame(nil, corr, kmsg.StringPtr("id"), p)
+		if len(frame) == size {
+			return frame
+		}
+		n += size - len(frame)
+	}
+}
+
+// TestBufferBudgetAcrossConnections sends, on 6 connections at once and
+// interleaved, a 400,000-byte Produce each (then a small request and its
+// response), with a budget of 1 MiB: the 6 partial frames do not fit
+// together. The budget must hold after every packet; the largest frames
+// are dropped, their bytes counted as "budget" with a problem at their
+// first packet; each connection stays in step and decodes what follows;
+// every byte is in a frame or skipped.
+func TestBufferBudgetAcrossConnections(t *testing.T) {
+	const conns, size, budget = 6, 400_000, 1 << 20
+	cfg := DefaultConfig()
+	cfg.BufferBudget = budget
+	frames := make([][]byte, conns)
+	a, ev := run(t, cfg, func(w *gen.Writer) {
+		cs := make([]*gen.Conn, conns)
+		for i := range cs {
+			cs[i] = w.Conn(bClient(i), bBroker, bt0, gen.ConnOptions{})
+			frames[i] = bigProduce(1, size)
+		}
+		at := bt0
+		for off := 0; off < size; off += 10_000 {
+			for i, c := range cs {
+				at = at.Add(time.Millisecond)
+				c.Send(gen.ClientToServer, at, frames[i][off:min(off+10_000, size)])
+			}
+		}
+		for _, c := range cs {
+			at = at.Add(time.Millisecond)
+			c.Response(at, 1, produceResp())
+			c.Request(at.Add(time.Millisecond), 2, kmsg.StringPtr("id"), apiVersionsReq())
+			c.Response(at.Add(2*time.Millisecond), 2, apiVersionsResp())
+			c.Close(at.Add(3 * time.Millisecond))
+		}
+	}, checkBuffers(t, budget))
+	if a.bufs.used != 0 || len(a.bufs.h) != 0 {
+		t.Errorf("after Close the buffers hold %d bytes in %d framers, want none", a.bufs.used, len(a.bufs.h))
+	}
+	dropped, decoded := 0, 0
+	for _, c := range a.Conns() {
+		var framed int64
+		for _, m := range ev.requests {
+			if m.Conn == c {
+				framed += int64(m.Size)
+			}
+		}
+		var skipped int64
+		for _, n := range c.Skipped {
+			skipped += n
+		}
+		if framed+skipped != c.Bytes[ToServer] {
+			t.Errorf("conn %d: %d bytes to the server, %d framed + %d skipped %v", c.ID, c.Bytes[ToServer], framed, skipped, c.Skipped)
+		}
+		if c.Skipped[SkipBudget] > 0 {
+			dropped++
+			if c.Skipped[SkipBudget] != size || len(c.Skipped) != 1 {
+				t.Errorf("conn %d: skipped %v, want the whole %d-byte frame as budget", c.ID, c.Skipped, size)
+			}
+			if len(c.Problems) != 1 || c.Problems[0].Packet != c.FirstPacket || // where the frame began
+				!strings.Contains(c.Problems[0].What, "Produce v9 request corr 1 (400000 bytes) dropped after") ||
+				!strings.Contains(c.Problems[0].What, "passed the budget of 1048576 bytes") {
+				t.Errorf("conn %d (first packet %d): problems %+v", c.ID, c.FirstPacket, c.Problems)
+			}
+			// Its response still pairs with the request's header, and
+			// the connection decodes on.
+			if c.Requests != 1 || c.Responses != 2 || c.Unanswered != 0 || c.Unmatched != 0 {
+				t.Errorf("conn %d: %d requests, %d responses, %d unanswered, %d unmatched; want 1, 2, 0, 0", c.ID, c.Requests, c.Responses, c.Unanswered, c.Unmatched)
+			}
+		} else {
+			decoded++
+			if len(c.Skipped) != 0 || c.Requests != 2 || c.Responses != 2 {
+				t.Errorf("conn %d: skipped %v, %d requests, %d responses; want nothing skipped, 2 and 2", c.ID, c.Skipped, c.Requests, c.Responses)
+			}
+		}
+	}
+	// 2 frames of 400,000 bytes fit in 1 MiB (a third's doubling
+	// does not); the other 4 are dropped.
+	if dropped != 4 || decoded != 2 {
+		t.Errorf("%d frames dropped, %d decoded; want 4 and 2", dropped, decoded)
+	}
+}
+
+// TestBufferBudgetDropsResponses drops big Fetch responses for the budget:
+// each is still paired with its request, delivered when its last byte
+// passes with ErrDropped (counted as a response and a decode error, not
+// as unanswered), and the connection decodes on.
+func TestBufferBudgetDropsResponses(t *testing.T) {
+	const conns, size, budget = 3, 300_000, 512 << 10
+	cfg := DefaultConfig()
+	cfg.BufferBudget = budget
+	var last time.Time
+	a, ev := run(t, cfg, func(w *gen.Writer) {
+		cs := make([]*gen.Conn, conns)
+		frames := make([][]byte, conns)
+		at := bt0
+		for i := range cs {
+			cs[i] = w.Conn(bClient(i), bBroker, bt0, gen.ConnOptions{})
+			f := kmsg.NewPtrFetchRequest()
+			f.Version = 12
+			cs[i].Request(at.Add(time.Millisecond), 7, kmsg.StringPtr("id"), f)
+			r := kmsg.NewPtrFetchResponse()
+			r.Version = 12
+			tp := kmsg.NewFetchResponseTopic()
+			tp.Topic = "orders"
+			pp := kmsg.NewFetchResponseTopicPartition()
+			pp.RecordBatches = bytes.Repeat([]byte{'x'}, size)
+			tp.Partitions = append(tp.Partitions, pp)
+			r.Topics = append(r.Topics, tp)
+			frames[i] = decode.AppendResponseFrame(nil, 7, r)
+		}
+		for off := 0; off < len(frames[0]); off += 10_000 {
+			for i, c := range cs {
+				at = at.Add(time.Millisecond)
+				c.Send(gen.ServerToClient, at, frames[i][off:min(off+10_000, len(frames[i]))])
+			}
+		}
+		last = at
+		for _, c := range cs {
+			at = at.Add(time.Millisecond)
+			c.Request(at, 8, kmsg.StringPtr("id"), apiVersionsReq())
+			c.Response(at.Add(time.Millisecond), 8, apiVersionsResp())
+			c.Close(at.Add(2 * time.Millisecond))
+		}
+	}, checkBuffers(t, budget))
+	var dropped []*Exchange
+	for _, x := range ev.exchanges {
+		if x.Resp != nil && errors.Is(x.Resp.Err, ErrDropped) {
+			dropped = append(dropped, x)
+		}
+		if x.Unanswered {
+			t.Errorf("request %s corr %d counted unanswered", x.Req.Name(), x.Req.Correlation)
+		}
+	}
+	if len(dropped) != 2 || a.bufs.used != 0 {
+		t.Fatalf("%d responses dropped, %d bytes buffered after Close; want 2 of the 3 (one fits the budget), none", len(dropped), a.bufs.used)
+	}
+	for _, x := range dropped {
+		c := x.Conn
+		if x.Req.Key != 1 || x.Req.Correlation != 7 || x.Resp.Key != 1 || x.Resp.Version != 12 || x.Resp.Resp != nil {
+			t.Errorf("dropped response paired with %s v%d corr %d: %+v", x.Req.Name(), x.Req.Version, x.Req.Correlation, x.Resp)
+		}
+		if !x.Resp.Time.After(last.Add(-time.Duration(conns) * time.Millisecond)) {
+			t.Errorf("dropped response delivered at %v, before its last byte (%v)", x.Resp.Time, last)
+		}
+		if c.Requests != 2 || c.Responses != 2 || c.DecodeErrors != 1 || c.Unanswered != 0 {
+			t.Errorf("conn %d: %d requests, %d responses, %d decode errors, %d unanswered; want 2, 2, 1, 0", c.ID, c.Requests, c.Responses, c.DecodeErrors, c.Unanswered)
+		}
+		if c.Skipped[SkipBudget] != int64(x.Resp.Size) || len(c.Skipped) != 1 {
+			t.Errorf("conn %d: skipped %v, want the %d-byte response as budget", c.ID, c.Skipped, x.Resp.Size)
+		}
+	}
+}
+
+// TestBufferReleased: a connection that carried one big frame does not
+// keep its buffer once the frame is done; a small one is kept.
+func TestBufferReleased(t *testing.T) {
+	var conn *Conn
+	a, _ := run(t, DefaultConfig(), func(w *gen.Writer) {
+		c := w.Conn(bClient(0), bBroker, bt0, gen.ConnOptions{})
+		c.Send(gen.ClientToServer, bt0.Add(time.Millisecond), bigProduce(1, 2<<20))
+		c.Response(bt0.Add(2*time.Millisecond), 1, produceResp())
+		// Idle from here on, not closed.
+	}, func(a *Analyzer) {
+		if len(a.Conns()) == 1 && conn == nil {
+			conn = a.Conns()[0]
+		}
+		if conn != nil && conn.Responses == 1 && a.bufs.used > keepBuffer {
+			t.Fatalf("after the big frame, %d bytes stay buffered", a.bufs.used)
+		}
+	})
+	if conn == nil || conn.Requests != 1 || conn.Responses != 1 || a.bufs.used != 0 {
+		t.Errorf("conn %+v, %d bytes buffered after Close", conn, a.bufs.used)
+	}
+}
+
+// TestBufferGrowsToFrameSize: the buffer of a frame arriving in pieces
+// never holds more than the frame, nor much more than twice what arrived.
+func TestBufferGrowsToFrameSize(t *testing.T) {
+	const size = 1_000_003
+	frame := bigProduce(1, size)
+	var fr *framer
+	got := 0
+	run(t, DefaultConfig(), func(w *gen.Writer) {
+		c := w.Conn(bClient(0), bBroker, bt0, gen.ConnOptions{})
+		c.Send(gen.ClientToServer, bt0.Add(time.Millisecond), frame)
+	}, func(a *Analyzer) {
+		for _, s := range a.streams {
+			if s.conn != nil {
+				fr = &s.fr[ToServer]
+			}
+		}
+		if fr == nil || len(fr.buf) == 0 {
+			return
+		}
+		got = max(got, cap(fr.buf))
+		if cap(fr.buf) > size || cap(fr.buf) > 2*len(fr.buf)+4096 {
+			t.Fatalf("buffer of %d bytes holding %d of a %d-byte frame", cap(fr.buf), len(fr.buf), size)
+		}
+	})
+	if got != size {
+		t.Errorf("largest buffer %d bytes, want the frame's %d", got, size)
+	}
+}
