@@ -118,11 +118,11 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 	}
 	c.noted |= why
 	file, pkt, _ := a.packetPos()
-	bound := fmt.Sprintf("%d requests waiting on this connection (--max-pending)", a.cfg.MaxPending)
+	bound := fmt.Sprintf("%d requests waiting on this connection (the bound per connection)", a.cfg.MaxPending)
 	if why == noteMaxPendingTotal {
 		bound = fmt.Sprintf("%d requests waiting across connections (the total bound)", a.cfg.MaxPendingTotal)
 	}
-	c.problem(file, pkt, fmt.Sprintf("over %s: the oldest waiting are dropped and counted unanswered, from %s v%d corr %d (packet %d)",
+	c.problem(file, pkt, fmt.Sprintf("over %s: the oldest are dropped and counted unanswered, first %s v%d corr %d of packet %d",
 		bound, decode.Name(m.Key), m.Version, m.Correlation, m.Packet))
 }
 
