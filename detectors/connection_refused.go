@@ -74,7 +74,7 @@ type refusedEndpoint struct {
 	first, last                         time.Time
 	clients                             []netip.Addr
 	moreClients                         bool
-	ev                                  sampler
+	ev                                  sampler[Evidence]
 }
 
 // OnConnEvent implements flows.ConnHandler.

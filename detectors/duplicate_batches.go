@@ -132,7 +132,7 @@ type dupRun struct {
 	orig                 dupOrigin
 	hasOrig              bool
 	conns                idSet
-	ev                   sampler
+	ev                   sampler[Evidence]
 	md5                  hash.Hash
 	ordered              bool
 	lastRep              int64

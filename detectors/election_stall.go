@@ -103,7 +103,7 @@ type leaderless struct {
 	offlineKnown      bool // Metadata v5+ lists offline replicas
 	servers           []netip.AddrPort
 	conns             []int
-	ev                sampler
+	ev                sampler[Evidence]
 }
 
 type errTally struct {

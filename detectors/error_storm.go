@@ -94,7 +94,7 @@ type stormGroup struct {
 	stormClients          int
 	conns                 opsConns
 	clientIDs             map[string]bool
-	ev                    sampler
+	ev                    sampler[Evidence]
 }
 
 type stormClientKey struct {

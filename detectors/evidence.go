@@ -13,15 +13,23 @@ const maxMiddle = 4
 
 // sampler keeps representative evidence in bounded memory: the first, the
 // last, and a few spread in between (every step-th, the step doubling
-// whenever the middle fills up).
-type sampler struct {
-	first, last Evidence
-	mid         []Evidence
+// whenever the middle fills up). It holds what the evidence is made of (T),
+// not the Evidence: a detector that sees thousands of exchanges formats
+// only the few that are listed.
+type sampler[T evidencer] struct {
+	first, last T
+	mid         [maxMiddle + 1]T
+	nmid        int
 	n           int
 	step        int
 }
 
-func (s *sampler) add(e Evidence) {
+// evidencer is what a sampler holds: anything that becomes Evidence.
+type evidencer interface{ evidence() Evidence }
+
+func (e Evidence) evidence() Evidence { return e }
+
+func (s *sampler[T]) add(e T) {
 	s.n++
 	if s.n == 1 {
 		s.first, s.step = e, 1
@@ -29,15 +37,16 @@ func (s *sampler) add(e Evidence) {
 	}
 	if s.n > 2 && (s.n-2)%s.step == 0 {
 		// The previous last becomes a middle candidate.
-		s.mid = append(s.mid, s.last)
-		if len(s.mid) > maxMiddle {
-			kept := s.mid[:0]
-			for i, m := range s.mid {
-				if i%2 == 0 {
-					kept = append(kept, m)
-				}
+		s.mid[s.nmid] = s.last
+		s.nmid++
+		if s.nmid > maxMiddle {
+			kept := 0
+			for i := 0; i < s.nmid; i += 2 {
+				s.mid[kept] = s.mid[i]
+				kept++
 			}
-			s.mid = kept
+			clear(s.mid[kept:])
+			s.nmid = kept
 			s.step *= 2
 		}
 	}
@@ -45,14 +54,17 @@ func (s *sampler) add(e Evidence) {
 }
 
 // list returns the evidence in packet order.
-func (s *sampler) list() []Evidence {
+func (s *sampler[T]) list() []Evidence {
 	if s.n == 0 {
 		return nil
 	}
-	out := []Evidence{s.first}
-	out = append(out, s.mid...)
+	out := make([]Evidence, 0, s.nmid+2)
+	out = append(out, s.first.evidence())
+	for _, m := range s.mid[:s.nmid] {
+		out = append(out, m.evidence())
+	}
 	if s.n > 1 {
-		out = append(out, s.last)
+		out = append(out, s.last.evidence())
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].File != out[j].File {

@@ -4,7 +4,7 @@ import "testing"
 
 func TestSamplerKeepsFirstLastAndASpreadInBetween(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 6, 7, 100, 10000} {
-		var s sampler
+		var s sampler[Evidence]
 		for i := 1; i <= n; i++ {
 			s.add(Evidence{Packet: uint64(i)})
 		}

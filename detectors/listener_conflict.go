@@ -84,7 +84,7 @@ type advertIssue struct {
 	clients     []netip.Addr
 	toldAt      []time.Time
 	moreClients bool
-	ev          sampler
+	ev          sampler[Evidence]
 }
 
 // OnExchange implements flows.ExchangeHandler.

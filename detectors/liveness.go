@@ -131,7 +131,7 @@ type lwRun struct {
 	leaderEP      string
 	offset        int64
 	hasOffset     bool
-	ev            sampler
+	ev            sampler[Evidence]
 }
 
 func (r *lwRun) duration() time.Duration { return r.last.Sub(r.first) }

@@ -231,7 +231,7 @@ type nlEpisode struct {
 	metaChangeAt0 int64 // leader changes when the episode began
 	metaServer    netip.AddrPort
 
-	ev sampler
+	ev sampler[Evidence]
 }
 
 func (e *nlEpisode) duration() time.Duration { return e.last.Sub(e.first) }

@@ -3,7 +3,6 @@ package detectors
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,7 +122,7 @@ type rdPart struct {
 	firstOff     int64
 	lastOff      int64
 	conns        idSet
-	ev           sampler
+	ev           sampler[Evidence]
 }
 
 type rdGroupKey struct {
@@ -148,7 +147,7 @@ type rdMismatch struct {
 	epochRepl   int32
 	first, last time.Time
 	conns       idSet
-	ev          sampler
+	ev          sampler[Evidence]
 }
 
 // rdBad is the copies on one connection whose CRC does not verify.
@@ -162,7 +161,7 @@ type rdBad struct {
 	code        int16
 	copies      int64
 	first, last time.Time
-	ev          sampler
+	ev          sampler[Evidence]
 }
 
 func newReplicaDivergence(p Params) *replicaDivergence {
@@ -524,7 +523,6 @@ func (d *replicaDivergence) Snapshot(env *Env) []Finding {
 		cm := *m
 		cm.part = parts[m.part]
 		cm.conns = maps.Clone(m.conns)
-		cm.ev.mid = slices.Clone(m.ev.mid)
 		c.mismList = append(c.mismList, &cm)
 		mism[m] = &cm
 	}
@@ -717,7 +715,7 @@ func (d *replicaDivergence) info(env *Env, parts []*rdPart) Finding {
 	conns := idSet{}
 	var batches, copies, single, mism, bad, rew, tainted, other int64
 	var first, last time.Time
-	var ev sampler
+	var ev sampler[Evidence]
 	for _, p := range parts {
 		d.holders(env, p, nodes, names)
 		batches += p.batches

@@ -63,7 +63,7 @@ type sfWindow struct {
 	replicaID   int32
 	role        flows.Role
 	throttled   int64
-	ev          sampler
+	ev          sampler[Evidence]
 }
 
 func (w *sfWindow) duration() time.Duration { return w.last.Sub(w.first) }

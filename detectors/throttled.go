@@ -69,7 +69,7 @@ type throttleGroup struct {
 	before      bool // the response itself was held back
 	versions    map[int16]bool
 	conns       opsConns
-	ev          sampler
+	ev          sampler[Evidence]
 }
 
 // OnExchange implements flows.ExchangeHandler.

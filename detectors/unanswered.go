@@ -152,7 +152,7 @@ func (g *unansGroup) add(r unansReq, reason int) {
 // evidence returns the requests' packets: the oldest first, then a spread.
 func (g *unansGroup) evidence() []Evidence {
 	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].t.Before(g.reqs[j].t) })
-	var s sampler
+	var s sampler[Evidence]
 	s.add(g.oldest.ev)
 	for _, r := range g.reqs {
 		if r.ev != g.oldest.ev {
