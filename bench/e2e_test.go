@@ -94,9 +94,10 @@ func capturePath(b *testing.B, name string) string {
 	return p
 }
 
-// analyse does what `kfsniff -r path --json` does: default flows settings,
-// every detector at its defaults, the JSON report encoded (to io.Discard).
-func analyse(path string) (*report.Report, error) {
+// analyse does what `kfsniff -r path --json --workers N` does: default
+// flows settings, every detector at its defaults, the JSON report encoded
+// (to io.Discard). workers 0 is the default (one per CPU).
+func analyse(path string, workers int) (*report.Report, error) {
 	f, err := capture.Open(path, 0)
 	if err != nil {
 		return nil, err
@@ -111,6 +112,7 @@ func analyse(path string) (*report.Report, error) {
 		Flows:     flows.DefaultConfig(),
 		Detectors: dets,
 		Warn:      func(err error) { warn = err },
+		Workers:   workers,
 	})
 	if warn != nil {
 		return nil, warn
@@ -197,36 +199,48 @@ func BenchmarkE2E(b *testing.B) {
 				fl.add(b, size, packets)
 			})
 
-			b.Run("kfsniff", func(b *testing.B) {
-				b.SetBytes(size)
-				b.ReportAllocs()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for b.Loop() {
-					r, err := analyse(path)
-					if err != nil {
-						b.Fatal(err)
+			// kfsniff-1: one worker; kfsniff: the default, one per CPU.
+			var one rate
+			for _, v := range []struct {
+				name    string
+				workers int
+				r       *rate
+			}{{"kfsniff-1", 1, &one}, {"kfsniff", 0, &kf}} {
+				b.Run(v.name, func(b *testing.B) {
+					b.SetBytes(size)
+					b.ReportAllocs()
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					for b.Loop() {
+						r, err := analyse(path, v.workers)
+						if err != nil {
+							b.Fatal(err)
+						}
+						check(b, r, packets)
+						last = r
 					}
-					check(b, r, packets)
-					last = r
-				}
-				runtime.ReadMemStats(&after)
-				secs := b.Elapsed().Seconds()
-				b.ReportMetric(float64(packets)*float64(b.N)/secs, "pkts/s")
-				n := float64(b.N) * float64(packets)
-				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/pkt")
-				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/pkt")
-				if fl.secs > 0 {
-					b.ReportMetric(float64(size)*float64(b.N)/secs/1e6/fl.mbs(), "floor-ratio")
-				}
-				kf.add(b, size, packets)
-			})
+					runtime.ReadMemStats(&after)
+					secs := b.Elapsed().Seconds()
+					b.ReportMetric(float64(packets)*float64(b.N)/secs, "pkts/s")
+					n := float64(b.N) * float64(packets)
+					b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/pkt")
+					b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/pkt")
+					if fl.secs > 0 {
+						b.ReportMetric(float64(size)*float64(b.N)/secs/1e6/fl.mbs(), "floor-ratio")
+					}
+					v.r.add(b, size, packets)
+				})
+			}
 
 			// Printed, not logged: the testing package shows a parent
 			// benchmark's log only with -v.
 			if fl.secs > 0 && kf.secs > 0 && last != nil {
-				fmt.Printf("E2E %s: %d bytes, %d packets, %d exchanges, %d findings; over all runs: kfsniff %.1f MB/s %.0f pkts/s, floor %.1f MB/s %.0f pkts/s: kfsniff at %.3f of the floor (%.1fx slower)%s\n",
-					shape, size, packets, last.Totals.Requests, len(last.Findings), kf.mbs(), kf.pps(), fl.mbs(), fl.pps(), kf.mbs()/fl.mbs(), fl.mbs()/kf.mbs(), load())
+				fmt.Printf("E2E %s: %d bytes, %d packets, %d exchanges, %d findings; over all runs: kfsniff (%d workers) %.1f MB/s %.0f pkts/s, floor %.1f MB/s %.0f pkts/s: kfsniff at %.3f of the floor (%.1fx slower)%s\n",
+					shape, size, packets, last.Totals.Requests, len(last.Findings), min(runtime.GOMAXPROCS(0), 8), kf.mbs(), kf.pps(), fl.mbs(), fl.pps(), kf.mbs()/fl.mbs(), fl.mbs()/kf.mbs(), load())
+				if one.secs > 0 {
+					fmt.Printf("E2E %s one worker: %.1f MB/s %.0f pkts/s, %.3f of the floor; the default is %.2fx one worker\n",
+						shape, one.mbs(), one.pps(), one.mbs()/fl.mbs(), kf.mbs()/one.mbs())
+				}
 			}
 		})
 	}

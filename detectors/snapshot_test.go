@@ -59,8 +59,8 @@ func TestSnapshotUnanswered(t *testing.T) {
 			hs = append(hs, h)
 		}
 		res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Handlers: hs})
-		an, st := res.Analyzer, res.Analyzer.Stats()
-		return set.Findings(&detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Start: st.FirstTime, End: st.LastTime}), h
+		st := res.Stats
+		return set.Findings(&detectors.Env{Nodes: res.Nodes, Conns: res.Conns, Start: st.FirstTime, End: st.LastTime}), h
 	}
 	want, _ := run(false)
 	if u := opsOf(want, "unanswered-requests"); len(u) != 1 || u[0].Severity != detectors.Warning {

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 	"time"
@@ -43,6 +44,19 @@ type Config struct {
 	// frame is dropped and its bytes are skipped as "budget". Zero: no
 	// bound. An analysis split over N analyzers gives each BufferBudget/N.
 	BufferBudget int
+	// MaxStreams bounds the TCP connections tracked at once; above it
+	// the older half not heard from since they opened is closed early
+	// (connection churn).
+	MaxStreams int
+	// Deferred makes the analyzer hand its events to Sink instead of
+	// calling handlers, and leaves flushing on the clock to the caller
+	// (Flush); see Event and Delivery.
+	Deferred bool
+	Sink     func(Event)
+	// Shards is how many analyzers split the connections of one capture
+	// among them (0 or 1: this one has them all); each keeps its share of
+	// the fixed bounds (connection attempts, idle connections).
+	Shards int
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -56,6 +70,7 @@ func DefaultConfig() Config {
 		MaxBufferedPages: 4096,
 		IdleTimeout:      10 * time.Minute,
 		MaxConns:         100000,
+		MaxStreams:       20000,
 		MaxPendingTotal:  200000,
 		BufferBudget:     64 << 20,
 	}
@@ -105,9 +120,8 @@ type UnknownAPI struct{ Key, Version int16 }
 // for concurrent use: one goroutine feeds it packets.
 type Analyzer struct {
 	cfg      Config
-	reqH     []RequestHandler
-	exH      []ExchangeHandler
-	connH    []ConnHandler
+	dl       *Delivery
+	phase    uint8
 	stats    Stats
 	conns    []*Conn
 	nodes    *Nodes
@@ -116,30 +130,29 @@ type Analyzer struct {
 	lastIdle time.Time
 	// born holds the creation times of recent streams, oldest first, to
 	// pick how far back to close under churn.
-	born       []time.Time
-	connScan   int
-	lastID     int
-	syns       map[tupleKey]*synState
-	synq       synQueue
-	pool       *reassembly.StreamPool
-	asm        *reassembly.Assembler
-	ctx        packetCtx
-	cur        *capture.Packet
-	parser4    *gopacket.DecodingLayerParser
-	parser6    *gopacket.DecodingLayerParser
-	ip4        layers.IPv4
-	ip6        layers.IPv6
-	tcp        layers.TCP
-	payload    gopacket.Payload
-	decoded    []gopacket.LayerType
-	lastFlush  time.Time
-	sinceFlush int
-	closed     bool
-	flushNow   bool
+	born      []time.Time
+	connScan  int
+	lastID    int
+	syns      map[tupleKey]*synState
+	synq      synQueue
+	pool      *reassembly.StreamPool
+	asm       *reassembly.Assembler
+	ctx       packetCtx
+	cur       *capture.Packet
+	hdr       headers
+	tcp       *layers.TCP
+	lastFlush time.Time
+	clock     FlushClock
+	closed    bool
+	flushNow  bool
 	// lastQueued is when a segment last arrived ahead of a hole.
 	lastQueued time.Time
 	lastFile   int
 	lastN      uint64
+	endTime    time.Time
+	arena      []byte
+	// fixed bounds, this analyzer's share (Config.Shards)
+	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see
 	// Config.MaxPendingTotal and Config.BufferBudget).
 	waits waits
@@ -149,34 +162,28 @@ type Analyzer struct {
 // New returns an Analyzer delivering events to the handlers, each of which
 // implements any of RequestHandler, ExchangeHandler and ConnHandler.
 func New(cfg Config, handlers ...Handler) *Analyzer {
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultConfig().MaxStreams
+	}
 	a := &Analyzer{
 		cfg:     cfg,
-		nodes:   newNodes(),
+		dl:      newDelivery(handlers),
 		streams: make(map[tupleKey]*stream),
 		idle:    make(map[tupleKey]*Conn),
 		syns:    make(map[tupleKey]*synState),
 	}
+	// A deferred analyzer's nodes are the Delivery's of whoever delivers
+	// its events; it never reads them itself.
+	a.nodes = a.dl.nodes
+	shards := max(1, cfg.Shards)
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
-	for _, h := range handlers {
-		if r, ok := h.(RequestHandler); ok {
-			a.reqH = append(a.reqH, r)
-		}
-		if x, ok := h.(ExchangeHandler); ok {
-			a.exH = append(a.exH, x)
-		}
-		if c, ok := h.(ConnHandler); ok {
-			a.connH = append(a.connH, c)
-		}
-	}
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
 	a.asm.MaxBufferedPagesPerConnection = cfg.MaxBufferedPages
 	a.asm.MaxBufferedPagesTotal = cfg.MaxBufferedPages * 16
-	a.parser4 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &a.ip4, &a.ip6, &a.tcp, &a.payload)
-	a.parser6 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv6, &a.ip4, &a.ip6, &a.tcp, &a.payload)
-	a.parser4.IgnoreUnsupported = true
-	a.parser6.IgnoreUnsupported = true
-	a.decoded = make([]gopacket.LayerType, 0, 4)
+	a.hdr.init()
+	a.tcp = &a.hdr.tcp
 	return a
 }
 
@@ -219,13 +226,12 @@ func (a *Analyzer) Stats() *Stats { return &a.stats }
 
 // nextID numbers connections from 1, never reusing a number.
 func (a *Analyzer) nextID() int {
+	if a.cfg.Deferred {
+		return 0 // numbered when delivered (Delivery)
+	}
 	a.lastID++
 	return a.lastID
 }
-
-// Above maxStreams TCP connections tracked at once, the older half of
-// them that were not heard from since are closed early.
-const maxStreams = 20000
 
 // maxIdle bounds the idle-evicted connections remembered for resumption.
 const maxIdle = 65536
@@ -284,6 +290,15 @@ func (a *Analyzer) Conns() []*Conn { return a.conns }
 
 // Packet processes one captured packet.
 func (a *Analyzer) Packet(p *capture.Packet) {
+	a.cur = p
+	a.lastFile, a.lastN = p.File, p.N
+	a.packet(p)
+	if !a.cfg.Deferred {
+		a.maybeFlush(p.Time)
+	}
+}
+
+func (a *Analyzer) packet(p *capture.Packet) {
 	st := &a.stats
 	st.Packets++
 	st.Bytes += int64(p.Len)
@@ -296,47 +311,23 @@ func (a *Analyzer) Packet(p *capture.Packet) {
 	if len(p.Data) < p.Len {
 		st.Truncated++
 	}
-	et, netb, _, ok := p.Link.Network(p.Data)
-	if !ok {
+	kind, src, dst, err := a.hdr.parse(p)
+	switch kind {
+	case pktNonIP:
 		st.NonIP++
 		return
-	}
-	parser := a.parser4
-	if et == capture.EtherTypeIPv6 {
-		parser = a.parser6
-	}
-	a.decoded = a.decoded[:0]
-	if err := parser.DecodeLayers(netb, &a.decoded); err != nil {
+	case pktBad:
 		a.bad(p, "bad IP/TCP header: "+err.Error())
 		return
-	}
-	var src, dst netip.Addr
-	isTCP := false
-	for _, lt := range a.decoded {
-		switch lt {
-		case layers.LayerTypeIPv4:
-			if a.ip4.Flags&layers.IPv4MoreFragments != 0 || a.ip4.FragOffset != 0 {
-				st.Fragments++
-				return
-			}
-			src, _ = netip.AddrFromSlice(a.ip4.SrcIP.To4())
-			dst, _ = netip.AddrFromSlice(a.ip4.DstIP.To4())
-		case layers.LayerTypeIPv6:
-			src, _ = netip.AddrFromSlice(a.ip6.SrcIP)
-			dst, _ = netip.AddrFromSlice(a.ip6.DstIP)
-		case layers.LayerTypeTCP:
-			isTCP = true
-		}
-	}
-	if !isTCP {
+	case pktFragment:
+		st.Fragments++
+		return
+	case pktNonTCP:
 		st.NonTCP++
 		return
 	}
 	st.TCPPackets++
-	a.cur = p
-	a.lastFile, a.lastN = p.File, p.N
-	a.tcpPacket(p, netip.AddrPortFrom(src, uint16(a.tcp.SrcPort)), netip.AddrPortFrom(dst, uint16(a.tcp.DstPort)))
-	a.maybeFlush(p.Time)
+	a.tcpPacket(p, src, dst)
 }
 
 func (a *Analyzer) bad(p *capture.Packet, why string) {
@@ -348,7 +339,7 @@ func (a *Analyzer) bad(p *capture.Packet, why string) {
 }
 
 func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
-	t := &a.tcp
+	t := a.tcp
 	key, flipped := makeKey(src, dst)
 	a.trackSYN(p, key, flipped, src, dst)
 	s := a.streams[key]
@@ -362,7 +353,7 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	}
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
-	if len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {
+	if maxStreams := a.cfg.MaxStreams; len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {
 		// Connection churn (SYN floods, port scans): the older half of
 		// the connections not heard from since they were created is
 		// closed early; a Kafka connection among them resumes when it
@@ -388,11 +379,47 @@ func netFlow(src, dst netip.AddrPort) gopacket.Flow {
 	return gopacket.NewFlow(layers.EndpointIPv6, s16[:], d16[:])
 }
 
+// FlushClock decides when an analyzer flushes on the clock: after 1024
+// packets or a reorder window of capture time since the last flush.
+// The pipeline keeps one for deferred analyzers, so that each flushes at
+// the packet where a single analyzer would.
+type FlushClock struct {
+	since int
+	last  time.Time
+}
+
+// Due counts one packet at now and says whether to flush after it.
+func (c *FlushClock) Due(now time.Time, window time.Duration) bool {
+	c.since++
+	if c.since < 1024 && now.Sub(c.last) < window {
+		return false
+	}
+	c.since, c.last = 0, now
+	return true
+}
+
 func (a *Analyzer) maybeFlush(now time.Time) {
-	a.sinceFlush++
-	if a.sinceFlush < 1024 && now.Sub(a.lastFlush) < a.cfg.ReorderWindow {
+	if a.clock.Due(now, a.cfg.ReorderWindow) {
+		a.flush(now)
+	}
+}
+
+// Flush does what a flush on the clock does (see FlushClock) at packet p,
+// whose data is not looked at: data held behind holes older than the
+// reorder window is pushed through, and idle connections are dropped.
+// Only for deferred analyzers.
+func (a *Analyzer) Flush(p *capture.Packet) {
+	if a.closed {
 		return
 	}
+	a.cur = p
+	a.flush(p.Time)
+	a.cur = nil
+}
+
+func (a *Analyzer) flush(now time.Time) {
+	prev := a.lastFlush
+	a.lastFlush = now
 	if a.cfg.IdleTimeout > 0 && now.Sub(a.lastIdle) >= a.cfg.IdleTimeout/4 {
 		// Drop the state of connections idle for IdleTimeout (and of
 		// SYNs never followed up), bounding memory over long captures.
@@ -404,13 +431,9 @@ func (a *Analyzer) maybeFlush(now time.Time) {
 	// Reassembly holds data only behind a hole. With no segment out of
 	// order since two windows before the previous flush, nothing can be
 	// waiting, and a flush (which walks every connection) is skipped.
-	if a.lastQueued.IsZero() || a.lastQueued.Before(a.lastFlush.Add(-2*a.cfg.ReorderWindow)) {
-		a.sinceFlush = 0
-		a.lastFlush = now
+	if a.lastQueued.IsZero() || a.lastQueued.Before(prev.Add(-2*a.cfg.ReorderWindow)) {
 		return
 	}
-	a.sinceFlush = 0
-	a.lastFlush = now
 	// Push through data held back by holes older than the reorder
 	// window; never close connections here (TC zero), as Kafka
 	// connections idle for long periods.
@@ -436,6 +459,7 @@ func (a *Analyzer) Close() {
 	}
 	a.closed = true
 	a.cur = nil
+	a.phase = 1
 	a.asm.FlushAll()
 	// Unanswered requests, in order of their packets.
 	var left []*Message
@@ -446,36 +470,77 @@ func (a *Analyzer) Close() {
 			}
 		}
 	}
-	sort.SliceStable(left, func(i, j int) bool {
-		if left[i].File != left[j].File {
-			return left[i].Time.Before(left[j].Time)
-		}
-		return left[i].Packet < left[j].Packet
-	})
+	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
+	a.phase = 2
 	for _, m := range left {
 		m.Conn.Unanswered++
 		a.emit(&Exchange{Conn: m.Conn, Req: m, Unanswered: true})
 	}
+	a.phase = 3
 	a.closeSYNs()
 }
 
-func (a *Analyzer) emit(x *Exchange) {
-	for _, h := range a.exH {
-		h.OnExchange(x)
-	}
+// CloseAt is Close for a deferred analyzer, whose last packet is not the
+// last of the capture: events of the end are placed at the capture's last
+// packet (file, n) and last time t, as one analyzer of every packet would
+// place them.
+func (a *Analyzer) CloseAt(file int, n uint64, t time.Time) {
+	a.lastFile, a.lastN, a.endTime = file, n, t
+	a.Close()
 }
 
-func (a *Analyzer) emitConn(e *ConnEvent) {
-	for _, h := range a.connH {
-		h.OnConnEvent(e)
+func (a *Analyzer) out(ev Event) {
+	if a.cfg.Deferred {
+		ev.Phase = a.phase
+		a.cfg.Sink(ev)
+		return
 	}
+	a.dl.Deliver(&ev)
 }
+
+// shareOf says, in a problem about a bound split among analyzers
+// (Config.Shards), that v is this one's share.
+func (a *Analyzer) shareOf(v int) string {
+	if n := a.cfg.Shards; n > 1 {
+		return fmt.Sprintf(" (this worker's share of %d, split among %d workers)", v*n, n)
+	}
+	return ""
+}
+
+// own returns frame in memory of its own for a deferred analyzer, whose
+// events outlive the reassembly buffers: small frames are carved from
+// shared chunks (freed together once their events are delivered), large
+// ones copied alone.
+func (a *Analyzer) own(frame []byte) []byte {
+	if !a.cfg.Deferred {
+		return frame
+	}
+	const chunk = 1 << 20
+	if len(frame) > chunk/4 {
+		return append([]byte(nil), frame...)
+	}
+	if cap(a.arena)-len(a.arena) < len(frame) {
+		a.arena = make([]byte, 0, chunk)
+	}
+	start := len(a.arena)
+	a.arena = append(a.arena, frame...)
+	return a.arena[start:len(a.arena):len(a.arena)]
+}
+
+func (a *Analyzer) emitRequest(m *Message) { a.out(Event{Req: m}) }
+
+func (a *Analyzer) emit(x *Exchange) { a.out(Event{X: x}) }
+
+func (a *Analyzer) emitConn(e *ConnEvent) { a.out(Event{Conn: e}) }
 
 // packetPos returns the current packet's position, or the last one seen
 // when called outside packet processing (flushes at the end).
 func (a *Analyzer) packetPos() (file int, n uint64, t time.Time) {
 	if a.cur != nil {
 		return a.cur.File, a.cur.N, a.cur.Time
+	}
+	if !a.endTime.IsZero() {
+		return a.lastFile, a.lastN, a.endTime
 	}
 	return a.lastFile, a.lastN, a.stats.LastTime
 }

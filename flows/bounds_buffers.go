@@ -188,7 +188,7 @@ func (f *framer) dropForBudget() {
 	} else {
 		f.synced, f.tentative = false, false
 	}
-	c.problem(f.startFile, f.startPkt, fmt.Sprintf("%s: partial frames buffered across connections passed the budget of %d bytes", what, a.cfg.BufferBudget))
+	c.problem(f.startFile, f.startPkt, fmt.Sprintf("%s: partial frames buffered across connections passed the budget of %d bytes%s", what, a.cfg.BufferBudget, a.shareOf(a.cfg.BufferBudget)))
 	f.buf = nil
 	f.account()
 }

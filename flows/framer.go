@@ -413,6 +413,7 @@ func (f *framer) newMessage() *Message {
 // at a guessed boundary that does not decode.
 func (f *framer) request(frame []byte) bool {
 	a := f.s.a
+	frame = a.own(frame)
 	c := f.conn()
 	h, err := decode.ParseRequestHeader(frame)
 	if err != nil && f.tentative {
@@ -460,14 +461,9 @@ func (f *framer) request(frame []byte) bool {
 	}
 	m.Role = RoleOf(m)
 	c.Roles[m.Role]++
-	a.nodes.learnRequest(c, m)
 	c.Requests++
 	c.APIs[h.Key]++
-	for _, hd := range a.reqH {
-		hd.OnRequest(m)
-	}
-	m.Frame = nil
-	f.release(m, req)
+	a.emitRequest(m)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		c.NoResponse++
 		a.emit(&Exchange{Conn: c, Req: m, NoResponse: true})
@@ -477,19 +473,13 @@ func (f *framer) request(frame []byte) bool {
 	return true
 }
 
-// release drops references into the frame so the message can be kept.
-func (f *framer) release(m *Message, body any) {
-	if body != nil {
-		decode.ReleaseRecords(body)
-	}
-	for i := range m.Batches {
-		m.Batches[i].Raw = nil
-	}
-}
+// decodeRelease drops a decoded body's references into its frame.
+var decodeRelease = decode.ReleaseRecords
 
 // response handles one response frame.
 func (f *framer) response(frame []byte) bool {
 	a := f.s.a
+	frame = a.own(frame)
 	c := f.conn()
 	corr, _ := decode.Correlation(frame)
 	// Answered out of order means never answered: Kafka responds on a
@@ -505,7 +495,6 @@ func (f *framer) response(frame []byte) bool {
 		c.Unmatched++
 		c.skip(SkipUnmatched, len(frame)+4)
 		a.emit(&Exchange{Conn: c, Resp: m})
-		m.Frame = nil
 		return true
 	}
 	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
@@ -521,7 +510,6 @@ func (f *framer) response(frame []byte) bool {
 			c.problem(m.File, m.Packet, m.Err.Error())
 		} else {
 			m.Resp = resp
-			a.nodes.learnResponse(resp)
 			f.scanBatches(m, resp)
 			m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
 			if len(m.ErrorCodes) > 0 {
@@ -533,8 +521,6 @@ func (f *framer) response(frame []byte) bool {
 	}
 	c.Responses++
 	a.emit(&Exchange{Conn: c, Req: req, Resp: m})
-	m.Frame = nil
-	f.release(m, resp)
 	return true
 }
 
@@ -558,10 +544,7 @@ func (f *framer) scanBatches(m *Message, body any) {
 		if len(rs.Records) == 0 {
 			return
 		}
-		topic := rs.Topic
-		if topic == "" {
-			topic, _ = f.s.a.nodes.TopicName(rs.TopicID)
-		}
+		topic := rs.Topic // named by id: see Delivery.nameTopics
 		_, err := decode.ScanBatches(rs.Records, func(b *decode.Batch) {
 			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
 		})

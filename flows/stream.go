@@ -296,7 +296,7 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed {
 		// Completed by the idle timeout, not by FIN or RST: remember the
 		// connection so that traffic resuming on it continues it.
-		if len(a.idle) >= maxIdle {
+		if len(a.idle) >= a.maxIdle {
 			for k := range a.idle {
 				delete(a.idle, k)
 				break

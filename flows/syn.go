@@ -33,14 +33,14 @@ type synQueue struct {
 const maxSYNs = 65536
 
 func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, dst netip.AddrPort) {
-	t := &a.tcp
+	t := a.tcp
 	switch {
 	case t.SYN && !t.ACK:
 		if s := a.syns[key]; s != nil {
 			s.attempts++
 			return
 		}
-		if len(a.syns) >= maxSYNs {
+		if len(a.syns) >= a.maxSYNs {
 			a.evictSYN()
 		}
 		q := &a.synq

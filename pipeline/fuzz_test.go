@@ -129,8 +129,8 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 			t.Fatalf("input broke at packet %d after %d packets were read", re.Packet, rf.Packets)
 		}
 	}
-	if rf.Packets != r.Capture.Packets || r.Capture.Packets != res.Analyzer.Stats().Packets {
-		t.Fatalf("file packets %d, capture packets %d, analysed %d", rf.Packets, r.Capture.Packets, res.Analyzer.Stats().Packets)
+	if rf.Packets != r.Capture.Packets || r.Capture.Packets != res.Stats.Packets {
+		t.Fatalf("file packets %d, capture packets %d, analysed %d", rf.Packets, r.Capture.Packets, res.Stats.Packets)
 	}
 	for reason, n := range r.Totals.SkippedBytes {
 		if n <= 0 {

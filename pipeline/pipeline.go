@@ -53,6 +53,11 @@ type Options struct {
 	// is not called at the end: the final findings are in the report.
 	LiveFindings      func([]detectors.Finding)
 	LiveFindingsEvery time.Duration
+	// Workers is how many goroutines analyse connections, each its share
+	// of them (0: one per CPU, at most 8). The output is the same as with
+	// one, except when connection bounds are reached (see shard.go).
+	// Live captures and runs with LiveFindings use one.
+	Workers int
 }
 
 // Progress is a snapshot of a running analysis, for status lines.
@@ -83,9 +88,15 @@ func (s Stop) String() string {
 
 // Result is what a run produced.
 type Result struct {
-	Report   *report.Report
-	Analyzer *flows.Analyzer
-	Stop     Stop
+	Report *report.Report
+	// Stats, Conns and Nodes are what the analysis found, over all
+	// workers.
+	Stats *flows.Stats
+	Conns []*flows.Conn
+	Nodes *flows.Nodes
+	// Workers is how many workers analysed the connections.
+	Workers int
+	Stop    Stop
 	// Interrupted is Stop == StopInterrupted.
 	Interrupted bool
 	// Live holds the kernel's final counters of a live capture.
@@ -105,9 +116,38 @@ type liveSource interface {
 	Stats() (capture.LiveStats, error)
 }
 
-// ticker is an analyzer that can flush held-back data on a clock when no
-// packets come (live captures). flows.Analyzer does not have it yet.
-type ticker interface{ Tick(now time.Time) }
+// engine is what analyses the packets: one flows.Analyzer, or several
+// sharded by connection.
+type engine interface {
+	Packet(p *capture.Packet)
+	// Tick lets time pass without packets (live captures).
+	Tick(now time.Time)
+	Close()
+	// progress figures, on the reading goroutine
+	progress() (packets, bytes int64, kafka int, first, last time.Time)
+	// the results, once closed (for one analyzer, also while running)
+	results() (*flows.Stats, []*flows.Conn, *flows.Nodes)
+}
+
+// single is one analyzer on the reading goroutine.
+type single struct{ *flows.Analyzer }
+
+func (s single) progress() (int64, int64, int, time.Time, time.Time) {
+	st := s.Stats()
+	return st.Packets, st.Bytes, len(s.Conns()), st.FirstTime, st.LastTime
+}
+
+func (s single) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
+	return s.Stats(), s.Conns(), s.Nodes()
+}
+
+func (s *sharded) progress() (int64, int64, int, time.Time, time.Time) {
+	return s.packets, s.bytes, int(s.kafka.Load()), s.first, s.last
+}
+
+func (s *sharded) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
+	return &s.stats, s.conns, s.dl.Nodes()
+}
 
 // flusher is a sink that buffers.
 type flusher interface{ Flush() error }
@@ -165,15 +205,23 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	if opt.Detectors != nil {
 		handlers = append(handlers, opt.Detectors)
 	}
-	an := flows.New(opt.Flows, handlers...)
-	res := &Result{Analyzer: an}
+	live, _ := src.(liveSource)
+	var an engine
+	nw := workers(opt.Workers)
+	if live != nil || opt.LiveFindings != nil {
+		nw = 1
+	}
+	if nw > 1 {
+		an = newSharded(nw, opt.Flows, handlers)
+	} else {
+		an = single{flows.New(opt.Flows, handlers...)}
+	}
+	res := &Result{Workers: nw}
 	if opt.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, opt.Duration, errDuration)
 		defer cancel()
 	}
-	live, _ := src.(liveSource)
-	tick, _ := any(an).(ticker)
 	every := opt.ProgressEvery
 	if every <= 0 {
 		every = 250 * time.Millisecond
@@ -191,15 +239,15 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	began := time.Now()
 	lastProgress, lastFindings := began, began
 	env := func() *detectors.Env {
-		st := an.Stats()
-		return &detectors.Env{Nodes: an.Nodes(), Conns: an.Conns(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+		st, conns, nodes := an.results()
+		return &detectors.Env{Nodes: nodes, Conns: conns, Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
 	}
 	progress := func(done bool) {
 		if opt.Progress == nil {
 			return
 		}
-		st := an.Stats()
-		pr := Progress{Packets: st.Packets, Bytes: st.Bytes, Kafka: len(an.Conns()), First: st.FirstTime, Last: st.LastTime, Elapsed: time.Since(began), Done: done}
+		packets, bytes, kafka, first, last := an.progress()
+		pr := Progress{Packets: packets, Bytes: bytes, Kafka: kafka, First: first, Last: last, Elapsed: time.Since(began), Done: done}
 		if live != nil {
 			if ls, err := live.Stats(); err == nil {
 				pr.Live = &ls
@@ -241,9 +289,7 @@ read:
 		err := src.Next(&p)
 		if err == capture.ErrIdle {
 			// Nothing came for a while: push out what waits.
-			if tick != nil {
-				tick.Tick(time.Now())
-			}
+			an.Tick(time.Now())
 			if err := flushSinks(opt.Sinks); err != nil {
 				res.Err, stop = err, StopError
 				break
@@ -300,7 +346,8 @@ read:
 	if opt.Detectors != nil {
 		findings = opt.Detectors.Findings(env())
 	}
-	res.Report = collector.Build(rfiles, an.Stats(), an.Conns(), an.Nodes(), findings)
+	res.Stats, res.Conns, res.Nodes = an.results()
+	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
 	if res.Live != nil {
 		d := res.Live.Dropped
 		res.Report.Capture.Drops = &d

@@ -26,6 +26,12 @@ func analyseWithDetectors(t *testing.T, path string) *report.Report {
 // runFileWithDetectors is analyseWithDetectors with extra handlers.
 func runFileWithDetectors(t *testing.T, path string, handlers ...flows.Handler) *report.Report {
 	t.Helper()
+	return runFileOn(t, path, 0, handlers...)
+}
+
+// runFileOn is runFileWithDetectors on so many workers (0: the default).
+func runFileOn(t *testing.T, path string, workers int, handlers ...flows.Handler) *report.Report {
+	t.Helper()
 	f, err := capture.Open(path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func runFileWithDetectors(t *testing.T, path string, handlers ...flows.Handler) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers})
+	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers, Workers: workers})
 	return res.Report
 }
 

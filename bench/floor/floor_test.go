@@ -31,7 +31,7 @@ func TestAgreesWithAnalyzer(t *testing.T) {
 			}
 			defer f.Close()
 			res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig()})
-			st := res.Analyzer.Stats()
+			st := res.Stats
 			if r.Packets != st.Packets || r.TCP != st.TCPPackets || r.Bad != st.BadPackets {
 				t.Errorf("floor: %d packets, %d TCP, %d bad; analyzer: %d, %d, %d", r.Packets, r.TCP, r.Bad, st.Packets, st.TCPPackets, st.BadPackets)
 			}

@@ -53,6 +53,7 @@ type Config struct {
 	NoTUI    bool
 	Ports    string
 	MaxFrame int
+	Workers  int
 	Frames   bool
 	JSON     bool
 	Verbose  bool
@@ -95,6 +96,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrame <= 0 {
 		return fmt.Errorf("--max-frame must be positive, got %d", c.MaxFrame)
+	}
+	if c.Workers < 0 {
+		return fmt.Errorf("--workers must not be negative, got %d", c.Workers)
 	}
 	stdin := 0
 	for _, f := range c.Files {
@@ -147,6 +151,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringArrayVarP(&cfg.Files, "read", "r", nil, "read packets from `FILE` (pcap, pcapng, .gz; - for stdin); repeatable")
 	fs.StringVar(&cfg.Ports, "ports", flows.DefaultPorts, "TCP `ports` treated as Kafka without content checks (other ports are recognised by content)")
 	fs.IntVar(&cfg.MaxFrame, "max-frame", flows.DefaultConfig().MaxFrame, "largest Kafka frame in `bytes`; larger size prefixes are framing errors")
+	fs.IntVar(&cfg.Workers, "workers", 0, "analyse connections on `N` goroutines (0: one per CPU, at most 8; live capture uses 1); the output is the same")
 	fs.BoolVar(&cfg.Frames, "frames", false, "print one line per request and response instead of the report")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the report as one JSON document (with --frames: JSON Lines)")
 	fs.BoolVarP(&cfg.Verbose, "verbose", "v", false, "with --frames: also print every decoded field")
@@ -249,6 +254,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Detectors: dets,
 		Count:     cfg.Count,
 		Duration:  cfg.Duration,
+		Workers:   cfg.Workers,
 		Warn: func(err error) {
 			fmt.Fprintf(stderr, "kfsniff: warning: %v; analysed the packets before it\n", err)
 		},

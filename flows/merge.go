@@ -1,0 +1,65 @@
+package flows
+
+// Add adds the counters of o, another analyzer's over other connections
+// of the same capture (see Config.Deferred), to s.
+func (s *Stats) Add(o *Stats) {
+	s.Packets += o.Packets
+	s.Bytes += o.Bytes
+	s.NonIP += o.NonIP
+	s.NonTCP += o.NonTCP
+	s.Fragments += o.Fragments
+	s.Truncated += o.Truncated
+	s.BadPackets += o.BadPackets
+	s.TCPPackets += o.TCPPackets
+	s.KafkaPackets += o.KafkaPackets
+	s.OtherTCP += o.OtherTCP
+	if !o.FirstTime.IsZero() && (s.FirstTime.IsZero() || o.FirstTime.Before(s.FirstTime)) {
+		s.FirstTime = o.FirstTime
+	}
+	if o.LastTime.After(s.LastTime) {
+		s.LastTime = o.LastTime
+	}
+	// The first bad packet: by file, then packet number (exact for one
+	// file; for several merged by time, the earliest file's).
+	if o.FirstBad != 0 && (s.FirstBad == 0 || o.FirstBadFile < s.FirstBadFile ||
+		o.FirstBadFile == s.FirstBadFile && o.FirstBad < s.FirstBad) {
+		s.FirstBad, s.FirstBadFile, s.FirstBadWhy = o.FirstBad, o.FirstBadFile, o.FirstBadWhy
+	}
+	if s.UnknownAPIs == nil {
+		s.UnknownAPIs = make(map[UnknownAPI]int)
+	}
+	for k, v := range o.UnknownAPIs {
+		s.UnknownAPIs[k] += v
+	}
+	s.InternalErrors += o.InternalErrors
+	s.IdleEvicted += o.IdleEvicted
+	e, f := &s.Evicted, &o.Evicted
+	e.Conns += f.Conns
+	e.Requests += f.Requests
+	e.Responses += f.Responses
+	e.ErrorResponses += f.ErrorResponses
+	e.Unmatched += f.Unmatched
+	e.Unanswered += f.Unanswered
+	e.NoResponse += f.NoResponse
+	e.Gaps += f.Gaps
+	e.FramingErrors += f.FramingErrors
+	e.DecodeErrs += f.DecodeErrs
+	for k, v := range f.Skipped {
+		if e.Skipped == nil {
+			e.Skipped = map[string]int64{}
+		}
+		e.Skipped[k] += v
+	}
+}
+
+// Abandon marks c broken at a packet after a handler panicked on one of
+// its events (deferred analyzers: the panic is met where events are
+// delivered). Call it only once the analyzer that owns c is done.
+func (c *Conn) Abandon(file int, packet uint64, why string) {
+	if c.Broken {
+		return
+	}
+	c.Broken = true
+	c.BrokenPacket, c.BrokenFile, c.BrokenWhy = packet, file, why
+	c.problem(file, packet, "internal error, connection abandoned: "+why)
+}

@@ -1,0 +1,433 @@
+package pipeline
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// The sharded engine runs one deferred flows.Analyzer per worker, each on
+// the connections that hash to it, and delivers their events to the
+// handlers on one goroutine in the order one analyzer of every packet
+// would: by packet, a flush on the clock after the packet's own events,
+// and the events of the end ordered as flows.Analyzer.Close orders them.
+//
+//	reader (this goroutine): read, filter, sinks, shard by connection,
+//	    copy packet bytes into the round's batch, decide flushes
+//	  -> worker i: flows (reassembly, framing, decoding, pairing)
+//	  -> merger: events in packet order -> node identities, collector,
+//	     detectors, --frames
+//
+// The reader cuts the packets into rounds (roundPackets packets or
+// roundBytes bytes); each worker answers every round with its events, so
+// the merger can order a round's events as soon as all workers are done
+// with it, while the workers go on with the next ones.
+//
+// Connections never affect each other inside flows except through bounds
+// (MaxConns, MaxStreams and the budgets, divided among the workers) and
+// the flush of every connection when an ACK proves a hole lost; only then
+// can the output differ from one worker's.
+const (
+	roundPackets = 256
+	roundBytes   = 256 << 10
+	maxWorkers   = 8
+	inflight     = 2 // rounds queued per worker and per result channel
+)
+
+// workers returns how many workers Options.Workers asks for.
+func workers(n int) int {
+	if n <= 0 {
+		n = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	return max(1, min(n, maxWorkers))
+}
+
+type shardItem struct {
+	seq   uint64
+	flush bool
+	p     capture.Packet
+}
+
+// shardIn is one round of packets for one worker, or the end.
+type shardIn struct {
+	items []shardItem
+	data  []byte
+	end   *endPos
+}
+
+type endPos struct {
+	file int
+	n    uint64
+	t    time.Time
+}
+
+// stamped is an event with its place: the packet that caused it, after
+// the packet's own events for a flush.
+type stamped struct {
+	seq   uint64
+	flush bool
+	ev    flows.Event
+}
+
+type brokenConn struct {
+	c      *flows.Conn
+	file   int
+	packet uint64
+	why    string
+}
+
+type sharded struct {
+	n       int
+	sharder *flows.Sharder
+	clock   flows.FlushClock
+	window  time.Duration
+	ans     []*flows.Analyzer
+	workers []*worker
+	in      []chan *shardIn
+	out     []chan []stamped
+	cur     []*shardIn
+	free    chan *shardIn
+	seq     uint64
+	roundN  int
+	roundB  int
+	done    chan struct{}
+	closed  bool
+
+	// reader's counters, for progress and the end position
+	packets, bytes int64
+	first, last    time.Time
+	lastPkt        endPos
+
+	dl     *flows.Delivery
+	kafka  atomic.Int64
+	broken map[*flows.Conn]*brokenConn
+	order  []*brokenConn
+
+	stats flows.Stats
+	conns []*flows.Conn
+}
+
+func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
+	s := &sharded{
+		n:       n,
+		sharder: flows.NewSharder(n),
+		window:  cfg.ReorderWindow,
+		free:    make(chan *shardIn, 4*n*inflight),
+		done:    make(chan struct{}),
+		broken:  make(map[*flows.Conn]*brokenConn),
+	}
+	s.dl = flows.NewDelivery(handlers...)
+	s.dl.Broken = func(c *flows.Conn, file int, packet uint64, p any) {
+		if s.broken[c] == nil {
+			b := &brokenConn{c: c, file: file, packet: packet, why: fmt.Sprint(p)}
+			s.broken[c] = b
+			s.order = append(s.order, b)
+		}
+	}
+	wcfg := cfg
+	wcfg.Deferred = true
+	wcfg.Shards = n
+	wcfg.MaxConns = share(cfg.MaxConns, n)
+	wcfg.MaxStreams = share(cfg.MaxStreams, n)
+	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
+	wcfg.BufferBudget = share(cfg.BufferBudget, n)
+	for i := 0; i < n; i++ {
+		w := &worker{in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
+		c := wcfg
+		c.Sink = w.sink
+		w.an = flows.New(c)
+		s.ans = append(s.ans, w.an)
+		s.workers = append(s.workers, w)
+		s.in = append(s.in, w.in)
+		s.out = append(s.out, w.out)
+		s.cur = append(s.cur, s.batch())
+		go w.run()
+	}
+	go s.merge()
+	return s
+}
+
+// share divides a bound among n workers (0 stays unbounded).
+func share(total, n int) int {
+	if total <= 0 {
+		return total
+	}
+	return max(1, (total+n-1)/n)
+}
+
+func (s *sharded) batch() *shardIn {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+		return &shardIn{items: make([]shardItem, 0, roundPackets+8), data: make([]byte, 0, roundBytes+64<<10)}
+	}
+}
+
+// Packet hands p to its worker; p.Data is copied.
+func (s *sharded) Packet(p *capture.Packet) {
+	s.seq++
+	s.packets++
+	s.bytes += int64(p.Len)
+	if s.first.IsZero() || p.Time.Before(s.first) {
+		s.first = p.Time
+	}
+	if p.Time.After(s.last) {
+		s.last = p.Time
+	}
+	w := s.sharder.Shard(p)
+	b := s.cur[w]
+	start := len(b.data)
+	b.data = append(b.data, p.Data...)
+	it := shardItem{seq: s.seq, p: *p}
+	it.p.Data = b.data[start:len(b.data):len(b.data)]
+	b.items = append(b.items, it)
+	s.lastPkt = endPos{file: p.File, n: p.N}
+	if s.clock.Due(p.Time, s.window) {
+		f := shardItem{seq: s.seq, flush: true, p: *p}
+		f.p.Data = nil
+		for _, b := range s.cur {
+			b.items = append(b.items, f)
+		}
+	}
+	s.roundN++
+	s.roundB += len(p.Data)
+	if s.roundN >= roundPackets || s.roundB >= roundBytes {
+		s.send()
+	}
+}
+
+// send ends the round.
+func (s *sharded) send() {
+	for w, b := range s.cur {
+		s.in[w] <- b
+		s.cur[w] = s.batch()
+	}
+	s.roundN, s.roundB = 0, 0
+}
+
+// Tick is not used: live captures run one analyzer (see run).
+func (s *sharded) Tick(time.Time) {}
+
+// Close ends the analysis: the workers close their analyzers at the
+// capture's last TCP packet and the merger delivers what is left.
+func (s *sharded) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.send()
+	end := &endPos{file: s.lastPkt.file, n: s.lastPkt.n, t: s.last}
+	for _, in := range s.in {
+		in <- &shardIn{end: end}
+		close(in)
+	}
+	<-s.done
+	for _, an := range s.ans {
+		s.stats.Add(an.Stats())
+		s.conns = append(s.conns, an.Conns()...)
+	}
+	slices.SortFunc(s.conns, func(a, b *flows.Conn) int { return a.ID - b.ID })
+	for _, b := range s.order {
+		s.stats.InternalErrors++
+		b.c.Abandon(b.file, b.packet, b.why)
+	}
+}
+
+// worker runs one analyzer over its rounds.
+type worker struct {
+	an   *flows.Analyzer
+	in   chan *shardIn
+	out  chan []stamped
+	evs  []stamped
+	at   stamped // the place of the events now sunk
+	free chan<- *shardIn
+	// spent takes event slices back from the merger for reuse
+	spent chan []stamped
+}
+
+// take returns an empty event slice, a used one if the merger gave one
+// back.
+func (w *worker) take() []stamped {
+	select {
+	case evs := <-w.spent:
+		return evs[:0]
+	default:
+		return nil
+	}
+}
+
+// closeChunk is how many events of the end go to the merger at a time.
+const closeChunk = 4096
+
+func (w *worker) sink(ev flows.Event) {
+	st := w.at
+	st.ev = ev
+	w.evs = append(w.evs, st)
+	if st.seq == endSeq && len(w.evs) >= closeChunk {
+		w.out <- w.evs
+		w.evs = nil
+	}
+}
+
+// run answers each round with its events (possibly none), and the end
+// with the events of Close in chunks; then closes out.
+func (w *worker) run() {
+	defer close(w.out)
+	for b := range w.in {
+		if b.end != nil {
+			w.at = stamped{seq: endSeq}
+			w.an.CloseAt(b.end.file, b.end.n, b.end.t)
+			if len(w.evs) > 0 {
+				w.out <- w.evs
+			}
+			return
+		}
+		for i := range b.items {
+			it := &b.items[i]
+			w.at = stamped{seq: it.seq, flush: it.flush}
+			if it.flush {
+				w.an.Flush(&it.p)
+			} else {
+				w.an.Packet(&it.p)
+			}
+		}
+		w.out <- w.evs
+		w.evs = w.take()
+		clear(b.items) // no references into old data
+		b.items, b.data = b.items[:0], b.data[:0]
+		select {
+		case w.free <- b:
+		default:
+		}
+	}
+}
+
+// merge delivers the workers' events in packet order: a round at a time
+// (each worker sends one slice per round), then the events of the end,
+// merged as the workers send them.
+func (s *sharded) merge() {
+	defer close(s.done)
+	cur := make([][]stamped, s.n)
+	idx := make([]int, s.n)
+	open := make([]bool, s.n)
+	for w := range open {
+		open[w] = true
+	}
+	// next makes worker w's cursor point at an event, if any is left in
+	// this round (or, at the end, at all).
+	next := func(w int, end bool) bool {
+		for idx[w] >= len(cur[w]) {
+			if !end || !open[w] {
+				return false
+			}
+			evs, ok := <-s.out[w]
+			if !ok {
+				open[w] = false
+				return false
+			}
+			cur[w], idx[w] = evs, 0
+		}
+		return true
+	}
+	for {
+		end := false
+		for w := range s.out {
+			evs, ok := <-s.out[w]
+			if !ok {
+				open[w] = false
+				evs = nil
+			}
+			cur[w], idx[w] = evs, 0
+			if len(evs) > 0 && evs[0].seq == endSeq || !ok {
+				end = true
+			}
+		}
+		if end {
+			// Every worker has ended its rounds: from now on each sends
+			// only events of the end, then closes.
+			for w := range cur {
+				if len(cur[w]) > 0 && cur[w][0].seq != endSeq {
+					s.deliverAll(cur[w]) // cannot happen: rounds end together
+					cur[w] = nil
+				}
+			}
+		}
+		for {
+			best := -1
+			for w := range cur {
+				if !next(w, end) {
+					continue
+				}
+				if best < 0 || before(&cur[w][idx[w]], &cur[best][idx[best]]) {
+					best = w
+				}
+			}
+			if best < 0 {
+				break
+			}
+			s.deliver(&cur[best][idx[best]].ev)
+			cur[best][idx[best]] = stamped{}
+			idx[best]++
+		}
+		if end {
+			return
+		}
+		for w, evs := range cur {
+			if cap(evs) > 0 {
+				select {
+				case s.workers[w].spent <- evs:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (s *sharded) deliverAll(evs []stamped) {
+	for i := range evs {
+		s.deliver(&evs[i].ev)
+	}
+}
+
+// endSeq places the events of Close after every packet.
+const endSeq = ^uint64(0)
+
+// before orders two events of different workers; equal ones keep the
+// order of the workers.
+func before(a, b *stamped) bool {
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	if a.seq == endSeq {
+		return flows.CloseLess(&a.ev, &b.ev)
+	}
+	return !a.flush && b.flush
+}
+
+// deliver hands one event to the handlers, unless its connection was
+// abandoned after a handler panicked on it.
+func (s *sharded) deliver(ev *flows.Event) {
+	var c *flows.Conn
+	switch {
+	case ev.Req != nil:
+		c = ev.Req.Conn
+	case ev.X != nil:
+		c = ev.X.Conn
+	case ev.Conn != nil:
+		c = ev.Conn.Conn
+	}
+	if c != nil && s.broken[c] != nil {
+		return
+	}
+	opened := s.dl.Opened
+	s.dl.Deliver(ev)
+	if s.dl.Opened != opened {
+		s.kafka.Store(int64(s.dl.Opened))
+	}
+}

@@ -1,0 +1,119 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// shardOutputs runs the whole analysis of path as kfsniff -r does, with the
+// detectors, on n workers, and returns the JSON report and the frames
+// written by --frames --json -v.
+func shardOutputs(t *testing.T, path string, n int) (rep, frames []byte) {
+	t.Helper()
+	f, err := capture.Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	set, err := detectors.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fb bytes.Buffer
+	fw := report.NewFrameWriter(&fb, report.FrameFilter{}, true, true)
+	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: []flows.Handler{fw}, Workers: n})
+	if err := fw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if res.Workers != n {
+		t.Fatalf("ran %d workers, asked for %d", res.Workers, n)
+	}
+	rep, err = json.MarshalIndent(res.Report, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, fb.Bytes()
+}
+
+// allCaptures lists every committed capture and the shared ones.
+func allCaptures(t *testing.T) []string {
+	var paths []string
+	for _, root := range []string{filepath.Join("..", "fixtures", "pcaps"), sharedDir} {
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".pcap") || strings.HasSuffix(p, ".pcapng") || strings.HasSuffix(p, ".pcap.gz")) {
+				paths = append(paths, p)
+			}
+			return nil
+		})
+	}
+	if len(paths) < 50 {
+		t.Fatalf("only %d captures found", len(paths))
+	}
+	return paths
+}
+
+// TestShardedSameOutput: analysing connections on several workers gives
+// byte for byte the report and the --frames output of one worker, on
+// every committed capture (scenarios, real clients, hostile inputs) and
+// the shared real ones.
+func TestShardedSameOutput(t *testing.T) {
+	for _, p := range allCaptures(t) {
+		if _, err := capture.Open(p, 0); err != nil {
+			continue // the unusable hostile inputs
+		}
+		rep1, fr1 := shardOutputs(t, p, 1)
+		for _, n := range []int{2, 3} {
+			rep, fr := shardOutputs(t, p, n)
+			if !bytes.Equal(rep, rep1) {
+				t.Errorf("%s: report with %d workers differs from one worker's:\n%s", p, n, firstDiff(rep1, rep))
+			}
+			if !bytes.Equal(fr, fr1) {
+				t.Errorf("%s: --frames with %d workers differs from one worker's:\n%s", p, n, firstDiff(fr1, fr))
+			}
+		}
+	}
+}
+
+// firstDiff shows the first line where two outputs differ.
+func firstDiff(a, b []byte) string {
+	la, lb := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))
+	for i := 0; i < len(la) || i < len(lb); i++ {
+		var x, y []byte
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if !bytes.Equal(x, y) {
+			return "line " + itoa(i+1) + ":\n  one: " + trunc(x) + "\n  got: " + trunc(y)
+		}
+	}
+	return "(same lines)"
+}
+
+func trunc(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
