@@ -2,7 +2,10 @@ package detectors
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"hash/crc32"
+	"iter"
+	"math/bits"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -60,6 +63,56 @@ func (k partKey) less(o partKey) bool {
 
 func (k partKey) label(env *Env) string {
 	return k.name(env) + "-" + strconv.Itoa(int(k.part))
+}
+
+// partCache is a direct-mapped cache in front of a detector's partition
+// map: a batch's partition is found by comparing one key, not by hashing
+// its topic name into the map.
+type partCache[P any] [256]partSlot[P]
+
+type partSlot[P any] struct {
+	k partKey
+	p *P
+}
+
+func (c *partCache[P]) slot(k *partKey) *partSlot[P] {
+	h := uint32(k.part) ^ uint32(len(k.topic))<<8 ^ binary.LittleEndian.Uint32(k.id[:])
+	if n := len(k.topic); n > 0 {
+		h ^= uint32(k.topic[0])<<16 ^ uint32(k.topic[n-1])<<24 ^ uint32(k.topic[n/2])<<4
+	}
+	return &c[(h*0x9e3779b1)>>24]
+}
+
+// bitset is a set of small non-negative integers (copy source indices).
+type bitset []uint64
+
+// add puts i in the set and reports whether it was not there.
+func (b *bitset) add(i uint32) bool {
+	w := int(i >> 6)
+	if w >= len(*b) {
+		*b = append(*b, make([]uint64, w+1-len(*b))...)
+	}
+	m := uint64(1) << (i & 63)
+	if (*b)[w]&m != 0 {
+		return false
+	}
+	(*b)[w] |= m
+	return true
+}
+
+// all yields the members in increasing order.
+func (b bitset) all() iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		for w, x := range b {
+			for x != 0 {
+				i := uint32(w)<<6 | uint32(bits.TrailingZeros64(x))
+				if !yield(i) {
+					return
+				}
+				x &= x - 1
+			}
+		}
+	}
 }
 
 // produceBatches calls fn for every batch of a Produce request whose
@@ -377,6 +430,15 @@ func (s *copySource) holderLabel(env *Env) string {
 type copySources struct {
 	list []copySource
 	idx  map[copySourceKey]uint32
+	// cache holds recent lookups by connection and path: a connection
+	// carries the copies of one source, over and over.
+	cache *[4096]srcSlot
+}
+
+type srcSlot struct {
+	k  copySourceKey
+	i  uint32
+	ok bool
 }
 
 const maxSources = 8192
@@ -384,6 +446,7 @@ const maxSources = 8192
 func (cs *copySources) of(m *flows.Message, path copyPath) uint32 {
 	if cs.idx == nil {
 		cs.idx = make(map[copySourceKey]uint32)
+		cs.cache = new([4096]srcSlot)
 		cs.list = append(cs.list, copySource{path: path, conn: 0, clientID: "?", fetcher: -1})
 	}
 	fetcher := int32(-1)
@@ -391,16 +454,21 @@ func (cs *copySources) of(m *flows.Message, path copyPath) uint32 {
 		fetcher = fetcherID(m)
 	}
 	k := copySourceKey{conn: m.Conn.ID, path: path, fetcher: fetcher, clientID: m.ClientID}
-	if i, ok := cs.idx[k]; ok {
-		return i
+	slot := &cs.cache[(uint(k.conn)<<2|uint(path))%uint(len(cs.cache))]
+	if slot.ok && slot.k.conn == k.conn && slot.k.path == path && slot.k.fetcher == fetcher && slot.k.clientID == k.clientID {
+		return slot.i
 	}
-	if len(cs.list) >= maxSources {
-		return 0
+	i, ok := cs.idx[k]
+	if !ok {
+		if len(cs.list) >= maxSources {
+			return 0 // not cached: the map is full for good
+		}
+		i = uint32(len(cs.list))
+		cs.list = append(cs.list, copySource{path: path, conn: m.Conn.ID, clientID: m.ClientID,
+			client: m.Conn.Client, server: m.Conn.Server, fetcher: fetcher})
+		cs.idx[k] = i
 	}
-	i := uint32(len(cs.list))
-	cs.list = append(cs.list, copySource{path: path, conn: m.Conn.ID, clientID: m.ClientID,
-		client: m.Conn.Client, server: m.Conn.Server, fetcher: fetcher})
-	cs.idx[k] = i
+	*slot = srcSlot{k: k, i: i, ok: true}
 	return i
 }
 

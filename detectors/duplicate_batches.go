@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,16 +58,19 @@ type duplicateBatches struct {
 	maxParts   int
 
 	parts        map[partKey]*dupPart
+	partCache    partCache[dupPart]
 	partList     []*dupPart
 	partsDropped int64
 
-	crcs    *fifo[dupCRCKey, dupOrigin]
-	recs    *fifo[dupRecKey, int64]
+	crcs    *fifoTable[dupCRCKey, dupOrigin]
+	recs    *fifoTable[dupRecKey, int64]
 	pending *fifo[*flows.Message, *dupPending]
-	pendN   int // record fingerprints held by pending Produce requests
+	pendN   int           // record fingerprints held by pending Produce requests
+	free    []*dupPending // for reuse
 	srcs    copySources
 	scratch []recordHash
 	found   []int64
+	warm    uint64 // see fifoTable.warm
 }
 
 // maxPendingProduces and maxPendingHashes bound what is held for Produce
@@ -84,6 +88,10 @@ type dupCRCKey struct {
 	length  int32
 }
 
+func (k dupCRCKey) hash(seed uint64) uint64 {
+	return mix64(uint64(k.crc)<<32|uint64(uint32(k.length))^seed, uint64(k.part)<<32|uint64(uint32(k.records)))
+}
+
 type dupOrigin struct {
 	offset int64
 	file   int32
@@ -93,16 +101,53 @@ type dupOrigin struct {
 }
 
 type dupRecKey struct {
-	part uint32
 	h    uint64
+	part uint32
 }
 
+func (k dupRecKey) hash(seed uint64) uint64 { return mix64(k.h^seed, uint64(k.part)) }
+
 // dupPending holds the record fingerprints of a Produce request's batches
-// (by batch index) until its response gives their offsets.
+// until its response gives their offsets: batch i's are
+// hashes[spans[i].from:spans[i].to]. They are reused from request to
+// request.
 type dupPending struct {
-	hashes [][]recordHash
-	errs   []error
+	hashes []recordHash
+	spans  []dupSpan
 	n      int
+}
+
+type dupSpan struct {
+	from, to int
+	err      error
+	hashed   bool // false: not comparable, never hashed
+}
+
+// maxPooledHashes bounds the fingerprints a pooled dupPending keeps room
+// for, and maxPooled the pool.
+const (
+	maxPooledHashes = 1 << 14
+	maxPooled       = 64
+)
+
+func (d *duplicateBatches) newPending(batches int) *dupPending {
+	var pp *dupPending
+	if n := len(d.free); n > 0 {
+		pp = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		pp = &dupPending{}
+	}
+	pp.hashes, pp.n = pp.hashes[:0], 0
+	pp.spans = slices.Grow(pp.spans[:0], batches)[:batches]
+	return pp
+}
+
+func (d *duplicateBatches) release(pp *dupPending) {
+	if len(d.free) < maxPooled && cap(pp.hashes) <= maxPooledHashes {
+		clear(pp.spans) // drop the errors
+		d.free = append(d.free, pp)
+	}
 }
 
 type dupPart struct {
@@ -143,10 +188,13 @@ func newDuplicateBatches(p Params) *duplicateBatches {
 		minBatches: max(p.Int("min-batches"), 1),
 		maxParts:   max(p.Int("max-partitions"), 1),
 		parts:      make(map[partKey]*dupPart),
-		crcs:       newFifo[dupCRCKey, dupOrigin](p.Int("max-batches"), nil),
-		recs:       newFifo[dupRecKey, int64](p.Int("max-records"), nil),
+		crcs:       newFifoTable[dupCRCKey, dupOrigin](p.Int("max-batches"), nil),
+		recs:       newFifoTable[dupRecKey, int64](p.Int("max-records"), nil),
 	}
-	d.pending = newFifo(maxPendingProduces, func(_ *flows.Message, pp *dupPending) { d.pendN -= pp.n })
+	d.pending = newFifo(maxPendingProduces, func(_ *flows.Message, pp *dupPending) {
+		d.pendN -= pp.n
+		d.release(pp)
+	})
 	if p.Int("compare-records") != 0 {
 		d.hasher = newRecordHasher(max(int(p.Float("max-decompressed-mib")*(1<<20)), 1))
 	}
@@ -159,15 +207,17 @@ func (d *duplicateBatches) OnRequest(m *flows.Message) {
 	if d.hasher == nil || m.Key != int16(kmsg.Produce) || len(m.Batches) == 0 || d.pendN >= maxPendingHashes {
 		return
 	}
-	pp := &dupPending{hashes: make([][]recordHash, len(m.Batches)), errs: make([]error, len(m.Batches))}
+	pp := d.newPending(len(m.Batches))
 	for i := range m.Batches {
 		b := &m.Batches[i]
 		if !recordsComparable(b) {
 			continue
 		}
-		hs, err := d.hasher.hashes(&b.Batch, nil)
-		pp.hashes[i], pp.errs[i] = hs, err
-		pp.n += len(hs)
+		from := len(pp.hashes)
+		var err error
+		pp.hashes, err = d.hasher.hashes(&b.Batch, pp.hashes)
+		pp.spans[i] = dupSpan{from: from, to: len(pp.hashes), err: err, hashed: true}
+		pp.n += len(pp.hashes) - from
 	}
 	d.pendN += pp.n
 	d.pending.put(m, pp)
@@ -185,6 +235,7 @@ func (d *duplicateBatches) OnExchange(x *flows.Exchange) {
 		if pp != nil {
 			d.pending.del(x.Req)
 			d.pendN -= pp.n
+			defer d.release(pp)
 		}
 		if x.Resp == nil {
 			return
@@ -196,9 +247,12 @@ func (d *duplicateBatches) OnExchange(x *flows.Exchange) {
 			}
 			c := dupCopy{b: b, base: base, msg: x.Req, src: src, produce: true, hashErr: errNotHashable}
 			if pp != nil {
-				c.hashes, c.hashErr = pp.hashes[i], pp.errs[i]
-				if c.hashes == nil && c.hashErr == nil {
-					c.hashErr = errNotHashable
+				sp := &pp.spans[i]
+				c.hashes, c.hashErr = pp.hashes[sp.from:sp.to], sp.err
+				if !sp.hashed || (sp.from == sp.to && sp.err == nil) {
+					// Not comparable, or no record: as the
+					// fingerprints of a batch never hashed.
+					c.hashes, c.hashErr = nil, errNotHashable
 				}
 			}
 			d.batch(&c)
@@ -228,8 +282,14 @@ type dupCopy struct {
 	hashErr error
 }
 
-func (d *duplicateBatches) part(k partKey) *dupPart {
+func (d *duplicateBatches) part(b *flows.BatchRef) *dupPart {
+	k := batchPart(b)
+	slot := d.partCache.slot(&k)
+	if slot.p != nil && slot.k == k {
+		return slot.p
+	}
 	if p, ok := d.parts[k]; ok {
+		slot.k, slot.p = k, p
 		return p
 	}
 	if len(d.partList) >= d.maxParts {
@@ -239,6 +299,7 @@ func (d *duplicateBatches) part(k partKey) *dupPart {
 	p := &dupPart{key: k, idx: uint32(len(d.partList)), runs: make(map[int64]*dupRun)}
 	d.parts[k] = p
 	d.partList = append(d.partList, p)
+	slot.k, slot.p = k, p
 	return p
 }
 
@@ -247,7 +308,7 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	if b.Magic != 2 || c.base < 0 {
 		return
 	}
-	p := d.part(batchPart(b))
+	p := d.part(b)
 	if p == nil {
 		return
 	}
@@ -273,13 +334,14 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 		return
 	}
 	ck := dupCRCKey{part: p.idx, crc: b.CRC, records: b.Records, length: b.Length}
-	if o, ok := d.crcs.get(ck); ok {
+	if o, ok := d.crcs.ref(ck); ok {
 		if o.offset != c.base {
-			d.repeat(p, c, c.base-o.offset, false, &o)
+			orig := *o
+			d.repeat(p, c, c.base-o.offset, false, &orig)
 			return
 		}
 	} else {
-		d.crcs.put(ck, dupOrigin{offset: c.base, file: int32(c.msg.File), conn: int32(c.msg.Conn.ID), packet: c.msg.Packet, at: c.msg.Time.UnixNano()})
+		*o = dupOrigin{offset: c.base, file: int32(c.msg.File), conn: int32(c.msg.Conn.ID), packet: c.msg.Packet, at: c.msg.Time.UnixNano()}
 	}
 	if d.hasher == nil || !recordsComparable(b) {
 		return
@@ -311,14 +373,20 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	// the identity policy, both sides captured) or a recreated topic do
 	// not look like a replay.
 	mix := d.hasher.idMix(b.TopicID)
+	var warm uint64
+	for _, h := range hs {
+		warm += d.recs.warm(dupRecKey{h: h.h ^ mix, part: p.idx})
+	}
+	d.warm = warm
 	shift, all := int64(0), true
 	for i, h := range hs {
-		off, ok := d.recs.get(dupRecKey{p.idx, h.h ^ mix})
-		if !ok {
+		o := d.recs.get(dupRecKey{h: h.h ^ mix, part: p.idx})
+		if o == nil {
 			d.found = append(d.found, -1)
 			all = false
 			continue
 		}
+		off := *o
 		d.found = append(d.found, off)
 		if s := c.base + int64(h.delta) - off; i == 0 {
 			shift = s
@@ -332,7 +400,7 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	}
 	for i, h := range hs {
 		if d.found[i] < 0 {
-			d.recs.put(dupRecKey{p.idx, h.h ^ mix}, c.base+int64(h.delta))
+			d.recs.put(dupRecKey{h: h.h ^ mix, part: p.idx}, c.base+int64(h.delta))
 		}
 	}
 }

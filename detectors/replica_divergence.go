@@ -45,12 +45,15 @@ func replicaDivergenceSpec() Spec {
 // distinct CRCs its copies carried, in a map bounded in batches. Entries
 // are compared when they are forgotten and at the end.
 type replicaDivergence struct {
-	entries  *fifo[rdKey, *rdEntry]
+	entries  *fifoTable[rdKey, rdEntry]
+	more     [][maxGroups - 1]rdGroup // groups past an entry's first
+	moreFree []int32
 	maxInfo  int
 	minRepl  int
 	maxParts int
 
 	parts        map[partKey]*rdPart
+	partCache    partCache[rdPart]
 	partList     []*rdPart
 	partsDropped int64
 	srcs         copySources
@@ -73,32 +76,73 @@ const (
 )
 
 type rdKey struct {
-	part  uint32
 	base  int64
+	part  uint32
 	magic int8
 }
 
+func (k rdKey) hash(seed uint64) uint64 {
+	return mix64(uint64(k.base)^seed, uint64(k.part)<<8|uint64(uint8(k.magic)))
+}
+
+// rdEntry is one batch's copies, held in the table: the first group
+// inline, the others (rare: copies that differ) in replicaDivergence.more,
+// so that the table holds no pointer.
 type rdEntry struct {
 	copies int32
 	extra  int32 // copies with yet another CRC past maxGroups
-	groups []rdGroup
+	more   int32 // index+1 in replicaDivergence.more, 0 if none
+	n      uint8 // groups
+	first  rdGroup
 }
 
 // rdGroup is the copies of one batch with one CRC (and CRC validity).
 type rdGroup struct {
-	crc     uint32
-	valid   bool
-	attrs   int16
-	epoch   int32 // partitionLeaderEpoch of the first fetched copy, -1 if none
-	copies  int32
-	produce bool
-	stored  bool  // seen in a Fetch response: what a broker holds
-	paths   uint8 // bit per copyPath the copies travelled
-	src     uint32
-	file    int32
 	packet  uint64
 	at      int64
 	topicID [16]byte // as the first copy named the topic; zero if by name
+	crc     uint32
+	epoch   int32 // partitionLeaderEpoch of the first fetched copy, -1 if none
+	copies  int32
+	src     uint32
+	file    int32
+	attrs   int16
+	valid   bool
+	produce bool
+	stored  bool  // seen in a Fetch response: what a broker holds
+	paths   uint8 // bit per copyPath the copies travelled
+}
+
+// group returns the i-th group of e.
+func (d *replicaDivergence) group(e *rdEntry, i int) *rdGroup {
+	if i == 0 {
+		return &e.first
+	}
+	return &d.more[e.more-1][i-1]
+}
+
+// addGroup appends a group to e, which has fewer than maxGroups.
+func (d *replicaDivergence) addGroup(e *rdEntry, g rdGroup) {
+	if e.n > 0 && e.more == 0 {
+		if n := len(d.moreFree); n > 0 {
+			e.more = d.moreFree[n-1]
+			d.moreFree = d.moreFree[:n-1]
+		} else {
+			d.more = append(d.more, [maxGroups - 1]rdGroup{})
+			e.more = int32(len(d.more))
+		}
+	}
+	*d.group(e, int(e.n)) = g
+	e.n++
+}
+
+// evict compares a batch's copies as it is forgotten.
+func (d *replicaDivergence) evict(k rdKey, e *rdEntry) {
+	d.compare(k, e)
+	if e.more != 0 {
+		d.more[e.more-1] = [maxGroups - 1]rdGroup{}
+		d.moreFree = append(d.moreFree, e.more)
+	}
 }
 
 type rdPart struct {
@@ -114,7 +158,9 @@ type rdPart struct {
 	// otherTopicID counts copies at a compared offset that name another
 	// topic id: not compared.
 	otherTopicID int64
-	holders      map[uint32]struct{}
+	holders      bitset // copy sources, the first maxHolders
+	nholders     int
+	srcsSeen     bitset // copy sources whose connection is in conns
 	producerID   int64
 	producers    int
 	first        time.Time
@@ -122,7 +168,37 @@ type rdPart struct {
 	firstOff     int64
 	lastOff      int64
 	conns        idSet
-	ev           sampler[Evidence]
+	ev           sampler[rdCopyEv]
+}
+
+// rdCopyEv is the evidence of one copy, formatted if it is listed.
+type rdCopyEv struct {
+	packet uint64
+	base   int64
+	file   int32
+	conn   int32
+	crc    uint32
+	path   copyPath
+}
+
+func (e rdCopyEv) evidence() Evidence {
+	return Evidence{File: int(e.file), Packet: e.packet, Conn: int(e.conn),
+		What: fmt.Sprintf("%s copy of offset %d, crc %d", e.path, e.base, e.crc)}
+}
+
+// rdBadEv is the evidence of a copy failing its CRC.
+type rdBadEv struct {
+	packet        uint64
+	base          int64
+	file          int32
+	conn          int32
+	crc, computed uint32
+	key           int16
+}
+
+func (e rdBadEv) evidence() Evidence {
+	return Evidence{File: int(e.file), Packet: e.packet, Conn: int(e.conn),
+		What: fmt.Sprintf("%s: batch at %d has crc %d, its bytes give %d", decode.Name(e.key), e.base, e.crc, e.computed)}
 }
 
 type rdGroupKey struct {
@@ -161,7 +237,7 @@ type rdBad struct {
 	code        int16
 	copies      int64
 	first, last time.Time
-	ev          sampler[Evidence]
+	ev          sampler[rdBadEv]
 }
 
 func newReplicaDivergence(p Params) *replicaDivergence {
@@ -174,7 +250,7 @@ func newReplicaDivergence(p Params) *replicaDivergence {
 		mism:     make(map[rdGroupKey]*rdMismatch),
 		bad:      make(map[rdGroupKey]*rdBad),
 	}
-	d.entries = newFifo(p.Int("max-batches"), d.compare)
+	d.entries = newFifoTable(p.Int("max-batches"), d.evict)
 	return d
 }
 
@@ -243,25 +319,32 @@ func (d *replicaDivergence) OnExchange(x *flows.Exchange) {
 	}
 }
 
-func (d *replicaDivergence) part(k partKey) *rdPart {
+func (d *replicaDivergence) part(b *flows.BatchRef) *rdPart {
+	k := batchPart(b)
+	slot := d.partCache.slot(&k)
+	if slot.p != nil && slot.k == k {
+		return slot.p
+	}
 	if p, ok := d.parts[k]; ok {
+		slot.k, slot.p = k, p
 		return p
 	}
 	if len(d.partList) >= d.maxParts {
 		d.partsDropped++
 		return nil
 	}
-	p := &rdPart{key: k, idx: uint32(len(d.partList)), holders: make(map[uint32]struct{}), conns: idSet{},
+	p := &rdPart{key: k, idx: uint32(len(d.partList)), conns: idSet{},
 		producerID: -1, firstOff: -1, lastOff: -1}
 	d.parts[k] = p
 	d.partList = append(d.partList, p)
+	slot.k, slot.p = k, p
 	return p
 }
 
 // copy records one copy of a batch at base (-1: no offset, a refused or
 // unanswered produce). m is the message that carried it.
 func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *flows.Message, computed uint32, code int16) {
-	p := d.part(batchPart(b))
+	p := d.part(b)
 	if p == nil {
 		return
 	}
@@ -274,11 +357,7 @@ func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *f
 		return
 	}
 	k := rdKey{part: p.idx, base: base, magic: b.Magic}
-	e, ok := d.entries.get(k)
-	if !ok {
-		e = &rdEntry{}
-		d.entries.put(k, e)
-	}
+	e, _ := d.entries.ref(k)
 	e.copies++
 	stored := s.path != pathProduce
 	epoch := int32(-1)
@@ -286,8 +365,8 @@ func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *f
 		epoch = b.PartitionLeaderEpoch
 	}
 	found := false
-	for i := range e.groups {
-		g := &e.groups[i]
+	for i := range int(e.n) {
+		g := d.group(e, i)
 		if g.crc == b.CRC && g.valid == b.CRCOK {
 			g.copies++
 			g.produce = g.produce || !stored
@@ -303,8 +382,8 @@ func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *f
 		}
 	}
 	if !found {
-		if len(e.groups) < maxGroups {
-			e.groups = append(e.groups, rdGroup{crc: b.CRC, valid: b.CRCOK, attrs: b.Attributes, epoch: epoch,
+		if e.n < maxGroups {
+			d.addGroup(e, rdGroup{crc: b.CRC, valid: b.CRCOK, attrs: b.Attributes, epoch: epoch,
 				copies: 1, produce: !stored, stored: stored, paths: 1 << s.path, src: src, file: int32(m.File), packet: m.Packet,
 				at: m.Time.UnixNano(), topicID: b.TopicID})
 		} else {
@@ -312,10 +391,14 @@ func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *f
 		}
 	}
 
-	if len(p.holders) < maxHolders {
-		p.holders[src] = struct{}{}
+	if p.nholders < maxHolders && p.holders.add(src) {
+		p.nholders++
 	}
-	p.conns.add(int32(m.Conn.ID))
+	// A source is one connection: its id is in conns once the source
+	// has been seen (index 0 stands for the sources past maxSources).
+	if src == 0 || p.srcsSeen.add(src) {
+		p.conns.add(int32(m.Conn.ID))
+	}
 	if p.first.IsZero() {
 		p.first = m.Time
 	}
@@ -330,7 +413,7 @@ func (d *replicaDivergence) copy(b *flows.BatchRef, base int64, src uint32, m *f
 		}
 		p.producers++
 	}
-	p.ev.add(evidence(m, fmt.Sprintf("%s copy of offset %d, crc %d", s.path, base, b.CRC)))
+	p.ev.add(rdCopyEv{file: int32(m.File), packet: m.Packet, conn: int32(m.Conn.ID), path: s.path, base: base, crc: b.CRC})
 }
 
 func (d *replicaDivergence) badCopy(p *rdPart, src uint32, path copyPath, b *flows.BatchRef, base int64, computed uint32, code int16, m *flows.Message) {
@@ -347,23 +430,27 @@ func (d *replicaDivergence) badCopy(p *rdPart, src uint32, path copyPath, b *flo
 	}
 	g.copies++
 	g.last = m.Time
-	g.ev.add(evidence(m, fmt.Sprintf("%s: batch at %d has crc %d, its bytes give %d", m.Name(), base, b.CRC, computed)))
+	g.ev.add(rdBadEv{file: int32(m.File), packet: m.Packet, conn: int32(m.Conn.ID), key: m.Key, base: base, crc: b.CRC, computed: computed})
 }
 
 // compare judges one batch's copies (when it is forgotten or at the end).
 func (d *replicaDivergence) compare(k rdKey, e *rdEntry) {
 	p := d.partList[k.part]
+	var all [maxGroups]*rdGroup
+	for i := range int(e.n) {
+		all[i] = d.group(e, i)
+	}
 	// Copies naming another topic id than most copies do are of another
 	// topic that shares the name (another cluster, a recreated topic):
 	// not replicas of this one.
 	var id [16]byte
 	var idCopies int32
-	for i := range e.groups {
-		if g := &e.groups[i]; g.topicID != ([16]byte{}) && g.copies > idCopies && g.topicID != id {
+	for _, g := range all[:e.n] {
+		if g.topicID != ([16]byte{}) && g.copies > idCopies && g.topicID != id {
 			n := int32(0)
-			for j := range e.groups {
-				if e.groups[j].topicID == g.topicID {
-					n += e.groups[j].copies
+			for _, h := range all[:e.n] {
+				if h.topicID == g.topicID {
+					n += h.copies
 				}
 			}
 			if n > idCopies {
@@ -372,9 +459,9 @@ func (d *replicaDivergence) compare(k rdKey, e *rdEntry) {
 		}
 	}
 	copies := e.copies
-	var groups []*rdGroup
-	for i := range e.groups {
-		g := &e.groups[i]
+	var keep [maxGroups]*rdGroup
+	groups := keep[:0]
+	for _, g := range all[:e.n] {
 		if g.topicID != ([16]byte{}) && g.topicID != id {
 			copies -= g.copies
 			p.otherTopicID += int64(g.copies)
@@ -388,7 +475,8 @@ func (d *replicaDivergence) compare(k rdKey, e *rdEntry) {
 	}
 	p.batches++
 	p.copies += int64(copies)
-	var stored []*rdGroup
+	var storedArr [maxGroups]*rdGroup
+	stored := storedArr[:0]
 	invalid := false
 	for _, g := range groups {
 		if g.valid && g.stored {
@@ -399,7 +487,8 @@ func (d *replicaDivergence) compare(k rdKey, e *rdEntry) {
 	if invalid {
 		p.tainted++
 	}
-	var cand []*rdGroup
+	var candArr [maxGroups]*rdGroup
+	cand := candArr[:0]
 	for _, g := range groups {
 		if !g.valid {
 			continue // reported as a bad CRC
@@ -658,12 +747,7 @@ func (d *replicaDivergence) badFinding(env *Env, b *rdBad) Finding {
 // holders resolves the copies' sources to replicas: node ids where known,
 // else addresses.
 func (d *replicaDivergence) holders(env *Env, p *rdPart, nodes idSet, names map[string]bool) {
-	idx := make([]uint32, 0, len(p.holders))
-	for i := range p.holders {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-	for _, i := range idx {
+	for i := range p.holders.all() {
 		s := d.srcs.get(i)
 		if id := s.serverNode(env); id >= 0 {
 			nodes.add(id)
