@@ -3,6 +3,7 @@ package flows_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -147,6 +148,7 @@ type tally struct {
 	want      [][2][]byte // expected frames, in order (FuzzFrameSplit)
 	requests  int
 	responses int
+	dropped   int // responses paired but dropped for the buffer budget
 	other     int // exchanges that are not a matched pair
 	framed    int64
 }
@@ -174,6 +176,15 @@ func (ta *tally) OnExchange(x *flows.Exchange) {
 		return
 	}
 	m := x.Resp
+	if errors.Is(m.Err, flows.ErrDropped) {
+		// Paired, its bytes skipped as "budget", not framed.
+		if m.Frame != nil || m.Resp != nil || m.Correlation != x.Req.Correlation {
+			ta.t.Fatalf("response corr %d dropped for the budget: frame %d bytes, body %v, paired with corr %d", m.Correlation, len(m.Frame), m.Resp, x.Req.Correlation)
+		}
+		ta.responses++
+		ta.dropped++
+		return
+	}
 	if m.Size != len(m.Frame)+4 || m.Correlation != x.Req.Correlation {
 		ta.t.Fatalf("response corr %d (size %d, frame %d) paired with request corr %d", m.Correlation, m.Size, len(m.Frame), x.Req.Correlation)
 	}
@@ -293,7 +304,9 @@ func FuzzFrameSplit(f *testing.F) {
 
 // FuzzFrameStream sends arbitrary bytes each way over one connection, cut
 // at arbitrary points, with or without the handshake, on a Kafka port or
-// another, with the default or a small --max-frame. Besides not panicking
+// another, with the default or a small --max-frame, and with the default
+// or a tiny buffer budget and total of waiting requests (so that frames
+// are dropped and requests evicted). Besides not panicking
 // and finishing: if the connection is taken for Kafka, every payload byte
 // is either in a frame delivered (a request, or a response paired with
 // its request) or counted as skipped with a reason, never both and never
@@ -309,6 +322,7 @@ func FuzzFrameStream(f *testing.F) {
 	f.Add(append([]byte{0x16, 0x03, 0x01, 0x00, 0x30, 0x01}, make([]byte, 60)...), []byte{0x16, 0x03, 0x03, 0, 4, 2, 0, 0, 0}, []byte{}, uint8(0))
 	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 0, 18, 0, 3}, []byte{0xff, 0xff, 0xff, 0xff}, []byte{}, uint8(4))
 	f.Add(append([]byte{0, 0, 4, 1}, pool[1][0]...), pool[1][1], []byte{0, 3}, uint8(4))
+	f.Add(append(bytes.Clone(pool[3][0]), pool[18][0]...), append(bytes.Clone(pool[3][1]), pool[18][1]...), []byte{0, 40, 1, 40, 0, 40, 1, 40}, uint8(8|16))
 	f.Fuzz(func(t *testing.T, toServer, toClient, cuts []byte, mode uint8) {
 		defer fuzzInput("FuzzFrameStream", toServer, toClient, cuts, mode)()
 		opt := gen.ConnOptions{NoHandshake: mode&1 != 0}
@@ -319,6 +333,12 @@ func FuzzFrameStream(f *testing.F) {
 		cfg := flows.DefaultConfig()
 		if mode&4 != 0 {
 			cfg.MaxFrame = 1024
+		}
+		if mode&8 != 0 {
+			cfg.BufferBudget = 64
+		}
+		if mode&16 != 0 {
+			cfg.MaxPendingTotal = 2
 		}
 		var pcap bytes.Buffer
 		w, err := gen.NewWriter(&pcap, gen.Options{})
