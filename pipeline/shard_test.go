@@ -117,3 +117,41 @@ func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
+
+// TestShardedSameOutputMerged: several files analysed as one timeline
+// (merged by time, as `kfsniff -r a -r b` does) come out the same on one
+// worker and on several.
+func TestShardedSameOutputMerged(t *testing.T) {
+	dir := filepath.Join("..", "fixtures", "pcaps")
+	names := []string{"scenarios/observer-fetch-loop.pcap", "scenarios/mm2-replay.pcap", "recorded-kgo-kfake-group.pcap", "loss.pcap", "reorder.pcap"}
+	run := func(n int) []byte {
+		var files []*capture.File
+		for i, name := range names {
+			f, err := capture.Open(filepath.Join(dir, name), i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			files = append(files, f)
+		}
+		set, err := detectors.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := Run(context.Background(), files, Options{Flows: flows.DefaultConfig(), Detectors: set, Workers: n})
+		if len(res.Report.Capture.Files) != len(names) || res.Report.Totals.Requests == 0 {
+			t.Fatalf("%d workers: %d files, %d requests", n, len(res.Report.Capture.Files), res.Report.Totals.Requests)
+		}
+		b, err := json.MarshalIndent(res.Report, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	one := run(1)
+	for _, n := range []int{2, 4} {
+		if got := run(n); !bytes.Equal(got, one) {
+			t.Errorf("%d workers differ from one:\n%s", n, firstDiff(one, got))
+		}
+	}
+}
