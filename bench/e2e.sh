@@ -5,10 +5,11 @@
 # generates the captures (bench/workload), then for each shape runs, RUNS times
 # alternately,
 #     /usr/bin/time -v floor X
-#     /usr/bin/time -v kfsniff -r X --json > /dev/null
+#     /usr/bin/time -v kfsniff -r X --json > /dev/null               (one worker per CPU)
+#     /usr/bin/time -v kfsniff -r X --json --workers 1 > /dev/null   (kfsniff-1)
 # and prints the median wall time, MB/s (10^6 bytes per second of file),
-# packets/s, the largest peak RSS of the runs, and kfsniff's throughput as a
-# fraction of the floor's.
+# packets/s, the largest peak RSS of the runs, kfsniff's throughput as a
+# fraction of the floor's, and the default's speed-up over one worker.
 #
 # Environment:
 #   SHAPES   shapes to run (default "small large")
@@ -78,12 +79,13 @@ for shape in $SHAPES; do
 	size=$(stat -c %s "$f")
 	# One untimed floor run warms the page cache and counts the packets.
 	packets=$("$work/floor" "$f" | sed -E 's/.*: ([0-9]+) packets.*/\1/')
-	rm -f "$work/floor.runs" "$work/kfsniff.runs"
+	rm -f "$work/floor.runs" "$work/kfsniff.runs" "$work/kfsniff1.runs"
 	for i in $(seq "$RUNS"); do
 		measure floor "$work/floor" "$f"
 		measure kfsniff "$work/kfsniff" -r "$f" --json
+		measure kfsniff1 "$work/kfsniff" -r "$f" --json --workers 1
 	done
-	for tool in floor kfsniff; do
+	for tool in floor kfsniff kfsniff1; do
 		wall=$(cut -d' ' -f1 "$work/$tool.runs" | median)
 		rss=$(cut -d' ' -f2 "$work/$tool.runs" | sort -g | tail -1)
 		all=$(cut -d' ' -f1 "$work/$tool.runs" | tr '\n' ' ')
@@ -91,8 +93,8 @@ for shape in $SHAPES; do
 		rows+=("$(awk -v s="$shape" -v t="$tool" -v w="$wall" -v z="$size" -v p="$packets" -v r="$rss" -v a="$all" \
 			'BEGIN {printf "%-6s %-8s %9.1f %9d %8.3f %9.1f %11.0f %9.1f   %s", s, t, z/1e6, p, w, z/w/1e6, p/w, r/1024, a}')")
 	done
-	rows+=("$(awk -v s="$shape" -v f="$floor_wall" -v k="$kfsniff_wall" \
-		'BEGIN {printf "%-6s kfsniff/floor throughput: %.3f (the floor is %.1fx faster)", s, f/k, k/f}')")
+	rows+=("$(awk -v s="$shape" -v f="$floor_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v n="$(nproc)" \
+		'BEGIN {printf "%-6s kfsniff/floor throughput: %.3f (the floor is %.1fx faster); one worker: %.3f; default (%d CPUs) / one worker: %.2fx", s, f/k, k/f, f/o, n, o/k}')")
 done
 echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) after the runs"
 
