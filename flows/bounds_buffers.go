@@ -69,10 +69,12 @@ func (f *framer) account() {
 	}
 }
 
-// keepBuffer is the capacity a framer keeps between frames, to avoid an
-// allocation per frame split across segments; bigger buffers are released
-// once their frame is done.
-const keepBuffer = 64 << 10
+// keepBuffer is the capacity a framer keeps between frames, to avoid
+// allocating (and zeroing, and collecting) a buffer per frame split across
+// segments: frames of a megabyte are common (Produce and Fetch of big
+// batches). Bigger buffers are released once their frame is done; kept
+// ones count against the budget, which releases idle ones first.
+const keepBuffer = 2 << 20
 
 // grow makes room in f.buf for extra more bytes. The buffer grows by
 // doubling, never beyond the size of the frame it holds (known from its

@@ -216,7 +216,7 @@ func TestBufferReleased(t *testing.T) {
 	var conn *Conn
 	a, _ := run(t, DefaultConfig(), func(w *gen.Writer) {
 		c := w.Conn(bClient(0), bBroker, bt0, gen.ConnOptions{})
-		c.Send(gen.ClientToServer, bt0.Add(time.Millisecond), bigProduce(1, 2<<20))
+		c.Send(gen.ClientToServer, bt0.Add(time.Millisecond), bigProduce(1, 3*keepBuffer))
 		c.Response(bt0.Add(2*time.Millisecond), 1, produceResp())
 		// Idle from here on, not closed.
 	}, func(a *Analyzer) {
