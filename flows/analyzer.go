@@ -151,6 +151,10 @@ type Analyzer struct {
 	lastN      uint64
 	endTime    time.Time
 	arena      []byte
+	// spare takes big frame buffers back from the delivery; owned is the
+	// one just filled, for the message being made.
+	spare chan []byte
+	owned []byte
 	// fixed bounds, this analyzer's share (Config.Shards)
 	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see
@@ -175,6 +179,9 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	// A deferred analyzer's nodes are the Delivery's of whoever delivers
 	// its events; it never reads them itself.
 	a.nodes = a.dl.nodes
+	if cfg.Deferred {
+		a.spare = make(chan []byte, 8)
+	}
 	shards := max(1, cfg.Shards)
 	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
@@ -517,7 +524,20 @@ func (a *Analyzer) own(frame []byte) []byte {
 	}
 	const chunk = 1 << 20
 	if len(frame) > chunk/4 {
-		return append([]byte(nil), frame...)
+		// A big frame gets a buffer of its own, one that the delivery
+		// gave back (see release) if one is big enough.
+		var b []byte
+		select {
+		case b = <-a.spare:
+		default:
+		}
+		if cap(b) < len(frame) {
+			b = make([]byte, len(frame), len(frame)+len(frame)/8)
+		}
+		b = b[:len(frame)]
+		copy(b, frame)
+		a.owned = b
+		return b
 	}
 	if cap(a.arena)-len(a.arena) < len(frame) {
 		a.arena = make([]byte, 0, chunk)

@@ -171,6 +171,13 @@ func (d *Delivery) nameTopics(m *Message) {
 // be kept (a request waiting for its response) without pinning the frame.
 func release(m *Message, body any) {
 	m.Frame = nil
+	if m.owned != nil {
+		select {
+		case m.spare <- m.owned:
+		default:
+		}
+		m.owned = nil
+	}
 	if body != nil {
 		decodeRelease(body)
 	}

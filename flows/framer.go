@@ -397,8 +397,13 @@ func (f *framer) responseBoundary(b []byte, segment bool) bool {
 
 // newMessage fills the position fields of a message completed now.
 func (f *framer) newMessage() *Message {
-	file, pkt, now := f.s.a.packetPos()
+	a := f.s.a
+	file, pkt, now := a.packetPos()
+	owned := a.owned
+	a.owned = nil
 	return &Message{
+		owned:       owned,
+		spare:       a.spare,
 		Conn:        f.conn(),
 		Response:    f.resp,
 		File:        file,

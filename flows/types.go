@@ -56,6 +56,10 @@ type Message struct {
 	// Frame is the frame after the size prefix; valid only during the
 	// handler call (copy it to keep it, e.g. for a hex view).
 	Frame []byte
+	// owned is Frame's buffer when a deferred analyzer copied a big frame;
+	// release hands it back to the analyzer through spare.
+	owned []byte
+	spare chan []byte
 }
 
 // ErrorCount is an error code and how often it appears in one response.
