@@ -57,8 +57,8 @@ func notLeaderLoopSpec() Spec {
 				minDuration:  p.Seconds("min-duration"),
 				burst:        int64(p.Int("burst-responses")),
 				episodes:     make(map[nlKey]*nlEpisode),
+				open:         make(map[nlClient]int),
 				done:         make(map[nlKey]*nlEpisode),
-				meta:         make(map[nlKey]nlMeta),
 				reqParts:     make(map[nlTP]nlReqPart),
 			}
 		},
@@ -231,7 +231,30 @@ type nlEpisode struct {
 	metaChangeAt0 int64 // leader changes when the episode began
 	metaServer    netip.AddrPort
 
-	ev sampler[Evidence]
+	ev sampler[nlEv]
+}
+
+// nlEv is the evidence of one not-leader answer, formatted if it is listed.
+type nlEv struct {
+	packet        uint64
+	file          int32
+	conn          int32
+	corr          int32
+	key, version  int16
+	code          int16
+	leader, epoch int32
+	server        netip.AddrPort
+}
+
+func (e nlEv) evidence() Evidence {
+	what := fmt.Sprintf("%s v%d corr %d to %s: %s", decode.Name(e.key), e.version, e.corr,
+		nlAddr(e.server), decode.ErrorName(e.code))
+	if e.leader >= 0 {
+		what += fmt.Sprintf(", leader %d epoch %d", e.leader, e.epoch)
+	} else {
+		what += ", no leader named"
+	}
+	return Evidence{File: int(e.file), Packet: e.packet, Conn: int(e.conn), What: what}
 }
 
 func (e *nlEpisode) duration() time.Duration { return e.last.Sub(e.first) }
@@ -249,9 +272,20 @@ type notLeaderLoop struct {
 
 	topics   nlTopics
 	episodes map[nlKey]*nlEpisode
+	open     map[nlClient]int     // episodes open per client
 	done     map[nlKey]*nlEpisode // the largest finished episode per key that qualified
-	meta     map[nlKey]nlMeta
+	// meta holds the leader each client's Metadata names, per
+	// partition, at most nlMaxKeys.
+	meta     cpIndex[nlMeta]
+	nMeta    int
 	reqParts map[nlTP]nlReqPart // scratch, one exchange
+	reqBuilt bool               // reqParts holds this exchange's request
+}
+
+// metaOf returns the leader client c's Metadata names for tp, or nil.
+func (d *notLeaderLoop) metaOf(conn int, k nlKey) *nlMeta {
+	ck := cpKey{c: k.c, topic: k.tp.topic, id: k.tp.id}
+	return d.meta.topic(conn, &ck, false).part(k.tp.part)
 }
 
 // OnExchange implements flows.ExchangeHandler.
@@ -293,15 +327,23 @@ func (d *notLeaderLoop) metadata(x *flows.Exchange, r *kmsg.MetadataResponse) {
 		if t.Topic != nil {
 			name = *t.Topic
 		}
+		// The topic's key is found once, then each partition by number.
+		tp := d.topics.tp(name, t.TopicID, 0)
+		key := cpKey{c: c, topic: tp.topic, id: tp.id}
+		ct := d.meta.topic(x.Conn.ID, &key, false)
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
-			k := nlKey{c, d.topics.tp(name, t.TopicID, p.Partition)}
-			m, ok := d.meta[k]
-			if !ok {
-				if len(d.meta) >= nlMaxKeys {
+			m := ct.part(p.Partition)
+			if m == nil {
+				if d.nMeta >= nlMaxKeys {
 					continue
 				}
-				m = nlMeta{leader: p.Leader}
+				if ct == nil {
+					ct = d.meta.topic(x.Conn.ID, &key, true)
+				}
+				m = ct.add(p.Partition)
+				*m = nlMeta{leader: p.Leader}
+				d.nMeta++
 			}
 			if m.leader != p.Leader {
 				m.changes++
@@ -309,7 +351,6 @@ func (d *notLeaderLoop) metadata(x *flows.Exchange, r *kmsg.MetadataResponse) {
 			m.leader, m.epoch = p.Leader, p.LeaderEpoch
 			m.refreshes++
 			m.server = server
-			d.meta[k] = m
 		}
 	}
 }
@@ -320,8 +361,7 @@ type nlObs struct {
 	key           nlKey
 	code          int16
 	leader, epoch int32
-	leaderEP      string
-	req           nlReqPart
+	fetch         bool // a Fetch: its request has the offsets
 	replicaID     int32
 	replicaEpoch  int64
 	hasReplica    bool
@@ -337,24 +377,46 @@ func nlAnyNotLeader(m *flows.Message) bool {
 	return false
 }
 
+// quiet reports an exchange that changes nothing: its client has no
+// episode open and no answer in it is not-leader, so every partition is
+// either a success or another error with no episode to end or count in.
+func (d *notLeaderLoop) quiet(x *flows.Exchange, c nlClient) bool {
+	return (len(d.episodes) == 0 || d.open[c] == 0) && !nlAnyNotLeader(x.Resp)
+}
+
+// reqPart returns what the request of x says about partition tp,
+// indexing the request on first use in an exchange.
+func (d *notLeaderLoop) reqPart(x *flows.Exchange, tp nlTP) nlReqPart {
+	if !d.reqBuilt {
+		d.reqBuilt = true
+		clear(d.reqParts)
+		if req, _ := x.Req.Req.(*kmsg.FetchRequest); req != nil {
+			for i := range req.Topics {
+				t := &req.Topics[i]
+				for j := range t.Partitions {
+					p := &t.Partitions[j]
+					if len(d.reqParts) < nlMaxKeys {
+						d.reqParts[d.topics.tp(t.Topic, t.TopicID, p.Partition)] = nlReqPart{p.FetchOffset, true}
+					}
+				}
+			}
+		}
+	}
+	return d.reqParts[tp]
+}
+
 func (d *notLeaderLoop) fetch(x *flows.Exchange, r *kmsg.FetchResponse) {
 	if len(d.episodes) == 0 && !nlAnyNotLeader(x.Resp) {
 		return // nothing to follow: the common, healthy case
 	}
 	c := nlClientOf(x)
+	if d.quiet(x, c) {
+		return
+	}
 	req, _ := x.Req.Req.(*kmsg.FetchRequest)
-	clear(d.reqParts)
-	o := nlObs{x: x, replicaID: -1}
+	d.reqBuilt = false
+	o := nlObs{x: x, replicaID: -1, fetch: true}
 	if req != nil {
-		for i := range req.Topics {
-			t := &req.Topics[i]
-			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				if len(d.reqParts) < nlMaxKeys {
-					d.reqParts[d.topics.tp(t.Topic, t.TopicID, p.Partition)] = nlReqPart{p.FetchOffset, true}
-				}
-			}
-		}
 		if req.Version >= 15 && req.ReplicaState.ID >= 0 {
 			o.replicaID, o.replicaEpoch, o.hasReplica = req.ReplicaState.ID, req.ReplicaState.Epoch, true
 		} else if req.Version <= 14 && req.ReplicaID >= 0 {
@@ -371,13 +433,6 @@ func (d *notLeaderLoop) fetch(x *flows.Exchange, r *kmsg.FetchResponse) {
 			o.key = nlKey{c, d.topics.tp(t.Topic, t.TopicID, p.Partition)}
 			o.code = p.ErrorCode
 			o.leader, o.epoch = p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch
-			o.leaderEP = ""
-			for _, b := range r.Brokers {
-				if b.NodeID == o.leader && o.leader >= 0 {
-					o.leaderEP = flows.Endpoint(b.Host, b.Port)
-				}
-			}
-			o.req = d.reqParts[o.key.tp]
 			d.observe(&o)
 		}
 	}
@@ -388,6 +443,9 @@ func (d *notLeaderLoop) produce(x *flows.Exchange, r *kmsg.ProduceResponse) {
 		return
 	}
 	c := nlClientOf(x)
+	if d.quiet(x, c) {
+		return
+	}
 	o := nlObs{x: x, replicaID: -1}
 	for i := range r.Topics {
 		t := &r.Topics[i]
@@ -399,12 +457,6 @@ func (d *notLeaderLoop) produce(x *flows.Exchange, r *kmsg.ProduceResponse) {
 			o.key = nlKey{c, d.topics.tp(t.Topic, t.TopicID, p.Partition)}
 			o.code = p.ErrorCode
 			o.leader, o.epoch = p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch
-			o.leaderEP = ""
-			for _, b := range r.Brokers {
-				if b.NodeID == o.leader && o.leader >= 0 {
-					o.leaderEP = flows.Endpoint(b.Host, b.Port)
-				}
-			}
 			d.observe(&o)
 		}
 	}
@@ -417,6 +469,9 @@ func (d *notLeaderLoop) unanswered(x *flows.Exchange) {
 		return
 	}
 	c := nlClientOf(x)
+	if d.open[c] == 0 {
+		return
+	}
 	each := func(tp nlTP) {
 		if e := d.episodes[nlKey{c, tp}]; e != nil {
 			e.requests++
@@ -441,24 +496,51 @@ func (d *notLeaderLoop) unanswered(x *flows.Exchange) {
 	}
 }
 
+// nlLeaderEP is the endpoint a response gives for leader, if any.
+func nlLeaderEP(resp kmsg.Response, leader int32) string {
+	ep := ""
+	switch r := resp.(type) {
+	case *kmsg.FetchResponse:
+		for _, b := range r.Brokers {
+			if b.NodeID == leader && leader >= 0 {
+				ep = flows.Endpoint(b.Host, b.Port)
+			}
+		}
+	case *kmsg.ProduceResponse:
+		for _, b := range r.Brokers {
+			if b.NodeID == leader && leader >= 0 {
+				ep = flows.Endpoint(b.Host, b.Port)
+			}
+		}
+	}
+	return ep
+}
+
 func (d *notLeaderLoop) observe(o *nlObs) {
 	e := d.episodes[o.key]
 	x := o.x
 	switch o.code {
 	case nlNotLeader, nlFencedLeader:
+		leaderEP := nlLeaderEP(x.Resp.Resp, o.leader)
+		var req nlReqPart
+		if o.fetch {
+			req = d.reqPart(x, o.key.tp)
+		}
 		if e != nil && (e.leader != o.leader || e.epoch != o.epoch) {
 			d.finish(e)
 			e = nil
 		}
+		meta := d.metaOf(x.Conn.ID, o.key)
 		if e == nil {
 			if len(d.episodes) >= nlMaxKeys {
 				return
 			}
 			e = &nlEpisode{key: o.key, api: x.Req.Key, leader: o.leader, epoch: o.epoch, first: x.Req.Time, replicaID: -1}
-			if m, ok := d.meta[o.key]; ok {
-				e.metaStart, e.metaChangeAt0 = m.refreshes, m.changes
+			if meta != nil {
+				e.metaStart, e.metaChangeAt0 = meta.refreshes, meta.changes
 			}
 			d.episodes[o.key] = e
+			d.open[o.key.c]++
 		}
 		e.requests++
 		e.notLeader++
@@ -466,21 +548,21 @@ func (d *notLeaderLoop) observe(o *nlObs) {
 			e.fenced++
 		}
 		e.last = x.Resp.Time
-		if o.leaderEP != "" {
-			e.leaderEP = o.leaderEP
+		if leaderEP != "" {
+			e.leaderEP = leaderEP
 		}
 		e.servers.add(x.Conn.Server, 1, 1)
 		e.conns.add(x.Conn.ID)
-		if o.req.hasOffset {
+		if req.hasOffset {
 			if !e.hasOffset {
-				e.firstOffset = o.req.offset
+				e.firstOffset = req.offset
 			}
-			e.offset, e.hasOffset = o.req.offset, true
+			e.offset, e.hasOffset = req.offset, true
 		}
 		if o.hasReplica {
 			e.replicaID, e.replicaEpoch, e.hasReplica = o.replicaID, o.replicaEpoch, true
 		}
-		if m, ok := d.meta[o.key]; ok {
+		if m := meta; m != nil {
 			if !e.metaSeen {
 				e.metaSeen, e.metaLeader, e.metaEpoch = true, m.leader, m.epoch
 			} else if m.leader != e.metaLeader || m.changes != e.metaChangeAt0 {
@@ -488,14 +570,8 @@ func (d *notLeaderLoop) observe(o *nlObs) {
 			}
 			e.metaEnd, e.metaServer = m.refreshes, m.server
 		}
-		what := fmt.Sprintf("%s v%d corr %d to %s: %s", x.Req.Name(), x.Req.Version, x.Req.Correlation,
-			nlAddr(x.Conn.Server), decode.ErrorName(o.code))
-		if o.leader >= 0 {
-			what += fmt.Sprintf(", leader %d epoch %d", o.leader, o.epoch)
-		} else {
-			what += ", no leader named"
-		}
-		e.ev.add(evidence(x.Resp, what))
+		e.ev.add(nlEv{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: int32(x.Resp.Conn.ID), key: x.Req.Key,
+			version: x.Req.Version, corr: x.Req.Correlation, server: x.Conn.Server, code: o.code, leader: o.leader, epoch: o.epoch})
 	case 0:
 		if e != nil {
 			d.finish(e)
@@ -521,6 +597,9 @@ func (d *notLeaderLoop) qualifies(e *nlEpisode) bool {
 // finish ends an episode, keeping it if it is a loop.
 func (d *notLeaderLoop) finish(e *nlEpisode) {
 	delete(d.episodes, e.key)
+	if d.open[e.key.c]--; d.open[e.key.c] == 0 {
+		delete(d.open, e.key.c)
+	}
 	if !d.qualifies(e) {
 		return
 	}

@@ -2,6 +2,7 @@ package detectors
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ func stalledFetchSpec() Spec {
 				minFetches:  int64(p.Int("min-fetches")),
 				minDuration: p.Seconds("min-duration"),
 				wins:        make(map[nlKey]*sfWindow),
+				open:        make(map[nlClient]int),
 				done:        make(map[nlKey]*sfWindow),
 				session:     make(map[nlKey]int64),
 			}
@@ -63,7 +65,29 @@ type sfWindow struct {
 	replicaID   int32
 	role        flows.Role
 	throttled   int64
-	ev          sampler[Evidence]
+	ev          sampler[sfEv]
+}
+
+// sfEv is the evidence of one stuck fetch, formatted if it is listed.
+type sfEv struct {
+	packet  uint64
+	file    int32
+	conn    int32
+	corr    int32
+	version int16
+	code    int16
+	server  netip.AddrPort
+	offset  int64
+	hw      int64
+}
+
+func (e sfEv) evidence() Evidence {
+	what := fmt.Sprintf("Fetch v%d corr %d to %s at offset %d: 0 records, high watermark %d", e.version,
+		e.corr, nlAddr(e.server), e.offset, e.hw)
+	if e.code != 0 {
+		what += ", " + decode.ErrorName(e.code)
+	}
+	return Evidence{File: int(e.file), Packet: e.packet, Conn: int(e.conn), What: what}
 }
 
 func (w *sfWindow) duration() time.Duration { return w.last.Sub(w.first) }
@@ -79,7 +103,9 @@ type stalledFetch struct {
 
 	topics nlTopics
 	wins   map[nlKey]*sfWindow
+	open   map[nlClient]int    // windows open per fetcher
 	done   map[nlKey]*sfWindow // the longest finished window per key that qualified
+	free   []*sfWindow         // windows that ended short, for reuse
 	// session holds the fetch offsets of fetch-session partitions:
 	// incremental requests name a partition only when its offset
 	// changes, while the answers keep naming it when it has an error.
@@ -144,6 +170,9 @@ func (d *stalledFetch) fetch(x *flows.Exchange, req *kmsg.FetchRequest, r *kmsg.
 			}
 		}
 	}
+	// A fetcher with no window open has nothing to end: only its
+	// stuck partitions need a look.
+	idle := len(d.wins) == 0 || d.open[c] == 0
 	// Batches are in wire order, as the partitions: walk them with a
 	// cursor to count each partition's records.
 	cur := 0
@@ -166,7 +195,7 @@ func (d *stalledFetch) fetch(x *flows.Exchange, req *kmsg.FetchRequest, r *kmsg.
 			stuck := func(offset int64) bool {
 				return records == 0 && (p.ErrorCode != 0 || (bound >= 0 && bound > offset))
 			}
-			if inReq && !stuck(offset) && len(d.wins) == 0 {
+			if inReq && !stuck(offset) && idle {
 				continue // the common, healthy case: nothing to follow
 			}
 			k := nlKey{c, d.topics.tp(t.Topic, t.TopicID, p.Partition)}
@@ -192,8 +221,12 @@ func (d *stalledFetch) fetch(x *flows.Exchange, req *kmsg.FetchRequest, r *kmsg.
 				if len(d.wins) >= nlMaxKeys {
 					continue
 				}
-				w = &sfWindow{key: k, offset: offset, hw: -1, lso: -1, committed: committed, first: x.Req.Time, replicaID: replica, role: x.Req.Role}
+				w = d.newWindow()
+				*w = sfWindow{key: k, offset: offset, hw: -1, lso: -1, committed: committed, first: x.Req.Time, replicaID: replica, role: x.Req.Role,
+					servers: nlServers{list: w.servers.list[:0]}, conns: w.conns[:0]}
 				d.wins[k] = w
+				d.open[c]++
+				idle = false
 			}
 			w.fetches++
 			w.last = x.Resp.Time
@@ -212,14 +245,20 @@ func (d *stalledFetch) fetch(x *flows.Exchange, req *kmsg.FetchRequest, r *kmsg.
 			}
 			w.servers.add(x.Conn.Server, 1, 0)
 			w.conns.add(x.Conn.ID)
-			what := fmt.Sprintf("Fetch v%d corr %d to %s at offset %d: 0 records, high watermark %d", x.Req.Version,
-				x.Req.Correlation, nlAddr(x.Conn.Server), offset, p.HighWatermark)
-			if p.ErrorCode != 0 {
-				what += ", " + decode.ErrorName(p.ErrorCode)
-			}
-			w.ev.add(evidence(x.Resp, what))
+			w.ev.add(sfEv{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: int32(x.Resp.Conn.ID), version: x.Req.Version,
+				corr: x.Req.Correlation, server: x.Conn.Server, offset: offset, hw: p.HighWatermark, code: p.ErrorCode})
 		}
 	}
+}
+
+// newWindow returns a window to fill: one that ended short, or a new one.
+func (d *stalledFetch) newWindow() *sfWindow {
+	if n := len(d.free); n > 0 {
+		w := d.free[n-1]
+		d.free = d.free[:n-1]
+		return w
+	}
+	return new(sfWindow)
 }
 
 func (d *stalledFetch) qualifies(w *sfWindow) bool {
@@ -228,7 +267,13 @@ func (d *stalledFetch) qualifies(w *sfWindow) bool {
 
 func (d *stalledFetch) finish(w *sfWindow) {
 	delete(d.wins, w.key)
+	if d.open[w.key.c]--; d.open[w.key.c] == 0 {
+		delete(d.open, w.key.c)
+	}
 	if !d.qualifies(w) {
+		if len(d.free) < 256 {
+			d.free = append(d.free, w) // nothing else holds it
+		}
 		return
 	}
 	if old := d.done[w.key]; old != nil && old.fetches >= w.fetches {
