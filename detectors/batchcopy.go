@@ -432,13 +432,16 @@ type copySources struct {
 	idx  map[copySourceKey]uint32
 	// cache holds recent lookups by connection and path: a connection
 	// carries the copies of one source, over and over.
-	cache *[4096]srcSlot
+	cache *[1 << 14]srcSlot
 }
 
 type srcSlot struct {
-	k  copySourceKey
-	i  uint32
-	ok bool
+	clientID string
+	conn     int32
+	fetcher  int32
+	i        uint32
+	path     copyPath
+	ok       bool
 }
 
 const maxSources = 8192
@@ -446,7 +449,7 @@ const maxSources = 8192
 func (cs *copySources) of(m *flows.Message, path copyPath) uint32 {
 	if cs.idx == nil {
 		cs.idx = make(map[copySourceKey]uint32)
-		cs.cache = new([4096]srcSlot)
+		cs.cache = new([1 << 14]srcSlot)
 		cs.list = append(cs.list, copySource{path: path, conn: 0, clientID: "?", fetcher: -1})
 	}
 	fetcher := int32(-1)
@@ -455,7 +458,7 @@ func (cs *copySources) of(m *flows.Message, path copyPath) uint32 {
 	}
 	k := copySourceKey{conn: m.Conn.ID, path: path, fetcher: fetcher, clientID: m.ClientID}
 	slot := &cs.cache[(uint(k.conn)<<2|uint(path))%uint(len(cs.cache))]
-	if slot.ok && slot.k.conn == k.conn && slot.k.path == path && slot.k.fetcher == fetcher && slot.k.clientID == k.clientID {
+	if slot.ok && int(slot.conn) == k.conn && slot.path == path && slot.fetcher == fetcher && slot.clientID == k.clientID {
 		return slot.i
 	}
 	i, ok := cs.idx[k]
@@ -468,7 +471,9 @@ func (cs *copySources) of(m *flows.Message, path copyPath) uint32 {
 			client: m.Conn.Client, server: m.Conn.Server, fetcher: fetcher})
 		cs.idx[k] = i
 	}
-	*slot = srcSlot{k: k, i: i, ok: true}
+	if int(int32(k.conn)) == k.conn {
+		*slot = srcSlot{clientID: k.clientID, conn: int32(k.conn), fetcher: fetcher, i: i, path: path, ok: true}
+	}
 	return i
 }
 

@@ -334,6 +334,34 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 		return
 	}
 	ck := dupCRCKey{part: p.idx, crc: b.CRC, records: b.Records, length: b.Length}
+	// The records' fingerprints, if they are compared, are taken first
+	// (they change nothing) so that the index slots of the batch's and
+	// of the records' fingerprints can be touched together: their cache
+	// misses overlap.
+	var hs []recordHash
+	var err error
+	var mix uint64
+	comparable := d.hasher != nil && recordsComparable(b)
+	if comparable {
+		hs, err = c.hashes, c.hashErr
+		if c.raw {
+			d.scratch, err = d.hasher.hashes(&b.Batch, d.scratch[:0])
+			hs = d.scratch
+		}
+		// Records are matched within one topic incarnation: copies
+		// that name the topic by id (Fetch v13+, Produce v13+) only
+		// match copies with that id, so the same topic name on two
+		// clusters (MirrorMaker 2 with the identity policy, both sides
+		// captured) or a recreated topic do not look like a replay.
+		mix = d.hasher.idMix(b.TopicID)
+		if err == nil {
+			warm := d.crcs.warm(ck)
+			for _, h := range hs {
+				warm += d.recs.warm(dupRecKey{h: h.h ^ mix, part: p.idx})
+			}
+			d.warm = warm
+		}
+	}
 	if o, ok := d.crcs.ref(ck); ok {
 		if o.offset != c.base {
 			orig := *o
@@ -343,13 +371,8 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	} else {
 		*o = dupOrigin{offset: c.base, file: int32(c.msg.File), conn: int32(c.msg.Conn.ID), packet: c.msg.Packet, at: c.msg.Time.UnixNano()}
 	}
-	if d.hasher == nil || !recordsComparable(b) {
+	if !comparable {
 		return
-	}
-	hs, err := c.hashes, c.hashErr
-	if c.raw {
-		d.scratch, err = d.hasher.hashes(&b.Batch, d.scratch[:0])
-		hs = d.scratch
 	}
 	switch {
 	case errors.Is(err, errOverCap):
@@ -367,17 +390,6 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	// identical records within a batch (the same payload sent over and
 	// over) point at one offset and so at several shifts.
 	d.found = d.found[:0]
-	// Records are matched within one topic incarnation: copies that name
-	// the topic by id (Fetch v13+, Produce v13+) only match copies with
-	// that id, so the same topic name on two clusters (MirrorMaker 2 with
-	// the identity policy, both sides captured) or a recreated topic do
-	// not look like a replay.
-	mix := d.hasher.idMix(b.TopicID)
-	var warm uint64
-	for _, h := range hs {
-		warm += d.recs.warm(dupRecKey{h: h.h ^ mix, part: p.idx})
-	}
-	d.warm = warm
 	shift, all := int64(0), true
 	for i, h := range hs {
 		o := d.recs.get(dupRecKey{h: h.h ^ mix, part: p.idx})

@@ -13,18 +13,18 @@ import (
 //
 //   - the entries live in one ring, in insertion order, so forgetting the
 //     oldest is overwriting the slot at the head;
-//   - an open-addressed index (linear probing, at most three quarters
-//     full) of 8-byte slots, a hash tag and the entry's insertion number,
-//     finds them: a lookup reads a slot or two and, when the tag matches,
-//     one entry;
+//   - an open-addressed index (linear probing; half full of live slots, at
+//     most three quarters with stale ones) of 8-byte slots, a hash tag and
+//     the entry's insertion number, finds them: a lookup reads a slot or
+//     two and, when the tag matches, one entry;
 //   - a forgotten entry's slot is not looked for (that would be a second
 //     miss per insertion): its insertion number shows it is stale, lookups
 //     pass over it, insertions reuse it, and when stale slots would make
 //     the probe chains long one sequential pass drops them all;
 //   - it holds no pointer of its own, so with pointer-free keys and values
 //     the garbage collector never scans it;
-//   - the ring grows by doubling up to limit and the index with it, so a
-//     small capture pays for a small table.
+//   - the ring and the index are allocated once, at the first insertion
+//     (see grow): a small capture touches, and so pays for, little of them.
 //
 // Keys hash themselves with a per-table random seed (hostile traffic cannot
 // aim at one probe chain). Values are reached by pointer; a pointer is
@@ -237,17 +237,24 @@ func (t *fifoTable[K, V]) sweep() {
 	t.nstale = 0
 }
 
-// grow doubles the ring (up to limit) and rebuilds the index at four
-// times the ring's capacity or more: a quarter full of live slots, so that
-// stale ones are swept every limit insertions or so. The ring is not full
-// yet, so every slot is live. The new index is filled from the old one in
-// slot order, so its writes run along it rather than at random.
+// grow makes room in the ring, at once for the whole limit if it is at
+// most fifoSizedOnce (memory the ring does not reach yet is not touched,
+// and a copy of the ring and the index at each doubling would cost more
+// than the tables' use on the benchmark), else doubling up to limit. The
+// index is rebuilt at fifoIndexFactor times the ring's capacity, half full
+// of live slots, so that stale ones are swept every limit/2 insertions or
+// so. The ring is not full yet, so every slot is live. The new index is
+// filled from the old one in slot order, so its writes run along it rather
+// than at random.
 func (t *fifoTable[K, V]) grow() {
 	n := min(max(2*cap(t.ents), 16), t.limit)
+	if t.limit <= fifoSizedOnce {
+		n = t.limit
+	}
 	ents := make([]fifoEnt[K, V], len(t.ents), n)
 	copy(ents, t.ents)
 	t.ents = ents
-	size := uint64(1) << bits.Len(uint(4*n-1))
+	size := uint64(1) << bits.Len(uint(fifoIndexFactor*n-1))
 	if uint64(len(t.idx)) >= size {
 		return
 	}
@@ -291,3 +298,10 @@ func mix64(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
 	return hi ^ lo
 }
+
+const (
+	// fifoIndexFactor is the index's size over the ring's capacity.
+	fifoIndexFactor = 2
+	// fifoSizedOnce is the largest limit allocated at the first insertion.
+	fifoSizedOnce = 1 << 20
+)
