@@ -30,12 +30,24 @@ func TestCpIndexCachesAbsenceOnlyUntilACreation(t *testing.T) {
 	if x.topic(1, &a, false).part(4) != nil || (*cpTopic[int])(nil).part(3) != nil {
 		t.Fatal("absent partition found")
 	}
-	for p := range int32(600) { // past one slab
-		*tb.add(p) = int(p)
-	}
-	for p := range int32(600) {
-		if *tb.part(p) != int(p) || tb.add(p) != tb.part(p) {
-			t.Fatalf("partition %d lost", p)
+	// Partitions far past the others go to the sparse map, and move
+	// into the array when it reaches them.
+	want := map[int32]int{}
+	for _, p := range []int32{1000, 40, -3, 0, 1, 2, 1 << 30, 18, 17, 50, 35, 34, 33, 60} {
+		*tb.add(p) = int(p) + 7
+		want[p] = int(p) + 7
+		for q, v := range want {
+			if got := tb.part(q); got == nil || *got != v {
+				t.Fatalf("after adding %d: partition %d = %v, want %d", p, q, got, v)
+			}
 		}
+	}
+	for p := int32(-5); p < 70; p++ {
+		if _, ok := want[p]; !ok && tb.part(p) != nil {
+			t.Fatalf("partition %d found, never added", p)
+		}
+	}
+	if len(tb.dense) > 2*len(want)+cpStep {
+		t.Errorf("array of %d for %d partitions", len(tb.dense), len(want))
 	}
 }

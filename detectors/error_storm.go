@@ -62,7 +62,7 @@ type errorStorm struct {
 	window       time.Duration
 	k            int // responses a window must hold
 	groups       map[[2]int16]*stormGroup
-	apiResponses map[int16]int64
+	apiResponses apiCounts
 	clients      int
 }
 
@@ -75,7 +75,6 @@ func newErrorStorm(p Params) *errorStorm {
 		window:       window,
 		k:            k,
 		groups:       make(map[[2]int16]*stormGroup),
-		apiResponses: make(map[int16]int64),
 	}
 }
 
@@ -123,7 +122,7 @@ func (d *errorStorm) OnExchange(x *flows.Exchange) {
 	if x.Req == nil || x.Resp == nil {
 		return
 	}
-	d.apiResponses[x.Req.Key]++
+	d.apiResponses.add(x.Req.Key)
 	for _, ec := range x.Resp.ErrorCodes {
 		d.hit(x, ec)
 	}
@@ -250,7 +249,7 @@ func (d *errorStorm) finding(env *Env, g *stormGroup) Finding {
 		"for several partitions or resources). %d client(s), %s, kept getting it at %.1f per second for %s, "+
 		"from %s to %s, at least %d within %s: the client retries and the broker gives the same answer every "+
 		"time. A healthy client sees this error now and then and recovers after one refresh or retry.",
-		g.responses, d.apiResponses[g.api], api, name, g.code, g.occurrences, g.stormClients,
+		g.responses, d.apiResponses.get(g.api), api, name, g.code, g.occurrences, g.stormClients,
 		strings.Join(whoList, ", "), rate, opsDuration(dur),
 		opsTime(g.stormFirst), opsTime(g.stormLast), d.k, opsDuration(d.window))
 	if g.responses > g.stormed {
@@ -269,7 +268,7 @@ func (d *errorStorm) finding(env *Env, g *stormGroup) Finding {
 			"responses":       g.responses,
 			"storm_responses": g.stormed,
 			"error_codes":     g.occurrences,
-			"api_responses":   d.apiResponses[g.api],
+			"api_responses":   d.apiResponses.get(g.api),
 			"clients":         int64(g.stormClients),
 		},
 		Fields: map[string]any{

@@ -146,3 +146,28 @@ func (t *codeTally) parts() []string {
 	}
 	return parts
 }
+
+// apiCounts counts by API key: the usual keys in an array, so that counting
+// every exchange costs no map access.
+type apiCounts struct {
+	low  [128]int64
+	high map[int16]int64
+}
+
+func (c *apiCounts) add(key int16) {
+	if key >= 0 && int(key) < len(c.low) {
+		c.low[key]++
+		return
+	}
+	if c.high == nil {
+		c.high = make(map[int16]int64)
+	}
+	c.high[key]++
+}
+
+func (c *apiCounts) get(key int16) int64 {
+	if key >= 0 && int(key) < len(c.low) {
+		return c.low[key]
+	}
+	return c.high[key]
+}

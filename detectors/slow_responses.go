@@ -58,6 +58,7 @@ type slowResponses struct {
 	minLat   time.Duration
 	minCount int64
 	apis     map[int16]*slowAPI
+	byKey    [128]*slowAPI // apis by key, for the usual keys: no map lookup per exchange
 	kept     int
 }
 
@@ -122,10 +123,18 @@ func (d *slowResponses) OnExchange(x *flows.Exchange) {
 		}
 	}
 	counted = max(counted, 0)
-	a := d.apis[x.Req.Key]
+	var a *slowAPI
+	if k := x.Req.Key; k >= 0 && int(k) < len(d.byKey) {
+		a = d.byKey[k]
+	} else {
+		a = d.apis[k]
+	}
 	if a == nil {
 		a = &slowAPI{key: x.Req.Key}
 		d.apis[x.Req.Key] = a
+		if k := x.Req.Key; k >= 0 && int(k) < len(d.byKey) {
+			d.byKey[k] = a
+		}
 	}
 	a.h.Add(counted)
 	if wait > 0 {
