@@ -32,6 +32,12 @@ func runFileWithDetectors(t *testing.T, path string, handlers ...flows.Handler) 
 // runFileOn is runFileWithDetectors on so many workers (0: the default).
 func runFileOn(t *testing.T, path string, workers int, handlers ...flows.Handler) *report.Report {
 	t.Helper()
+	return runResult(t, path, workers, handlers...).Report
+}
+
+// runResult is runFileOn returning the whole Result.
+func runResult(t *testing.T, path string, workers int, handlers ...flows.Handler) *Result {
+	t.Helper()
 	f, err := capture.Open(path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +47,7 @@ func runFileOn(t *testing.T, path string, workers int, handlers ...flows.Handler
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers, Workers: workers})
-	return res.Report
+	return Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers, Workers: workers})
 }
 
 func describe(fs []detectors.Finding) string {

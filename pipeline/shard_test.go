@@ -21,25 +21,16 @@ import (
 // written by --frames --json -v.
 func shardOutputs(t *testing.T, path string, n int) (rep, frames []byte) {
 	t.Helper()
-	f, err := capture.Open(path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	set, err := detectors.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fb bytes.Buffer
 	fw := report.NewFrameWriter(&fb, report.FrameFilter{}, true, true)
-	res := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: []flows.Handler{fw}, Workers: n})
+	res := runResult(t, path, n, fw)
 	if err := fw.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if res.Workers != n {
 		t.Fatalf("ran %d workers, asked for %d", res.Workers, n)
 	}
-	rep, err = json.MarshalIndent(res.Report, "", " ")
+	rep, err := json.MarshalIndent(res.Report, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
