@@ -104,8 +104,9 @@ type nlKey struct {
 	tp nlTP
 }
 
-// nlTopics names topic ids through the names flows learned from Metadata.
-type nlTopics struct{ nodes *flows.Nodes }
+// nlTopics names topic ids through the names flows learned from Metadata,
+// as the connection of the exchange being read knows them.
+type nlTopics struct{ conn *flows.Conn }
 
 // tp builds the key of a partition named by topic name or id.
 func (t *nlTopics) tp(name string, id [16]byte, part int32) nlTP {
@@ -115,8 +116,8 @@ func (t *nlTopics) tp(name string, id [16]byte, part int32) nlTP {
 	case name != "":
 		return nlTP{topic: name, part: part}
 	}
-	if t.nodes != nil {
-		if n, ok := t.nodes.TopicName(id); ok {
+	if nodes := t.conn.Nodes(); nodes != nil {
+		if n, ok := nodes.TopicName(id); ok {
 			return nlTP{topic: n, part: part}
 		}
 	}
@@ -293,7 +294,7 @@ func (d *notLeaderLoop) OnExchange(x *flows.Exchange) {
 	if x.Req == nil {
 		return
 	}
-	d.topics.nodes = x.Conn.Nodes()
+	d.topics.conn = x.Conn // its Nodes are read only for a topic named by id
 	switch kmsg.Key(x.Req.Key) {
 	case kmsg.Metadata:
 		if x.Resp != nil {

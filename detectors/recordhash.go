@@ -208,7 +208,7 @@ func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) (
 		return dst, errRecord
 	}
 	for i := 0; i < n; i++ {
-		length, k := binary.Varint(b)
+		length, k := varint(b)
 		if k <= 0 || length < 0 || length > int64(len(b)-k) {
 			return dst, errRecord
 		}
@@ -218,12 +218,12 @@ func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) (
 			return dst, errRecord
 		}
 		rec = rec[1:] // attributes: unused
-		tsDelta, k := binary.Varint(rec)
+		tsDelta, k := varint(rec)
 		if k <= 0 {
 			return dst, errRecord
 		}
 		rec = rec[k:]
-		delta, k := binary.Varint(rec)
+		delta, k := varint(rec)
 		if k <= 0 || delta < 0 || delta > math.MaxInt32 {
 			return dst, errRecord
 		}
@@ -255,7 +255,7 @@ func contentEnd(rec []byte) (end int, minimal, ok bool) {
 	if at, ok = skipField(rec, at, true, &minimal); !ok { // value
 		return 0, false, false
 	}
-	headers, k := binary.Varint(rec[at:])
+	headers, k := varint(rec[at:])
 	if k <= 0 || headers < 0 || headers > int64(len(rec)-at) {
 		return 0, false, false
 	}
@@ -275,15 +275,9 @@ func contentEnd(rec []byte) (end int, minimal, ok bool) {
 // skipField checks the length-prefixed field at rec[at:] (-1 is null
 // where nullable) and returns where it ends.
 func skipField(rec []byte, at int, nullable bool, minimal *bool) (int, bool) {
-	var l int64
-	var k int
-	if at < len(rec) && rec[at] < 0x80 { // one byte: always minimal
-		l, k = int64(rec[at]>>1)^-int64(rec[at]&1), 1
-	} else {
-		l, k = binary.Varint(rec[at:])
-		if k > 0 && k != varintLen(l) {
-			*minimal = false
-		}
+	l, k := varint(rec[at:])
+	if k > 1 && k != varintLen(l) {
+		*minimal = false
 	}
 	if k <= 0 || l < -1 || l > int64(len(rec)-at-k) || (l == -1 && !nullable) {
 		return 0, false
@@ -313,6 +307,20 @@ func canonical(dst, content []byte) []byte {
 		field()
 	}
 	return dst
+}
+
+// varint is binary.Varint, with the one- and two-byte encodings, nearly
+// all of a record's, decoded inline.
+func varint(b []byte) (int64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		u := uint64(b[0])
+		return int64(u>>1) ^ -int64(u&1), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		u := uint64(b[0]&0x7f) | uint64(b[1])<<7
+		return int64(u>>1) ^ -int64(u&1), 2
+	}
+	return binary.Varint(b)
 }
 
 // varintLen is the length of v's minimal zigzag varint.

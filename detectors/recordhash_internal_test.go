@@ -230,3 +230,21 @@ func FuzzParseAgreesWithReference(f *testing.F) {
 		}
 	})
 }
+
+func TestVarintIsBinaryVarint(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200000 {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+			if r.IntN(3) == 0 {
+				b[i] &= 0x7f
+			}
+		}
+		v, n := varint(b)
+		w, m := binary.Varint(b)
+		if v != w || n != m {
+			t.Fatalf("varint(%x) = %d, %d; binary.Varint %d, %d", b, v, n, w, m)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (d *stalledFetch) OnExchange(x *flows.Exchange) {
 	if x.Req == nil || x.Resp == nil {
 		return
 	}
-	d.topics.nodes = x.Conn.Nodes()
+	d.topics.conn = x.Conn // its Nodes are read only for a topic named by id
 	switch r := x.Resp.Resp.(type) {
 	case *kmsg.FetchResponse:
 		if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
