@@ -22,7 +22,8 @@ import (
 var ErrDropped = errors.New("partial frame dropped: partial frames buffered across connections passed the budget")
 
 // buffers is the capacity held by framer buffers across connections, with
-// the framers holding some in a heap, largest first.
+// the framers holding some in a heap: idle buffers first (they hold no
+// data, so releasing them loses nothing), then by capacity, largest first.
 type buffers struct {
 	used int64
 	h    bufHeap
@@ -30,8 +31,13 @@ type buffers struct {
 
 type bufHeap []*framer
 
-func (h bufHeap) Len() int           { return len(h) }
-func (h bufHeap) Less(i, j int) bool { return h[i].held > h[j].held }
+func (h bufHeap) Len() int { return len(h) }
+func (h bufHeap) Less(i, j int) bool {
+	if h[i].idle != h[j].idle {
+		return h[i].idle
+	}
+	return h[i].held > h[j].held
+}
 func (h bufHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].hidx, h[j].hidx = int32(i+1), int32(j+1)
@@ -50,15 +56,17 @@ func (h *bufHeap) Pop() any {
 	return f
 }
 
-// account brings the budget up to date with the capacity of f's buffer.
+// account brings the budget up to date with the capacity of f's buffer
+// and whether it holds data.
 func (f *framer) account() {
 	n := uint32(cap(f.buf)) // a frame's size prefix is 32 bits
-	if n == f.held {
+	idle := len(f.buf) == 0
+	if n == f.held && (n == 0 || idle == f.idle) {
 		return
 	}
 	b := &f.s.a.bufs
 	b.used += int64(n) - int64(f.held)
-	f.held = n
+	f.held, f.idle = n, idle
 	switch {
 	case n == 0:
 		heap.Remove(&b.h, int(f.hidx-1))
@@ -118,10 +126,10 @@ func (f *framer) trim() {
 	f.s.a.makeRoom(nil, 0)
 }
 
-// makeRoom drops partial frames, largest first, until the buffers fit the
-// budget with extra more bytes for f (nil: none). It returns false if f's
-// own frame, which would be the largest, is the one to drop (the caller
-// drops it).
+// makeRoom releases idle buffers, then drops partial frames, largest
+// first, until the buffers fit the budget with extra more bytes for f
+// (nil: none). It returns false if f's own frame, which would be the
+// largest, is the one to drop (the caller drops it).
 func (a *Analyzer) makeRoom(f *framer, extra int) bool {
 	budget := int64(a.cfg.BufferBudget)
 	if budget <= 0 {
@@ -131,14 +139,17 @@ func (a *Analyzer) makeRoom(f *framer, extra int) bool {
 	for b.used+int64(extra) > budget && len(b.h) > 0 {
 		v := b.h[0]
 		if v == f {
+			// f holds data (it is growing), so no buffer is idle:
+			// the next largest is a child of the root.
 			v = nil
-			for _, i := range []int{1, 2} {
-				if i < len(b.h) && (v == nil || b.h[i].held > v.held) {
-					v = b.h[i]
-				}
+			if len(b.h) > 1 {
+				v = b.h[1]
+			}
+			if len(b.h) > 2 && b.h.Less(2, 1) {
+				v = b.h[2]
 			}
 		}
-		if f != nil && (v == nil || int(v.held) < int(f.held)+extra) {
+		if f != nil && (v == nil || !v.idle && int(v.held) < int(f.held)+extra) {
 			return false
 		}
 		v.dropForBudget()

@@ -24,8 +24,11 @@ func checkBuffers(t *testing.T, budget int) func(a *Analyzer) {
 			if int(f.hidx) != i+1 || int(f.held) != cap(f.buf) || f.held == 0 {
 				t.Fatalf("heap entry %d: index %d, held %d, capacity %d", i, f.hidx, f.held, cap(f.buf))
 			}
-			if i > 0 && b.h[(i-1)/2].held < f.held {
+			if i > 0 && b.h.Less(i, (i-1)/2) {
 				t.Fatalf("heap out of order at %d", i)
+			}
+			if f.idle != (len(f.buf) == 0) {
+				t.Fatalf("heap entry %d: idle %v with %d bytes", i, f.idle, len(f.buf))
 			}
 			sum += int64(f.held)
 		}
@@ -258,5 +261,42 @@ func TestBufferGrowsToFrameSize(t *testing.T) {
 	})
 	if got != size {
 		t.Errorf("largest buffer %d bytes, want the frame's %d", got, size)
+	}
+}
+
+// TestBufferBudgetReleasesIdleFirst: buffers kept between frames (up to
+// keepBuffer) count against the budget, but they hold no data: when a
+// partial frame needs room, idle buffers are released before any partial
+// frame is dropped, however large the partial frame.
+func TestBufferBudgetReleasesIdleFirst(t *testing.T) {
+	// Six idle buffers of about 1 MiB, and a 3 MiB frame that fits only
+	// if some go: when it grows from 2 to 3 MiB it is the largest buffer.
+	const idle = 6
+	small, big := 1<<20-1000, 3<<20
+	budget := idle<<20 + 5<<19
+	cfg := DefaultConfig()
+	cfg.BufferBudget = budget
+	a, _ := run(t, cfg, func(w *gen.Writer) {
+		at := bt0
+		for i := range idle {
+			c := w.Conn(bClient(i), bBroker, bt0, gen.ConnOptions{})
+			frame := bigProduce(1, small)
+			for off := 0; off < len(frame); off += 10_000 {
+				at = at.Add(time.Millisecond)
+				c.Send(gen.ClientToServer, at, frame[off:min(off+10_000, len(frame))])
+			}
+		}
+		c := w.Conn(bClient(idle), bBroker, bt0, gen.ConnOptions{})
+		frame := bigProduce(1, big)
+		for off := 0; off < len(frame); off += 10_000 {
+			at = at.Add(time.Millisecond)
+			c.Send(gen.ClientToServer, at, frame[off:min(off+10_000, len(frame))])
+		}
+	}, checkBuffers(t, budget))
+	for _, c := range a.Conns() {
+		if c.Requests != 1 || len(c.Skipped) != 0 {
+			t.Errorf("conn %d: %d requests, skipped %v, problems %v; want its frame decoded: only idle buffers needed releasing",
+				c.ID, c.Requests, c.Skipped, c.Problems)
+		}
 	}
 }

@@ -27,7 +27,10 @@ type framer struct {
 	everFramed bool
 	// skipWhy is the reason (skipReasons) for the bytes of skipTo.
 	skipWhy uint8
-	buf     []byte
+	// idle: buf holds no data (a buffer kept between frames), as last
+	// accounted in the budget.
+	idle bool
+	buf  []byte
 	// skipTo is how many more bytes belong to a frame cut by a gap or
 	// dropped for the budget.
 	skipTo int64
