@@ -71,7 +71,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      10 * time.Minute,
 		MaxConns:         100000,
 		MaxStreams:       20000,
-		MaxPendingTotal:  200000,
+		MaxPendingTotal:  100000,
 		BufferBudget:     64 << 20,
 	}
 }

@@ -244,11 +244,11 @@ var hostileCases = map[string]hostileCase{
 			wantTotals(t, r, totals{conns: gen.UnansweredConns, requests: n, unanswered: n})
 			// At most MaxPendingTotal wait: the oldest are dropped (and
 			// counted) on the way. The connections send one after
-			// another, so those of the first 400,000 requests say so.
+			// another, so those of the first n - bound requests say so.
 			bound := int64(flows.DefaultConfig().MaxPendingTotal)
 			said := func(c report.Connection) bool {
-				return len(c.Problems) == 1 && (strings.Contains(c.Problems[0].What, "over 200000 requests waiting across connections") ||
-					workers(0) > 1 && strings.Contains(c.Problems[0].What, "requests waiting across this worker's connections (its share of the total bound, 200000"))
+				return len(c.Problems) == 1 && (strings.Contains(c.Problems[0].What, fmt.Sprintf("over %d requests waiting across connections", bound)) ||
+					workers(0) > 1 && strings.Contains(c.Problems[0].What, fmt.Sprintf("requests waiting across this worker's connections (its share of the total bound, %d", bound)))
 			}
 			if workers(0) > 1 {
 				// Each worker keeps its share of the bound over its
