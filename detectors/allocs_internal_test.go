@@ -19,7 +19,9 @@ type steadyTraffic struct {
 	produce, produced      []*flows.Message
 	fetch, fetched         []*flows.Message
 	meta, metaResp         []*flows.Message
+	beat, beatResp         []*flows.Message
 	produceX, fetchX, metX []flows.Exchange
+	beatX                  []flows.Exchange
 }
 
 func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
@@ -96,6 +98,11 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 		mreq.Req = kmsg.NewPtrMetadataRequest()
 		mresp := msg(c, int16(kmsg.Metadata), true, at.Add(time.Millisecond), i)
 		mr := kmsg.NewPtrMetadataResponse()
+		for id := range int32(3) {
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = id+1, "10.0.0."+string(rune('1'+id)), 9092
+			mr.Brokers = append(mr.Brokers, b)
+		}
 		mt := kmsg.NewMetadataResponseTopic()
 		name := "events"
 		mt.Topic = &name
@@ -107,22 +114,40 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 		mr.Topics = append(mr.Topics, mt)
 		mresp.Resp = mr
 		s.meta, s.metaResp = append(s.meta, mreq), append(s.metaResp, mresp)
+
+		// A consumer's heartbeat, answered REBALANCE_IN_PROGRESS now
+		// and then: an error, far from a storm.
+		breq := msg(c, int16(kmsg.Heartbeat), false, at, i)
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Group, hb.MemberID = "group", "member"
+		breq.Req = hb
+		bresp := msg(c, int16(kmsg.Heartbeat), true, at.Add(time.Millisecond), i)
+		hr := kmsg.NewPtrHeartbeatResponse()
+		if i%500 == 0 {
+			hr.ErrorCode = 27
+			bresp.ErrorCodes = []flows.ErrorCount{{Code: 27, Count: 1}}
+		}
+		bresp.Resp = hr
+		s.beat, s.beatResp = append(s.beat, breq), append(s.beatResp, bresp)
 	}
 	for i := range rounds {
 		s.produceX = append(s.produceX, flows.Exchange{Conn: s.produce[i].Conn, Req: s.produce[i], Resp: s.produced[i]})
 		s.fetchX = append(s.fetchX, flows.Exchange{Conn: s.fetch[i].Conn, Req: s.fetch[i], Resp: s.fetched[i]})
 		s.metX = append(s.metX, flows.Exchange{Conn: s.meta[i].Conn, Req: s.meta[i], Resp: s.metaResp[i]})
+		s.beatX = append(s.beatX, flows.Exchange{Conn: s.beat[i].Conn, Req: s.beat[i], Resp: s.beatResp[i]})
 	}
 	return s
 }
 
-// step feeds round i: a Produce, its answer, a Fetch of the batch and, one
-// round in eight, a Metadata exchange.
+// step feeds round i: a Produce, its answer, a Fetch of the batch, a
+// Heartbeat and, one round in eight, a Metadata exchange.
 func (s *steadyTraffic) step(set *Set, i int) {
 	set.OnRequest(s.produce[i])
 	set.OnExchange(&s.produceX[i])
 	set.OnRequest(s.fetch[i])
 	set.OnExchange(&s.fetchX[i])
+	set.OnRequest(s.beat[i])
+	set.OnExchange(&s.beatX[i])
 	if i%8 == 0 {
 		set.OnRequest(s.meta[i])
 		set.OnExchange(&s.metX[i])
@@ -149,7 +174,7 @@ func TestDetectorsDoNotAllocatePerExchange(t *testing.T) {
 		i++
 	})
 	if allocs != 0 {
-		t.Errorf("%.3f allocations per round of healthy traffic (Produce, Fetch, some Metadata), want 0", allocs)
+		t.Errorf("%.3f allocations per round of healthy traffic (Produce, Fetch, Heartbeat, some Metadata), want 0", allocs)
 	}
 	if fs := set.Findings(&Env{Nodes: &flows.Nodes{}}); len(fs) != 0 {
 		t.Errorf("healthy traffic gave findings: %v", fs[0].Summary)
