@@ -194,7 +194,7 @@ func (d *unanswered) OnExchange(x *flows.Exchange) {
 		if uc := d.conns[c]; uc != nil && len(uc.tail) > 0 {
 			for _, r := range uc.tail {
 				r.waited = x.Resp.Time.Sub(r.t)
-				if c.Gaps > 0 {
+				if x.ConnGaps > 0 {
 					// The response may be in the bytes lost.
 					d.info.add(r, unansGaps)
 				} else {

@@ -549,7 +549,12 @@ func (a *Analyzer) own(frame []byte) []byte {
 
 func (a *Analyzer) emitRequest(m *Message) { a.out(Event{Req: m}) }
 
-func (a *Analyzer) emit(x *Exchange) { a.out(Event{X: x}) }
+func (a *Analyzer) emit(x *Exchange) {
+	if x.Conn != nil {
+		x.ConnGaps = x.Conn.Gaps
+	}
+	a.out(Event{X: x})
+}
 
 func (a *Analyzer) emitConn(e *ConnEvent) { a.out(Event{Conn: e}) }
 

@@ -112,6 +112,10 @@ type Exchange struct {
 	Resp       *Message
 	Unanswered bool
 	NoResponse bool
+	// ConnGaps is how many holes the connection had when the exchange
+	// was made (Conn.Gaps then): handlers may run while flows goes on with
+	// the connection on another goroutine, and must not read its counters.
+	ConnGaps int
 }
 
 // Latency is the time from the request's last packet to the response's
