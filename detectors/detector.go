@@ -2,7 +2,6 @@ package detectors
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,7 +168,6 @@ func (s *Set) OnRequest(m *flows.Message) {
 	for _, h := range s.req {
 		h.OnRequest(m)
 	}
-	runtime.KeepAlive(s) // see keepAlive
 }
 
 // OnExchange implements flows.ExchangeHandler.
@@ -177,7 +175,6 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	for _, h := range s.ex {
 		h.OnExchange(x)
 	}
-	runtime.KeepAlive(s) // see keepAlive
 }
 
 // OnConnEvent implements flows.ConnHandler.
@@ -185,14 +182,7 @@ func (s *Set) OnConnEvent(e *flows.ConnEvent) {
 	for _, h := range s.conn {
 		h.OnConnEvent(e)
 	}
-	runtime.KeepAlive(s) // see keepAlive
 }
-
-// keepAlive: some detectors' tables live outside the Go heap and are
-// unmapped when the table is collected (tableMem). A detector works on
-// pointers into them that the collector does not follow, so the Set, and
-// through it every table, is kept reachable until each of its calls
-// returns, even by a caller that drops the Set during its last call.
 
 // Findings collects every detector's findings, most severe first, then by
 // time and detector id, so output is deterministic. It is the end of the
@@ -208,7 +198,6 @@ func (s *Set) Findings(env *Env) []Finding { return s.findings(env, false) }
 func (s *Set) Snapshot(env *Env) []Finding { return s.findings(env, true) }
 
 func (s *Set) findings(env *Env, snapshot bool) []Finding {
-	defer runtime.KeepAlive(s) // see keepAlive
 	var out []Finding
 	generic := map[int]bool{}
 	for i, d := range s.dets {

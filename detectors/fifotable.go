@@ -3,7 +3,6 @@ package detectors
 import (
 	"math/bits"
 	"math/rand/v2"
-	"unsafe"
 )
 
 // fifoTable is a hash table bounded to limit entries that forgets the
@@ -23,8 +22,7 @@ import (
 //     pass over it, insertions reuse it, and when stale slots would make
 //     the probe chains long one sequential pass drops them all;
 //   - it holds no pointer of its own, so with pointer-free keys and values
-//     the garbage collector never scans it, and the ring and the index are
-//     mapped outside the Go heap (see tableMem);
+//     the garbage collector never scans it;
 //   - the ring and the index are allocated once, at the first insertion
 //     (see grow): a small capture touches, and so pays for, little of them.
 //
@@ -42,7 +40,6 @@ type fifoTable[K fifoKey, V any] struct {
 	seed    uint64
 	evicted int64
 	onEvict func(k K, v *V)
-	mem     *offHeap // the ring and the index, if mapped outside the heap
 }
 
 // fifoKey is a table key: comparable, hashed with a seed.
@@ -254,22 +251,16 @@ func (t *fifoTable[K, V]) grow() {
 	if t.limit <= fifoSizedOnce {
 		n = t.limit
 	}
-	ents := tableMem[fifoEnt[K, V]](n, t, &t.mem)[:len(t.ents)]
+	ents := make([]fifoEnt[K, V], len(t.ents), n)
 	copy(ents, t.ents)
-	if cap(t.ents) > 0 {
-		t.mem.release(unsafe.Pointer(unsafe.SliceData(t.ents)))
-	}
 	t.ents = ents
 	size := uint64(1) << bits.Len(uint(fifoIndexFactor*n-1))
 	if uint64(len(t.idx)) >= size {
 		return
 	}
 	old, oldMask := t.idx, t.mask
-	t.idx = tableMem[uint64](int(size), t, &t.mem)
+	t.idx = make([]uint64, size)
 	t.mask = size - 1
-	if len(old) > 0 {
-		defer t.mem.release(unsafe.Pointer(unsafe.SliceData(old)))
-	}
 	if len(t.ents) == 0 {
 		return
 	}
