@@ -163,3 +163,33 @@ func terminalSafe(b []byte) error {
 }
 
 func around(b []byte, i int) []byte { return b[max(0, i-40):min(len(b), i+40)] }
+
+// TestBoundFlags: --max-waiting and --buffer-budget set the totals across
+// connections, and say so when reached; negative values are usage errors.
+func TestBoundFlags(t *testing.T) {
+	code, out, errs := kfsniff(t, "-r", fixture("pipelining.pcap"), "--max-waiting", "1", "--workers", "1")
+	if code != 0 || !strings.Contains(out, "over 1 requests waiting across connections (the total bound)") {
+		t.Errorf("--max-waiting 1: exit %d, stderr %q, report:\n%s", code, errs, out)
+	}
+	code, out, _ = kfsniff(t, "-r", fixture("pipelining.pcap"))
+	if code != 0 || strings.Contains(out, "requests waiting across") {
+		t.Errorf("default: exit %d, report:\n%s", code, out)
+	}
+	for _, flag := range []string{"--max-waiting", "--buffer-budget"} {
+		if code, _, errs := kfsniff(t, "-r", fixture("pipelining.pcap"), flag, "-1"); code != 2 || !strings.Contains(errs, "must not be negative") {
+			t.Errorf("%s -1: exit %d, stderr %q", flag, code, errs)
+		}
+	}
+	// Frames of a few kilobytes, split across segments: a one-byte budget
+	// drops them; the default, or none at all, keeps them.
+	mm2 := fixture(filepath.Join("scenarios", "mm2-replay.pcap"))
+	for _, tc := range []struct {
+		budget  string
+		dropped bool
+	}{{"1", true}, {"0", false}, {"67108864", false}} {
+		code, out, errs := kfsniff(t, "-r", mm2, "--buffer-budget", tc.budget, "--workers", "1")
+		if code != 0 || strings.Contains(out, "passed the budget of "+tc.budget+" bytes") != tc.dropped {
+			t.Errorf("--buffer-budget %s: exit %d, stderr %q, want frames dropped: %v; report:\n%s", tc.budget, code, errs, tc.dropped, out)
+		}
+	}
+}

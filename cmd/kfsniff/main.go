@@ -54,16 +54,20 @@ type Config struct {
 	Ports    string
 	MaxFrame int
 	Workers  int
-	Frames   bool
-	JSON     bool
-	Verbose  bool
-	APIs     string
-	ClientID string
-	Conns    []string
-	Errors   bool
-	FailOn   string
-	List     bool
-	Settings []string
+	// BufferBudget and MaxWaiting are the totals across connections
+	// (flows.Config.BufferBudget, MaxPendingTotal).
+	BufferBudget int
+	MaxWaiting   int
+	Frames       bool
+	JSON         bool
+	Verbose      bool
+	APIs         string
+	ClientID     string
+	Conns        []string
+	Errors       bool
+	FailOn       string
+	List         bool
+	Settings     []string
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -99,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 0 {
 		return fmt.Errorf("--workers must not be negative, got %d", c.Workers)
+	}
+	if c.BufferBudget < 0 || c.MaxWaiting < 0 {
+		return fmt.Errorf("--buffer-budget and --max-waiting must not be negative, got %d and %d", c.BufferBudget, c.MaxWaiting)
 	}
 	stdin := 0
 	for _, f := range c.Files {
@@ -151,6 +158,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringArrayVarP(&cfg.Files, "read", "r", nil, "read packets from `FILE` (pcap, pcapng, .gz; - for stdin); repeatable")
 	fs.StringVar(&cfg.Ports, "ports", flows.DefaultPorts, "TCP `ports` treated as Kafka without content checks (other ports are recognised by content)")
 	fs.IntVar(&cfg.MaxFrame, "max-frame", flows.DefaultConfig().MaxFrame, "largest Kafka frame in `bytes`; larger size prefixes are framing errors")
+	fs.IntVar(&cfg.BufferBudget, "buffer-budget", flows.DefaultConfig().BufferBudget, "`bytes` of partial frames buffered across all connections; over it the largest is dropped (skipped as budget); 0: no bound")
+	fs.IntVar(&cfg.MaxWaiting, "max-waiting", flows.DefaultConfig().MaxPendingTotal, "requests waiting for a response across all connections; over it the oldest are counted unanswered; 0: no bound")
 	fs.IntVar(&cfg.Workers, "workers", 0, "analyse connections on `N` goroutines (0: one per CPU, at most 8; live capture uses 1); the output is the same")
 	fs.BoolVar(&cfg.Frames, "frames", false, "print one line per request and response instead of the report")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the report as one JSON document (with --frames: JSON Lines)")
@@ -227,6 +236,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fcfg.Ports = ports
 	fcfg.MaxFrame = cfg.MaxFrame
+	fcfg.BufferBudget, fcfg.MaxPendingTotal = cfg.BufferBudget, cfg.MaxWaiting
 	var filterFrames report.FrameFilter
 	if cfg.APIs != "" {
 		if filterFrames.APIs, err = report.ParseAPIs(cfg.APIs); err != nil {
