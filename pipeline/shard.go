@@ -34,7 +34,7 @@ import (
 // can the output differ from one worker's.
 const (
 	roundPackets = 256
-	roundBytes   = 256 << 10
+	roundBytes   = 1 << 20
 	maxWorkers   = 8
 	inflight     = 2 // rounds queued per worker and per result channel
 )
