@@ -4,19 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/internal/fuzzing"
 	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
@@ -51,7 +45,7 @@ func FuzzResponse(f *testing.F) {
 	f.Add(int16(2000), int16(0), []byte{0, 0, 0, 1})
 	f.Add(int16(-1), int16(-1), []byte{})
 	f.Fuzz(func(t *testing.T, key, version int16, frame []byte) {
-		defer fuzzInput("FuzzResponse", key, version, frame)()
+		defer fuzzing.Input("FuzzResponse", key, version, frame)()
 		hl, err := decode.ResponseHeaderLen(frame, key, version)
 		if err != nil {
 			if !errors.Is(err, decode.ErrShort) && !errors.Is(err, decode.ErrBadTags) {
@@ -121,53 +115,4 @@ func within(sub, b []byte) bool {
 	s0 := reflect.ValueOf(sub).Pointer()
 	b0 := reflect.ValueOf(b).Pointer()
 	return s0 >= b0 && s0+uintptr(len(sub)) <= b0+uintptr(len(b))
-}
-
-// fuzzInput is called at the start of every fuzz input and returns what
-// to defer. It arms a watchdog that ends the process, printing every
-// goroutine and the input, if the input runs longer than fuzzDeadline: Go's
-// fuzzer has no per-input timeout, and a hang must show up as a failure
-// with its input rather than stall the run. With $KFSNIFF_FUZZ_COUNTS set
-// to a directory, it also writes the number of inputs this process has run
-// to DIR/TARGET.PID every second, because the count the fuzzer prints lags
-// far behind (ROBUSTNESS.md quotes these counts).
-func fuzzInput(target string, in ...any) func() {
-	tm := time.AfterFunc(fuzzDeadline, func() {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "%s: input still running after %v: %q\n%s", target, fuzzDeadline, in, buf)
-		os.Exit(3)
-	})
-	fuzzExecs.count(target)
-	return func() { tm.Stop() }
-}
-
-// fuzzDeadline is how long one fuzz input may run.
-const fuzzDeadline = 10 * time.Second
-
-// fuzzExecs counts the inputs a fuzz worker ran (see fuzzInput).
-var fuzzExecs execCounter
-
-type execCounter struct {
-	n     atomic.Int64
-	once  sync.Once
-	dir   string
-	name  string
-	timer *time.Timer
-}
-
-func (c *execCounter) count(target string) {
-	c.once.Do(func() {
-		c.dir = os.Getenv("KFSNIFF_FUZZ_COUNTS")
-		c.name = filepath.Join(c.dir, fmt.Sprintf("%s.%d", target, os.Getpid()))
-		if c.dir != "" {
-			c.timer = time.AfterFunc(time.Second, c.flush)
-		}
-	})
-	c.n.Add(1)
-}
-
-func (c *execCounter) flush() {
-	os.WriteFile(c.name, []byte(fmt.Sprintln(c.n.Load())), 0o644)
-	c.timer.Reset(time.Second)
 }

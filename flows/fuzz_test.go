@@ -4,13 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +14,7 @@ import (
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/fuzzing"
 	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
@@ -213,7 +209,7 @@ func FuzzFrameSplit(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 50, 2, 0}, bytes.Repeat([]byte{0, 0, 1, 0}, 40))
 	f.Add([]byte{3, 0, 3, 1, 3, 2}, []byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, pick, cuts []byte) {
-		defer fuzzInput("FuzzFrameSplit", pick, cuts)()
+		defer fuzzing.Input("FuzzFrameSplit", pick, cuts)()
 		pool := exchangePool()
 		var ex [][2][]byte
 		var client, server []byte
@@ -324,7 +320,7 @@ func FuzzFrameStream(f *testing.F) {
 	f.Add(append([]byte{0, 0, 4, 1}, pool[1][0]...), pool[1][1], []byte{0, 3}, uint8(4))
 	f.Add(append(bytes.Clone(pool[3][0]), pool[18][0]...), append(bytes.Clone(pool[3][1]), pool[18][1]...), []byte{0, 40, 1, 40, 0, 40, 1, 40}, uint8(8|16))
 	f.Fuzz(func(t *testing.T, toServer, toClient, cuts []byte, mode uint8) {
-		defer fuzzInput("FuzzFrameStream", toServer, toClient, cuts, mode)()
+		defer fuzzing.Input("FuzzFrameStream", toServer, toClient, cuts, mode)()
 		opt := gen.ConnOptions{NoHandshake: mode&1 != 0}
 		server := fuzzBroker
 		if mode&2 != 0 {
@@ -423,53 +419,4 @@ func FuzzFrameStream(f *testing.F) {
 			}
 		}
 	})
-}
-
-// fuzzInput is called at the start of every fuzz input and returns what
-// to defer. It arms a watchdog that ends the process, printing every
-// goroutine and the input, if the input runs longer than fuzzDeadline: Go's
-// fuzzer has no per-input timeout, and a hang must show up as a failure
-// with its input rather than stall the run. With $KFSNIFF_FUZZ_COUNTS set
-// to a directory, it also writes the number of inputs this process has run
-// to DIR/TARGET.PID every second, because the count the fuzzer prints lags
-// far behind (ROBUSTNESS.md quotes these counts).
-func fuzzInput(target string, in ...any) func() {
-	tm := time.AfterFunc(fuzzDeadline, func() {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "%s: input still running after %v: %q\n%s", target, fuzzDeadline, in, buf)
-		os.Exit(3)
-	})
-	fuzzExecs.count(target)
-	return func() { tm.Stop() }
-}
-
-// fuzzDeadline is how long one fuzz input may run.
-const fuzzDeadline = 10 * time.Second
-
-// fuzzExecs counts the inputs a fuzz worker ran (see fuzzInput).
-var fuzzExecs execCounter
-
-type execCounter struct {
-	n     atomic.Int64
-	once  sync.Once
-	dir   string
-	name  string
-	timer *time.Timer
-}
-
-func (c *execCounter) count(target string) {
-	c.once.Do(func() {
-		c.dir = os.Getenv("KFSNIFF_FUZZ_COUNTS")
-		c.name = filepath.Join(c.dir, fmt.Sprintf("%s.%d", target, os.Getpid()))
-		if c.dir != "" {
-			c.timer = time.AfterFunc(time.Second, c.flush)
-		}
-	})
-	c.n.Add(1)
-}
-
-func (c *execCounter) flush() {
-	os.WriteFile(c.name, []byte(fmt.Sprintln(c.n.Load())), 0o644)
-	c.timer.Reset(time.Second)
 }

@@ -6,20 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/fuzzing"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -32,11 +28,11 @@ import (
 // --frames lines (text and JSON Lines) contain no byte that drives a
 // terminal (see terminalSafe).
 func FuzzPipeline(f *testing.F) {
-	for _, seed := range fixtureSeeds(f, 64<<10) {
+	for _, seed := range fuzzing.FixtureSeeds(f, filepath.Join("..", "fixtures", "pcaps"), 64<<10) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		defer fuzzInput("FuzzPipeline", data)()
+		defer fuzzing.Input("FuzzPipeline", data)()
 		file, err := capture.NewFile("fuzz.pcap", 0, bytes.NewReader(data))
 		if err != nil {
 			if !errors.Is(err, capture.ErrUnusable) || strings.Contains(err.Error(), "\n") {
@@ -178,77 +174,4 @@ func terminalSafe(b []byte) error {
 
 func around(b []byte, i int) []byte {
 	return b[max(0, i-40):min(len(b), i+40)]
-}
-
-// fixtureSeeds returns the committed fixture captures no larger than
-// limit, the hostile ones included.
-func fixtureSeeds(tb testing.TB, limit int64) [][]byte {
-	var out [][]byte
-	for _, pattern := range []string{"*.pcap", "*.pcapng", "*.gz", "hostile/*"} {
-		names, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", pattern))
-		for _, name := range names {
-			st, err := os.Stat(name)
-			if err != nil || st.IsDir() || st.Size() > limit || strings.HasSuffix(name, ".md") {
-				continue
-			}
-			b, err := os.ReadFile(name)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			out = append(out, b)
-		}
-	}
-	if len(out) < 10 {
-		tb.Fatalf("only %d fixture captures found under ../fixtures/pcaps", len(out))
-	}
-	return out
-}
-
-// fuzzInput is called at the start of every fuzz input and returns what
-// to defer. It arms a watchdog that ends the process, printing every
-// goroutine and the input, if the input runs longer than fuzzDeadline: Go's
-// fuzzer has no per-input timeout, and a hang must show up as a failure
-// with its input rather than stall the run. With $KFSNIFF_FUZZ_COUNTS set
-// to a directory, it also writes the number of inputs this process has run
-// to DIR/TARGET.PID every second, because the count the fuzzer prints lags
-// far behind (ROBUSTNESS.md quotes these counts).
-func fuzzInput(target string, in ...any) func() {
-	tm := time.AfterFunc(fuzzDeadline, func() {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "%s: input still running after %v: %q\n%s", target, fuzzDeadline, in, buf)
-		os.Exit(3)
-	})
-	fuzzExecs.count(target)
-	return func() { tm.Stop() }
-}
-
-// fuzzDeadline is how long one fuzz input may run.
-const fuzzDeadline = 10 * time.Second
-
-// fuzzExecs counts the inputs a fuzz worker ran (see fuzzInput).
-var fuzzExecs execCounter
-
-type execCounter struct {
-	n     atomic.Int64
-	once  sync.Once
-	dir   string
-	name  string
-	timer *time.Timer
-}
-
-func (c *execCounter) count(target string) {
-	c.once.Do(func() {
-		c.dir = os.Getenv("KFSNIFF_FUZZ_COUNTS")
-		c.name = filepath.Join(c.dir, fmt.Sprintf("%s.%d", target, os.Getpid()))
-		if c.dir != "" {
-			c.timer = time.AfterFunc(time.Second, c.flush)
-		}
-	})
-	c.n.Add(1)
-}
-
-func (c *execCounter) flush() {
-	os.WriteFile(c.name, []byte(fmt.Sprintln(c.n.Load())), 0o644)
-	c.timer.Reset(time.Second)
 }
