@@ -266,27 +266,14 @@ func (a *Analyzer) addConn(c *Conn) {
 }
 
 func (a *Analyzer) evict(c *Conn) {
-	e := &a.stats.Evicted
-	e.Conns++
-	e.Requests += c.Requests
-	e.Responses += c.Responses
-	e.ErrorResponses += c.ErrorResponses
-	e.Unmatched += c.Unmatched
-	e.Unanswered += c.Unanswered
-	e.NoResponse += c.NoResponse
-	e.Gaps += c.Gaps
-	e.FramingErrors += c.FramingErrors
-	e.DecodeErrs += c.DecodeErrors
-	for k, v := range c.Skipped {
-		if e.Skipped == nil {
-			e.Skipped = map[string]int64{}
-		}
-		e.Skipped[k] += v
-	}
 	// Requests still pending on it will never be reported unanswered.
 	c.Unanswered += c.Pending()
-	e.Unanswered += c.Pending()
 	c.drain()
+	a.stats.Evicted.add(&EvictedConns{
+		Conns: 1, Requests: c.Requests, Responses: c.Responses, ErrorResponses: c.ErrorResponses,
+		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, Gaps: c.Gaps,
+		FramingErrors: c.FramingErrors, DecodeErrs: c.DecodeErrors, Skipped: c.Skipped,
+	})
 }
 
 // Nodes returns what the traffic said about node identities.

@@ -33,7 +33,11 @@ func (s *Stats) Add(o *Stats) {
 	}
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
-	e, f := &s.Evicted, &o.Evicted
+	s.Evicted.add(&o.Evicted)
+}
+
+// add adds the counters of f to e.
+func (e *EvictedConns) add(f *EvictedConns) {
 	e.Conns += f.Conns
 	e.Requests += f.Requests
 	e.Responses += f.Responses
