@@ -322,7 +322,7 @@ func (u *ui) loop(ctx context.Context, stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-ctx.Done():
-			u.app.QueueUpdate(u.app.Stop)
+			u.app.Stop() // safe from any goroutine
 			return
 		case <-done:
 			done = nil
@@ -335,10 +335,13 @@ func (u *ui) loop(ctx context.Context, stop <-chan struct{}) {
 }
 
 // queue asks the event loop for a refresh unless one is already waiting,
-// so a slow terminal never accumulates refreshes.
+// so a slow terminal never accumulates refreshes. It does not wait for the
+// refresh: tview's QueueUpdate blocks until the event loop runs it, and
+// once q has stopped the loop nothing ever does, which left run waiting
+// for loop forever (a hang on quitting, one time in a few hundred).
 func (u *ui) queue() {
 	if u.queued.CompareAndSwap(false, true) {
-		u.app.QueueUpdateDraw(func() {
+		go u.app.QueueUpdateDraw(func() {
 			u.queued.Store(false)
 			u.tick(false)
 		})
