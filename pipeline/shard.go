@@ -348,16 +348,8 @@ func (s *sharded) merge() {
 				end = true
 			}
 		}
-		if end {
-			// Every worker has ended its rounds: from now on each sends
-			// only events of the end, then closes.
-			for w := range cur {
-				if len(cur[w]) > 0 && cur[w][0].seq != endSeq {
-					s.deliverAll(cur[w]) // cannot happen: rounds end together
-					cur[w] = nil
-				}
-			}
-		}
+		// Every worker gets every round, so they end their rounds together:
+		// once one sends events of the end (or closes), all do.
 		for {
 			best := -1
 			for w := range cur {
@@ -386,12 +378,6 @@ func (s *sharded) merge() {
 				}
 			}
 		}
-	}
-}
-
-func (s *sharded) deliverAll(evs []stamped) {
-	for i := range evs {
-		s.deliver(&evs[i].ev)
 	}
 }
 
