@@ -5,17 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/fuzzing"
+	"github.com/kfsniff/kfsniff/internal/termcheck"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -26,7 +25,7 @@ import (
 // the report's packet count is the packets read; skipped byte counts are
 // positive; the report encodes to valid JSON; and the text report and the
 // --frames lines (text and JSON Lines) contain no byte that drives a
-// terminal (see terminalSafe).
+// terminal (see termcheck.Safe).
 func FuzzPipeline(f *testing.F) {
 	for _, seed := range fuzzing.FixtureSeeds(f, filepath.Join("..", "fixtures", "pcaps"), 64<<10) {
 		f.Add(seed)
@@ -42,7 +41,7 @@ func FuzzPipeline(f *testing.F) {
 		}
 		out := analyse(t, file)
 		for name, b := range map[string][]byte{"text report": out.text, "--frames": out.frames, "--frames -v": out.verbose} {
-			if err := terminalSafe(b); err != nil {
+			if err := termcheck.Safe(b); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
@@ -145,33 +144,4 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 	}
 	out.text = text.Bytes()
 	return out
-}
-
-// terminalSafe reports the first thing in b that could drive or deceive a
-// terminal: invalid UTF-8, a C0 control other than newline and tab, DEL, a
-// C1 control (U+0080-U+009F: U+009B is CSI on terminals that honour 8-bit
-// controls), or any other non-printing rune (bidi overrides such as U+202E
-// reorder what is shown).
-func terminalSafe(b []byte) error {
-	line := 1
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			return fmt.Errorf("line %d: invalid UTF-8 byte %#x: %q", line, b[i], around(b, i))
-		case r == '\n':
-			line++
-		case r == '\t':
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
-			return fmt.Errorf("line %d: control character %U: %q", line, r, around(b, i))
-		case !unicode.IsPrint(r) && r != ' ':
-			return fmt.Errorf("line %d: non-printing character %U: %q", line, r, around(b, i))
-		}
-		i += n
-	}
-	return nil
-}
-
-func around(b []byte, i int) []byte {
-	return b[max(0, i-40):min(len(b), i+40)]
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/termcheck"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -359,7 +360,7 @@ func TestHostileOutcomes(t *testing.T) {
 				t.Errorf("warnings %v, want one containing %q", out.warnings, tc.warning)
 			}
 			for name, b := range map[string][]byte{"text report": out.text, "--frames": out.frames, "--frames -v": out.verbose} {
-				if err := terminalSafe(b); err != nil {
+				if err := termcheck.Safe(b); err != nil {
 					t.Errorf("%s would drive the terminal: %v", name, err)
 				}
 			}

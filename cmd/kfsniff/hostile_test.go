@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/kfsniff/kfsniff/fixtures/gen"
+	"github.com/kfsniff/kfsniff/internal/termcheck"
 )
 
 // TestHostileCLI runs kfsniff on every committed input of the hostile
@@ -62,7 +61,7 @@ func TestHostileCLI(t *testing.T) {
 				}
 				// JSON too is often read on a terminal: wire strings in it
 				// are escaped as well (report.SafeJSON).
-				if err := terminalSafe([]byte(out)); err != nil {
+				if err := termcheck.Safe([]byte(out)); err != nil {
 					t.Errorf("%s: stdout would drive the terminal: %v", name, err)
 				}
 				switch {
@@ -136,33 +135,6 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// terminalSafe reports the first thing in b that could drive or deceive a
-// terminal: invalid UTF-8, a C0 control other than newline and tab, DEL, a
-// C1 control (U+0080-U+009F: U+009B is CSI on terminals that honour 8-bit
-// controls), or any other non-printing rune (bidi overrides such as U+202E
-// reorder what is shown).
-func terminalSafe(b []byte) error {
-	line := 1
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			return fmt.Errorf("line %d: invalid UTF-8 byte %#x: %q", line, b[i], around(b, i))
-		case r == '\n':
-			line++
-		case r == '\t':
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
-			return fmt.Errorf("line %d: control character %U: %q", line, r, around(b, i))
-		case !unicode.IsPrint(r) && r != ' ':
-			return fmt.Errorf("line %d: non-printing character %U: %q", line, r, around(b, i))
-		}
-		i += n
-	}
-	return nil
-}
-
-func around(b []byte, i int) []byte { return b[max(0, i-40):min(len(b), i+40)] }
 
 // TestBoundFlags: --max-waiting and --buffer-budget set the totals across
 // connections, and say so when reached; negative values are usage errors.
