@@ -175,6 +175,51 @@ func DecodeResponse(key, version int16, body []byte) (resp kmsg.Response, err er
 	return resp, nil
 }
 
+// DecodeRequestExact is DecodeRequest for a frame found by searching bytes
+// of unknown alignment (a capture that began mid-connection, bytes after a
+// hole): besides decoding, the body must be exactly what the message takes,
+// which kmsg's decoder does not check (it ignores trailing bytes). A
+// response or the tail of another frame read as a request almost never
+// passes this.
+func DecodeRequestExact(key, version int16, body []byte) (kmsg.Request, error) {
+	req, err := DecodeRequest(key, version, body)
+	if err != nil {
+		return req, err
+	}
+	return req, exact(req, body)
+}
+
+// DecodeResponseExact is DecodeResponse with the check of
+// DecodeRequestExact.
+func DecodeResponseExact(key, version int16, body []byte) (kmsg.Response, error) {
+	resp, err := DecodeResponse(key, version, body)
+	if err != nil {
+		return resp, err
+	}
+	return resp, exact(resp, body)
+}
+
+// ErrTrailing marks a body that decodes but is not exactly what its
+// message takes.
+var ErrTrailing = errors.New("body length does not match what it decodes to")
+
+// exact re-encodes a decoded message and compares lengths: kmsg keeps
+// unknown tagged fields and raw record bytes, so a body that was consumed
+// exactly encodes back to the same length. Varints are re-encoded in their
+// shortest form, which every client writes.
+func exact(m interface{ AppendTo([]byte) []byte }, body []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: encoder panic: %v", ErrTrailing, p)
+		}
+	}()
+	var scratch [512]byte
+	if n := len(m.AppendTo(scratch[:0])); n != len(body) {
+		return fmt.Errorf("%w: %d bytes, decodes to %d", ErrTrailing, len(body), n)
+	}
+	return nil
+}
+
 type reader interface{ ReadFrom([]byte) error }
 
 // readBody runs kmsg's decoder, turning a panic (which kmsg should never
