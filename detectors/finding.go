@@ -71,4 +71,17 @@ type Finding struct {
 	Evidence    []Evidence     `json:"evidence,omitempty"`
 	Explanation string         `json:"explanation"`
 	Next        string         `json:"next"`
+	// CaptureLoss, set when the report is built, says that the capture
+	// lost segments on the finding's connections during its span: its
+	// counts may be low and what it missed may be in the bytes lost.
+	CaptureLoss *CaptureLoss `json:"capture_loss,omitempty"`
+}
+
+// CaptureLoss is what the capture lost on a finding's connections: the
+// connections with gaps whose span overlaps the finding's, their gaps and
+// the bytes missing.
+type CaptureLoss struct {
+	Conns []int `json:"connections"`
+	Gaps  int   `json:"gaps"`
+	Bytes int64 `json:"bytes"`
 }

@@ -188,6 +188,12 @@ func (d *unanswered) OnExchange(x *flows.Exchange) {
 		// Kept for a later Fetch whose body is lost in the capture.
 		d.conn(c).maxWait = time.Duration(r.MaxWaitMillis) * time.Millisecond
 	}
+	if x.OneSided {
+		// No packet from the server in the capture: whether it was
+		// answered cannot be told.
+		d.info.add(d.request(x), unansOneSided)
+		return
+	}
 	if !x.Unanswered {
 		// Kafka answers in order: whatever waits before this request
 		// on the connection will not be answered.

@@ -57,6 +57,11 @@ type Config struct {
 	// among them (0 or 1: this one has them all); each keeps its share of
 	// the fixed bounds (connection attempts, idle connections).
 	Shards int
+	// Listeners, if set, are the endpoints seen accepting connections,
+	// learned by whoever reads the packets in order (Listeners.Observe),
+	// with packets given to the analyzer by PacketAt at the same places.
+	// If nil, the analyzer learns them from its own packets.
+	Listeners *Listeners
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -110,6 +115,8 @@ type EvictedConns struct {
 	Conns                                                   int
 	Requests, Responses, ErrorResponses, Unmatched          int
 	Unanswered, NoResponse, Gaps, FramingErrors, DecodeErrs int
+	NotCaptured                                             int
+	Lost                                                    int64
 	Skipped                                                 map[string]int64
 }
 
@@ -161,6 +168,17 @@ type Analyzer struct {
 	// Config.MaxPendingTotal and Config.BufferBudget).
 	waits waits
 	bufs  buffers
+	// seq is the place of the packet being processed among all packets
+	// of the analysis (see Listeners).
+	seq       uint64
+	listeners *Listeners
+	learn     bool
+	// holders are the connections held until their client side is known,
+	// held the bytes they hold together (orient.go); at is the held
+	// delivery being framed, whose packet stands for the current one.
+	holders []*stream
+	held    int64
+	at      *heldPiece
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which
@@ -191,6 +209,10 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	a.asm.MaxBufferedPagesTotal = cfg.MaxBufferedPages * 16
 	a.hdr.init()
 	a.tcp = &a.hdr.tcp
+	a.listeners = cfg.Listeners
+	if a.listeners == nil {
+		a.listeners, a.learn = NewListeners(), true
+	}
 	return a
 }
 
@@ -267,11 +289,15 @@ func (a *Analyzer) addConn(c *Conn) {
 
 func (a *Analyzer) evict(c *Conn) {
 	// Requests still pending on it will never be reported unanswered.
-	c.Unanswered += c.Pending()
+	if c.Packets[ToClient] == 0 {
+		c.NotCaptured += c.Pending()
+	} else {
+		c.Unanswered += c.Pending()
+	}
 	c.drain()
 	a.stats.Evicted.add(&EvictedConns{
 		Conns: 1, Requests: c.Requests, Responses: c.Responses, ErrorResponses: c.ErrorResponses,
-		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, Gaps: c.Gaps,
+		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, NotCaptured: c.NotCaptured, Gaps: c.Gaps, Lost: c.Lost[0] + c.Lost[1],
 		FramingErrors: c.FramingErrors, DecodeErrs: c.DecodeErrors, Skipped: c.Skipped,
 	})
 }
@@ -282,8 +308,14 @@ func (a *Analyzer) Nodes() *Nodes { return a.nodes }
 // Conns returns the Kafka connections in order of first packet.
 func (a *Analyzer) Conns() []*Conn { return a.conns }
 
-// Packet processes one captured packet.
-func (a *Analyzer) Packet(p *capture.Packet) {
+// Packet processes one captured packet, the next after the last one.
+func (a *Analyzer) Packet(p *capture.Packet) { a.PacketAt(p, a.seq+1) }
+
+// PacketAt processes one captured packet at place seq among the packets
+// of the analysis (counted from 1): the reader of a sharded analysis gives
+// each analyzer its packets with their places in the whole capture.
+func (a *Analyzer) PacketAt(p *capture.Packet, seq uint64) {
+	a.seq = seq
 	a.cur = p
 	a.lastFile, a.lastN = p.File, p.N
 	a.packet(p)
@@ -414,6 +446,9 @@ func (a *Analyzer) Flush(p *capture.Packet) {
 func (a *Analyzer) flush(now time.Time) {
 	prev := a.lastFlush
 	a.lastFlush = now
+	if len(a.holders) > 0 {
+		a.sweepHolders(now)
+	}
 	if a.cfg.IdleTimeout > 0 && now.Sub(a.lastIdle) >= a.cfg.IdleTimeout/4 {
 		// Drop the state of connections idle for IdleTimeout (and of
 		// SYNs never followed up), bounding memory over long captures.
@@ -467,6 +502,10 @@ func (a *Analyzer) Close() {
 	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
 	a.phase = 2
 	for _, m := range left {
+		if m.Conn.Packets[ToClient] == 0 {
+			a.notCaptured(m.Conn, m)
+			continue
+		}
 		m.Conn.Unanswered++
 		a.emit(&Exchange{Conn: m.Conn, Req: m, Unanswered: true})
 	}
@@ -548,6 +587,9 @@ func (a *Analyzer) emitConn(e *ConnEvent) { a.out(Event{Conn: e}) }
 // packetPos returns the current packet's position, or the last one seen
 // when called outside packet processing (flushes at the end).
 func (a *Analyzer) packetPos() (file int, n uint64, t time.Time) {
+	if a.at != nil {
+		return a.at.file, a.at.pkt, a.at.t
+	}
 	if a.cur != nil {
 		return a.cur.File, a.cur.N, a.cur.Time
 	}

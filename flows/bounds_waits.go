@@ -87,6 +87,12 @@ const (
 // request of c beyond Config.MaxPending and the oldest anywhere beyond
 // Config.MaxPendingTotal.
 func (a *Analyzer) wait(c *Conn, m *Message) {
+	if c.Packets[ToClient] == 0 && c.waiting() >= oneSidedWaiting {
+		// Not one packet from the server: a one-sided capture. Keep
+		// only the last requests waiting, in case the other direction
+		// appears; the older ones' fate cannot be known.
+		a.notCaptured(c, c.popHead())
+	}
 	if old := c.push(m, a.cfg.MaxPending); old != nil {
 		a.dropWaiting(c, old, noteMaxPending)
 	}
@@ -110,6 +116,10 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 	if m == nil || m.Partial {
 		return
 	}
+	if c.Packets[ToClient] == 0 {
+		a.notCaptured(c, m)
+		return
+	}
 	c.Evicted++
 	c.Unanswered++
 	a.emit(&Exchange{Conn: c, Req: m, Unanswered: true})
@@ -127,6 +137,20 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 	}
 	c.problem(file, pkt, fmt.Sprintf("over %s: the oldest are dropped and counted unanswered, first %s v%d corr %d of packet %d",
 		bound, decode.Name(m.Key), m.Version, m.Correlation, m.Packet))
+}
+
+// oneSidedWaiting is how many requests wait on a connection with no
+// packet from the server before the oldest are given up as not captured.
+const oneSidedWaiting = 64
+
+// notCaptured hands over a request whose response direction has no packet
+// in the capture (Exchange.OneSided), unless it is partial.
+func (a *Analyzer) notCaptured(c *Conn, m *Message) {
+	if m == nil || m.Partial {
+		return
+	}
+	c.NotCaptured++
+	a.emit(&Exchange{Conn: c, Req: m, OneSided: true})
 }
 
 // unanswered counts a request that can no longer be answered (a later one

@@ -14,16 +14,6 @@ const (
 	ByContent Recognition = "content" // a direction began with a plausible request header
 )
 
-// ClientSide says how kfsniff decided which end is the client.
-type ClientSide string
-
-// How the client end is chosen.
-const (
-	ClientByHandshake ClientSide = "handshake" // sender of the SYN
-	ClientByRequests  ClientSide = "requests"  // the direction that parses as requests
-	ClientByPort      ClientSide = "port"      // the other end's port is a Kafka port
-)
-
 // Skip reasons, for bytes of a Kafka connection that were not decoded.
 const (
 	SkipGap       = "gap"        // lost segments: the partial frame around the hole
@@ -35,6 +25,7 @@ const (
 	SkipEnd       = "end"        // a frame still incomplete when the connection closed or the capture ended
 	SkipSnaplen   = "snaplen"    // bytes cut by the capture's snapshot length, and the rest of the frames they cut
 	SkipBudget    = "budget"     // partial frames dropped when buffering passed Config.BufferBudget
+	SkipMidstream = "midstream"  // a direction joined mid-way: the rest of the frame under way when the capture began
 )
 
 // Conn is one TCP connection carrying Kafka.
@@ -70,14 +61,20 @@ type Conn struct {
 	Unmatched      int // responses whose request was not captured
 	Unanswered     int // requests with no response by the end
 	NoResponse     int // acks=0 produce requests
+	NotCaptured    int // requests whose response direction has no packet in the capture (one-sided)
 	Evicted        int // waiting requests dropped for MaxPending or MaxPendingTotal
 	Bytes          [2]int64
 	Packets        [2]int64
 
-	Gaps          int
-	FramingErrors int
-	DecodeErrors  int
-	UnknownAPIs   int
+	Gaps int
+	// Lost counts the bytes missing from the capture in holes, by
+	// direction (snaplen cuts not included); FirstGap and LastGap place
+	// the first and last hole.
+	Lost              [2]int64
+	FirstGap, LastGap Place
+	FramingErrors     int
+	DecodeErrors      int
+	UnknownAPIs       int
 	// Skipped counts bytes not decoded, by reason.
 	Skipped map[string]int64
 	// Problems lists the first few framing and decoding problems with
@@ -111,6 +108,13 @@ type Conn struct {
 	waits *waits
 	// lastID is the client id of the last request (one of ClientIDs).
 	lastID string
+}
+
+// Place is a packet's position and time.
+type Place struct {
+	File   int
+	Packet uint64
+	Time   time.Time
 }
 
 // Problem is one framing or decoding problem on a connection.
@@ -254,13 +258,17 @@ func (c *Conn) match(corr int32, skipped func(*Message)) *Message {
 }
 
 // hasPending reports whether a request with correlation id corr waits.
-func (c *Conn) hasPending(corr int32) bool {
+func (c *Conn) hasPending(corr int32) bool { return c.waitingWith(corr) != nil }
+
+// waitingWith returns the oldest waiting request with correlation id
+// corr, or nil.
+func (c *Conn) waitingWith(corr int32) *Message {
 	for i := int(c.pendHead); i < len(c.pending); i++ {
 		if c.pending[i].Correlation == corr {
-			return true
+			return c.pending[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // hasPendingAt reports whether b (a response frame with its size prefix)
@@ -285,6 +293,18 @@ func (c *Conn) drain() []*Message {
 	}
 	c.pending, c.pendHead = nil, 0
 	return out
+}
+
+// OneSided reports whether the capture holds packets of one direction of
+// the connection only, and which (ToServer: requests only).
+func (c *Conn) OneSided() (present Dir, ok bool) {
+	switch {
+	case c.Packets[ToServer] > 0 && c.Packets[ToClient] == 0:
+		return ToServer, true
+	case c.Packets[ToClient] > 0 && c.Packets[ToServer] == 0:
+		return ToClient, true
+	}
+	return 0, false
 }
 
 // Label is "client -> server" for messages.

@@ -19,10 +19,14 @@ type framer struct {
 	resp bool // frames responses (server to client)
 	// synced: buf starts at a frame boundary. initial: the capture began
 	// mid-stream and no boundary has been found yet. tentative: the
-	// boundary was guessed by a scan and the first frame must decode.
+	// boundary was guessed by a scan and the first frame must decode
+	// exactly. mid: the direction was joined mid-way and has not framed
+	// yet, so what is skipped is the end of a frame under way.
 	synced     bool
 	initial    bool
 	tentative  bool
+	mid        bool
+	headAt     bool
 	tls        bool
 	everFramed bool
 	// skipWhy is the reason (skipReasons) for the bytes of skipTo.
@@ -79,7 +83,12 @@ func (f *framer) gap(n, cut int) {
 	c := f.conn()
 	a := f.s.a
 	c.Gaps++
-	file, pkt, _ := a.packetPos()
+	file, pkt, now := a.packetPos()
+	c.Lost[f.role()] += int64(n - cut)
+	c.LastGap = Place{File: file, Packet: pkt, Time: now}
+	if c.Gaps == 1 {
+		c.FirstGap = c.LastGap
+	}
 	reason := SkipGap
 	what := fmt.Sprintf("%d bytes lost in %s direction", n, f.dirName())
 	if cut > 0 {
@@ -181,10 +190,7 @@ func (f *framer) end() {
 			reason = SkipSnaplen
 		}
 		if !f.synced {
-			reason = SkipResync
-			if !f.everFramed && !f.initial {
-				reason = SkipNotKafka
-			}
+			reason = f.scanReason()
 		}
 		f.conn().skip(reason, len(f.buf))
 	}
@@ -214,6 +220,8 @@ func (f *framer) feed(data []byte) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
 	owned := len(f.buf) > 0
+	// headAt: the bytes buffered begin where a delivery began.
+	headAt := owned && f.headAt
 	// segStart is where this delivery (normally one TCP segment) begins
 	// in data: responses usually start at a segment boundary.
 	segStart := 0
@@ -263,28 +271,34 @@ func (f *framer) feed(data []byte) {
 		}
 		frame := rest[decode.SizeLen:total]
 		var handled bool
-		if f.resp {
+		switch {
+		case f.tentative && !f.confirm(frame, rest[total:], off == segStart || off == 0 && headAt):
+			// A guessed boundary is confirmed before its frame is
+			// taken (confirmRequest, confirmResponse).
+		case f.resp:
 			handled = f.response(frame)
-		} else {
+		default:
 			handled = f.request(frame)
 		}
+		f.tentative = false
 		if !handled {
 			// A guessed boundary whose frame does not decode: scan on.
 			f.synced, f.tentative = false, false
-			f.conn().skip(SkipResync, 1)
+			f.conn().skip(f.scanReason(), 1)
 			off++
 			continue
 		}
-		f.everFramed = true
+		f.everFramed, f.mid = true, false
 		off += total
 		f.startFile, f.startPkt, f.startTime = file, pkt, now
 	}
 	rest := data[off:]
 	if len(rest) > scanLimit && !f.synced {
 		drop := len(rest) - scanLimit
-		f.conn().skip(SkipResync, drop)
+		f.conn().skip(f.scanReason(), drop)
 		rest = rest[drop:]
 	}
+	f.headAt = off == segStart || off == 0 && headAt
 	if owned {
 		n := copy(f.buf, rest)
 		f.buf = f.buf[:n]
@@ -356,18 +370,27 @@ func (f *framer) resync(b []byte, segStart int) (int, bool) {
 		// Nothing yet; keep the last few bytes, a boundary may start there.
 		keep := min(len(b), need-1)
 		skip := len(b) - keep
-		reason := SkipResync
-		if !f.everFramed && !f.initial {
-			reason = SkipNotKafka
-		}
-		c.skip(reason, skip)
+		c.skip(f.scanReason(), skip)
 		return skip, false
 	}
-	c.skip(SkipResync, i)
-	f.synced = true
-	f.tentative = !f.resp || !c.hasPendingAt(b[i:])
+	c.skip(f.scanReason(), i)
+	f.synced, f.tentative = true, true
 	f.initial = false
 	return i, true
+}
+
+// scanReason is the reason for bytes skipped while looking for a frame
+// boundary: the end of a frame under way when the capture joined the
+// direction, bytes that never framed in a direction seen from its start,
+// or bytes after a hole or a framing error.
+func (f *framer) scanReason() string {
+	switch {
+	case f.everFramed:
+		return SkipResync
+	case f.mid:
+		return SkipMidstream
+	}
+	return SkipNotKafka
 }
 
 // responseBoundary reports whether b plausibly starts a response frame:
@@ -398,6 +421,23 @@ func (f *framer) responseBoundary(b []byte, segment bool) bool {
 	return false
 }
 
+// confirm reports whether the frame at a guessed boundary (rest follows
+// it; delivered: it begins where a delivery began) is taken: a request
+// as confirmRequest says; a response to a waiting request if it decodes
+// exactly as that request's API; a response to a request not captured as
+// responseBoundary's chain check already said.
+func (f *framer) confirm(frame, rest []byte, delivered bool) bool {
+	maxFrame := f.s.a.cfg.MaxFrame
+	if !f.resp {
+		return confirmRequest(frame, rest, delivered, maxFrame)
+	}
+	corr, _ := decode.Correlation(frame)
+	if w := f.conn().waitingWith(corr); w != nil && decode.KnownVersion(w.Key, w.Version) {
+		return exactResponse(frame, w.Key, w.Version) && followedByFrame(rest, minResponse, maxFrame)
+	}
+	return true
+}
+
 // newMessage fills the position fields of a message completed now.
 func (f *framer) newMessage() *Message {
 	a := f.s.a
@@ -424,17 +464,11 @@ func (f *framer) request(frame []byte) bool {
 	frame = a.own(frame)
 	c := f.conn()
 	h, err := decode.ParseRequestHeader(frame)
-	if err != nil && f.tentative {
-		return false
-	}
 	headerErr := err
 	var req kmsg.Request
 	known := decode.KnownVersion(h.Key, h.Version)
 	if known && headerErr == nil {
 		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
-		if err != nil && f.tentative {
-			return false
-		}
 	}
 	f.tentative = false
 	m := f.newMessage()
@@ -506,6 +540,11 @@ func (f *framer) response(frame []byte) bool {
 		return true
 	}
 	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
+	if c.ClientBy == ClientByPort || c.ClientBy == ClientByContent {
+		// A request answered: the side taken on weaker evidence is
+		// now proven.
+		c.ClientBy = ClientByPairing
+	}
 	var resp kmsg.Response
 	if decode.KnownVersion(req.Key, req.Version) {
 		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)

@@ -45,6 +45,8 @@ func (e *EvictedConns) add(f *EvictedConns) {
 	e.Unmatched += f.Unmatched
 	e.Unanswered += f.Unanswered
 	e.NoResponse += f.NoResponse
+	e.NotCaptured += f.NotCaptured
+	e.Lost += f.Lost
 	e.Gaps += f.Gaps
 	e.FramingErrors += f.FramingErrors
 	e.DecodeErrs += f.DecodeErrs

@@ -3,6 +3,7 @@ package flows
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -24,6 +25,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		return s
 	}
 	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
+	s.first.file, s.first.pkt, s.first.t = a.packetPos()
 	s.fr[0].s, s.fr[1].s = s, s
 	s.fr[1].resp = true
 	if c := a.idle[key]; c != nil {
@@ -46,7 +48,7 @@ func (s *stream) resume(c *Conn) {
 		s.clientEnd = 1
 	}
 	for i := range s.fr {
-		s.fr[i].synced, s.fr[i].initial = false, true
+		s.fr[i].synced, s.fr[i].initial, s.fr[i].mid = false, true, true
 	}
 }
 
@@ -72,12 +74,18 @@ type stream struct {
 	conn      *Conn
 	// fr[0] frames requests (client to server), fr[1] responses.
 	fr [2]framer
-	// held keeps data of an undecided connection, in arrival order.
-	held     []heldChunk
-	heldSize int
+	// h holds the bytes of a connection joined mid-way until it is
+	// known which end is the client (orient.go).
+	h *holding
 	// pre-decision counters, folded into the Conn when it is created.
 	packets [2]int64
 	bytes   [2]int64
+	// first and last packet seen of the connection.
+	first, last struct {
+		file int
+		pkt  uint64
+		t    time.Time
+	}
 	// Sequence tracking, to tell a hole that will never be filled: the
 	// first sequence number of each direction, the bytes reassembly has
 	// delivered or skipped since, and the highest sequence number seen.
@@ -104,21 +112,20 @@ type cutPoints struct {
 
 const maxCuts = 32
 
-type heldChunk struct {
-	dir  int
-	data []byte
-}
-
-// maxHeld bounds what an undecided connection may hold per stream.
-const maxHeld = 64 << 10
-
 // Accept implements reassembly.Stream.
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
 	d := dirIndex(dir)
-	if tcp.SYN && !tcp.ACK {
+	switch {
+	case tcp.SYN && !tcp.ACK:
 		s.clientEnd = d
 		s.handshake = true
+	case tcp.SYN && tcp.ACK && !s.handshake && !s.decided:
+		// The capture began between the SYN and the SYN-ACK: the
+		// SYN-ACK's receiver is the client.
+		s.clientEnd = 1 - d
+		s.handshake = true
 	}
+	s.last.file, s.last.pkt, s.last.t = s.a.packetPos()
 	if nextSeq != -1 && len(tcp.Payload) > 0 && int32(tcp.Seq-uint32(nextSeq)) > 0 {
 		// Ahead of a hole: reassembly will hold it.
 		s.a.lastQueued = ci.Timestamp
@@ -217,18 +224,23 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if skip > 0 {
 		s.delivered[d] += uint32(skip)
 	}
+	if !s.decided {
+		cut := 0
+		if skip > 0 {
+			cut = s.cutAt(d, holeAt, skip)
+		}
+		if n > 0 || skip > 0 {
+			s.decide(d, sg.Fetch(n), max(skip, 0), cut)
+		}
+		return
+	}
 	if skip > 0 && s.conn != nil {
 		s.fr[s.role(d)].gap(skip, s.cutAt(d, holeAt, skip))
 	}
 	if n == 0 {
 		return
 	}
-	data := sg.Fetch(n)
-	if !s.decided {
-		s.decide(d, data)
-		return
-	}
-	s.fr[s.role(d)].feed(data)
+	s.fr[s.role(d)].feed(sg.Fetch(n))
 }
 
 // cutAt returns how many of the n bytes missing at sequence number seq of
@@ -288,6 +300,9 @@ func (s *stream) recoverPanic() {
 
 // ReassemblyComplete implements reassembly.Stream.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	if !s.decided && s.h != nil {
+		s.assessSafely()
+	}
 	s.done = true
 	a := s.a
 	if a.streams[s.key] == s {
@@ -315,79 +330,52 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
 		}
 	}
-	s.held = nil
+	s.release()
 	return true
 }
 
-// decide works out whether the connection carries Kafka and which end is
-// the client, from the handshake, the ports and the first bytes.
-func (s *stream) decide(d int, data []byte) {
-	ports := s.a.cfg.Ports
-	portServer := -1
-	p0, p1 := ports.Has(s.ends[0].Port()), ports.Has(s.ends[1].Port())
-	switch {
-	case p0 && !p1:
-		portServer = 0
-	case p1 && !p0:
-		portServer = 1
-	}
-	byPort := p0 || p1
-	plausible := decode.PlausibleRequest(data, s.a.cfg.MaxFrame)
-	how := ByContent
-	if byPort {
-		how = ByPort
-	}
-	switch {
-	case s.clientEnd >= 0 && s.handshake:
-		if byPort || (d == s.clientEnd && plausible) {
-			s.start(how, ClientByHandshake, d, data)
+// decide takes data delivered in direction d (after a hole of skip bytes,
+// cut of them by the snaplen) before the connection is decided. With the
+// handshake captured the client is known and the connection is decided
+// at once; otherwise the data is held until the evidence says which end is
+// the client (orient.go).
+func (s *stream) decide(d int, data []byte, skip, cut int) {
+	if s.clientEnd >= 0 && s.handshake {
+		ports := s.a.cfg.Ports
+		byPort := ports.Has(s.ends[0].Port()) || ports.Has(s.ends[1].Port())
+		if !byPort && (d != s.clientEnd || !decode.PlausibleRequest(data, s.a.cfg.MaxFrame)) {
+			// Kafka clients speak first, with a request.
+			s.notKafka()
 			return
 		}
-		// Kafka clients speak first, with a request.
-		s.notKafka()
-		return
-	case plausible:
-		s.clientEnd = d
-		s.start(how, ClientByRequests, d, data)
-		return
-	case portServer >= 0:
-		s.clientEnd = 1 - portServer
-		s.start(how, ClientByPort, d, data)
-		return
-	case !byPort && s.midstream[d] && findRequest(data, s.a.cfg.MaxFrame) >= 0:
-		// Mid-stream on an unknown port: a whole request that decodes
-		// somewhere in the first bytes.
-		s.clientEnd = d
-		s.start(ByContent, ClientByRequests, d, data)
+		how := ByContent
+		if byPort {
+			how = ByPort
+		}
+		s.hold(d, data, skip, cut)
+		s.start(how, ClientByHandshake)
 		return
 	}
-	// Undecided: hold the bytes until the other direction speaks.
-	if s.heldSize+len(data) > maxHeld || s.heldFrom(d) && s.heldFrom(1-d) {
-		s.notKafka()
-		return
-	}
-	s.held = append(s.held, heldChunk{dir: d, data: append([]byte(nil), data...)})
-	s.heldSize += len(data)
+	s.hold(d, data, skip, cut)
+	s.assess(false)
 }
 
-func (s *stream) heldFrom(d int) bool {
-	for _, h := range s.held {
-		if h.dir == d {
-			return true
-		}
-	}
-	return false
+// assessSafely is assess(true) for the end of a connection, outside
+// ReassembledSG's panic isolation.
+func (s *stream) assessSafely() {
+	defer s.recoverPanic()
+	s.assess(true)
 }
 
 func (s *stream) notKafka() {
 	s.decided, s.ignore = true, true
-	s.held = nil
+	s.release()
 	s.a.stats.OtherTCP++
 }
 
-// start makes the connection a Kafka connection and feeds it what it holds
-// and then data, which arrived in direction d.
-func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
+// start makes the connection a Kafka connection (s.clientEnd is known)
+// and frames the bytes held, each at the packet that delivered it.
+func (s *stream) start(how Recognition, by ClientSide) {
 	s.decided = true
 	a := s.a
 	ci := s.clientEnd
@@ -402,11 +390,11 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 		APIs:        make(map[int16]int),
 		nodes:       a.nodes,
 		waits:       &a.waits,
-		File:        a.cur.File,
-		FirstPacket: a.cur.N,
-		LastPacket:  a.cur.N,
-		FirstSeen:   a.cur.Time,
-		LastSeen:    a.cur.Time,
+		File:        s.first.file,
+		FirstPacket: s.first.pkt,
+		LastPacket:  s.last.pkt,
+		FirstSeen:   s.first.t,
+		LastSeen:    s.last.t,
 	}
 	for i := 0; i < 2; i++ {
 		r := s.role(i)
@@ -418,43 +406,27 @@ func (s *stream) start(how Recognition, by ClientSide, d int, data []byte) {
 		// client's SYN was seen).
 		synced := s.handshake && !s.midstream[i]
 		s.fr[r].synced = synced
-		s.fr[r].initial = !synced
+		s.fr[r].initial, s.fr[r].mid = !synced, !synced
 	}
 	s.conn = c
 	a.addConn(c)
 	a.emitConn(&ConnEvent{Kind: ConnOpened, Conn: c, Client: c.Client, Server: c.Server, File: c.File, Packet: c.FirstPacket, Time: c.FirstSeen})
-	held := s.held
-	s.held, s.heldSize = nil, 0
-	for _, h := range held {
-		s.fr[s.role(h.dir)].feed(h.data)
+	h := s.h
+	if h == nil {
+		return
 	}
-	s.fr[s.role(d)].feed(data)
-}
-
-// findRequest returns the offset of the first whole request in b whose
-// header is plausible and whose body decodes, or -1.
-func findRequest(b []byte, maxFrame int) int {
-	for i := 0; i+14 <= len(b); i++ {
-		if !decode.PlausibleRequest(b[i:], maxFrame) {
-			continue
+	defer func() { a.at = nil }()
+	for i := range h.order {
+		p := &h.order[i]
+		a.at = p
+		f := &s.fr[s.role(int(p.dir))]
+		if p.gap > 0 {
+			f.gap(int(p.gap), int(p.cut))
 		}
-		if wholeRequestDecodes(b[i:]) {
-			return i
+		if p.n > 0 {
+			f.feed(h.buf[p.dir][p.off : p.off+p.n])
 		}
 	}
-	return -1
-}
-
-func wholeRequestDecodes(b []byte) bool {
-	size, _ := decode.FrameSize(b)
-	if int(size)+4 > len(b) {
-		return false
-	}
-	frame := b[4 : 4+size]
-	h, err := decode.ParseRequestHeader(frame)
-	if err != nil {
-		return false
-	}
-	_, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
-	return err == nil
+	a.at = nil
+	s.release()
 }

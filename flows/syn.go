@@ -55,6 +55,9 @@ func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, 
 		q.seqs = append(q.seqs, q.next)
 	case t.SYN && t.ACK:
 		delete(a.syns, key)
+		if a.learn {
+			a.listeners.Learn(src, a.seq)
+		}
 	case t.RST:
 		s := a.syns[key]
 		if s == nil || src != s.server {

@@ -104,14 +104,17 @@ var ErrPartial = errors.New("frame cut by lost segments; header only")
 
 // Exchange is a request with its response. Either side may be missing: a
 // response whose request was not captured (Req nil), a request still
-// unanswered when the capture ended (Unanswered), or a Produce with acks=0,
-// which gets no response (NoResponse).
+// unanswered when the capture ended (Unanswered), a Produce with acks=0,
+// which gets no response (NoResponse), or a request on a connection of
+// which the capture holds no packet from the server (OneSided): whether it
+// was answered cannot be known.
 type Exchange struct {
 	Conn       *Conn
 	Req        *Message
 	Resp       *Message
 	Unanswered bool
 	NoResponse bool
+	OneSided   bool
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made (Conn.Gaps then): handlers may run while flows goes on with
 	// the connection on another goroutine, and must not read its counters.

@@ -103,10 +103,11 @@ type sharded struct {
 	first, last    time.Time
 	lastPkt        endPos
 
-	dl     *flows.Delivery
-	kafka  atomic.Int64
-	broken map[*flows.Conn]*brokenConn
-	order  []*brokenConn
+	dl        *flows.Delivery
+	listeners *flows.Listeners
+	kafka     atomic.Int64
+	broken    map[*flows.Conn]*brokenConn
+	order     []*brokenConn
 
 	stats flows.Stats
 	conns []*flows.Conn
@@ -131,6 +132,10 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	}
 	wcfg := cfg
 	wcfg.Deferred = true
+	// The reader learns the listening endpoints for every worker, at
+	// each packet's place, so that all agree on what was known when.
+	s.listeners = flows.NewListeners()
+	wcfg.Listeners = s.listeners
 	wcfg.Shards = n
 	wcfg.MaxConns = share(cfg.MaxConns, n)
 	wcfg.MaxStreams = share(cfg.MaxStreams, n)
@@ -180,6 +185,7 @@ func (s *sharded) Packet(p *capture.Packet) {
 	if p.Time.After(s.last) {
 		s.last = p.Time
 	}
+	s.listeners.Observe(p, s.seq)
 	w := s.sharder.Shard(p)
 	b := s.cur[w]
 	start := len(b.data)
@@ -294,7 +300,7 @@ func (w *worker) run() {
 			if it.flush {
 				w.an.Flush(&it.p)
 			} else {
-				w.an.Packet(&it.p)
+				w.an.PacketAt(&it.p, it.seq)
 			}
 		}
 		w.out <- w.evs

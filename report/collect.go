@@ -142,9 +142,11 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	t.UnmatchedResponses += int64(ev.Unmatched)
 	t.UnansweredRequests += int64(ev.Unanswered)
 	t.NoResponseExpected += int64(ev.NoResponse)
+	t.NotCaptured += int64(ev.NotCaptured)
 	t.DecodeErrors += int64(ev.DecodeErrs)
 	t.FramingErrors += int64(ev.FramingErrors)
 	t.Gaps += int64(ev.Gaps)
+	t.LostBytes += ev.Lost
 	for k, n := range ev.Skipped {
 		t.SkippedBytes[k] += n
 	}
@@ -156,14 +158,20 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 		t.UnmatchedResponses += int64(cn.Unmatched)
 		t.UnansweredRequests += int64(cn.Unanswered)
 		t.NoResponseExpected += int64(cn.NoResponse)
+		t.NotCaptured += int64(cn.NotCaptured)
+		if _, ok := cn.OneSided(); ok {
+			t.OneSidedConnections++
+		}
 		t.DecodeErrors += int64(cn.DecodeErrors)
 		t.FramingErrors += int64(cn.FramingErrors)
 		t.Gaps += int64(cn.Gaps)
+		t.LostBytes += cn.Lost[0] + cn.Lost[1]
 		for k, n := range cn.Skipped {
 			t.SkippedBytes[k] += n
 		}
 		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
+	noteLoss(r.Findings, conns)
 	keys := make([]apiKey, 0, len(c.apis))
 	for k := range c.apis {
 		keys = append(keys, k)
@@ -199,7 +207,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS,
 		ClientIDs: append([]string{}, c.ClientIDs...), APIs: map[string]int{},
 		Requests: c.Requests, Responses: c.Responses, Errors: c.ErrorResponses,
-		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse,
+		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, NotCaptured: c.NotCaptured,
 		BytesToServer: c.Bytes[flows.ToServer], BytesToClient: c.Bytes[flows.ToClient],
 		File: c.File, FirstPacket: c.FirstPacket, LastPacket: c.LastPacket,
 		FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
@@ -208,6 +216,19 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	}
 	for k, n := range c.APIs {
 		out.APIs[decode.Name(k)] += n
+	}
+	if d, ok := c.OneSided(); ok {
+		out.OneSided = "client->server"
+		if d == flows.ToClient {
+			out.OneSided = "server->client"
+		}
+	}
+	if c.Gaps > 0 {
+		out.Loss = &Loss{
+			ToServer: c.Lost[flows.ToServer], ToClient: c.Lost[flows.ToClient],
+			File: c.FirstGap.File, FirstPacket: c.FirstGap.Packet, LastPacket: c.LastGap.Packet,
+			First: c.FirstGap.Time, Last: c.LastGap.Time,
+		}
 	}
 	out.Roles = []string{}
 	for _, role := range c.Roles.List() {
@@ -231,4 +252,34 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		out.Problems = append(out.Problems, Problem{File: p.File, Packet: p.Packet, What: p.What})
 	}
 	return out
+}
+
+// noteLoss marks the findings whose span overlaps the gaps of one of their
+// connections (detectors.CaptureLoss).
+func noteLoss(findings []detectors.Finding, conns []*flows.Conn) {
+	byID := make(map[int]*flows.Conn, len(conns))
+	for _, c := range conns {
+		if c.Gaps > 0 {
+			byID[c.ID] = c
+		}
+	}
+	if len(byID) == 0 {
+		return
+	}
+	for i := range findings {
+		f := &findings[i]
+		var loss detectors.CaptureLoss
+		for _, id := range f.Conns {
+			c := byID[id]
+			if c == nil || c.LastGap.Time.Before(f.First) || !f.Last.IsZero() && c.FirstGap.Time.After(f.Last) {
+				continue
+			}
+			loss.Conns = append(loss.Conns, id)
+			loss.Gaps += c.Gaps
+			loss.Bytes += c.Lost[0] + c.Lost[1]
+		}
+		if len(loss.Conns) > 0 {
+			f.CaptureLoss = &loss
+		}
+	}
 }

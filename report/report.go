@@ -49,18 +49,25 @@ type File struct {
 
 // Totals are capture-wide counts.
 type Totals struct {
-	TCPPackets         int64            `json:"tcp_packets"`
-	KafkaConnections   int              `json:"kafka_connections"`
-	OtherTCP           int64            `json:"other_tcp_connections"`
-	Requests           int64            `json:"requests"`
-	Responses          int64            `json:"responses"`
-	ErrorResponses     int64            `json:"error_responses"`
-	UnmatchedResponses int64            `json:"unmatched_responses"`
-	UnansweredRequests int64            `json:"unanswered_requests"`
-	NoResponseExpected int64            `json:"no_response_expected"`
-	DecodeErrors       int64            `json:"decode_errors"`
-	FramingErrors      int64            `json:"framing_errors"`
-	Gaps               int64            `json:"gaps"`
+	TCPPackets         int64 `json:"tcp_packets"`
+	KafkaConnections   int   `json:"kafka_connections"`
+	OtherTCP           int64 `json:"other_tcp_connections"`
+	Requests           int64 `json:"requests"`
+	Responses          int64 `json:"responses"`
+	ErrorResponses     int64 `json:"error_responses"`
+	UnmatchedResponses int64 `json:"unmatched_responses"`
+	UnansweredRequests int64 `json:"unanswered_requests"`
+	NoResponseExpected int64 `json:"no_response_expected"`
+	// NotCaptured counts requests on one-sided connections (no packet
+	// from the server in the capture): whether they were answered
+	// cannot be known, so they are not unanswered.
+	NotCaptured         int64 `json:"responses_not_captured"`
+	OneSidedConnections int   `json:"one_sided_connections"`
+	DecodeErrors        int64 `json:"decode_errors"`
+	FramingErrors       int64 `json:"framing_errors"`
+	Gaps                int64 `json:"gaps"`
+	// LostBytes are the bytes missing in the gaps (snaplen cuts apart).
+	LostBytes          int64            `json:"lost_bytes"`
 	SkippedBytes       map[string]int64 `json:"skipped_bytes"`
 	UnknownAPIs        []UnknownAPI     `json:"unknown_apis"`
 	RefusedConnections int64            `json:"refused_connections"`
@@ -102,27 +109,43 @@ type Latency struct {
 	Max float64 `json:"max"`
 }
 
+// Loss is what a connection lost in the capture: bytes missing in gaps by
+// direction, and where the first and last gap were.
+type Loss struct {
+	ToServer    int64     `json:"bytes_to_server"`
+	ToClient    int64     `json:"bytes_to_client"`
+	File        int       `json:"file"`
+	FirstPacket uint64    `json:"first_packet"`
+	LastPacket  uint64    `json:"last_packet"`
+	First       time.Time `json:"first"`
+	Last        time.Time `json:"last"`
+}
+
 // Connection is one Kafka connection.
 type Connection struct {
-	ID            int              `json:"id"`
-	Client        string           `json:"client"`
-	Server        string           `json:"server"`
-	Recognised    string           `json:"recognised"`
-	ClientBy      string           `json:"client_by"`
-	Handshake     bool             `json:"handshake"`
-	MidStream     bool             `json:"mid_stream"`
-	TLS           bool             `json:"tls,omitempty"`
-	ClientNode    *int32           `json:"client_node,omitempty"`
-	ServerNode    *int32           `json:"server_node,omitempty"`
-	Roles         []string         `json:"roles"`
-	ClientIDs     []string         `json:"client_ids"`
-	APIs          map[string]int   `json:"apis"`
-	Requests      int              `json:"requests"`
-	Responses     int              `json:"responses"`
-	Errors        int              `json:"error_responses"`
-	Unmatched     int              `json:"unmatched_responses"`
-	Unanswered    int              `json:"unanswered_requests"`
-	NoResponse    int              `json:"no_response_expected"`
+	ID         int            `json:"id"`
+	Client     string         `json:"client"`
+	Server     string         `json:"server"`
+	Recognised string         `json:"recognised"`
+	ClientBy   string         `json:"client_by"`
+	Handshake  bool           `json:"handshake"`
+	MidStream  bool           `json:"mid_stream"`
+	TLS        bool           `json:"tls,omitempty"`
+	ClientNode *int32         `json:"client_node,omitempty"`
+	ServerNode *int32         `json:"server_node,omitempty"`
+	Roles      []string       `json:"roles"`
+	ClientIDs  []string       `json:"client_ids"`
+	APIs       map[string]int `json:"apis"`
+	Requests   int            `json:"requests"`
+	Responses  int            `json:"responses"`
+	Errors     int            `json:"error_responses"`
+	Unmatched  int            `json:"unmatched_responses"`
+	Unanswered int            `json:"unanswered_requests"`
+	NoResponse int            `json:"no_response_expected"`
+	// OneSided names the only direction with packets in the capture
+	// ("client->server" or "server->client"), if one is missing.
+	OneSided      string           `json:"one_sided,omitempty"`
+	NotCaptured   int              `json:"responses_not_captured"`
 	BytesToServer int64            `json:"bytes_to_server"`
 	BytesToClient int64            `json:"bytes_to_client"`
 	File          int              `json:"file"`
@@ -131,6 +154,7 @@ type Connection struct {
 	FirstSeen     time.Time        `json:"first_seen"`
 	LastSeen      time.Time        `json:"last_seen"`
 	Gaps          int              `json:"gaps"`
+	Loss          *Loss            `json:"loss,omitempty"`
 	FramingErrors int              `json:"framing_errors"`
 	DecodeErrors  int              `json:"decode_errors"`
 	SkippedBytes  map[string]int64 `json:"skipped_bytes,omitempty"`

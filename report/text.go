@@ -101,7 +101,14 @@ func (p *printer) capture(r *Report) {
 		p.f(", %d acks=0 produce", t.NoResponseExpected)
 	}
 	p.f("\n")
+	if t.OneSidedConnections > 0 {
+		p.f("  One-sided: %d connections with packets of one direction only; %d requests whose responses were not captured (neither answered nor unanswered)\n",
+			t.OneSidedConnections, t.NotCaptured)
+	}
 	p.f("  Problems: %d framing errors, %d decode errors, %d gaps", t.FramingErrors, t.DecodeErrors, t.Gaps)
+	if t.LostBytes > 0 {
+		p.f(" (%s lost)", bytesHuman(t.LostBytes))
+	}
 	if len(t.UnknownAPIs) > 0 {
 		var parts []string
 		for _, u := range t.UnknownAPIs {
@@ -186,7 +193,13 @@ func (p *printer) connections(r *Report) {
 		if c.NoResponse > 0 {
 			p.f(", %d acks=0", c.NoResponse)
 		}
+		if c.NotCaptured > 0 {
+			p.f(", %d not captured", c.NotCaptured)
+		}
 		p.f("; %s to server, %s to client\n", bytesHuman(c.BytesToServer), bytesHuman(c.BytesToClient))
+		if c.OneSided != "" {
+			p.f("     one-sided: the capture holds %s packets only\n", c.OneSided)
+		}
 		p.f("     APIs: %s\n", kvInt(c.APIs))
 		how := "by " + c.Recognised + ", client by " + c.ClientBy
 		if c.MidStream {
@@ -206,6 +219,9 @@ func (p *printer) connections(r *Report) {
 			c.FirstSeen.UTC().Format("15:04:05.000000"), c.LastSeen.UTC().Format("15:04:05.000000"), how, end)
 		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 {
 			p.f("     problems: %d gaps, %d framing errors, %d decode errors", c.Gaps, c.FramingErrors, c.DecodeErrors)
+			if l := c.Loss; l != nil {
+				p.f(" (lost %s to server, %s to client, packets %s..%d)", bytesHuman(l.ToServer), bytesHuman(l.ToClient), pkt(l.File, l.FirstPacket), l.LastPacket)
+			}
 			if len(c.SkippedBytes) > 0 {
 				p.f(", skipped bytes: %s", kv64(c.SkippedBytes))
 			}
@@ -255,6 +271,14 @@ func (p *printer) findings(r *Report) {
 		}
 		for _, e := range f.Evidence {
 			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), Clean(e.What))
+		}
+		if l := f.CaptureLoss; l != nil {
+			ids := make([]string, len(l.Conns))
+			for i, id := range l.Conns {
+				ids[i] = fmt.Sprintf("#%d", id)
+			}
+			p.f("    capture loss: %d gaps (%s lost) on connection %s during this finding: its counts may be low and what it missed may be in the bytes lost\n",
+				l.Gaps, bytesHuman(l.Bytes), strings.Join(ids, ", "))
 		}
 		if f.Explanation != "" {
 			p.para("what it means: ", CleanText(f.Explanation))

@@ -155,6 +155,8 @@ func (b *treeBuilder) responseNode(x *Exchange, frame []byte) *treeNode {
 		return b.node("Response: none (unanswered)", kindBad)
 	case x.State == NoResponse:
 		return b.node("Response: none expected (acks=0)", kindDim)
+	case x.State == NotCaptured:
+		return b.node("Response: not captured (the capture holds no packet from the server)", kindDim)
 	case x.RespPacket == 0:
 		return b.node("Response: none", kindDim)
 	case frame == nil:

@@ -69,10 +69,11 @@ type ExchangeState uint8
 
 // Exchange states.
 const (
-	Answered   ExchangeState = iota // request and response
-	Unanswered                      // no response by the end (or evicted)
-	NoResponse                      // acks=0 Produce: none expected
-	Unmatched                       // a response whose request was not captured
+	Answered    ExchangeState = iota // request and response
+	Unanswered                       // no response by the end (or evicted)
+	NoResponse                       // acks=0 Produce: none expected
+	Unmatched                        // a response whose request was not captured
+	NotCaptured                      // a request on a one-sided capture: its response direction was not captured
 )
 
 func (s ExchangeState) String() string {
@@ -85,6 +86,8 @@ func (s ExchangeState) String() string {
 		return "no response"
 	case Unmatched:
 		return "unmatched"
+	case NotCaptured:
+		return "response not captured"
 	}
 	return "?"
 }
@@ -442,6 +445,8 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		a.unanswered++
 	case x.NoResponse:
 		r.State = NoResponse
+	case x.OneSided:
+		r.State = NotCaptured
 	case x.Req == nil:
 		r.State = Unmatched
 	}

@@ -409,6 +409,8 @@ func result(x *Exchange) (string, tcell.Color) {
 		parts, color = append(parts, "no response (acks=0)"), colorDim
 	case Unmatched:
 		parts, color = append(parts, "unmatched response"), colorWarn
+	case NotCaptured:
+		parts, color = append(parts, "response not captured (one-sided)"), colorDim
 	}
 	if x.Errors > 0 {
 		e := decode.ErrorName(x.ErrorCode)
