@@ -160,7 +160,14 @@ func DecodeRequest(key, version int16, body []byte) (req kmsg.Request, err error
 }
 
 // DecodeResponse decodes a response body of key at version through kmsg.
+// The body is in the request's layout, except a broker's refusal of an
+// ApiVersions version (UnsupportedVersionAnswer), which is decoded in the
+// v0 layout, also for versions kmsg does not know: the response's
+// GetVersion() then says 0, and the caller keeps the request's version.
 func DecodeResponse(key, version int16, body []byte) (resp kmsg.Response, err error) {
+	if UnsupportedVersionAnswer(key, version, body) {
+		return decodeUnsupportedVersion(version, body)
+	}
 	if !KnownKey(key) {
 		return nil, ErrUnknownKey
 	}

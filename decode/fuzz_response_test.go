@@ -19,8 +19,9 @@ import (
 // through ResponseHeaderLen and DecodeResponse, the way the analyzer does
 // once it has paired a response with its request. Besides not panicking:
 // the header is delimited within the frame, errors are the documented
-// ones, a body that decodes re-encodes to bytes that decode to the same
-// value and re-encode identically, every error code reported is non-zero,
+// ones, a body decodes at the request's version (or at v0 for a refused
+// ApiVersions, also beyond kmsg's versions) and re-encodes to bytes that
+// decode to the same value and re-encode identically, every error code reported is non-zero,
 // and the record sets of a Fetch response lie within the frame.
 func FuzzResponse(f *testing.F) {
 	fl := &kmsgtest.Filler{Batch: batch(0, 2, 4)}
@@ -39,6 +40,9 @@ func FuzzResponse(f *testing.F) {
 	// not support); tags claiming more than there is; arrays claiming
 	// billions of elements.
 	f.Add(int16(18), int16(4), []byte{0, 0, 0, 1, 0, 35})
+	f.Add(int16(18), int16(5), []byte{0, 0, 0, 1, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 4})
+	f.Add(int16(18), int16(2), []byte{0, 0, 0, 1, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 1, 0, 0, 0, 0})
+	f.Add(int16(18), int16(99), []byte{0, 0, 0, 1, 0, 35, 0, 0, 0, 0})
 	f.Add(int16(3), int16(12), []byte{0, 0, 0, 1, 0x05, 1, 0xff, 0xff})
 	f.Add(int16(3), int16(1), []byte{0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff})
 	f.Add(int16(1), int16(17), []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
@@ -68,7 +72,8 @@ func FuzzResponse(f *testing.F) {
 
 		body := frame[hl:]
 		resp, err := decode.DecodeResponse(key, version, body)
-		if !decode.KnownVersion(key, version) {
+		refused := decode.UnsupportedVersionAnswer(key, version, body)
+		if !decode.KnownVersion(key, version) && !refused {
 			if err == nil || !errors.Is(err, decode.ErrUnknownKey) && !errors.Is(err, decode.ErrUnknownVersion) {
 				t.Fatalf("key %d v%d is not known but DecodeResponse returned %v", key, version, err)
 			}
@@ -80,7 +85,9 @@ func FuzzResponse(f *testing.F) {
 			}
 			return
 		}
-		if resp.Key() != key || resp.GetVersion() != version {
+		// A refused ApiVersions is read in the v0 layout; everything
+		// else in the request's.
+		if resp.Key() != key || resp.GetVersion() != version && (!refused || resp.GetVersion() != 0) {
 			t.Fatalf("decoded as key %d v%d", resp.Key(), resp.GetVersion())
 		}
 		decode.ErrorCodes(resp, func(code int16) {

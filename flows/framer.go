@@ -546,7 +546,9 @@ func (f *framer) response(frame []byte) bool {
 		c.ClientBy = ClientByPairing
 	}
 	var resp kmsg.Response
-	if decode.KnownVersion(req.Key, req.Version) {
+	// A refused ApiVersions decodes in the v0 layout even at a version
+	// kmsg does not know; its header is the correlation id alone.
+	if decode.KnownVersion(req.Key, req.Version) || decode.UnsupportedVersionAnswer(req.Key, req.Version, frame[4:]) {
 		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)
 		if err == nil {
 			resp, err = decode.DecodeResponse(req.Key, req.Version, frame[hl:])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,17 @@ func compareRecorded(t *testing.T, r *report.Report, want record.Counts) {
 	if tot.NoResponseExpected != int64(want.Acks0) {
 		t.Errorf("acks=0 produce = %d, want %d", tot.NoResponseExpected, want.Acks0)
 	}
+	// ApiVersions refused (read in the v0 layout): as many as the
+	// proxy's framer read error code 35 in.
+	var refused int64
+	for _, a := range r.APIs {
+		if a.Key == 18 {
+			refused += a.Errors["UNSUPPORTED_VERSION"]
+		}
+	}
+	if refused != int64(want.UnsupportedVersion) {
+		t.Errorf("ApiVersions answered UNSUPPORTED_VERSION %d times, want %d", refused, want.UnsupportedVersion)
+	}
 	var apis []apiCount
 	for _, a := range want.APIs {
 		apis = append(apis, apiCount{a.Key, a.Version, int64(a.Requests), int64(a.Responses)})
@@ -42,15 +54,21 @@ func compareRecorded(t *testing.T, r *report.Report, want record.Counts) {
 	checkAPIs(t, r, apis)
 }
 
+// TestRecordedFixtures checks every recorded fixture (each written by
+// cmd/recordgen with its sidecar) against its sidecar's counts.
 func TestRecordedFixtures(t *testing.T) {
-	for _, name := range []string{"recorded-kgo-kfake-group", "recorded-kgo-kfake-admin"} {
-		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("..", "fixtures", "pcaps")
-			side, err := record.ReadSidecar(filepath.Join(dir, name+".counts.json"))
+	dir := filepath.Join("..", "fixtures", "pcaps")
+	sidecars, _ := filepath.Glob(filepath.Join(dir, "recorded-*.counts.json"))
+	if len(sidecars) < len(record.Fixtures(record.GroupConfig{})) {
+		t.Fatalf("%d recorded fixtures in %s, want one per record.Fixtures; run `make fixtures`", len(sidecars), dir)
+	}
+	for _, path := range sidecars {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".counts.json"), func(t *testing.T) {
+			side, err := record.ReadSidecar(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareRecorded(t, runFile(t, filepath.Join(dir, name+".pcap")), side.Counts)
+			compareRecorded(t, runFile(t, filepath.Join(dir, side.Pcap)), side.Counts)
 		})
 	}
 }

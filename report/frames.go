@@ -142,6 +142,7 @@ type FrameLine struct {
 	Key         int16          `json:"key"`
 	API         string         `json:"api"`
 	Version     int16          `json:"version"`
+	Layout      *int16         `json:"layout_version,omitempty"`
 	Correlation int32          `json:"correlation"`
 	ClientID    string         `json:"client_id"`
 	Role        string         `json:"role,omitempty"`
@@ -229,6 +230,10 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		}
 		if m.Err != nil {
 			l.DecodeError = m.Err.Error()
+		}
+		if m.Resp != nil && m.Resp.GetVersion() != m.Version {
+			v := m.Resp.GetVersion()
+			l.Layout = &v
 		}
 		if fw.verbose {
 			if m.Req != nil {

@@ -267,7 +267,22 @@ func (s *sum) response(resp kmsg.Response) {
 	case *kmsg.JoinGroupResponse:
 		s.add(fmt.Sprintf("generation=%d leader=%s member=%s", r.Generation, r.LeaderID, r.MemberID))
 	case *kmsg.ApiVersionsResponse:
-		s.add(fmt.Sprintf("apis=%d", len(r.ApiKeys)))
+		s.errorsShown = true
+		if r.ErrorCode != 0 {
+			s.add("err=" + errName(r.ErrorCode))
+		}
+		if r.Version != s.m.Version {
+			// The broker refused the request's version and answered
+			// in the v0 layout (decode.UnsupportedVersionAnswer).
+			s.add(fmt.Sprintf("(v%d layout)", r.Version))
+		}
+		if len(r.ApiKeys) == 1 && r.ApiKeys[0].ApiKey == 18 {
+			// KIP-511: only ApiVersions' own range, the versions to
+			// retry with.
+			s.add(fmt.Sprintf("ApiVersions=v%d-v%d", r.ApiKeys[0].MinVersion, r.ApiKeys[0].MaxVersion))
+		} else {
+			s.add(fmt.Sprintf("apis=%d", len(r.ApiKeys)))
+		}
 	case *kmsg.DescribeClusterResponse:
 		for _, b := range r.Brokers {
 			s.item(fmt.Sprintf("broker %d=%s:%d", b.NodeID, b.Host, b.Port))

@@ -190,6 +190,8 @@ func (b *treeBuilder) responseNode(x *Exchange, frame []byte) *treeNode {
 		if body == nil {
 			return n
 		}
+	} else if body.GetVersion() != x.Version {
+		n.add(b.node(fmt.Sprintf("body in the v%d layout: the broker refused v%d (UNSUPPORTED_VERSION)", body.GetVersion(), x.Version), kindPlain))
 	}
 	b.fields(n, reflect.ValueOf(body).Elem())
 	return n

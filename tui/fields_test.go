@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -135,6 +136,53 @@ func TestDetailTreeFetch(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("tree lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestDetailTreeApiVersionsRefused shows kgo's ApiVersions v5 refused by a
+// broker that knows v3 (the recorded fixture): the body read in the v0
+// layout, with the error and the version to retry with, then the retry.
+func TestDetailTreeApiVersionsRefused(t *testing.T) {
+	m, _ := analyse(t, filepath.Join("..", "fixtures", "pcaps", "recorded-kgo-kfake-apiversions-fallback.pcap"), ModelConfig{})
+	xs := m.AppendExchanges(nil, 0, 0) // every connection
+	var refused, retried int
+	for i := range xs {
+		x := &xs[i]
+		if x.Key != 18 {
+			continue
+		}
+		req, resp := m.Frames(x)
+		text := detailTree(x, req, resp).String()
+		if strings.Contains(text, "does not decode") {
+			t.Errorf("ApiVersions v%d corr %d: tree reports a decoding failure:\n%s", x.Version, x.Correlation, text)
+		}
+		switch x.Version {
+		case 5:
+			refused++
+			for _, want := range []string{
+				"ApiVersions v5 corr 0",
+				"body in the v0 layout: the broker refused v5 (UNSUPPORTED_VERSION)",
+				"ErrorCode: 35 UNSUPPORTED_VERSION",
+				"ApiKeys (1)",
+				"ApiKey: 18",
+				"MaxVersion: 3",
+			} {
+				if !strings.Contains(text, want) {
+					t.Errorf("tree lacks %q:\n%s", want, text)
+				}
+			}
+			if x.ErrorCode != 35 {
+				t.Errorf("exchange list error %d, want 35", x.ErrorCode)
+			}
+		case 3:
+			retried++
+			if strings.Contains(text, "layout") || x.ErrorCode != 0 {
+				t.Errorf("the v3 answer is in its own layout, without error:\n%s", text)
+			}
+		}
+	}
+	if refused == 0 || retried <= refused {
+		t.Errorf("%d refused, %d at v3: want refusals, each retried, and later connections at v3", refused, retried)
 	}
 }
 
