@@ -135,10 +135,11 @@ func (k *kafkaCounts) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ 
 }
 
 // startKfake starts a two-broker kfake cluster on 127.0.0.1 (free ports)
-// and returns it with its ports as a --ports list and a filter expression.
-func startKfake(t *testing.T) (c *kfake.Cluster, ports, filter string) {
+// with the topic "live" and opts, and returns it with its ports as a
+// --ports list and a filter expression.
+func startKfake(t *testing.T, opts ...kfake.Opt) (c *kfake.Cluster, ports, filter string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "live"))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(2), kfake.SeedTopics(2, "live")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
