@@ -138,6 +138,7 @@ func pretty(b []byte) []byte {
 type tally struct {
 	variants  int
 	mustReqs  int // requests all in a variant, which must be found
+	afterLoss int // of which the request before is not all in the variant
 	mustResps int // responses all in a variant with their request, which must be paired
 	reported  int // frames reported in variants, checked against the whole capture
 	unchecked int // frames reported on connections whose truth is unknown
@@ -148,6 +149,7 @@ type tally struct {
 func (a *tally) add(b tally) {
 	a.variants += b.variants
 	a.mustReqs += b.mustReqs
+	a.afterLoss += b.afterLoss
 	a.mustResps += b.mustResps
 	a.reported += b.reported
 	a.unchecked += b.unchecked
@@ -156,8 +158,8 @@ func (a *tally) add(b tally) {
 }
 
 func (a tally) String() string {
-	return fmt.Sprintf("%d variants (%d failing): %d connections' client side, %d requests that must be found, %d responses that must be paired, %d reported frames checked against the whole capture (%d more on connections without a captured handshake, not checked)",
-		a.variants, a.failed, a.conns, a.mustReqs, a.mustResps, a.reported, a.unchecked)
+	return fmt.Sprintf("%d variants (%d failing): %d connections' client side, %d requests that must be found (%d right after a request not all there), %d responses that must be paired, %d reported frames checked against the whole capture (%d more on connections without a captured handshake, not checked)",
+		a.variants, a.failed, a.conns, a.mustReqs, a.afterLoss, a.mustResps, a.reported, a.unchecked)
 }
 
 // checkOpts tune check for a kind of variant.
@@ -257,12 +259,15 @@ func check(s *studied, keep func(uint64) bool, a *analysis, opt checkOpts) (prob
 	// (b) every request all there found; with pairing, every response
 	// all there with its request paired.
 	for _, tc := range tr.Known() {
-		for _, f := range tc.Frames[captest.ToServer] {
+		for i, f := range tc.Frames[captest.ToServer] {
 			e := exp[f]
 			if !e.Must {
 				continue
 			}
 			n.mustReqs++
+			if i > 0 && !exp[tc.Frames[captest.ToServer][i-1]].Kept {
+				n.afterLoss++
+			}
 			if found[f] == nil {
 				problems.add(missing, fmt.Sprintf("%s %s missing: its packets %v are all in the capture; expected at packet %s",
 					tc, f.Name(), f.Packets(), expectedAt(e)))
