@@ -540,7 +540,7 @@ func (f *framer) response(frame []byte) bool {
 		return true
 	}
 	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
-	if c.ClientBy == ClientByPort || c.ClientBy == ClientByContent {
+	if c.ClientBy == ClientByPort || c.ClientBy == ClientByContent || c.ClientBy == ClientByPortNumber {
 		// A request answered: the side taken on weaker evidence is
 		// now proven.
 		c.ClientBy = ClientByPairing

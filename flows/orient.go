@@ -23,9 +23,13 @@ import (
 //   - port: one end is a Kafka server port (--ports, or the server side of
 //     a connection seen opening earlier in the capture). Decided at once
 //     when the requests' direction agrees; otherwise held for pairing.
-//   - content: the direction whose bytes frame as requests decoded
-//     exactly (a response read as a request almost never decodes to the
-//     exact length of its frame: decode.DecodeRequestExact).
+//   - content: the direction whose bytes frame as a run of requests
+//     decoded exactly (a response read as a request rarely decodes to the
+//     exact length of its frame: decode.DecodeRequestExact; but a Produce
+//     response with correlation id n <= 13 and one topic reads as a
+//     Produce vn request header, and may, so one frame is not enough).
+//   - port number: with nothing better, the lower port is the server's
+//     (clients connect from ephemeral ports).
 //
 // Nothing is emitted while a connection is held, so a guess is never shown
 // and never has to be taken back: when the evidence comes (or the holding
@@ -42,7 +46,10 @@ const (
 	ClientByHandshake ClientSide = "handshake" // the SYN's sender, or the SYN-ACK's receiver
 	ClientByPairing   ClientSide = "pairing"   // a request answered by a response with its correlation id in the other direction
 	ClientByPort      ClientSide = "port"      // the other end's port is a Kafka server port
-	ClientByContent   ClientSide = "content"   // the direction whose bytes frame as requests
+	ClientByContent   ClientSide = "content"   // the direction whose bytes frame as a run of requests
+	// ClientByPortNumber: the client's port is the higher one, as an
+	// ephemeral port is; the weakest evidence.
+	ClientByPortNumber ClientSide = "port-number"
 )
 
 const (
@@ -294,10 +301,11 @@ func (s *stream) serverPort(i int) bool {
 }
 
 // orient decides, if the evidence allows, which end is the client of a
-// connection whose handshake was not captured. final says the holding
-// ends now: decide on whatever there is. It returns the client end, how it
-// was decided, and ok false to keep holding (or, if final, not Kafka).
-func orient(ev evidence, portServer int, final bool) (client int, by ClientSide, ok bool) {
+// connection whose handshake was not captured; lower is the end with the
+// lower port (-1 if equal). final says the holding ends now: decide on
+// whatever there is. It returns the client end, how it was decided, and ok
+// false to keep holding (or, if final, not Kafka).
+func orient(ev evidence, portServer, lower int, final bool) (client int, by ClientSide, ok bool) {
 	if ev.paired[0] != ev.paired[1] {
 		if ev.paired[0] {
 			return 0, ClientByPairing, true
@@ -315,12 +323,30 @@ func orient(ev evidence, portServer int, final bool) (client int, by ClientSide,
 		return -1, "", false
 	}
 	switch {
+	case ev.reqs[0] >= 2 && ev.reqs[0] > ev.reqs[1]:
+		return 0, ClientByContent, true
+	case ev.reqs[1] >= 2 && ev.reqs[1] > ev.reqs[0]:
+		return 1, ClientByContent, true
+	case ev.reqs[0]+ev.reqs[1] > 0 && lower >= 0:
+		return 1 - lower, ClientByPortNumber, true
 	case ev.reqs[0] > ev.reqs[1]:
 		return 0, ClientByContent, true
 	case ev.reqs[1] > ev.reqs[0]:
 		return 1, ClientByContent, true
 	}
 	return -1, "", false
+}
+
+// lowerPort returns the end with the lower port, or -1 if they are equal.
+func (s *stream) lowerPort() int {
+	p0, p1 := s.ends[0].Port(), s.ends[1].Port()
+	switch {
+	case p0 < p1:
+		return 0
+	case p1 < p0:
+		return 1
+	}
+	return -1
 }
 
 // assess weighs what a held connection has and makes it, if it can; final
@@ -334,7 +360,7 @@ func (s *stream) assess(final bool) {
 	}
 	ev := h.probe(a.cfg.MaxFrame)
 	port := s.portServer()
-	client, by, ok := orient(ev, port, final)
+	client, by, ok := orient(ev, port, s.lowerPort(), final)
 	if !ok {
 		if final || port < 0 && len(h.buf[0]) > 0 && len(h.buf[1]) > 0 && !ev.plausible[0] && !ev.plausible[1] {
 			// Both directions spoke and neither could start a

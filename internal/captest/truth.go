@@ -89,6 +89,9 @@ type seg struct {
 	n    uint64
 	a, b int64
 	syn  bool // the SYN (or SYN-ACK) itself, which carries no data here
+	// bare: a packet without data (an ACK), at a == b: where the
+	// direction's bytes go on, for a reassembler that starts there.
+	bare bool
 }
 
 // Frame is one Kafka frame.
@@ -256,10 +259,13 @@ func Study(c *Capture) *Truth {
 			seq++
 			conn.segs[d] = append(conn.segs[d], seg{n: p.N, syn: true})
 		}
+		a := int64(int32(seq - (conn.isn[d] + 1)))
 		if len(h.payload) == 0 {
+			if a >= 0 && !h.syn {
+				conn.segs[d] = append(conn.segs[d], seg{n: p.N, a: a, b: a, bare: true})
+			}
 			continue
 		}
-		a := int64(int32(seq - (conn.isn[d] + 1)))
 		if a < 0 {
 			// A keep-alive probe's byte before any data, or bytes
 			// from before the SYN: not part of the stream.
@@ -386,6 +392,9 @@ func (c *Conn) split(d int) string {
 	// Pieces: every segment's share of every frame it overlaps.
 	fs := c.Frames[d]
 	for _, s := range c.segs[d] {
+		if s.bare {
+			continue
+		}
 		i, _ := slices.BinarySearchFunc(fs, s.a, func(f *Frame, a int64) int {
 			if f.End <= a {
 				return -1
@@ -442,8 +451,22 @@ func (c *Conn) expect(d int, keep func(uint64) bool) []Expect {
 	fs := c.Frames[d]
 	out := make([]Expect, len(fs))
 	// start is where reassembly of the variant begins: the first byte
-	// after the SYN if the SYN is kept before any data, else the first
-	// byte of the first data packet kept.
+	// after the SYN if the SYN is kept before any data, else where the
+	// first packet kept of this direction goes on: a data packet, or a
+	// bare ACK once the connection is open in the variant (a SYN or data
+	// kept in either direction before it; kfsniff, like any reassembler,
+	// ignores bare packets of a connection it does not know yet).
+	opened := uint64(0)
+	for dd := range 2 {
+		for _, s := range c.segs[dd] {
+			if !s.bare && keep(s.n) {
+				if opened == 0 || s.n < opened {
+					opened = s.n
+				}
+				break
+			}
+		}
+	}
 	start := int64(-1)
 	type at struct {
 		n     uint64
@@ -453,7 +476,7 @@ func (c *Conn) expect(d int, keep func(uint64) bool) []Expect {
 	var ahead [][2]int64
 	front := int64(0)
 	for _, s := range c.segs[d] {
-		if !keep(s.n) {
+		if !keep(s.n) || s.bare && (opened == 0 || s.n <= opened) {
 			continue
 		}
 		if start < 0 {
