@@ -377,6 +377,13 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		// (or that already ended): nothing to reassemble.
 		return
 	}
+	if s != nil && t.ACK && !s.done && s.provesLost(t.Ack, s.dirOf(src)) {
+		// This packet acknowledges bytes the capture lost in the other
+		// direction: push what waits behind the hole through first, so
+		// that a request held there is paired before this packet's
+		// response arrives.
+		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
+	}
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
 	if maxStreams := a.cfg.MaxStreams; len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {

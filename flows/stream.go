@@ -185,14 +185,29 @@ func (s *stream) trackSeq(tcp *layers.TCP, d int) {
 	if end := seq + uint32(len(tcp.Payload)); int32(end-s.maxSeen[d]) > 0 {
 		s.maxSeen[d] = end
 	}
-	o := 1 - d
-	if !tcp.ACK || !s.seqKnown[o] {
-		return
-	}
-	expect := s.seqBase[o] + s.delivered[o]
-	if int32(tcp.Ack-expect) > 1 && int32(s.maxSeen[o]-expect) > 0 {
+	if tcp.ACK && s.provesLost(tcp.Ack, d) {
 		s.a.flushNow = true
 	}
+}
+
+// provesLost reports whether an acknowledgment ack sent in direction d
+// covers bytes of direction 1-d that reassembly still waits for while it
+// holds later ones: a hole the peer received but the capture lost.
+func (s *stream) provesLost(ack uint32, d int) bool {
+	o := 1 - d
+	if !s.seqKnown[o] {
+		return false
+	}
+	expect := s.seqBase[o] + s.delivered[o]
+	return int32(ack-expect) > 1 && int32(s.maxSeen[o]-expect) > 0
+}
+
+// dirOf returns the reassembly direction of a packet sent from src.
+func (s *stream) dirOf(src netip.AddrPort) int {
+	if src == s.ends[0] {
+		return 0
+	}
+	return 1
 }
 
 func dirIndex(dir reassembly.TCPFlowDirection) int {
