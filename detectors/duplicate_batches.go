@@ -417,30 +417,39 @@ func (d *duplicateBatches) batch(c *dupCopy) {
 	}
 }
 
-// repeat records a batch at base that repeats data at base-shift.
+// repeat records a batch at c.base that repeats data at c.base-shift. A
+// negative shift is the same pair seen the other way round (the copy at the
+// higher offset was seen first, as when the capture lost the original's
+// Produce and a later Fetch shows it): it is recorded as the copy at the
+// higher offset repeating this one.
 func (d *duplicateBatches) repeat(p *dupPart, c *dupCopy, shift int64, byRecords bool, o *dupOrigin) {
 	b := c.b
+	base, reversed := c.base, shift < 0
+	if reversed {
+		shift = -shift
+		base += shift
+	}
 	r := p.runs[shift]
 	if r == nil {
 		if len(p.runs) >= maxShifts {
 			p.dropRuns++
 			return
 		}
-		last := c.base + int64(b.LastOffsetDelta)
+		last := base + int64(b.LastOffsetDelta)
 		r = &dupRun{shift: shift, producerSrc: -1, seenSrc: -1, conns: idSet{}, md5: md5.New(), ordered: true,
-			origFirst: c.base - shift, origLast: last - shift, repFirst: c.base, repLast: last,
-			producerID: b.ProducerID, lastRep: c.base - 1}
+			origFirst: base - shift, origLast: last - shift, repFirst: base, repLast: last,
+			producerID: b.ProducerID, lastRep: base - 1}
 		p.runs[shift] = r
 	}
-	last := c.base + int64(b.LastOffsetDelta)
+	last := base + int64(b.LastOffsetDelta)
 	r.batches++
 	r.records += int64(b.Records)
 	r.span += int64(b.LastOffsetDelta) + 1
 	if byRecords {
 		r.byRecords++
 	}
-	r.origFirst, r.origLast = min(r.origFirst, c.base-shift), max(r.origLast, last-shift)
-	r.repFirst, r.repLast = min(r.repFirst, c.base), max(r.repLast, last)
+	r.origFirst, r.origLast = min(r.origFirst, base-shift), max(r.origLast, last-shift)
+	r.repFirst, r.repLast = min(r.repFirst, base), max(r.repLast, last)
 	if b.ProducerID >= 0 {
 		r.idempotent++
 	}
@@ -450,10 +459,10 @@ func (d *duplicateBatches) repeat(p *dupPart, c *dupCopy, shift int64, byRecords
 	if r.seenSrc < 0 {
 		r.seenSrc = c.src
 	}
-	if c.base <= r.lastRep {
+	if base <= r.lastRep || reversed {
 		r.ordered = false
 	}
-	r.lastRep = c.base
+	r.lastRep = base
 	fmt.Fprintf(r.md5, "%d\n", b.CRC)
 	if r.first.IsZero() {
 		r.first = c.msg.Time
@@ -466,9 +475,12 @@ func (d *duplicateBatches) repeat(p *dupPart, c *dupCopy, shift int64, byRecords
 			r.orig, r.hasOrig = *o, true
 		}
 	}
-	what := fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", c.msg.Name(), c.base, b.CRC, b.Records, c.base-shift)
+	what := fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", c.msg.Name(), base, b.CRC, b.Records, base-shift)
 	if byRecords {
-		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", c.msg.Name(), c.base, b.CRC, b.Records, c.base-shift, last-shift)
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", c.msg.Name(), base, b.CRC, b.Records, base-shift, last-shift)
+	}
+	if reversed {
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records), seen after its copy at %d", c.msg.Name(), c.base, b.CRC, b.Records, base)
 	}
 	r.ev.add(evidence(c.msg, what))
 }
