@@ -5,6 +5,8 @@
 package report
 
 import (
+	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -22,6 +24,16 @@ type Report struct {
 	Connections []Connection        `json:"connections"`
 	Events      []Event             `json:"events"`
 	Findings    []detectors.Finding `json:"findings"`
+}
+
+// WriteJSON writes r as the --json document: indented, with '<', '>' and
+// '&' as they are, through SafeJSONWriter so that no byte of it can drive a
+// terminal.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(SafeJSONWriter{W: w})
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 // Capture describes the inputs.

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -379,10 +378,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	rep := res.Report
 	if !cfg.Frames {
 		if cfg.JSON {
-			enc := json.NewEncoder(report.SafeJSONWriter{W: stdout})
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			err = enc.Encode(rep)
+			err = report.WriteJSON(stdout, rep)
 		} else {
 			err = report.WriteText(stdout, rep)
 		}

@@ -321,3 +321,46 @@ func TestListDetectorsAndSettings(t *testing.T) {
 		t.Errorf("-o without a value: exit %d, want 2", code)
 	}
 }
+
+// TestSameAsReportGoldens: the command prints, byte for byte, what the
+// goldens of report/golden_test.go hold, which that test renders through
+// pipeline and report without the command, so those goldens show what
+// users see. Run from the repository root, as the goldens name captures.
+func TestSameAsReportGoldens(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	slow := []string{"-o", "slow-responses.factor=2", "-o", "slow-responses.min-latency-s=0.001", "-o", "slow-responses.min-count=1"}
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"scenarios/observer-fetch-loop.pcap.report.txt", []string{"-r", "fixtures/pcaps/scenarios/observer-fetch-loop.pcap"}},
+		{"scenarios/election-stall.pcap.report.json", []string{"-r", "fixtures/pcaps/scenarios/election-stall.pcap", "--json"}},
+		{"scenarios/replica-divergence.pcap.frames.txt", []string{"-r", "fixtures/pcaps/scenarios/replica-divergence.pcap", "--frames"}},
+		{"basic.pcap.frames.jsonl", []string{"-r", "fixtures/pcaps/basic.pcap", "--frames", "--json"}},
+		{"loss.pcap.frames-v.txt", []string{"-r", "fixtures/pcaps/loss.pcap", "--frames", "-v"}},
+		{"basic.pcap.frames-v.jsonl", []string{"-r", "fixtures/pcaps/basic.pcap", "--frames", "--json", "-v"}},
+		{"recorded-kgo-kfake-group.pcap.slow-responses.report.txt", append([]string{"-r", "fixtures/pcaps/recorded-kgo-kfake-group.pcap"}, slow...)},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			want, err := os.ReadFile(filepath.Join("report", "testdata", "golden", filepath.FromSlash(tc.golden)))
+			if err != nil {
+				t.Fatalf("%v (go test ./report -update writes it)", err)
+			}
+			code, out, errs := kfsniff(t, tc.args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if out != string(want) {
+				t.Errorf("kfsniff %s differs from report/testdata/golden/%s: the golden test no longer renders as the command does", strings.Join(tc.args, " "), tc.golden)
+			}
+		})
+	}
+	code, _, errs := kfsniff(t, "-r", "fixtures/pcaps/hostile/text.pcap")
+	want, err := os.ReadFile(filepath.Join("report", "testdata", "golden", "hostile", "text.pcap.error.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != exitUsage || errs != "kfsniff: "+string(want) {
+		t.Errorf("unusable capture: exit %d, stderr %q; want exit 2 and %q", code, errs, "kfsniff: "+string(want))
+	}
+}
