@@ -190,8 +190,11 @@ func (d *unanswered) OnExchange(x *flows.Exchange) {
 	}
 	if x.OneSided {
 		// No packet from the server in the capture: whether it was
-		// answered cannot be told.
-		d.info.add(d.request(x), unansOneSided)
+		// answered cannot be told. It waited until the end (settled in
+		// Findings).
+		r := d.request(x)
+		r.waited = -1
+		d.info.add(r, unansOneSided)
 		return
 	}
 	if !x.Unanswered {
@@ -268,6 +271,20 @@ func (d *unanswered) warnGroup(r unansReq) *unansGroup {
 
 // Findings implements Detector.
 func (d *unanswered) Findings(env *Env) []Finding {
+	// Requests of one-sided connections waited until the end.
+	settle := func(r *unansReq) {
+		if r.waited < 0 {
+			end := env.End
+			if c := r.conn; c.Closed || c.Reset {
+				end = c.LastSeen
+			}
+			r.waited = end.Sub(r.t)
+		}
+	}
+	settle(&d.info.oldest)
+	for i := range d.info.reqs {
+		settle(&d.info.reqs[i])
+	}
 	// Settle the requests still open at the end, connection by
 	// connection in order.
 	conns := make([]*flows.Conn, 0, len(d.conns))

@@ -68,9 +68,9 @@ type Conn struct {
 
 	Gaps int
 	// Lost counts the bytes missing from the capture in holes, by
-	// direction (snaplen cuts not included); FirstGap and LastGap place
-	// the first and last hole.
-	Lost              [2]int64
+	// direction, and Cut those cut from packets by the snaplen; FirstGap
+	// and LastGap place the first and last hole.
+	Lost, Cut         [2]int64
 	FirstGap, LastGap Place
 	FramingErrors     int
 	DecodeErrors      int

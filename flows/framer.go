@@ -85,6 +85,7 @@ func (f *framer) gap(n, cut int) {
 	c.Gaps++
 	file, pkt, now := a.packetPos()
 	c.Lost[f.role()] += int64(n - cut)
+	c.Cut[f.role()] += int64(cut)
 	c.LastGap = Place{File: file, Packet: pkt, Time: now}
 	if c.Gaps == 1 {
 		c.FirstGap = c.LastGap

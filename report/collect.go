@@ -225,7 +225,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	}
 	if c.Gaps > 0 {
 		out.Loss = &Loss{
-			ToServer: c.Lost[flows.ToServer], ToClient: c.Lost[flows.ToClient],
+			ToServer: c.Lost[flows.ToServer], ToClient: c.Lost[flows.ToClient], Snaplen: c.Cut[0] + c.Cut[1],
 			File: c.FirstGap.File, FirstPacket: c.FirstGap.Packet, LastPacket: c.LastGap.Packet,
 			First: c.FirstGap.Time, Last: c.LastGap.Time,
 		}

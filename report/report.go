@@ -122,10 +122,14 @@ type Latency struct {
 }
 
 // Loss is what a connection lost in the capture: bytes missing in gaps by
-// direction, and where the first and last gap were.
+// direction, bytes cut by the snaplen, and where the first and last gap
+// were.
 type Loss struct {
-	ToServer    int64     `json:"bytes_to_server"`
-	ToClient    int64     `json:"bytes_to_client"`
+	ToServer int64 `json:"bytes_to_server"`
+	ToClient int64 `json:"bytes_to_client"`
+	// Snaplen counts the bytes cut from packets by the snaplen (not
+	// in ToServer, ToClient).
+	Snaplen     int64     `json:"snaplen_bytes"`
 	File        int       `json:"file"`
 	FirstPacket uint64    `json:"first_packet"`
 	LastPacket  uint64    `json:"last_packet"`

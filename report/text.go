@@ -220,7 +220,15 @@ func (p *printer) connections(r *Report) {
 		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 {
 			p.f("     problems: %d gaps, %d framing errors, %d decode errors", c.Gaps, c.FramingErrors, c.DecodeErrors)
 			if l := c.Loss; l != nil {
-				p.f(" (lost %s to server, %s to client, packets %s..%d)", bytesHuman(l.ToServer), bytesHuman(l.ToClient), pkt(l.File, l.FirstPacket), l.LastPacket)
+				var parts []string
+				if l.ToServer+l.ToClient > 0 {
+					parts = append(parts, fmt.Sprintf("lost %s to server, %s to client", bytesHuman(l.ToServer), bytesHuman(l.ToClient)))
+				}
+				if l.Snaplen > 0 {
+					parts = append(parts, bytesHuman(l.Snaplen)+" cut by the snaplen")
+				}
+				parts = append(parts, fmt.Sprintf("packets %s..%d", pkt(l.File, l.FirstPacket), l.LastPacket))
+				p.f(" (%s)", strings.Join(parts, ", "))
 			}
 			if len(c.SkippedBytes) > 0 {
 				p.f(", skipped bytes: %s", kv64(c.SkippedBytes))
