@@ -1,8 +1,10 @@
 package flows
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -179,6 +181,12 @@ type Analyzer struct {
 	holders []*stream
 	held    int64
 	at      *heldPiece
+	// order is the place of the first packet of the stream at work, put
+	// on its events (Event.Order); gathering collects events into
+	// gathered while several streams may emit at once (see gather).
+	order     uint64
+	gathering int
+	gathered  []Event
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which
@@ -382,7 +390,9 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		// direction: push what waits behind the hole through first, so
 		// that a request held there is paired before this packet's
 		// response arrives.
+		a.gather()
 		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
+		a.scatter()
 	}
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
@@ -398,7 +408,9 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	if a.flushNow {
 		// A hole proven lost by an ACK (see stream.trackSeq).
 		a.flushNow = false
+		a.gather()
 		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
+		a.scatter()
 	}
 }
 
@@ -451,6 +463,8 @@ func (a *Analyzer) Flush(p *capture.Packet) {
 }
 
 func (a *Analyzer) flush(now time.Time) {
+	a.gather()
+	defer a.scatter()
 	prev := a.lastFlush
 	a.lastFlush = now
 	if len(a.holders) > 0 {
@@ -496,7 +510,13 @@ func (a *Analyzer) Close() {
 	a.closed = true
 	a.cur = nil
 	a.phase = 1
+	// The end of every stream: the connections still held are decided,
+	// then reassembly hands over what it holds; events in the order of
+	// the streams' first packets (gather).
+	a.gather()
+	a.decideHolders(func(*stream) bool { return true })
 	a.asm.FlushAll()
+	a.scatter()
 	// Unanswered requests, in order of their packets.
 	var left []*Message
 	for _, c := range a.conns {
@@ -530,12 +550,40 @@ func (a *Analyzer) CloseAt(file int, n uint64, t time.Time) {
 }
 
 func (a *Analyzer) out(ev Event) {
-	if a.cfg.Deferred {
-		ev.Phase = a.phase
-		a.cfg.Sink(ev)
+	ev.Phase, ev.Order = a.phase, a.order
+	if a.gathering > 0 {
+		a.gathered = append(a.gathered, ev)
 		return
 	}
-	a.dl.Deliver(&ev)
+	a.hand(&ev)
+}
+
+func (a *Analyzer) hand(ev *Event) {
+	if a.cfg.Deferred {
+		a.cfg.Sink(*ev)
+		return
+	}
+	a.dl.Deliver(ev)
+}
+
+// gather starts collecting events, while several streams may emit at once
+// (a flush, the end), so that scatter hands them over in the order of
+// their streams' first packets: the order does not depend on reassembly's
+// map of connections, nor on which analyzer has which streams. Calls nest.
+func (a *Analyzer) gather() { a.gathering++ }
+
+// scatter ends a gather, handing over what it collected.
+func (a *Analyzer) scatter() {
+	if a.gathering--; a.gathering > 0 || len(a.gathered) == 0 {
+		return
+	}
+	evs := a.gathered
+	slices.SortStableFunc(evs, func(x, y Event) int { return cmp.Compare(x.Order, y.Order) })
+	for i := range evs {
+		a.hand(&evs[i])
+		evs[i] = Event{}
+	}
+	a.gathered = evs[:0]
 }
 
 // shareOf says, in a problem about a bound split among analyzers

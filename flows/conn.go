@@ -2,6 +2,7 @@ package flows
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -108,6 +109,29 @@ type Conn struct {
 	waits *waits
 	// lastID is the client id of the last request (one of ClientIDs).
 	lastID string
+	// apis are the API keys and versions of the requests seen on the
+	// connection (or in its bytes held before it was decided), most
+	// recent first: what a response whose request was not captured may
+	// be decoded as.
+	apis  [maxAPIHints]keyVersion
+	napis int
+}
+
+const maxAPIHints = 8
+
+// hint records that the connection's requests use key at version: the
+// most recent first, the least recent forgotten beyond maxAPIHints.
+func (c *Conn) hint(kv keyVersion) {
+	i := slices.Index(c.apis[:c.napis], kv)
+	if i == 0 {
+		return
+	}
+	if i < 0 {
+		c.napis = min(c.napis+1, maxAPIHints)
+		i = c.napis - 1
+	}
+	copy(c.apis[1:i+1], c.apis[:i])
+	c.apis[0] = kv
 }
 
 // Place is a packet's position and time.

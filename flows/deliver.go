@@ -13,20 +13,29 @@ type Event struct {
 	X    *Exchange
 	Conn *ConnEvent
 	// Phase is 0 for events caused by a packet or a flush, and for those
-	// of Close: 1 for data flushed at the end, 2 for requests never
-	// answered, 3 for connection attempts never answered (see CloseLess).
+	// of Close: 1 for the end of every stream (connections still held
+	// decided, data flushed, responses kept for their API), 2 for
+	// requests never answered, 3 for connection attempts never answered
+	// (see CloseLess).
 	Phase uint8
+	// Order is the place (Analyzer.PacketAt) of the first packet of the
+	// stream that made the event: events of several streams made at
+	// once (a flush, the end) are handed over in this order.
+	Order uint64
 }
 
 // CloseLess orders two events of Close from different analyzers the way
-// one analyzer orders them: by phase, then unanswered requests by their
-// packets and unanswered attempts by time and packet. Events it calls
-// equal keep the order of their analyzers.
+// one analyzer orders them: by phase, then the ends of streams by their
+// first packets (Order), unanswered requests by their packets and
+// unanswered attempts by time and packet. Events it calls equal keep the
+// order of their analyzers.
 func CloseLess(a, b *Event) bool {
 	if a.Phase != b.Phase {
 		return a.Phase < b.Phase
 	}
 	switch a.Phase {
+	case 1:
+		return a.Order < b.Order
 	case 2:
 		return requestBefore(a.X.Req, b.X.Req)
 	case 3:

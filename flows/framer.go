@@ -49,7 +49,24 @@ type framer struct {
 	startFile int
 	startPkt  uint64
 	startTime time.Time
+	// stash keeps responses whose request was not captured and whose
+	// API is not known yet, until a request shows the connection's API
+	// (see keep).
+	stash []stashed
 }
+
+// stashed is an unmatched response kept with a copy of its frame.
+type stashed struct {
+	m     *Message
+	frame []byte
+}
+
+const (
+	// maxStash and maxStashFrame bound the responses kept per
+	// connection for their API, and their size.
+	maxStash      = 4
+	maxStashFrame = 16 << 10
+)
 
 const (
 	minRequest  = 8 // key, version, correlation id
@@ -198,6 +215,7 @@ func (f *framer) end() {
 	f.buf = nil
 	f.account()
 	f.deliverDropped()
+	f.unstash()
 }
 
 // feed takes bytes in stream order; data is only valid during the call.
@@ -501,6 +519,8 @@ func (f *framer) request(frame []byte) bool {
 	default:
 		m.Req = req
 		f.scanBatches(m, req)
+		c.hint(keyVersion{h.Key, h.Version})
+		f.s.fr[ToClient].unstash()
 	}
 	m.Role = RoleOf(m)
 	c.Roles[m.Role]++
@@ -536,8 +556,9 @@ func (f *framer) response(frame []byte) bool {
 	if req == nil {
 		m.Key, m.Version = -1, -1
 		c.Unmatched++
-		c.skip(SkipUnmatched, len(frame)+4)
-		a.emit(&Exchange{Conn: c, Resp: m})
+		if f.infer(m, frame) || !f.keep(m, frame) {
+			f.unmatched(m)
+		}
 		return true
 	}
 	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
@@ -572,6 +593,71 @@ func (f *framer) response(frame []byte) bool {
 	c.Responses++
 	a.emit(&Exchange{Conn: c, Req: req, Resp: m})
 	return true
+}
+
+// keep stashes m, an unmatched response of unknown API, until a request
+// on the connection may tell its API (the capture began after its
+// request, or lost it; the connection's next requests are usually of the
+// same API). It reports whether it did: not if the stash or the
+// analyzer's holding budget is full, or the frame large.
+func (f *framer) keep(m *Message, frame []byte) bool {
+	a := f.s.a
+	if len(f.stash) >= maxStash || len(frame) > maxStashFrame || a.held+int64(len(frame)) > a.holdBudget() {
+		return false
+	}
+	cp := append([]byte(nil), frame...)
+	m.Frame = cp
+	f.stash = append(f.stash, stashed{m: m, frame: cp})
+	a.held += int64(len(cp))
+	return true
+}
+
+// unstash hands over the stashed responses in order, decoded if the
+// connection's request APIs now tell theirs: called at a request, whose
+// API is the best hint there will be, and at the end.
+func (f *framer) unstash() {
+	a := f.s.a
+	for i, s := range f.stash {
+		f.infer(s.m, s.frame)
+		a.held -= int64(len(s.frame))
+		f.unmatched(s.m)
+		f.stash[i] = stashed{}
+	}
+	f.stash = f.stash[:0]
+}
+
+// unmatched hands over a response whose request was not captured.
+func (f *framer) unmatched(m *Message) {
+	c := f.conn()
+	if !m.Inferred {
+		c.skip(SkipUnmatched, m.Size)
+	}
+	f.s.a.emit(&Exchange{Conn: c, Resp: m})
+}
+
+// infer decodes m, a response whose request was not captured, as the
+// first of the connection's request APIs (Conn.hint) that it decodes
+// exactly as, and reports whether one did.
+func (f *framer) infer(m *Message, frame []byte) bool {
+	c := f.conn()
+	for _, kv := range c.apis[:c.napis] {
+		if !exactResponse(frame, kv.key, kv.version) {
+			continue
+		}
+		hl, err := decode.ResponseHeaderLen(frame, kv.key, kv.version)
+		if err != nil {
+			continue
+		}
+		resp, err := decode.DecodeResponse(kv.key, kv.version, frame[hl:])
+		if err != nil {
+			continue
+		}
+		m.Key, m.Version, m.Inferred, m.Resp = kv.key, kv.version, true, resp
+		f.scanBatches(m, resp)
+		m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
+		return true
+	}
+	return false
 }
 
 func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {

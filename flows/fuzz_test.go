@@ -167,6 +167,16 @@ func (ta *tally) OnRequest(m *flows.Message) {
 }
 
 func (ta *tally) OnExchange(x *flows.Exchange) {
+	if x.Req == nil && x.Resp != nil && x.Resp.Inferred {
+		// Unmatched, decoded as the connection's requests' API: its
+		// bytes are framed, not skipped.
+		if x.Resp.Resp == nil || x.Resp.Err != nil || x.Resp.Key < 0 {
+			ta.t.Fatalf("response corr %d inferred as key %d v%d but not decoded: %v", x.Resp.Correlation, x.Resp.Key, x.Resp.Version, x.Resp.Err)
+		}
+		ta.other++
+		ta.framed += int64(x.Resp.Size)
+		return
+	}
 	if x.Req == nil || x.Resp == nil {
 		ta.other++
 		return

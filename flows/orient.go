@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -73,6 +74,9 @@ type holding struct {
 	// probed is how many bytes of each direction the last probe saw.
 	probed [2]int
 	ev     evidence
+	// apis are the keys and versions of the requests found in each
+	// direction, for the connection's hints (Conn.hint).
+	apis [2][]keyVersion
 }
 
 // heldPiece is one delivery of n bytes at off in buf[dir], with the hole
@@ -148,7 +152,11 @@ func (h *holding) probe(maxFrame int) evidence {
 			if reqs[d] == nil {
 				reqs[d] = make(map[int32]keyVersion)
 			}
-			reqs[d][corr] = keyVersion{key, version}
+			kv := keyVersion{key, version}
+			reqs[d][corr] = kv
+			if !slices.Contains(h.apis[d], kv) && len(h.apis[d]) < maxAPIHints {
+				h.apis[d] = append(h.apis[d], kv)
+			}
 		})
 	}
 	for d := range 2 {
@@ -387,12 +395,20 @@ func (a *Analyzer) holdBudget() int64 {
 // (of capture time now): called on the flush clock, so that a connection
 // that goes quiet is not held until it ends.
 func (a *Analyzer) sweepHolders(now time.Time) {
+	a.decideHolders(func(s *stream) bool { return now.Sub(s.h.since) >= holdWindow })
+}
+
+// decideHolders decides the held connections that due says must be, in
+// the order of their first packets, and forgets those decided.
+func (a *Analyzer) decideHolders(due func(*stream) bool) {
+	slices.SortFunc(a.holders, func(x, y *stream) int { return cmp.Compare(x.firstSeq, y.firstSeq) })
 	keep := a.holders[:0]
 	for _, s := range a.holders {
 		switch {
 		case s.h == nil || s.decided:
-		case now.Sub(s.h.since) >= holdWindow:
-			s.assess(true)
+		case due(s):
+			a.order = s.firstSeq
+			s.assessSafely()
 		default:
 			keep = append(keep, s)
 		}

@@ -3,6 +3,7 @@ package flows_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -254,5 +255,53 @@ func TestQuietHeldConnectionIsDecidedOnTime(t *testing.T) {
 	}
 	if pos > 10 {
 		t.Errorf("the quiet connection's Fetch was delivered after %d other requests (10 s of traffic): held until the end", pos)
+	}
+}
+
+func metadataResp(v int16) *kmsg.MetadataResponse {
+	r := kmsg.NewPtrMetadataResponse()
+	r.Version = v
+	r.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 1, Host: "10.0.0.2", Port: 9092}}
+	return r
+}
+
+// TestResponsesBeforeTheirAPIIsKnown: a capture joined while a connection
+// was idle shows answers to requests sent before it began; the
+// connection's next request tells their API. Those that decode exactly as
+// it are decoded (and reach the handlers before that request, in order);
+// one of another API stays a bare unmatched response.
+func TestResponsesBeforeTheirAPIIsKnown(t *testing.T) {
+	_, col := analyse(t, flows.DefaultConfig(), func(w *gen.Writer) {
+		c := w.Conn(client, broker, t0, gen.ConnOptions{NoHandshake: true})
+		c.Response(t0, 40, metadataResp(12))
+		c.Response(t0.Add(5*time.Second), 41, apiVersionsResp(3))
+		c.Response(t0.Add(10*time.Second), 42, metadataResp(12))
+		id := "c"
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		c.Request(t0.Add(15*time.Second), 43, &id, req)
+		c.Response(t0.Add(15*time.Second+time.Millisecond), 43, metadataResp(12))
+	})
+	var got []string
+	for _, x := range col.exchanges {
+		switch {
+		case x.Req == nil && x.Resp.Inferred:
+			got = append(got, fmt.Sprintf("%d:%s v%d", x.Resp.Correlation, x.Resp.Name(), x.Resp.Version))
+		case x.Req == nil:
+			got = append(got, fmt.Sprintf("%d:?", x.Resp.Correlation))
+		default:
+			got = append(got, fmt.Sprintf("%d:paired", x.Resp.Correlation))
+		}
+	}
+	want := []string{"40:Metadata v12", "41:?", "42:Metadata v12", "43:paired"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("responses %v, want %v", got, want)
+	}
+	for _, x := range col.exchanges {
+		if x.Resp.Inferred {
+			if r, ok := x.Resp.Resp.(*kmsg.MetadataResponse); !ok || len(r.Brokers) != 1 || r.Brokers[0].NodeID != 1 {
+				t.Errorf("corr %d decoded as %+v, want the Metadata body", x.Resp.Correlation, x.Resp.Resp)
+			}
+		}
 	}
 }

@@ -26,6 +26,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	}
 	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
 	s.first.file, s.first.pkt, s.first.t = a.packetPos()
+	s.firstSeq = a.seq
 	s.fr[0].s, s.fr[1].s = s, s
 	s.fr[1].resp = true
 	if c := a.idle[key]; c != nil {
@@ -80,6 +81,8 @@ type stream struct {
 	// pre-decision counters, folded into the Conn when it is created.
 	packets [2]int64
 	bytes   [2]int64
+	// firstSeq is the place of its first packet (Analyzer.seq).
+	firstSeq uint64
 	// first and last packet seen of the connection.
 	first, last struct {
 		file int
@@ -230,6 +233,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if s.ignore {
 		return
 	}
+	s.a.order = s.firstSeq
 	defer s.recoverPanic()
 	dir, _, _, skip := sg.Info()
 	d := dirIndex(dir)
@@ -315,6 +319,7 @@ func (s *stream) recoverPanic() {
 
 // ReassemblyComplete implements reassembly.Stream.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	s.a.order = s.firstSeq
 	if !s.decided && s.h != nil {
 		s.assessSafely()
 	}
@@ -429,6 +434,9 @@ func (s *stream) start(how Recognition, by ClientSide) {
 	h := s.h
 	if h == nil {
 		return
+	}
+	for _, kv := range h.apis[ci] {
+		c.hint(kv)
 	}
 	defer func() { a.at = nil }()
 	for i := range h.order {

@@ -51,6 +51,10 @@ type Message struct {
 	// Partial marks a request whose frame was cut by lost segments: only
 	// its header is known, kept so that the response can be decoded.
 	Partial bool
+	// Inferred marks a response whose request was not captured, decoded
+	// as the API and version of the connection's requests that it decodes
+	// exactly as (Key and Version say which).
+	Inferred bool
 	// ErrorCodes counts the non-zero error codes in a response.
 	ErrorCodes []ErrorCount
 	// Frame is the frame after the size prefix; valid only during the

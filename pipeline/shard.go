@@ -399,7 +399,12 @@ func before(a, b *stamped) bool {
 	if a.seq == endSeq {
 		return flows.CloseLess(&a.ev, &b.ev)
 	}
-	return !a.flush && b.flush
+	if a.flush != b.flush {
+		return !a.flush
+	}
+	// Events of a flush come from several streams, each analyzer's in
+	// the order of their streams' first packets.
+	return a.flush && a.ev.Order < b.ev.Order
 }
 
 // deliver hands one event to the handlers, unless its connection was

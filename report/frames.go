@@ -118,7 +118,7 @@ func (fw *FrameWriter) OnExchange(x *flows.Exchange) {
 		return
 	}
 	m := x.Resp
-	if x.Req == nil {
+	if x.Req == nil && !m.Inferred {
 		// Unmatched response: only the correlation id is known.
 		if len(fw.filter.APIs) > 0 || fw.filter.Errors || fw.filter.ClientID != "" || !fw.filter.match(m) {
 			return
@@ -152,6 +152,7 @@ type FrameLine struct {
 	LatencyMs   *float64       `json:"latency_ms,omitempty"`
 	RequestPkt  uint64         `json:"request_packet,omitempty"`
 	Unmatched   bool           `json:"unmatched,omitempty"`
+	APIInferred bool           `json:"api_inferred,omitempty"`
 	Errors      map[string]int `json:"errors,omitempty"`
 	Batches     []FrameBatch   `json:"batches,omitempty"`
 	Summary     string         `json:"summary"`
@@ -210,7 +211,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 				l.LatencyMs = &lat
 				l.RequestPkt = x.Req.Packet
 			} else {
-				l.Unmatched = true
+				l.Unmatched, l.APIInferred = true, m.Inferred
 			}
 		}
 		if len(m.ErrorCodes) > 0 {
@@ -267,6 +268,9 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 			fmt.Fprintf(fw.w, " latency=%.3fms", ms(x.Latency()))
 		} else {
 			fmt.Fprintf(fw.w, " unmatched (request not captured)")
+			if m.Inferred {
+				fmt.Fprintf(fw.w, ", decoded as the connection's %s v%d requests", api, m.Version)
+			}
 		}
 	}
 	if s := Summary(m); s != "" {

@@ -217,7 +217,7 @@ func (p *printer) connections(r *Report) {
 		}
 		p.f("     packets %s..%d, %s .. %s, %s; %s\n", pkt(c.File, c.FirstPacket), c.LastPacket,
 			c.FirstSeen.UTC().Format("15:04:05.000000"), c.LastSeen.UTC().Format("15:04:05.000000"), how, end)
-		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 {
+		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 || len(c.Problems) > 0 {
 			p.f("     problems: %d gaps, %d framing errors, %d decode errors", c.Gaps, c.FramingErrors, c.DecodeErrors)
 			if l := c.Loss; l != nil {
 				var parts []string

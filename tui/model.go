@@ -437,6 +437,8 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		r.Batches, r.BadCRC = batchCounts(q.Batches)
 		now = q.Time
 		m.seen(q)
+	} else if p := x.Resp; p != nil && p.Inferred {
+		r.Key, r.Version = p.Key, p.Version
 	}
 	a := m.api(r.Key)
 	switch {
