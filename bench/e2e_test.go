@@ -17,6 +17,7 @@ import (
 	"github.com/kfsniff/kfsniff/bench/workload"
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
@@ -103,7 +104,7 @@ func analyse(path string, workers int) (*report.Report, error) {
 		return nil, err
 	}
 	defer f.Close()
-	dets, err := detectors.New(nil)
+	dets, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		return nil, err
 	}

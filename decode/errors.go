@@ -25,6 +25,24 @@ func ErrorName(code int16) string {
 	return "UNKNOWN_ERROR_CODE_" + itoa(int(code))
 }
 
+// ErrorCode returns the code of an error name as ErrorName gives it, and
+// false for a name it does not give.
+func ErrorCode(name string) (int16, bool) {
+	c, ok := errorCodes[name]
+	return c, ok
+}
+
+// errorCodes is ErrorName reversed, built once.
+var errorCodes = func() map[string]int16 {
+	m := map[string]int16{}
+	for c := int16(-1); c < 256; c++ {
+		if n := ErrorName(c); !strings.HasPrefix(n, "UNKNOWN_ERROR_CODE_") {
+			m[n] = c
+		}
+	}
+	return m
+}()
+
 func itoa(n int) string {
 	if n == 0 {
 		return "0"

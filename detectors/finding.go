@@ -1,10 +1,11 @@
-// Package detectors holds the rules that turn exchanges and connection
-// events into findings: one file per detector, each emitting typed Finding
-// values and doing no I/O.
 package detectors
 
 import (
 	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -75,6 +76,95 @@ type Finding struct {
 	// lost segments on the finding's connections during its span: its
 	// counts may be low and what it missed may be in the bytes lost.
 	CaptureLoss *CaptureLoss `json:"capture_loss,omitempty"`
+
+	// Subject is what the finding is about, typed: how one finding is
+	// found to explain another (Subject.Explains).
+	Subject Subject `json:"-"`
+	// Detail is the rule's own finding, if it has a type of its own: the
+	// Set makes Summary, Explanation, Next and Fields from it.
+	Detail Detail `json:"-"`
+}
+
+// Detail is a rule's own finding: typed fields, which become the finding's
+// "fields" under their json tags (FieldsOf), and its prose, written beside
+// the type (franz-go's kgo.ErrDataLoss writes its sentence the same way).
+type Detail interface {
+	Summary() string
+	Explanation() string
+	Next() string
+}
+
+// fill makes the envelope's text and fields from its Detail.
+func (f *Finding) fill() {
+	if f.Detail == nil {
+		return
+	}
+	f.Summary, f.Explanation, f.Next = f.Detail.Summary(), f.Detail.Explanation(), f.Detail.Next()
+	f.Fields = FieldsOf(f.Detail)
+}
+
+// FieldsOf returns the fields of a struct (or pointer to one) by their
+// json names; a field tagged omitempty is left out when zero, one tagged
+// "-" or untagged always.
+func FieldsOf(d any) map[string]any {
+	v := reflect.Indirect(reflect.ValueOf(d))
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]any{}
+	for i := range v.NumField() {
+		tag := v.Type().Field(i).Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" || name == "-" || !v.Type().Field(i).IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		if opts == "omitempty" && fv.IsZero() {
+			continue
+		}
+		out[name] = fv.Interface()
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Subject is what a finding is about: the clients (by client id and by
+// host), the servers, the nodes, the partitions, and the Kafka error.
+type Subject struct {
+	ClientIDs  []string
+	Clients    []netip.Addr
+	Servers    []netip.AddrPort
+	Nodes      []int32
+	Partitions []TopicPartition
+	// Error is the Kafka error code the finding is about, 0 if none.
+	Error int16
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Explains reports whether a specific finding about s accounts for a
+// generic finding about g: the same error, and a client id, client host or
+// server in common. (Severities are compared by the caller.)
+func (s *Subject) Explains(g *Subject) bool {
+	if g.Error == 0 || s.Error != g.Error {
+		return false
+	}
+	return overlap(s.ClientIDs, g.ClientIDs) || overlap(s.Clients, g.Clients) || overlap(s.Servers, g.Servers)
+}
+
+func overlap[T comparable](a, b []T) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // CaptureLoss is what the capture lost on a finding's connections: the

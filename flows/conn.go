@@ -29,25 +29,52 @@ const (
 	SkipMidstream = "midstream"  // a direction joined mid-way: the rest of the frame under way when the capture began
 )
 
-// Conn is one TCP connection carrying Kafka.
-type Conn struct {
+// ConnInfo is a connection's identity: fixed once the connection is made
+// (its ID once its opening is delivered), so that handlers may read it at
+// any time, from any goroutine, unlike the counters of Conn.
+type ConnInfo struct {
 	// ID numbers connections in order of their first packet, from 1.
 	ID         int
 	Client     netip.AddrPort
 	Server     netip.AddrPort
 	Recognised Recognition
-	ClientBy   ClientSide
-	// Handshake is true if the SYN was captured; MidStream if the
-	// capture began after the connection opened.
-	Handshake bool
-	MidStream bool
-	TLS       bool
-
+	// Handshake is true if the SYN (or SYN-ACK) was captured; MidStream
+	// if the capture began after the connection opened.
+	Handshake   bool
+	MidStream   bool
 	File        int
 	FirstPacket uint64
-	LastPacket  uint64
 	FirstSeen   time.Time
-	LastSeen    time.Time
+	nodes       *Nodes
+}
+
+// Nodes returns the node identities learned in this analysis.
+func (c *ConnInfo) Nodes() *Nodes { return c.nodes }
+
+// Label is "client -> server".
+func (c *ConnInfo) Label() string {
+	return c.Client.String() + " -> " + c.Server.String()
+}
+
+// MakeConn returns a connection made outside an Analyzer (tests, tools):
+// its ID and node table come when its ConnOpened event is delivered
+// (Delivery).
+func MakeConn(client, server netip.AddrPort) *Conn {
+	return &Conn{ConnInfo: ConnInfo{Client: client, Server: server}, APIs: map[int16]int{}}
+}
+
+// Conn is one TCP connection carrying Kafka: its identity and what the
+// analyzer counts on it as it goes.
+type Conn struct {
+	ConnInfo
+	// ClientBy is the evidence that decided the client end; one decided
+	// on weaker evidence becomes ClientByPairing when a request is
+	// answered.
+	ClientBy ClientSide
+	TLS      bool
+
+	LastPacket uint64
+	LastSeen   time.Time
 
 	// ClientIDs in order of first use (at most maxClientIDs kept).
 	ClientIDs []string
@@ -93,7 +120,6 @@ type Conn struct {
 	Reset  bool // RST seen
 
 	noted uint8 // problems already recorded once (noteMaxPending, ...)
-	nodes *Nodes
 	// pending holds the requests waiting for a response, oldest first,
 	// from pendHead on. Requests only ever leave from the front (a match
 	// also drops the older ones), so pendBase, the number of requests
@@ -201,9 +227,6 @@ func (c *Conn) clientID(raw []byte, null bool) string {
 	}
 	return id
 }
-
-// Nodes returns the node identities learned so far in this analysis.
-func (c *Conn) Nodes() *Nodes { return c.nodes }
 
 // Pending is the number of requests waiting for a response. Requests
 // whose frame was cut (Message.Partial) are not counted: they were never
@@ -329,9 +352,4 @@ func (c *Conn) OneSided() (present Dir, ok bool) {
 		return ToClient, true
 	}
 	return 0, false
-}
-
-// Label is "client -> server" for messages.
-func (c *Conn) Label() string {
-	return c.Client.String() + " -> " + c.Server.String()
 }

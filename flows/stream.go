@@ -400,21 +400,23 @@ func (s *stream) start(how Recognition, by ClientSide) {
 	a := s.a
 	ci := s.clientEnd
 	c := &Conn{
-		ID:          a.nextID(),
-		Client:      s.ends[ci],
-		Server:      s.ends[1-ci],
-		Recognised:  how,
-		ClientBy:    by,
-		Handshake:   s.handshake,
-		MidStream:   s.midstream[0] || s.midstream[1],
-		APIs:        make(map[int16]int),
-		nodes:       a.nodes,
-		waits:       &a.waits,
-		File:        s.first.file,
-		FirstPacket: s.first.pkt,
-		LastPacket:  s.last.pkt,
-		FirstSeen:   s.first.t,
-		LastSeen:    s.last.t,
+		ConnInfo: ConnInfo{
+			ID:          a.nextID(),
+			Client:      s.ends[ci],
+			Server:      s.ends[1-ci],
+			Recognised:  how,
+			Handshake:   s.handshake,
+			MidStream:   s.midstream[0] || s.midstream[1],
+			File:        s.first.file,
+			FirstPacket: s.first.pkt,
+			FirstSeen:   s.first.t,
+			nodes:       a.nodes,
+		},
+		ClientBy:   by,
+		APIs:       make(map[int16]int),
+		waits:      &a.waits,
+		LastPacket: s.last.pkt,
+		LastSeen:   s.last.t,
 	}
 	for i := 0; i < 2; i++ {
 		r := s.role(i)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/fuzzing"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
@@ -78,7 +79,7 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 	if set != nil {
 		set(&cfg)
 	}
-	dets, err := detectors.New(nil)
+	dets, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

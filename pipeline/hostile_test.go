@@ -20,6 +20,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
@@ -472,7 +473,7 @@ func measureRun(t *testing.T, h gen.HostileFixture, maxFrame int) *measured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dets, err := detectors.New(nil)
+	dets, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

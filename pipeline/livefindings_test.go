@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -52,7 +53,7 @@ func (s *snapshotter) OnExchange(x *flows.Exchange) {
 	if s.n%s.every != 0 {
 		return
 	}
-	env := &detectors.Env{Nodes: &flows.Nodes{}, Conns: s.conns, End: s.last}
+	env := detectors.Pass{Nodes: &flows.Nodes{}, Conns: s.conns, End: s.last}
 	a := s.set.Snapshot(env)
 	b := s.set.Snapshot(env)
 	if ja, jb := mustJSON(s.t, a), mustJSON(s.t, b); !bytes.Equal(ja, jb) {
@@ -106,13 +107,13 @@ func TestSnapshotsDoNotDisturb(t *testing.T) {
 	for _, path := range paths {
 		name := strings.TrimSuffix(filepath.Base(path), ".pcap")
 		t.Run(filepath.Base(filepath.Dir(path))+"/"+name, func(t *testing.T) {
-			plain, err := detectors.New(nil)
+			plain, err := detectors.NewSet(all.Analyzers(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := run(t, path, Options{Detectors: plain}).Report.Findings
 
-			set, err := detectors.New(nil)
+			set, err := detectors.NewSet(all.Analyzers(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -238,9 +238,9 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	}
 	began := time.Now()
 	lastProgress, lastFindings := began, began
-	env := func() *detectors.Env {
+	pass := func() detectors.Pass {
 		st, conns, nodes := an.results()
-		return &detectors.Env{Nodes: nodes, Conns: conns, Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+		return detectors.Pass{Nodes: nodes, Conns: conns, Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
 	}
 	progress := func(done bool) {
 		if opt.Progress == nil {
@@ -281,7 +281,7 @@ read:
 			}
 			if opt.LiveFindings != nil && opt.Detectors != nil {
 				if now := time.Now(); now.Sub(lastFindings) >= findingsEvery {
-					opt.LiveFindings(opt.Detectors.Snapshot(env()))
+					opt.LiveFindings(opt.Detectors.Snapshot(pass()))
 					lastFindings = time.Now() // the snapshot's own time is not counted
 				}
 			}
@@ -344,7 +344,7 @@ read:
 	progress(true)
 	var findings []detectors.Finding
 	if opt.Detectors != nil {
-		findings = opt.Detectors.Findings(env())
+		findings = opt.Detectors.Findings(pass())
 	}
 	res.Stats, res.Conns, res.Nodes = an.results()
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -43,7 +44,7 @@ func runResult(t *testing.T, path string, workers int, handlers ...flows.Handler
 		t.Fatal(err)
 	}
 	defer f.Close()
-	set, err := detectors.New(nil)
+	set, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
 )
@@ -125,7 +126,7 @@ func TestShardedSameOutputMerged(t *testing.T) {
 			defer f.Close()
 			files = append(files, f)
 		}
-		set, err := detectors.New(nil)
+		set, err := detectors.NewSet(all.Analyzers(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/captest"
 	"github.com/kfsniff/kfsniff/report"
@@ -83,7 +84,7 @@ type seenConn struct {
 // detectors, on so many workers, over the packets of s that keep accepts.
 func analyseVariant(t *testing.T, s *studied, keep func(uint64) bool, workers int) *analysis {
 	t.Helper()
-	set, err := detectors.New(nil)
+	set, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

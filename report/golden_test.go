@@ -18,6 +18,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
 	"github.com/kfsniff/kfsniff/pipeline"
@@ -227,13 +228,13 @@ func analyse(t *testing.T, c goldenCase, n int) (map[string][]byte, *report.Repo
 		msg := strings.TrimPrefix(err.Error(), capture.ErrUnusable.Error()+": ")
 		return map[string][]byte{"error.txt": []byte(msg + "\n")}, nil
 	}
-	overrides := map[string]float64{}
+	settings := map[string]map[string]string{}
 	for _, o := range c.options {
-		if err := detectors.ParseOverride(o, overrides); err != nil {
+		if err := detectors.ParseSetting(o, settings); err != nil {
 			t.Fatal(err)
 		}
 	}
-	set, err := detectors.New(overrides)
+	set, err := detectors.NewSet(all.Analyzers(), settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,13 +364,13 @@ func TestGolden(t *testing.T) {
 		return // some case stopped or was not run (-run): the checks below need them all
 	}
 	t.Run("every detector has a finding", func(t *testing.T) {
-		for _, s := range detectors.Specs() {
-			why, excused := unreachable[s.ID]
+		for _, a := range all.Analyzers() {
+			why, excused := unreachable[a.Name]
 			switch {
-			case !found[s.ID] && !excused:
-				t.Errorf("no golden shows a finding of %s: add a capture or a variant (golden_test.go) that gives one", s.ID)
-			case found[s.ID] && excused:
-				t.Errorf("%s has a finding in a golden now; remove it from unreachable (%s)", s.ID, why)
+			case !found[a.Name] && !excused:
+				t.Errorf("no golden shows a finding of %s: add a capture or a variant (golden_test.go) that gives one", a.Name)
+			case found[a.Name] && excused:
+				t.Errorf("%s has a finding in a golden now; remove it from unreachable (%s)", a.Name, why)
 			}
 		}
 	})

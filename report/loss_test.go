@@ -15,9 +15,9 @@ import (
 func TestFindingSpanningALoss(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	lossy := &flows.Conn{ID: 3, Gaps: 2, Lost: [2]int64{1460, 2920},
+	lossy := &flows.Conn{ConnInfo: flows.ConnInfo{ID: 3}, Gaps: 2, Lost: [2]int64{1460, 2920},
 		FirstGap: flows.Place{Packet: 120, Time: at(10)}, LastGap: flows.Place{Packet: 340, Time: at(20)}}
-	clean := &flows.Conn{ID: 4}
+	clean := &flows.Conn{ConnInfo: flows.ConnInfo{ID: 4}}
 	findings := []detectors.Finding{
 		{Detector: "a", Summary: "over the loss", First: at(5), Last: at(15), Conns: []int{3, 4}},
 		{Detector: "b", Summary: "before the loss", First: at(1), Last: at(9), Conns: []int{3}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 )
@@ -29,7 +30,7 @@ func analyse(t testing.TB, path string, cfg ModelConfig) (*Model, *pipeline.Resu
 		t.Fatal(err)
 	}
 	defer f.Close()
-	set, err := detectors.New(nil)
+	set, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,12 +322,9 @@ type synth struct {
 }
 
 func newSynth(id int, clientID string) *synth {
-	c := &flows.Conn{
-		ID:     id,
-		Client: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(id >> 8), byte(id)}), 40000),
-		Server: netip.MustParseAddrPort("10.0.0.1:9092"),
-		APIs:   map[int16]int{},
-	}
+	c := flows.MakeConn(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(id >> 8), byte(id)}), 40000),
+		netip.MustParseAddrPort("10.0.0.1:9092"))
+	c.ID = id
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	topic := "orders"

@@ -11,6 +11,7 @@ import (
 	"github.com/kfsniff/kfsniff/bench/workload"
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 )
@@ -90,7 +91,7 @@ func TestShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			off := &offsets{t: t, last: map[string]int64{}}
-			dets, err := detectors.New(nil)
+			dets, err := detectors.NewSet(all.Analyzers(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
@@ -201,7 +202,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	}
 	if cfg.List {
-		fmt.Fprint(stdout, detectors.Describe(detectors.Specs()))
+		fmt.Fprint(stdout, detectors.Describe(all.Analyzers()))
 		return exitOK
 	}
 	if *listIfaces {
@@ -245,14 +246,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	filterFrames.ClientID, filterFrames.Conns, filterFrames.Errors = cfg.ClientID, cfg.Conns, cfg.Errors
 
-	overrides := map[string]float64{}
+	settings := map[string]map[string]string{}
 	for _, o := range cfg.Settings {
-		if err := detectors.ParseOverride(o, overrides); err != nil {
+		if err := detectors.ParseSetting(o, settings); err != nil {
 			fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
 			return exitUsage
 		}
 	}
-	dets, err := detectors.New(overrides)
+	dets, err := detectors.NewSet(all.Analyzers(), settings)
 	if err != nil {
 		fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
 		return exitUsage

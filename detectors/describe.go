@@ -1,0 +1,53 @@
+package detectors
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Describe writes the analyzers and their parameters with their defaults,
+// for --list-detectors and docs/detectors.md.
+func Describe(analyzers []*Analyzer) string {
+	var b strings.Builder
+	for _, a := range analyzers {
+		fmt.Fprintf(&b, "%s (up to %s)\n", a.Name, a.Severity)
+		for _, line := range wrap(a.Doc, 76) {
+			fmt.Fprintf(&b, "    %s\n", line)
+		}
+		for _, p := range a.Params() {
+			fmt.Fprintf(&b, "    -o %s.%s=%s (%s)\n", a.Name, p.Name, p.Default, p.Kind)
+			doc := p.Doc
+			if p.Alias != "" {
+				doc += fmt.Sprintf(" (also -o %s.%s", a.Name, p.Alias)
+				if p.Kind == "duration" {
+					doc += " in " + unitName(p.unit)
+				}
+				doc += ")"
+			}
+			for _, line := range wrap(doc, 72) {
+				fmt.Fprintf(&b, "        %s\n", line)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

@@ -1,0 +1,93 @@
+package detectors
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Pass is what the pipeline knows, for a rule to consult: handed to every
+// hook and to Findings.
+type Pass struct {
+	// Nodes are the node identities and topic names learned so far.
+	Nodes *flows.Nodes
+	// Ports are the run's Kafka ports (--ports).
+	Ports *flows.Ports
+	// Start and End bound the capture in time: at an event, End is the
+	// time of the event; at Findings, the capture's last packet.
+	Start, End time.Time
+	// Conns are the connections with their final counters: set for
+	// Findings and Snapshot only, read-only.
+	Conns []*flows.Conn
+}
+
+// Label shows a server address with its node id when known.
+func (p *Pass) Label(ap netip.AddrPort) string {
+	if p.Nodes == nil {
+		return ap.String()
+	}
+	return p.Nodes.Label(ap, true)
+}
+
+// Exchange is a flows.Exchange as a rule sees it: the messages, and the
+// connection's identity rather than the live connection, whose counters
+// the analyzer goes on changing (see flows.ConnInfo). Valid only during the
+// hook's call, like the messages' frames.
+type Exchange struct {
+	Conn       *flows.ConnInfo
+	Req, Resp  *flows.Message
+	Unanswered bool // no response by the end, or a later request answered first
+	NoResponse bool // Produce with acks=0: none expected
+	OneSided   bool // no packet from the server in the capture: not known
+	// ConnGaps is how many holes the connection had when the exchange
+	// was made.
+	ConnGaps int
+	raw      *flows.Exchange
+}
+
+// Latency is the time from the request's last packet to the response's.
+func (x *Exchange) Latency() time.Duration {
+	if x.Req == nil || x.Resp == nil {
+		return 0
+	}
+	return x.Resp.Time.Sub(x.Req.Time)
+}
+
+// Key is the exchange's API key, -1 if its request was not captured.
+func (x *Exchange) Key() int16 {
+	if x.Req != nil {
+		return x.Req.Key
+	}
+	return -1
+}
+
+// Flows returns the exchange as flows delivered it, live connection
+// included: for the rules of detectors/legacy only, until they are in
+// packages of their own.
+func (x *Exchange) Flows() *flows.Exchange { return x.raw }
+
+// ConnEvent is a flows.ConnEvent as a rule sees it: Conn is nil for
+// connection attempts that never carried data (refused, unanswered).
+type ConnEvent struct {
+	Kind           flows.ConnEventKind
+	Conn           *flows.ConnInfo
+	Client, Server netip.AddrPort
+	File           int
+	Packet         uint64
+	Time           time.Time
+	Attempts       int
+	raw            *flows.ConnEvent
+}
+
+// Flows returns the event as flows delivered it (detectors/legacy only).
+func (e *ConnEvent) Flows() *flows.ConnEvent { return e.raw }
+
+// EvidenceAt points at a message's packet.
+func EvidenceAt(m *flows.Message, what string) Evidence {
+	return Evidence{File: m.File, Packet: m.Packet, Conn: m.Conn.ID, What: what}
+}
+
+// ErrorName is the Kafka name of an error code.
+func ErrorName(code int16) string { return decode.ErrorName(code) }

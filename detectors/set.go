@@ -1,0 +1,188 @@
+package detectors
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Set is the rules of one run: a flows handler handing each event to the
+// rules whose hooks take it, and the findings at the end.
+type Set struct {
+	analyzers []*Analyzer
+	rules     []Rule
+	req       []RequestHook
+	ex        []ExchangeHook
+	conn      []ConnHook
+	pass      Pass
+	// x and e are reused for every event (the hooks must not keep them).
+	x Exchange
+	e ConnEvent
+}
+
+// NewSet makes the rules of the analyzers, with their parameters changed by
+// settings (rule name -> parameter -> value, as -o gives them).
+func NewSet(analyzers []*Analyzer, settings map[string]map[string]string) (*Set, error) {
+	for name := range settings {
+		if !hasAnalyzer(analyzers, name) {
+			for param := range settings[name] {
+				return nil, fmt.Errorf("unknown detector setting %q (kfsniff --list-detectors lists them)", name+"."+param)
+			}
+		}
+	}
+	s := &Set{analyzers: analyzers}
+	for _, a := range analyzers {
+		r, err := a.New(settings[a.Name])
+		if err != nil {
+			return nil, err
+		}
+		s.rules = append(s.rules, r)
+		if h, ok := r.(RequestHook); ok {
+			s.req = append(s.req, h)
+		}
+		if h, ok := r.(ExchangeHook); ok {
+			s.ex = append(s.ex, h)
+		}
+		if h, ok := r.(ConnHook); ok {
+			s.conn = append(s.conn, h)
+		}
+	}
+	return s, nil
+}
+
+func hasAnalyzer(as []*Analyzer, name string) bool {
+	for _, a := range as {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Analyzers returns the analyzers the set runs.
+func (s *Set) Analyzers() []*Analyzer { return s.analyzers }
+
+// SetPorts tells the rules the run's Kafka ports.
+func (s *Set) SetPorts(p *flows.Ports) { s.pass.Ports = p }
+
+func (s *Set) at(c *flows.ConnInfo, m *flows.Message) {
+	if s.pass.Nodes == nil && c != nil {
+		s.pass.Nodes = c.Nodes()
+	}
+	if m != nil {
+		if s.pass.Start.IsZero() || m.Time.Before(s.pass.Start) {
+			s.pass.Start = m.Time
+		}
+		if m.Time.After(s.pass.End) {
+			s.pass.End = m.Time
+		}
+	}
+}
+
+// OnRequest implements flows.RequestHandler.
+func (s *Set) OnRequest(m *flows.Message) {
+	s.at(&m.Conn.ConnInfo, m)
+	for _, h := range s.req {
+		h.Request(&s.pass, m)
+	}
+}
+
+// OnExchange implements flows.ExchangeHandler.
+func (s *Set) OnExchange(x *flows.Exchange) {
+	m := x.Resp
+	if m == nil {
+		m = x.Req
+	}
+	s.at(&x.Conn.ConnInfo, m)
+	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
+		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps, raw: x}
+	for _, h := range s.ex {
+		h.Exchange(&s.pass, &s.x)
+	}
+	s.x = Exchange{}
+}
+
+// OnConnEvent implements flows.ConnHandler.
+func (s *Set) OnConnEvent(e *flows.ConnEvent) {
+	var c *flows.ConnInfo
+	if e.Conn != nil {
+		c = &e.Conn.ConnInfo
+	}
+	s.at(c, nil)
+	s.e = ConnEvent{Kind: e.Kind, Conn: c, Client: e.Client, Server: e.Server, File: e.File, Packet: e.Packet,
+		Time: e.Time, Attempts: e.Attempts, raw: e}
+	for _, h := range s.conn {
+		h.ConnEvent(&s.pass, &s.e)
+	}
+	s.e = ConnEvent{}
+}
+
+// Findings collects every rule's findings at the end of the run: p is what
+// the pipeline knows then. Most severe first, then by time and rule, so
+// output is deterministic. Some rules finalise their state (Snapshotter).
+func (s *Set) Findings(p Pass) []Finding { return s.findings(p, false) }
+
+// Snapshot returns the findings as they stand, as Findings would now,
+// without finalising or disturbing any rule: it may be called any number
+// of times while the capture runs (on the goroutine that feeds the Set
+// its events), and the final findings are the same as without it. The
+// findings share no state the rules change later.
+func (s *Set) Snapshot(p Pass) []Finding { return s.findings(p, true) }
+
+func (s *Set) findings(p Pass, snapshot bool) []Finding {
+	if p.Nodes == nil {
+		p.Nodes = s.pass.Nodes
+	}
+	if p.Ports == nil {
+		p.Ports = s.pass.Ports
+	}
+	var out []Finding
+	generic := map[int]bool{}
+	for i, r := range s.rules {
+		var fs []Finding
+		if sn, ok := r.(Snapshotter); ok && snapshot {
+			fs = sn.Snapshot(&p)
+		} else {
+			fs = r.Findings(&p)
+		}
+		for _, f := range fs {
+			if f.Detector == "" {
+				f.Detector = s.analyzers[i].Name
+			}
+			f.fill()
+			if s.analyzers[i].Generic {
+				generic[len(out)] = true
+			}
+			out = append(out, f)
+		}
+	}
+	for i := range out {
+		if !generic[i] || out[i].Severity == Info {
+			continue
+		}
+		for j := range out {
+			if g := &out[j]; !generic[j] && g.Severity >= out[i].Severity && g.Subject.Explains(&out[i].Subject) {
+				f := &out[i]
+				f.Severity = Info
+				f.Summary += " (explained by " + g.Detector + ")"
+				if f.Fields == nil {
+					f.Fields = map[string]any{}
+				}
+				f.Fields["explained_by"] = g.Detector
+				break
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if a.Severity != b.Severity {
+			return a.Severity > b.Severity
+		}
+		if !a.First.Equal(b.First) {
+			return a.First.Before(b.First)
+		}
+		return a.Detector < b.Detector
+	})
+	return out
+}
