@@ -93,4 +93,3 @@ func Specs() []Spec {
 		slowResponsesSpec(),
 	}
 }
-
