@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // connRefusedSpec: connection attempts towards an endpoint that fail, SYN
@@ -185,7 +186,7 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 	case ep.attempts < int64(d.minAttempts):
 		sev, why = Info, fmt.Sprintf("fewer than %d attempts failed", d.minAttempts)
 	case recovered && span < d.recovery:
-		sev, why = Info, fmt.Sprintf("the failures lasted %s and then a connection to it opened (a restart)", span.Round(time.Millisecond))
+		sev, why = Info, fmt.Sprintf("the failures lasted %s and then a connection to it opened (a restart)", text.Duration(span))
 	}
 
 	clients := make([]string, len(ep.clients))
@@ -207,14 +208,14 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 		how = fmt.Sprintf("failed (%d refused by RST, %d SYNs unanswered)", ep.refused, ep.unanswered)
 	}
 	var sum strings.Builder
-	fmt.Fprintf(&sum, "%d connection %s to %s from %s %s", ep.attempts, pluralWord(int(ep.attempts), "attempt", "attempts"),
+	fmt.Fprintf(&sum, "%d connection %s to %s from %s %s", ep.attempts, text.Word(int(ep.attempts), "attempt", "attempts"),
 		srv, clientText, how)
 	if ep.attempts > 1 {
-		fmt.Fprintf(&sum, " over %s", span.Round(time.Millisecond))
+		fmt.Fprintf(&sum, " over %s", text.Duration(span))
 	}
 	if advertised {
 		fmt.Fprintf(&sum, "; Metadata advertises it (%s) for %s %s", strings.Join(advertisedAs, ", "),
-			pluralWord(len(ids), "node", "nodes"), joinIDs(ids))
+			text.Word(len(ids), "node", "nodes"), text.IDs(ids, 0))
 	}
 	if recovered {
 		sum.WriteString("; a connection to it opened afterwards")
@@ -223,7 +224,7 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "From %s to %s UTC, %d connection %s (%d SYNs with retransmissions) from %s to %s %s. ",
 		ep.first.UTC().Format(stallTime), ep.last.UTC().Format(stallTime), ep.attempts,
-		pluralWord(int(ep.attempts), "attempt", "attempts"), ep.syns, clientText, srv, how)
+		text.Word(int(ep.attempts), "attempt", "attempts"), ep.syns, clientText, srv, how)
 	if ep.refused > 0 {
 		fmt.Fprintf(&ex, "A RST in answer to a SYN means the host is up but nothing listens on port %d (or a firewall rejects). ", srv.Port())
 	}
@@ -232,15 +233,15 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 	}
 	if advertised {
 		fmt.Fprintf(&ex, "Metadata advertises this endpoint (as %s) for %s %s, so clients are sent there and fail. ",
-			strings.Join(advertisedAs, ", "), pluralWord(len(ids), "node", "nodes"), joinIDs(ids))
+			strings.Join(advertisedAs, ", "), text.Word(len(ids), "node", "nodes"), text.IDs(ids, 0))
 	} else if kafka {
 		ex.WriteString("No Metadata response in the capture advertises it: it is a bootstrap address or a stale one. ")
 	}
 	switch {
 	case recovered:
-		fmt.Fprintf(&ex, "%d %s to it opened after the last failure.", after, pluralWord(after, "connection", "connections"))
+		fmt.Fprintf(&ex, "%d %s to it opened after the last failure.", after, text.Word(after, "connection", "connections"))
 	case seen > 0:
-		fmt.Fprintf(&ex, "The capture holds %d Kafka %s to it, none opened after the last failure.", seen, pluralWord(seen, "connection", "connections"))
+		fmt.Fprintf(&ex, "The capture holds %d Kafka %s to it, none opened after the last failure.", seen, text.Word(seen, "connection", "connections"))
 	default:
 		ex.WriteString("No Kafka connection to it is in the capture.")
 	}
@@ -251,7 +252,7 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 	next := fmt.Sprintf("On the host of %s: ss -ltnp 'sport = :%d' (does anything listen?), the broker process and its log", srv, srv.Port())
 	if advertised {
 		next += fmt.Sprintf(" for %s %s; compare listeners= and advertised.listeners= of %s with this address",
-			pluralWord(len(ids), "node", "nodes"), joinIDs(ids), pluralWord(len(ids), "that node", "those nodes"))
+			text.Word(len(ids), "node", "nodes"), text.IDs(ids, 0), text.Word(len(ids), "that node", "those nodes"))
 	}
 	next += fmt.Sprintf(". From a client host: nc -vz %s %d.", srv.Addr(), srv.Port())
 	if ep.unanswered > 0 {

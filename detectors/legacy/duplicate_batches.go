@@ -8,13 +8,13 @@ import (
 	"hash"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 func duplicateBatchesSpec() Spec {
@@ -619,7 +619,7 @@ func (d *duplicateBatches) finding(env *Env, p *dupPart) (Finding, bool) {
 		fmt.Fprintf(&ex, "%d batches between offsets %d and %d repeat at %d-%d, not as one unbroken run. ", main.batches, main.origFirst, main.origLast, main.repFirst, main.repLast)
 	}
 	if len(shifts) > 1 {
-		fmt.Fprintf(&ex, "Repeats were found at %d different shifts (%s). ", len(shifts), joinInts(shifts))
+		fmt.Fprintf(&ex, "Repeats were found at %d different shifts (%s). ", len(shifts), text.IDs(shifts, 0))
 	}
 	fmt.Fprintf(&ex, "The log now holds %d records twice; consumers read them twice. ", dupRecords)
 	who := src.clientID
@@ -664,14 +664,6 @@ func comparedBy(r *dupRun) string {
 		return "records"
 	}
 	return "crc+records"
-}
-
-func joinInts(xs []int64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.FormatInt(x, 10)
-	}
-	return strings.Join(s, ", ")
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // electionStallSpec: partitions that Metadata keeps answering without a
@@ -377,27 +378,27 @@ func (d *electionStall) stallFinding(env *Env, topic string, st *stallTopic, ref
 
 	var sum strings.Builder
 	fmt.Fprintf(&sum, "%s %s without a leader for %s (%d Metadata responses from %s: %s, leader %d)",
-		topic, pluralWord(len(partList), "partition", "partitions")+" "+joinIDs(partList), secondsText(durS),
+		topic, text.Word(len(partList), "partition", "partitions")+" "+text.IDs(partList, 0), text.Duration(time.Duration(durS*float64(time.Second))),
 		responses, strings.Join(serverNodeLabels(env, serverList), ", "), errName, leader)
 	allOffline := offlineKnown && len(replicas) > 0 && idSubset(replicas, offline)
 	isrOffline := offlineKnown && len(offline) > 0 && len(isr) > 0 && idSubset(isr, offline)
 	switch {
 	case allOffline && len(replicas) == 1:
-		fmt.Fprintf(&sum, "; their only replica, node %s, is offline", joinIDs(replicas.sorted()))
+		fmt.Fprintf(&sum, "; their only replica, node %s, is offline", text.IDs(replicas.sorted(), 0))
 	case allOffline:
-		fmt.Fprintf(&sum, "; all their replicas (nodes %s) are offline", joinIDs(replicas.sorted()))
+		fmt.Fprintf(&sum, "; all their replicas (nodes %s) are offline", text.IDs(replicas.sorted(), 0))
 	}
 	if ongoing {
 		sum.WriteString("; still so at the end of the capture")
 	}
 
 	var ex strings.Builder
-	fmt.Fprintf(&ex, "From %s to %s UTC (%s of capture time", first.UTC().Format(stallTime), last.UTC().Format(stallTime), secondsText(durS))
+	fmt.Fprintf(&ex, "From %s to %s UTC (%s of capture time", first.UTC().Format(stallTime), last.UTC().Format(stallTime), text.Duration(time.Duration(durS*float64(time.Second))))
 	if ongoing {
 		ex.WriteString(", and still at the end of the capture")
 	}
 	fmt.Fprintf(&ex, ") every Metadata response that listed %s %s answered %s with leader %d; no response in between named a leader. ",
-		topic, pluralWord(len(partList), "partition "+joinIDs(partList), "partitions "+joinIDs(partList)), errName, leader)
+		topic, text.Word(len(partList), "partition "+text.IDs(partList, 0), "partitions "+text.IDs(partList, 0)), errName, leader)
 	fmt.Fprintf(&ex, "%d responses, from %s. ", responses, strings.Join(serverNodeLabels(env, serverList), ", "))
 	fmt.Fprintf(&ex, "Replicas %v, in-sync replicas %v", replicas.sorted(), isr.sorted())
 	if offlineKnown {
@@ -412,7 +413,7 @@ func (d *electionStall) stallFinding(env *Env, topic string, st *stallTopic, ref
 	case allOffline:
 		fmt.Fprintf(&ex, "Every replica of these partitions is offline, so there is no candidate to elect: this is not a slow election; "+
 			"the partitions come back only when node %s does (or, if its log is lost, by reassigning them, losing their data). ",
-			joinIDs(replicas.sorted()))
+			text.IDs(replicas.sorted(), 0))
 	case isrOffline:
 		fmt.Fprintf(&ex, "Every in-sync replica is offline; the online replicas (%v) are out of sync, and with "+
 			"unclean.leader.election.enable=false (the default) the controller will not elect them. ", idMinus(replicas, offline).sorted())
@@ -428,7 +429,7 @@ func (d *electionStall) stallFinding(env *Env, topic string, st *stallTopic, ref
 		"metric kafka.controller:type=KafkaController,name=OfflinePartitionsCount. "+
 		"If the replica is gone for good: kafka-reassign-partitions.sh onto live brokers, or kafka-leader-election.sh --election-type unclean (data loss). "+
 		"To survive one broker: replication.factor 3 with min.insync.replicas 2.",
-		firstOrElse(serverList, "<broker>"), topic, joinIDs(nodes), firstOrElse(serverList, "<broker>"), firstOrElse(serverList, "<broker>"))
+		firstOrElse(serverList, "<broker>"), topic, text.IDs(nodes, 0), firstOrElse(serverList, "<broker>"), firstOrElse(serverList, "<broker>"))
 
 	counts := map[string]int64{
 		"responses":  responses,
@@ -504,7 +505,7 @@ func (d *electionStall) shortFinding(topic string, st *stallTopic, ids []int32) 
 		what = "and some were still without one at the end of the capture, too soon to call it a stall"
 	}
 	sum := fmt.Sprintf("%s %s briefly without a leader (longest %s), %s", topic,
-		pluralWord(len(ids), "partition "+joinIDs(ids)+" was", "partitions "+joinIDs(ids)+" were"), secondsText(durS), what)
+		text.Word(len(ids), "partition "+text.IDs(ids, 0)+" was", "partitions "+text.IDs(ids, 0)+" were"), text.Duration(time.Duration(durS*float64(time.Second))), what)
 	fields := map[string]any{"topic": topic, "partitions": ids, "duration_s": durS, "ongoing": ongoing,
 		"error": decode.ErrorName(mostFrequentKey(errs))}
 	return Finding{
@@ -517,7 +518,7 @@ func (d *electionStall) shortFinding(topic string, st *stallTopic, ids []int32) 
 		Evidence: mergeEvidenceLists(evs),
 		Explanation: fmt.Sprintf("Metadata responses answered these partitions without a leader for at most %s of capture time each "+
 			"(the threshold for a stall is %s). A leader election after a broker stops or restarts takes this long.",
-			secondsText(durS), secondsText(d.minDur.Seconds())),
+			text.Duration(time.Duration(durS*float64(time.Second))), text.Duration(time.Duration(d.minDur.Seconds()*float64(time.Second)))),
 		Next: "Nothing, unless it repeats: then look for the broker restarts behind it (broker and controller logs, " +
 			"kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs).",
 	}
@@ -657,23 +658,6 @@ func idMinus(a, b idSet) idSet {
 	}
 	return out
 }
-
-func joinIDs(ids []int32) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.Itoa(int(id))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func secondsText(s float64) string { return strconv.FormatFloat(s, 'f', -1, 64) + " s" }
 
 func firstOrElse(s []string, def string) string {
 	if len(s) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // error-storm: one client keeps getting the same error from one API, at a
@@ -224,7 +225,7 @@ func (d *errorStorm) finding(env *Env, g *stormGroup) Finding {
 	if dur > 0 {
 		rate = float64(g.stormed) / dur.Seconds()
 	}
-	ids := opsSortedKeys(g.clientIDs)
+	ids := text.SortedKeys(g.clientIDs)
 	servers := g.conns.servers()
 	clients := g.conns.clients()
 	var whoList []string
@@ -239,19 +240,19 @@ func (d *errorStorm) finding(env *Env, g *stormGroup) Finding {
 		}
 	}
 	sort.Strings(whoList)
-	who := opsList(whoList, 3)
+	who := text.List(whoList, 3)
 	summary := fmt.Sprintf("%s answered %s %d times in %s (%.1f/s) to %s", api, name, g.stormed,
-		opsDuration(dur), rate, who)
+		text.Duration(dur), rate, who)
 	if len(servers) > 0 {
-		summary += " from " + opsList(g.conns.serverLabels(env.Nodes), 3)
+		summary += " from " + text.List(g.conns.serverLabels(env.Nodes), 3)
 	}
 	expl := fmt.Sprintf("%d of %d %s responses carried %s (error code %d, %d occurrences: one response can name it "+
 		"for several partitions or resources). %d client(s), %s, kept getting it at %.1f per second for %s, "+
 		"from %s to %s, at least %d within %s: the client retries and the broker gives the same answer every "+
 		"time. A healthy client sees this error now and then and recovers after one refresh or retry.",
 		g.responses, d.apiResponses.get(g.api), api, name, g.code, g.occurrences, g.stormClients,
-		strings.Join(whoList, ", "), rate, opsDuration(dur),
-		opsTime(g.stormFirst), opsTime(g.stormLast), d.k, opsDuration(d.window))
+		strings.Join(whoList, ", "), rate, text.Duration(dur),
+		text.Clock(g.stormFirst), text.Clock(g.stormLast), d.k, text.Duration(d.window))
 	if g.responses > g.stormed {
 		expl += fmt.Sprintf(" %d other response(s) carried it outside the storm.", g.responses-g.stormed)
 	}
@@ -278,7 +279,7 @@ func (d *errorStorm) finding(env *Env, g *stormGroup) Finding {
 			"client_ids": ids,
 			"clients":    clients,
 			"servers":    servers,
-			"duration_s": opsSeconds(dur),
+			"duration_s": text.Seconds(dur),
 			"rate_per_s": math.Round(rate*100) / 100,
 		},
 		Evidence:    g.ev.list(),
@@ -360,7 +361,7 @@ func (s *opsConns) servers() []string {
 	for _, c := range s.list {
 		set[c.Server.String()] = true
 	}
-	return opsSortedKeys(set)
+	return text.SortedKeys(set)
 }
 
 // serverLabels returns the servers with their node ids where known.
@@ -373,7 +374,7 @@ func (s *opsConns) serverLabels(n *flows.Nodes) []string {
 			set[c.Server.String()] = true
 		}
 	}
-	return opsSortedKeys(set)
+	return text.SortedKeys(set)
 }
 
 // clients returns the client addresses (without port), sorted.
@@ -382,7 +383,7 @@ func (s *opsConns) clients() []string {
 	for _, c := range s.list {
 		set[c.Client.Addr().Unmap().String()] = true
 	}
-	return opsSortedKeys(set)
+	return text.SortedKeys(set)
 }
 
 // nodes returns the node ids of the servers and of clients that are nodes.
@@ -401,31 +402,6 @@ func (s *opsConns) nodes(n *flows.Nodes) []int32 {
 	return ids.sorted()
 }
 
-func opsSortedKeys(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func opsQuote(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-	return out
-}
-
-// opsList joins up to n items and says how many more there are.
-func opsList(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
-}
-
 // opsClientFilter is a --client-id filter when there is one client id.
 func opsClientFilter(ids []string) string {
 	if len(ids) != 1 || ids[0] == "" || strings.ContainsAny(ids[0], " '\"\\$`") {
@@ -433,22 +409,3 @@ func opsClientFilter(ids []string) string {
 	}
 	return " --client-id " + ids[0]
 }
-
-// opsDuration renders a duration for people: 40.0 s, 350 ms, 2m05s.
-func opsDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%d ms", d.Milliseconds())
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	}
-	return d.Round(time.Second).String()
-}
-
-// opsSeconds is a duration in seconds, to the millisecond.
-func opsSeconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
-
-// opsMillis is a duration in milliseconds, to the microsecond.
-func opsMillis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
-
-func opsTime(t time.Time) string { return t.UTC().Format("15:04:05.000") }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // listenerConflictSpec: advertised listeners that cannot work.
@@ -144,7 +145,7 @@ func (d *listenerConflict) OnExchange(x *flows.Exchange) {
 					}
 				}
 				is.seen(x, fmt.Sprintf("%s response from %s lists nodes %s at %s", x.Resp.Name(), x.Conn.Server,
-					joinIDs(idsOf(bs[i:j])), flows.Endpoint(bs[i].host, bs[i].port)))
+					text.IDs(idsOf(bs[i:j]), 0), flows.Endpoint(bs[i].host, bs[i].port)))
 			}
 		}
 		i = j
@@ -258,21 +259,21 @@ func (d *listenerConflict) sharedFinding(env *Env, is *advertIssue) Finding {
 		}
 	}
 	sort.Strings(unadvertised)
-	sum := fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", joinIDs(ids), is.endpoint)
+	sum := fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", text.IDs(ids, 0), is.endpoint)
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%d %s %s from %s to %s, from %s to %s UTC, list nodes %s at the same address %s. ",
-		is.responses, strings.Join(is.apis, "/"), pluralWord(int(is.responses), "response", "responses"), strings.Join(serverNodeLabels(env, servers), ", "), strings.Join(clients, ", "),
-		is.first.UTC().Format(stallTime), is.last.UTC().Format(stallTime), joinIDs(ids), is.endpoint)
+		is.responses, strings.Join(is.apis, "/"), text.Word(int(is.responses), "response", "responses"), strings.Join(serverNodeLabels(env, servers), ", "), strings.Join(clients, ", "),
+		is.first.UTC().Format(stallTime), is.last.UTC().Format(stallTime), text.IDs(ids, 0), is.endpoint)
 	fmt.Fprintf(&ex, "Clients connect to a node at the address it advertises, so requests for nodes %s all go to whatever "+
 		"listens on %s, which is one process at most: requests for the others reach the wrong broker "+
-		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", joinIDs(ids), is.endpoint)
+		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", text.IDs(ids, 0), is.endpoint)
 	if len(unadvertised) > 0 {
 		fmt.Fprintf(&ex, "The responses came from %s, an address no node advertises: the brokers listen elsewhere than they advertise.",
 			strings.Join(unadvertised, ", "))
 	}
 	next := fmt.Sprintf("Give each broker its own advertised.listeners, matching the address it listens on (listeners=), "+
 		"for nodes %s; check with kafka-broker-api-versions.sh --bootstrap-server %s (one line per node with its address) "+
-		"or kcat -L -b %s.", joinIDs(ids), firstOrElse(servers, is.endpoint), firstOrElse(servers, is.endpoint))
+		"or kcat -L -b %s.", text.IDs(ids, 0), firstOrElse(servers, is.endpoint), firstOrElse(servers, is.endpoint))
 	return Finding{
 		Severity: Error,
 		Summary:  sum,
@@ -326,22 +327,22 @@ func (d *listenerConflict) loopbackFinding(env *Env, is *advertIssue) Finding {
 	}
 	all := is.clientStrings(nil)
 	servers := is.serverStrings()
-	nodes := pluralWord(len(ids), "node", "nodes") + " " + joinIDs(ids)
+	nodes := text.Word(len(ids), "node", "nodes") + " " + text.IDs(ids, 0)
 	var sum string
 	if sev == Warning {
 		sum = fmt.Sprintf("%s advertised at %s to remote %s %s: %s will connect to %s", nodes, strings.Join(eps, ", "),
-			pluralWord(len(stuck), "client", "clients"), strings.Join(stuck, ", "),
-			pluralWord(len(stuck), "it", "they"), pluralWord(len(stuck), "itself", "themselves"))
+			text.Word(len(stuck), "client", "clients"), strings.Join(stuck, ", "),
+			text.Word(len(stuck), "it", "they"), text.Word(len(stuck), "itself", "themselves"))
 	} else {
 		sum = fmt.Sprintf("%s advertised at %s to remote %s %s, which reached the brokers anyway (port forwarding)",
-			nodes, strings.Join(eps, ", "), pluralWord(len(all), "client", "clients"), strings.Join(all, ", "))
+			nodes, strings.Join(eps, ", "), text.Word(len(all), "client", "clients"), strings.Join(all, ", "))
 	}
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%d %s %s from %s, from %s to %s UTC, give remote %s %s the loopback %s %s for %s. ",
-		is.responses, strings.Join(is.apis, "/"), pluralWord(int(is.responses), "response", "responses"),
+		is.responses, strings.Join(is.apis, "/"), text.Word(int(is.responses), "response", "responses"),
 		strings.Join(serverNodeLabels(env, servers), ", "), is.first.UTC().Format(stallTime), is.last.UTC().Format(stallTime),
-		pluralWord(len(all), "client", "clients"), strings.Join(all, ", "),
-		pluralWord(len(eps), "address", "addresses"), strings.Join(eps, ", "), nodes)
+		text.Word(len(all), "client", "clients"), strings.Join(all, ", "),
+		text.Word(len(eps), "address", "addresses"), strings.Join(eps, ", "), nodes)
 	ex.WriteString("A loopback address means the client's own host: after bootstrapping, the client connects to itself, " +
 		"gets refused or reaches something else, and never produces or fetches.")
 	switch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // liveness-without-replication: a KRaft broker's heartbeats to the
@@ -375,7 +376,7 @@ func (d *liveness) Findings(env *Env) []Finding {
 func (d *liveness) finding(env *Env, n *lwNode, r *lwRun, open bool) Finding {
 	hbOK, hbErr := n.heartbeats(r, open)
 	dur := r.duration()
-	span := nlSpan(dur)
+	span := text.Duration(dur)
 
 	// The heartbeat target: the active controller, normally the leader.
 	var hbServer netip.AddrPort
@@ -429,7 +430,7 @@ func (d *liveness) finding(env *Env, n *lwNode, r *lwRun, open bool) Finding {
 		"leader_id":           leader,
 		"heartbeat_servers":   n.hbServers.strings(),
 		"raft_servers":        r.servers.strings(),
-		"duration_s":          nlSeconds(dur),
+		"duration_s":          text.Seconds(dur),
 	}
 	if leader >= 0 {
 		fields["leader_epoch"] = epoch

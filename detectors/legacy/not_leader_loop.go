@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // not-leader-loop: one client keeps getting NOT_LEADER_OR_FOLLOWER (6) or
@@ -781,26 +782,6 @@ func (d *notLeaderLoop) Findings(env *Env) []Finding {
 	return nlMerge(out)
 }
 
-// nlSpan renders a duration for people: "180ms", "40.0s".
-func nlSpan(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return fmt.Sprintf("%.1fs", nlSeconds(d))
-}
-
-func nlSeconds(d time.Duration) float64 {
-	return float64(d.Round(time.Millisecond)) / float64(time.Second)
-}
-
-func nlRate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	r := float64(n) / d.Seconds()
-	return float64(int64(r*100+0.5)) / 100
-}
-
 // nlClientNode is the node id a client speaks for, if any.
 func nlClientNode(env *Env, c nlClient, replicaID int32) int32 {
 	if id, ok := flows.FetcherNode(c.id); ok {
@@ -833,7 +814,7 @@ func nlErrorName(e *nlEpisode) string {
 func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 	c := e.key.c
 	dur := e.duration()
-	rate := nlRate(e.requests, dur)
+	rate := text.Rate(e.requests, dur)
 	errName := nlErrorName(e)
 	api := decode.Name(e.api)
 	who := c.id
@@ -860,7 +841,7 @@ func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 		"partition":  e.key.tp.part,
 		"error":      errName,
 		"servers":    e.servers.strings(),
-		"duration_s": nlSeconds(dur),
+		"duration_s": text.Seconds(dur),
 		"rate_per_s": rate,
 		"shape":      v.shape,
 		"leader_id":  v.leader,
@@ -945,7 +926,7 @@ func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 	if e.hasReplica {
 		replicaText = fmt.Sprintf(", replica %d epoch %d,", e.replicaID, e.replicaEpoch)
 	}
-	span := nlSpan(dur)
+	span := text.Duration(dur)
 	f := Finding{
 		Severity: Error,
 		First:    e.first,
@@ -993,13 +974,13 @@ func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 				"and describe --replication (node %d's LogEndOffset and Lag). On node %d watch kafka.server:type=broker-metadata-metrics "+
 				"last-applied-record-lag-ms (rising) and raft-metrics fetch-records-rate (0) and high-watermark (frozen). Restarting the "+
 				"node clears the loop; the fix is the KAFKA-19354 patch (pollFollowerAsObserver always uses maybeSendFetchToBestNode): "+
-				"upgrade or backport it.", nlOr(v.endpoint, leaderText), clientNode, clientNode)
+				"upgrade or backport it.", text.Or(v.endpoint, leaderText), clientNode, clientNode)
 		} else {
 			f.Next = fmt.Sprintf("Check which leader the cluster reports: kafka-topics.sh --bootstrap-server %s --describe --topic %s "+
 				"(leader of partition %d). Then check the client: its version and whether it refreshes metadata on %s and honours "+
 				"the KIP-951 leader hint; its logs for metadata refresh errors; whether it can reach %s at all (DNS of the advertised "+
-				"listener, routing, firewall, a connection-refused finding).", nlOr(v.endpoint, "<broker>"), e.key.tp.name(),
-				e.key.tp.part, errName, nlOr(v.endpoint, "the leader"))
+				"listener, routing, firewall, a connection-refused finding).", text.Or(v.endpoint, "<broker>"), e.key.tp.name(),
+				e.key.tp.part, errName, text.Or(v.endpoint, "the leader"))
 		}
 		f.Explanation = b.String()
 	case nlShapeMetaSelf, nlShapeHintSelf:
@@ -1039,7 +1020,7 @@ func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 			"fenced or stale metadata) and its kafka.server:type=broker-metadata-metrics last-applied-record-lag-ms; "+
 			"a broker serving stale Metadata (see metadata_server) has stuck metadata replication itself "+
 			"(kafka-metadata-quorum.sh describe --replication; a liveness-without-replication finding). Restarting the stuck broker or "+
-			"moving leadership (kafka-leader-election.sh) breaks the loop.", v.leader, nlOr(v.endpoint, "<broker>"), e.key.tp.name(),
+			"moving leadership (kafka-leader-election.sh) breaks the loop.", v.leader, text.Or(v.endpoint, "<broker>"), e.key.tp.name(),
 			e.key.tp.part, v.leader)
 	default:
 		f.Severity = Warning
@@ -1055,13 +1036,6 @@ func (d *notLeaderLoop) finding(env *Env, e *nlEpisode, v nlVerdict) Finding {
 			"(a leader-election-stall finding).", e.key.tp.name(), e.key.tp.part)
 	}
 	return f
-}
-
-func nlOr(s, alt string) string {
-	if s != "" {
-		return s
-	}
-	return alt
 }
 
 // nlMerge folds the findings of one client that loop the same way over
@@ -1117,11 +1091,11 @@ func nlMerge(in []Finding) []Finding {
 		delete(m.Fields, "fetch_offset")
 		delete(m.Fields, "first_fetch_offset")
 		dur := m.Last.Sub(m.First)
-		m.Fields["duration_s"] = nlSeconds(dur)
-		m.Fields["rate_per_s"] = nlRate(m.Counts["requests"], dur)
-		m.Summary = fmt.Sprintf("%s [%d partitions: %s]", m.Summary, len(g.parts), nlPartList(g.parts))
+		m.Fields["duration_s"] = text.Seconds(dur)
+		m.Fields["rate_per_s"] = text.Rate(m.Counts["requests"], dur)
+		m.Summary = fmt.Sprintf("%s [%d partitions: %s]", m.Summary, len(g.parts), text.IDs(g.parts, 8))
 		m.Explanation = fmt.Sprintf("The same loop holds for %d partitions of %s (%s); counts are summed over them, and the text describes the first. %s",
-			len(g.parts), m.Fields["topic"], nlPartList(g.parts), m.Explanation)
+			len(g.parts), m.Fields["topic"], text.IDs(g.parts, 8), m.Explanation)
 		sort.SliceStable(m.Evidence, func(i, j int) bool {
 			a, b := m.Evidence[i], m.Evidence[j]
 			if a.File != b.File {
@@ -1144,21 +1118,6 @@ func nlThin(ev []Evidence, n int) []Evidence {
 		out = append(out, ev[i*(len(ev)-1)/(n-1)])
 	}
 	return out
-}
-
-func nlPartList(parts []int32) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i == 8 {
-			fmt.Fprintf(&b, ", ... (%d more)", len(parts)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(int(p)))
-	}
-	return b.String()
 }
 
 func nlMergeInts(a, b []int) []int {

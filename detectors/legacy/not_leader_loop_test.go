@@ -347,7 +347,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			},
 			want: []want{{
 				severity: "error",
-				summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300ms"},
+				summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms"},
 				counts:   map[string]int64{"not_leader_responses": 300, "metadata_refreshes": 0},
 				fields:   map[string]any{"shape": "metadata-names-refuser", "leader_id": int32(2), "leader_epoch": int32(7)},
 				rate:     1000,

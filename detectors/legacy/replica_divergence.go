@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 func replicaDivergenceSpec() Spec {
@@ -666,7 +667,7 @@ func (d *replicaDivergence) mismatchFinding(env *Env, m *rdMismatch) Finding {
 		other = fmt.Sprintf("the copy producer %s (%s) wrote to %s", src.clientID, src.client, src.serverLabel(env))
 	}
 	fmt.Fprintf(&ex, "At offset %d of %s, %d different batches were seen. The leader, %s, has CRC %d in %s (%s); %s has CRC %d. ",
-		m.base, label, m.crcs, ref.serverLabel(env), m.crcLeader, plural(m.refCopies, "copy", "copies"), pathNames(m.refPaths), other, m.crcReplica)
+		m.base, label, m.crcs, ref.serverLabel(env), m.crcLeader, text.Plural(m.refCopies, "copy", "copies"), pathNames(m.refPaths), other, m.crcReplica)
 	ex.WriteString("Both CRCs verify, so each copy is intact as it was sent: the replicas hold different data at one offset, and a consumer sees different records depending on the replica it reads.")
 	if m.batches > 1 {
 		fmt.Fprintf(&ex, " %d batches of this partition differ this way on this connection, the first at offset %d.", m.batches, m.base)
@@ -865,38 +866,38 @@ func (d *replicaDivergence) info(env *Env, parts []*rdPart) Finding {
 	ok := batches - tainted
 	var summary string
 	if mism == 0 && bad == 0 {
-		summary = fmt.Sprintf("%s: %s verified byte-identical across %s (%d copies compared)", what, plural(batches, "batch", "batches"), plural(int64(len(names)), "replica", "replicas"), copies)
+		summary = fmt.Sprintf("%s: %s verified byte-identical across %s (%d copies compared)", what, text.Plural(batches, "batch", "batches"), text.Plural(int64(len(names)), "replica", "replicas"), copies)
 	} else {
 		var probs []string
 		if mism > 0 {
-			probs = append(probs, plural(mism, "batch differs", "batches differ"))
+			probs = append(probs, text.Plural(mism, "batch differs", "batches differ"))
 		}
 		if bad > 0 {
-			probs = append(probs, plural(bad, "copy fails its CRC", "copies fail their CRC"))
+			probs = append(probs, text.Plural(bad, "copy fails its CRC", "copies fail their CRC"))
 		}
 		summary = fmt.Sprintf("%s: %d of %d batches identical across %s; %s (see the errors)", what, ok, batches,
-			plural(int64(len(names)), "replica", "replicas"), strings.Join(probs, ", "))
+			text.Plural(int64(len(names)), "replica", "replicas"), strings.Join(probs, ", "))
 	}
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%s seen in two copies or more (%d copies in all, as produced and as fetched) held by %s. ",
-		plural(batches, "batch of "+what+" was", "batches of "+what+" were"), copies, strings.Join(names2, ", "))
+		text.Plural(batches, "batch of "+what+" was", "batches of "+what+" were"), copies, strings.Join(names2, ", "))
 	if mism == 0 {
 		ex.WriteString("Every copy of a batch carries the same CRC-32C, which covers the attributes, producer id, epoch, sequence and every record: the replicas are byte-identical where the capture could see them (the base offset and partition leader epoch are not covered and may be set by the leader). ")
 	} else {
-		fmt.Fprintf(&ex, "%s copies with different CRCs. ", plural(mism, "batch has", "batches have"))
+		fmt.Fprintf(&ex, "%s copies with different CRCs. ", text.Plural(mism, "batch has", "batches have"))
 	}
 	if bad > 0 {
-		fmt.Fprintf(&ex, "%s a CRC its bytes do not match. ", plural(bad, "copy carries", "copies carry"))
+		fmt.Fprintf(&ex, "%s a CRC its bytes do not match. ", text.Plural(bad, "copy carries", "copies carry"))
 	}
 	if rew > 0 {
-		fmt.Fprintf(&ex, "%s rewritten by the broker (other compression or timestamp type), as the topic's configuration asks; their stored copies were compared with each other. ", plural(rew, "produced batch was", "produced batches were"))
+		fmt.Fprintf(&ex, "%s rewritten by the broker (other compression or timestamp type), as the topic's configuration asks; their stored copies were compared with each other. ", text.Plural(rew, "produced batch was", "produced batches were"))
 	}
 	if single > 0 {
-		fmt.Fprintf(&ex, "%s seen only once and could not be compared.", plural(single, "batch was", "batches were"))
+		fmt.Fprintf(&ex, "%s seen only once and could not be compared.", text.Plural(single, "batch was", "batches were"))
 	}
 	if other > 0 {
 		fmt.Fprintf(&ex, " %s another topic id (the same name on another cluster, or a recreated topic): not compared.",
-			plural(other, "copy at these offsets names", "copies at these offsets name"))
+			text.Plural(other, "copy at these offsets names", "copies at these offsets name"))
 	}
 	next := "Nothing to do for identical copies. To compare more of the log, capture the producer, the followers' replica fetches and a consumer over the same period."
 	if tainted > 0 {
@@ -907,14 +908,6 @@ func (d *replicaDivergence) info(env *Env, parts []*rdPart) Finding {
 		Conns: conns.ints(), Nodes: nodes.sorted(), Counts: counts, Fields: fields, Evidence: ev.list(),
 		Explanation: strings.TrimSpace(ex.String()), Next: next,
 	}
-}
-
-// plural renders "1 batch" or "3 batches".
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.FormatInt(n, 10) + " " + many
 }
 
 // pathNames lists the paths in a copyPath bit set.

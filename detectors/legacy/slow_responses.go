@@ -11,6 +11,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/hist"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // slow-responses: responses that took far longer than the API usually
@@ -144,7 +145,7 @@ func (d *slowResponses) OnExchange(x *flows.Exchange) {
 		return
 	}
 	e := slowExchange{counted: counted, latency: lat, maxWait: wait, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.ClientID,
-		ev: evidence(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version, x.Req.Correlation, opsDuration(lat)))}
+		ev: evidence(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version, x.Req.Correlation, text.Duration(lat)))}
 	if wait > 0 {
 		e.ev.What += fmt.Sprintf(" (MaxWaitMillis %d)", wait.Milliseconds())
 	}
@@ -259,19 +260,19 @@ func (d *slowResponses) finding(env *Env, a *slowAPI) (Finding, bool) {
 	})
 	api := decode.Name(a.key)
 	p50 := a.h.Quantile(0.5)
-	clientIDs := opsSortedKeys(ids)
+	clientIDs := text.SortedKeys(ids)
 	servers := conns.serverLabels(env.Nodes)
 	beyond := ""
 	if a.fetchWaits {
 		beyond = " beyond MaxWaitMillis"
 	}
 	summary := fmt.Sprintf("%d %s responses took over %s%s (median %s, slowest %s) from %s", n, api,
-		opsDuration(thr), beyond, opsMsDuration(p50), opsDuration(maxLat), opsList(servers, 3))
+		text.Duration(thr), beyond, text.Duration(p50), text.Duration(maxLat), text.List(servers, 3))
 	expl := fmt.Sprintf("Of %d %s responses, %d took more than %s%s, which is over %g times the median of %s and over "+
 		"%s, from %s to %s. The slowest: %s. Responses this far from the usual are a broker pausing (GC, disk, "+
 		"overloaded request handlers or network threads, a slow follower holding acks=all produces) rather than "+
-		"the work of the request.", a.h.Count(), api, n, opsDuration(thr), beyond, d.factor, opsMsDuration(p50),
-		opsDuration(d.minLat), opsTime(first.t), opsTime(last.t), opsWorst(worst))
+		"the work of the request.", a.h.Count(), api, n, text.Duration(thr), beyond, d.factor, text.Duration(p50),
+		text.Duration(d.minLat), text.Clock(first.t), text.Clock(last.t), opsWorst(worst))
 	if a.fetchWaits {
 		expl += " A Fetch is counted only for the time past its MaxWaitMillis, as the broker may hold a long " +
 			"poll that long when there is no data."
@@ -294,9 +295,9 @@ func (d *slowResponses) finding(env *Env, a *slowAPI) (Finding, bool) {
 		},
 		Fields: map[string]any{
 			"api":          api,
-			"p50_ms":       opsMillis(p50),
-			"threshold_ms": opsMillis(thr),
-			"max_ms":       opsMillis(maxLat),
+			"p50_ms":       text.Millis(p50),
+			"threshold_ms": text.Millis(thr),
+			"max_ms":       text.Millis(maxLat),
 			"client_ids":   clientIDs,
 			"clients":      conns.clients(),
 			"servers":      conns.servers(),
@@ -310,15 +311,7 @@ func (d *slowResponses) finding(env *Env, a *slowAPI) (Finding, bool) {
 func opsWorst(worst []slowExchange) string {
 	parts := make([]string, len(worst))
 	for i, e := range worst {
-		parts[i] = fmt.Sprintf("packet %d, %s", e.ev.Packet, opsDuration(e.latency))
+		parts[i] = fmt.Sprintf("packet %d, %s", e.ev.Packet, text.Duration(e.latency))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// opsMsDuration renders short durations with sub-millisecond precision.
-func opsMsDuration(d time.Duration) string {
-	if d < 10*time.Millisecond {
-		return fmt.Sprintf("%.3f ms", float64(d)/1e6)
-	}
-	return opsDuration(d)
 }

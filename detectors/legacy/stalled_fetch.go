@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // stalled-fetch: a fetcher asks for the same offset of a partition over and
@@ -328,7 +329,7 @@ func (d *stalledFetch) Findings(env *Env) []Finding {
 func (d *stalledFetch) finding(env *Env, w *sfWindow) Finding {
 	c := w.key.c
 	dur := w.duration()
-	span := nlSpan(dur)
+	span := text.Duration(dur)
 	who := c.id
 	if who == "" {
 		who = "fetcher"
@@ -359,8 +360,8 @@ func (d *stalledFetch) finding(env *Env, w *sfWindow) Finding {
 		"partition":      w.key.tp.part,
 		"fetch_offset":   w.offset,
 		"high_watermark": w.hw,
-		"duration_s":     nlSeconds(dur),
-		"rate_per_s":     nlRate(w.fetches, dur),
+		"duration_s":     text.Seconds(dur),
+		"rate_per_s":     text.Rate(w.fetches, dur),
 		"servers":        w.servers.strings(),
 		"role":           w.role.String(),
 	}
@@ -417,7 +418,7 @@ func (d *stalledFetch) finding(env *Env, w *sfWindow) Finding {
 	f.Explanation = fmt.Sprintf("%s fetched %s %d times over %s (%.1f/s) from %s, and its position never moved: every fetch "+
 		"asked for offset %d and every answer brought 0 records; %s. Request and response counters rising on this "+
 		"connection is not health: the %s of this partition is not advancing.",
-		who, tp, w.fetches, span, nlRate(w.fetches, dur), strings.Join(servers, ", "), w.offset, state, nlFetcherKind(w))
+		who, tp, w.fetches, span, text.Rate(w.fetches, dur), strings.Join(servers, ", "), w.offset, state, nlFetcherKind(w))
 	switch {
 	case w.role == flows.RoleRaft:
 		f.Next = fmt.Sprintf("This is the node's KRaft metadata log: kafka-metadata-quorum.sh describe --replication (node %d's LogEndOffset "+

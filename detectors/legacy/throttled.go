@@ -10,6 +10,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // throttled: responses with throttleTimeMs > 0. A broker throttles a client
@@ -145,7 +146,7 @@ func (d *throttled) finding(env *Env, g *throttleGroup) Finding {
 	}
 	servers := g.conns.serverLabels(env.Nodes)
 	summary := fmt.Sprintf("client %q throttled on %s: %d response(s), %s in all (longest %s) by %s",
-		g.key.clientID, api, g.n, opsDuration(g.total), opsDuration(g.max), opsList(servers, 3))
+		g.key.clientID, api, g.n, text.Duration(g.total), text.Duration(g.max), text.List(servers, 3))
 	how := "The broker sent each response at once and then stopped reading from the connection for the throttle " +
 		"time (KIP-219, newer versions), so the client's next requests waited."
 	if g.before && !g.after {
@@ -157,11 +158,11 @@ func (d *throttled) finding(env *Env, g *throttleGroup) Finding {
 	}
 	expl := fmt.Sprintf("%d %s response(s) from %s to client id %q, between %s and %s, carried throttleTimeMs > 0: %s "+
 		"in all, the longest %s. A broker throttles a client that exceeds its quota; for %s that is most likely %s. %s",
-		g.n, api, strings.Join(servers, ", "), g.key.clientID, opsTime(g.first), opsTime(g.last),
-		opsDuration(g.total), opsDuration(g.max), api, throttleQuota(g.key.api), how)
+		g.n, api, strings.Join(servers, ", "), g.key.clientID, text.Clock(g.first), text.Clock(g.last),
+		text.Duration(g.total), text.Duration(g.max), api, throttleQuota(g.key.api), how)
 	if sev == Info {
 		expl += fmt.Sprintf(" Below %d responses and %s in all this is a short burst, not sustained throttling.",
-			d.minResponses, opsDuration(d.minTotal))
+			d.minResponses, text.Duration(d.minTotal))
 	}
 	next := fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --describe --entity-type clients "+
 		"--entity-name %q (and --entity-type users for the client's principal) shows the quotas that apply; the "+

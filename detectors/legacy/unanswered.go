@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // unanswered-requests: requests that got no response. Every request is
@@ -367,10 +368,10 @@ func (d *unanswered) warning(env *Env, g *unansGroup) Finding {
 		server = env.Nodes.Label(g.server, true)
 	}
 	apis := opsSortedAPIs(g.byAPI)
-	ids := opsSortedKeys(g.clientIDs)
+	ids := text.SortedKeys(g.clientIDs)
 	o := g.oldest
 	summary := fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s",
-		g.n, server, opsAPICounts(g.byAPI, apis), len(g.conns.list)+g.conns.more, decode.Name(o.key), opsTime(o.t))
+		g.n, server, opsAPICounts(g.byAPI, apis), len(g.conns.list)+g.conns.more, decode.Name(o.key), text.Clock(o.t))
 	var why []string
 	if n := g.reasons[unansOvertaken]; n > 0 {
 		why = append(why, fmt.Sprintf("%d overtaken: a later request on the same connection was answered, and "+
@@ -379,7 +380,7 @@ func (d *unanswered) warning(env *Env, g *unansGroup) Finding {
 	}
 	if n := g.reasons[unansExpired]; n > 0 {
 		why = append(why, fmt.Sprintf("%d still unanswered when the capture ended, longer than a broker may take "+
-			"(%s, more for a Fetch's MaxWaitMillis or a group's rebalance timeout)", n, opsDuration(d.grace)))
+			"(%s, more for a Fetch's MaxWaitMillis or a group's rebalance timeout)", n, text.Duration(d.grace)))
 	}
 	if n := g.reasons[unansClosed]; n > 0 {
 		why = append(why, fmt.Sprintf("%d still unanswered, past that allowance, when their connection closed "+
@@ -388,12 +389,12 @@ func (d *unanswered) warning(env *Env, g *unansGroup) Finding {
 	until := map[int]string{unansOvertaken: "until a later one was answered", unansExpired: "until the capture ended",
 		unansClosed: "until its connection closed"}[g.oldestWhy]
 	expl := fmt.Sprintf("%s got %d request(s) it did not answer, from client id(s) %s: %s. The oldest, %s, was sent "+
-		"at %s and waited %s %s.", server, g.n, strings.Join(opsQuote(ids), ", "),
-		strings.Join(why, "; "), o.desc, opsTime(o.t), opsDuration(o.waited), until)
+		"at %s and waited %s %s.", server, g.n, strings.Join(text.Quote(ids), ", "),
+		strings.Join(why, "; "), o.desc, text.Clock(o.t), text.Duration(o.waited), until)
 	next := fmt.Sprintf("kfsniff -r <capture> --frames --conn %d shows the oldest request and what the connection "+
 		"carried after it. On the broker, check the request queue and handler threads (RequestQueueTimeMs, "+
 		"RequestHandlerAvgIdlePercent, NetworkProcessorAvgIdlePercent) and its log at %s; on the client, "+
-		"request.timeout.ms and disconnect messages.", o.conn.ID, opsTime(o.t))
+		"request.timeout.ms and disconnect messages.", o.conn.ID, text.Clock(o.t))
 	counts := map[string]int64{"requests": g.n, "connections": int64(len(g.conns.list) + g.conns.more)}
 	for i := unansOvertaken; i <= unansClosed; i++ {
 		counts[unansReasonNames[i]] = g.reasons[i]
@@ -433,7 +434,7 @@ func (d *unanswered) infoFinding(env *Env) (Finding, bool) {
 	if n := g.reasons[unansInFlight]; n > 0 {
 		parts = append(parts, fmt.Sprintf("In flight: %d sent less than %s (or a Fetch's MaxWaitMillis, a group's "+
 			"rebalance timeout, more) before the capture ended or their connection closed, too soon to call them "+
-			"unanswered", n, opsDuration(d.grace)))
+			"unanswered", n, text.Duration(d.grace)))
 	}
 	if n := g.reasons[unansLongPoll]; n > 0 {
 		parts = append(parts, fmt.Sprintf("Long polls: %d Fetch, JoinGroup or SyncGroup requests within the time "+
@@ -452,7 +453,7 @@ func (d *unanswered) infoFinding(env *Env) (Finding, bool) {
 		opsAPICounts(g.byAPI, apis))
 	expl := fmt.Sprintf("%d request(s) have no response in the capture, but that does not show that the broker "+
 		"failed to answer. %s. The oldest, %s, was sent at %s, %s before the capture ended or its connection closed.",
-		g.n, strings.Join(parts, ". "), o.desc, opsTime(o.t), opsDuration(o.waited))
+		g.n, strings.Join(parts, ". "), o.desc, text.Clock(o.t), text.Duration(o.waited))
 	counts := map[string]int64{"requests": g.n, "connections": int64(len(g.conns.list) + g.conns.more)}
 	for i := unansInFlight; i < unansReasons; i++ {
 		counts[unansReasonNames[i]] = g.reasons[i]
@@ -496,5 +497,5 @@ func opsAPICounts(by map[string]int64, names []string) string {
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s %d", n, by[n])
 	}
-	return opsList(parts, 4)
+	return text.List(parts, 4)
 }
