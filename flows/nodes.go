@@ -153,6 +153,9 @@ func (n *Nodes) learnRequest(c *Conn, m *Message) {
 	if id, ok := FetcherNode(m.ClientID); ok {
 		n.learnHost(host, id)
 	}
+	if id := FetcherOf(m); id >= 0 {
+		n.learnHost(host, id)
+	}
 	switch r := m.Req.(type) {
 	case *kmsg.BrokerHeartbeatRequest:
 		n.learnHost(host, r.BrokerID)
@@ -160,12 +163,6 @@ func (n *Nodes) learnRequest(c *Conn, m *Message) {
 		n.learnHost(host, r.BrokerID)
 		for _, l := range r.Listeners {
 			n.learnEndpoint(r.BrokerID, l.Host, int32(l.Port))
-		}
-	case *kmsg.FetchRequest:
-		if r.Version >= 15 && r.ReplicaState.ID >= 0 {
-			n.learnHost(host, r.ReplicaState.ID)
-		} else if r.Version <= 14 && r.ReplicaID >= 0 {
-			n.learnHost(host, r.ReplicaID)
 		}
 	case *kmsg.BeginQuorumEpochRequest:
 		for _, e := range r.LeaderEndpoints {

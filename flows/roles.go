@@ -113,6 +113,25 @@ func isFetcherID(id string) bool {
 	return ok
 }
 
+// FetcherOf returns the node a Fetch request fetches for: the replica id
+// the request declares (ReplicaState.ID from v15, ReplicaID before), or
+// else the node named by its client id (FetcherNode); -1 for a consumer,
+// or for a request that is not a Fetch and whose client id names none.
+func FetcherOf(m *Message) int32 {
+	if r, ok := m.Req.(*kmsg.FetchRequest); ok {
+		if r.Version >= 15 && r.ReplicaState.ID >= 0 {
+			return r.ReplicaState.ID
+		}
+		if r.Version <= 14 && r.ReplicaID >= 0 {
+			return r.ReplicaID
+		}
+	}
+	if id, ok := FetcherNode(m.ClientID); ok {
+		return id
+	}
+	return -1
+}
+
 // FetcherNode returns the node id in a replica fetcher client id
 // ("broker-3-fetcher-0") or a raft client id ("raft-client-68").
 func FetcherNode(id string) (int32, bool) {

@@ -1,0 +1,158 @@
+package decode
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// Facts about requests and responses that several rules need, computed
+// one way here rather than in each rule.
+
+// PartitionRef names a partition by topic name, or by topic id in the
+// versions that name topics by id (the caller names them: flows.Nodes).
+type PartitionRef struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+}
+
+// FetchOffsets calls fn for each partition a Fetch request asks for, with
+// its fetch offset, in request order.
+func FetchOffsets(r *kmsg.FetchRequest, fn func(p PartitionRef, offset int64)) {
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			fn(PartitionRef{t.Topic, t.TopicID, p.Partition}, p.FetchOffset)
+		}
+	}
+}
+
+// LeaderHint is a partition's leader as a response names it: a Metadata
+// partition's leader (Source "metadata"), or the CurrentLeader that a
+// Produce (v10+) or Fetch (v12+) answer carries with NOT_LEADER_OR_FOLLOWER
+// or FENCED_LEADER_EPOCH (KIP-951; Source "produce" or "fetch"). Leader is
+// -1 when none is named.
+type LeaderHint struct {
+	PartitionRef
+	Leader, Epoch int32
+	ErrorCode     int16
+	Source        string
+}
+
+// LeaderHints calls fn for each partition a Metadata, Produce or Fetch
+// response names a leader for (Metadata: every partition, with its error
+// code; Produce and Fetch: those carrying a CurrentLeader with a leader).
+func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				fn(LeaderHint{PartitionRef{name, t.TopicID, p.Partition}, p.Leader, p.LeaderEpoch, p.ErrorCode, "metadata"})
+			}
+		}
+	case *kmsg.ProduceResponse:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 10 {
+					fn(LeaderHint{PartitionRef{t.Topic, t.TopicID, p.Partition}, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch, p.ErrorCode, "produce"})
+				}
+			}
+		}
+	case *kmsg.FetchResponse:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 12 {
+					fn(LeaderHint{PartitionRef{t.Topic, t.TopicID, p.Partition}, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch, p.ErrorCode, "fetch"})
+				}
+			}
+		}
+	}
+}
+
+// RequestTopics calls fn for each topic a request names, in request order,
+// for the requests that name topics (Produce, Fetch, ListOffsets,
+// Metadata, OffsetCommit, OffsetFetch, OffsetForLeaderEpoch,
+// DeleteRecords, CreateTopics, DeleteTopics, CreatePartitions), and
+// returns how many.
+func RequestTopics(req kmsg.Request, fn func(name string, id [16]byte)) int {
+	n := 0
+	emit := func(name string, id [16]byte) {
+		n++
+		if fn != nil {
+			fn(name, id)
+		}
+	}
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, t.TopicID)
+		}
+	case *kmsg.FetchRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, t.TopicID)
+		}
+	case *kmsg.ListOffsetsRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+	case *kmsg.MetadataRequest:
+		for _, t := range r.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			emit(name, t.TopicID)
+		}
+	case *kmsg.OffsetCommitRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, t.TopicID)
+		}
+	case *kmsg.OffsetFetchRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+		for _, g := range r.Groups {
+			for _, t := range g.Topics {
+				emit(t.Topic, t.TopicID)
+			}
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+	case *kmsg.DeleteRecordsRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+	case *kmsg.CreateTopicsRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+	case *kmsg.DeleteTopicsRequest:
+		for _, t := range r.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			emit(name, t.TopicID)
+		}
+		if len(r.Topics) == 0 {
+			for _, name := range r.TopicNames {
+				emit(name, [16]byte{})
+			}
+		}
+	case *kmsg.CreatePartitionsRequest:
+		for _, t := range r.Topics {
+			emit(t.Topic, [16]byte{})
+		}
+	}
+	return n
+}

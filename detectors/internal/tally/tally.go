@@ -1,0 +1,238 @@
+// Package tally holds the small bounded collections rules count with:
+// sets of ids, the first few error codes, counts per API key, and the
+// connections a finding involves.
+package tally
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// IDs is a set of ids (node ids, connection ids); negative ids (unknown)
+// are not added.
+type IDs map[int32]bool
+
+// Add adds id if it is known (>= 0).
+func (s IDs) Add(id int32) {
+	if id >= 0 {
+		s[id] = true
+	}
+}
+
+// Sorted returns the ids in order.
+func (s IDs) Sorted() []int32 {
+	out := make([]int32, 0, len(s))
+	for id := range s {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Ints returns the ids in order as ints.
+func (s IDs) Ints() []int {
+	out := make([]int, 0, len(s))
+	for _, id := range s.Sorted() {
+		out = append(out, int(id))
+	}
+	return out
+}
+
+// Codes counts the first four distinct error codes seen.
+type Codes [4]struct {
+	Code int16
+	N    int64
+}
+
+// Add counts code.
+func (t *Codes) Add(code int16) {
+	for i := range t {
+		if t[i].N == 0 {
+			t[i].Code = code
+		}
+		if t[i].Code == code {
+			t[i].N++
+			return
+		}
+	}
+}
+
+// Top is the most frequent code and its count (0, 0 if none).
+func (t *Codes) Top() (int16, int64) {
+	var code int16
+	var n int64
+	for _, c := range t {
+		if c.N > n {
+			code, n = c.Code, c.N
+		}
+	}
+	return code, n
+}
+
+// Parts lists the codes as "NAME xN".
+func (t *Codes) Parts() []string {
+	var parts []string
+	for _, c := range t {
+		if c.N > 0 {
+			parts = append(parts, fmt.Sprintf("%s x%d", decode.ErrorName(c.Code), c.N))
+		}
+	}
+	return parts
+}
+
+// APIs counts by API key: the usual keys in an array, so that counting
+// every exchange costs no map access.
+type APIs struct {
+	low  [128]int64
+	high map[int16]int64
+}
+
+// Add counts key.
+func (c *APIs) Add(key int16) {
+	if key >= 0 && int(key) < len(c.low) {
+		c.low[key]++
+		return
+	}
+	if c.high == nil {
+		c.high = make(map[int16]int64)
+	}
+	c.high[key]++
+}
+
+// Get is key's count.
+func (c *APIs) Get(key int16) int64 {
+	if key >= 0 && int(key) < len(c.low) {
+		return c.low[key]
+	}
+	return c.high[key]
+}
+
+// Conns are the connections a finding involves, the first Max of them.
+type Conns struct {
+	// Max bounds the connections kept (0: DefaultMaxConns); More
+	// counts those beyond it.
+	Max  int
+	More int
+	list []*flows.ConnInfo
+	seen map[*flows.ConnInfo]bool
+}
+
+// DefaultMaxConns is Conns' bound when Max is not set.
+const DefaultMaxConns = 256
+
+// Add adds c (nil is ignored).
+func (s *Conns) Add(c *flows.ConnInfo) {
+	if c == nil || s.seen[c] {
+		return
+	}
+	max := s.Max
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	if len(s.list) >= max {
+		s.More++
+		return
+	}
+	if s.seen == nil {
+		s.seen = make(map[*flows.ConnInfo]bool)
+	}
+	s.seen[c] = true
+	s.list = append(s.list, c)
+}
+
+// Len is how many are kept.
+func (s *Conns) Len() int { return len(s.list) }
+
+// List returns the connections kept, in the order added.
+func (s *Conns) List() []*flows.ConnInfo { return s.list }
+
+// IDs returns the connection ids, sorted.
+func (s *Conns) IDs() []int {
+	out := make([]int, 0, len(s.list))
+	for _, c := range s.list {
+		out = append(out, c.ID)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Servers returns the server addresses, sorted.
+func (s *Conns) Servers() []string {
+	set := map[string]bool{}
+	for _, c := range s.list {
+		set[c.Server.String()] = true
+	}
+	return text.SortedKeys(set)
+}
+
+// ServerAddrs returns the server addresses, typed, sorted.
+func (s *Conns) ServerAddrs() []netip.AddrPort {
+	var out []netip.AddrPort
+	seen := map[netip.AddrPort]bool{}
+	for _, c := range s.list {
+		if !seen[c.Server] {
+			seen[c.Server] = true
+			out = append(out, c.Server)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Compare(out[j]) < 0 })
+	return out
+}
+
+// ServerLabels returns the servers with their node ids where known.
+func (s *Conns) ServerLabels(n *flows.Nodes) []string {
+	set := map[string]bool{}
+	for _, c := range s.list {
+		if n != nil {
+			set[n.Label(c.Server, true)] = true
+		} else {
+			set[c.Server.String()] = true
+		}
+	}
+	return text.SortedKeys(set)
+}
+
+// Clients returns the client hosts (no port), sorted.
+func (s *Conns) Clients() []string {
+	set := map[string]bool{}
+	for _, c := range s.list {
+		set[c.Client.Addr().Unmap().String()] = true
+	}
+	return text.SortedKeys(set)
+}
+
+// ClientAddrs returns the client hosts, typed, sorted.
+func (s *Conns) ClientAddrs() []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, c := range s.list {
+		a := c.Client.Addr().Unmap()
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// Nodes returns the node ids of the servers and of clients that are nodes.
+func (s *Conns) Nodes(n *flows.Nodes) []int32 {
+	if n == nil {
+		return nil
+	}
+	ids := IDs{}
+	for _, c := range s.list {
+		ids.Add(n.Server(c.Server))
+		ids.Add(n.Host(c.Client.Addr()))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids.Sorted()
+}
