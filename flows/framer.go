@@ -675,7 +675,9 @@ func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
 
 // scanBatches records the record batches of a Produce request or Fetch
 // response.
-func (f *framer) scanBatches(m *Message, body any) {
+func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
+
+func scanBatches(m *Message, body any) {
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) == 0 {
 			return

@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
 // Analyzers returns every rule, in the order they are described.
@@ -21,7 +22,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["connection-refused"],
 		l["advertised-listener-conflict"],
 		l["error-storm"],
-		l["throttled"],
+		throttled.Analyzer,
 		l["unanswered-requests"],
 		l["slow-responses"],
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -25,6 +27,7 @@ type Harness struct {
 	set   *detectors.Set
 	dl    *flows.Delivery
 	conns []*flows.Conn
+	corr  map[*flows.Conn]int32
 	start time.Time
 	end   time.Time
 	pkt   uint64
@@ -38,7 +41,7 @@ func New(t testing.TB, settings map[string]map[string]string, analyzers ...*dete
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Harness{t: t, set: set, dl: flows.NewDelivery(set)}
+	return &Harness{t: t, set: set, dl: flows.NewDelivery(set), corr: map[*flows.Conn]int32{}}
 }
 
 // Nodes are the node identities learned from the events so far.
@@ -130,3 +133,26 @@ func (h *Harness) Snapshot() []detectors.Finding {
 func (h *Harness) pass() detectors.Pass {
 	return detectors.Pass{Nodes: h.dl.Nodes(), Conns: h.conns, Start: h.start, End: h.end}
 }
+
+// Call delivers a request from c at at, answered after lat (resp nil: the
+// request only, to be answered or not later), and returns both messages.
+// Correlation ids count from 1 per connection.
+func (h *Harness) Call(c *flows.Conn, at time.Time, lat time.Duration, clientID string, req kmsg.Request, resp kmsg.Response) (*flows.Message, *flows.Message) {
+	h.corr[c]++
+	q := flows.MakeRequest(c, at, h.corr[c], clientID, req)
+	h.Request(q)
+	if resp == nil {
+		return q, nil
+	}
+	r := flows.MakeResponse(q, at.Add(lat), resp)
+	h.Exchange(&flows.Exchange{Conn: c, Req: q, Resp: r})
+	return q, r
+}
+
+// Unanswered delivers the end of a request never answered.
+func (h *Harness) Unanswered(q *flows.Message) {
+	h.Exchange(&flows.Exchange{Conn: q.Conn, Req: q, Unanswered: true})
+}
+
+// At is T0 plus d.
+func At(d time.Duration) time.Time { return T0.Add(d) }

@@ -223,7 +223,7 @@ func (d *connRefused) finding(env *Env, srv netip.AddrPort, ep *refusedEndpoint)
 
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "From %s to %s UTC, %d connection %s (%d SYNs with retransmissions) from %s to %s %s. ",
-		ep.first.UTC().Format(stallTime), ep.last.UTC().Format(stallTime), ep.attempts,
+		text.Stamp(ep.first), text.Stamp(ep.last), ep.attempts,
 		text.Word(int(ep.attempts), "attempt", "attempts"), ep.syns, clientText, srv, how)
 	if ep.refused > 0 {
 		fmt.Fprintf(&ex, "A RST in answer to a SYN means the host is up but nothing listens on port %d (or a firewall rejects). ", srv.Port())

@@ -88,7 +88,6 @@ func Specs() []Spec {
 		connRefusedSpec(),
 		listenerConflictSpec(),
 		errorStormSpec(),
-		throttledSpec(),
 		unansweredSpec(),
 		slowResponsesSpec(),
 	}

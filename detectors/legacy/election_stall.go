@@ -393,7 +393,7 @@ func (d *electionStall) stallFinding(env *Env, topic string, st *stallTopic, ref
 	}
 
 	var ex strings.Builder
-	fmt.Fprintf(&ex, "From %s to %s UTC (%s of capture time", first.UTC().Format(stallTime), last.UTC().Format(stallTime), text.Duration(time.Duration(durS*float64(time.Second))))
+	fmt.Fprintf(&ex, "From %s to %s UTC (%s of capture time", text.Stamp(first), text.Stamp(last), text.Duration(time.Duration(durS*float64(time.Second))))
 	if ongoing {
 		ex.WriteString(", and still at the end of the capture")
 	}
@@ -524,7 +524,6 @@ func (d *electionStall) shortFinding(topic string, st *stallTopic, ids []int32) 
 	}
 }
 
-const stallTime = "2006-01-02 15:04:05.000"
 
 // intervalUnionLen is the number of integers covered by closed intervals.
 func intervalUnionLen(iv [][2]int64) int64 {

@@ -409,3 +409,12 @@ func opsClientFilter(ids []string) string {
 	}
 	return " --client-id " + ids[0]
 }
+
+func opsHasPacket(ev []Evidence, e Evidence) bool {
+	for _, x := range ev {
+		if x.File == e.File && x.Packet == e.Packet {
+			return true
+		}
+	}
+	return false
+}

@@ -263,7 +263,7 @@ func (d *listenerConflict) sharedFinding(env *Env, is *advertIssue) Finding {
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%d %s %s from %s to %s, from %s to %s UTC, list nodes %s at the same address %s. ",
 		is.responses, strings.Join(is.apis, "/"), text.Word(int(is.responses), "response", "responses"), strings.Join(serverNodeLabels(env, servers), ", "), strings.Join(clients, ", "),
-		is.first.UTC().Format(stallTime), is.last.UTC().Format(stallTime), text.IDs(ids, 0), is.endpoint)
+		text.Stamp(is.first), text.Stamp(is.last), text.IDs(ids, 0), is.endpoint)
 	fmt.Fprintf(&ex, "Clients connect to a node at the address it advertises, so requests for nodes %s all go to whatever "+
 		"listens on %s, which is one process at most: requests for the others reach the wrong broker "+
 		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", text.IDs(ids, 0), is.endpoint)
@@ -340,7 +340,7 @@ func (d *listenerConflict) loopbackFinding(env *Env, is *advertIssue) Finding {
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%d %s %s from %s, from %s to %s UTC, give remote %s %s the loopback %s %s for %s. ",
 		is.responses, strings.Join(is.apis, "/"), text.Word(int(is.responses), "response", "responses"),
-		strings.Join(serverNodeLabels(env, servers), ", "), is.first.UTC().Format(stallTime), is.last.UTC().Format(stallTime),
+		strings.Join(serverNodeLabels(env, servers), ", "), text.Stamp(is.first), text.Stamp(is.last),
 		text.Word(len(all), "client", "clients"), strings.Join(all, ", "),
 		text.Word(len(eps), "address", "addresses"), strings.Join(eps, ", "), nodes)
 	ex.WriteString("A loopback address means the client's own host: after bootstrapping, the client connects to itself, " +

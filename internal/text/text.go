@@ -47,6 +47,10 @@ func Rate(n int64, d time.Duration) float64 {
 // Clock is a time of day in UTC to the millisecond, "15:04:05.000".
 func Clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
 
+// Stamp is a date and time in UTC to the millisecond,
+// "2006-01-02 15:04:05.000".
+func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") }
+
 // Plural is a count with its noun: "1 batch", "3 batches".
 func Plural[N ~int | ~int32 | ~int64](n N, one, many string) string {
 	return strconv.FormatInt(int64(n), 10) + " " + Word(n, one, many)

@@ -1,0 +1,79 @@
+package detectortest
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kfsniff/kfsniff/detectors"
+)
+
+// Want is what a finding must show: its severity, the counts and fields
+// named (others are not compared), and strings its summary must contain.
+type Want struct {
+	Severity detectors.Severity
+	Counts   map[string]int64
+	Fields   map[string]any
+	Summary  []string
+	// Evidence, if set, are packets that must be among the evidence.
+	Evidence []uint64
+}
+
+// Check compares the findings of rule with want, in order: the same
+// number, and each as its Want says. It reports every difference.
+func Check(t testing.TB, findings []detectors.Finding, rule string, want ...Want) {
+	t.Helper()
+	var got []detectors.Finding
+	for _, f := range findings {
+		if f.Detector == rule {
+			got = append(got, f)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d %s findings, want %d:%s", len(got), rule, len(want), Describe(got))
+		return
+	}
+	for i, w := range want {
+		f := got[i]
+		if f.Severity != w.Severity {
+			t.Errorf("%s finding %d: severity %s, want %s: %s", rule, i, f.Severity, w.Severity, f.Summary)
+		}
+		for k, n := range w.Counts {
+			if v, ok := f.Counts[k]; !ok || v != n {
+				t.Errorf("%s finding %d: count %s = %d (present %v), want %d", rule, i, k, v, ok, n)
+			}
+		}
+		for k, v := range w.Fields {
+			if g, ok := f.Fields[k]; !ok || !reflect.DeepEqual(g, v) {
+				t.Errorf("%s finding %d: field %s = %#v (present %v), want %#v", rule, i, k, g, ok, v)
+			}
+		}
+		for _, s := range w.Summary {
+			if !strings.Contains(f.Summary, s) {
+				t.Errorf("%s finding %d: summary %q lacks %q", rule, i, f.Summary, s)
+			}
+		}
+		for _, p := range w.Evidence {
+			found := false
+			for _, e := range f.Evidence {
+				found = found || e.Packet == p
+			}
+			if !found {
+				t.Errorf("%s finding %d: no evidence at packet %d", rule, i, p)
+			}
+		}
+		if f.Explanation == "" || f.Next == "" {
+			t.Errorf("%s finding %d: every finding says what it means and what to check next", rule, i)
+		}
+	}
+}
+
+// Describe lists findings, for failure messages.
+func Describe(fs []detectors.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "\n  %s %s: %s counts=%v fields=%v", f.Severity, f.Detector, f.Summary, f.Counts, f.Fields)
+	}
+	return b.String()
+}

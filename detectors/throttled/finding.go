@@ -1,0 +1,75 @@
+package throttled
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is one client id throttled on one API. Its exported fields are
+// the finding's "fields".
+type Finding struct {
+	ClientID      string   `json:"client_id"`
+	API           string   `json:"api"`
+	Clients       []string `json:"clients"`
+	Servers       []string `json:"servers"`
+	Quota         string   `json:"quota"`
+	Versions      []int    `json:"versions"`
+	AfterResponse bool     `json:"after_response"`
+
+	key          int16
+	n            int64
+	total, max   time.Duration
+	first, last  time.Time
+	before       bool
+	warning      bool
+	serverLabels []string
+	dropped      int64
+	p            Params
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	return fmt.Sprintf("client %q throttled on %s: %s, %s in all (longest %s) by %s",
+		f.ClientID, f.API, strconv.FormatInt(f.n, 10)+" response(s)", text.Duration(f.total), text.Duration(f.max),
+		text.List(f.serverLabels, 3))
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	how := "The broker sent each response at once and then stopped reading from the connection for the throttle " +
+		"time (KIP-219, newer versions), so the client's next requests waited."
+	if f.before && !f.AfterResponse {
+		how = "At these versions the broker held each response back for the throttle time, so the throttle shows " +
+			"as latency."
+	} else if f.before {
+		how = "Older versions held the response back for the throttle time; newer ones (KIP-219) send it at once " +
+			"and stop reading from the connection for that long."
+	}
+	expl := fmt.Sprintf("%d %s response(s) from %s to client id %q, between %s and %s, carried throttleTimeMs > 0: %s "+
+		"in all, the longest %s. A broker throttles a client that exceeds its quota; for %s that is most likely %s. %s",
+		f.n, f.API, strings.Join(f.serverLabels, ", "), f.ClientID, text.Clock(f.first), text.Clock(f.last),
+		text.Duration(f.total), text.Duration(f.max), f.API, f.Quota, how)
+	if !f.warning {
+		expl += fmt.Sprintf(" Below %d responses and %s in all this is a short burst, not sustained throttling.",
+			f.p.MinResponses, text.Duration(f.p.MinTotal))
+	}
+	if f.dropped > 0 {
+		expl += fmt.Sprintf(" (%d more throttled responses of other clients were not grouped: too many client ids.)", f.dropped)
+	}
+	return expl
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	return fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --describe --entity-type clients "+
+		"--entity-name %q (and --entity-type users for the client's principal) shows the quotas that apply; the "+
+		"broker metrics kafka.server:type=%s,client-id=%s (throttle-time, byte-rate or request-time) show how far "+
+		"over it the client is. Raise the quota or spread the load.",
+		f.ClientID, metric(f.key), f.ClientID)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

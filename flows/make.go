@@ -1,0 +1,35 @@
+package flows
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// Messages made outside an Analyzer (tests, tools), filled as the analyzer
+// fills those it decodes: size, role, record batches, error codes.
+
+// MakeRequest returns a request on c with correlation id corr, sent at at
+// (req's version must be set).
+func MakeRequest(c *Conn, at time.Time, corr int32, clientID string, req kmsg.Request) *Message {
+	m := &Message{Conn: c, Time: at, FirstTime: at, Key: req.Key(), Version: req.GetVersion(), Correlation: corr,
+		ClientID: clientID, Req: req}
+	id := clientID
+	m.Size = len(decode.AppendRequestFrame(nil, corr, &id, req))
+	scanBatches(m, req)
+	m.Role = RoleOf(m)
+	return m
+}
+
+// MakeResponse returns the response to req, completed at at (resp's
+// version must be set).
+func MakeResponse(req *Message, at time.Time, resp kmsg.Response) *Message {
+	m := &Message{Conn: req.Conn, Response: true, Time: at, FirstTime: at, Key: req.Key, Version: req.Version,
+		Correlation: req.Correlation, ClientID: req.ClientID, Role: req.Role, Resp: resp}
+	m.Size = len(decode.AppendResponseFrame(nil, req.Correlation, resp))
+	scanBatches(m, resp)
+	m.ErrorCodes = errorCounts(resp, nil)
+	return m
+}
