@@ -74,7 +74,12 @@ type Conn struct {
 	Bytes          [2]int64
 	Packets        [2]int64
 
-	Gaps          int
+	Gaps int
+	// FragLost counts the IP datagrams of this connection that could not
+	// be reassembled from their fragments, FragLostBytes the bytes of
+	// their fragments (see defrag.go).
+	FragLost      int
+	FragLostBytes int64
 	FramingErrors int
 	DecodeErrors  int
 	UnknownAPIs   int

@@ -90,6 +90,9 @@ type stream struct {
 	// to tell a hole cut by the snaplen from one lost in the network
 	// (allocated at the first cut packet).
 	cuts *cutPoints
+	// lostFrags are IP datagrams of the connection lost before it was
+	// known as Kafka (Analyzer.fragLost), counted on its Conn when made.
+	lostFrags []lostFrag
 }
 
 // cutPoints are, per direction, the last maxCuts packets cut by the
