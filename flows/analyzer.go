@@ -184,6 +184,13 @@ type Analyzer struct {
 	bufs  buffers
 	// frag reassembles IP fragments (nil with Config.Defragmented).
 	frag *defrag
+	// gens numbers the streams' reassembly keys; superseded are the
+	// streams a new connection on their 4-tuple replaced while
+	// reassembly still held some of their bytes; rst is the segment
+	// that drops a finished stream's reassembly state (life.go).
+	gens       uint64
+	superseded []*stream
+	rst        layers.TCP
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which
@@ -513,7 +520,13 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	t := a.tcp
 	key, flipped := makeKey(src, dst)
 	a.trackSYN(p, key, flipped, src, dst)
+	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	s := a.streams[key]
+	if s != nil && t.SYN && s.reopenedBy(t, src) {
+		// A new connection on the 4-tuple (life.go).
+		a.supersede(s, p.Time)
+		s = nil
+	}
 	if s != nil && s.ignore && !(t.SYN && !t.ACK) {
 		return
 	}
@@ -522,9 +535,14 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		// (or that already ended): nothing to reassemble.
 		return
 	}
-	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
-	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
-	if maxStreams := a.cfg.MaxStreams; len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {
+	gen := a.gens + 1 // a new stream's
+	if s != nil {
+		gen = s.gen
+	} else {
+		a.gens++
+	}
+	a.asm.AssembleWithContext(netFlow(src, dst, gen), t, &a.ctx)
+	if maxStreams := a.cfg.MaxStreams; len(a.streams)+len(a.superseded) > maxStreams && len(a.born) > maxStreams/2 {
 		// Connection churn (SYN floods, port scans): the older half of
 		// the connections not heard from since they were created is
 		// closed early; a Kafka connection among them resumes when it
@@ -538,16 +556,6 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		a.flushNow = false
 		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
 	}
-}
-
-func netFlow(src, dst netip.AddrPort) gopacket.Flow {
-	s, d := src.Addr(), dst.Addr()
-	if s.Is4() {
-		s4, d4 := s.As4(), d.As4()
-		return gopacket.NewFlow(layers.EndpointIPv4, s4[:], d4[:])
-	}
-	s16, d16 := s.As16(), d.As16()
-	return gopacket.NewFlow(layers.EndpointIPv6, s16[:], d16[:])
 }
 
 // FlushClock decides when an analyzer flushes on the clock: after 1024
@@ -589,6 +597,10 @@ func (a *Analyzer) Flush(p *capture.Packet) {
 }
 
 func (a *Analyzer) flush(now time.Time) {
+	if len(a.superseded) > 0 {
+		// After the flush, which pushes through what they hold.
+		defer a.finishSuperseded(now)
+	}
 	prev := a.lastFlush
 	a.lastFlush = now
 	if a.cfg.IdleTimeout > 0 && now.Sub(a.lastIdle) >= a.cfg.IdleTimeout/4 {
