@@ -159,8 +159,8 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	s.packets[d]++
 	if !skip {
 		s.bytes[d] += int64(len(tcp.Payload))
-		s.trackSeq(tcp, d)
 	}
+	s.trackSeq(tcp, d, !skip)
 	if tcp.ACK {
 		s.ack[d], s.ackKnown[d] = tcp.Ack, true
 	}
@@ -202,16 +202,19 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 // retransmission follows an ACK). Reassembly is then flushed at once rather
 // than after the reorder window, so that requests are not held back while
 // their responses are already being paired.
-func (s *stream) trackSeq(tcp *layers.TCP, d int) {
+//
+// own is false for a segment that does not start its direction (see
+// startsAt): only its ACK counts.
+func (s *stream) trackSeq(tcp *layers.TCP, d int, own bool) {
 	seq := tcp.Seq
 	if tcp.SYN {
 		seq++
 	}
-	if !s.seqKnown[d] {
+	if own && !s.seqKnown[d] {
 		s.seqBase[d], s.seqKnown[d] = seq, true
 		s.maxSeen[d] = seq
 	}
-	if end := seq + uint32(len(tcp.Payload)); int32(end-s.maxSeen[d]) > 0 {
+	if end := seq + uint32(len(tcp.Payload)); own && int32(end-s.maxSeen[d]) > 0 {
 		s.maxSeen[d] = end
 	}
 	o := 1 - d
