@@ -64,6 +64,17 @@ type Config struct {
 	// with packets given to the analyzer by PacketAt at the same places.
 	// If nil, the analyzer learns them from its own packets.
 	Listeners *Listeners
+	// FragTimeout (capture time) gives up an IP datagram whose fragments
+	// have not all come; MaxFragDatagrams and MaxFragBytes bound the
+	// datagrams being reassembled and the bytes they hold (the oldest is
+	// given up first). See defrag.go.
+	FragTimeout      time.Duration
+	MaxFragDatagrams int
+	MaxFragBytes     int
+	// Defragmented says IP fragments are reassembled before this
+	// analyzer, by the Sharder that feeds it: fragments are only counted,
+	// and reassembled datagrams and the losses come through Do.
+	Defragmented bool
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -80,23 +91,33 @@ func DefaultConfig() Config {
 		MaxStreams:       20000,
 		MaxPendingTotal:  100000,
 		BufferBudget:     64 << 20,
+		FragTimeout:      defaultFragTimeout,
+		MaxFragDatagrams: defaultFragDatagrams,
+		MaxFragBytes:     defaultFragBytes,
 	}
 }
 
 // Stats are capture-wide counters.
 type Stats struct {
-	Packets      int64
-	Bytes        int64
-	NonIP        int64 // frames with no IPv4/IPv6 (ARP, LLC, ...)
-	NonTCP       int64 // IP packets that are not TCP (UDP, ICMP, ...)
-	Fragments    int64 // IP fragments (not reassembled)
-	Truncated    int64 // packets cut by the snaplen
-	BadPackets   int64 // headers that do not decode
-	TCPPackets   int64
-	KafkaPackets int64
-	OtherTCP     int64 // TCP connections not recognised as Kafka
-	FirstTime    time.Time
-	LastTime     time.Time
+	Packets   int64
+	Bytes     int64
+	NonIP     int64 // frames with no IPv4/IPv6 (ARP, LLC, ...)
+	NonTCP    int64 // IP packets that are not TCP (UDP, ICMP, ...)
+	Fragments int64 // IP fragments (IPv4, or IPv6 fragment header)
+	// Reassembled counts the IP datagrams rebuilt from fragments;
+	// FragLost the datagrams that could not be, by reason (FragMissing,
+	// ...), and FragLostBytes the bytes of their fragments. Losses are
+	// also counted on the connection when the first fragment named it.
+	Reassembled   int64
+	FragLost      map[string]int64
+	FragLostBytes int64
+	Truncated     int64 // packets cut by the snaplen
+	BadPackets    int64 // headers that do not decode
+	TCPPackets    int64
+	KafkaPackets  int64
+	OtherTCP      int64 // TCP connections not recognised as Kafka
+	FirstTime     time.Time
+	LastTime      time.Time
 	// FirstBad is the first undecodable packet, for the report.
 	FirstBad     uint64
 	FirstBadFile int
@@ -187,6 +208,15 @@ type Analyzer struct {
 	order     uint64
 	gathering int
 	gathered  []Event
+	// frag reassembles IP fragments (nil with Config.Defragmented).
+	frag *defrag
+	// gens numbers the streams' reassembly keys; superseded are the
+	// streams a new connection on their 4-tuple replaced while
+	// reassembly still held some of their bytes; rst is the segment
+	// that drops a finished stream's reassembly state (life.go).
+	gens       uint64
+	superseded []*stream
+	rst        layers.TCP
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which
@@ -220,6 +250,9 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	a.listeners = cfg.Listeners
 	if a.listeners == nil {
 		a.listeners, a.learn = NewListeners(), true
+	}
+	if !cfg.Defragmented {
+		a.frag = newDefrag(&a.cfg)
 	}
 	return a
 }
@@ -277,6 +310,14 @@ const maxIdle = 65536
 // first) into Stats.Evicted when the table is full.
 func (a *Analyzer) addConn(c *Conn) {
 	a.conns = append(a.conns, c)
+	if key, _ := makeKey(c.Client, c.Server); a.streams[key] != nil && a.streams[key].conn == c {
+		// IP datagrams of the connection lost before it was known.
+		s := a.streams[key]
+		for _, l := range s.lostFrags {
+			c.fragLost(int64(l.bytes), l.problem)
+		}
+		s.lostFrags = nil
+	}
 	if a.cfg.MaxConns <= 0 || len(a.conns) <= a.cfg.MaxConns {
 		return
 	}
@@ -345,6 +386,10 @@ func (a *Analyzer) packet(p *capture.Packet) {
 	if len(p.Data) < p.Len {
 		st.Truncated++
 	}
+	if a.frag != nil && a.frag.pending() {
+		a.frag.expire(p.Time)
+		a.fragLosses()
+	}
 	kind, src, dst, err := a.hdr.parse(p)
 	switch kind {
 	case pktNonIP:
@@ -355,6 +400,7 @@ func (a *Analyzer) packet(p *capture.Packet) {
 		return
 	case pktFragment:
 		st.Fragments++
+		a.reassemble(p, 0)
 		return
 	case pktNonTCP:
 		st.NonTCP++
@@ -362,6 +408,148 @@ func (a *Analyzer) packet(p *capture.Packet) {
 	}
 	st.TCPPackets++
 	a.tcpPacket(p, src, dst)
+}
+
+// reassemble hands the fragment the headers just parsed, of packet p, to
+// reassembly, and analyses the datagram it completes.
+func (a *Analyzer) reassemble(p *capture.Packet, depth int) {
+	if a.frag == nil || !reassembles(&a.hdr.frag) {
+		return
+	}
+	dg := a.frag.add(p, &a.hdr.frag)
+	a.fragLosses()
+	if dg != nil && depth < maxNesting {
+		a.datagram(dg, depth)
+	}
+}
+
+// datagram analyses an IP datagram reassembled from fragments, at the
+// packet of its last fragment.
+func (a *Analyzer) datagram(p *capture.Packet, depth int) {
+	st := &a.stats
+	st.Reassembled++
+	cur := a.cur
+	a.cur = p
+	defer func() { a.cur = cur }()
+	kind, src, dst, err := a.hdr.parse(p)
+	switch kind {
+	case pktTCP:
+		st.TCPPackets++
+		a.tcpPacket(p, src, dst)
+	case pktBad:
+		a.bad(p, "bad IP/TCP header in a datagram reassembled from fragments: "+err.Error())
+	case pktFragment:
+		// A tunnel's inner datagram, fragmented too.
+		a.reassemble(p, depth+1)
+	case pktNonTCP:
+		st.NonTCP++
+	}
+}
+
+// fragLosses counts the datagrams reassembly gave up.
+func (a *Analyzer) fragLosses() {
+	for i := range a.frag.lost {
+		a.fragLost(&a.frag.lost[i])
+	}
+	a.frag.lost = a.frag.lost[:0]
+}
+
+// fragLost counts a datagram that could not be reassembled, capture-wide
+// and on its connection when its first fragment named one.
+func (a *Analyzer) fragLost(l *FragLoss) {
+	st := &a.stats
+	if st.FragLost == nil {
+		st.FragLost = make(map[string]int64)
+	}
+	st.FragLost[l.Why]++
+	st.FragLostBytes += int64(l.Bytes)
+	if !l.TCP {
+		return
+	}
+	what := map[string]string{
+		FragMissing: "a fragment never came",
+		FragOverlap: "fragments overlap with different bytes",
+		FragBound:   "dropped to keep within the reassembly bounds",
+		FragSnaplen: "a fragment was cut by the snaplen",
+	}[l.Why]
+	pr := Problem{File: l.File, Packet: l.Packet, What: fmt.Sprintf("IP datagram from %s not reassembled (%s): %d fragments, %d bytes dropped; its TCP data is lost",
+		l.Src, what, l.Fragments, l.Bytes)}
+	key, _ := makeKey(l.Src, l.Dst)
+	if s := a.streams[key]; s != nil && s.conn == nil {
+		// Not known as Kafka yet: counted on the connection if it
+		// becomes one (addConn).
+		if !s.ignore {
+			s.lostFrags = append(s.lostFrags, lostFrag{bytes: l.Bytes, problem: pr})
+		}
+		return
+	}
+	if c := a.connOf(key, l.Src, l.Dst); c != nil {
+		c.fragLost(int64(l.Bytes), pr)
+	}
+}
+
+// lostFrag is a datagram lost on a connection not known as Kafka yet.
+type lostFrag struct {
+	bytes   int
+	problem Problem
+}
+
+func (c *Conn) fragLost(bytes int64, pr Problem) {
+	c.FragLost++
+	c.FragLostBytes += bytes
+	c.problem(pr.File, pr.Packet, pr.What)
+}
+
+// connOf returns the Kafka connection between x and y (whose key is key):
+// the current one on that 4-tuple, or else the last one reported (it may
+// have ended).
+func (a *Analyzer) connOf(key tupleKey, x, y netip.AddrPort) *Conn {
+	if s := a.streams[key]; s != nil {
+		return s.conn
+	}
+	for i := len(a.conns) - 1; i >= 0 && i >= len(a.conns)-64; i-- {
+		c := a.conns[i]
+		if c.Client == x && c.Server == y || c.Client == y && c.Server == x {
+			return c
+		}
+	}
+	return nil
+}
+
+// WorkKind says what a Work asks of an analyzer.
+type WorkKind uint8
+
+// What a Work asks.
+const (
+	WorkPacket   WorkKind = iota // analyse a captured packet (Packet)
+	WorkDatagram                 // analyse an IP datagram reassembled from fragments
+	WorkLoss                     // count a datagram that could not be reassembled
+)
+
+// Work is one thing to do for one analyzer of a sharded analysis, at one
+// captured packet (see Sharder.Route).
+type Work struct {
+	Kind   WorkKind
+	Packet *capture.Packet // WorkPacket, WorkDatagram
+	Loss   FragLoss        // WorkLoss
+	// Seq is the place of the captured packet among all packets of the
+	// analysis (see PacketAt).
+	Seq uint64
+}
+
+// Do does w, routed to this analyzer by a Sharder (with Config.Defragmented).
+func (a *Analyzer) Do(w *Work) {
+	switch w.Kind {
+	case WorkPacket:
+		a.PacketAt(w.Packet, w.Seq)
+	case WorkDatagram:
+		a.seq = w.Seq
+		a.cur = w.Packet
+		a.lastFile, a.lastN = w.Packet.File, w.Packet.N
+		a.datagram(w.Packet, 0)
+	case WorkLoss:
+		a.fragLost(&w.Loss)
+	}
 }
 
 func (a *Analyzer) bad(p *capture.Packet, why string) {
@@ -376,7 +564,13 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	t := a.tcp
 	key, flipped := makeKey(src, dst)
 	a.trackSYN(p, key, flipped, src, dst)
+	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	s := a.streams[key]
+	if s != nil && t.SYN && s.reopenedBy(t, src) {
+		// A new connection on the 4-tuple (life.go).
+		a.supersede(s, p.Time)
+		s = nil
+	}
 	if s != nil && s.ignore && !(t.SYN && !t.ACK) {
 		return
 	}
@@ -394,9 +588,14 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
 		a.scatter()
 	}
-	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
-	a.asm.AssembleWithContext(netFlow(src, dst), t, &a.ctx)
-	if maxStreams := a.cfg.MaxStreams; len(a.streams) > maxStreams && len(a.born) > maxStreams/2 {
+	gen := a.gens + 1 // a new stream's
+	if s != nil {
+		gen = s.gen
+	} else {
+		a.gens++
+	}
+	a.asm.AssembleWithContext(netFlow(src, dst, gen), t, &a.ctx)
+	if maxStreams := a.cfg.MaxStreams; len(a.streams)+len(a.superseded) > maxStreams && len(a.born) > maxStreams/2 {
 		// Connection churn (SYN floods, port scans): the older half of
 		// the connections not heard from since they were created is
 		// closed early; a Kafka connection among them resumes when it
@@ -412,16 +611,6 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
 		a.scatter()
 	}
-}
-
-func netFlow(src, dst netip.AddrPort) gopacket.Flow {
-	s, d := src.Addr(), dst.Addr()
-	if s.Is4() {
-		s4, d4 := s.As4(), d.As4()
-		return gopacket.NewFlow(layers.EndpointIPv4, s4[:], d4[:])
-	}
-	s16, d16 := s.As16(), d.As16()
-	return gopacket.NewFlow(layers.EndpointIPv6, s16[:], d16[:])
 }
 
 // FlushClock decides when an analyzer flushes on the clock: after 1024
@@ -465,6 +654,10 @@ func (a *Analyzer) Flush(p *capture.Packet) {
 func (a *Analyzer) flush(now time.Time) {
 	a.gather()
 	defer a.scatter()
+	if len(a.superseded) > 0 {
+		// After the flush, which pushes through what they hold.
+		defer a.finishSuperseded(now)
+	}
 	prev := a.lastFlush
 	a.lastFlush = now
 	if len(a.holders) > 0 {
@@ -510,10 +703,16 @@ func (a *Analyzer) Close() {
 	a.closed = true
 	a.cur = nil
 	a.phase = 1
-	// The end of every stream: the connections still held are decided,
-	// then reassembly hands over what it holds; events in the order of
-	// the streams' first packets (gather).
+	// The end of every stream: datagrams still missing fragments are
+	// lost, counted on their connections before these end; the
+	// connections still held are decided; then reassembly hands over
+	// what it holds. Events in the order of the streams' first packets
+	// (gather).
 	a.gather()
+	if a.frag != nil {
+		a.frag.end()
+		a.fragLosses()
+	}
 	a.decideHolders(func(*stream) bool { return true })
 	a.asm.FlushAll()
 	a.scatter()

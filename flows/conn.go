@@ -100,9 +100,14 @@ type Conn struct {
 	// and LastGap place the first and last hole.
 	Lost, Cut         [2]int64
 	FirstGap, LastGap Place
-	FramingErrors     int
-	DecodeErrors      int
-	UnknownAPIs       int
+	// FragLost counts the IP datagrams of this connection that could not
+	// be reassembled from their fragments, FragLostBytes the bytes of
+	// their fragments (see defrag.go).
+	FragLost      int
+	FragLostBytes int64
+	FramingErrors int
+	DecodeErrors  int
+	UnknownAPIs   int
 	// Skipped counts bytes not decoded, by reason.
 	Skipped map[string]int64
 	// Problems lists the first few framing and decoding problems with

@@ -1,6 +1,9 @@
 package flows
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/google/gopacket"
@@ -16,12 +19,13 @@ const (
 	pktTCP      pktKind = iota
 	pktNonIP            // no IPv4/IPv6 (ARP, LLC, ...)
 	pktBad              // headers that do not decode
-	pktFragment         // an IPv4 fragment
-	pktNonTCP           // UDP, ICMP, IPv6 extension headers...
+	pktFragment         // an IPv4 or IPv6 fragment (headers.frag describes it)
+	pktNonTCP           // UDP, ICMP, ...
 )
 
 // headers decodes IPv4/IPv6 and TCP with one reused gopacket parser per
-// first layer.
+// first layer, and follows IPv6 extension headers (which the parsers stop
+// at) by hand.
 type headers struct {
 	parser4, parser6 *gopacket.DecodingLayerParser
 	ip4              layers.IPv4
@@ -29,7 +33,35 @@ type headers struct {
 	tcp              layers.TCP
 	payload          gopacket.Payload
 	decoded          []gopacket.LayerType
+	// frag describes the packet when parse says pktFragment.
+	frag fragment
 }
+
+// fragment is an IP fragment as parse found it; its slices alias the
+// packet.
+type fragment struct {
+	v6       bool
+	src, dst netip.Addr
+	id       uint32
+	proto    uint8 // IPv4 protocol, or the fragment header's next header
+	// hdr is the IPv4 header, or the IPv6 header and the extension
+	// headers before the fragment header (the unfragmentable part);
+	// nhOff is, for IPv6, where in hdr the next-header byte naming the
+	// fragment header is.
+	hdr   []byte
+	nhOff int
+	// off is where data goes in the datagram's payload, in bytes; more
+	// is false for the last fragment.
+	off  int
+	more bool
+	// size is the fragment's length as its IP header says; data holds
+	// what the capture has of it (less when cut by the snaplen).
+	size int
+	data []byte
+}
+
+// cut says the capture holds less of the fragment than its IP length.
+func (f *fragment) cut() bool { return len(f.data) < f.size }
 
 func (h *headers) init() {
 	h.parser4 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &h.ip4, &h.ip6, &h.tcp, &h.payload)
@@ -39,13 +71,21 @@ func (h *headers) init() {
 	h.decoded = make([]gopacket.LayerType, 0, 4)
 }
 
+// maxNesting bounds the IP headers followed inside one packet (tunnels).
+const maxNesting = 4
+
 // parse decodes p's headers; for TCP it returns the endpoints (h.tcp
-// holds the segment), for pktBad the error.
+// holds the segment), for pktFragment the fragment's addresses (h.frag
+// describes it), for pktBad the error.
 func (h *headers) parse(p *capture.Packet) (kind pktKind, src, dst netip.AddrPort, err error) {
 	et, netb, _, ok := p.Link.Network(p.Data)
 	if !ok {
 		return pktNonIP, src, dst, nil
 	}
+	return h.parseIP(et, netb, 0)
+}
+
+func (h *headers) parseIP(et uint16, netb []byte, depth int) (kind pktKind, src, dst netip.AddrPort, err error) {
 	parser := h.parser4
 	if et == capture.EtherTypeIPv6 {
 		parser = h.parser6
@@ -56,17 +96,32 @@ func (h *headers) parse(p *capture.Packet) (kind pktKind, src, dst netip.AddrPor
 	}
 	var s, d netip.Addr
 	isTCP := false
-	for _, lt := range h.decoded {
+	for i, lt := range h.decoded {
 		switch lt {
 		case layers.LayerTypeIPv4:
-			if h.ip4.Flags&layers.IPv4MoreFragments != 0 || h.ip4.FragOffset != 0 {
-				return pktFragment, src, dst, nil
+			ip := &h.ip4
+			s, _ = netip.AddrFromSlice(ip.SrcIP.To4())
+			d, _ = netip.AddrFromSlice(ip.DstIP.To4())
+			if ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 {
+				h.frag = fragment{
+					src: s, dst: d, id: uint32(ip.Id), proto: uint8(ip.Protocol),
+					hdr: ip.Contents, off: int(ip.FragOffset) * 8, more: ip.Flags&layers.IPv4MoreFragments != 0,
+					size: int(ip.Length) - len(ip.Contents), data: ip.Payload,
+				}
+				if err := h.frag.check(); err != nil {
+					return pktBad, src, dst, err
+				}
+				return pktFragment, netip.AddrPortFrom(s, 0), netip.AddrPortFrom(d, 0), nil
 			}
-			s, _ = netip.AddrFromSlice(h.ip4.SrcIP.To4())
-			d, _ = netip.AddrFromSlice(h.ip4.DstIP.To4())
 		case layers.LayerTypeIPv6:
 			s, _ = netip.AddrFromSlice(h.ip6.SrcIP)
 			d, _ = netip.AddrFromSlice(h.ip6.DstIP)
+			if i == len(h.decoded)-1 && extension6(h.ip6.NextLayerType()) {
+				// The parser stops at extension headers other than
+				// hop-by-hop: follow them by hand, from the IPv6 header
+				// (a slice of netb).
+				return h.ext6(netb[cap(netb)-cap(h.ip6.Contents):], s, d, depth)
+			}
 		case layers.LayerTypeTCP:
 			isTCP = true
 		}
@@ -77,35 +132,234 @@ func (h *headers) parse(p *capture.Packet) (kind pktKind, src, dst netip.AddrPor
 	return pktTCP, netip.AddrPortFrom(s, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(d, uint16(h.tcp.DstPort)), nil
 }
 
-// Sharder assigns packets to shards by TCP connection, both directions of
-// a connection to the same shard, for running one deferred Analyzer per
-// shard.
-type Sharder struct {
-	hdr headers
-	n   int
+func extension6(lt gopacket.LayerType) bool {
+	switch lt {
+	case layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Fragment, layers.LayerTypeIPv6Destination,
+		layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPSecAH:
+		return true
+	}
+	return false
 }
 
-// NewSharder returns a Sharder over n shards.
-func NewSharder(n int) *Sharder {
-	s := &Sharder{n: n}
+// maxExtensions bounds the IPv6 extension headers followed in one packet.
+const maxExtensions = 8
+
+// IP protocol numbers met while following IPv6 extension headers.
+const (
+	protoHopByHop    = 0
+	protoIPv4        = 4
+	protoTCP         = 6
+	protoIPv6        = 41
+	protoRouting     = 43
+	protoFragment    = 44
+	protoAH          = 51
+	protoDestination = 60
+)
+
+// ext6 follows the extension headers of ip, an IPv6 packet from src to
+// dst (from its fixed header on, as captured), to TCP, a fragment header
+// or a tunnelled IP packet. A routing header with segments left names the
+// final destination, which TCP uses as the connection's (RFC 8200 8.1).
+func (h *headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind pktKind, s, d netip.AddrPort, err error) {
+	if len(ip) < 40 {
+		return pktBad, s, d, errors.New("IPv6 header cut")
+	}
+	whole := 40 + int(binary.BigEndian.Uint16(ip[4:]))
+	end := min(whole, len(ip))
+	nh, nhOff, at := ip[6], 6, 40
+	for range maxExtensions {
+		switch nh {
+		case protoTCP:
+			if err := h.tcp.DecodeFromBytes(ip[at:end], gopacket.NilDecodeFeedback); err != nil {
+				return pktBad, s, d, err
+			}
+			return pktTCP, netip.AddrPortFrom(src, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(dst, uint16(h.tcp.DstPort)), nil
+		case protoIPv4, protoIPv6:
+			if depth >= maxNesting {
+				return pktNonTCP, s, d, nil
+			}
+			et := uint16(capture.EtherTypeIPv4)
+			if nh == protoIPv6 {
+				et = capture.EtherTypeIPv6
+			}
+			return h.parseIP(et, ip[at:end], depth+1)
+		case protoFragment:
+			if end-at < 8 {
+				return pktBad, s, d, errors.New("IPv6 fragment header cut")
+			}
+			fh := ip[at:]
+			offMore := binary.BigEndian.Uint16(fh[2:])
+			h.frag = fragment{
+				v6: true, src: src, dst: dst, id: binary.BigEndian.Uint32(fh[4:]), proto: fh[0],
+				hdr: ip[:at], nhOff: nhOff, off: int(offMore>>3) * 8, more: offMore&1 != 0,
+				size: whole - at - 8, data: ip[at+8 : end],
+			}
+			if err := h.frag.check(); err != nil {
+				return pktBad, s, d, err
+			}
+			return pktFragment, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0), nil
+		case protoHopByHop, protoRouting, protoDestination, protoAH:
+			if end-at < 8 {
+				return pktBad, s, d, errors.New("IPv6 extension header cut")
+			}
+			n := (int(ip[at+1]) + 1) * 8
+			if nh == protoAH {
+				n = (int(ip[at+1]) + 2) * 4
+			}
+			if end-at < n {
+				return pktBad, s, d, errors.New("IPv6 extension header cut")
+			}
+			if nh == protoRouting && ip[at+3] > 0 {
+				if final, ok := finalDestination(ip[at : at+n]); ok {
+					dst = final
+				}
+			}
+			nh, nhOff, at = ip[at], at, at+n
+		default:
+			return pktNonTCP, s, d, nil
+		}
+	}
+	return pktNonTCP, s, d, nil
+}
+
+// finalDestination reads the last address of a routing header with
+// segments left (r is the whole header): type 0 (source route, last
+// address), type 2 (Mobile IPv6, the home address) and type 4 (segment
+// routing, segment list[0]).
+func finalDestination(r []byte) (netip.Addr, bool) {
+	var a []byte
+	switch r[2] {
+	case 0:
+		if n := (len(r) - 8) / 16; n > 0 {
+			a = r[8+16*(n-1) : 8+16*n]
+		}
+	case 2, 4:
+		if len(r) >= 24 {
+			a = r[8:24]
+		}
+	}
+	if a == nil {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom16([16]byte(a)), true
+}
+
+// maxDatagram is the largest IP datagram a fragment may belong to.
+const maxDatagram = 65535
+
+// check rejects a fragment that no datagram can hold: one ending past
+// the largest datagram, or a fragment followed by others whose length is
+// not a multiple of 8.
+func (f *fragment) check() error {
+	// An IPv4 datagram's length counts its header; an IPv6 payload
+	// length counts the extension headers before the fragment header.
+	hdr := len(f.hdr)
+	if f.v6 {
+		hdr -= 40
+	}
+	if f.size < 0 || hdr+f.off+f.size > maxDatagram {
+		return fmt.Errorf("IP fragment at %d of %d bytes ends past %d bytes", f.off, f.size, maxDatagram)
+	}
+	if f.more && (f.size == 0 || f.size%8 != 0) {
+		return fmt.Errorf("IP fragment at %d of %d bytes, not a multiple of 8, followed by others", f.off, f.size)
+	}
+	return nil
+}
+
+// Sharder assigns packets to shards by TCP connection, both directions of
+// a connection to the same shard, for running one deferred Analyzer per
+// shard (with Config.Defragmented). IP fragments carry no ports but in
+// their first fragment, so the Sharder reassembles them itself, before
+// sharding, and sends each datagram to its connection's shard.
+type Sharder struct {
+	hdr  headers
+	n    int
+	frag *defrag
+	work Work
+}
+
+// NewSharder returns a Sharder over n shards; cfg gives the bounds of
+// reassembly.
+func NewSharder(n int, cfg Config) *Sharder {
+	s := &Sharder{n: n, frag: newDefrag(&cfg)}
 	s.hdr.init()
 	return s
 }
 
-// Shard returns p's shard. Packets that are not TCP go to shard 0 (any
-// shard would do: they only add to counters).
-func (s *Sharder) Shard(p *capture.Packet) int {
-	if s.n == 1 {
-		return 0
+// Route hands what packet p asks of the analyzers to emit, in order: the
+// losses of datagrams given up at p (to their connection's shard), p
+// itself, and the datagrams p completes. Packets that are not TCP (IP
+// fragments among them) go to shard 0: any shard would do, they only add
+// to counters. The Work and its packet are valid only during emit.
+func (s *Sharder) Route(p *capture.Packet, emit func(shard int, w *Work)) {
+	if s.frag.pending() {
+		s.frag.expire(p.Time)
+		s.losses(emit)
 	}
+	s.work = Work{Kind: WorkPacket, Packet: p}
 	src, dst, ok := quickTCP(p)
-	if !ok {
-		// Whatever the quick look does not know, gopacket decides, as
-		// for the Analyzer.
-		var kind pktKind
-		if kind, src, dst, _ = s.hdr.parse(p); kind != pktTCP {
-			return 0
+	if ok {
+		emit(s.shard(src, dst), &s.work)
+		return
+	}
+	// Whatever the quick look does not know, gopacket decides, as for the
+	// Analyzer.
+	kind, src, dst, _ := s.hdr.parse(p)
+	if kind == pktTCP {
+		emit(s.shard(src, dst), &s.work)
+		return
+	}
+	emit(0, &s.work)
+	if kind == pktFragment {
+		s.reassemble(p, emit, 0)
+	}
+}
+
+// reassemble does what Analyzer.reassemble does, emitting the datagrams.
+func (s *Sharder) reassemble(p *capture.Packet, emit func(int, *Work), depth int) {
+	if !reassembles(&s.hdr.frag) {
+		return
+	}
+	dg := s.frag.add(p, &s.hdr.frag)
+	s.losses(emit)
+	if dg == nil || depth >= maxNesting {
+		return
+	}
+	kind, src, dst, _ := s.hdr.parse(dg)
+	shard := 0
+	if kind == pktTCP {
+		shard = s.shard(src, dst)
+	}
+	s.work = Work{Kind: WorkDatagram, Packet: dg}
+	emit(shard, &s.work)
+	if kind == pktFragment {
+		s.reassemble(dg, emit, depth+1)
+	}
+}
+
+// End emits the losses of the datagrams still in progress at the end of
+// the capture; call it after the last packet.
+func (s *Sharder) End(emit func(shard int, w *Work)) {
+	s.frag.end()
+	s.losses(emit)
+}
+
+func (s *Sharder) losses(emit func(int, *Work)) {
+	for _, l := range s.frag.lost {
+		shard := 0
+		if l.TCP {
+			shard = s.shard(l.Src, l.Dst)
 		}
+		s.work = Work{Kind: WorkLoss, Loss: l}
+		emit(shard, &s.work)
+	}
+	s.frag.lost = s.frag.lost[:0]
+}
+
+// shard returns the shard of the connection between src and dst.
+func (s *Sharder) shard(src, dst netip.AddrPort) int {
+	if s.n <= 1 {
+		return 0
 	}
 	k, _ := makeKey(src, dst)
 	// FNV-1a: deterministic, so that runs shard alike.

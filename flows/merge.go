@@ -8,6 +8,14 @@ func (s *Stats) Add(o *Stats) {
 	s.NonIP += o.NonIP
 	s.NonTCP += o.NonTCP
 	s.Fragments += o.Fragments
+	s.Reassembled += o.Reassembled
+	for k, v := range o.FragLost {
+		if s.FragLost == nil {
+			s.FragLost = make(map[string]int64)
+		}
+		s.FragLost[k] += v
+	}
+	s.FragLostBytes += o.FragLostBytes
 	s.Truncated += o.Truncated
 	s.BadPackets += o.BadPackets
 	s.TCPPackets += o.TCPPackets

@@ -21,20 +21,23 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	src := netip.AddrPortFrom(addrFrom(netFlow.Src()), uint16(tcp.SrcPort))
 	dst := netip.AddrPortFrom(addrFrom(netFlow.Dst()), uint16(tcp.DstPort))
 	key, _ := makeKey(src, dst)
-	if s := a.streams[key]; s != nil && !s.done {
-		return s
-	}
-	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1}
+	// Every stream has a reassembly key of its own (netFlow carries its
+	// generation, see Analyzer.tcpPacket): New is only called for a new
+	// connection.
+	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1, gen: generation(netFlow)}
 	s.first.file, s.first.pkt, s.first.t = a.packetPos()
 	s.firstSeq = a.seq
 	s.fr[0].s, s.fr[1].s = s, s
 	s.fr[1].resp = true
 	if c := a.idle[key]; c != nil {
-		// The connection went quiet for longer than the idle timeout
-		// and its reassembly state was dropped; it carries on under
-		// the same Conn, framed again from the next boundary.
 		delete(a.idle, key)
-		s.resume(c)
+		if !tcp.SYN {
+			// The connection went quiet for longer than the idle
+			// timeout and its reassembly state was dropped; it
+			// carries on under the same Conn, framed again from the
+			// next boundary. (A SYN opens a new one.)
+			s.resume(c)
+		}
 	}
 	a.streams[key] = s
 	a.born = append(a.born, a.cur.Time)
@@ -67,6 +70,8 @@ type stream struct {
 	// direction d carries bytes from ends[d] to ends[1-d].
 	ends      [2]netip.AddrPort
 	clientEnd int // index into ends, -1 until known
+	// gen makes the stream's reassembly key its own (see netFlow).
+	gen       uint64
 	handshake bool
 	midstream [2]bool
 	decided   bool
@@ -101,6 +106,20 @@ type stream struct {
 	// to tell a hole cut by the snaplen from one lost in the network
 	// (allocated at the first cut packet).
 	cuts *cutPoints
+	// The life of the TCP connection (life.go): SYNs seen per end, with
+	// their sequence numbers and whether they carried ACK; a FIN or RST
+	// seen; the last ACK number each end sent; and, once a new
+	// connection took the 4-tuple, when.
+	synSeen    [2]bool
+	synOnly    [2]bool
+	synSeq     [2]uint32
+	ended      bool
+	ackKnown   [2]bool
+	ack        [2]uint32
+	superseded time.Time
+	// lostFrags are IP datagrams of the connection lost before it was
+	// known as Kafka (Analyzer.fragLost), counted on its Conn when made.
+	lostFrags []lostFrag
 }
 
 // cutPoints are, per direction, the last maxCuts packets cut by the
@@ -117,30 +136,40 @@ const maxCuts = 32
 
 // Accept implements reassembly.Stream.
 func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
+	if s.done {
+		// A connection finished early (finish): this is the RST that
+		// closes its reassembly.
+		*start = nextSeq == -1
+		return true
+	}
 	d := dirIndex(dir)
-	switch {
-	case tcp.SYN && !tcp.ACK:
-		s.clientEnd = d
-		s.handshake = true
-	case tcp.SYN && tcp.ACK && !s.handshake && !s.decided:
-		// The capture began between the SYN and the SYN-ACK: the
-		// SYN-ACK's receiver is the client.
-		s.clientEnd = 1 - d
-		s.handshake = true
+	if tcp.SYN {
+		s.syn(tcp, d)
 	}
 	s.last.file, s.last.pkt, s.last.t = s.a.packetPos()
+	// A keep-alive or a bare ACK does not start a direction (see
+	// startsAt); the next data does.
+	skip := nextSeq == -1 && !tcp.SYN && !s.startsAt(tcp, d)
 	if nextSeq != -1 && len(tcp.Payload) > 0 && int32(tcp.Seq-uint32(nextSeq)) > 0 {
 		// Ahead of a hole: reassembly will hold it.
 		s.a.lastQueued = ci.Timestamp
 	}
-	if nextSeq == -1 && !tcp.SYN {
+	if nextSeq == -1 && !tcp.SYN && !skip {
 		// The capture began after this direction's SYN: start here.
 		*start = true
 		s.midstream[d] = true
 	}
 	s.packets[d]++
-	s.bytes[d] += int64(len(tcp.Payload))
-	s.trackSeq(tcp, d)
+	if !skip {
+		s.bytes[d] += int64(len(tcp.Payload))
+	}
+	s.trackSeq(tcp, d, !skip)
+	if tcp.ACK {
+		s.ack[d], s.ackKnown[d] = tcp.Ack, true
+	}
+	if tcp.FIN || tcp.RST {
+		s.ended = true
+	}
 	if p := s.a.cur; p != nil && len(p.Data) < p.Len && len(tcp.Payload) > 0 {
 		seq := tcp.Seq
 		if tcp.SYN {
@@ -167,7 +196,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 			c.Closed = s.fin[0] && s.fin[1]
 		}
 	}
-	return !s.ignore
+	return !s.ignore && !skip
 }
 
 // trackSeq notices when the peer acknowledges bytes of direction 1-d that
@@ -176,16 +205,19 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 // retransmission follows an ACK). Reassembly is then flushed at once rather
 // than after the reorder window, so that requests are not held back while
 // their responses are already being paired.
-func (s *stream) trackSeq(tcp *layers.TCP, d int) {
+//
+// own is false for a segment that does not start its direction (see
+// startsAt): only its ACK counts.
+func (s *stream) trackSeq(tcp *layers.TCP, d int, own bool) {
 	seq := tcp.Seq
 	if tcp.SYN {
 		seq++
 	}
-	if !s.seqKnown[d] {
+	if own && !s.seqKnown[d] {
 		s.seqBase[d], s.seqKnown[d] = seq, true
 		s.maxSeen[d] = seq
 	}
-	if end := seq + uint32(len(tcp.Payload)); int32(end-s.maxSeen[d]) > 0 {
+	if end := seq + uint32(len(tcp.Payload)); own && int32(end-s.maxSeen[d]) > 0 {
 		s.maxSeen[d] = end
 	}
 	if tcp.ACK && s.provesLost(tcp.Ack, d) {
@@ -319,6 +351,9 @@ func (s *stream) recoverPanic() {
 
 // ReassemblyComplete implements reassembly.Stream.
 func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	if s.done {
+		return true // finished early (finish)
+	}
 	s.a.order = s.firstSeq
 	if !s.decided && s.h != nil {
 		s.assessSafely()
@@ -328,7 +363,7 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if a.streams[s.key] == s {
 		delete(a.streams, s.key)
 	}
-	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed {
+	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed && s.superseded.IsZero() {
 		// Completed by the idle timeout, not by FIN or RST: remember the
 		// connection so that traffic resuming on it continues it.
 		if len(a.idle) >= a.maxIdle {
@@ -344,8 +379,9 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		s.fr[0].end()
 		s.fr[1].end()
 		// Reassembly also completes streams at the end of the capture;
-		// only a FIN or RST is a close.
-		if s.conn.Closed || s.conn.Reset {
+		// only a FIN or RST, or a new connection on the 4-tuple, is a
+		// close.
+		if s.conn.Closed || s.conn.Reset || !s.superseded.IsZero() {
 			file, n, t := s.a.packetPos()
 			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
 		}

@@ -50,7 +50,9 @@ func workers(n int) int {
 type shardItem struct {
 	seq   uint64
 	flush bool
+	kind  flows.WorkKind
 	p     capture.Packet
+	loss  flows.FragLoss
 }
 
 // shardIn is one round of packets for one worker, or the end.
@@ -84,6 +86,7 @@ type brokenConn struct {
 type sharded struct {
 	n       int
 	sharder *flows.Sharder
+	routeFn func(int, *flows.Work) // route, made once
 	clock   flows.FlushClock
 	window  time.Duration
 	ans     []*flows.Analyzer
@@ -116,12 +119,13 @@ type sharded struct {
 func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	s := &sharded{
 		n:       n,
-		sharder: flows.NewSharder(n),
+		sharder: flows.NewSharder(n, cfg),
 		window:  cfg.ReorderWindow,
 		free:    make(chan *shardIn, 4*n*inflight),
 		done:    make(chan struct{}),
 		broken:  make(map[*flows.Conn]*brokenConn),
 	}
+	s.routeFn = s.route
 	s.dl = flows.NewDelivery(handlers...)
 	s.dl.Broken = func(c *flows.Conn, file int, packet uint64, p any) {
 		if s.broken[c] == nil {
@@ -137,6 +141,8 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	s.listeners = flows.NewListeners()
 	wcfg.Listeners = s.listeners
 	wcfg.Shards = n
+	// IP fragments are reassembled here, before sharding (route).
+	wcfg.Defragmented = true
 	wcfg.MaxConns = share(cfg.MaxConns, n)
 	wcfg.MaxStreams = share(cfg.MaxStreams, n)
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
@@ -186,13 +192,7 @@ func (s *sharded) Packet(p *capture.Packet) {
 		s.last = p.Time
 	}
 	s.listeners.Observe(p, s.seq)
-	w := s.sharder.Shard(p)
-	b := s.cur[w]
-	start := len(b.data)
-	b.data = append(b.data, p.Data...)
-	it := shardItem{seq: s.seq, p: *p}
-	it.p.Data = b.data[start:len(b.data):len(b.data)]
-	b.items = append(b.items, it)
+	s.sharder.Route(p, s.routeFn)
 	s.lastPkt = endPos{file: p.File, n: p.N}
 	if s.clock.Due(p.Time, s.window) {
 		f := shardItem{seq: s.seq, flush: true, p: *p}
@@ -206,6 +206,20 @@ func (s *sharded) Packet(p *capture.Packet) {
 	if s.roundN >= roundPackets || s.roundB >= roundBytes {
 		s.send()
 	}
+}
+
+// route adds what the sharder routes to worker w to the round, copying
+// the packet's bytes.
+func (s *sharded) route(w int, wk *flows.Work) {
+	b := s.cur[w]
+	it := shardItem{seq: s.seq, kind: wk.Kind, loss: wk.Loss}
+	if p := wk.Packet; p != nil {
+		start := len(b.data)
+		b.data = append(b.data, p.Data...)
+		it.p = *p
+		it.p.Data = b.data[start:len(b.data):len(b.data)]
+	}
+	b.items = append(b.items, it)
 }
 
 // send ends the round.
@@ -227,6 +241,9 @@ func (s *sharded) Close() {
 		return
 	}
 	s.closed = true
+	// Datagrams still missing fragments are lost, counted before the
+	// analyzers end, as one analyzer counts them (Analyzer.Close).
+	s.sharder.End(s.routeFn)
 	s.send()
 	end := &endPos{file: s.lastPkt.file, n: s.lastPkt.n, t: s.last}
 	for _, in := range s.in {
@@ -248,6 +265,7 @@ func (s *sharded) Close() {
 // worker runs one analyzer over its rounds.
 type worker struct {
 	an   *flows.Analyzer
+	work flows.Work
 	in   chan *shardIn
 	out  chan []stamped
 	evs  []stamped
@@ -297,10 +315,15 @@ func (w *worker) run() {
 		for i := range b.items {
 			it := &b.items[i]
 			w.at = stamped{seq: it.seq, flush: it.flush}
-			if it.flush {
+			switch {
+			case it.flush:
 				w.an.Flush(&it.p)
-			} else {
-				w.an.PacketAt(&it.p, it.seq)
+			case it.kind == flows.WorkLoss:
+				w.work = flows.Work{Kind: it.kind, Loss: it.loss, Seq: it.seq}
+				w.an.Do(&w.work)
+			default:
+				w.work = flows.Work{Kind: it.kind, Packet: &it.p, Seq: it.seq}
+				w.an.Do(&w.work)
 			}
 		}
 		w.out <- w.evs

@@ -122,6 +122,11 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	t.KafkaConnections = len(conns) + st.Evicted.Conns
 	t.OtherTCP = st.OtherTCP
 	t.NonIP, t.NonTCP, t.Fragments, t.Truncated, t.BadPackets = st.NonIP, st.NonTCP, st.Fragments, st.Truncated, st.BadPackets
+	t.Reassembled, t.FragmentBytesLost = st.Reassembled, st.FragLostBytes
+	t.DatagramsLost = map[string]int64{}
+	for k, n := range st.FragLost {
+		t.DatagramsLost[k] = n
+	}
 	t.RefusedConnections, t.UnansweredSYNs = c.refused, c.unansweredSYN
 	t.SkippedBytes = map[string]int64{}
 	for k, n := range st.UnknownAPIs {
@@ -212,6 +217,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		File: c.File, FirstPacket: c.FirstPacket, LastPacket: c.LastPacket,
 		FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
 		Gaps: c.Gaps, FramingErrors: c.FramingErrors, DecodeErrors: c.DecodeErrors,
+		DatagramsLost: c.FragLost, FragBytesLost: c.FragLostBytes,
 		Closed: c.Closed, Reset: c.Reset,
 	}
 	for k, n := range c.APIs {

@@ -89,6 +89,9 @@ type Totals struct {
 	NonIP              int64            `json:"non_ip_packets"`
 	NonTCP             int64            `json:"non_tcp_packets"`
 	Fragments          int64            `json:"ip_fragments"`
+	Reassembled        int64            `json:"ip_datagrams_reassembled"`
+	DatagramsLost      map[string]int64 `json:"ip_datagrams_lost"`
+	FragmentBytesLost  int64            `json:"ip_fragment_bytes_lost"`
 	Truncated          int64            `json:"truncated_packets"`
 	BadPackets         int64            `json:"bad_packets"`
 }
@@ -171,6 +174,8 @@ type Connection struct {
 	LastSeen      time.Time        `json:"last_seen"`
 	Gaps          int              `json:"gaps"`
 	Loss          *Loss            `json:"loss,omitempty"`
+	DatagramsLost int              `json:"ip_datagrams_lost,omitempty"`
+	FragBytesLost int64            `json:"ip_fragment_bytes_lost,omitempty"`
 	FramingErrors int              `json:"framing_errors"`
 	DecodeErrors  int              `json:"decode_errors"`
 	SkippedBytes  map[string]int64 `json:"skipped_bytes,omitempty"`

@@ -134,6 +134,10 @@ func (p *printer) capture(r *Report) {
 	add(t.NonIP, "non-IP packets")
 	add(t.NonTCP, "non-TCP packets")
 	add(t.Fragments, "IP fragments")
+	add(t.Reassembled, "IP datagrams reassembled from fragments")
+	if n := sum64(t.DatagramsLost); n > 0 {
+		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv64(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
+	}
 	add(t.Truncated, "packets cut by snaplen")
 	add(t.BadPackets, "undecodable packets")
 	if len(other) > 0 {
@@ -217,7 +221,7 @@ func (p *printer) connections(r *Report) {
 		}
 		p.f("     packets %s..%d, %s .. %s, %s; %s\n", pkt(c.File, c.FirstPacket), c.LastPacket,
 			c.FirstSeen.UTC().Format("15:04:05.000000"), c.LastSeen.UTC().Format("15:04:05.000000"), how, end)
-		if c.Gaps+c.FramingErrors+c.DecodeErrors > 0 || len(c.SkippedBytes) > 0 || len(c.Problems) > 0 {
+		if c.Gaps+c.FramingErrors+c.DecodeErrors+c.DatagramsLost > 0 || len(c.SkippedBytes) > 0 || len(c.Problems) > 0 {
 			p.f("     problems: %d gaps, %d framing errors, %d decode errors", c.Gaps, c.FramingErrors, c.DecodeErrors)
 			if l := c.Loss; l != nil {
 				var parts []string
@@ -232,6 +236,9 @@ func (p *printer) connections(r *Report) {
 			}
 			if len(c.SkippedBytes) > 0 {
 				p.f(", skipped bytes: %s", kv64(c.SkippedBytes))
+			}
+			if c.DatagramsLost > 0 {
+				p.f(", %d IP datagrams not reassembled (%s of fragments)", c.DatagramsLost, bytesHuman(c.FragBytesLost))
 			}
 			p.f("\n")
 			for _, pr := range c.Problems {
@@ -356,4 +363,12 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+func sum64(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

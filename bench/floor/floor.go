@@ -10,6 +10,7 @@
 package floor
 
 import (
+	"encoding/binary"
 	"io"
 
 	"github.com/google/gopacket"
@@ -64,10 +65,52 @@ func (d *Decoder) Packet(p *capture.Packet, r *Result) {
 		r.Bad++
 		return
 	}
-	for _, lt := range d.decoded {
+	for i, lt := range d.decoded {
 		if lt == layers.LayerTypeTCP {
 			r.TCP++
 			r.Payload += int64(len(d.tcp.Payload))
+		}
+		if lt == layers.LayerTypeIPv6 && i == len(d.decoded)-1 {
+			d.extensions(nb[cap(nb)-cap(d.ip6.Contents):], r)
+		}
+	}
+}
+
+// extensions follows, as flows does, the IPv6 extension headers the
+// parser stops at (routing, destination options, AH) to TCP. A fragment is
+// not TCP here: the floor does not reassemble.
+func (d *Decoder) extensions(ip []byte, r *Result) {
+	if len(ip) < 40 {
+		return
+	}
+	end := min(len(ip), 40+int(binary.BigEndian.Uint16(ip[4:])))
+	nh, at := ip[6], 40
+	for range 8 {
+		switch nh {
+		case 6:
+			if d.tcp.DecodeFromBytes(ip[at:end], gopacket.NilDecodeFeedback) != nil {
+				r.Bad++
+				return
+			}
+			r.TCP++
+			r.Payload += int64(len(d.tcp.Payload))
+			return
+		case 0, 43, 51, 60:
+			if end-at < 8 {
+				r.Bad++
+				return
+			}
+			n := (int(ip[at+1]) + 1) * 8
+			if nh == 51 {
+				n = (int(ip[at+1]) + 2) * 4
+			}
+			if end-at < n {
+				r.Bad++
+				return
+			}
+			nh, at = ip[at], at+n
+		default:
+			return
 		}
 	}
 }

@@ -524,7 +524,6 @@ func (d *electionStall) shortFinding(topic string, st *stallTopic, ids []int32) 
 	}
 }
 
-
 // intervalUnionLen is the number of integers covered by closed intervals.
 func intervalUnionLen(iv [][2]int64) int64 {
 	sort.Slice(iv, func(i, j int) bool { return iv[i][0] < iv[j][0] })

@@ -26,7 +26,18 @@ func countFrames(fs []*Frame) map[kv]int {
 // one-sided tests compare kfsniff with something right.
 func TestTruthCatalogue(t *testing.T) {
 	n := 0
+	life := map[string]bool{}
+	for _, fx := range gen.Life() {
+		life[fx.Name] = true
+	}
 	for _, fx := range gen.Catalogue() {
+		if life[fx.Name] {
+			// Reused 4-tuples, fragments, IPv6 extension headers,
+			// simultaneous open: this truth does not model them
+			// (gen's catalogue reader does, life_test.go); Study
+			// leaves such connections out of the cut and loss tests.
+			continue
+		}
 		c, err := Load(filepath.Join(pcaps, fx.Name))
 		if err != nil {
 			t.Fatal(err)
