@@ -82,7 +82,7 @@ func (s *Set) at(c *flows.ConnInfo, m *flows.Message) {
 
 // OnRequest implements flows.RequestHandler.
 func (s *Set) OnRequest(m *flows.Message) {
-	s.at(&m.Conn.ConnInfo, m)
+	s.at(m.Conn, m)
 	for _, h := range s.req {
 		h.Request(&s.pass, m)
 	}

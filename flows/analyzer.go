@@ -728,12 +728,12 @@ func (a *Analyzer) Close() {
 	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
 	a.phase = 2
 	for _, m := range left {
-		if m.Conn.Packets[ToClient] == 0 {
-			a.notCaptured(m.Conn, m)
+		if m.conn.Packets[ToClient] == 0 {
+			a.notCaptured(m.conn, m)
 			continue
 		}
-		m.Conn.Unanswered++
-		a.emit(&Exchange{Conn: m.Conn, Req: m, Unanswered: true})
+		m.conn.Unanswered++
+		a.emit(&Exchange{Conn: m.conn, Req: m, Unanswered: true})
 	}
 	a.phase = 3
 	a.closeSYNs()

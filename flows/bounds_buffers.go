@@ -189,7 +189,7 @@ func (f *framer) dropForBudget() {
 			if corr, ok := decode.Correlation(f.buf[decode.SizeLen:]); ok && c.hasPending(corr) {
 				req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 				m := &Message{
-					Conn: c, Response: true, FirstPacket: f.startPkt, FirstTime: f.startTime, Size: total,
+					Conn: &c.ConnInfo, conn: c, Response: true, FirstPacket: f.startPkt, FirstTime: f.startTime, Size: total,
 					Key: req.Key, Version: req.Version, Correlation: corr, ClientID: req.ClientID, Role: req.Role,
 				}
 				m.Err = fmt.Errorf("%s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, ErrDropped)

@@ -108,7 +108,7 @@ func TestBufferBudgetAcrossConnections(t *testing.T) {
 	for _, c := range a.Conns() {
 		var framed int64
 		for _, m := range ev.requests {
-			if m.Conn == c {
+			if m.Conn == &c.ConnInfo {
 				framed += int64(m.Size)
 			}
 		}

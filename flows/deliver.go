@@ -110,7 +110,7 @@ func (d *Delivery) Deliver(ev *Event) {
 	case ev.Req != nil:
 		m := ev.Req
 		if d.Broken != nil {
-			defer d.recover(m.Conn, m.File, m.Packet)
+			defer d.recover(m.conn, m.File, m.Packet)
 		}
 		d.nodes.learnRequest(m.Conn, m)
 		d.nameTopics(m)
@@ -157,6 +157,22 @@ func (d *Delivery) Deliver(ev *Event) {
 			h.OnConnEvent(e)
 		}
 	}
+}
+
+// Connection returns the connection the event is about (nil for
+// connection attempts that never carried data): for the pipeline, which
+// abandons a connection whose handler panicked; handlers see only its
+// identity.
+func (ev *Event) Connection() *Conn {
+	switch {
+	case ev.Req != nil:
+		return ev.Req.conn
+	case ev.X != nil:
+		return ev.X.Conn
+	case ev.Conn != nil:
+		return ev.Conn.Conn
+	}
+	return nil
 }
 
 func (d *Delivery) recover(c *Conn, file int, packet uint64) {

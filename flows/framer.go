@@ -171,7 +171,7 @@ func (f *framer) partialRequest(b []byte) *Message {
 		return nil
 	}
 	m := &Message{
-		Conn: f.conn(), File: f.startFile, Packet: f.startPkt, FirstPacket: f.startPkt,
+		Conn: &f.conn().ConnInfo, conn: f.conn(), File: f.startFile, Packet: f.startPkt, FirstPacket: f.startPkt,
 		Time: f.startTime, FirstTime: f.startTime, Size: int(size) + 4,
 		Key: h.Key, Version: h.Version, Correlation: h.Correlation,
 		ClientID: f.conn().clientID(h.ClientID, h.ClientIDNull), Partial: true,
@@ -466,7 +466,8 @@ func (f *framer) newMessage() *Message {
 	return &Message{
 		owned:       owned,
 		spare:       a.spare,
-		Conn:        f.conn(),
+		Conn:        &f.conn().ConnInfo,
+		conn:        f.conn(),
 		Response:    f.resp,
 		File:        file,
 		Packet:      pkt,

@@ -14,7 +14,7 @@ import (
 // MakeRequest returns a request on c with correlation id corr, sent at at
 // (req's version must be set).
 func MakeRequest(c *Conn, at time.Time, corr int32, clientID string, req kmsg.Request) *Message {
-	m := &Message{Conn: c, Time: at, FirstTime: at, Key: req.Key(), Version: req.GetVersion(), Correlation: corr,
+	m := &Message{Conn: &c.ConnInfo, conn: c, Time: at, FirstTime: at, Key: req.Key(), Version: req.GetVersion(), Correlation: corr,
 		ClientID: clientID, Req: req}
 	id := clientID
 	m.Size = len(decode.AppendRequestFrame(nil, corr, &id, req))
@@ -26,7 +26,7 @@ func MakeRequest(c *Conn, at time.Time, corr int32, clientID string, req kmsg.Re
 // MakeResponse returns the response to req, completed at at (resp's
 // version must be set).
 func MakeResponse(req *Message, at time.Time, resp kmsg.Response) *Message {
-	m := &Message{Conn: req.Conn, Response: true, Time: at, FirstTime: at, Key: req.Key, Version: req.Version,
+	m := &Message{Conn: req.Conn, conn: req.conn, Response: true, Time: at, FirstTime: at, Key: req.Key, Version: req.Version,
 		Correlation: req.Correlation, ClientID: req.ClientID, Role: req.Role, Resp: resp}
 	m.Size = len(decode.AppendResponseFrame(nil, req.Correlation, resp))
 	scanBatches(m, resp)

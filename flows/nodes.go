@@ -148,7 +148,7 @@ func (n *Nodes) Label(ap netip.AddrPort, server bool) string {
 }
 
 // learnRequest learns from a request: client ids and registrations.
-func (n *Nodes) learnRequest(c *Conn, m *Message) {
+func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 	host := c.Client.Addr().Unmap()
 	if id, ok := FetcherNode(m.ClientID); ok {
 		n.learnHost(host, id)

@@ -17,7 +17,10 @@ import (
 
 // Message is one Kafka request or response frame.
 type Message struct {
-	Conn *Conn
+	// Conn is the connection's identity; conn the connection itself,
+	// whose counters flows goes on changing (handlers do not see it).
+	Conn *ConnInfo
+	conn *Conn
 	// Response is true for a response frame.
 	Response bool
 	// File and Packet locate the packet that completed the frame;

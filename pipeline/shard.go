@@ -433,16 +433,7 @@ func before(a, b *stamped) bool {
 // deliver hands one event to the handlers, unless its connection was
 // abandoned after a handler panicked on it.
 func (s *sharded) deliver(ev *flows.Event) {
-	var c *flows.Conn
-	switch {
-	case ev.Req != nil:
-		c = ev.Req.Conn
-	case ev.X != nil:
-		c = ev.X.Conn
-	case ev.Conn != nil:
-		c = ev.Conn.Conn
-	}
-	if c != nil && s.broken[c] != nil {
+	if c := ev.Connection(); c != nil && s.broken[c] != nil {
 		return
 	}
 	opened := s.dl.Opened

@@ -377,15 +377,19 @@ func (m *Model) keep(b []byte, size int) frameRef {
 // hex and detail views, and counts the request.
 func (m *Model) OnRequest(msg *flows.Message) {
 	m.mu.Lock()
-	cs := m.conn(msg.Conn)
-	if len(cs.pend) >= maxPendingCopies {
-		n := copy(cs.pend, cs.pend[1:])
-		cs.pend[n] = pendingReq{}
-		cs.pend = cs.pend[:n]
+	// The connection's state, made when it opened (a message carries its
+	// identity only); none if it was evicted since, in which case its
+	// next exchange brings it back.
+	if cs := m.conns[msg.Conn.ID]; cs != nil && &cs.c.ConnInfo == msg.Conn {
+		if len(cs.pend) >= maxPendingCopies {
+			n := copy(cs.pend, cs.pend[1:])
+			cs.pend[n] = pendingReq{}
+			cs.pend = cs.pend[:n]
+		}
+		cs.pend = append(cs.pend, pendingReq{m: msg, ref: m.keep(msg.Frame, len(msg.Frame))})
+		cs.win.add(msg.Time)
+		cs.refresh(msg.Time)
 	}
-	cs.pend = append(cs.pend, pendingReq{m: msg, ref: m.keep(msg.Frame, len(msg.Frame))})
-	cs.win.add(msg.Time)
-	cs.refresh(msg.Time)
 	m.api(msg.Key).requests++
 	m.status.Requests++
 	m.seen(msg)

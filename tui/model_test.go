@@ -340,14 +340,18 @@ func newSynth(id int, clientID string) *synth {
 // exchange delivers one request and its response to h, as the analyzer
 // does (the frames are valid only during the calls).
 func (s *synth) exchange(m *Model, errCode int16) {
+	if s.corr == 0 {
+		// As flows does, the connection opens before its first request.
+		m.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server})
+	}
 	s.corr++
 	s.conn.Requests++
 	s.conn.Responses++
-	q := &flows.Message{Conn: s.conn, Packet: uint64(2 * s.corr), Time: s.t, Size: len(s.req) + 4,
+	q := &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(2 * s.corr), Time: s.t, Size: len(s.req) + 4,
 		Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Role: flows.RoleMetadata, Frame: s.req}
 	m.OnRequest(q)
 	q.Frame = nil
-	p := &flows.Message{Conn: s.conn, Response: true, Packet: uint64(2*s.corr + 1), Time: s.t.Add(time.Millisecond),
+	p := &flows.Message{Conn: &s.conn.ConnInfo, Response: true, Packet: uint64(2*s.corr + 1), Time: s.t.Add(time.Millisecond),
 		Size: len(s.resp) + 4, Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Frame: s.resp}
 	if errCode != 0 {
 		p.ErrorCodes = []flows.ErrorCount{{Code: errCode, Count: 1}}
@@ -381,10 +385,11 @@ func TestModelMaxConns(t *testing.T) {
 func TestModelPendingFramesMatched(t *testing.T) {
 	m := NewModel(ModelConfig{})
 	s := newSynth(1, "a")
+	m.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server})
 	msgs := make([]*flows.Message, 3)
 	for i := range msgs {
 		frame := decode.AppendRequestFrame(nil, int32(i+1), &s.clint, kmsg.NewPtrApiVersionsRequest())[4:]
-		msgs[i] = &flows.Message{Conn: s.conn, Packet: uint64(i + 1), Key: 18, Correlation: int32(i + 1), Frame: frame, Size: len(frame) + 4}
+		msgs[i] = &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(i + 1), Key: 18, Correlation: int32(i + 1), Frame: frame, Size: len(frame) + 4}
 		m.OnRequest(msgs[i])
 		msgs[i].Frame = nil
 	}
@@ -438,8 +443,8 @@ func TestModelNoAllocs(t *testing.T) {
 	for i := 0; i < 5000; i++ {
 		s.exchange(m, 6)
 	}
-	q := &flows.Message{Conn: s.conn, Key: 3, Version: 12, Time: s.t, Frame: s.req, Size: len(s.req) + 4}
-	p := &flows.Message{Conn: s.conn, Response: true, Key: 3, Version: 12, Time: s.t, Frame: s.resp, Size: len(s.resp) + 4,
+	q := &flows.Message{Conn: &s.conn.ConnInfo, Key: 3, Version: 12, Time: s.t, Frame: s.req, Size: len(s.req) + 4}
+	p := &flows.Message{Conn: &s.conn.ConnInfo, Response: true, Key: 3, Version: 12, Time: s.t, Frame: s.resp, Size: len(s.resp) + 4,
 		ErrorCodes: []flows.ErrorCount{{Code: 6, Count: 1}}}
 	x := &flows.Exchange{Conn: s.conn, Req: q, Resp: p}
 	allocs := testing.AllocsPerRun(10000, func() {
@@ -456,8 +461,8 @@ func TestModelNoAllocs(t *testing.T) {
 func BenchmarkModelOnExchange(b *testing.B) {
 	m := NewModel(ModelConfig{})
 	s := newSynth(1, "client")
-	q := &flows.Message{Conn: s.conn, Key: 3, Version: 12, Time: s.t, Frame: s.req, Size: len(s.req) + 4}
-	p := &flows.Message{Conn: s.conn, Response: true, Key: 3, Version: 12, Time: s.t, Frame: s.resp, Size: len(s.resp) + 4,
+	q := &flows.Message{Conn: &s.conn.ConnInfo, Key: 3, Version: 12, Time: s.t, Frame: s.req, Size: len(s.req) + 4}
+	p := &flows.Message{Conn: &s.conn.ConnInfo, Response: true, Key: 3, Version: 12, Time: s.t, Frame: s.resp, Size: len(s.resp) + 4,
 		ErrorCodes: []flows.ErrorCount{{Code: 6, Count: 1}}}
 	x := &flows.Exchange{Conn: s.conn, Req: q, Resp: p}
 	b.ReportAllocs()

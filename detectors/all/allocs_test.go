@@ -38,7 +38,7 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	next := make([]int64, parts)
 	msg := func(c *flows.Conn, key int16, resp bool, at time.Time, n int) *flows.Message {
-		return &flows.Message{Conn: c, Response: resp, Key: key, Version: 12, Correlation: int32(n), ClientID: "client",
+		return &flows.Message{Conn: &c.ConnInfo, Response: resp, Key: key, Version: 12, Correlation: int32(n), ClientID: "client",
 			File: 0, Packet: uint64(2*n + 1), Time: at, FirstTime: at}
 	}
 	for i := range rounds {
@@ -133,11 +133,15 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 		bresp.Resp = hr
 		s.beat, s.beatResp = append(s.beat, breq), append(s.beatResp, bresp)
 	}
+	byInfo := map[*flows.ConnInfo]*flows.Conn{}
+	for _, c := range s.conns {
+		byInfo[&c.ConnInfo] = c
+	}
 	for i := range rounds {
-		s.produceX = append(s.produceX, flows.Exchange{Conn: s.produce[i].Conn, Req: s.produce[i], Resp: s.produced[i]})
-		s.fetchX = append(s.fetchX, flows.Exchange{Conn: s.fetch[i].Conn, Req: s.fetch[i], Resp: s.fetched[i]})
-		s.metX = append(s.metX, flows.Exchange{Conn: s.meta[i].Conn, Req: s.meta[i], Resp: s.metaResp[i]})
-		s.beatX = append(s.beatX, flows.Exchange{Conn: s.beat[i].Conn, Req: s.beat[i], Resp: s.beatResp[i]})
+		s.produceX = append(s.produceX, flows.Exchange{Conn: byInfo[s.produce[i].Conn], Req: s.produce[i], Resp: s.produced[i]})
+		s.fetchX = append(s.fetchX, flows.Exchange{Conn: byInfo[s.fetch[i].Conn], Req: s.fetch[i], Resp: s.fetched[i]})
+		s.metX = append(s.metX, flows.Exchange{Conn: byInfo[s.meta[i].Conn], Req: s.meta[i], Resp: s.metaResp[i]})
+		s.beatX = append(s.beatX, flows.Exchange{Conn: byInfo[s.beat[i].Conn], Req: s.beat[i], Resp: s.beatResp[i]})
 	}
 	return s
 }

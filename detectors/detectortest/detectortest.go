@@ -97,19 +97,15 @@ func (h *Harness) Request(m *flows.Message) {
 func (h *Harness) Exchange(x *flows.Exchange) {
 	h.place(x.Resp)
 	if x.Conn == nil {
-		if x.Req != nil {
-			x.Conn = x.Req.Conn
-		} else {
-			x.Conn = x.Resp.Conn
-		}
+		h.t.Fatal("detectortest: an exchange needs its connection (Harness.Conn)")
 	}
 	h.dl.Deliver(&flows.Event{X: x})
 }
 
 // RoundTrip delivers a request and then its exchange with resp.
-func (h *Harness) RoundTrip(req, resp *flows.Message) {
+func (h *Harness) RoundTrip(c *flows.Conn, req, resp *flows.Message) {
 	h.Request(req)
-	h.Exchange(&flows.Exchange{Req: req, Resp: resp})
+	h.Exchange(&flows.Exchange{Conn: c, Req: req, Resp: resp})
 }
 
 // ConnEvent delivers a connection event.
@@ -150,8 +146,8 @@ func (h *Harness) Call(c *flows.Conn, at time.Time, lat time.Duration, clientID 
 }
 
 // Unanswered delivers the end of a request never answered.
-func (h *Harness) Unanswered(q *flows.Message) {
-	h.Exchange(&flows.Exchange{Conn: q.Conn, Req: q, Unanswered: true})
+func (h *Harness) Unanswered(c *flows.Conn, q *flows.Message) {
+	h.Exchange(&flows.Exchange{Conn: c, Req: q, Unanswered: true})
 }
 
 // At is T0 plus d.
