@@ -12,6 +12,23 @@ import (
 
 var update = flag.Bool("update", false, "rewrite docs/detectors.md")
 
+// policy is the severity policy every rule applies (detectors/policy.go).
+const policy = `## Severity policy
+
+Severity follows what clients felt, not what the wire shows:
+
+- **info**: something an operator may want to know. No client was held up, or for less than 3 s;
+  or a normal event: a leader election clients follow within a second, the MEMBER_ID_REQUIRED of a
+  first JoinGroup, a consumer idle at the high watermark, a periodic metadata refresh.
+- **warning**: a failure clients felt (requests failing or waiting) for 3 s or more; or a
+  misconfiguration that will bite (a listener advertised by two nodes, a bootstrap server that refuses
+  every connection, request versions the next Kafka release removes).
+- **error**: a failure that lasted 30 s or more, or that had not healed when the capture ended after
+  10 s or more (detectors.Grade).
+
+A rule's thresholds below say where its boundaries lie; each rule is tested on both sides of them.
+`
+
 // TestDetectorsDoc keeps docs/detectors.md equal to what --list-detectors
 // prints; refresh with `go test ./detectors/all -run DetectorsDoc -update`.
 func TestDetectorsDoc(t *testing.T) {
@@ -19,7 +36,7 @@ func TestDetectorsDoc(t *testing.T) {
 	as := all.Analyzers()
 	want := "# kfsniff detectors\n\nGenerated from `kfsniff --list-detectors` (refresh: `go test ./detectors/all -run DetectorsDoc -update`).\n" +
 		"Change a parameter with `-o detector.param=value` (a duration as `10s` or `250ms`); `--fail-on warning` makes kfsniff\n" +
-		"exit 3 when a finding at or above that severity exists.\n\n```\n" + detectors.Describe(as) + "```\n"
+		"exit 3 when a finding at or above that severity exists.\n\n" + policy + "\n```\n" + detectors.Describe(as) + "```\n"
 	if *update {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
