@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/metastorm"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -27,5 +28,6 @@ func Analyzers() []*detectors.Analyzer {
 		l["unanswered-requests"],
 		l["slow-responses"],
 		rebalance.Analyzer,
+		metastorm.Analyzer,
 	}
 }
