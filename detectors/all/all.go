@@ -7,6 +7,8 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
+	"github.com/kfsniff/kfsniff/detectors/reconnect"
+	"github.com/kfsniff/kfsniff/detectors/sasl"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -29,5 +31,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["slow-responses"],
 		rebalance.Analyzer,
 		metastorm.Analyzer,
+		reconnect.Analyzer,
+		sasl.Analyzer,
 	}
 }

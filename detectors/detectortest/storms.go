@@ -1,6 +1,13 @@
 package detectortest
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"net/netip"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
 
 // Builders of Metadata, ApiVersions and SASL requests and responses, for
 // the metadata-storm, reconnect-storm and sasl-failure rules.
@@ -88,4 +95,32 @@ func SaslAuthenticated(errCode int16, message string, lifetimeMs int64) *kmsg.SA
 		r.ErrorMessage = kmsg.StringPtr(message)
 	}
 	return r
+}
+
+// OpenAt opens a connection from client to server at at, with its SYN
+// captured (its ConnOpened event at the next packet), as Harness.Conn does
+// at the harness's current time.
+func (h *Harness) OpenAt(client, server string, at time.Time) *flows.Conn {
+	h.t.Helper()
+	c := flows.MakeConn(netip.MustParseAddrPort(client), netip.MustParseAddrPort(server))
+	c.Handshake, c.FirstSeen = true, at
+	h.conns = append(h.conns, c)
+	h.pkt++
+	c.FirstPacket = h.pkt
+	h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Packet: h.pkt, Time: at})
+	return c
+}
+
+// CloseAt delivers the end of c (FIN or RST) at at.
+func (h *Harness) CloseAt(c *flows.Conn, at time.Time) {
+	h.pkt++
+	h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnClosed, Conn: c, Client: c.Client, Server: c.Server, Packet: h.pkt, Time: at})
+}
+
+// RefusedAt delivers a connection attempt from client to server answered
+// by RST, after attempts SYNs.
+func (h *Harness) RefusedAt(client, server string, at time.Time, attempts int) {
+	h.pkt++
+	h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnRefused, Client: netip.MustParseAddrPort(client),
+		Server: netip.MustParseAddrPort(server), Packet: h.pkt, Time: at, Attempts: attempts})
 }
