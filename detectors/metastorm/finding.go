@@ -75,7 +75,7 @@ func (f *Finding) Summary() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Client id %q on %s sent %s between %s and %s over %s to %s; from %s to %s it sent %s "+
-		"(%.1f a second, at most %d in one second, at %s), beyond the refreshes that error responses explain "+
+		"(%.1f a second, at most %d in the second from %s), beyond the refreshes that error responses explain "+
 		"(%d of its requests came less than %s after an error response and are not counted in the storm). ",
 		f.ClientID, f.ClientHost, text.Plural(f.requests, "Metadata request", "Metadata requests"), text.Clock(f.first), text.Clock(f.last),
 		text.Plural(f.conns, "connection", "connections"), text.List(f.Servers, 3),

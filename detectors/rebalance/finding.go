@@ -18,15 +18,19 @@ type Finding struct {
 	// Rebalances are the generations completed (classic) and the members
 	// fenced (KIP-848) in the episode; Unexplained those that members
 	// joining and leaving do not account for.
-	Rebalances        int      `json:"rebalances"`
-	Unexplained       int      `json:"unexplained_rebalances"`
-	GenerationFirst   int32    `json:"generation_first,omitempty"`
-	GenerationLast    int32    `json:"generation_last,omitempty"`
-	Joined            int      `json:"members_joined"`
-	Left              int      `json:"members_left"`
-	Fenced            int      `json:"members_fenced"`
-	Members           []string `json:"member_ids,omitempty"`
-	Errors            []string `json:"errors,omitempty"`
+	Rebalances      int      `json:"rebalances"`
+	Unexplained     int      `json:"unexplained_rebalances"`
+	GenerationFirst int32    `json:"generation_first,omitempty"`
+	GenerationLast  int32    `json:"generation_last,omitempty"`
+	Joined          int      `json:"members_joined"`
+	Left            int      `json:"members_left"`
+	Fenced          int      `json:"members_fenced"`
+	Members         []string `json:"member_ids,omitempty"`
+	Errors          []string `json:"errors,omitempty"`
+	// EpisodeS is how long no assignment held: from the first
+	// disturbance to the group settling for good (hold); UnsettledS the
+	// time of it spent in rebalances.
+	EpisodeS          float64  `json:"episode_s"`
 	UnsettledS        float64  `json:"unsettled_s"`
 	LongestUnsettledS float64  `json:"longest_unsettled_s"`
 	Ongoing           bool     `json:"ongoing"`
@@ -52,8 +56,9 @@ func (f *Finding) Summary() string {
 	if f.Loop {
 		what = "rebalancing in a loop"
 	}
-	s := fmt.Sprintf("group %q %s: %s in %s, no stable assignment for %s", f.Group, what,
-		text.Plural(f.Rebalances, "rebalance", "rebalances"), text.Duration(f.last.Sub(f.start)), text.Duration(f.unsettledD))
+	s := fmt.Sprintf("group %q %s: %s in %s without an assignment holding %s (%s in rebalances)", f.Group, what,
+		text.Plural(f.Rebalances, "rebalance", "rebalances"), text.Duration(f.last.Sub(f.start)), text.Duration(f.p.Hold),
+		text.Duration(f.unsettledD))
 	if f.Ongoing {
 		s += " (still unsettled at the end)"
 	}
@@ -77,9 +82,11 @@ func (f *Finding) Explanation() string {
 	if f.errs > 0 {
 		fmt.Fprintf(&b, "Members were answered %s. ", strings.Join(f.Errors, ", "))
 	}
-	fmt.Fprintf(&b, "For %s in all (the longest stretch %s) the group had no stable assignment: while a group "+
-		"rebalances, its members stop consuming (the classic protocol is stop-the-world; KIP-848 revokes and assigns "+
-		"partitions member by member). ", text.Duration(f.unsettledD), text.Duration(f.longestD))
+	fmt.Fprintf(&b, "No assignment held for %s in those %s; %s of it (the longest stretch %s) the group spent "+
+		"in rebalances, during which its members stop consuming (the classic protocol is stop-the-world; KIP-848 "+
+		"revokes and assigns partitions member by member), and after each the members start over: offsets "+
+		"fetched again, fetch sessions rebuilt, records of revoked partitions redelivered. ",
+		text.Duration(f.p.Hold), text.Duration(f.last.Sub(f.start)), text.Duration(f.unsettledD), text.Duration(f.longestD))
 	if f.Loop {
 		b.WriteString("Rebalances that follow one another without members joining or leaving are a loop: members are " +
 			"kicked out and rejoin, typically because processing a poll takes longer than max.poll.interval.ms, " +

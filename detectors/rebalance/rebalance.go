@@ -15,10 +15,12 @@
 // and left, and how long the group was unsettled. Rebalances that members
 // joining or leaving explain are normal: a loop is one with
 // min-rebalances rebalances more than that, or min-errors rebalance
-// errors. A loop is graded by how long the group was unsettled (the
-// severity policy: warning from 3 s, error from 30 s or when still unsettled
-// after 10 s at the end of the capture); an episode that is not a loop is
-// info at most. The MEMBER_ID_REQUIRED of a first JoinGroup (KIP-394) is
+// errors. A loop is graded by how long no assignment held, from the
+// episode's first disturbance to its last rebalance (the severity policy:
+// warning from 3 s, error from 30 s or when still unsettled at the end of
+// the capture after 10 s); an episode that is not a loop is info at most.
+// A member leaving explains a rebalance but does not unsettle the group by
+// itself (consumers closing at the end of a capture are not a loop). The MEMBER_ID_REQUIRED of a first JoinGroup (KIP-394) is
 // not an error.
 package rebalance
 
@@ -42,9 +44,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID generation after generation, or " +
 		"KIP-848 ConsumerGroupHeartbeat fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) again and again. Per " +
 		"group and episode (disturbances less than hold after the group settled are one episode): " +
-		"generations, members joining, leaving and fenced, and how long no stable assignment held. A loop " +
+		"generations, members joining, leaving and fenced, and how long no assignment held. A loop " +
 		"(min-rebalances rebalances more than members joining and leaving explain, or min-errors rebalance " +
-		"errors) is a warning when the group was unsettled for 3 s or more, an error from 30 s or when still " +
+		"errors) is a warning when no assignment held for 3 s or more, an error from 30 s or when still " +
 		"unsettled at the end after 10 s, info below; rebalances that joins and leaves explain are info; the " +
 		"MEMBER_ID_REQUIRED of a first JoinGroup gives nothing.",
 }, Params{MinRebalances: 2, MinErrors: 20, Hold: 10 * time.Second}, New)
@@ -179,6 +181,36 @@ func groupOf(req kmsg.Request) (string, bool) {
 	return "", false
 }
 
+func (r *rule) group(id string) *group {
+	g := r.groups[id]
+	if g == nil {
+		if len(r.groups) >= maxGroups {
+			r.dropped++
+			return nil
+		}
+		g = &group{id: id, members: map[string]bool{}, fenced: map[source]bool{}}
+		r.groups[id] = g
+	}
+	return g
+}
+
+// Request implements detectors.RequestHook: a JoinGroup disturbs the group
+// when it is sent, not when its answer comes (a JoinGroup waits, sometimes
+// seconds, for the other members to join too). The first JoinGroup of a
+// new member, without a member id, is answered MEMBER_ID_REQUIRED from v4
+// on (KIP-394): the join that follows with the id is the one that counts.
+func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
+	req, ok := m.Req.(*kmsg.JoinGroupRequest)
+	if !ok || req.MemberID == "" && req.Version >= 4 {
+		return
+	}
+	if g := r.group(req.Group); g != nil {
+		g.classic = true
+		r.disturb(g, m.Time, m.Conn, evid{}, false)
+		g.cur.joinReqs++
+	}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Req.Req == nil {
@@ -188,14 +220,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if !ok {
 		return
 	}
-	g := r.groups[id]
+	g := r.group(id)
 	if g == nil {
-		if len(r.groups) >= maxGroups {
-			r.dropped++
-			return
-		}
-		g = &group{id: id, members: map[string]bool{}, fenced: map[source]bool{}}
-		r.groups[id] = g
+		return
 	}
 	var code int16
 	if x.Resp != nil && x.Resp.Resp != nil {
@@ -212,8 +239,6 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if code == 79 { // MEMBER_ID_REQUIRED: the first half of a first join (KIP-394)
 			return
 		}
-		r.disturb(g, x.Req.Time, x, evid{}, false)
-		g.cur.joinReqs++
 		if x.Resp == nil || x.Resp.Resp == nil {
 			return
 		}
@@ -260,7 +285,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 	case *kmsg.LeaveGroupRequest:
 		g.classic = true
-		r.disturb(g, x.Req.Time, x, evidOf(x.Req, 0, 0), true)
+		r.leave(g, x.Req.Time, x.Conn, evidOf(x.Req, 0, 0))
 		n := len(req.Members)
 		if req.Version < 3 {
 			n = 1
@@ -270,7 +295,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		g.consumer = true
 		switch {
 		case req.MemberEpoch == -1 || req.MemberEpoch == -2: // leaving
-			r.disturb(g, x.Req.Time, x, evidOf(x.Req, 0, 0), true)
+			r.leave(g, x.Req.Time, x.Conn, evidOf(x.Req, 0, 0))
 			g.cur.left++
 			return
 		case req.MemberEpoch == 0 && code == 0 && x.Resp != nil:
@@ -292,7 +317,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			r.settle(g, t)
 		case code != 0:
 			if fencing(code) {
-				r.disturb(g, t, x, evid{}, false)
+				r.disturb(g, t, x.Conn, evid{}, false)
 				g.cur.fences++
 				g.cur.rebalances++
 			}
@@ -324,7 +349,7 @@ func topCode(resp kmsg.Response) int16 {
 
 // disturb marks the group unsettled at t, beginning an episode if there
 // is none or if the group had been settled for hold.
-func (r *rule) disturb(g *group, t time.Time, x *detectors.Exchange, ev evid, keep bool) {
+func (r *rule) disturb(g *group, t time.Time, c *flows.ConnInfo, ev evid, keep bool) {
 	e := &g.cur
 	if e.active && e.unsettledSince.IsZero() && !e.settledAt.IsZero() && t.Sub(e.settledAt) >= r.p.Hold {
 		r.finish(g)
@@ -338,10 +363,25 @@ func (r *rule) disturb(g *group, t time.Time, x *detectors.Exchange, ev evid, ke
 	if t.After(e.last) {
 		e.last = t
 	}
-	e.conns.Add(x.Conn)
+	e.conns.Add(c)
 	if keep {
 		e.ev.Add(ev)
 	}
+}
+
+// leave counts a member leaving: it explains the rebalance that follows,
+// but the group is not unsettled until the coordinator says so.
+func (r *rule) leave(g *group, t time.Time, c *flows.ConnInfo, ev evid) {
+	e := &g.cur
+	if e.active && e.unsettledSince.IsZero() && !e.settledAt.IsZero() && t.Sub(e.settledAt) >= r.p.Hold {
+		r.finish(g)
+	}
+	if !e.active {
+		*e = episode{active: true, start: t, last: t, settledAt: t, named: e.named[:0]}
+		clear(g.fenced)
+	}
+	e.conns.Add(c)
+	e.ev.Add(ev)
 }
 
 // fail counts a rebalance error code answered to src.
@@ -349,7 +389,7 @@ func (r *rule) fail(g *group, t time.Time, x *detectors.Exchange, code int16, sr
 	if !rebalanceError(code) {
 		return
 	}
-	r.disturb(g, t, x, evid{}, false)
+	r.disturb(g, t, x.Conn, evid{}, false)
 	e := &g.cur
 	e.errors++
 	e.codes.Add(code)
@@ -409,7 +449,7 @@ func worse(r *rule, a, b *episode) bool {
 	if la, lb := r.loop(a), r.loop(b); la != lb {
 		return la
 	}
-	return a.unsettled > b.unsettled
+	return a.last.Sub(a.start) > b.last.Sub(b.start)
 }
 
 // Findings implements detectors.Rule: one per group, for its worst
@@ -426,7 +466,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		best, episodes := g.best, g.episodes
 		ongoing := false
 		if cur := g.cur; cur.active {
-			if !cur.unsettledSince.IsZero() {
+			if !cur.unsettledSince.IsZero() && p.End.After(cur.unsettledSince) {
 				// Still unsettled at the end: count the time up to it.
 				d := p.End.Sub(cur.unsettledSince)
 				cur.unsettled += d
@@ -453,7 +493,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 	loop := r.loop(e)
 	sev := detectors.Info
 	if loop {
-		sev = detectors.Grade(e.unsettled, ongoing)
+		sev = detectors.Grade(e.last.Sub(e.start), ongoing)
 	}
 	protocol := "classic"
 	switch {
@@ -468,7 +508,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 		GenerationFirst: e.genFirst, GenerationLast: e.genLast,
 		Joined: e.joined, Left: e.left, Fenced: e.fences, Members: append([]string(nil), e.named...),
 		Errors: e.codes.Parts(), UnsettledS: secs(e.unsettled), LongestUnsettledS: secs(e.longest),
-		Ongoing: ongoing, Loop: loop, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
+		EpisodeS: secs(e.last.Sub(e.start)), Ongoing: ongoing, Loop: loop, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
 		episodes: episodes, unsettledD: e.unsettled, longestD: e.longest, start: e.start, last: e.last, p: r.p, dropped: r.dropped, errs: e.errors,
 	}
 	return detectors.Finding{

@@ -100,7 +100,7 @@ func TestRebalanceLoop(t *testing.T) {
 			},
 		},
 		{
-			name:    "a classic loop: six rebalances without a member joining, 3.1 s unsettled, is a warning",
+			name:    "a classic loop: six rebalances without a member joining, over 5.6 s, is a warning",
 			traffic: func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
 			want: []dt.Want{{
 				Severity: detectors.Warning,
@@ -108,13 +108,28 @@ func TestRebalanceLoop(t *testing.T) {
 				Fields: map[string]any{"group": "g", "protocol": "classic", "unexplained_rebalances": 6,
 					"generation_first": int32(1), "generation_last": int32(7), "loop": true, "ongoing": false,
 					"member_ids": []string{"m-1"}, "errors": []string{"REBALANCE_IN_PROGRESS x6"}, "clients": []string{"10.2.0.5"}},
-				Summary: []string{`group "g" rebalancing in a loop: 7 rebalances`, "REBALANCE_IN_PROGRESS x6"},
+				Summary: []string{`group "g" rebalancing in a loop: 7 rebalances in 5.6 s without an assignment holding 10.0 s (3.1 s in rebalances)`, "REBALANCE_IN_PROGRESS x6"},
 			}},
 		},
 		{
-			name:    "near miss: five such rebalances, 2.9 s unsettled, are info",
-			traffic: func(h *dt.Harness) { loop(h, 5, time.Second, 570*ms) },
-			want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": true}, Counts: map[string]int64{"rebalances": 6}}},
+			name:    "near miss: a loop over 2.9 s is info",
+			traffic: func(h *dt.Harness) { loop(h, 3, 1326500*time.Microsecond, 100*ms) },
+			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": true, "episode_s": 2.9},
+				Counts: map[string]int64{"rebalances": 4}}},
+		},
+		{
+			name:    "a loop over 3 s is a warning",
+			traffic: func(h *dt.Harness) { loop(h, 3, 1376500*time.Microsecond, 100*ms) },
+			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "episode_s": 3.0}}},
+		},
+		{
+			name: "members leaving at the end do not leave the group unsettled",
+			traffic: func(h *dt.Harness) {
+				loop(h, 3, 1376500*time.Microsecond, 100*ms)
+				c := h.Conn("10.2.0.5:40001", coordinator)
+				h.Call(c, dt.At(9*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "members_left": 1, "episode_s": 3.0}}},
 		},
 		{
 			name:    "near miss: one rebalance beyond the join, however slow, is not a loop",

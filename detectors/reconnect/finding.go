@@ -114,7 +114,7 @@ func (f *Finding) Explanation() string {
 	b := f.b
 	var s strings.Builder
 	fmt.Fprintf(&s, "Between %s and %s, %s were made to %s from %s; from %s to %s, %s (%.1f a second, at most %d "+
-		"in one second, at %s). Of all the attempts, %d were refused (RST), %d SYNs went unanswered, %d connections "+
+		"in the second from %s). Of all the attempts, %d were refused (RST), %d SYNs went unanswered, %d connections "+
 		"opened and %d of those closed in the capture, %d of them less than %s after opening and %d having carried "+
 		"nothing but ApiVersions and the SASL handshake (%d ApiVersions, %d SaslHandshake requests in all). ",
 		text.Clock(b.first), text.Clock(b.last), text.Plural(b.attempts, "connection attempt", "connection attempts"), f.Server,
@@ -129,8 +129,8 @@ func (f *Finding) Explanation() string {
 		s.WriteString("Connections that are refused or die young and come back are a reconnect storm: a client " +
 			"reconnecting in a loop (failing authentication or ApiVersions, a broker or proxy closing it, " +
 			"reconnect.backoff.ms too low), or every client at once after a broker restart overflowing its listen " +
-			"backlog (KAFKA-9648: SYNs dropped or reset, clients retrying). Each connection costs the broker a TLS " +
-			"and SASL handshake, and the clients' requests wait meanwhile.")
+			"backlog (KAFKA-9648: SYNs dropped or reset, clients retrying). Each connection costs the broker a new socket (and a TLS or " +
+			"SASL handshake on such listeners), and the clients' requests wait meanwhile.")
 	} else {
 		fmt.Fprintf(&s, "Most connections stayed (less than %.0f%% churned): clients starting, or reconnecting once "+
 			"after a broker restart, which is normal.", f.p.MinChurn*100)

@@ -16,11 +16,14 @@
 //
 // Re-authentication (KIP-368): a SaslAuthenticate response with a session
 // lifetime (connections.max.reauth.ms) obliges the client to authenticate
-// again on the connection before it ends; a broker closes the connection of
-// a client that does not. Connections closed after their session lifetime
-// without a re-authentication are counted per client: min-reauth-closes of
-// them are a warning, fewer info. Re-authentications that happen give
-// nothing.
+// again on the connection before it sends a request after the lifetime; a
+// broker closes the connection at the first request that comes after it
+// without re-authentication, and that request is never answered. Such
+// connections (closed, with a request sent after the session lifetime and
+// never answered) are counted per client: min-reauth-closes of them are a
+// warning, fewer info. Re-authentications that happen give nothing, and
+// neither does a connection the client closes while idle after its
+// lifetime (clients re-authenticate lazily, before their next request).
 package sasl
 
 import (
@@ -86,6 +89,19 @@ type conn struct {
 	authAt    time.Time
 	lifetime  time.Duration
 	reauthed  bool
+	// closed is when the connection closed, if after its lifetime;
+	// expired is set when a request sent after the lifetime was never
+	// answered. Both make a close at re-authentication time.
+	closed     time.Time
+	closedAt   detectors.Evidence
+	expired    bool
+	expiredReq detectors.Evidence
+}
+
+// expiredAt reports whether the session had run out at t (less
+// reauth-slack) without a re-authentication.
+func (c *conn) expiredAt(t time.Time, slack time.Duration) bool {
+	return c.lifetime > 0 && !c.authAt.IsZero() && !c.reauthed && !t.Before(c.authAt.Add(c.lifetime-slack))
 }
 
 type client struct {
@@ -129,6 +145,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 	k := kmsg.Key(x.Req.Key)
 	if k != kmsg.SASLHandshake && k != kmsg.SASLAuthenticate {
+		if x.Unanswered && !x.OneSided {
+			r.unanswered(x)
+		}
 		return
 	}
 	cl := r.client(x.Conn, x.Req.ClientID)
@@ -145,6 +164,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			return
 		}
 		cl.closed++
+		if cn != nil {
+			cn.authAt = time.Time{} // the session, if any, is over
+		}
 		r.fail(cl, x.Conn, x.Req.Time, 0, detectors.EvidenceAt(x.Req, x.Req.Name()+" request never answered: the broker closed the connection"))
 		return
 	}
@@ -229,6 +251,21 @@ func (r *rule) fail(cl *client, c *flows.ConnInfo, t time.Time, code int16, ev d
 	cl.ev.Add(ev)
 }
 
+// unanswered notes a request never answered: on a connection whose
+// session had run out, the broker closed it there.
+func (r *rule) unanswered(x *detectors.Exchange) {
+	cn := r.conns[x.Conn]
+	if cn == nil || cn.expired || !cn.expiredAt(x.Req.Time, r.p.ReauthSlack) {
+		return
+	}
+	cn.expired = true
+	cn.expiredReq = detectors.EvidenceAt(x.Req, x.Req.Name()+" request "+durationText(x.Req.Time.Sub(cn.authAt))+
+		" after authenticating (session lifetime "+durationText(cn.lifetime)+"), never answered")
+	if !cn.closed.IsZero() {
+		r.reauthClose(x.Conn, cn)
+	}
+}
+
 // ConnEvent implements detectors.ConnHook: connections closed at
 // re-authentication time.
 func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
@@ -239,22 +276,32 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 	if cn == nil {
 		return
 	}
-	delete(r.conns, e.Conn)
-	if cn.lifetime <= 0 || cn.authAt.IsZero() || cn.reauthed {
+	if !cn.expiredAt(e.Time, r.p.ReauthSlack) {
+		delete(r.conns, e.Conn)
 		return
 	}
-	if e.Time.Before(cn.authAt.Add(cn.lifetime - r.p.ReauthSlack)) {
-		return
+	cn.closed = e.Time
+	cn.closedAt = detectors.Evidence{File: e.File, Packet: e.Packet, Conn: e.Conn.ID,
+		What: "connection closed " + durationText(e.Time.Sub(cn.authAt)) + " after authenticating, session lifetime " + durationText(cn.lifetime)}
+	if cn.expired {
+		r.reauthClose(e.Conn, cn)
 	}
+}
+
+// reauthClose counts a connection closed at re-authentication time.
+func (r *rule) reauthClose(c *flows.ConnInfo, cn *conn) {
+	delete(r.conns, c)
 	cl := cn.client
-	if cl.reauthClosed == 0 {
-		cl.firstClose = e.Time
+	if cl.reauthClosed == 0 || cn.closed.Before(cl.firstClose) {
+		cl.firstClose = cn.closed
 	}
 	cl.reauthClosed++
-	cl.lastClose = e.Time
-	cl.conns.Add(e.Conn)
-	cl.ev.Add(detectors.Evidence{File: e.File, Packet: e.Packet, Conn: e.Conn.ID,
-		What: "connection closed " + durationText(e.Time.Sub(cn.authAt)) + " after authenticating, session lifetime " + durationText(cn.lifetime)})
+	if cn.closed.After(cl.lastClose) {
+		cl.lastClose = cn.closed
+	}
+	cl.conns.Add(c)
+	cl.ev.Add(cn.expiredReq)
+	cl.ev.Add(cn.closedAt)
 }
 
 // Findings implements detectors.Rule: one per client id and host with

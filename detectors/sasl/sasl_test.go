@@ -26,6 +26,20 @@ func login(h *dt.Harness, c *flows.Conn, at time.Duration, lifetime int64) time.
 	return at + 5*ms
 }
 
+// expire sends a request on c at at that the broker answers by closing
+// the connection: the close, and the request found unanswered (flows
+// reports those at the end of the capture; closeFirst orders them so).
+func expire(h *dt.Harness, c *flows.Conn, at time.Duration, closeFirst bool) {
+	q, _ := h.Call(c, dt.At(at), 0, "app", dt.Fetch(500), nil)
+	if closeFirst {
+		h.CloseAt(c, dt.At(at+ms))
+		h.Unanswered(c, q)
+		return
+	}
+	h.Unanswered(c, q)
+	h.CloseAt(c, dt.At(at+ms))
+}
+
 // badLogin fails with PLAIN and a wrong password on a new connection.
 func badLogin(h *dt.Harness, port int, at time.Duration) {
 	c := h.Conn(fmt.Sprintf("10.2.0.5:%d", port), broker)
@@ -129,47 +143,58 @@ func TestSaslFailure(t *testing.T) {
 			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"errors": []string{"ILLEGAL_SASL_STATE x1"}}}},
 		},
 		{
-			name: "two connections closed after their 5 s session lifetime without re-authenticating: a warning",
+			name: "two connections closed by the broker at a request after their 5 s session lifetime: a warning",
 			traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					at := login(h, c, time.Second+time.Duration(i)*ms*10, 5000)
-					h.CloseAt(c, dt.At(at+5200*ms))
+					expire(h, c, at+5200*ms, i == 0)
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2, "failures": 0},
-				Fields:  map[string]any{"session_lifetime_ms": int64(5000)},
-				Summary: []string{`client "app" on 10.2.0.5: 2 connections closed at re-authentication time (session lifetime 5.0 s)`}}},
+				Fields:   map[string]any{"session_lifetime_ms": int64(5000)},
+				Summary:  []string{`client "app" on 10.2.0.5: 2 connections closed at re-authentication time (session lifetime 5.0 s)`},
+				Evidence: []uint64{7, 8}}},
 		},
 		{
 			name: "near miss: one such connection is info",
 			traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
-				at := login(h, c, time.Second, 5000)
-				h.CloseAt(c, dt.At(at+5200*ms))
+				expire(h, c, login(h, c, time.Second, 5000)+5200*ms, false)
 			},
 			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"reauth_closes": 1}}},
 		},
 		{
-			name: "near miss: closed 3.9 s into a 5 s session (reauth-slack 1 s) is not at re-authentication time",
+			name: "near miss: a request 3.9 s into a 5 s session (reauth-slack 1 s) is not at re-authentication time",
 			traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
-					at := login(h, c, time.Second, 5000)
-					h.CloseAt(c, dt.At(at+3900*ms))
+					expire(h, c, login(h, c, time.Second, 5000)+3900*ms, false)
 				}
 			},
 		},
 		{
-			name: "closed 4 s into a 5 s session is",
+			name: "a request 4 s into a 5 s session is",
 			traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
-					at := login(h, c, time.Second, 5000)
-					h.CloseAt(c, dt.At(at+4000*ms))
+					expire(h, c, login(h, c, time.Second, 5000)+4000*ms, false)
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2}}},
+		},
+		{
+			name: "near miss: connections the client closes while idle after their lifetime, or whose late requests are answered, give nothing",
+			traffic: func(h *dt.Harness) {
+				for i := range 3 {
+					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
+					at := login(h, c, time.Second, 5000)
+					if i == 0 {
+						h.Call(c, dt.At(at+6*time.Second), ms, "app", dt.Fetch(500), dt.Fetched(0, 0))
+					}
+					h.CloseAt(c, dt.At(at+7*time.Second))
+				}
+			},
 		},
 		{
 			name:     "min-reauth-closes raised: two closes are info",
@@ -177,8 +202,7 @@ func TestSaslFailure(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
-					at := login(h, c, time.Second, 5000)
-					h.CloseAt(c, dt.At(at+6*time.Second))
+					expire(h, c, login(h, c, time.Second, 5000)+6*time.Second, true)
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Info}},
