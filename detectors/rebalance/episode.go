@@ -131,4 +131,3 @@ func worse(r *rule, a, b *episode) bool {
 	}
 	return a.last.Sub(a.start) > b.last.Sub(b.start)
 }
-
