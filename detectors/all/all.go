@@ -5,6 +5,10 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/metastorm"
+	"github.com/kfsniff/kfsniff/detectors/rebalance"
+	"github.com/kfsniff/kfsniff/detectors/reconnect"
+	"github.com/kfsniff/kfsniff/detectors/sasl"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -25,5 +29,9 @@ func Analyzers() []*detectors.Analyzer {
 		throttled.Analyzer,
 		l["unanswered-requests"],
 		l["slow-responses"],
+		rebalance.Analyzer,
+		metastorm.Analyzer,
+		reconnect.Analyzer,
+		sasl.Analyzer,
 	}
 }

@@ -1,0 +1,133 @@
+// Package burst finds bursts in a stream of events: stretches where at
+// least N events fall within a sliding window of a given span (Metadata
+// requests of one client, new connections to one broker). It keeps the last
+// N times in a ring allocated once, so counting an event costs no
+// allocation, and reports the longest burst, how many there were and the
+// busiest second.
+package burst
+
+import "time"
+
+// Episode is one burst: from the first event of the first full window to
+// the last event that kept the window full.
+type Episode struct {
+	Start, End time.Time
+	// Events counts the events from Start to End.
+	Events int
+}
+
+// Duration is the episode's length.
+func (e Episode) Duration() time.Duration { return e.End.Sub(e.Start) }
+
+// Window detects bursts of at least n events within span. The zero value
+// is not usable: make one with New.
+type Window struct {
+	ring  []time.Time
+	head  int // next slot to write
+	count int
+	span  time.Duration
+
+	in  bool
+	cur Episode
+	// best is the longest finished episode (most events on a tie).
+	best     Episode
+	episodes int
+
+	sec     time.Time // the second being counted
+	secN    int
+	peakN   int
+	peakSec time.Time
+	total   int
+}
+
+// MaxN bounds n, and so the ring's memory.
+const MaxN = 1 << 16
+
+// New makes a window finding bursts of n (at least 2, at most MaxN) events
+// within span.
+func New(n int, span time.Duration) *Window {
+	n = min(max(n, 2), MaxN)
+	return &Window{ring: make([]time.Time, n), span: span}
+}
+
+// Add counts an event at t (times must not go backwards by much: an
+// earlier time than the last is taken as the last).
+func (w *Window) Add(t time.Time) {
+	w.total++
+	if s := t.Truncate(time.Second); s.Equal(w.sec) {
+		w.secN++
+	} else if s.After(w.sec) {
+		w.sec, w.secN = s, 1
+	} else {
+		w.secN++
+	}
+	if w.secN > w.peakN {
+		w.peakN, w.peakSec = w.secN, w.sec
+	}
+	n := len(w.ring)
+	w.ring[w.head] = t
+	w.head = (w.head + 1) % n
+	if w.count < n {
+		w.count++
+	}
+	if w.count < n {
+		return
+	}
+	oldest := w.ring[w.head] // the n-th most recent, t included
+	if t.Sub(oldest) <= w.span {
+		if !w.in {
+			w.in = true
+			w.cur = Episode{Start: oldest, End: t, Events: n}
+			return
+		}
+		w.cur.End = t
+		w.cur.Events++
+		return
+	}
+	w.closeIfOver()
+}
+
+// closeIfOver ends the episode under way: the window no longer holds n
+// events.
+func (w *Window) closeIfOver() {
+	if !w.in {
+		return
+	}
+	w.in = false
+	w.episodes++
+	if better(w.cur, w.best) {
+		w.best = w.cur
+	}
+}
+
+func better(a, b Episode) bool {
+	if b.Events == 0 {
+		return a.Events > 0
+	}
+	if da, db := a.Duration(), b.Duration(); da != db {
+		return da > db
+	}
+	return a.Events > b.Events
+}
+
+// Result is what the window found, as of end (the capture's end): the
+// longest burst, whether a burst was still under way at end (its last
+// event within span of end), and how many bursts there were. It changes
+// nothing.
+func (w *Window) Result(end time.Time) (best Episode, ongoing bool, episodes int) {
+	best, episodes = w.best, w.episodes
+	if w.in {
+		episodes++
+		if better(w.cur, best) {
+			best = w.cur
+		}
+		ongoing = end.Sub(w.cur.End) < w.span
+	}
+	return best, ongoing, episodes
+}
+
+// Peak is the most events in one second of the clock and that second.
+func (w *Window) Peak() (int, time.Time) { return w.peakN, w.peakSec }
+
+// Total is how many events were counted.
+func (w *Window) Total() int { return w.total }

@@ -1,0 +1,65 @@
+package burst
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func TestWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n        int
+		span     time.Duration
+		events   []int // ms
+		end      int
+		want     Episode
+		ongoing  bool
+		episodes int
+	}{
+		{name: "n-1 events in the span: no burst", n: 5, span: time.Second, events: []int{0, 100, 200, 300, 1200, 1300, 1400, 1500}, end: 5000},
+		{name: "n events exactly one span apart: a burst", n: 3, span: time.Second, events: []int{0, 500, 1000}, end: 5000,
+			want: Episode{Start: at(0), End: at(1000), Events: 3}, episodes: 1},
+		{name: "n events one millisecond more than a span apart: none", n: 3, span: time.Second, events: []int{0, 500, 1001}, end: 5000},
+		{name: "a burst that goes on while the window stays full, then stops", n: 3, span: time.Second,
+			events: []int{0, 100, 200, 300, 400, 3000}, end: 3100,
+			want: Episode{Start: at(0), End: at(400), Events: 5}, episodes: 1},
+		{name: "still bursting at the end", n: 3, span: time.Second, events: []int{0, 100, 200, 300}, end: 900,
+			want: Episode{Start: at(0), End: at(300), Events: 4}, ongoing: true, episodes: 1},
+		{name: "the longest of two bursts", n: 2, span: 100 * time.Millisecond,
+			events: []int{0, 50, 1000, 1050, 1100, 1150, 5000}, end: 9000,
+			want: Episode{Start: at(1000), End: at(1150), Events: 4}, episodes: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(tc.n, tc.span)
+			for _, ms := range tc.events {
+				w.Add(at(ms))
+			}
+			best, ongoing, episodes := w.Result(at(tc.end))
+			if best != tc.want || ongoing != tc.ongoing || episodes != tc.episodes {
+				t.Errorf("got %+v ongoing %v episodes %d, want %+v ongoing %v episodes %d", best, ongoing, episodes, tc.want, tc.ongoing, tc.episodes)
+			}
+			if w.Total() != len(tc.events) {
+				t.Errorf("total %d, want %d", w.Total(), len(tc.events))
+			}
+		})
+	}
+}
+
+func TestPeakAndNoAllocation(t *testing.T) {
+	w := New(4, time.Second)
+	for i := range 10 {
+		w.Add(at(2000 + i*50))
+	}
+	w.Add(at(3100))
+	if n, s := w.Peak(); n != 10 || !s.Equal(at(2000)) {
+		t.Errorf("peak %d at %v, want 10 at %v", n, s, at(2000))
+	}
+	i := 0
+	if a := testing.AllocsPerRun(100, func() { w.Add(at(4000 + i)); i++ }); a != 0 {
+		t.Errorf("%v allocations per event", a)
+	}
+}
