@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -12,7 +13,7 @@ import (
 func Analyzers() []*detectors.Analyzer {
 	l := legacy.Analyzers()
 	return []*detectors.Analyzer{
-		l["internal-error"],
+		internalerror.Analyzer,
 		l["not-leader-loop"],
 		l["stalled-fetch"],
 		l["liveness-without-replication"],
