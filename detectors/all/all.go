@@ -6,6 +6,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/refused"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -20,7 +21,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["duplicate-batches"],
 		l["replica-divergence"],
 		l["leader-election-stall"],
-		l["connection-refused"],
+		refused.Analyzer,
 		l["advertised-listener-conflict"],
 		l["error-storm"],
 		throttled.Analyzer,

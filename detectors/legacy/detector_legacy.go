@@ -84,7 +84,6 @@ func Specs() []Spec {
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 		electionStallSpec(),
-		connRefusedSpec(),
 		listenerConflictSpec(),
 		errorStormSpec(),
 		unansweredSpec(),
