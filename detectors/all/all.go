@@ -7,6 +7,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/refused"
+	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -26,6 +27,6 @@ func Analyzers() []*detectors.Analyzer {
 		l["error-storm"],
 		throttled.Analyzer,
 		l["unanswered-requests"],
-		l["slow-responses"],
+		slowresponses.Analyzer,
 	}
 }

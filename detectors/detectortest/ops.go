@@ -2,6 +2,7 @@ package detectortest
 
 import (
 	"net/netip"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -131,4 +132,50 @@ func Refused(client, server string, at time.Time, packet uint64) *flows.ConnEven
 func SynUnanswered(client, server string, at time.Time, packet uint64, retries int) *flows.ConnEvent {
 	return &flows.ConnEvent{Kind: flows.ConnUnanswered, Client: netip.MustParseAddrPort(client),
 		Server: netip.MustParseAddrPort(server), Packet: packet, Time: at, Attempts: retries + 1}
+}
+
+// Timeline collects answered calls on several connections and delivers
+// them as a capture would: each exchange when its response arrives, so
+// that a slow response comes after the fast ones sent later.
+type Timeline struct {
+	h     *Harness
+	calls []call
+}
+
+type call struct {
+	done     time.Time
+	c        *flows.Conn
+	at       time.Time
+	lat      time.Duration
+	clientID string
+	req      kmsg.Request
+	resp     kmsg.Response
+}
+
+// NewTimeline returns a timeline delivering to h.
+func NewTimeline(h *Harness) *Timeline { return &Timeline{h: h} }
+
+// Call schedules a request from c at at, answered after lat.
+func (tl *Timeline) Call(c *flows.Conn, at time.Time, lat time.Duration, clientID string, req kmsg.Request, resp kmsg.Response) {
+	tl.calls = append(tl.calls, call{at.Add(lat), c, at, lat, clientID, req, resp})
+}
+
+// Every schedules n calls from c, one every step from at, each answered
+// after lat; mk makes each request and its response.
+func (tl *Timeline) Every(c *flows.Conn, at time.Time, step time.Duration, n int, lat time.Duration, clientID string,
+	mk func() (kmsg.Request, kmsg.Response)) {
+	for i := range n {
+		req, resp := mk()
+		tl.Call(c, at.Add(time.Duration(i)*step), lat, clientID, req, resp)
+	}
+}
+
+// Run delivers the calls scheduled, by the time of their responses (in
+// the order scheduled for equal times), and forgets them.
+func (tl *Timeline) Run() {
+	sort.SliceStable(tl.calls, func(i, j int) bool { return tl.calls[i].done.Before(tl.calls[j].done) })
+	for _, c := range tl.calls {
+		tl.h.Call(c.c, c.at, c.lat, c.clientID, c.req, c.resp)
+	}
+	tl.calls = nil
 }

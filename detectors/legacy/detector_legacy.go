@@ -87,6 +87,5 @@ func Specs() []Spec {
 		listenerConflictSpec(),
 		errorStormSpec(),
 		unansweredSpec(),
-		slowResponsesSpec(),
 	}
 }
