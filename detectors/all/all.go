@@ -9,6 +9,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/refused"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
+	"github.com/kfsniff/kfsniff/detectors/unanswered"
 )
 
 // Analyzers returns every rule, in the order they are described.
@@ -26,7 +27,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["advertised-listener-conflict"],
 		l["error-storm"],
 		throttled.Analyzer,
-		l["unanswered-requests"],
+		unanswered.Analyzer,
 		slowresponses.Analyzer,
 	}
 }

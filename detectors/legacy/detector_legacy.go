@@ -86,6 +86,5 @@ func Specs() []Spec {
 		electionStallSpec(),
 		listenerConflictSpec(),
 		errorStormSpec(),
-		unansweredSpec(),
 	}
 }

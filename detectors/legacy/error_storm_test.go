@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -494,38 +493,6 @@ func TestErrorStorm(t *testing.T) {
 				}
 				opsCheck(t, got[i], sev, w.counts, w.fields)
 			}
-		})
-	}
-}
-
-// TestOpsSharedCaptureArkimeNdpi pins the decisions on the public captures
-// with requests that have no response: at most info.
-func TestOpsSharedCaptureArkimeNdpi(t *testing.T) {
-	for _, tc := range []struct {
-		file   string
-		counts map[string]int64
-	}{
-		// A ListOffsets sent 140 ms before the capture ends.
-		{"arkime/kafka.pcap", map[string]int64{"requests": 1, "in_flight": 1}},
-		// Three requests on connections with not one packet from the
-		// server: a sampled capture.
-		{"ndpi/kafka.pcapng", map[string]int64{"requests": 3, "one_sided": 3}},
-	} {
-		t.Run(tc.file, func(t *testing.T) {
-			p := filepath.Join("..", "..", "..", "shared", "captures", tc.file)
-			if _, err := os.Stat(p); err != nil {
-				t.Skipf("shared capture not available: %v", err)
-			}
-			f, err := capture.Open(p, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			got := opsOf(opsRunFiles(t, nil, f), "unanswered-requests")
-			if len(got) != 1 {
-				t.Fatalf("unanswered-requests findings:%s", opsDescribe(got))
-			}
-			opsCheck(t, got[0], detectors.Info, tc.counts, nil)
 		})
 	}
 }

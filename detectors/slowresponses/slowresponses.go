@@ -18,6 +18,7 @@ package slowresponses
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -244,7 +245,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	// Evidence: the first and last slow responses and the slowest.
 	ev := []detectors.Evidence{first.ev}
 	for _, e := range append(worst, last) {
-		if !hasPacket(ev, e.ev) {
+		if !slices.ContainsFunc(ev, func(x detectors.Evidence) bool { return x.File == e.ev.File && x.Packet == e.ev.Packet }) {
 			ev = append(ev, e.ev)
 		}
 	}
@@ -267,13 +268,4 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		Subject:  detectors.Subject{ClientIDs: f.ClientIDs, Clients: conns.ClientAddrs(), Servers: conns.ServerAddrs()},
 		Detail:   f,
 	}, true
-}
-
-func hasPacket(ev []detectors.Evidence, e detectors.Evidence) bool {
-	for _, x := range ev {
-		if x.File == e.File && x.Packet == e.Packet {
-			return true
-		}
-	}
-	return false
 }
