@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +24,8 @@ import (
 // specifications on the harness cannot show, the analysis feeding them.
 
 // opsFindings runs the whole analysis, every rule, and returns the
-// findings of rule.
-func opsFindings(t *testing.T, rule string, files ...*capture.File) []detectors.Finding {
+// findings of the rules named.
+func opsFindings(t *testing.T, rules string, files ...*capture.File) []detectors.Finding {
 	t.Helper()
 	set, err := detectors.NewSet(all.Analyzers(), nil)
 	if err != nil {
@@ -31,7 +35,7 @@ func opsFindings(t *testing.T, rule string, files ...*capture.File) []detectors.
 		Warn: func(err error) { t.Errorf("input broke: %v", err) }})
 	var out []detectors.Finding
 	for _, f := range res.Report.Findings {
-		if f.Detector == rule {
+		if slices.Contains(strings.Fields(rules), f.Detector) {
 			out = append(out, f)
 		}
 	}
@@ -105,4 +109,67 @@ func TestUnansweredCaptureLoss(t *testing.T) {
 	got := opsFindings(t, "unanswered-requests", f)
 	detectortest.Check(t, got, "unanswered-requests",
 		detectortest.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "capture_gaps": 1}})
+}
+
+// TestOpsRulesQuietOnHealthyCaptures runs the committed healthy captures
+// (recorded kgo traffic, the healthy scenarios, the catalogue) and the
+// public ones: none may get a warning from error-storm, throttled,
+// unanswered-requests or slow-responses.
+func TestOpsRulesQuietOnHealthyCaptures(t *testing.T) {
+	fixtures := filepath.Join("..", "fixtures", "pcaps")
+	var paths []string
+	for _, f := range []string{"recorded-kgo-kfake-admin.pcap", "recorded-kgo-kfake-group.pcap", "scenarios/healthy-group.pcap",
+		"scenarios/replica-identity.pcap", "scenarios/replica-divergence.pcap", "scenarios/mm2-replay.pcap"} {
+		paths = append(paths, filepath.Join(fixtures, f))
+	}
+	catalogue, _ := filepath.Glob(filepath.Join(fixtures, "*.pcap*"))
+	paths = append(paths, catalogue...)
+	if _, err := os.Stat(sharedDir); err == nil {
+		shared, _ := filepath.Glob(filepath.Join(sharedDir, "*", "*.pcap*"))
+		paths = append(paths, shared...)
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".json") || seen[p] {
+			continue
+		}
+		seen[p] = true
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			for _, f := range opsFindings(t, "error-storm throttled unanswered-requests slow-responses", opsOpen(t, p)) {
+				if f.Severity >= detectors.Warning {
+					t.Errorf("%s %s: %s", f.Severity, f.Detector, f.Summary)
+				}
+			}
+		})
+	}
+	if len(seen) < 20 {
+		t.Errorf("%d captures run, want the catalogue's and the scenarios'", len(seen))
+	}
+}
+
+// TestErrorStormOnScenarios: the two incident captures whose loops the
+// storm rule must see; there the specific rules explain them (through
+// the findings' typed subjects: the same error, and a client or server in
+// common), so the storm finding is info and names the rule that explains
+// it.
+func TestErrorStormOnScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		file      string
+		api, err  string
+		responses int64
+		by        string
+	}{
+		{"observer-fetch-loop.pcap", "Fetch", "NOT_LEADER_OR_FOLLOWER", 2000, "not-leader-loop"},
+		{"election-stall.pcap", "Metadata", "LEADER_NOT_AVAILABLE", 1206, "leader-election-stall"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			got := opsFindings(t, "error-storm", opsOpen(t, filepath.Join("..", "fixtures", "pcaps", "scenarios", tc.file)))
+			detectortest.Check(t, got, "error-storm", detectortest.Want{
+				Severity: detectors.Info,
+				Counts:   map[string]int64{"responses": tc.responses, "storm_responses": tc.responses},
+				Fields:   map[string]any{"api": tc.api, "error": tc.err, "explained_by": tc.by},
+				Summary:  []string{" (explained by " + tc.by + ")"},
+			})
+		})
+	}
 }

@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/errorstorm"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/refused"
@@ -25,7 +26,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["leader-election-stall"],
 		refused.Analyzer,
 		l["advertised-listener-conflict"],
-		l["error-storm"],
+		errorstorm.Analyzer,
 		throttled.Analyzer,
 		unanswered.Analyzer,
 		slowresponses.Analyzer,

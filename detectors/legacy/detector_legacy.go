@@ -85,6 +85,5 @@ func Specs() []Spec {
 		replicaDivergenceSpec(),
 		electionStallSpec(),
 		listenerConflictSpec(),
-		errorStormSpec(),
 	}
 }
