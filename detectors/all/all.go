@@ -4,31 +4,36 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/errorstorm"
+	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/reconnect"
+	"github.com/kfsniff/kfsniff/detectors/refused"
 	"github.com/kfsniff/kfsniff/detectors/sasl"
+	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
+	"github.com/kfsniff/kfsniff/detectors/unanswered"
 )
 
 // Analyzers returns every rule, in the order they are described.
 func Analyzers() []*detectors.Analyzer {
 	l := legacy.Analyzers()
 	return []*detectors.Analyzer{
-		l["internal-error"],
+		internalerror.Analyzer,
 		l["not-leader-loop"],
 		l["stalled-fetch"],
 		l["liveness-without-replication"],
 		l["duplicate-batches"],
 		l["replica-divergence"],
 		l["leader-election-stall"],
-		l["connection-refused"],
+		refused.Analyzer,
 		l["advertised-listener-conflict"],
-		l["error-storm"],
+		errorstorm.Analyzer,
 		throttled.Analyzer,
-		l["unanswered-requests"],
-		l["slow-responses"],
+		unanswered.Analyzer,
+		slowresponses.Analyzer,
 		rebalance.Analyzer,
 		metastorm.Analyzer,
 		reconnect.Analyzer,

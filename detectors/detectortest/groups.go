@@ -16,8 +16,8 @@ func JoinGroup(group, member string) *kmsg.JoinGroupRequest {
 	return r
 }
 
-// Joined answers JoinGroup with errCode, a generation and the member id.
-func Joined(errCode int16, generation int32, member string) *kmsg.JoinGroupResponse {
+// GroupJoined answers JoinGroup with errCode, a generation and the member id.
+func GroupJoined(errCode int16, generation int32, member string) *kmsg.JoinGroupResponse {
 	r := kmsg.NewPtrJoinGroupResponse()
 	r.Version, r.ErrorCode, r.Generation, r.MemberID, r.LeaderID = 9, errCode, generation, member, member
 	proto := "cooperative-sticky"
@@ -39,8 +39,8 @@ func Synced(errCode int16) *kmsg.SyncGroupResponse {
 	return r
 }
 
-// Heartbeat is a classic Heartbeat v4 of member at generation.
-func Heartbeat(group string, generation int32, member string) *kmsg.HeartbeatRequest {
+// ClassicHeartbeat is a classic Heartbeat v4 of member at generation.
+func ClassicHeartbeat(group string, generation int32, member string) *kmsg.HeartbeatRequest {
 	r := kmsg.NewPtrHeartbeatRequest()
 	r.Version, r.Group, r.Generation, r.MemberID = 4, group, generation, member
 	return r

@@ -78,17 +78,12 @@ func (p Params) Seconds(name string) time.Duration {
 func Specs() []Spec {
 	return []Spec{
 		// One line per detector, each defined in its own file.
-		internalErrorSpec(),
 		notLeaderLoopSpec(),
 		stalledFetchSpec(),
 		livenessSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 		electionStallSpec(),
-		connRefusedSpec(),
 		listenerConflictSpec(),
-		errorStormSpec(),
-		unansweredSpec(),
-		slowResponsesSpec(),
 	}
 }

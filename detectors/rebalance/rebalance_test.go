@@ -29,7 +29,7 @@ const ms = time.Millisecond
 // join is a first join at at: MEMBER_ID_REQUIRED, then the join with the
 // id given, answered after lat with generation gen, and a SyncGroup.
 func (m *member) join(at time.Duration, id string, gen int32, lat time.Duration) time.Duration {
-	m.h.Call(m.c, dt.At(at), 2*ms, m.cid, dt.JoinGroup("g", ""), dt.Joined(79, -1, id))
+	m.h.Call(m.c, dt.At(at), 2*ms, m.cid, dt.JoinGroup("g", ""), dt.GroupJoined(79, -1, id))
 	return m.rejoin(at+5*ms, id, gen, lat)
 }
 
@@ -37,13 +37,13 @@ func (m *member) join(at time.Duration, id string, gen int32, lat time.Duration)
 // it returns when the assignment arrived.
 func (m *member) rejoin(at time.Duration, id string, gen int32, lat time.Duration) time.Duration {
 	m.id, m.gen = id, gen
-	m.h.Call(m.c, dt.At(at), lat, m.cid, dt.JoinGroup("g", id), dt.Joined(0, gen, id))
+	m.h.Call(m.c, dt.At(at), lat, m.cid, dt.JoinGroup("g", id), dt.GroupJoined(0, gen, id))
 	m.h.Call(m.c, dt.At(at+lat+ms), 10*ms, m.cid, dt.SyncGroup("g", gen, id), dt.Synced(0))
 	return at + lat + 11*ms
 }
 
 func (m *member) beat(at time.Duration, code int16) {
-	m.h.Call(m.c, dt.At(at), 2*ms, m.cid, dt.Heartbeat("g", m.gen, m.id), dt.Beat(code))
+	m.h.Call(m.c, dt.At(at), 2*ms, m.cid, dt.ClassicHeartbeat("g", m.gen, m.id), dt.Beat(code))
 }
 
 // loop: a member joins, then n times its heartbeat is answered
@@ -153,7 +153,7 @@ func TestRebalanceLoop(t *testing.T) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				for i := range 24 {
-					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.Joined(27, -1, "m-1"))
+					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalance_errors": 24},
@@ -166,7 +166,7 @@ func TestRebalanceLoop(t *testing.T) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				for i := range 19 {
-					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.Joined(27, -1, "m-1"))
+					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
 				}
 				m.rejoin(t+10*time.Second, "m-1", 2, 20*ms)
 			},

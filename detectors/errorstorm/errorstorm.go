@@ -1,0 +1,263 @@
+// Package errorstorm reports one client getting the same error from one
+// API over and over, at a rate no healthy client sustains. Healthy clients
+// do get errors: a KIP-394 JoinGroup is answered MEMBER_ID_REQUIRED once,
+// heartbeats get REBALANCE_IN_PROGRESS while a group rebalances (one every
+// heartbeat interval, seconds apart), an admin tool gets
+// TOPIC_ALREADY_EXISTS once. What they do not do is get the same error
+// over and over, several times a second, for many seconds: that is a retry
+// loop the client does not get out of (a NOT_LEADER_OR_FOLLOWER loop, a
+// metadata refresh loop on LEADER_NOT_AVAILABLE, an authorization failure
+// retried forever).
+//
+// The rate is measured per client (address and client id) so that many
+// healthy clients each getting an occasional error (a large group
+// rebalancing) do not add up to a storm. A client storms when some window
+// of Window holds at least MinRate × Window of its responses carrying the
+// error; from then on every response carrying it while that holds is
+// counted. The API and error are reported once MinResponses such
+// responses have been counted.
+//
+// The rule is generic: a specific rule's finding about the same error and
+// client or server (not-leader-loop, leader-election-stall) explains it,
+// and it drops to info.
+package errorstorm
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "error-storm",
+	Severity: detectors.Warning,
+	Generic:  true,
+	Doc: "The same error from one API keeps coming back to a client at a sustained rate " +
+		"(one client gets at least min-rate × window responses carrying it within window, " +
+		"and min-responses are counted in all), the mark of a retry loop; the occasional error of a " +
+		"healthy client (MEMBER_ID_REQUIRED on a first JoinGroup, REBALANCE_IN_PROGRESS during a " +
+		"rebalance, TOPIC_ALREADY_EXISTS) is far below it.",
+}, Params{MinResponses: 20, MinRate: 1, Window: 10 * time.Second}, New)
+
+// Params are the rule's thresholds.
+type Params struct {
+	MinResponses int           `param:"min-responses" doc:"responses carrying the error, counted while clients storm, before it is reported"`
+	MinRate      float64       `param:"min-rate" doc:"responses per second carrying the error that one client (address and client id) must get over a whole window: min-rate × window of them within window"`
+	Window       time.Duration `param:"window" unit:"s" alias:"window-s" doc:"how long the window is over which the rate must hold"`
+}
+
+const (
+	// maxClients bounds the clients whose rate is tracked; errors of
+	// further clients are counted but cannot start a storm.
+	maxClients = 4096
+	// maxWindow bounds the responses a client's window holds.
+	maxWindow = 1 << 14
+)
+
+// New makes the rule.
+func New(p Params) detectors.Rule {
+	k := int(math.Ceil(p.MinRate * p.Window.Seconds()))
+	return &rule{
+		minResponses: int64(max(p.MinResponses, 1)),
+		window:       p.Window,
+		k:            min(max(k, 1), maxWindow),
+		groups:       make(map[groupKey]*group),
+	}
+}
+
+type rule struct {
+	minResponses int64
+	window       time.Duration
+	k            int // responses a window must hold
+	groups       map[groupKey]*group
+	apiResponses tally.APIs
+	clients      int
+}
+
+type groupKey struct{ api, code int16 }
+
+// group is one API and error code.
+type group struct {
+	groupKey
+	responses   int64 // responses carrying the code, from every client
+	occurrences int64 // times the code appears in them
+	clients     map[clientKey]*client
+	what        string // what the evidence shows
+
+	// While clients storm.
+	stormed               int64
+	stormFirst, stormLast time.Time
+	stormClients          int
+	conns                 tally.Conns
+	clientIDs             map[string]bool
+	ev                    detectors.Sampler[detectors.Evidence]
+}
+
+type clientKey struct {
+	addr netip.Addr
+	id   string
+}
+
+// client holds the times of a client's last k responses carrying the
+// error, in a ring.
+type client struct {
+	ring    []hit
+	next    int
+	seq     int64 // responses seen
+	counted int64 // seq of the last response counted into the storm
+	stormed bool
+}
+
+type hit struct {
+	t    time.Time
+	ev   detectors.Evidence
+	conn *flows.ConnInfo
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil || x.Resp == nil {
+		return
+	}
+	r.apiResponses.Add(x.Req.Key)
+	for _, ec := range x.Resp.ErrorCodes {
+		r.hit(x, ec)
+	}
+}
+
+func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
+	gk := groupKey{x.Req.Key, ec.Code}
+	g := r.groups[gk]
+	if g == nil {
+		g = &group{groupKey: gk, clients: make(map[clientKey]*client), clientIDs: make(map[string]bool)}
+		r.groups[gk] = g
+	}
+	t := x.Resp.Time
+	g.responses++
+	g.occurrences += int64(ec.Count)
+
+	ck := clientKey{x.Conn.Client.Addr(), x.Req.ClientID}
+	c := g.clients[ck]
+	if c == nil {
+		if r.clients >= maxClients {
+			return
+		}
+		r.clients++
+		c = &client{}
+		g.clients[ck] = c
+	}
+	if g.what == "" {
+		g.what = fmt.Sprintf("%s response %s", x.Req.Name(), decode.ErrorName(ec.Code))
+	}
+	h := hit{t: t, ev: detectors.EvidenceAt(x.Resp, g.what), conn: x.Conn}
+	c.seq++
+	if len(c.ring) < r.k {
+		c.ring = append(c.ring, h)
+	} else {
+		c.ring[c.next] = h
+	}
+	c.next = (c.next + 1) % r.k
+	if len(c.ring) < r.k {
+		return
+	}
+	// The ring is full and its oldest entry is at c.next. If the last k
+	// responses fit in one window, the client storms.
+	if t.Sub(c.ring[c.next].t) > r.window {
+		return
+	}
+	if !c.stormed {
+		c.stormed = true
+		g.stormClients++
+		g.clientIDs[ck.id] = true
+	}
+	// Count the window's responses not counted yet, oldest first.
+	oldest := c.seq - int64(r.k) + 1
+	for s := max(c.counted+1, oldest); s <= c.seq; s++ {
+		hh := c.ring[int((int64(c.next)+s-oldest)%int64(r.k))]
+		g.stormed++
+		if g.stormFirst.IsZero() || hh.t.Before(g.stormFirst) {
+			g.stormFirst = hh.t
+		}
+		if hh.t.After(g.stormLast) {
+			g.stormLast = hh.t
+		}
+		g.conns.Add(hh.conn)
+		g.ev.Add(hh.ev)
+	}
+	c.counted = c.seq
+}
+
+// Findings implements detectors.Rule: one per API and error that stormed.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	keys := make([]groupKey, 0, len(r.groups))
+	for k, g := range r.groups {
+		if g.stormed >= r.minResponses {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].api != keys[j].api {
+			return keys[i].api < keys[j].api
+		}
+		return keys[i].code < keys[j].code
+	})
+	out := make([]detectors.Finding, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, r.finding(p, r.groups[k]))
+	}
+	return out
+}
+
+func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
+	dur := g.stormLast.Sub(g.stormFirst)
+	rate := float64(g.stormed)
+	if dur > 0 {
+		rate = float64(g.stormed) / dur.Seconds()
+	}
+	var who []string
+	for k, c := range g.clients {
+		if !c.stormed {
+			continue
+		}
+		if k.id == "" {
+			who = append(who, k.addr.Unmap().String()+" (no client id)")
+		} else {
+			who = append(who, fmt.Sprintf("%q (%s)", k.id, k.addr.Unmap()))
+		}
+	}
+	sort.Strings(who)
+	f := &Finding{
+		API: decode.Name(g.api), Error: decode.ErrorName(g.code), ErrorCode: g.code,
+		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
+		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100,
+		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, who: who,
+		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window,
+	}
+	return detectors.Finding{
+		Severity: detectors.Warning,
+		First:    g.stormFirst,
+		Last:     g.stormLast,
+		Conns:    g.conns.IDs(),
+		Nodes:    g.conns.Nodes(p.Nodes),
+		Counts: map[string]int64{
+			"responses":       g.responses,
+			"storm_responses": g.stormed,
+			"error_codes":     g.occurrences,
+			"api_responses":   f.apiResponses,
+			"clients":         int64(g.stormClients),
+		},
+		Evidence: g.ev.List(),
+		Subject: detectors.Subject{ClientIDs: f.ClientIDs, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(),
+			Error: g.code},
+		Detail: f,
+	}
+}

@@ -1,0 +1,321 @@
+package errorstorm_test
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
+	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/errorstorm"
+)
+
+const broker, broker2 = "10.1.0.10:9092", "10.1.0.11:9092"
+
+func notLeader() (kmsg.Request, kmsg.Response)  { return dt.Fetch(500), dt.Fetched(6, 0) }
+func leaderless() (kmsg.Request, kmsg.Response) { return dt.Metadata(5, 0, 5) }
+func fine() (kmsg.Request, kmsg.Response)       { return dt.Fetch(500), dt.Fetched(0, 0) }
+func rebalancing() (kmsg.Request, kmsg.Response) {
+	return dt.Heartbeat(27) // REBALANCE_IN_PROGRESS
+}
+
+// every schedules n exchanges from client to server, one every step from
+// at, each answered in 1 ms.
+func every(h *dt.Harness, tl *dt.Timeline, client, server, clientID string, at, step time.Duration, n int,
+	mk func() (kmsg.Request, kmsg.Response)) {
+	tl.Every(h.Conn(client, server), dt.At(at), step, n, time.Millisecond, clientID, mk)
+}
+
+// loop is a Fetch NOT_LEADER_OR_FOLLOWER loop of loop-client at 10/s for
+// 15 s.
+func loop(h *dt.Harness, tl *dt.Timeline) {
+	every(h, tl, "10.2.0.5:40000", broker, "loop-client", time.Second, 100*time.Millisecond, 150, notLeader)
+}
+
+// slowLoop is the same loop at 0.83/s for a minute.
+func slowLoop(h *dt.Harness, tl *dt.Timeline) {
+	every(h, tl, "10.2.0.5:40000", broker, "slow-loop", time.Second, 1200*time.Millisecond, 50, notLeader)
+}
+
+func TestErrorStorm(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings map[string]string
+		traffic  func(h *dt.Harness, tl *dt.Timeline)
+		want     []dt.Want
+	}{
+		{
+			name:    "a Fetch NOT_LEADER loop at 10/s for 15 s",
+			traffic: loop,
+			want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"responses": 150, "storm_responses": 150, "error_codes": 150, "api_responses": 150, "clients": 1},
+				Fields: map[string]any{"api": "Fetch", "error": "NOT_LEADER_OR_FOLLOWER", "error_code": int16(6),
+					"client_ids": []string{"loop-client"}, "clients": []string{"10.2.0.5"}, "servers": []string{broker},
+					"duration_s": 14.9, "rate_per_s": 10.07},
+				Summary: []string{`Fetch answered NOT_LEADER_OR_FOLLOWER 150 times in 14.9 s (10.1/s) to "loop-client" (10.2.0.5) from ` + broker},
+			}},
+		},
+		{
+			name: "a metadata refresh loop at 2/s among healthy traffic: only the error is counted",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "kafkajs", time.Second, 500*time.Millisecond, 60, leaderless)
+				every(h, tl, "10.2.0.6:40000", broker, "consumer", time.Second, 100*time.Millisecond, 300, fine)
+			},
+			want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"responses": 60, "storm_responses": 60, "error_codes": 120, "api_responses": 60},
+				Fields:   map[string]any{"api": "Metadata", "error": "LEADER_NOT_AVAILABLE", "duration_s": 29.5, "rate_per_s": 2.03},
+			}},
+		},
+		{
+			name:    "near miss: 0.83/s, below the 1/s rate, for a minute",
+			traffic: slowLoop,
+		},
+		{
+			name:     "the same at 0.83/s with min-rate 0.5",
+			settings: map[string]string{"min-rate": "0.5"},
+			traffic:  slowLoop,
+			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 50, "storm_responses": 50}}},
+		},
+		{
+			name:     "the same at 0.83/s with a 5 s window: five within 4.8 s",
+			settings: map[string]string{"window": "5s"},
+			traffic:  slowLoop,
+			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 50}}},
+		},
+		{
+			name:     "the old name window-s, in seconds, still works",
+			settings: map[string]string{"window-s": "5"},
+			traffic:  slowLoop,
+			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 50}}},
+		},
+		{
+			name: "near miss: 30 errors 1.12 s apart, ten take 10.08 s, over the window",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "edge", time.Second, 1120*time.Millisecond, 30, notLeader)
+			},
+		},
+		{
+			name: "near miss the other way: 30 errors 1.11 s apart, ten within 9.99 s",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "edge", time.Second, 1110*time.Millisecond, 30, notLeader)
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 30, "storm_responses": 30}}},
+		},
+		{
+			name: "near miss: a burst of 19, one short of min-responses",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "burst", time.Second, 50*time.Millisecond, 19, notLeader)
+			},
+		},
+		{
+			name: "near miss the other way: a burst of 20, exactly min-responses",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "burst", time.Second, 50*time.Millisecond, 20, notLeader)
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 20}}},
+		},
+		{
+			name:     "min-responses raised above a real loop",
+			settings: map[string]string{"min-responses": "200"},
+			traffic:  loop,
+		},
+		{
+			name: "near miss: a 40-member group rebalancing for 30 s, each heartbeat REBALANCE_IN_PROGRESS",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				for m := range 40 {
+					every(h, tl, fmt.Sprintf("10.3.0.%d:41000", m+1), broker, fmt.Sprintf("member-%d", m),
+						time.Second+time.Duration(m)*75*time.Millisecond, 3*time.Second, 10, rebalancing)
+				}
+			},
+		},
+		{
+			name: "near miss: what healthy clients get (MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, TOPIC_ALREADY_EXISTS)",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				g := h.Conn("10.2.0.7:40000", broker)
+				tl.Call(g, dt.At(time.Second), time.Millisecond, "consumer-1", dt.Join("", 60000), dt.Joined(79, "m-1"))
+				tl.Call(g, dt.At(time.Second+5*time.Millisecond), 3*time.Second, "consumer-1", dt.Join("m-1", 60000), dt.Joined(0, "m-1"))
+				for i := range 20 {
+					ec := int16(0)
+					if i == 3 || i == 4 {
+						ec = 27
+					}
+					req, resp := dt.Heartbeat(ec)
+					tl.Call(g, dt.At(5*time.Second+time.Duration(i)*3*time.Second), time.Millisecond, "consumer-1", req, resp)
+				}
+				req, resp := dt.CreateTopics(36)
+				tl.Call(h.Conn("10.2.0.8:40000", broker), dt.At(2*time.Second), 20*time.Millisecond, "admin", req, resp)
+			},
+		},
+		{
+			name: "two clients, one looping: only the looping one is a storm client",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				loop(h, tl)
+				every(h, tl, "10.2.0.9:40000", broker2, "other", time.Second, 5*time.Second, 5, notLeader)
+			},
+			want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"responses": 155, "storm_responses": 150, "clients": 1},
+				Fields:   map[string]any{"client_ids": []string{"loop-client"}, "servers": []string{broker}},
+			}},
+		},
+		{
+			name: "two clients looping on one host, and one without a client id",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "a", time.Second, 100*time.Millisecond, 30, notLeader)
+				every(h, tl, "10.2.0.5:40001", broker2, "b", time.Second, 100*time.Millisecond, 30, notLeader)
+				every(h, tl, "10.2.0.6:40000", broker, "", time.Second, 100*time.Millisecond, 30, notLeader)
+			},
+			want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"responses": 90, "storm_responses": 90, "clients": 3},
+				Fields: map[string]any{"client_ids": []string{"", "a", "b"}, "clients": []string{"10.2.0.5", "10.2.0.6"},
+					"servers": []string{broker, broker2}},
+				Summary: []string{`to "a" (10.2.0.5), "b" (10.2.0.5), 10.2.0.6 (no client id) from`},
+			}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, map[string]map[string]string{"error-storm": tc.settings}, errorstorm.Analyzer)
+			tl := dt.NewTimeline(h)
+			tc.traffic(h, tl)
+			tl.Run()
+			dt.Check(t, h.Findings(), "error-storm", tc.want...)
+		})
+	}
+}
+
+// TestErrorStormProse: what the finding says and suggests.
+func TestErrorStormProse(t *testing.T) {
+	h := dt.New(t, nil, errorstorm.Analyzer)
+	tl := dt.NewTimeline(h)
+	loop(h, tl)
+	// Three more outside the storm, a minute later.
+	every(h, tl, "10.2.0.5:40001", broker, "loop-client", 80*time.Second, 10*time.Second, 3, notLeader)
+	// And ten healthy fetches.
+	every(h, tl, "10.2.0.6:40000", broker, "consumer", time.Second, time.Second, 10, fine)
+	tl.Run()
+	fs := h.Findings()
+	if len(fs) != 1 {
+		t.Fatalf("findings:%s", dt.Describe(fs))
+	}
+	f := fs[0]
+	for _, want := range []string{"153 of 163 Fetch responses carried NOT_LEADER_OR_FOLLOWER (error code 6, 153 occurrences",
+		`1 client(s), "loop-client" (10.2.0.5), kept getting it at 10.1 per second for 14.9 s, from 00:00:01.001 to 00:00:15.901, at least 10 within 10.0 s`,
+		"3 other response(s) carried it outside the storm."} {
+		if !strings.Contains(f.Explanation, want) {
+			t.Errorf("explanation %q lacks %q", f.Explanation, want)
+		}
+	}
+	for _, want := range []string{"kfsniff -r <capture> --frames --errors --api Fetch --client-id loop-client shows",
+		"(see not-leader-loop)"} {
+		if !strings.Contains(f.Next, want) {
+			t.Errorf("next %q lacks %q", f.Next, want)
+		}
+	}
+	if len(f.Evidence) < 2 || f.Evidence[0].What != "Fetch response NOT_LEADER_OR_FOLLOWER" {
+		t.Errorf("evidence %+v", f.Evidence)
+	}
+}
+
+// analyzer returns a rule of the list by name: the specific rules that
+// explain storms, wherever they live.
+func analyzer(t *testing.T, name string) *detectors.Analyzer {
+	for _, a := range all.Analyzers() {
+		if a.Name == name {
+			return a
+		}
+	}
+	t.Fatalf("no rule %s", name)
+	return nil
+}
+
+// TestErrorStormExplainedByNotLeaderLoop: a NOT_LEADER loop is also what
+// not-leader-loop reports, for the same client and error, so the storm
+// is info and names it.
+func TestErrorStormExplainedByNotLeaderLoop(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings map[string]string
+		traffic  func(h *dt.Harness, tl *dt.Timeline)
+		want     dt.Want
+	}{
+		{name: "the 10/s loop", traffic: loop,
+			want: dt.Want{Counts: map[string]int64{"storm_responses": 150}}},
+		{name: "the 0.83/s loop with min-rate 0.5", settings: map[string]string{"min-rate": "0.5"}, traffic: slowLoop,
+			want: dt.Want{Counts: map[string]int64{"storm_responses": 50}}},
+		{name: "two clients, one looping", traffic: func(h *dt.Harness, tl *dt.Timeline) {
+			loop(h, tl)
+			every(h, tl, "10.2.0.9:40000", broker2, "other", time.Second, 5*time.Second, 5, notLeader)
+		}, want: dt.Want{Counts: map[string]int64{"responses": 155, "storm_responses": 150}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, map[string]map[string]string{"error-storm": tc.settings},
+				analyzer(t, "not-leader-loop"), errorstorm.Analyzer)
+			tl := dt.NewTimeline(h)
+			tc.traffic(h, tl)
+			tl.Run()
+			w := tc.want
+			w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "not-leader-loop"}
+			w.Summary = []string{" (explained by not-leader-loop)"}
+			dt.Check(t, h.Findings(), "error-storm", w)
+		})
+	}
+}
+
+// specific is a stand-in for a specific rule: one finding at sev about
+// subject.
+func specific(sev detectors.Severity, subject detectors.Subject) *detectors.Analyzer {
+	return detectors.Define(detectors.Analyzer{Name: "specific", Severity: detectors.Error, Doc: "a stand-in"}, struct{}{},
+		func(struct{}) detectors.Rule { return stub{detectors.Finding{Severity: sev, Subject: subject}} })
+}
+
+type stub struct{ f detectors.Finding }
+
+func (s stub) Findings(*detectors.Pass) []detectors.Finding { return []detectors.Finding{s.f} }
+
+// TestErrorStormSubject: the storm's subject is typed (client ids, client
+// hosts, servers, the error code), and only a finding about the same
+// error and one of them, at least as severe, explains it.
+func TestErrorStormSubject(t *testing.T) {
+	client, server := netip.MustParseAddr("10.2.0.5"), netip.MustParseAddrPort(broker)
+	for _, tc := range []struct {
+		name      string
+		sev       detectors.Severity
+		subject   detectors.Subject
+		explained bool
+	}{
+		{"the same error and client id", detectors.Warning, detectors.Subject{Error: 6, ClientIDs: []string{"loop-client"}}, true},
+		{"the same error and client host", detectors.Error, detectors.Subject{Error: 6, Clients: []netip.Addr{client}}, true},
+		{"the same error and server", detectors.Warning, detectors.Subject{Error: 6, Servers: []netip.AddrPort{server}}, true},
+		{"near miss: another error", detectors.Warning, detectors.Subject{Error: 5, ClientIDs: []string{"loop-client"}}, false},
+		{"near miss: another client and server", detectors.Warning,
+			detectors.Subject{Error: 6, ClientIDs: []string{"other"}, Clients: []netip.Addr{netip.MustParseAddr("10.2.0.9")},
+				Servers: []netip.AddrPort{netip.MustParseAddrPort(broker2)}}, false},
+		{"near miss: less severe than the storm", detectors.Info, detectors.Subject{Error: 6, ClientIDs: []string{"loop-client"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, specific(tc.sev, tc.subject), errorstorm.Analyzer)
+			tl := dt.NewTimeline(h)
+			loop(h, tl)
+			tl.Run()
+			w := dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 150}}
+			if tc.explained {
+				w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "specific"}
+			}
+			fs := h.Findings()
+			dt.Check(t, fs, "error-storm", w)
+			for _, f := range fs {
+				if _, ok := f.Fields["explained_by"]; f.Detector == "error-storm" && ok != tc.explained {
+					t.Errorf("explained_by present %v, want %v", ok, tc.explained)
+				}
+			}
+		})
+	}
+}

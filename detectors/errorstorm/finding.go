@@ -1,0 +1,94 @@
+package errorstorm
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is one API answering one error to clients in a retry loop. Its
+// exported fields are the finding's "fields".
+type Finding struct {
+	API       string   `json:"api"`
+	Error     string   `json:"error"`
+	ErrorCode int16    `json:"error_code"`
+	ClientIDs []string `json:"client_ids"`
+	Clients   []string `json:"clients"`
+	Servers   []string `json:"servers"`
+	// Duration is how long the storm lasted in seconds, Rate its
+	// responses per second.
+	Duration float64 `json:"duration_s"`
+	Rate     float64 `json:"rate_per_s"`
+
+	g            *group
+	apiResponses int64
+	rate         float64
+	duration     time.Duration
+	who          []string // the storming clients, `"id" (host)`
+	serverLabels []string
+	k            int
+	window       time.Duration
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	s := fmt.Sprintf("%s answered %s %d times in %s (%.1f/s) to %s", f.API, f.Error, f.g.stormed,
+		text.Duration(f.duration), f.rate, text.List(f.who, 3))
+	if len(f.Servers) > 0 {
+		s += " from " + text.List(f.serverLabels, 3)
+	}
+	return s
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	g := f.g
+	expl := fmt.Sprintf("%d of %d %s responses carried %s (error code %d, %d occurrences: one response can name it "+
+		"for several partitions or resources). %d client(s), %s, kept getting it at %.1f per second for %s, "+
+		"from %s to %s, at least %d within %s: the client retries and the broker gives the same answer every "+
+		"time. A healthy client sees this error now and then and recovers after one refresh or retry.",
+		g.responses, f.apiResponses, f.API, f.Error, f.ErrorCode, g.occurrences, g.stormClients,
+		strings.Join(f.who, ", "), f.rate, text.Duration(f.duration),
+		text.Clock(g.stormFirst), text.Clock(g.stormLast), f.k, text.Duration(f.window))
+	if g.responses > g.stormed {
+		expl += fmt.Sprintf(" %d other response(s) carried it outside the storm.", g.responses-g.stormed)
+	}
+	return expl
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	return fmt.Sprintf("kfsniff -r <capture> --frames --errors --api %s%s shows the exchanges. ", f.API,
+		text.Filter("client-id", f.ClientIDs)) + hint(f.ErrorCode)
+}
+
+// hint says what to check for the common errors of retry loops.
+func hint(code int16) string {
+	switch code {
+	case 6, 74, 75: // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+		return "Compare the leader the responses and Metadata name with the broker the client sends to " +
+			"(see not-leader-loop); kafka-topics.sh --describe --topic <topic> shows leader and ISR."
+	case 5: // LEADER_NOT_AVAILABLE
+		return "kafka-topics.sh --describe --unavailable-partitions lists leaderless partitions; " +
+			"check that their replicas' brokers are up (see leader-election-stall)."
+	case 3: // UNKNOWN_TOPIC_OR_PARTITION
+		return "Check that the topic exists (kafka-topics.sh --describe --topic <topic>) and " +
+			"auto.create.topics.enable; a deleted topic still in the client's list loops here."
+	case 14, 15, 16: // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+		return "Check the __consumer_offsets (or __transaction_state) partition of the group: " +
+			"its leader, ISR and the coordinator broker's log for loading errors."
+	case 19, 20: // NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+		return "Compare the partition's ISR with min.insync.replicas (kafka-topics.sh --describe " +
+			"--under-min-isr-partitions)."
+	case 1: // OFFSET_OUT_OF_RANGE
+		return "The fetch offset is outside the log: check retention and the consumer's auto.offset.reset."
+	case 29, 30, 31, 58: // TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED
+		return "Check the principal's ACLs (kafka-acls.sh --list --principal User:<name>) and credentials."
+	case 35: // UNSUPPORTED_VERSION
+		return "The client asks for a version the broker does not support: compare ApiVersions with the client's version."
+	}
+	return "Look the error up in the Kafka protocol guide and the broker's log at the same time; " +
+		"the client's retry settings (retry.backoff.ms, retries) set the rate."
+}

@@ -1,0 +1,84 @@
+package slowresponses
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is the slow responses of one API. Its exported fields are the
+// finding's "fields"; latencies are in milliseconds.
+type Finding struct {
+	API string `json:"api"`
+	// MedianMs is the API's median latency (beyond MaxWaitMillis for a
+	// Fetch), ThresholdMs what a response took more than to be slow,
+	// MaxMs the longest a slow one took in all.
+	MedianMs    float64  `json:"p50_ms"`
+	ThresholdMs float64  `json:"threshold_ms"`
+	MaxMs       float64  `json:"max_ms"`
+	ClientIDs   []string `json:"client_ids"`
+	Clients     []string `json:"clients"`
+	Servers     []string `json:"servers"`
+
+	n, responses           int64
+	threshold, median, max time.Duration
+	first, last            time.Time
+	worst                  []exchange // the slowest by counted latency, slowest first
+	beyondWait             bool       // latency is counted beyond MaxWaitMillis
+	serverLabels           []string
+	p                      Params
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	return fmt.Sprintf("%s took over %s%s (median %s, slowest %s) from %s",
+		text.Plural(f.n, f.API+" response", f.API+" responses"), text.Duration(f.threshold), f.beyond(),
+		text.Duration(f.median), text.Duration(f.max), text.List(f.serverLabels, 3))
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	expl := fmt.Sprintf("Of %s, %d took more than %s%s, which is over %g times the median of %s and over "+
+		"%s, from %s to %s. The slowest%s: %s. Responses this far from the usual are a broker pausing (GC, disk, "+
+		"overloaded request handlers or network threads, a slow follower holding acks=all produces) rather than "+
+		"the work of the request.", text.Plural(f.responses, f.API+" response", f.API+" responses"), f.n,
+		text.Duration(f.threshold), f.beyond(), f.p.Factor, text.Duration(f.median), text.Duration(f.p.MinLatency),
+		text.Clock(f.first), text.Clock(f.last), f.beyond(), f.slowest())
+	if f.beyondWait {
+		expl += " A Fetch is counted only for the time past its MaxWaitMillis, as the broker may hold a long " +
+			"poll that long when there is no data."
+	}
+	return expl
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	return fmt.Sprintf("kfsniff -r <capture> --frames --api %s%s lists the exchanges with their latency. On the "+
+		"broker at those times: its log and GC log, the request metrics (kafka.network:type=RequestMetrics,"+
+		"name=TotalTimeMs|RequestQueueTimeMs|LocalTimeMs|RemoteTimeMs,request=%s) to tell queueing from "+
+		"disk from waiting on replicas, RequestHandlerAvgIdlePercent, and disk latency.", f.API,
+		text.Filter("client-id", f.ClientIDs), f.API)
+}
+
+func (f *Finding) beyond() string {
+	if f.beyondWait {
+		return " beyond MaxWaitMillis"
+	}
+	return ""
+}
+
+// slowest lists the slowest responses in the order they were found slow,
+// by the time counted (beyond MaxWaitMillis or a throttle), with the whole
+// latency beside it where that differs.
+func (f *Finding) slowest() string {
+	parts := make([]string, len(f.worst))
+	for i, e := range f.worst {
+		parts[i] = fmt.Sprintf("packet %d, %s", e.ev.Packet, text.Duration(e.counted))
+		if e.counted != e.latency {
+			parts[i] += " (" + text.Duration(e.latency) + " in all)"
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,271 @@
+// Package slowresponses reports responses that took far longer than the
+// API usually takes in the same capture: more than Factor × the API's
+// median latency and more than MinLatency, at least MinCount times.
+//
+// Latency is counted as the time the broker took beyond what it may hold a
+// request for:
+//   - a Fetch (or ShareFetch) is a long poll, answered when data arrives or
+//     when MaxWaitMillis expires: only the time beyond MaxWaitMillis
+//     counts, so the expired long polls of a quiet partition (500 ms with
+//     maxWait 500) are never slow, and a Fetch answered within
+//     MaxWaitMillis + MinLatency cannot be;
+//   - a response that old protocol versions held back for a quota
+//     (throttleTimeMs before KIP-219) has the throttle time taken off, as
+//     that is the throttled rule's business;
+//   - JoinGroup is left out: the coordinator holds it until the group has
+//     rebalanced, which takes as long as the slowest member.
+package slowresponses
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/hist"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "slow-responses",
+	Severity: detectors.Warning,
+	Doc: "Responses far slower than their API's median in the same capture: more than factor × the " +
+		"median and more than min-latency, at least min-count of them. A Fetch counts only the time beyond " +
+		"its MaxWaitMillis (an expired long poll is not slow); JoinGroup, held for the rebalance, is left out.",
+}, Params{Factor: 10, MinLatency: time.Second, MinCount: 3}, New)
+
+// Params are the rule's thresholds.
+type Params struct {
+	Factor     float64       `param:"factor" doc:"how many times the API's median latency a response must take to be slow"`
+	MinLatency time.Duration `param:"min-latency" unit:"s" alias:"min-latency-s" doc:"how long a response must take at least to be slow (beyond MaxWaitMillis for a Fetch)"`
+	MinCount   int           `param:"min-count" doc:"slow responses of one API before it is reported"`
+}
+
+const (
+	// maxCandidates bounds the exchanges over MinLatency kept exactly;
+	// past it, exchanges are judged against the median so far.
+	maxCandidates = 16384
+	// worstKept is how many of the slowest an API keeps to name.
+	worstKept = 4
+	// maxLateIDs bounds the client ids of exchanges judged late.
+	maxLateIDs = 64
+)
+
+// New makes the rule.
+func New(p Params) detectors.Rule {
+	p.MinCount = max(p.MinCount, 1)
+	return &rule{p: p, apis: make(map[int16]*api)}
+}
+
+type rule struct {
+	p     Params
+	apis  map[int16]*api
+	byKey [128]*api // apis by key, for the usual keys: no map lookup per exchange
+	kept  int
+}
+
+// api is what is known of one API's exchanges.
+type api struct {
+	key   int16
+	h     hist.Histogram // counted latency of every exchange
+	cands []exchange     // counted latency over MinLatency, in order
+	// Past maxCandidates: exchanges judged as they come.
+	late                int64
+	lateFirst, lateLast exchange
+	lateConns           tally.Conns
+	lateIDs             map[string]bool
+	worst               []exchange // the slowest by counted latency, slowest first
+	fetchWaits          bool       // some exchanges had a MaxWaitMillis taken off
+}
+
+// exchange is one exchange over MinLatency.
+type exchange struct {
+	counted  time.Duration // latency beyond what the broker may hold it
+	latency  time.Duration
+	t        time.Time
+	ev       detectors.Evidence
+	conn     *flows.ConnInfo
+	clientID string
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil || x.Resp == nil || x.Req.Key == int16(kmsg.JoinGroup) {
+		return
+	}
+	lat := x.Latency()
+	if lat < 0 {
+		return
+	}
+	wait, longPoll := decode.MaxWait(x.Req.Req)
+	if k := kmsg.Key(x.Req.Key); !longPoll && (k == kmsg.Fetch || k == kmsg.ShareFetch) {
+		return // its body, and so its MaxWaitMillis, is unknown
+	}
+	counted := lat - wait
+	if tr, ok := x.Resp.Resp.(kmsg.ThrottleResponse); ok {
+		if ms, after := tr.Throttle(); ms > 0 && !after {
+			counted -= time.Duration(ms) * time.Millisecond
+		}
+	}
+	counted = max(counted, 0)
+	a := r.api(x.Req.Key)
+	a.h.Add(counted)
+	if wait > 0 {
+		a.fetchWaits = true
+	}
+	if counted <= r.p.MinLatency {
+		return
+	}
+	e := exchange{counted: counted, latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.ClientID,
+		ev: detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version,
+			x.Req.Correlation, text.Duration(lat)))}
+	if wait > 0 {
+		e.ev.What += fmt.Sprintf(" (MaxWaitMillis %d)", wait.Milliseconds())
+	}
+	if r.kept < maxCandidates {
+		r.kept++
+		a.cands = append(a.cands, e)
+	} else if counted > r.threshold(a) {
+		// Judged against the median so far.
+		if a.late == 0 {
+			a.lateFirst = e
+			a.lateIDs = make(map[string]bool)
+		}
+		a.late++
+		a.lateLast = e
+		a.lateConns.Add(e.conn)
+		if len(a.lateIDs) < maxLateIDs {
+			a.lateIDs[e.clientID] = true
+		}
+	}
+	a.keepWorst(e)
+}
+
+func (r *rule) api(key int16) *api {
+	var a *api
+	if key >= 0 && int(key) < len(r.byKey) {
+		a = r.byKey[key]
+	} else {
+		a = r.apis[key]
+	}
+	if a == nil {
+		a = &api{key: key}
+		r.apis[key] = a
+		if key >= 0 && int(key) < len(r.byKey) {
+			r.byKey[key] = a
+		}
+	}
+	return a
+}
+
+func (a *api) keepWorst(e exchange) {
+	i := sort.Search(len(a.worst), func(i int) bool { return a.worst[i].counted < e.counted })
+	if i >= worstKept {
+		return
+	}
+	a.worst = append(a.worst, exchange{})
+	copy(a.worst[i+1:], a.worst[i:])
+	a.worst[i] = e
+	if len(a.worst) > worstKept {
+		a.worst = a.worst[:worstKept]
+	}
+}
+
+// threshold is the counted latency above which an exchange of a is slow.
+func (r *rule) threshold(a *api) time.Duration {
+	return max(r.p.MinLatency, time.Duration(r.p.Factor*float64(a.h.Quantile(0.5))))
+}
+
+// Findings implements detectors.Rule: one per API with slow responses.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	keys := make([]int16, 0, len(r.apis))
+	for k := range r.apis {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	var out []detectors.Finding
+	for _, k := range keys {
+		if f, ok := r.finding(p, r.apis[k]); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
+	thr := r.threshold(a)
+	var slow []exchange
+	for _, e := range a.cands {
+		if e.counted > thr {
+			slow = append(slow, e)
+		}
+	}
+	n := int64(len(slow)) + a.late
+	if n < int64(r.p.MinCount) {
+		return detectors.Finding{}, false
+	}
+	var conns tally.Conns
+	ids := map[string]bool{}
+	var maxLat time.Duration
+	for _, e := range slow {
+		conns.Add(e.conn)
+		ids[e.clientID] = true
+		maxLat = max(maxLat, e.latency)
+	}
+	var first, last exchange
+	if len(slow) > 0 {
+		first, last = slow[0], slow[len(slow)-1]
+	}
+	if a.late > 0 {
+		for _, c := range a.lateConns.List() {
+			conns.Add(c)
+		}
+		for id := range a.lateIDs {
+			ids[id] = true
+		}
+		if len(slow) == 0 {
+			first = a.lateFirst
+		}
+		last = a.lateLast
+	}
+	var worst []exchange
+	for _, e := range a.worst {
+		if e.counted > thr {
+			worst = append(worst, e)
+			maxLat = max(maxLat, e.latency)
+		}
+	}
+	// Evidence: the first and last slow responses and the slowest.
+	ev := []detectors.Evidence{first.ev}
+	for _, e := range append(worst, last) {
+		if !slices.ContainsFunc(ev, func(x detectors.Evidence) bool { return x.File == e.ev.File && x.Packet == e.ev.Packet }) {
+			ev = append(ev, e.ev)
+		}
+	}
+	detectors.SortEvidence(ev)
+	p50 := a.h.Quantile(0.5)
+	f := &Finding{
+		API: decode.Name(a.key), MedianMs: text.Millis(p50), ThresholdMs: text.Millis(thr), MaxMs: text.Millis(maxLat),
+		ClientIDs: text.SortedKeys(ids), Clients: conns.Clients(), Servers: conns.Servers(),
+		n: n, responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, first: first.t, last: last.t,
+		worst: worst, beyondWait: a.fetchWaits, serverLabels: conns.ServerLabels(p.Nodes), p: r.p,
+	}
+	return detectors.Finding{
+		Severity: detectors.Warning,
+		First:    first.t,
+		Last:     last.t,
+		Conns:    conns.IDs(),
+		Nodes:    conns.Nodes(p.Nodes),
+		Counts:   map[string]int64{"slow": n, "responses": f.responses},
+		Evidence: ev,
+		Subject:  detectors.Subject{ClientIDs: f.ClientIDs, Clients: conns.ClientAddrs(), Servers: conns.ServerAddrs()},
+		Detail:   f,
+	}, true
+}
