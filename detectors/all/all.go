@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -20,7 +21,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["replica-divergence"],
 		l["leader-election-stall"],
 		l["connection-refused"],
-		l["advertised-listener-conflict"],
+		listenerconflict.Analyzer,
 		l["error-storm"],
 		throttled.Analyzer,
 		l["unanswered-requests"],

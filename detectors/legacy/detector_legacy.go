@@ -86,7 +86,6 @@ func Specs() []Spec {
 		replicaDivergenceSpec(),
 		electionStallSpec(),
 		connRefusedSpec(),
-		listenerConflictSpec(),
 		errorStormSpec(),
 		unansweredSpec(),
 		slowResponsesSpec(),
