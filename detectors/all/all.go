@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
@@ -19,7 +20,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["liveness-without-replication"],
 		l["duplicate-batches"],
 		l["replica-divergence"],
-		l["leader-election-stall"],
+		electionstall.Analyzer,
 		l["connection-refused"],
 		listenerconflict.Analyzer,
 		l["error-storm"],

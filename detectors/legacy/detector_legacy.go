@@ -84,7 +84,6 @@ func Specs() []Spec {
 		livenessSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
-		electionStallSpec(),
 		connRefusedSpec(),
 		errorStormSpec(),
 		unansweredSpec(),
