@@ -35,6 +35,11 @@ type LeaderHint struct {
 	Leader, Epoch int32
 	ErrorCode     int16
 	Source        string
+	// Replicas, ISR and Offline are the partition's replicas, in-sync
+	// replicas and offline replicas (Metadata v5+) as a Metadata response
+	// lists them; nil in Produce and Fetch hints. They belong to the
+	// response: copy what is kept.
+	Replicas, ISR, Offline []int32
 }
 
 // LeaderHints calls fn for each partition a Metadata, Produce or Fetch
@@ -51,7 +56,8 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 			}
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
-				fn(LeaderHint{PartitionRef{name, t.TopicID, p.Partition}, p.Leader, p.LeaderEpoch, p.ErrorCode, "metadata"})
+				fn(LeaderHint{PartitionRef: PartitionRef{name, t.TopicID, p.Partition}, Leader: p.Leader, Epoch: p.LeaderEpoch,
+					ErrorCode: p.ErrorCode, Source: "metadata", Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas})
 			}
 		}
 	case *kmsg.ProduceResponse:
@@ -60,7 +66,8 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
 				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 10 {
-					fn(LeaderHint{PartitionRef{t.Topic, t.TopicID, p.Partition}, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch, p.ErrorCode, "produce"})
+					fn(LeaderHint{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, Leader: p.CurrentLeader.LeaderID,
+						Epoch: p.CurrentLeader.LeaderEpoch, ErrorCode: p.ErrorCode, Source: "produce"})
 				}
 			}
 		}
@@ -70,7 +77,8 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
 				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 12 {
-					fn(LeaderHint{PartitionRef{t.Topic, t.TopicID, p.Partition}, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch, p.ErrorCode, "fetch"})
+					fn(LeaderHint{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, Leader: p.CurrentLeader.LeaderID,
+						Epoch: p.CurrentLeader.LeaderEpoch, ErrorCode: p.ErrorCode, Source: "fetch"})
 				}
 			}
 		}

@@ -183,19 +183,13 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 
 // learnResponse learns from a response: advertised brokers and endpoints.
 func (n *Nodes) learnResponse(resp kmsg.Response) {
+	Brokers(resp, n.learnEndpoint)
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
-		}
 		for _, t := range r.Topics {
 			if t.Topic != nil && t.TopicID != ([16]byte{}) && len(n.topics) < maxNodeEntries {
 				n.topics[t.TopicID] = *t.Topic
 			}
-		}
-	case *kmsg.DescribeClusterResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
 		}
 	case *kmsg.FetchResponse:
 		for _, b := range r.Brokers {

@@ -94,7 +94,7 @@ func TestUnansweredCaptureLoss(t *testing.T) {
 	c.Request(at(time.Second+100*time.Millisecond), 2, &id, detectortest.Produce(9))
 	c.Response(at(time.Second+102*time.Millisecond), 2, detectortest.Produced(9, 0, 0))
 	for i := range 8 {
-		req, resp := detectortest.Metadata(0)
+		req, resp := detectortest.MetadataErrors(0)
 		t := at(2*time.Second + time.Duration(i)*500*time.Millisecond)
 		p.Request(t, int32(i+1), &pid, req)
 		p.Response(t.Add(time.Millisecond), int32(i+1), resp)

@@ -4,9 +4,11 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/reconnect"
@@ -27,9 +29,9 @@ func Analyzers() []*detectors.Analyzer {
 		l["liveness-without-replication"],
 		l["duplicate-batches"],
 		l["replica-divergence"],
-		l["leader-election-stall"],
+		electionstall.Analyzer,
 		refused.Analyzer,
-		l["advertised-listener-conflict"],
+		listenerconflict.Analyzer,
 		errorstorm.Analyzer,
 		throttled.Analyzer,
 		unanswered.Analyzer,

@@ -48,10 +48,11 @@ func New(t testing.TB, settings map[string]map[string]string, analyzers ...*dete
 func (h *Harness) Nodes() *flows.Nodes { return h.dl.Nodes() }
 
 // Conn opens a connection from client to server (both "ip:port"), with
-// its ConnOpened event.
+// its ConnOpened event, at the time of the last event so far.
 func (h *Harness) Conn(client, server string) *flows.Conn {
 	h.t.Helper()
 	c := flows.MakeConn(netip.MustParseAddrPort(client), netip.MustParseAddrPort(server))
+	c.FirstSeen = h.now()
 	h.conns = append(h.conns, c)
 	h.dl.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: h.now()}})
 	return c
@@ -86,9 +87,18 @@ func (h *Harness) place(m *flows.Message) {
 	}
 }
 
-// Request delivers a request frame, as flows does when it is decoded.
+// Request delivers a request frame, as flows does when it is decoded, and
+// counts it on its connection as the analyzer does (Conn.Requests, APIs,
+// Roles: what rules read of Pass.Conns).
 func (h *Harness) Request(m *flows.Message) {
 	h.place(m)
+	for _, c := range h.conns {
+		if &c.ConnInfo == m.Conn {
+			c.Requests++
+			c.APIs[m.Key]++
+			c.Roles[m.Role]++
+		}
+	}
 	h.dl.Deliver(&flows.Event{Req: m})
 }
 

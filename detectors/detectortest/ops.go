@@ -14,9 +14,9 @@ import (
 // unanswered-requests, connection-refused): the requests and responses of
 // clients and groups, and connection attempts that fail.
 
-// Metadata is a Metadata v12 exchange for orders whose partitions, one per
+// MetadataErrors is a Metadata v12 exchange for orders whose partitions, one per
 // code, carry errCodes (leaderless where not 0); broker 1 is 10.1.0.10:9092.
-func Metadata(errCodes ...int16) (*kmsg.MetadataRequest, *kmsg.MetadataResponse) {
+func MetadataErrors(errCodes ...int16) (*kmsg.MetadataRequest, *kmsg.MetadataResponse) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
 	rt := kmsg.NewMetadataRequestTopic()

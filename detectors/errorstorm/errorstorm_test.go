@@ -18,7 +18,7 @@ import (
 const broker, broker2 = "10.1.0.10:9092", "10.1.0.11:9092"
 
 func notLeader() (kmsg.Request, kmsg.Response)  { return dt.Fetch(500), dt.Fetched(6, 0) }
-func leaderless() (kmsg.Request, kmsg.Response) { return dt.Metadata(5, 0, 5) }
+func leaderless() (kmsg.Request, kmsg.Response) { return dt.MetadataErrors(5, 0, 5) }
 func fine() (kmsg.Request, kmsg.Response)       { return dt.Fetch(500), dt.Fetched(0, 0) }
 func rebalancing() (kmsg.Request, kmsg.Response) {
 	return dt.Heartbeat(27) // REBALANCE_IN_PROGRESS

@@ -19,7 +19,7 @@ const broker = "10.1.0.10:9092"
 func traffic(h *dt.Harness, client string, n int) *flows.Conn {
 	c := h.Conn(client, broker)
 	for i := range n {
-		req, resp := dt.Metadata(0)
+		req, resp := dt.MetadataErrors(0)
 		h.Call(c, dt.At(time.Second+time.Duration(i)*100*time.Millisecond), time.Millisecond, "app", req, resp)
 	}
 	c.Requests = n

@@ -83,7 +83,5 @@ func Specs() []Spec {
 		livenessSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
-		electionStallSpec(),
-		listenerConflictSpec(),
 	}
 }

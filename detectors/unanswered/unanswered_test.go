@@ -41,12 +41,12 @@ func closeAt(c *flows.Conn, at time.Duration) { c.Closed, c.LastSeen = true, dt.
 func pinger(h *dt.Harness, end time.Duration) {
 	c := dial(h, "10.2.9.9:49999", broker)
 	for at := time.Second; at <= end; at += 500 * time.Millisecond {
-		req, resp := dt.Metadata(0)
+		req, resp := dt.MetadataErrors(0)
 		h.Call(c, dt.At(at), ms(1), "pinger", req, resp)
 	}
 }
 
-func metadata() kmsg.Request { req, _ := dt.Metadata(0); return req }
+func metadata() kmsg.Request { req, _ := dt.MetadataErrors(0); return req }
 
 // waiting is a Produce from producer-1 still pending when a capture of
 // end ends (or, with closeAfter, when its connection closes that long

@@ -1,0 +1,152 @@
+package listenerconflict
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is several node ids advertised at one host:port (an error).
+// Its exported fields are the finding's "fields".
+type Finding struct {
+	Problem  string   `json:"problem"`  // "shared-endpoint"
+	Endpoint string   `json:"endpoint"` // as first advertised
+	NodeIDs  []int32  `json:"node_ids"`
+	Servers  []string `json:"servers"` // the brokers that answered so
+	Clients  []string `json:"clients"` // the client hosts told
+
+	told         told
+	unadvertised []string // servers no node advertises
+	dropped      int64
+}
+
+// told is what the responses that showed an issue were.
+type told struct {
+	responses   int64
+	apis        string // "Metadata/DescribeCluster"
+	servers     []string
+	first, last time.Time
+	moreConns   int
+}
+
+func (t *told) responsesText() string {
+	return fmt.Sprintf("%d %s %s", t.responses, t.apis, text.Word(int(t.responses), "response", "responses"))
+}
+
+// omitted says what the bounds left out.
+func (t *told) omitted() string {
+	if t.moreConns == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s beyond the first %d are not listed: other brokers may have answered so too.)",
+		text.Plural(t.moreConns, "connection", "connections"), maxConns)
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	return fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", text.IDs(f.NodeIDs, 0), f.Endpoint)
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	var b strings.Builder
+	ids := text.IDs(f.NodeIDs, 0)
+	fmt.Fprintf(&b, "%s from %s to %s, from %s to %s UTC, list nodes %s at the same address %s. ",
+		f.told.responsesText(), strings.Join(f.told.servers, ", "), strings.Join(f.Clients, ", "),
+		text.Stamp(f.told.first), text.Stamp(f.told.last), ids, f.Endpoint)
+	fmt.Fprintf(&b, "Clients connect to a node at the address it advertises, so requests for nodes %s all go to whatever "+
+		"listens on %s, which is one process at most: requests for the others reach the wrong broker "+
+		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", ids, f.Endpoint)
+	if len(f.unadvertised) > 0 {
+		fmt.Fprintf(&b, "The responses came from %s, an address no node advertises: the brokers listen elsewhere than they advertise.",
+			strings.Join(f.unadvertised, ", "))
+	}
+	b.WriteString(f.told.omitted())
+	if f.dropped > 0 {
+		fmt.Fprintf(&b, " (%s listing several nodes at other endpoints were not followed: more than %d such endpoints.)",
+			text.Plural(f.dropped, "response", "responses"), maxIssues)
+	}
+	return b.String()
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	server := text.First(f.Servers, f.Endpoint)
+	return fmt.Sprintf("Give each broker its own advertised.listeners, matching the address it listens on (listeners=), "+
+		"for nodes %s; check with kafka-broker-api-versions.sh --bootstrap-server %s (one line per node with its address) "+
+		"or kcat -L -b %s.", text.IDs(f.NodeIDs, 0), server, server)
+}
+
+// Loopback is loopback addresses advertised to remote clients: a warning,
+// or info when every client told reached a broker anyway (a port
+// forward). Its exported fields are the finding's "fields".
+type Loopback struct {
+	Problem   string   `json:"problem"`  // "loopback"
+	Endpoint  string   `json:"endpoint"` // the first of Endpoints
+	Endpoints []string `json:"endpoints"`
+	NodeIDs   []int32  `json:"node_ids"`
+	Servers   []string `json:"servers"`
+	Clients   []string `json:"clients"` // every remote client told
+	Stuck     []string `json:"stuck"`   // those that did not reach a broker afterwards
+
+	ports   []int32
+	told    told
+	warning bool
+}
+
+func (l *Loopback) nodes() string {
+	return text.Word(len(l.NodeIDs), "node", "nodes") + " " + text.IDs(l.NodeIDs, 0)
+}
+
+func (l *Loopback) portList() string {
+	ports := make([]string, len(l.ports))
+	for i, p := range l.ports {
+		ports[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(ports, "/")
+}
+
+// Summary implements detectors.Detail.
+func (l *Loopback) Summary() string {
+	eps := strings.Join(l.Endpoints, ", ")
+	if l.warning {
+		n := len(l.Stuck)
+		return fmt.Sprintf("%s advertised at %s to remote %s %s: %s will connect to %s", l.nodes(), eps,
+			text.Word(n, "client", "clients"), strings.Join(l.Stuck, ", "), text.Word(n, "it", "they"), text.Word(n, "itself", "themselves"))
+	}
+	return fmt.Sprintf("%s advertised at %s to remote %s %s, which reached the brokers anyway (port forwarding)",
+		l.nodes(), eps, text.Word(len(l.Clients), "client", "clients"), strings.Join(l.Clients, ", "))
+}
+
+// Explanation implements detectors.Detail.
+func (l *Loopback) Explanation() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s from %s, from %s to %s UTC, give remote %s %s the loopback %s %s for %s. ",
+		l.told.responsesText(), strings.Join(l.told.servers, ", "), text.Stamp(l.told.first), text.Stamp(l.told.last),
+		text.Word(len(l.Clients), "client", "clients"), strings.Join(l.Clients, ", "),
+		text.Word(len(l.Endpoints), "address", "addresses"), strings.Join(l.Endpoints, ", "), l.nodes())
+	b.WriteString("A loopback address means the client's own host: after bootstrapping, the client connects to itself, " +
+		"gets refused or reaches something else, and never produces or fetches.")
+	switch {
+	case !l.warning:
+		fmt.Fprintf(&b, " Each of these clients afterwards opened a connection to port %s carrying Produce, Fetch or group requests, "+
+			"so the address works for them (a port forward, e.g. Docker's -p); clients elsewhere would fail.", l.portList())
+	case len(l.Stuck) < len(l.Clients):
+		fmt.Fprintf(&b, " Some clients did reach a broker on port %s afterwards (a port forward?); %s did not.", l.portList(), strings.Join(l.Stuck, ", "))
+	default:
+		fmt.Fprintf(&b, " No new connection from %s to port %s carried Produce, Fetch or group requests afterwards.", strings.Join(l.Stuck, ", "), l.portList())
+	}
+	b.WriteString(l.told.omitted())
+	return b.String()
+}
+
+// Next implements detectors.Detail.
+func (l *Loopback) Next() string {
+	return fmt.Sprintf("Set advertised.listeners of %s to an address the clients can reach (the broker's IP or DNS name); "+
+		"for clients both inside and outside a container or host, use two listeners (e.g. INTERNAL://localhost:%d,EXTERNAL://<host>:<port>) "+
+		"with listener.security.protocol.map. Check with kcat -L -b %s from the client host.",
+		l.nodes(), l.ports[0], text.First(l.Servers, l.Endpoint))
+}

@@ -1,0 +1,333 @@
+package listenerconflict_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+const rule = "advertised-listener-conflict"
+
+// advertise answers one Metadata request on c at second s, the response
+// advertising brokers.
+func advertise(h *dt.Harness, c *flows.Conn, s float64, brokers ...kmsg.MetadataResponseBroker) {
+	req, resp := dt.Metadata(12, brokers, dt.MetaTopic("orders", dt.Led(0, 1)))
+	h.Call(c, dt.At(time.Duration(s*float64(time.Second))), 2*time.Millisecond, "app", req, resp)
+}
+
+// produce sends one Produce request on c at second s.
+func produce(h *dt.Harness, c *flows.Conn, s float64) {
+	h.Call(c, dt.At(time.Duration(s*float64(time.Second))), 2*time.Millisecond, "app", dt.Produce(9), dt.Produced(9, 0, 0))
+}
+
+var b = dt.MetaBroker
+
+func TestListenerConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		traffic func(h *dt.Harness)
+		want    []dt.Want
+	}{
+		{
+			name: "two node ids at one host:port",
+			traffic: func(h *dt.Harness) {
+				c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
+				for s := range 3 {
+					advertise(h, c, float64(s), b(1, "10.0.0.2", 9092), b(2, "10.0.0.2", 9092), b(3, "10.0.0.4", 9092))
+				}
+			},
+			want: []dt.Want{{
+				Severity: detectors.Error,
+				Counts:   map[string]int64{"responses": 3},
+				Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "10.0.0.2:9092", "node_ids": []int32{1, 2},
+					"servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}},
+				Summary:  []string{"nodes 1, 2 are all advertised at 10.0.0.2:9092: a client reaches at most one of them there"},
+				Evidence: []uint64{2, 6},
+			}},
+		},
+		{
+			name: "localhost and 127.0.0.1 at one port are one listener",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "127.0.0.1", 9092))
+			},
+			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}, "endpoint": "127.0.0.1:9092"}}},
+		},
+		{
+			name: "::1 and localhost at one port are one listener",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "::1", 9092))
+			},
+			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+		},
+		{
+			name: "host names compare case-insensitively",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "kafka-0.example", 9092), b(2, "KAFKA-0.example", 9092))
+			},
+			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+		},
+		{
+			name: "DescribeCluster with two ids at one endpoint",
+			traffic: func(h *dt.Harness) {
+				req, resp := dt.DescribeCluster(dt.ClusterBroker(7, "kafka.internal", 9092), dt.ClusterBroker(8, "kafka.internal", 9092))
+				h.Call(h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), dt.At(0), time.Millisecond, "admin", req, resp)
+			},
+			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"endpoint": "kafka.internal:9092", "node_ids": []int32{7, 8}},
+				Summary: []string{"nodes 7, 8 are all advertised at kafka.internal:9092"}}},
+		},
+		{
+			name: "near miss: a node that moves to another address is not a conflict",
+			traffic: func(h *dt.Harness) {
+				c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
+				advertise(h, c, 0, b(1, "10.0.0.2", 9092), b(2, "10.0.0.3", 9092))
+				// Node 2 took node 1's address; node 1 moved.
+				advertise(h, c, 10, b(1, "10.0.0.9", 9092), b(2, "10.0.0.2", 9092))
+			},
+		},
+		{
+			name: "near miss: the same node listed twice at one endpoint",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "10.0.0.2", 9092), b(1, "10.0.0.2", 9092))
+			},
+		},
+		{
+			name: "near miss: brokers on one host at different ports (kfake)",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(0, "127.0.0.1", 9092), b(1, "127.0.0.1", 9093), b(2, "127.0.0.1", 9094))
+			},
+		},
+		{
+			name: "localhost told to a remote client",
+			traffic: func(h *dt.Harness) {
+				c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
+				advertise(h, c, 0, b(1, "localhost", 9092))
+				advertise(h, c, 1, b(1, "localhost", 9092))
+			},
+			want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"responses": 2},
+				Fields: map[string]any{"problem": "loopback", "endpoint": "localhost:9092", "endpoints": []string{"localhost:9092"},
+					"node_ids": []int32{1}, "servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}, "stuck": []string{"10.0.0.1"}},
+				Summary:  []string{"node 1 advertised at localhost:9092 to remote client 10.0.0.1: it will connect to itself"},
+				Evidence: []uint64{2, 4},
+			}},
+		},
+		{
+			name: "a whole cluster at localhost told to a remote client: one finding",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(0, "localhost", 9092), b(1, "localhost", 9093), b(2, "localhost", 9094))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "localhost:9092",
+				"endpoints": []string{"localhost:9092", "localhost:9093", "localhost:9094"}, "node_ids": []int32{0, 1, 2}, "stuck": []string{"10.0.0.1"}}}},
+		},
+		{
+			name: "127.0.1.1 told to a remote client",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "127.0.1.1", 9092))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "127.0.1.1:9092"}}},
+		},
+		{
+			name: "0.0.0.0, [::1] and localhost.localdomain told to remote clients",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "0.0.0.0", 9092), b(2, "::1", 9093), b(3, "localhost.localdomain", 9094))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{
+				"endpoints": []string{"0.0.0.0:9092", "[::1]:9093", "localhost.localdomain:9094"}, "node_ids": []int32{1, 2, 3}}}},
+		},
+		{
+			name: "near miss: localhost told to a local client",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092))
+			},
+		},
+		{
+			name: "near miss: localhost told to a client on the broker's own address",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.2:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092))
+			},
+		},
+		{
+			name: "near miss: a host name that is not loopback",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "VM_9_227_centos", 9092), b(2, "localhost-1.example", 9092))
+			},
+		},
+		{
+			name: "localhost through a port forward: the client then produces",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
+				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9092"), 1.1)
+			},
+			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"clients": []string{"172.17.0.1"}, "stuck": []string{}},
+				Summary: []string{"node 1 advertised at localhost:9092 to remote client 172.17.0.1, which reached the brokers anyway (port forwarding)"}}},
+		},
+		{
+			name: "near miss: the client's producing connection was opened before it was told",
+			traffic: func(h *dt.Harness) {
+				q := h.Conn("172.17.0.1:40001", "172.17.0.2:9092")
+				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 1, b(1, "localhost", 9092))
+				produce(h, q, 2)
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"stuck": []string{"172.17.0.1"}}}},
+		},
+		{
+			name: "near miss: the client then produces to another port",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
+				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9093"), 1.1)
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"stuck": []string{"172.17.0.1"}}}},
+		},
+		{
+			name: "a remote client that only refreshes metadata is stuck",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092))
+				advertise(h, h.Conn("10.0.0.1:40001", "10.0.0.2:9092"), 1.1, b(1, "localhost", 9092))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 2}, Fields: map[string]any{"stuck": []string{"10.0.0.1"}}}},
+		},
+		{
+			name: "two clients told, one reached a broker",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
+				advertise(h, h.Conn("10.0.0.1:40000", "172.17.0.2:9092"), 0.5, b(1, "localhost", 9092))
+				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9092"), 1.1)
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"clients": []string{"10.0.0.1", "172.17.0.1"}, "stuck": []string{"10.0.0.1"}},
+				Summary: []string{"to remote client 10.0.0.1: it will connect to itself"}}},
+		},
+		{
+			name: "a shared endpoint and loopback addresses, one finding each",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092), b(2, "localhost", 9092))
+			},
+			want: []dt.Want{
+				{Severity: detectors.Error, Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "localhost:9092"}},
+				{Severity: detectors.Warning, Fields: map[string]any{"problem": "loopback", "node_ids": []int32{1, 2}}},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, listenerconflict.Analyzer)
+			tc.traffic(h)
+			dt.Check(t, h.Findings(), rule, tc.want...)
+		})
+	}
+}
+
+// TestListenerConflictExplains: the explanation says where the responses
+// came from, and whether the clients told found a way to the brokers.
+func TestListenerConflictExplains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		traffic func(h *dt.Harness)
+		want    string
+		not     string
+	}{
+		{
+			name: "answered from an address no node advertises",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9692"), 0, b(4, "localhost", 9492), b(5, "localhost", 9492))
+			},
+			want: "The responses came from 127.0.0.1:9692, an address no node advertises",
+		},
+		{
+			name: "near miss: answered by a node at its advertised address",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "10.0.0.2", 9092), b(2, "10.0.0.3", 9092), b(3, "10.0.0.3", 9092))
+			},
+			want: "1 Metadata response from node 1 (10.0.0.2:9092) to 10.0.0.1",
+			not:  "no node advertises",
+		},
+		{
+			name: "nobody reached a broker",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092))
+			},
+			want: "No new connection from 10.0.0.1 to port 9092 carried Produce, Fetch or group requests afterwards.",
+		},
+		{
+			name: "some reached a broker",
+			traffic: func(h *dt.Harness) {
+				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
+				advertise(h, h.Conn("10.0.0.1:40000", "172.17.0.2:9092"), 0.5, b(1, "localhost", 9092))
+				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9092"), 1.1)
+			},
+			want: "Some clients did reach a broker on port 9092 afterwards (a port forward?); 10.0.0.1 did not.",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, listenerconflict.Analyzer)
+			tc.traffic(h)
+			fs := h.Findings()
+			if len(fs) != 1 {
+				t.Fatalf("want one finding:%s", dt.Describe(fs))
+			}
+			if !strings.Contains(fs[0].Explanation, tc.want) || tc.not != "" && strings.Contains(fs[0].Explanation, tc.not) {
+				t.Errorf("explanation (want %q, not %q): %s", tc.want, tc.not, fs[0].Explanation)
+			}
+		})
+	}
+}
+
+// TestListenerConflictFinding: the findings' fields are the documented
+// ones, and their subjects name the clients told and the servers.
+func TestListenerConflictFinding(t *testing.T) {
+	h := dt.New(t, nil, listenerconflict.Analyzer)
+	advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092), b(2, "localhost", 9092))
+	fs := h.Findings()
+	if len(fs) != 2 {
+		t.Fatalf("want two findings:%s", dt.Describe(fs))
+	}
+	for i, want := range [][]string{
+		{"clients", "endpoint", "node_ids", "problem", "servers"},
+		{"clients", "endpoint", "endpoints", "node_ids", "problem", "servers", "stuck"},
+	} {
+		var keys []string
+		for k := range fs[i].Fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s finding's fields %v, want %v", fs[i].Fields["problem"], keys, want)
+		}
+		s := fs[i].Subject
+		if !slices.Equal(s.Clients, []netip.Addr{netip.MustParseAddr("10.0.0.1")}) ||
+			!slices.Equal(s.Servers, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.2:9092")}) || !slices.Equal(s.Nodes, []int32{1, 2}) {
+			t.Errorf("subject %+v", s)
+		}
+	}
+}
+
+// TestListenerConflictBound: endpoints beyond the table's bound are not
+// followed, and the findings say how many responses that left out.
+func TestListenerConflictBound(t *testing.T) {
+	h := dt.New(t, nil, listenerconflict.Analyzer)
+	var brokers []kmsg.MetadataResponseBroker
+	for i := range 1030 {
+		host := fmt.Sprintf("kafka-%d.example", i)
+		brokers = append(brokers, b(int32(2*i), host, 9092), b(int32(2*i+1), host, 9092))
+	}
+	c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
+	advertise(h, c, 0, brokers...)
+	advertise(h, c, 1, brokers...)
+	fs := h.Findings()
+	if len(fs) != 1024 {
+		t.Fatalf("%d findings, want one per endpoint up to 1024", len(fs))
+	}
+	if !strings.Contains(fs[0].Explanation, "(12 responses listing several nodes at other endpoints were not followed: more than 1024 such endpoints.)") {
+		t.Errorf("the bound is not said: %s", fs[0].Explanation)
+	}
+}
