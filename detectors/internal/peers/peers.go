@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/episode"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -98,8 +99,42 @@ func (k Key) Less(o Key) bool {
 	return k.P.Part < o.P.Part
 }
 
-// ClientOfKey is a key's client (episode.Rule.Client).
-func ClientOfKey(k Key) Client { return k.C }
+// Fields are the fields that name a finding's client and partition;
+// a rule's finding type embeds them.
+type Fields struct {
+	Client    string `json:"client"`
+	ClientID  string `json:"client_id"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// Fields are k's fields.
+func (k Key) Fields() Fields {
+	return Fields{Client: k.C.Host.String(), ClientID: k.C.ID, Topic: k.P.Name(), Partition: k.P.Part}
+}
+
+// Episodes is a table of a rule's episodes per client and partition.
+type Episodes[E any] = episode.Table[Key, Client, E]
+
+// NewEpisodes makes a table of episodes per client and partition (at most
+// MaxKeys): size is what makes one larger than another, qualifies whether
+// one is worth reporting.
+func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episodes[E] {
+	return episode.New(episode.Rule[Key, Client, E]{
+		Max:       MaxKeys,
+		Client:    func(k Key) Client { return k.C },
+		Size:      size,
+		Qualifies: func(e *E, _ bool) bool { return qualifies(e) },
+	})
+}
+
+// Subject is what a finding about key k is about: its client, its
+// partition, the servers it went to, the nodes involved and the Kafka
+// error (0 if none).
+func (k Key) Subject(servers *Servers, nodes []int32, code int16) detectors.Subject {
+	return detectors.Subject{ClientIDs: []string{k.C.ID}, Clients: []netip.Addr{k.C.Host}, Servers: servers.Addrs(), Nodes: nodes,
+		Partitions: []detectors.TopicPartition{{Topic: k.P.Name(), Partition: k.P.Part}}, Error: code}
+}
 
 // Addr is an address as Kafka advertises it (no IPv4-mapped IPv6).
 func Addr(ap netip.AddrPort) netip.AddrPort {

@@ -11,7 +11,6 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
-	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
 // learned is a Pass whose nodes learned brokers 1 and 2 (and topic id 9
@@ -86,9 +85,7 @@ func TestServers(t *testing.T) {
 	if got := s.Labels(p)[:2]; fmt.Sprint(got) != "[10.9.0.1:1000 10.9.0.1:1001]" {
 		t.Errorf("labels start %v", got)
 	}
-	ids := tally.IDs{}
-	s.AddNodes(p, ids)
-	if got := ids.Sorted(); fmt.Sprint(got) != "[1 2]" {
+	if got := peers.NodeIDs(p, []*peers.Servers{&s}, 7, -1, 1); fmt.Sprint(got) != "[1 2 7]" {
 		t.Errorf("nodes %v", got)
 	}
 	s.Reset()

@@ -71,12 +71,28 @@ func (s *Servers) Labels(p *detectors.Pass) []string {
 	return out
 }
 
-// AddNodes adds the node ids of the servers, where known, to ids.
-func (s *Servers) AddNodes(p *detectors.Pass, ids tally.IDs) {
-	if p.Nodes == nil {
-		return
+// NodeIDs are the node ids a finding involves: ids (those >= 0) and the
+// known node ids of the servers, sorted.
+func NodeIDs(p *detectors.Pass, servers []*Servers, ids ...int32) []int32 {
+	set := tally.IDs{}
+	for _, id := range ids {
+		set.Add(id)
 	}
+	if p.Nodes != nil {
+		for _, s := range servers {
+			for _, c := range s.list {
+				set.Add(p.Nodes.Server(c.Addr))
+			}
+		}
+	}
+	return set.Sorted()
+}
+
+// Addrs are the servers' addresses, in the order first seen.
+func (s *Servers) Addrs() []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(s.list))
 	for _, c := range s.list {
-		ids.Add(p.Nodes.Server(c.Addr))
+		out = append(out, c.Addr)
 	}
+	return out
 }
