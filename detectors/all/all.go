@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/liveness"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -15,7 +16,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["internal-error"],
 		l["not-leader-loop"],
 		l["stalled-fetch"],
-		l["liveness-without-replication"],
+		liveness.Analyzer,
 		l["duplicate-batches"],
 		l["replica-divergence"],
 		l["leader-election-stall"],

@@ -81,7 +81,6 @@ func Specs() []Spec {
 		internalErrorSpec(),
 		notLeaderLoopSpec(),
 		stalledFetchSpec(),
-		livenessSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 		electionStallSpec(),
