@@ -80,7 +80,6 @@ func Specs() []Spec {
 		// One line per detector, each defined in its own file.
 		internalErrorSpec(),
 		notLeaderLoopSpec(),
-		stalledFetchSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 		electionStallSpec(),
