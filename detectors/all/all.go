@@ -6,6 +6,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/liveness"
+	"github.com/kfsniff/kfsniff/detectors/notleader"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -15,7 +16,7 @@ func Analyzers() []*detectors.Analyzer {
 	l := legacy.Analyzers()
 	return []*detectors.Analyzer{
 		l["internal-error"],
-		l["not-leader-loop"],
+		notleader.Analyzer,
 		stalledfetch.Analyzer,
 		liveness.Analyzer,
 		l["duplicate-batches"],

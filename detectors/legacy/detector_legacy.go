@@ -79,7 +79,6 @@ func Specs() []Spec {
 	return []Spec{
 		// One line per detector, each defined in its own file.
 		internalErrorSpec(),
-		notLeaderLoopSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 		electionStallSpec(),
