@@ -2,19 +2,27 @@ package detectortest
 
 import (
 	"net/netip"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
+	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Builders for the rules of clients stuck on partitions (not-leader-loop,
 // stalled-fetch, liveness-without-replication): raft and consumer
 // fetches, produce requests of several partitions, the answers naming a
-// leader (KIP-951), Metadata naming leaders, KRaft broker heartbeats.
+// leader (KIP-951), Metadata naming leaders, KRaft broker heartbeats; and
+// the ways their tests make traffic (Every, Schedule) and run their cases
+// (RunCases).
 
 // RaftFetch is a KRaft fetch (v17) of __cluster_metadata by node from
 // offset at epoch, with the replica state of a KRaft observer.
@@ -175,4 +183,101 @@ func BrokerHeartbeat(id int32, metaOffset int64, code int16) (*kmsg.BrokerHeartb
 	resp := kmsg.NewPtrBrokerHeartbeatResponse()
 	resp.Version, resp.ErrorCode, resp.IsCaughtUp, resp.IsFenced = 1, code, true, false
 	return req, resp
+}
+
+// Every makes n calls from c, step apart from start: call(i) is the
+// request and its answer after rtt (nil: never answered).
+func Every(h *Harness, c *flows.Conn, clientID string, n int, start, step, rtt time.Duration, call func(i int) (kmsg.Request, kmsg.Response)) {
+	for i := range n {
+		req, resp := call(i)
+		h.Call(c, At(start+time.Duration(i)*step), rtt, clientID, req, resp)
+	}
+}
+
+// Schedule collects calls on several connections and makes them in time
+// order; the requests never answered end at the end, as flows ends them
+// when the capture does.
+type Schedule struct {
+	calls []scheduled
+}
+
+type scheduled struct {
+	at       time.Duration
+	c        *flows.Conn
+	clientID string
+	req      kmsg.Request
+	resp     kmsg.Response
+}
+
+// Add schedules a call at T0+at, answered 2 ms later by resp (nil: never).
+func (s *Schedule) Add(at time.Duration, c *flows.Conn, clientID string, req kmsg.Request, resp kmsg.Response) {
+	s.calls = append(s.calls, scheduled{at, c, clientID, req, resp})
+}
+
+// Run makes the calls.
+func (s *Schedule) Run(h *Harness) {
+	sort.SliceStable(s.calls, func(i, j int) bool { return s.calls[i].at < s.calls[j].at })
+	var never []*flows.Exchange
+	for _, c := range s.calls {
+		q, _ := h.Call(c.c, At(c.at), 2*time.Millisecond, c.clientID, c.req, c.resp)
+		if c.resp == nil {
+			never = append(never, &flows.Exchange{Conn: c.c, Req: q, Unanswered: true})
+		}
+	}
+	for _, x := range never {
+		h.Exchange(x)
+	}
+}
+
+// Case is one specification of a rule: the traffic, the rule's settings,
+// and what its findings must show (Check), and of every finding its node
+// ids and strings its explanation and next steps contain, where set.
+type Case struct {
+	Name        string
+	Settings    map[string]string
+	Traffic     func(h *Harness)
+	Want        []Want
+	Nodes       []int32
+	Explanation []string
+	Next        []string
+}
+
+// RunCases runs each case as a subtest, with a new harness running a.
+func RunCases(t *testing.T, a *detectors.Analyzer, cases []Case) {
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			h := New(t, map[string]map[string]string{a.Name: tc.Settings}, a)
+			tc.Traffic(h)
+			fs := h.Findings()
+			Check(t, fs, a.Name, tc.Want...)
+			for _, f := range fs {
+				if f.Detector != a.Name {
+					continue
+				}
+				if tc.Nodes != nil && !slices.Equal(f.Nodes, tc.Nodes) {
+					t.Errorf("%s: nodes %v, want %v", a.Name, f.Nodes, tc.Nodes)
+				}
+				for _, s := range tc.Explanation {
+					if !strings.Contains(f.Explanation, s) {
+						t.Errorf("%s: explanation %q lacks %q", a.Name, f.Explanation, s)
+					}
+				}
+				for _, s := range tc.Next {
+					if !strings.Contains(f.Next, s) {
+						t.Errorf("%s: next %q lacks %q", a.Name, f.Next, s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Edge is the two cases on either side of a threshold, with the rule's
+// settings: at it, the traffic makes the finding want describes; just
+// below it (the near miss), none.
+func Edge(threshold string, settings map[string]string, want Want, at, below func(h *Harness)) []Case {
+	return []Case{
+		{Name: threshold + ": at it", Settings: settings, Traffic: at, Want: []Want{want}},
+		{Name: threshold + ": near miss below it", Settings: settings, Traffic: below},
+	}
 }
