@@ -61,28 +61,24 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 			}
 		}
 	case *kmsg.ProduceResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 10 {
-					fn(LeaderHint{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, Leader: p.CurrentLeader.LeaderID,
-						Epoch: p.CurrentLeader.LeaderEpoch, ErrorCode: p.ErrorCode, Source: "produce"})
-				}
-			}
+		if r.Version >= 10 {
+			hints(r, "produce", fn)
 		}
 	case *kmsg.FetchResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				if p.CurrentLeader.LeaderID >= 0 && r.Version >= 12 {
-					fn(LeaderHint{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, Leader: p.CurrentLeader.LeaderID,
-						Epoch: p.CurrentLeader.LeaderEpoch, ErrorCode: p.ErrorCode, Source: "fetch"})
-				}
-			}
+		if r.Version >= 12 {
+			hints(r, "fetch", fn)
 		}
 	}
+}
+
+// hints calls fn for the partitions of a Produce or Fetch response that
+// name a leader.
+func hints(resp kmsg.Response, source string, fn func(h LeaderHint)) {
+	PartitionAnswers(resp, func(a PartitionAnswer) {
+		if a.Leader >= 0 {
+			fn(LeaderHint{PartitionRef: a.PartitionRef, Leader: a.Leader, Epoch: a.Epoch, ErrorCode: a.ErrorCode, Source: source})
+		}
+	})
 }
 
 // RequestTopics calls fn for each topic a request names, in request order,

@@ -105,29 +105,43 @@ func (f *Finding) fill() {
 
 // FieldsOf returns the fields of a struct (or pointer to one) by their
 // json names; a field tagged omitempty is left out when zero, one tagged
-// "-" or untagged always.
+// "-" or untagged always. A pointer field gives the value it points at:
+// a field present only sometimes, whose value may be zero (an epoch, an
+// offset), is a pointer tagged omitempty. The fields of an untagged
+// embedded struct are the struct's own, as encoding/json has them.
 func FieldsOf(d any) map[string]any {
 	v := reflect.Indirect(reflect.ValueOf(d))
 	if v.Kind() != reflect.Struct {
 		return nil
 	}
 	out := map[string]any{}
+	fieldsInto(out, v)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func fieldsInto(out map[string]any, v reflect.Value) {
 	for i := range v.NumField() {
-		tag := v.Type().Field(i).Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "" || name == "-" || !v.Type().Field(i).IsExported() {
+		sf := v.Type().Field(i)
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "" && sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			fieldsInto(out, v.Field(i))
+			continue
+		}
+		if name == "" || name == "-" || !sf.IsExported() {
 			continue
 		}
 		fv := v.Field(i)
 		if opts == "omitempty" && fv.IsZero() {
 			continue
 		}
+		if fv.Kind() == reflect.Pointer && !fv.IsNil() {
+			fv = fv.Elem()
+		}
 		out[name] = fv.Interface()
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
 }
 
 // Subject is what a finding is about: the clients (by client id and by

@@ -119,11 +119,8 @@ func isFetcherID(id string) bool {
 // or for a request that is not a Fetch and whose client id names none.
 func FetcherOf(m *Message) int32 {
 	if r, ok := m.Req.(*kmsg.FetchRequest); ok {
-		if r.Version >= 15 && r.ReplicaState.ID >= 0 {
-			return r.ReplicaState.ID
-		}
-		if r.Version <= 14 && r.ReplicaID >= 0 {
-			return r.ReplicaID
+		if id, _ := decode.FetchReplica(r); id >= 0 {
+			return id
 		}
 	}
 	if id, ok := FetcherNode(m.ClientID); ok {

@@ -9,12 +9,15 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
+	"github.com/kfsniff/kfsniff/detectors/liveness"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
+	"github.com/kfsniff/kfsniff/detectors/notleader"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/reconnect"
 	"github.com/kfsniff/kfsniff/detectors/refused"
 	"github.com/kfsniff/kfsniff/detectors/sasl"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
+	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 	"github.com/kfsniff/kfsniff/detectors/unanswered"
 )
@@ -24,9 +27,9 @@ func Analyzers() []*detectors.Analyzer {
 	l := legacy.Analyzers()
 	return []*detectors.Analyzer{
 		internalerror.Analyzer,
-		l["not-leader-loop"],
-		l["stalled-fetch"],
-		l["liveness-without-replication"],
+		notleader.Analyzer,
+		stalledfetch.Analyzer,
+		liveness.Analyzer,
 		l["duplicate-batches"],
 		l["replica-divergence"],
 		electionstall.Analyzer,

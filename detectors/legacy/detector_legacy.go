@@ -78,9 +78,6 @@ func (p Params) Seconds(name string) time.Duration {
 func Specs() []Spec {
 	return []Spec{
 		// One line per detector, each defined in its own file.
-		notLeaderLoopSpec(),
-		stalledFetchSpec(),
-		livenessSpec(),
 		duplicateBatchesSpec(),
 		replicaDivergenceSpec(),
 	}

@@ -145,6 +145,12 @@ func (s *Conns) Add(c *flows.ConnInfo) {
 	s.list = append(s.list, c)
 }
 
+// Reset empties s, keeping its memory for the next use.
+func (s *Conns) Reset() {
+	clear(s.seen)
+	s.list, s.More = s.list[:0], 0
+}
+
 // Len is how many are kept.
 func (s *Conns) Len() int { return len(s.list) }
 

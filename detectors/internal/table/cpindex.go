@@ -1,31 +1,37 @@
-package legacy
+// Package table holds bounded tables that the rules keep state in on the
+// hot path, allocated once and found again without allocating.
+package table
 
-// cpIndex holds state V per client, topic and partition, as a map keyed by
-// nlKey would, found in two steps: the client's topic first, through a
+import "net/netip"
+
+// CPIndex holds state V per client, topic and partition, as a map keyed by
+// all three would, found in two steps: the client's topic first, through a
 // small cache (a connection names the same topics over and over) in front
 // of a map, then the partition by number, in an array (partitions are
 // numbered from 0). A Metadata response naming a few topics of many
 // partitions so costs a few lookups by client and topic, not one per
 // partition, each hashing the client id and the topic name. Entries are
-// never removed.
-type cpIndex[V any] struct {
-	topics map[cpKey]*cpTopic[V]
+// never removed: the caller bounds what it adds.
+type CPIndex[V any] struct {
+	topics map[CPKey]*CPTopic[V]
 	cache  *[1024]cpSlot[V]
 	gen    uint64 // topics created: a cached absence is valid within one gen
 }
 
-// cpKey is a client and a topic, as nlKey names them.
-type cpKey struct {
-	c     nlClient
-	topic string
-	id    [16]byte
+// CPKey is a client (its host and client id) and a topic, by name or, for
+// a topic named only by id, by id.
+type CPKey struct {
+	Host     netip.Addr
+	ClientID string
+	Topic    string
+	TopicID  [16]byte
 }
 
-// cpTopic is one client's state for one topic's partitions: partitions
+// CPTopic is one client's state for one topic's partitions: partitions
 // 0 to len(dense)-1 in dense, others in sparse. dense grows only to cover
 // a partition at most cpStep past its end, so that its length stays within
 // twice the partitions held plus cpStep.
-type cpTopic[V any] struct {
+type CPTopic[V any] struct {
 	dense  []cpPart[V]
 	sparse map[int32]*V
 }
@@ -38,24 +44,24 @@ type cpPart[V any] struct {
 const cpStep = 16
 
 type cpSlot[V any] struct {
-	key cpKey
-	t   *cpTopic[V] // nil: absent at gen
+	key CPKey
+	t   *CPTopic[V] // nil: absent at gen
 	gen uint64
 	ok  bool
 }
 
-// topic returns the client's topic seen on connection conn, or nil if it
-// holds nothing; create adds it.
-func (x *cpIndex[V]) topic(conn int, key *cpKey, create bool) *cpTopic[V] {
+// Topic returns the client's topic seen on connection conn (which only
+// picks the cache slot), or nil if it holds nothing; create adds it.
+func (x *CPIndex[V]) Topic(conn int, key *CPKey, create bool) *CPTopic[V] {
 	if x.topics == nil {
-		x.topics = make(map[cpKey]*cpTopic[V])
+		x.topics = make(map[CPKey]*CPTopic[V])
 		x.cache = new([1024]cpSlot[V])
 	}
 	h := uint(conn) << 2
-	if n := len(key.topic); n > 0 {
-		h += uint(key.topic[0]) + uint(key.topic[n-1]) + uint(n)
+	if n := len(key.Topic); n > 0 {
+		h += uint(key.Topic[0]) + uint(key.Topic[n-1]) + uint(n)
 	} else {
-		h += uint(key.id[0])
+		h += uint(key.TopicID[0])
 	}
 	s := &x.cache[h%uint(len(x.cache))]
 	if s.ok && s.key == *key && (s.t != nil || (s.gen == x.gen && !create)) {
@@ -63,7 +69,7 @@ func (x *cpIndex[V]) topic(conn int, key *cpKey, create bool) *cpTopic[V] {
 	}
 	t := x.topics[*key]
 	if t == nil && create {
-		t = &cpTopic[V]{}
+		t = &CPTopic[V]{}
 		x.topics[*key] = t
 		x.gen++
 	}
@@ -71,9 +77,9 @@ func (x *cpIndex[V]) topic(conn int, key *cpKey, create bool) *cpTopic[V] {
 	return t
 }
 
-// part returns a partition's state, or nil. The pointer is valid until
-// the next add.
-func (t *cpTopic[V]) part(p int32) *V {
+// Part returns a partition's state, or nil (also on a nil topic). The
+// pointer is valid until the next Add.
+func (t *CPTopic[V]) Part(p int32) *V {
 	if t == nil {
 		return nil
 	}
@@ -86,10 +92,10 @@ func (t *cpTopic[V]) part(p int32) *V {
 	return t.sparse[p]
 }
 
-// add returns a partition's state, creating it zero. The pointer is valid
-// until the next add.
-func (t *cpTopic[V]) add(p int32) *V {
-	if v := t.part(p); v != nil {
+// Add returns a partition's state, creating it zero. The pointer is valid
+// until the next Add.
+func (t *CPTopic[V]) Add(p int32) *V {
+	if v := t.Part(p); v != nil {
 		return v
 	}
 	if p >= 0 && int(p) < len(t.dense)+cpStep {

@@ -1,0 +1,158 @@
+// Package peers is what the rules about clients stuck on partitions
+// (not-leader-loop, stalled-fetch, liveness-without-replication) share
+// about clients and servers: who a client is, how a partition is named,
+// the servers it went to, and which node a server or a client is.
+package peers
+
+import (
+	"encoding/base64"
+	"net/netip"
+	"sort"
+	"strconv"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/episode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Bounds of the tables the rules keep.
+const (
+	// MaxKeys bounds each table kept per client and partition.
+	MaxKeys = 65536
+	// MaxServers bounds the servers counted per episode.
+	MaxServers = 32
+	// MaxConns bounds the connections listed per episode.
+	MaxConns = 64
+)
+
+// Client is one client: its host and client id.
+type Client struct {
+	Host netip.Addr
+	ID   string
+}
+
+// ClientOf is the client of an exchange (its request's).
+func ClientOf(x *detectors.Exchange) Client {
+	return Client{Host: x.Conn.Client.Addr().Unmap(), ID: x.Req.ClientID}
+}
+
+// Partition is a topic-partition, by name when known, else by topic id.
+type Partition struct {
+	Topic string
+	ID    [16]byte
+	Part  int32
+}
+
+// PartitionOf names the partition of a request or response that names its
+// topic by name or by id: KRaft's log by its fixed id, an id by the name
+// Metadata gave it (nodes, which may be nil), else by the id.
+func PartitionOf(nodes *flows.Nodes, p decode.PartitionRef) Partition {
+	switch {
+	case p.TopicID == decode.ClusterMetadataTopicID:
+		return Partition{Topic: flows.ClusterMetadataTopic, Part: p.Partition}
+	case p.Topic != "":
+		return Partition{Topic: p.Topic, Part: p.Partition}
+	}
+	if nodes != nil {
+		if n, ok := nodes.TopicName(p.TopicID); ok {
+			return Partition{Topic: n, Part: p.Partition}
+		}
+	}
+	return Partition{ID: p.TopicID, Part: p.Partition}
+}
+
+// String is "orders-3", or "topic id <id> partition 3".
+func (p Partition) String() string {
+	if p.Topic != "" {
+		return p.Topic + "-" + strconv.Itoa(int(p.Part))
+	}
+	return "topic id " + base64.RawURLEncoding.EncodeToString(p.ID[:]) + " partition " + strconv.Itoa(int(p.Part))
+}
+
+// Name is the topic for the findings' fields: its name, or its id in
+// Kafka's base64.
+func (p Partition) Name() string {
+	if p.Topic != "" {
+		return p.Topic
+	}
+	return base64.RawURLEncoding.EncodeToString(p.ID[:])
+}
+
+// Key is one client's partition.
+type Key struct {
+	C Client
+	P Partition
+}
+
+// Less orders keys by client host, client id, topic and partition.
+func (k Key) Less(o Key) bool {
+	if k.C.Host != o.C.Host {
+		return k.C.Host.Less(o.C.Host)
+	}
+	if k.C.ID != o.C.ID {
+		return k.C.ID < o.C.ID
+	}
+	if a, b := k.P.Name(), o.P.Name(); a != b {
+		return a < b
+	}
+	return k.P.Part < o.P.Part
+}
+
+// Fields are the fields that name a finding's client and partition;
+// a rule's finding type embeds them.
+type Fields struct {
+	Client    string `json:"client"`
+	ClientID  string `json:"client_id"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// Fields are k's fields.
+func (k Key) Fields() Fields {
+	return Fields{Client: k.C.Host.String(), ClientID: k.C.ID, Topic: k.P.Name(), Partition: k.P.Part}
+}
+
+// Episodes is a table of a rule's episodes per client and partition.
+type Episodes[E any] = episode.Table[Key, Client, E]
+
+// NewEpisodes makes a table of episodes per client and partition (at most
+// MaxKeys): size is what makes one larger than another, qualifies whether
+// one is worth reporting.
+func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episodes[E] {
+	return episode.New(episode.Rule[Key, Client, E]{
+		Max:       MaxKeys,
+		Client:    func(k Key) Client { return k.C },
+		Size:      size,
+		Qualifies: func(e *E, _ bool) bool { return qualifies(e) },
+	})
+}
+
+// Subject is what a finding about key k is about: its client, its
+// partition, the servers it went to, the nodes involved and the Kafka
+// error (0 if none).
+func (k Key) Subject(servers *Servers, nodes []int32, code int16) detectors.Subject {
+	return detectors.Subject{ClientIDs: []string{k.C.ID}, Clients: []netip.Addr{k.C.Host}, Servers: servers.Addrs(), Nodes: nodes,
+		Partitions: []detectors.TopicPartition{{Topic: k.P.Name(), Partition: k.P.Part}}, Error: code}
+}
+
+// Addr is an address as Kafka advertises it (no IPv4-mapped IPv6).
+func Addr(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// UnionIDs returns the ids in a or b, once each, sorted.
+func UnionIDs(a, b []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, s := range [][]int{a, b} {
+		for _, x := range s {
+			if !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,105 @@
+package notleader
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// loopKey is what the findings of one loop over several partitions share:
+// the client, the topic, the shape, the leader and the servers.
+type loopKey struct {
+	client, clientID, topic, shape string
+	leader                         int32
+	epoch                          int32
+	hasEpoch                       bool
+	servers                        string
+}
+
+func keyOf(f *Finding) loopKey {
+	k := loopKey{client: f.Client, clientID: f.ClientID, topic: f.Topic, shape: f.Shape, leader: f.LeaderID,
+		servers: strings.Join(f.Servers, "\x00")}
+	if f.LeaderEpoch != nil {
+		k.epoch, k.hasEpoch = *f.LeaderEpoch, true
+	}
+	return k
+}
+
+// merge folds the findings of one client that loop the same way over
+// several partitions of a topic into one, in the place of the first, so
+// that a producer stuck on a broker's fifty partitions is one finding,
+// not fifty. Counts are summed; the text describes the first partition.
+func merge(in []detectors.Finding) []detectors.Finding {
+	groups := map[loopKey]int{} // the group's finding in out
+	var out []detectors.Finding
+	for i := range in {
+		f := &in[i]
+		d := f.Detail.(*Finding)
+		k := keyOf(d)
+		at, ok := groups[k]
+		if !ok {
+			groups[k] = len(out)
+			out = append(out, *f)
+			continue
+		}
+		m := &out[at]
+		md := m.Detail.(*Finding)
+		if md.merged == nil {
+			md.merged = []int32{md.Partition}
+		}
+		md.merged = append(md.merged, d.Partition)
+		for name, n := range f.Counts {
+			m.Counts[name] += n
+		}
+		if f.First.Before(m.First) {
+			m.First = f.First
+		}
+		if f.Last.After(m.Last) {
+			m.Last = f.Last
+		}
+		m.Conns = peers.UnionIDs(m.Conns, f.Conns)
+		ns := tally.IDs{}
+		for _, n := range append(m.Nodes, f.Nodes...) {
+			ns.Add(n)
+		}
+		m.Nodes = ns.Sorted()
+		m.Evidence = append(m.Evidence, f.Evidence...)
+	}
+	for i := range out {
+		m := &out[i]
+		md := m.Detail.(*Finding)
+		if len(md.merged) < 2 {
+			continue
+		}
+		parts := md.merged
+		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		md.Partition, md.Partitions = parts[0], parts
+		md.FetchOffset, md.FirstFetchOffset = nil, nil
+		dur := m.Last.Sub(m.First)
+		md.Duration, md.Rate = text.Seconds(dur), text.Rate(m.Counts["requests"], dur)
+		m.Subject.Nodes = m.Nodes
+		m.Subject.Partitions = nil
+		for _, p := range parts {
+			m.Subject.Partitions = append(m.Subject.Partitions, detectors.TopicPartition{Topic: md.Topic, Partition: p})
+		}
+		detectors.SortEvidence(m.Evidence)
+		m.Evidence = thin(m.Evidence, 2+detectors.MaxMiddle)
+	}
+	return out
+}
+
+// thin keeps the first, the last and evenly spread evidence, n in all.
+func thin(ev []detectors.Evidence, n int) []detectors.Evidence {
+	if len(ev) <= n || n < 2 {
+		return ev
+	}
+	out := make([]detectors.Evidence, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, ev[i*(len(ev)-1)/(n-1)])
+	}
+	return out
+}

@@ -1,0 +1,357 @@
+// Package notleader reports a client that keeps getting
+// NOT_LEADER_OR_FOLLOWER (6) or FENCED_LEADER_EPOCH (74) for one partition
+// and never reaches the leader.
+//
+// Per client (host and client id) and partition, a run is an unbroken
+// sequence of those answers that name the same leader and epoch (or no
+// leader, -1/-1, as responses before KIP-951 do). A successful answer for
+// the partition ends it, and so does an answer naming another leader or
+// epoch: a client that follows a leadership change makes a few short
+// runs, a loop makes one long one. A run of at least MinResponses answers
+// lasting at least MinDuration (or of BurstResponses answers however
+// short) is then read in one of two shapes (verdict.go):
+//
+//   - the answers (or the Metadata the client refreshes) name a leader and
+//     the client never sends the partition's requests to it (the KRaft
+//     observer of KAFKA-19354 does this with raft Fetch);
+//   - the node answering NOT_LEADER_OR_FOLLOWER is the one the client's
+//     Metadata (stable leader id) names as leader, or the one the answer
+//     itself names, so the client retries the same node forever.
+//
+// The runs of one client that loop the same way over several partitions of
+// a topic are one finding (merge.go).
+package notleader
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/table"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "not-leader-loop",
+	Severity: detectors.Error,
+	Doc: "A client keeps getting NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH for one partition, with no " +
+		"success in between, while the answers name the same leader and epoch and the client never sends to " +
+		"that leader (KAFKA-19354 for a KRaft observer), or while the Metadata it refreshes names the very " +
+		"broker that refuses (it retries the same node forever). A leadership change the client follows is " +
+		"a few short episodes and is not reported.",
+}, Params{MinResponses: 6, MinDuration: 10 * time.Second, BurstResponses: 100}, New)
+
+// Params are the rule's thresholds.
+type Params struct {
+	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop (kafkajs retrying every few seconds for a minute makes 12 or more)"`
+	MinDuration    time.Duration `param:"min-duration" doc:"time from the first request to the last answer of the run; a leadership change settles well within this"`
+	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run (a client retrying with no backoff sends thousands a second; a client following a leadership change, a handful); 0: off"`
+}
+
+// The errors that refuse a request for not being sent to the leader.
+const (
+	notLeader    = 6
+	fencedLeader = 74
+)
+
+// New makes the rule.
+func New(p Params) detectors.Rule {
+	r := &rule{p: p}
+	r.runs = peers.NewEpisodes(func(e *run) int64 { return e.notLeader }, r.qualifies)
+	return r
+}
+
+type rule struct {
+	p    Params
+	runs *peers.Episodes[run]
+	// meta holds the leader each client's Metadata names, per
+	// partition, at most peers.MaxKeys.
+	meta  table.CPIndex[meta]
+	nMeta int
+}
+
+// meta is the leader of one partition in the Metadata a client gets.
+type meta struct {
+	leader, epoch int32
+	refreshes     int64 // Metadata responses naming this partition
+	changes       int64 // times the leader id changed
+	server        netip.AddrPort
+}
+
+// run is one run of not-leader answers naming the same leader.
+type run struct {
+	key           peers.Key
+	api           int16
+	leader, epoch int32 // named by the answers; -1 if not named
+	leaderEP      string
+	first, last   time.Time
+	requests      int64
+	notLeader     int64
+	fenced        int64
+	otherErrors   int64
+	unanswered    int64
+	servers       peers.Servers
+	conns         tally.Conns
+	fetcher       int32 // the node the client's requests speak for, -1 if none
+
+	offset, firstOffset int64
+	hasOffset           bool
+	replicaID           int32
+	replicaEpoch        int64
+	hasReplica          bool
+
+	metaSeen      bool
+	metaUnstable  bool
+	metaLeader    int32
+	metaEpoch     int32
+	metaStart     int64 // refreshes when the run began
+	metaEnd       int64
+	metaChangeAt0 int64 // leader changes when the run began
+	metaServer    netip.AddrPort
+
+	ev detectors.Sampler[answer]
+}
+
+func (e *run) duration() time.Duration { return e.last.Sub(e.first) }
+
+// cpKey is the key of a client's topic in the Metadata table.
+func cpKey(c peers.Client, p peers.Partition) table.CPKey {
+	return table.CPKey{Host: c.Host, ClientID: c.ID, Topic: p.Topic, TopicID: p.ID}
+}
+
+// metaOf returns the leader client c's Metadata names for k's partition,
+// or nil.
+func (r *rule) metaOf(conn int, k peers.Key) *meta {
+	ck := cpKey(k.C, k.P)
+	return r.meta.Topic(conn, &ck, false).Part(k.P.Part)
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil {
+		return
+	}
+	switch kmsg.Key(x.Req.Key) {
+	case kmsg.Metadata:
+		if x.Resp != nil {
+			if resp, ok := x.Resp.Resp.(*kmsg.MetadataResponse); ok {
+				r.metadata(x, resp)
+			}
+		}
+	case kmsg.Fetch, kmsg.Produce:
+		if x.Unanswered {
+			r.unanswered(x)
+			return
+		}
+		if x.Resp != nil {
+			r.answers(x)
+		}
+	}
+}
+
+// metadata keeps the leader that each partition's Metadata names.
+func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
+	c := peers.ClientOf(x)
+	server := peers.Addr(x.Conn.Server)
+	nodes := x.Conn.Nodes()
+	// The topic's key is found once, then each partition by number.
+	var topic decode.PartitionRef
+	var key table.CPKey
+	var ct *table.CPTopic[meta]
+	started := false
+	decode.LeaderHints(resp, func(h decode.LeaderHint) {
+		if !started || h.Topic != topic.Topic || h.TopicID != topic.TopicID {
+			started, topic = true, h.PartitionRef
+			key = cpKey(c, peers.PartitionOf(nodes, h.PartitionRef))
+			ct = r.meta.Topic(x.Conn.ID, &key, false)
+		}
+		m := ct.Part(h.Partition)
+		if m == nil {
+			if r.nMeta >= peers.MaxKeys {
+				return
+			}
+			if ct == nil {
+				ct = r.meta.Topic(x.Conn.ID, &key, true)
+			}
+			m = ct.Add(h.Partition)
+			*m = meta{leader: h.Leader}
+			r.nMeta++
+		}
+		if m.leader != h.Leader {
+			m.changes++
+		}
+		m.leader, m.epoch = h.Leader, h.Epoch
+		m.refreshes++
+		m.server = server
+	})
+}
+
+// anyNotLeader reports whether a response carries error 6 or 74.
+func anyNotLeader(m *flows.Message) bool {
+	for _, e := range m.ErrorCodes {
+		if e.Code == notLeader || e.Code == fencedLeader {
+			return true
+		}
+	}
+	return false
+}
+
+// answers reads a Produce or Fetch response partition by partition.
+func (r *rule) answers(x *detectors.Exchange) {
+	refused := anyNotLeader(x.Resp)
+	if r.runs.Len() == 0 && !refused {
+		return // nothing to follow: the common, healthy case
+	}
+	c := peers.ClientOf(x)
+	if r.runs.Idle(c) && !refused {
+		return // every partition a success or another error, no run to end or count in
+	}
+	o := obs{x: x, replicaID: -1, fetcher: flows.FetcherOf(x.Req)}
+	if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
+		o.req = req
+		if id, epoch := decode.FetchReplica(req); id >= 0 {
+			o.replicaID, o.replicaEpoch, o.hasReplica = id, epoch, true
+		}
+	}
+	nodes := x.Conn.Nodes()
+	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
+		if r.runs.Len() == 0 && a.ErrorCode != notLeader && a.ErrorCode != fencedLeader {
+			return // nothing to follow
+		}
+		o.key = peers.Key{C: c, P: peers.PartitionOf(nodes, a.PartitionRef)}
+		o.a = a
+		r.observe(&o)
+	})
+}
+
+// obs is one partition's answer in one exchange.
+type obs struct {
+	x            *detectors.Exchange
+	req          *kmsg.FetchRequest // a Fetch's request: its offsets
+	key          peers.Key
+	a            decode.PartitionAnswer
+	fetcher      int32
+	replicaID    int32
+	replicaEpoch int64
+	hasReplica   bool
+}
+
+func (r *rule) observe(o *obs) {
+	e := r.runs.Open(o.key)
+	x := o.x
+	switch o.a.ErrorCode {
+	case notLeader, fencedLeader:
+		leaderEP := flows.NodeEndpoint(x.Resp.Resp, o.a.Leader)
+		if e != nil && (e.leader != o.a.Leader || e.epoch != o.a.Epoch) {
+			r.runs.Finish(o.key)
+			e = nil
+		}
+		m := r.metaOf(x.Conn.ID, o.key)
+		if e == nil {
+			e = &run{key: o.key, api: x.Req.Key, leader: o.a.Leader, epoch: o.a.Epoch, first: x.Req.Time, replicaID: -1, fetcher: -1}
+			e.conns.Max = peers.MaxConns
+			if m != nil {
+				e.metaStart, e.metaChangeAt0 = m.refreshes, m.changes
+			}
+			if !r.runs.Start(o.key, e) {
+				return
+			}
+		}
+		e.requests++
+		e.notLeader++
+		if o.a.ErrorCode == fencedLeader {
+			e.fenced++
+		}
+		e.last = x.Resp.Time
+		if leaderEP != "" {
+			e.leaderEP = leaderEP
+		}
+		e.servers.Add(x.Conn.Server, 1, 1)
+		e.conns.Add(x.Conn)
+		if o.fetcher >= 0 {
+			e.fetcher = o.fetcher
+		}
+		if o.req != nil {
+			if off, ok := decode.FetchOffsetAt(o.req, o.a.TopicIndex, o.a.Index, o.a.PartitionRef); ok {
+				if !e.hasOffset {
+					e.firstOffset = off
+				}
+				e.offset, e.hasOffset = off, true
+			}
+		}
+		if o.hasReplica {
+			e.replicaID, e.replicaEpoch, e.hasReplica = o.replicaID, o.replicaEpoch, true
+		}
+		if m != nil {
+			if !e.metaSeen {
+				e.metaSeen, e.metaLeader, e.metaEpoch = true, m.leader, m.epoch
+			} else if m.leader != e.metaLeader || m.changes != e.metaChangeAt0 {
+				e.metaUnstable = true
+			}
+			e.metaEnd, e.metaServer = m.refreshes, m.server
+		}
+		e.ev.Add(answer{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: x.Conn, key: x.Req.Key,
+			version: x.Req.Version, corr: x.Req.Correlation, code: o.a.ErrorCode, leader: o.a.Leader, epoch: o.a.Epoch})
+	case 0:
+		if e != nil {
+			r.runs.Finish(o.key)
+		}
+	default:
+		if e != nil {
+			e.requests++
+			e.otherErrors++
+			e.last = x.Resp.Time
+			e.servers.Add(x.Conn.Server, 1, 0)
+			e.conns.Add(x.Conn)
+		}
+	}
+}
+
+// unanswered counts a request that got no answer towards the runs of its
+// partitions.
+func (r *rule) unanswered(x *detectors.Exchange) {
+	c := peers.ClientOf(x)
+	if r.runs.Idle(c) {
+		return
+	}
+	nodes := x.Conn.Nodes()
+	decode.RequestPartitions(x.Req.Req, func(p decode.PartitionRef) {
+		if e := r.runs.Open(peers.Key{C: c, P: peers.PartitionOf(nodes, p)}); e != nil {
+			e.requests++
+			e.unanswered++
+			e.servers.Add(x.Conn.Server, 1, 0)
+			e.conns.Add(x.Conn)
+		}
+	})
+}
+
+// qualifies says whether a run is a loop.
+func (r *rule) qualifies(e *run) bool {
+	if r.p.BurstResponses > 0 && e.notLeader >= int64(r.p.BurstResponses) {
+		return true
+	}
+	return e.notLeader >= int64(r.p.MinResponses) && e.duration() >= r.p.MinDuration
+}
+
+// Findings implements detectors.Rule: one per loop, those of a client
+// over several partitions of a topic merged.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	var out []detectors.Finding
+	for _, k := range r.runs.Report(func(a, b *run) bool {
+		if !a.first.Equal(b.first) {
+			return a.first.Before(b.first)
+		}
+		return a.key.Less(b.key)
+	}) {
+		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
+			out = append(out, finding(p, k.E, v))
+		}
+	}
+	return merge(out)
+}

@@ -1,0 +1,87 @@
+package notleader
+
+import (
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+)
+
+// Shapes of a loop.
+const (
+	ShapeHintIgnored = "leader-not-followed"    // a leader is named, the client never goes there
+	ShapeMetaSelf    = "metadata-names-refuser" // Metadata names the very broker that refuses
+	ShapeHintSelf    = "leader-names-itself"    // the refusing broker names itself as leader
+	ShapeUnknown     = "leader-unknown"         // nothing in the capture names the leader
+)
+
+// verdict is how a run reads once node identities are known.
+type verdict struct {
+	shape         string
+	leader, epoch int32
+	source        string // "response" or "metadata"
+	endpoint      string
+	toLeader      int64 // requests to the leader's endpoint
+	fromLeader    int64 // not-leader answers from the leader itself
+	resolved      bool  // every server's identity relative to the leader is known
+}
+
+// count counts the requests to and the not-leader answers from node id
+// (at endpoints eps), and whether every server is known to be it or not.
+func count(p *detectors.Pass, e *run, id int32, eps []string) (to, from int64, resolved bool) {
+	resolved = true
+	for _, s := range e.servers.List() {
+		is, known := peers.IsNode(p, s.Addr, id, eps)
+		if !known {
+			resolved = false
+		}
+		if is {
+			to += s.Requests
+			from += s.Refused
+		}
+	}
+	return to, from, resolved
+}
+
+// against is the verdict's facts about leader id named by source: where
+// it is, and what the client sent it.
+func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) verdict {
+	eps := peers.Endpoints(p, id, known)
+	v := verdict{leader: id, epoch: epoch, source: source}
+	if len(eps) > 0 {
+		v.endpoint = eps[0]
+	}
+	v.toLeader, v.fromLeader, v.resolved = count(p, e, id, eps)
+	return v
+}
+
+// verdictOf reads run e: false if it is not a loop after all (the client
+// does reach the leader the answers name). minResponses is the answers
+// from the named leader itself that make it the refuser.
+func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
+	metaOK := e.metaSeen && !e.metaUnstable && e.metaLeader >= 0
+	if metaOK {
+		if v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", ""); v.fromLeader >= minResponses {
+			v.shape = ShapeMetaSelf
+			return v, true
+		}
+	}
+	if e.leader >= 0 {
+		v := against(p, e, e.leader, e.epoch, "response", e.leaderEP)
+		switch {
+		case v.fromLeader >= minResponses:
+			v.shape = ShapeHintSelf
+			return v, true
+		case v.toLeader == 0:
+			v.shape = ShapeHintIgnored
+			return v, true
+		}
+		// The client does reach the named leader: whatever goes wrong
+		// there, it is not this loop.
+		return v, false
+	}
+	if metaOK {
+		v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", "")
+		v.shape = ShapeHintIgnored
+		return v, v.toLeader == 0
+	}
+	return verdict{shape: ShapeUnknown, leader: -1, epoch: -1}, true
+}

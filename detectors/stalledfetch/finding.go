@@ -1,0 +1,175 @@
+package stalledfetch
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// stuck is the evidence of one stuck fetch, formatted if it is listed.
+type stuck struct {
+	packet  uint64
+	file    int32
+	corr    int32
+	version int16
+	code    int16
+	offset  int64
+	hw      int64
+	conn    *flows.ConnInfo
+}
+
+// Evidence implements detectors.Evidencer.
+func (s stuck) Evidence() detectors.Evidence {
+	what := fmt.Sprintf("Fetch v%d corr %d to %s at offset %d: 0 records, high watermark %d", s.version,
+		s.corr, peers.Addr(s.conn.Server), s.offset, s.hw)
+	if s.code != 0 {
+		what += ", " + detectors.ErrorName(s.code)
+	}
+	return detectors.Evidence{File: int(s.file), Packet: s.packet, Conn: s.conn.ID, What: what}
+}
+
+// Finding is one fetcher stuck at one offset of one partition. Its
+// exported fields are the finding's "fields".
+type Finding struct {
+	peers.Fields
+	FetchOffset   int64    `json:"fetch_offset"`
+	HighWatermark int64    `json:"high_watermark"` // -1: no answer said
+	Duration      float64  `json:"duration_s"`
+	Rate          float64  `json:"rate_per_s"`
+	Servers       []string `json:"servers"`
+	Role          string   `json:"role"`
+	// Isolation and the last stable offset, for read_committed fetches.
+	Isolation        string `json:"isolation,omitempty"`
+	LastStableOffset *int64 `json:"last_stable_offset,omitempty"`
+	// Error is the most frequent error of the answers, if any.
+	Error string `json:"error,omitempty"`
+
+	who, tp      string
+	node         int32
+	role         flows.Role
+	fetches      int64
+	errors       int64
+	lso          int64
+	committed    bool
+	dur          time.Duration
+	code         int16
+	codeN        int64
+	codes        []string
+	serverLabels []string
+}
+
+// finding makes the finding of window w.
+func finding(p *detectors.Pass, w *window) detectors.Finding {
+	c := w.key.C
+	dur := w.duration()
+	code, codeN := w.codes.Top()
+	f := &Finding{
+		Fields: w.key.Fields(), FetchOffset: w.offset,
+		HighWatermark: w.hw, Duration: text.Seconds(dur), Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
+		Role: w.role.String(),
+		tp:   w.key.P.String(), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, fetches: w.fetches, errors: w.errors,
+		lso: w.lso, committed: w.committed, dur: dur, code: code, codeN: codeN, codes: w.codes.Parts(),
+		serverLabels: w.servers.Labels(p),
+	}
+	if w.committed {
+		lso := w.lso
+		f.Isolation, f.LastStableOffset = "read_committed", &lso
+	}
+	if code != 0 {
+		f.Error = detectors.ErrorName(code)
+	}
+	f.who = text.Or(c.ID, "fetcher")
+	if f.node >= 0 {
+		f.who += fmt.Sprintf(" (node %d, %s)", f.node, c.Host)
+	} else {
+		f.who += " (" + c.Host.String() + ")"
+	}
+	nodes := peers.NodeIDs(p, []*peers.Servers{&w.servers}, f.node)
+	counts := map[string]int64{"fetches": w.fetches, "records": 0, "errors": w.errors}
+	if w.throttled > 0 {
+		counts["throttled"] = w.throttled
+	}
+	return detectors.Finding{
+		Severity: detectors.Warning,
+		First:    w.first,
+		Last:     w.last,
+		Conns:    w.conns.IDs(),
+		Nodes:    nodes,
+		Counts:   counts,
+		Evidence: w.ev.List(),
+		Subject:  w.key.Subject(&w.servers, nodes, code),
+		Detail:   f,
+	}
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	hw := fmt.Sprintf("high watermark %d", f.HighWatermark)
+	if f.HighWatermark < 0 {
+		hw = "high watermark unknown"
+	}
+	if f.code != 0 {
+		return fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records (%s, %s x%d)",
+			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw, f.Error, f.codeN)
+	}
+	return fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
+		f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw)
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	var state string
+	codes := strings.Join(f.codes, ", ")
+	switch {
+	case f.errors == f.fetches && f.HighWatermark < 0:
+		state = fmt.Sprintf("every answer was an error (%s) and none reported a high watermark", codes)
+	case f.errors > 0:
+		state = fmt.Sprintf("%d answers were errors (%s); the high watermark stayed at %d", f.errors, codes, f.HighWatermark)
+	default:
+		bound := fmt.Sprintf("the high watermark stayed at %d, %d records ahead of it", f.HighWatermark, f.HighWatermark-f.FetchOffset)
+		if f.committed && f.lso >= 0 {
+			bound = fmt.Sprintf("the last stable offset stayed at %d, %d records ahead of it", f.lso, f.lso-f.FetchOffset)
+		}
+		state = "no answer carried an error, yet " + bound
+	}
+	return fmt.Sprintf("%s fetched %s %d times over %s (%.1f/s) from %s, and its position never moved: every fetch "+
+		"asked for offset %d and every answer brought 0 records; %s. Request and response counters rising on this "+
+		"connection is not health: the %s of this partition is not advancing.",
+		f.who, f.tp, f.fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind())
+}
+
+// kind is what the fetcher does.
+func (f *Finding) kind() string {
+	switch f.role {
+	case flows.RoleRaft:
+		return "metadata replication"
+	case flows.RoleReplication:
+		return "replication"
+	}
+	return "consumption"
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	switch f.role {
+	case flows.RoleRaft:
+		return fmt.Sprintf("This is the node's KRaft metadata log: kafka-metadata-quorum.sh describe --replication (node %d's LogEndOffset "+
+			"and Lag), and on the node raft-metrics fetch-records-rate (0), high-watermark (frozen) and broker-metadata-metrics "+
+			"last-applied-record-lag-ms (rising). A not-leader-loop finding says where its fetches go instead.", f.node)
+	case flows.RoleReplication:
+		return fmt.Sprintf("On the leader: kafka-topics.sh --describe --topic %s (is the follower still in the ISR?) and "+
+			"kafka.server:type=FetcherLagMetrics on node %d; the follower's server.log for the partition's fetcher errors.", f.Topic, f.node)
+	}
+	hint := ""
+	if f.code != 0 {
+		hint = " (" + f.Error + ": act on it, e.g. the leader it names)"
+	}
+	return fmt.Sprintf("kafka-consumer-groups.sh --describe --group <group> (CURRENT-OFFSET %d vs LOG-END-OFFSET for %s); "+
+		"the consumer's logs for errors on the partition%s; if there is no error, a record larger than the fetch limits "+
+		"(max.partition.fetch.bytes, fetch.max.bytes) or a consumer discarding what it receives.", f.FetchOffset, f.tp, hint)
+}

@@ -1,0 +1,244 @@
+package stalledfetch_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
+)
+
+// stuck: a consumer at 10.3.0.5 fetching payments-3 at offset 100 n
+// times, step apart; every answer brings nothing though the high
+// watermark is 500.
+func stuck(h *dt.Harness, n int, step time.Duration) {
+	c := h.Conn("10.3.0.5:41000", "10.3.0.1:9092")
+	dt.Every(h, c, "stuck-consumer", n, 0, step, 2*time.Millisecond,
+		func(int) (kmsg.Request, kmsg.Response) {
+			return dt.ConsumerFetch("payments", 3, 100, 0), dt.ConsumerFetched("payments", 3, 0, 500, 500, -1, -1, nil)
+		})
+}
+
+func TestStalledFetch(t *testing.T) {
+	dt.RunCases(t, stalledfetch.Analyzer, slices.Concat([]dt.Case{
+		{
+			Name:    "consumer behind the high watermark gets nothing back",
+			Traffic: func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 40 fetches in 19.5 s brought 0 records " +
+					"though the high watermark 500"},
+				Counts: map[string]int64{"fetches": 40, "records": 0, "errors": 0},
+				Fields: map[string]any{"client": "10.3.0.5", "client_id": "stuck-consumer", "topic": "payments", "partition": int32(3),
+					"fetch_offset": int64(100), "high_watermark": int64(500), "role": "consumer", "servers": []string{"10.3.0.1:9092"},
+					"duration_s": 19.502, "rate_per_s": 2.05},
+				Evidence: []uint64{2, 80},
+			}},
+			Explanation: []string{"no answer carried an error, yet the high watermark stayed at 500, 400 records ahead of it",
+				"the consumption of this partition is not advancing"},
+			Next: []string{"kafka-consumer-groups.sh --describe --group <group> (CURRENT-OFFSET 100 vs LOG-END-OFFSET for payments-3)"},
+		},
+		{
+			Name: "raft observer answered with errors, high watermark unknown",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.9:41100", "10.3.0.2:9093")
+				dt.Every(h, c, "raft-client-9", 30, 0, time.Second, time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						return dt.RaftFetch(9, 777, 3), dt.RaftFetched(6, -1, 1, 3, "10.3.0.3", 9093, nil)
+					})
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Summary: []string{"raft-client-9 (node 9, 10.3.0.9) is stuck at offset 777 of __cluster_metadata-0: 30 fetches in 29.0 s " +
+					"brought 0 records (high watermark unknown, NOT_LEADER_OR_FOLLOWER x30)"},
+				Counts: map[string]int64{"fetches": 30, "records": 0, "errors": 30},
+				Fields: map[string]any{"topic": "__cluster_metadata", "fetch_offset": int64(777), "high_watermark": int64(-1),
+					"error": "NOT_LEADER_OR_FOLLOWER", "role": "raft"},
+			}},
+			Nodes:       []int32{9},
+			Explanation: []string{"every answer was an error (NOT_LEADER_OR_FOLLOWER x30) and none reported a high watermark", "metadata replication"},
+			Next:        []string{"kafka-metadata-quorum.sh describe --replication (node 9's LogEndOffset"},
+		},
+		{
+			Name: "a follower's replica fetches, some errors",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.12:41700", "10.3.0.1:9092")
+				dt.Every(h, c, "broker-2-fetcher-0", 25, 0, 500*time.Millisecond, time.Millisecond,
+					func(i int) (kmsg.Request, kmsg.Response) {
+						req := dt.ConsumerFetch("payments", 0, 60, 0)
+						req.ReplicaID = 2
+						if i%5 == 0 {
+							return req, dt.ConsumerFetched("payments", 0, 74, -1, -1, -1, -1, nil)
+						}
+						return req, dt.ConsumerFetched("payments", 0, 0, 90, 90, -1, -1, nil)
+					})
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Summary:  []string{"broker-2-fetcher-0 (node 2, 10.3.0.12)", "(high watermark 90, FENCED_LEADER_EPOCH x5)"},
+				Counts:   map[string]int64{"fetches": 25, "errors": 5},
+				Fields:   map[string]any{"role": "replication", "error": "FENCED_LEADER_EPOCH", "high_watermark": int64(90)},
+			}},
+			Nodes:       []int32{2},
+			Explanation: []string{"5 answers were errors (FENCED_LEADER_EPOCH x5); the high watermark stayed at 90", "the replication of this partition"},
+			Next:        []string{"kafka-topics.sh --describe --topic payments (is the follower still in the ISR?)", "FetcherLagMetrics on node 2"},
+		},
+		{
+			Name: "consumer in an incremental fetch session keeps getting an error",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.4:41050", "10.3.0.1:9092")
+				dt.Every(h, c, "session-consumer", 30, 0, 500*time.Millisecond, time.Millisecond,
+					func(i int) (kmsg.Request, kmsg.Response) {
+						req := dt.ConsumerFetch("payments", 1, 600, 0)
+						req.SessionID, req.SessionEpoch = 77, int32(i)
+						// The full fetch that opens the session finds the
+						// consumer caught up; the errors start with the
+						// incremental ones, which name no partition: the
+						// offset has not changed.
+						resp := dt.ConsumerFetched("payments", 1, 0, 600, 600, -1, -1, nil)
+						if i > 0 {
+							req.Topics = nil
+							resp = dt.ConsumerFetched("payments", 1, 6, -1, -1, -1, -1, nil)
+						}
+						resp.SessionID = 77
+						return req, resp
+					})
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"fetches": 29, "errors": 29},
+				Fields:   map[string]any{"fetch_offset": int64(600), "partition": int32(1), "error": "NOT_LEADER_OR_FOLLOWER"},
+			}},
+			Next: []string{"(NOT_LEADER_OR_FOLLOWER: act on it, e.g. the leader it names)"},
+		},
+		{
+			Name: "read_committed consumer held behind the last stable offset, throttled",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.8:41650", "10.3.0.1:9092")
+				dt.Every(h, c, "txn-reader", 30, 0, 500*time.Millisecond, time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						resp := dt.ConsumerFetched("payments", 0, 0, 350, 320, -1, -1, nil)
+						resp.ThrottleMillis = 10
+						return dt.ConsumerFetch("payments", 0, 300, 1), resp
+					})
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"fetches": 30, "throttled": 30},
+				Fields:   map[string]any{"isolation": "read_committed", "last_stable_offset": int64(320), "high_watermark": int64(350)},
+			}},
+			Explanation: []string{"the last stable offset stayed at 320, 20 records ahead of it"},
+		},
+		{
+			Name: "near miss: idle consumer caught up with the high watermark",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.6:41200", "10.3.0.1:9092")
+				dt.Every(h, c, "idle-consumer", 120, 0, 500*time.Millisecond, 500*time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, 4242, 0), dt.ConsumerFetched("payments", 0, 0, 4242, 4242, -1, -1, nil)
+					})
+			},
+		},
+		{
+			Name: "near miss: idle consumer after one transient error",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.6:41300", "10.3.0.1:9092")
+				dt.Every(h, c, "idle-consumer", 61, 0, 500*time.Millisecond, 400*time.Millisecond,
+					func(i int) (kmsg.Request, kmsg.Response) {
+						if i == 0 {
+							return dt.ConsumerFetch("payments", 0, 4242, 0), dt.ConsumerFetched("payments", 0, 6, -1, -1, 1, 2, nil)
+						}
+						return dt.ConsumerFetch("payments", 0, 4242, 0), dt.ConsumerFetched("payments", 0, 0, 4242, 4242, -1, -1, nil)
+					})
+			},
+		},
+		{
+			Name: "near miss: consumer reading a backlog advances",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.7:41400", "10.3.0.1:9092")
+				dt.Every(h, c, "busy-consumer", 60, 0, 300*time.Millisecond, time.Millisecond,
+					func(i int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, int64(1000+10*i), 0), dt.ConsumerFetched("payments", 0, 0, 5000, 5000, -1, -1, dt.StoredBatch(int64(1000+10*i), 10))
+					})
+			},
+		},
+		{
+			Name: "near miss: records come back though the offset does not move (a consumer re-reading)",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.7:41450", "10.3.0.1:9092")
+				dt.Every(h, c, "rereader", 60, 0, 300*time.Millisecond, time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, 1000, 0), dt.ConsumerFetched("payments", 0, 0, 5000, 5000, -1, -1, dt.StoredBatch(1000, 1))
+					})
+			},
+		},
+		{
+			Name: "near miss: high watermark moves each fetch (producer appending)",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.7:41500", "10.3.0.1:9092")
+				dt.Every(h, c, "slow-poll", 60, 0, 300*time.Millisecond, time.Millisecond,
+					func(i int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, 900, 0), dt.ConsumerFetched("payments", 0, 0, int64(1000+i), int64(1000+i), -1, -1, nil)
+					})
+			},
+		},
+		{
+			Name: "near miss: read_committed consumer waits on an open transaction",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.8:41600", "10.3.0.1:9092")
+				dt.Every(h, c, "txn-reader", 60, 0, 500*time.Millisecond, 500*time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, 300, 1), dt.ConsumerFetched("payments", 0, 0, 350, 300, -1, -1, nil)
+					})
+			},
+		},
+		{
+			Name:     "min-fetches raised above what the consumer sent",
+			Settings: map[string]string{"min-fetches": "41"},
+			Traffic:  func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
+		},
+		{
+			Name:     "a short stall is reported once min-duration is lowered (a bare number is in seconds)",
+			Settings: map[string]string{"min-duration": "2"},
+			Traffic:  func(h *dt.Harness) { stuck(h, 25, 200*time.Millisecond) },
+			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 25}}},
+		},
+		{
+			Name: "many short stalls then a long one: the long one alone, with only its own servers",
+			Traffic: func(h *dt.Harness) {
+				a := h.Conn("10.3.0.5:41800", "10.3.0.1:9092")
+				b := h.Conn("10.3.0.5:41801", "10.3.0.2:9092")
+				at := time.Duration(0)
+				for k := range 40 { // each stuck 3 times at its own offset, then caught up
+					for i := range 4 {
+						hw := int64(1000 + k)
+						if i == 3 {
+							hw = int64(k)
+						}
+						h.Call(a, dt.At(at), time.Millisecond, "bursty", dt.ConsumerFetch("payments", 0, int64(k), 0),
+							dt.ConsumerFetched("payments", 0, 0, hw, hw, -1, -1, nil))
+						at += 100 * time.Millisecond
+					}
+				}
+				dt.Every(h, b, "bursty", 21, at, 600*time.Millisecond, time.Millisecond,
+					func(int) (kmsg.Request, kmsg.Response) {
+						return dt.ConsumerFetch("payments", 0, 40, 0), dt.ConsumerFetched("payments", 0, 0, 70, 70, -1, -1, nil)
+					})
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"fetches": 21, "errors": 0},
+				Fields:   map[string]any{"fetch_offset": int64(40), "servers": []string{"10.3.0.2:9092"}, "duration_s": 12.001},
+			}},
+		},
+	},
+		dt.Edge("min-fetches (20 fetches over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 20}},
+			func(h *dt.Harness) { stuck(h, 20, 527*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 19, 560*time.Millisecond) }),
+		dt.Edge("min-duration (30 fetches over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 30}},
+			func(h *dt.Harness) { stuck(h, 30, 345*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 30, 341*time.Millisecond) }),
+	))
+}
