@@ -2,6 +2,7 @@ package report
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -319,29 +320,20 @@ func (c *client) addSoftware(name, version string, conn int) {
 	}
 }
 
-func (c *client) addProducerID(id int64) {
-	for _, p := range c.producerIDs {
-		if p == id {
-			return
-		}
-	}
-	if len(c.producerIDs) < maxClientIDs {
-		c.producerIDs = append(c.producerIDs, id)
+func (c *client) addProducerID(id int64) { c.producerIDs = addBounded(c.producerIDs, id) }
+
+func (c *client) addTxnID(id string) {
+	if id != "" {
+		c.txnIDs = addBounded(c.txnIDs, id)
 	}
 }
 
-func (c *client) addTxnID(id string) {
-	if id == "" {
-		return
+// addBounded adds v to the set s, kept to maxClientIDs.
+func addBounded[T comparable](s []T, v T) []T {
+	if len(s) >= maxClientIDs || slices.Contains(s, v) {
+		return s
 	}
-	for _, t := range c.txnIDs {
-		if t == id {
-			return
-		}
-	}
-	if len(c.txnIDs) < maxClientIDs {
-		c.txnIDs = append(c.txnIDs, id)
-	}
+	return append(s, v)
 }
 
 func (c *client) txn(what string) {
