@@ -124,6 +124,15 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
+// kafka40NotReady are the healthy captures whose clients use request
+// versions Kafka 4.0 removed: a warning for them is right (checked by
+// TestKafka40ReadinessOnRealClients).
+var kafka40NotReady = map[string]bool{
+	sharedDir + "/go-sniffer/kafka.pcap":       true,
+	sharedDir + "/deepflow/00-produce-v2.pcap": true,
+	sharedDir + "/arkime/kafka.pcap":           true,
+}
+
 // TestHealthyTrafficIsQuiet: captures of healthy traffic must yield no
 // finding at warning or above.
 func TestHealthyTrafficIsQuiet(t *testing.T) {
@@ -146,6 +155,9 @@ func TestHealthyTrafficIsQuiet(t *testing.T) {
 	for _, p := range paths {
 		r := analyseWithDetectors(t, p)
 		for _, f := range r.Findings {
+			if f.Detector == "kafka40-removed-versions" && kafka40NotReady[filepath.ToSlash(p)] {
+				continue // healthy today, not on Kafka 4.0: kafka40_test.go
+			}
 			if f.Severity >= detectors.Warning {
 				t.Errorf("%s: %s", p, describe([]detectors.Finding{f}))
 			}

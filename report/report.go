@@ -24,6 +24,11 @@ type Report struct {
 	Connections []Connection        `json:"connections"`
 	Events      []Event             `json:"events"`
 	Findings    []detectors.Finding `json:"findings"`
+
+	// Clients is the client inventory (clients.go); ClientsNotListed
+	// counts the requests of clients past its bound.
+	Clients          []Client `json:"clients"`
+	ClientsNotListed int64    `json:"clients_not_listed_requests"`
 }
 
 // WriteJSON writes r as the --json document: indented, with '<', '>' and

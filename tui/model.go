@@ -3,6 +3,8 @@ package tui
 import (
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +161,11 @@ type Conn struct {
 	Reset     bool
 	// Kept is how many of its exchanges the model still holds.
 	Kept int
+	// Software is the client's name and version from its ApiVersions
+	// v3+ request (KIP-511), if it sent one; Removed40 the first request
+	// version it sent that Apache Kafka 4.0 removed (KIP-896), if any.
+	Software  string
+	Removed40 string
 }
 
 // APIStats are the counts of one API.
@@ -387,6 +394,7 @@ func (m *Model) OnRequest(msg *flows.Message) {
 			cs.pend = cs.pend[:n]
 		}
 		cs.pend = append(cs.pend, pendingReq{m: msg, ref: m.keep(msg.Frame, len(msg.Frame))})
+		cs.upgrade(msg)
 		cs.win.add(msg.Time)
 		cs.refresh(msg.Time)
 	}
@@ -406,6 +414,17 @@ func (m *Model) seen(msg *flows.Message) {
 	}
 	if msg.Time.After(m.status.Last) {
 		m.status.Last = msg.Time
+	}
+}
+
+// upgrade notes what a request says of the client's software and of its
+// readiness for Kafka 4.0: once per connection, so it allocates only then.
+func (cs *connState) upgrade(msg *flows.Message) {
+	if q, ok := msg.Req.(*kmsg.ApiVersionsRequest); ok && q.Version >= 3 && cs.info.Software == "" {
+		cs.info.Software = strings.TrimSpace(q.ClientSoftwareName + " " + q.ClientSoftwareVersion)
+	}
+	if _, ok := decode.RemovedIn40(msg.Key, msg.Version); ok && cs.info.Removed40 == "" {
+		cs.info.Removed40 = decode.Name(msg.Key) + " v" + strconv.Itoa(int(msg.Version))
 	}
 }
 

@@ -148,6 +148,7 @@ var connColumns = []connColumn{
 		func(a, b *Conn) int { return slices.Compare(a.Roles, b.Roles) }},
 	{"CLIENT ID", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(clientIDs(c.ClientIDs), colorText) },
 		func(a, b *Conn) int { return slices.Compare(a.ClientIDs, b.ClientIDs) }},
+	{"SOFTWARE", tview.AlignLeft, softwareCell, nil},
 	{"REQS", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(strconv.Itoa(c.Requests), colorText) },
 		func(a, b *Conn) int { return cmp.Compare(a.Requests, b.Requests) }},
 	{"REQ/S", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(rateStr(c.Rate), colorText) },
@@ -208,6 +209,26 @@ func rolesCell(c *Conn) *tview.TableCell {
 	return cell(b.String(), roleColor(c.Roles[0]))
 }
 
+// softwareCell shows the client software told in ApiVersions v3+, and
+// warns when the connection used a request version Kafka 4.0 removed.
+func softwareCell(c *Conn) *tview.TableCell {
+	sw := "-"
+	if c.Software != "" {
+		sw = safe(c.Software)
+	}
+	if c.Removed40 != "" {
+		old := c.Removed40 + ": not in Kafka 4.0"
+		if c.Software != "" {
+			old = sw + " · " + old
+		}
+		return cell(old, colorWarn)
+	}
+	if c.Software == "" {
+		return cell(sw, colorDim)
+	}
+	return cell(sw, colorText)
+}
+
 func clientIDs(ids []string) string {
 	if len(ids) == 0 {
 		return "-"
@@ -251,7 +272,7 @@ func (c *connContent) GetCell(row, col int) *tview.TableCell {
 	r := &c.rows[row-1]
 	cl := connColumns[col].cell(r)
 	if r.Closed || r.Reset {
-		if col != 8 && col != 12 { // keep errors and state coloured
+		if t := connColumns[col].title; t != "ERRORS" && t != "STATE" { // keep errors and state coloured
 			cl.SetTextColor(colorDim)
 		}
 	}

@@ -115,6 +115,11 @@ func TestShapes(t *testing.T) {
 			// responses: a finding means the generator wrote something
 			// a real cluster would not (or a detector is wrong).
 			for _, fd := range r.Findings {
+				if fd.Detector == "reconnect-storm" && fd.Severity == detectors.Info {
+					// Every connection opens in the first second (a
+					// cold start): a burst, rightly info.
+					continue
+				}
 				t.Errorf("finding on benchmark traffic: %s %s: %s", fd.Severity, fd.Detector, fd.Summary)
 			}
 			seen := map[int16]bool{}

@@ -288,6 +288,10 @@ func TestFailOn(t *testing.T) {
 		{scenario("replica-identity.pcap"), "info", exitFindings},
 		{fixture("recorded-kgo-kfake-group.pcap"), "warning", exitOK},
 		{fixture("basic.pcap"), "info", exitOK},
+		// Before a Kafka 4.0 upgrade: kafka-python's Produce v1 fails the
+		// job, librdkafka's Metadata v2 and Produce v3 pass it.
+		{filepath.Join("..", "..", "..", "shared", "captures", "go-sniffer", "kafka.pcap"), "warning", exitFindings},
+		{filepath.Join("..", "..", "..", "shared", "captures", "ndpi", "kafka.pcapng"), "warning", exitOK},
 	} {
 		code, out, errs := kfsniff(t, "-r", tc.file, "--fail-on", tc.level)
 		if code != tc.want {

@@ -7,6 +7,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
+	"github.com/kfsniff/kfsniff/detectors/kafka40"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/liveness"
@@ -43,5 +44,6 @@ func Analyzers() []*detectors.Analyzer {
 		metastorm.Analyzer,
 		reconnect.Analyzer,
 		sasl.Analyzer,
+		kafka40.Analyzer,
 	}
 }
