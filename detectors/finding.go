@@ -105,7 +105,8 @@ func (f *Finding) fill() {
 
 // FieldsOf returns the fields of a struct (or pointer to one) by their
 // json names; a field tagged omitempty is left out when zero, one tagged
-// "-" or untagged always.
+// "-" or untagged always. A pointer field is an optional value: left out
+// when nil (with omitempty), its value otherwise.
 func FieldsOf(d any) map[string]any {
 	v := reflect.Indirect(reflect.ValueOf(d))
 	if v.Kind() != reflect.Struct {
@@ -121,6 +122,9 @@ func FieldsOf(d any) map[string]any {
 		fv := v.Field(i)
 		if opts == "omitempty" && fv.IsZero() {
 			continue
+		}
+		if fv.Kind() == reflect.Pointer && !fv.IsNil() {
+			fv = fv.Elem()
 		}
 		out[name] = fv.Interface()
 	}

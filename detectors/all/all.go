@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/dupbatches"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -16,7 +17,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["not-leader-loop"],
 		l["stalled-fetch"],
 		l["liveness-without-replication"],
-		l["duplicate-batches"],
+		dupbatches.Analyzer,
 		l["replica-divergence"],
 		l["leader-election-stall"],
 		l["connection-refused"],
