@@ -2,11 +2,10 @@ package decode_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,42 +20,44 @@ import (
 // codec (nil: none), as a client sends them, and returns it scanned.
 func compressed(t testing.TB, codec *kgo.CompressionCodec, recs []kmsg.Record) decode.Batch {
 	t.Helper()
-	first := recs[0].TimestampDelta64
-	var section []byte
-	for i, r := range recs {
-		r.OffsetDelta, r.TimestampDelta64 = int32(i), r.TimestampDelta64-first
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		section = r.AppendTo(section)
-	}
 	hdr := testBatch(0, len(recs))
-	hdr.Attributes, hdr.FirstTimestamp, hdr.ProducerID = 0, first, -1
+	hdr.Attributes, hdr.FirstTimestamp, hdr.ProducerID = 0, recs[0].TimestampDelta64, -1
+	hdr.Records = section(recs, hdr.FirstTimestamp)
 	if codec != nil {
 		c, err := kgo.DefaultCompressor(*codec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, typ := c.Compress(new(bytes.Buffer), section)
-		section, hdr.Attributes = bytes.Clone(out), int16(typ)
+		out, typ := c.Compress(new(bytes.Buffer), hdr.Records)
+		hdr.Records, hdr.Attributes = bytes.Clone(out), int16(typ)
 	}
-	hdr.Records = section
-	raw := hdr.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
-	var b decode.Batch
-	if _, err := decode.ScanBatches(raw, func(s *decode.Batch) { b = *s }); err != nil || b.Raw == nil {
-		t.Fatalf("scan: %v", err)
+	hdr.Length = int32(len(hdr.AppendTo(nil)) - 12)
+	hdr.CRC = int32(crc32.Checksum(hdr.AppendTo(nil)[21:], castagnoli))
+	var bs []decode.Batch
+	s, err := decode.ScanBatches(hdr.AppendTo(nil), func(b *decode.Batch) { bs = append(bs, *b) })
+	if err != nil || s.Batches != 1 || s.BadCRC != 0 {
+		t.Fatalf("scan: %+v, %v", s, err)
 	}
-	return b
+	return bs[0]
+}
+
+// section is the records section of recs, timestamps relative to first.
+func section(recs []kmsg.Record, first int64) (out []byte) {
+	for i := range recs {
+		r := recs[i]
+		r.OffsetDelta, r.TimestampDelta64 = int32(i), r.TimestampDelta64-first
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		out = r.AppendTo(out)
+	}
+	return out
 }
 
 // sourceRecords returns n records numbered from, with absolute timestamps
 // (in TimestampDelta64), keys, 100-byte values and a header.
-func sourceRecords(from, n int) []kmsg.Record {
-	out := make([]kmsg.Record, n)
-	for i := range out {
-		k := from + i
-		out[i] = kmsg.Record{TimestampDelta64: 1_700_000_000_000 + int64(k), Key: []byte(fmt.Sprintf("k%d", k)),
-			Value: bytes.Repeat([]byte{byte('a' + k%26)}, 100), Headers: []kmsg.Header{{Key: "h", Value: []byte{byte(k)}}}}
+func sourceRecords(from, n int) (out []kmsg.Record) {
+	for k := from; k < from+n; k++ {
+		out = append(out, kmsg.Record{TimestampDelta64: 1_700_000_000_000 + int64(k), Key: strconv.AppendInt([]byte("k"), int64(k), 10),
+			Value: bytes.Repeat([]byte{byte('a' + k%26)}, 100), Headers: []kmsg.Header{{Key: "h", Value: []byte{byte(k)}}}})
 	}
 	return out
 }

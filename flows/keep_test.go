@@ -164,11 +164,11 @@ func runKeeper(t *testing.T, script func(w *gen.Writer), deferred bool, k *keepe
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		script(w)
+		err = w.Close()
 	}
-	script(w)
-	if err := w.Close(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := flows.DefaultConfig()

@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/divergence"
 	"github.com/kfsniff/kfsniff/detectors/dupbatches"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
@@ -18,7 +19,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["stalled-fetch"],
 		l["liveness-without-replication"],
 		dupbatches.Analyzer,
-		l["replica-divergence"],
+		divergence.Analyzer,
 		l["leader-election-stall"],
 		l["connection-refused"],
 		l["advertised-listener-conflict"],

@@ -3,8 +3,11 @@ package detectortest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -60,25 +63,23 @@ func (s BatchSpec) Encode(t testing.TB) []byte {
 	kb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs, LastOffsetDelta: int32(len(s.Records) - 1),
 		FirstTimestamp: first, MaxTimestamp: last, ProducerID: s.ProducerID, ProducerEpoch: s.Epoch,
 		FirstSequence: s.Sequence, NumRecords: int32(len(s.Records)), Records: section}
-	raw := kb.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	SetCRC(raw)
-	return raw
+	kb.Length = int32(len(kb.AppendTo(nil)) - 12)
+	kb.CRC = int32(CRC(kb.AppendTo(nil)))
+	return kb.AppendTo(nil)
 }
 
 // CRC is what a batch's CRC-32C should be: its bytes from the attributes.
 func CRC(raw []byte) uint32 { return crc32.Checksum(raw[21:], castagnoli) }
 
-// SetCRC writes the batch's CRC for its bytes.
-func SetCRC(raw []byte) { binary.BigEndian.PutUint32(raw[17:], CRC(raw)) }
-
 // Stored returns a copy of the batch as a broker serves it: base offset
 // and partition leader epoch set (neither is covered by the CRC).
 func Stored(raw []byte, base int64, epoch int32) []byte {
-	b := bytes.Clone(raw)
-	binary.BigEndian.PutUint64(b[0:], uint64(base))
-	binary.BigEndian.PutUint32(b[12:], uint32(epoch))
-	return b
+	var kb kmsg.RecordBatch
+	if err := kb.ReadFrom(raw); err != nil {
+		panic(fmt.Sprintf("detectortest.Stored: not a batch: %v", err))
+	}
+	kb.FirstOffset, kb.PartitionLeaderEpoch = base, epoch
+	return kb.AppendTo(nil)
 }
 
 // Damaged returns a copy of the batch with one byte of its last record
@@ -88,7 +89,7 @@ func Damaged(raw []byte, fix bool) []byte {
 	b := bytes.Clone(raw)
 	b[len(b)-3] ^= 0x20
 	if fix {
-		SetCRC(b)
+		binary.BigEndian.PutUint32(b[17:], CRC(b))
 	}
 	return b
 }
@@ -157,19 +158,12 @@ func FetchedBatches(id [16]byte, part int32, hw int64, batches ...[]byte) *kmsg.
 // "host:port") and the topic's id.
 func MetadataOf(topic string, id [16]byte, brokers map[int32]string) (*kmsg.MetadataRequest, *kmsg.MetadataResponse) {
 	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 12
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	req.Version, req.Topics = 12, []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(topic)}}
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = 12
-	for nid := range int32(16) {
-		if ep, ok := brokers[nid]; ok {
-			a := netip.MustParseAddrPort(ep)
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = nid, a.Addr().String(), int32(a.Port())
-			resp.Brokers = append(resp.Brokers, b)
-		}
+	for _, id := range slices.Sorted(maps.Keys(brokers)) {
+		ap := netip.MustParseAddrPort(brokers[id])
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: id, Host: ap.Addr().String(), Port: int32(ap.Port())})
 	}
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic, t.TopicID = kmsg.StringPtr(topic), id

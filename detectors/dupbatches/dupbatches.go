@@ -22,8 +22,6 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
@@ -164,76 +162,61 @@ func (r *rule) Keep() flows.Keep {
 // Exchange implements detectors.ExchangeHook: produced batches are placed
 // at the offsets of the response, fetched ones at their own.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
-	if x.Req == nil || x.Resp == nil {
+	if x.Resp == nil {
 		return
 	}
-	switch kmsg.Key(x.Req.Key) {
-	case kmsg.Produce:
-		src := int64(r.srcs.Of(x.Req, copies.Produce))
-		flows.ProducedBatches(x.Req, x.Resp, func(i int, b *flows.BatchRef, base int64, _ int16) {
-			if base < 0 {
-				return
-			}
-			c := batchCopy{b: b, base: base, msg: x.Req, src: src, produce: true, hashErr: decode.ErrNotHashable}
-			if r.hasher != nil {
-				c.hashes, c.hashErr = x.Req.RecordHashes(r.hasher, i)
-				if errors.Is(c.hashErr, flows.ErrNotKept) || (len(c.hashes) == 0 && c.hashErr == nil) {
-					// Not comparable, not kept, or no record: as
-					// the fingerprints of a batch never made.
-					c.hashes, c.hashErr = nil, decode.ErrNotHashable
-				}
-			}
-			r.batch(&c)
-		})
-	case kmsg.Fetch:
-		if len(x.Resp.Batches) == 0 {
-			return
-		}
-		src := int64(r.srcs.Of(x.Req, copies.FetchPath(x.Req)))
-		for i := range x.Resp.Batches {
-			c := batchCopy{b: &x.Resp.Batches[i], base: x.Resp.Batches[i].BaseOffset, msg: x.Resp, src: src, raw: true}
-			r.batch(&c)
+	r.srcs.Copies(x.Req, x.Resp, r.copyOf)
+}
+
+func (r *rule) copyOf(c *copies.Copy) {
+	if c.Base < 0 {
+		return
+	}
+	if c.Path.Stored() {
+		// A Fetch's copy, its bytes there: the records are
+		// fingerprinted on demand.
+		r.batch(c, nil, nil)
+		return
+	}
+	hs, err := []decode.RecordHash(nil), error(decode.ErrNotHashable)
+	if r.hasher != nil {
+		hs, err = c.Msg.RecordHashes(r.hasher, c.I)
+		if errors.Is(err, flows.ErrNotKept) || (len(hs) == 0 && err == nil) {
+			// Not comparable, not kept, or no record: as the
+			// fingerprints of a batch never made.
+			hs, err = nil, decode.ErrNotHashable
 		}
 	}
+	r.batch(c, hs, err)
 }
 
-// batchCopy is one batch seen at a known offset.
-type batchCopy struct {
-	b       *flows.BatchRef
-	base    int64
-	msg     *flows.Message
-	src     int64
-	produce bool
-	raw     bool // b.Raw is valid: fingerprint the records on demand
-	hashes  []decode.RecordHash
-	hashErr error
-}
-
-func (r *rule) batch(c *batchCopy) {
-	b := c.b
-	if b.Magic != 2 || c.base < 0 {
+// batch places one copy at its offset; hs and hashErr are a produced
+// copy's record fingerprints.
+func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
+	b := c.B
+	if b.Magic != 2 || c.Base < 0 {
 		return
 	}
 	p := r.parts.Of(b)
 	if p == nil {
 		return
 	}
-	last := c.base + int64(b.LastOffsetDelta)
-	if p.seen.Contains(c.base) {
+	last := c.Base + int64(b.LastOffsetDelta)
+	if p.seen.Contains(c.Base) {
 		// The same batch again at its own offset: a consumer, a
 		// follower, a retry answered with the first offset. If it is
 		// the produce of a repeat first seen by a reader, name the
 		// producer.
-		if c.produce {
+		if !c.Path.Stored() {
 			for _, rn := range p.runs {
-				if rn.producerSrc < 0 && c.base >= rn.repFirst && c.base <= rn.repLast {
-					rn.producerSrc = c.src
+				if rn.producerSrc < 0 && c.Base >= rn.repFirst && c.Base <= rn.repLast {
+					rn.producerSrc = int64(c.Src)
 				}
 			}
 		}
 		return
 	}
-	p.seen.Add(c.base, last)
+	p.seen.Add(c.Base, last)
 	p.batches++
 	p.records += int64(b.Records)
 	if b.Control() || !b.CRCOK {
@@ -244,13 +227,11 @@ func (r *rule) batch(c *batchCopy) {
 	// (they change nothing) so that the index slots of the batch's and
 	// of the records' fingerprints can be touched together: their cache
 	// misses overlap.
-	var hs []decode.RecordHash
-	var err error
+	err := hashErr
 	var mix uint64
 	byRecords := r.hasher != nil && recordsComparable(b)
 	if byRecords {
-		hs, err = c.hashes, c.hashErr
-		if c.raw {
+		if c.Path.Stored() {
 			r.scratch, err = r.hasher.Hashes(&b.Batch, r.scratch[:0])
 			hs = r.scratch
 		}
@@ -269,13 +250,13 @@ func (r *rule) batch(c *batchCopy) {
 		}
 	}
 	if o, ok := r.crcs.Ref(ck); ok {
-		if o.offset != c.base {
+		if o.offset != c.Base {
 			orig := *o
-			r.repeat(p, c, c.base-o.offset, false, &orig)
+			r.repeat(p, c, c.Base-o.offset, false, &orig)
 			return
 		}
 	} else {
-		*o = origin{offset: c.base, file: int32(c.msg.File), conn: int32(c.msg.Conn.ID), packet: c.msg.Packet, at: c.msg.Time.UnixNano()}
+		*o = origin{offset: c.Base, file: int32(c.Msg.File), conn: int32(c.Msg.Conn.ID), packet: c.Msg.Packet, at: c.Msg.Time.UnixNano()}
 	}
 	if !byRecords {
 		return
@@ -306,7 +287,7 @@ func (r *rule) batch(c *batchCopy) {
 		}
 		off := *o
 		r.found = append(r.found, off)
-		if s := c.base + int64(h.Delta) - off; i == 0 {
+		if s := c.Base + int64(h.Delta) - off; i == 0 {
 			shift = s
 		} else if s != shift {
 			all = false
@@ -318,19 +299,19 @@ func (r *rule) batch(c *batchCopy) {
 	}
 	for i, h := range hs {
 		if r.found[i] < 0 {
-			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, c.base+int64(h.Delta))
+			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, c.Base+int64(h.Delta))
 		}
 	}
 }
 
-// repeat records a batch at c.base that repeats data at c.base-shift. A
+// repeat records a batch at c.Base that repeats data at c.Base-shift. A
 // negative shift is the same pair seen the other way round (the copy at the
 // higher offset was seen first, as when the capture lost the original's
 // Produce and a later Fetch shows it): it is recorded as the copy at the
 // higher offset repeating this one.
-func (r *rule) repeat(p *part, c *batchCopy, shift int64, byRecords bool, o *origin) {
-	b := c.b
-	base, reversed := c.base, shift < 0
+func (r *rule) repeat(p *part, c *copies.Copy, shift int64, byRecords bool, o *origin) {
+	b := c.B
+	base, reversed := c.Base, shift < 0
 	if reversed {
 		shift = -shift
 		base += shift
@@ -358,33 +339,33 @@ func (r *rule) repeat(p *part, c *batchCopy, shift int64, byRecords bool, o *ori
 	if b.ProducerID >= 0 {
 		rn.idempotent++
 	}
-	if c.produce && rn.producerSrc < 0 {
-		rn.producerSrc = c.src
+	if !c.Path.Stored() && rn.producerSrc < 0 {
+		rn.producerSrc = int64(c.Src)
 	}
 	if rn.seenSrc < 0 {
-		rn.seenSrc = c.src
+		rn.seenSrc = int64(c.Src)
 	}
 	if base <= rn.lastRep || reversed {
 		rn.ordered = false
 	}
 	rn.lastRep = base
 	fmt.Fprintf(rn.md5, "%d\n", b.CRC)
-	rn.when.Add(c.msg.Time)
-	rn.conns.Add(int32(c.msg.Conn.ID))
+	rn.when.Seen(c.Msg.Time)
+	rn.conns.Add(int32(c.Msg.Conn.ID))
 	if o != nil {
 		rn.conns.Add(o.conn)
 		if !rn.hasOrig {
 			rn.orig, rn.hasOrig = *o, true
 		}
 	}
-	what := fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", c.msg.Name(), base, b.CRC, b.Records, base-shift)
+	what := fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", c.Msg.Name(), base, b.CRC, b.Records, base-shift)
 	if byRecords {
-		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", c.msg.Name(), base, b.CRC, b.Records, base-shift, last-shift)
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", c.Msg.Name(), base, b.CRC, b.Records, base-shift, last-shift)
 	}
 	if reversed {
-		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records), seen after its copy at %d", c.msg.Name(), c.base, b.CRC, b.Records, base)
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records), seen after its copy at %d", c.Msg.Name(), c.Base, b.CRC, b.Records, base)
 	}
-	rn.ev.Add(detectors.EvidenceAt(c.msg, what))
+	rn.ev.Add(detectors.EvidenceAt(c.Msg, what))
 }
 
 // recordsComparable reports a batch whose records may be compared with

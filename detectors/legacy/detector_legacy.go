@@ -82,8 +82,6 @@ func Specs() []Spec {
 		notLeaderLoopSpec(),
 		stalledFetchSpec(),
 		livenessSpec(),
-		duplicateBatchesSpec(),
-		replicaDivergenceSpec(),
 		electionStallSpec(),
 		connRefusedSpec(),
 		listenerConflictSpec(),

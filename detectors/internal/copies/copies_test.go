@@ -1,10 +1,14 @@
 package copies_test
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kfsniff/kfsniff/decode"
+	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -78,5 +82,37 @@ func TestParts(t *testing.T) {
 	}
 	if n := ps.List()[1].k.Name(nil); n != "BwAAAAAAAAAAAAAAAAAABw" {
 		t.Errorf("a topic id unknown to Metadata shows as %q, want it in base64 as Kafka prints it", n)
+	}
+}
+
+// TestCopies: an exchange's copies with their offsets and sources: a
+// Produce's at the response's offsets (-1 refused), all of them unanswered
+// (Answered false), a replica's Fetch's at their own, by path; one source
+// per connection and path, interned once.
+func TestCopies(t *testing.T) {
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.3:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	c.ID = 7
+	b1 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(0, 3)}.Encode(t)
+	b2 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(3, 2)}.Encode(t)
+	produce := flows.MakeRequest(c, dt.T0, 1, "producer", dt.ProduceTo("orders", 0, b1, b2))
+	var srcs copies.Sources
+	var got []string
+	each := func(x *copies.Copy) {
+		s := srcs.Get(x.Src)
+		got = append(got, fmt.Sprintf("%s#%d@%d/%d answered=%v by %s conn %d fetcher %d", x.Path, x.I, x.Base, x.Code, x.Answered, s.ClientID, s.Conn, s.Fetcher))
+	}
+	srcs.Copies(produce, nil, each)
+	srcs.Copies(produce, flows.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 0, 40)), each)
+	srcs.Copies(produce, flows.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 6, -1)), each)
+	fetch := flows.MakeRequest(c, dt.T0, 2, "broker-3-fetcher-0", dt.FetchOf([16]byte{1}, 0, 40, 3))
+	srcs.Copies(fetch, flows.MakeResponse(fetch, dt.T0, dt.FetchedBatches([16]byte{1}, 0, 45, dt.Stored(b1, 40, 0), dt.Stored(b2, 43, 0))), each)
+	want := []string{
+		"produce#0@-1/0 answered=false by producer conn 7 fetcher -1", "produce#1@-1/0 answered=false by producer conn 7 fetcher -1",
+		"produce#0@40/0 answered=true by producer conn 7 fetcher -1", "produce#1@43/0 answered=true by producer conn 7 fetcher -1",
+		"produce#0@-1/6 answered=true by producer conn 7 fetcher -1", "produce#1@-1/6 answered=true by producer conn 7 fetcher -1",
+		"replica-fetch#0@40/0 answered=true by broker-3-fetcher-0 conn 7 fetcher 3", "replica-fetch#1@43/0 answered=true by broker-3-fetcher-0 conn 7 fetcher 3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("copies:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

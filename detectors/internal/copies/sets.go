@@ -91,10 +91,19 @@ func (s *Ranges) Len() int { return len(s.r) }
 // Span is the time from a first to a last event; zero times are unset.
 type Span struct{ First, Last time.Time }
 
+// Seen records an event in the order events are seen: the first stays,
+// the last is t.
+func (s *Span) Seen(t time.Time) {
+	if s.First.IsZero() {
+		s.First = t
+	}
+	s.Last = t
+}
+
 // Add widens the span to t.
 func (s *Span) Add(t time.Time) { s.Join(Span{t, t}) }
 
-// Join widens the span to o.
+// Join widens the span to cover o: the earliest first, the latest last.
 func (s *Span) Join(o Span) {
 	if s.First.IsZero() || (!o.First.IsZero() && o.First.Before(s.First)) {
 		s.First = o.First

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -116,6 +118,8 @@ type Sources struct {
 	// cache holds recent lookups by connection and path: a connection
 	// carries the copies of one source, over and over.
 	cache *[1 << 14]sourceSlot
+	// copy is the Copy handed to Copies' fn, reused.
+	copy Copy
 }
 
 // MaxSources bounds the sources interned.
@@ -171,3 +175,62 @@ func (cs *Sources) Of(m *flows.Message, path Path) uint32 {
 
 // Get returns source i.
 func (cs *Sources) Get(i uint32) *Source { return &cs.list[i] }
+
+// Copy is one copy of a batch an exchange carried.
+type Copy struct {
+	B *flows.BatchRef
+	// I is its index in Msg.Batches.
+	I int
+	// Base is its offset: a fetched batch's own, a produced one's from
+	// the Produce response (flows.ProducedBatches); -1 if the partition
+	// was refused (Code) or the broker gave none, or the Produce was not
+	// answered.
+	Base int64
+	Code int16
+	// Answered is false for a Produce without a response (acks=0, never
+	// answered, not captured).
+	Answered bool
+	// Msg is the message that carried the copy, Src its source.
+	Msg  *flows.Message
+	Src  uint32
+	Path Path
+}
+
+// Copies calls fn with each copy of a batch that the exchange of req and
+// resp carried: a Produce's batches (those of partitions its response
+// answers, or all of them if it has none), a Fetch response's. The batches'
+// bytes (B.Raw) are there for a Fetch's copies only: flows released the
+// request's. The Copy is valid during the call.
+func (cs *Sources) Copies(req, resp *flows.Message, fn func(c *Copy)) {
+	if req == nil {
+		return
+	}
+	c := &cs.copy
+	defer func() { *c = Copy{} }()
+	switch kmsg.Key(req.Key) {
+	case kmsg.Produce:
+		*c = Copy{Msg: req, Src: cs.Of(req, Produce), Path: Produce}
+		if resp == nil {
+			for i := range req.Batches {
+				c.B, c.I, c.Base = &req.Batches[i], i, -1
+				fn(c)
+			}
+			return
+		}
+		c.Answered = true
+		flows.ProducedBatches(req, resp, func(i int, b *flows.BatchRef, base int64, code int16) {
+			c.B, c.I, c.Base, c.Code = b, i, base, code
+			fn(c)
+		})
+	case kmsg.Fetch:
+		if resp == nil || len(resp.Batches) == 0 {
+			return
+		}
+		path := FetchPath(req)
+		*c = Copy{Msg: resp, Src: cs.Of(req, path), Path: path, Answered: true}
+		for i := range resp.Batches {
+			c.B, c.I, c.Base = &resp.Batches[i], i, resp.Batches[i].BaseOffset
+			fn(c)
+		}
+	}
+}

@@ -188,18 +188,25 @@ func TestFifoDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func benchmarkFifo(b *testing.B, limit, keys int) {
-	tab := table.NewFifo[goodKey, int64](limit, nil)
+// randomKeys are n keys (n a power of two) for the benchmarks.
+func randomKeys(n int) []goodKey {
 	r := rand.New(rand.NewPCG(1, 2))
-	ks := make([]goodKey, keys)
+	ks := make([]goodKey, n)
 	for i := range ks {
 		ks[i] = goodKey{r.Uint32(), r.Uint32()}
 	}
+	return ks
+}
+
+// benchmarkFifo looks keys up in a table of limit entries, inserting the
+// absent ones.
+func benchmarkFifo(b *testing.B, limit, keys int) {
+	tab := table.NewFifo[goodKey, int64](limit, nil)
+	ks := randomKeys(keys)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		k := ks[i&(len(ks)-1)]
-		if tab.Get(k) == nil {
+		if k := ks[i&(len(ks)-1)]; tab.Get(k) == nil {
 			*tab.Insert(k) = int64(i)
 		}
 		i++
@@ -213,20 +220,13 @@ func BenchmarkFifoSmall(b *testing.B) { benchmarkFifo(b, 4096, 1<<14) }
 // BenchmarkFifoMap is the reference at BenchmarkFifo's size: what a Go
 // map with a ring costs instead.
 func BenchmarkFifoMap(b *testing.B) {
-	const limit = 250000
-	tab := newRef[goodKey, int64](limit, nil)
-	r := rand.New(rand.NewPCG(1, 2))
-	ks := make([]goodKey, 1<<20)
-	for i := range ks {
-		ks[i] = goodKey{r.Uint32(), r.Uint32()}
-	}
+	tab := newRef[goodKey, int64](250000, nil)
+	ks := randomKeys(1 << 20)
 	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
 		k := ks[i&(len(ks)-1)]
 		if _, ok := tab.get(k); !ok {
 			tab.put(k, int64(i))
 		}
-		i++
 	}
 }
