@@ -57,9 +57,6 @@ func NewRecordHasher(limit int) *RecordHasher {
 	return &RecordHasher{seed: maphash.MakeSeed(), max: max(limit, 1)}
 }
 
-// Max is the most bytes of one batch's records the hasher decompresses.
-func (r *RecordHasher) Max() int { return r.max }
-
 // Hashes appends to dst the fingerprints of b's records, in order. b.Raw
 // must be valid (it is read during the call and not kept). The error is
 // ErrNotHashable, ErrOverCap (nothing appended), or says why the records
