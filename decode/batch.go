@@ -42,15 +42,19 @@ type Batch struct {
 	Length               int32 // batchLength (magic 2) or message size (magic 0/1)
 	PartitionLeaderEpoch int32
 	CRC                  uint32
-	CRCOK                bool
-	Attributes           int16
-	LastOffsetDelta      int32
-	FirstTimestamp       int64
-	MaxTimestamp         int64
-	ProducerID           int64
-	ProducerEpoch        int16
-	BaseSequence         int32
-	Records              int32
+	// ComputedCRC is the checksum of the batch's bytes as they are:
+	// CRC-32C from the attributes to the end (magic 2), CRC-32 (IEEE)
+	// from the magic byte on (magic 0/1). CRCOK is ComputedCRC == CRC.
+	ComputedCRC     uint32
+	CRCOK           bool
+	Attributes      int16
+	LastOffsetDelta int32
+	FirstTimestamp  int64
+	MaxTimestamp    int64
+	ProducerID      int64
+	ProducerEpoch   int16
+	BaseSequence    int32
+	Records         int32
 	// Raw is the whole batch as on the wire. It aliases the frame and is
 	// valid only while the frame is being handled.
 	Raw []byte
@@ -135,7 +139,8 @@ func ScanBatches(records []byte, fn func(*Batch)) (BatchScan, error) {
 		if magic == 2 {
 			b.PartitionLeaderEpoch = int32(binary.BigEndian.Uint32(raw[12:]))
 			b.CRC = binary.BigEndian.Uint32(raw[batchCRCOff:])
-			b.CRCOK = crc32.Checksum(raw[batchAttrsOff:], castagnoli) == b.CRC
+			b.ComputedCRC = crc32.Checksum(raw[batchAttrsOff:], castagnoli)
+			b.CRCOK = b.ComputedCRC == b.CRC
 			b.Attributes = int16(binary.BigEndian.Uint16(raw[21:]))
 			b.LastOffsetDelta = int32(binary.BigEndian.Uint32(raw[23:]))
 			b.FirstTimestamp = int64(binary.BigEndian.Uint64(raw[27:]))
@@ -148,7 +153,8 @@ func ScanBatches(records []byte, fn func(*Batch)) (BatchScan, error) {
 			// Legacy message: offset, size, crc (IEEE over magic..end),
 			// magic, attributes, [timestamp], key, value.
 			b.CRC = binary.BigEndian.Uint32(raw[12:])
-			b.CRCOK = crc32.ChecksumIEEE(raw[16:]) == b.CRC
+			b.ComputedCRC = crc32.ChecksumIEEE(raw[16:])
+			b.CRCOK = b.ComputedCRC == b.CRC
 			b.Attributes = int16(raw[17])
 			b.Records = 1
 			b.ProducerID = -1

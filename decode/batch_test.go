@@ -204,6 +204,15 @@ func TestScanBatches(t *testing.T) {
 					t.Errorf("batch %d: magic %d offsets %d-%d CRC ok %v records %d size %d; want magic %d offsets %d-%d CRC ok %v records %d size %d",
 						i, g.Magic, g.BaseOffset, g.LastOffset(), g.CRCOK, g.Records, len(g.Raw), w.magic, w.base, w.last, w.crcOK, w.records, w.size)
 				}
+				// The checksum of the bytes as they are, kept for
+				// a copy that fails its check: what it should carry.
+				sum := crc32.ChecksumIEEE(g.Raw[16:])
+				if g.Magic == 2 {
+					sum = crc32.Checksum(g.Raw[21:], castagnoli)
+				}
+				if g.ComputedCRC != sum || g.CRCOK != (sum == g.CRC) {
+					t.Errorf("batch %d: computed CRC %d (ok %v), its bytes give %d against %d", i, g.ComputedCRC, g.CRCOK, sum, g.CRC)
+				}
 				if !bytes.Equal(g.Raw, tc.in[off:off+w.size]) {
 					t.Errorf("batch %d: Raw is not the input's bytes %d..%d", i, off, off+w.size)
 				}
@@ -231,6 +240,7 @@ func TestScanBatchesHeader(t *testing.T) {
 		Length:               kb.Length,
 		PartitionLeaderEpoch: 17,
 		CRC:                  uint32(kb.CRC),
+		ComputedCRC:          uint32(kb.CRC),
 		CRCOK:                true,
 		Attributes:           0x10,
 		LastOffsetDelta:      3,

@@ -127,16 +127,19 @@ func FuzzScanBatches(f *testing.F) {
 				t.Fatalf("batch %d: length %d magic %d base %d disagree with its %d bytes", calls, b.Length, b.Magic, b.BaseOffset, n)
 			}
 			var ok bool
+			var sum uint32
 			switch b.Magic {
 			case 2:
-				ok = n >= 61 && crc32.Checksum(b.Raw[21:], castagnoli) == binary.BigEndian.Uint32(b.Raw[17:])
+				sum = crc32.Checksum(b.Raw[21:], castagnoli)
+				ok = n >= 61 && sum == binary.BigEndian.Uint32(b.Raw[17:])
 			case 0, 1:
-				ok = crc32.ChecksumIEEE(b.Raw[16:]) == binary.BigEndian.Uint32(b.Raw[12:])
+				sum = crc32.ChecksumIEEE(b.Raw[16:])
+				ok = sum == binary.BigEndian.Uint32(b.Raw[12:])
 			default:
 				t.Fatalf("batch %d: magic %d delivered", calls, b.Magic)
 			}
-			if ok != b.CRCOK {
-				t.Fatalf("batch %d (magic %d): CRCOK %v, checksum says %v", calls, b.Magic, b.CRCOK, ok)
+			if ok != b.CRCOK || sum != b.ComputedCRC {
+				t.Fatalf("batch %d (magic %d): CRCOK %v computed %d, checksum says %v (%d)", calls, b.Magic, b.CRCOK, b.ComputedCRC, ok, sum)
 			}
 			if !b.CRCOK {
 				bad++

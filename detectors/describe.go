@@ -19,8 +19,11 @@ func Describe(analyzers []*Analyzer) string {
 			doc := p.Doc
 			if p.Alias != "" {
 				doc += fmt.Sprintf(" (also -o %s.%s", a.Name, p.Alias)
-				if p.Kind == "duration" {
+				switch p.Kind {
+				case "duration":
 					doc += " in " + unitName(p.unit)
+				case "size":
+					doc += " in " + p.size.unitName()
 				}
 				doc += ")"
 			}

@@ -17,20 +17,25 @@ import (
 // is its unit: time.Duration (a Go duration, "1.5s", "250ms"; a bare
 // number is read in the tag unit's, "s" if none), int (a count), float64
 // (a number: a factor, a ratio) or bool. alias is an older name still
-// accepted, whose bare numbers are in the same unit.
+// accepted, whose bare numbers are in the same unit. A size is a Bytes
+// ("16MiB", "512KiB"; a bare number in the unit tag's unit, bytes if none).
 
 // Param is one parameter of a rule, as the user sees it.
 type Param struct {
 	Name    string
 	Alias   string
 	Doc     string
-	Kind    string // "duration", "count", "number" or "bool"
+	Kind    string // "duration", "size", "count", "number" or "bool"
 	Default string // the default, as -o takes it
 	unit    time.Duration
+	size    Bytes // a size's unit
 	v       reflect.Value
 }
 
-var durationType = reflect.TypeOf(time.Duration(0))
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	bytesType    = reflect.TypeOf(Bytes(0))
+)
 
 // paramsOf lists the parameters of the struct p points at.
 func paramsOf(p any) ([]Param, error) {
@@ -58,6 +63,13 @@ func paramsOf(p any) ([]Param, error) {
 				}
 				prm.unit = d
 			}
+		case f.Type == bytesType:
+			prm.Kind = "size"
+			u, err := parseBytes(f.Tag.Get("unit"), 1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: unit %q: %v", name, f.Tag.Get("unit"), err)
+			}
+			prm.size = u
 		case f.Type.Kind() == reflect.Int:
 			prm.Kind = "count"
 		case f.Type.Kind() == reflect.Float64:
@@ -90,6 +102,8 @@ func (p *Param) String() string {
 	switch p.Kind {
 	case "duration":
 		return time.Duration(p.v.Int()).String()
+	case "size":
+		return Bytes(p.v.Int()).String()
 	case "count":
 		return strconv.FormatInt(p.v.Int(), 10)
 	case "number":
@@ -114,6 +128,12 @@ func (p *Param) set(s string) error {
 			return fmt.Errorf("not a duration (e.g. 10s, 250ms; a bare number is in %s)", unitName(p.unit))
 		}
 		p.v.SetInt(int64(d))
+	case "size":
+		b, err := parseBytes(s, p.size)
+		if err != nil {
+			return err
+		}
+		p.v.SetInt(int64(b))
 	case "count":
 		n, err := strconv.Atoi(s)
 		if err != nil {

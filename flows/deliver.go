@@ -58,7 +58,8 @@ func requestBefore(x, y *Message) bool {
 
 // Delivery hands events to handlers, first learning node identities and
 // topic names from them, and afterwards dropping the message's references
-// into its frame (which is only valid during the handler calls).
+// into its frame (which is only valid during the handler calls), keeping
+// what handlers asked to keep of a request until its exchange (Keeper).
 type Delivery struct {
 	nodes *Nodes
 	reqH  []RequestHandler
@@ -74,6 +75,8 @@ type Delivery struct {
 	Broken func(c *Conn, file int, packet uint64, p any)
 	// Opened counts connections opened (ConnOpened events delivered).
 	Opened int
+	// keep is what handlers asked to keep of requests (Keeper).
+	keep keeping
 }
 
 // NewDelivery returns a Delivery to handlers, for events sunk by
@@ -97,6 +100,9 @@ func newDelivery(handlers []Handler) *Delivery {
 		if c, ok := h.(ConnHandler); ok {
 			d.connH = append(d.connH, c)
 		}
+		if k, ok := h.(Keeper); ok {
+			d.keep.add(k.Keep())
+		}
 	}
 	return d
 }
@@ -114,6 +120,9 @@ func (d *Delivery) Deliver(ev *Event) {
 		}
 		d.nodes.learnRequest(m.Conn, m)
 		d.nameTopics(m)
+		if d.keep.on() {
+			d.keep.request(m)
+		}
 		for _, h := range d.reqH {
 			h.OnRequest(m)
 		}
@@ -134,11 +143,18 @@ func (d *Delivery) Deliver(ev *Event) {
 			}
 			d.nameTopics(m)
 		}
+		q := x.Req
+		if q != nil && q.kept != nil && len(q.kept.frame) > 0 {
+			q.Frame = q.kept.frame
+		}
 		for _, h := range d.exH {
 			h.OnExchange(x)
 		}
 		if m != nil {
 			release(m, m.Resp)
+		}
+		if q != nil && q.kept != nil {
+			d.keep.release(q)
 		}
 	case ev.Conn != nil:
 		e := ev.Conn

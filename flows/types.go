@@ -61,12 +61,16 @@ type Message struct {
 	// ErrorCodes counts the non-zero error codes in a response.
 	ErrorCodes []ErrorCount
 	// Frame is the frame after the size prefix; valid only during the
-	// handler call (copy it to keep it, e.g. for a hex view).
+	// handler call (copy it to keep it, e.g. for a hex view). For a
+	// request whose frame a handler asked flows to keep (Keeper), the
+	// part kept is here again while its exchange is delivered.
 	Frame []byte
 	// owned is Frame's buffer when a deferred analyzer copied a big frame;
 	// release hands it back to the analyzer through spare.
 	owned []byte
 	spare chan []byte
+	// kept is what handlers asked to keep until the exchange (Keeper).
+	kept *kept
 }
 
 // ErrorCount is an error code and how often it appears in one response.

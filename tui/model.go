@@ -252,19 +252,9 @@ type connState struct {
 	clientIDs []string
 	hist      []Exchange
 	histHead  int
-	pend      []pendingReq
 	win       window
 	labelDue  time.Time
 }
-
-type pendingReq struct {
-	m   *flows.Message
-	ref frameRef
-}
-
-// maxPendingCopies bounds the request frames waiting for their exchange
-// on one connection (the analyzer bounds pending requests the same way).
-const maxPendingCopies = 1024
 
 type apiState struct {
 	requests, responses, errorResponses, unanswered int64
@@ -380,20 +370,18 @@ func (m *Model) keep(b []byte, size int) frameRef {
 	return m.arena.put(b, size)
 }
 
-// OnRequest copies the request frame (valid only during the call) for the
-// hex and detail views, and counts the request.
+// Keep implements flows.Keeper: flows keeps the first MaxFrame bytes of
+// each request frame until its exchange, when the model copies them with
+// the response's for the hex and detail views.
+func (m *Model) Keep() []flows.Keep { return []flows.Keep{{Frame: m.cfg.MaxFrame}} }
+
+// OnRequest counts the request.
 func (m *Model) OnRequest(msg *flows.Message) {
 	m.mu.Lock()
 	// The connection's state, made when it opened (a message carries its
 	// identity only); none if it was evicted since, in which case its
 	// next exchange brings it back.
 	if cs := m.conns[msg.Conn.ID]; cs != nil && &cs.c.ConnInfo == msg.Conn {
-		if len(cs.pend) >= maxPendingCopies {
-			n := copy(cs.pend, cs.pend[1:])
-			cs.pend[n] = pendingReq{}
-			cs.pend = cs.pend[:n]
-		}
-		cs.pend = append(cs.pend, pendingReq{m: msg, ref: m.keep(msg.Frame, len(msg.Frame))})
 		cs.upgrade(msg)
 		cs.win.add(msg.Time)
 		cs.refresh(msg.Time)
@@ -428,22 +416,9 @@ func (cs *connState) upgrade(msg *flows.Message) {
 	}
 }
 
-// takeRequest returns the frame copy of request msg.
-func (cs *connState) takeRequest(msg *flows.Message) frameRef {
-	for i := range cs.pend {
-		if cs.pend[i].m == msg {
-			ref := cs.pend[i].ref
-			n := copy(cs.pend[i:], cs.pend[i+1:])
-			cs.pend[i+n] = pendingReq{}
-			cs.pend = cs.pend[:i+n]
-			return ref
-		}
-	}
-	return frameRef{}
-}
-
-// OnExchange records an exchange: a copy of its values and of the
-// response frame, in the global and the connection's history.
+// OnExchange records an exchange: a copy of its values and of its frames
+// (the request's as flows kept it), in the global and the connection's
+// history.
 func (m *Model) OnExchange(x *flows.Exchange) {
 	m.mu.Lock()
 	cs := m.conn(x.Conn)
@@ -455,7 +430,9 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.ClientID, q.Role
 		r.ReqSize = int32(q.Size)
 		r.DecodeError = q.Err != nil
-		r.req = cs.takeRequest(q)
+		if q.Frame != nil {
+			r.req = m.keep(q.Frame, max(q.Size-4, len(q.Frame)))
+		}
 		r.Topic, r.Topics = topicOf(q)
 		r.Batches, r.BadCRC = batchCounts(q.Batches)
 		now = q.Time

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"slices"
@@ -338,7 +339,9 @@ func newSynth(id int, clientID string) *synth {
 }
 
 // exchange delivers one request and its response to h, as the analyzer
-// does (the frames are valid only during the calls).
+// does: the response's frame valid during the exchange's call, the
+// request's during its own call and, kept for the model (flows.Keeper),
+// during the exchange's.
 func (s *synth) exchange(m *Model, errCode int16) {
 	if s.corr == 0 {
 		// As flows does, the connection opens before its first request.
@@ -350,7 +353,6 @@ func (s *synth) exchange(m *Model, errCode int16) {
 	q := &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(2 * s.corr), Time: s.t, Size: len(s.req) + 4,
 		Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Role: flows.RoleMetadata, Frame: s.req}
 	m.OnRequest(q)
-	q.Frame = nil
 	p := &flows.Message{Conn: &s.conn.ConnInfo, Response: true, Packet: uint64(2*s.corr + 1), Time: s.t.Add(time.Millisecond),
 		Size: len(s.resp) + 4, Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Frame: s.resp}
 	if errCode != 0 {
@@ -379,28 +381,39 @@ func TestModelMaxConns(t *testing.T) {
 	}
 }
 
-// TestModelPendingFramesMatched checks that request frames copied in
-// OnRequest are matched to their exchange even out of order, and that
-// unanswered requests keep theirs.
-func TestModelPendingFramesMatched(t *testing.T) {
-	m := NewModel(ModelConfig{})
+// TestModelRequestFramesKept: flows keeps each request frame for the
+// model (it releases the frame once the request is delivered) until the
+// exchange, out of order or unanswered, and the exchange shows its own
+// request's frame, cut at MaxFrame.
+func TestModelRequestFramesKept(t *testing.T) {
+	m := NewModel(ModelConfig{MaxFrame: 40})
+	d := flows.NewDelivery(m)
 	s := newSynth(1, "a")
-	m.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server})
+	d.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server}})
 	msgs := make([]*flows.Message, 3)
+	frames := make([][]byte, 3)
 	for i := range msgs {
-		frame := decode.AppendRequestFrame(nil, int32(i+1), &s.clint, kmsg.NewPtrApiVersionsRequest())[4:]
-		msgs[i] = &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(i + 1), Key: 18, Correlation: int32(i + 1), Frame: frame, Size: len(frame) + 4}
-		m.OnRequest(msgs[i])
-		msgs[i].Frame = nil
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName = strings.Repeat("x", 20*i)
+		frames[i] = decode.AppendRequestFrame(nil, int32(i+1), &s.clint, req)[4:]
+		msgs[i] = &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(i + 1), Key: 18, Correlation: int32(i + 1), Frame: bytes.Clone(frames[i]), Size: len(frames[i]) + 4}
+		d.Deliver(&flows.Event{Req: msgs[i]})
+		if msgs[i].Frame != nil {
+			t.Fatalf("flows did not release request %d's frame", i+1)
+		}
 	}
-	m.OnExchange(&flows.Exchange{Conn: s.conn, Req: msgs[1], Unanswered: true})
-	m.OnExchange(&flows.Exchange{Conn: s.conn, Req: msgs[2], NoResponse: true})
-	m.OnExchange(&flows.Exchange{Conn: s.conn, Req: msgs[0], Unanswered: true})
-	for _, x := range m.AppendExchanges(nil, 0, 0) {
+	d.Deliver(&flows.Event{X: &flows.Exchange{Conn: s.conn, Req: msgs[1], Unanswered: true}})
+	d.Deliver(&flows.Event{X: &flows.Exchange{Conn: s.conn, Req: msgs[2], NoResponse: true}})
+	d.Deliver(&flows.Event{X: &flows.Exchange{Conn: s.conn, Req: msgs[0], Unanswered: true}})
+	xs := m.AppendExchanges(nil, 0, 0)
+	if len(xs) != 3 {
+		t.Fatalf("%d exchanges", len(xs))
+	}
+	for _, x := range xs {
 		req, _ := m.Frames(&x)
-		c, _ := decode.Correlation(req[4:])
-		if c != x.Correlation {
-			t.Errorf("exchange corr %d shows the frame of corr %d", x.Correlation, c)
+		want := frames[x.Correlation-1]
+		if !bytes.Equal(req, want[:min(40, len(want))]) {
+			t.Errorf("exchange corr %d shows request frame %x, want %x", x.Correlation, req, want[:min(40, len(want))])
 		}
 	}
 }

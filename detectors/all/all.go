@@ -4,11 +4,12 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/divergence"
+	"github.com/kfsniff/kfsniff/detectors/dupbatches"
 	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/kafka40"
-	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/liveness"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
@@ -25,14 +26,13 @@ import (
 
 // Analyzers returns every rule, in the order they are described.
 func Analyzers() []*detectors.Analyzer {
-	l := legacy.Analyzers()
 	return []*detectors.Analyzer{
 		internalerror.Analyzer,
 		notleader.Analyzer,
 		stalledfetch.Analyzer,
 		liveness.Analyzer,
-		l["duplicate-batches"],
-		l["replica-divergence"],
+		dupbatches.Analyzer,
+		divergence.Analyzer,
 		electionstall.Analyzer,
 		refused.Analyzer,
 		listenerconflict.Analyzer,

@@ -78,7 +78,5 @@ func (p Params) Seconds(name string) time.Duration {
 func Specs() []Spec {
 	return []Spec{
 		// One line per detector, each defined in its own file.
-		duplicateBatchesSpec(),
-		replicaDivergenceSpec(),
 	}
 }

@@ -1,4 +1,4 @@
-package legacy
+package decode
 
 import (
 	"bytes"
@@ -14,30 +14,31 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-
-	"github.com/kfsniff/kfsniff/decode"
 )
 
-// recordHash is the fingerprint of one record's content (timestamp, key,
+// RecordHash is the fingerprint of one record's content (timestamp, key,
 // value, headers) and its offset delta in its batch. Two records with the
-// same hash carry the same data, whatever batch, codec or producer id
-// they travelled in.
-type recordHash struct {
-	h     uint64
-	delta int32
+// same Sum carry the same data, whatever batch, codec or producer id they
+// travelled in, for fingerprints made by one RecordHasher (each has a
+// random seed, so that traffic cannot be built to collide).
+type RecordHash struct {
+	Sum   uint64
+	Delta int32
 }
 
-// Outcomes of hashing a batch's records that are not malformed data.
+// Outcomes of fingerprinting a batch's records that are not malformed
+// data: the records decompress past the hasher's bound, or the batch is
+// not a magic 2 batch (legacy messages are not fingerprinted).
 var (
-	errOverCap     = errors.New("records decompress past the cap")
-	errNotHashable = errors.New("not a magic 2 batch")
+	ErrOverCap     = errors.New("records decompress past the cap")
+	ErrNotHashable = errors.New("not a magic 2 batch")
 )
 
-// recordHasher decompresses record batches (gzip, snappy in both the raw
+// RecordHasher decompresses record batches (gzip, snappy in both the raw
 // and the xerial framing, lz4 frames, zstd) into one reused buffer, never
-// past max bytes, and fingerprints their records. It keeps its decoders
-// for reuse; it is not safe for concurrent use, like the detectors.
-type recordHasher struct {
+// past its bound, and fingerprints their records. It keeps its decoders
+// for reuse; it is not safe for concurrent use.
+type RecordHasher struct {
 	seed  maphash.Seed
 	max   int
 	out   bytes.Buffer
@@ -50,26 +51,32 @@ type recordHasher struct {
 	canon []byte // a record's content in its minimal encoding
 }
 
-func newRecordHasher(max int) *recordHasher {
-	return &recordHasher{seed: maphash.MakeSeed(), max: max}
+// NewRecordHasher returns a hasher that decompresses at most limit bytes of
+// one batch's records (at least 1).
+func NewRecordHasher(limit int) *RecordHasher {
+	return &RecordHasher{seed: maphash.MakeSeed(), max: max(limit, 1)}
 }
 
-// hashes appends to dst the fingerprints of b's records. b.Raw must be
-// valid (it is read during the call and not kept).
-func (r *recordHasher) hashes(b *decode.Batch, dst []recordHash) ([]recordHash, error) {
-	if b.Magic != 2 || len(b.Raw) < 61 {
-		return dst, errNotHashable
+// Hashes appends to dst the fingerprints of b's records, in order. b.Raw
+// must be valid (it is read during the call and not kept). The error is
+// ErrNotHashable, ErrOverCap (nothing appended), or says why the records
+// are malformed (the fingerprints of the records before the damage are
+// appended).
+func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) {
+	if b.Magic != 2 || len(b.Raw) < batchHeaderLen {
+		return dst, ErrNotHashable
 	}
-	recs, err := r.decompress(b.Codec(), b.Raw[61:])
+	recs, err := r.decompress(b.Codec(), b.Raw[batchHeaderLen:])
 	if err != nil {
 		return dst, err
 	}
 	return r.parse(recs, b.FirstTimestamp, int(b.Records), dst)
 }
 
-// idMix is a fingerprint of a topic id, folded into record fingerprints so
-// that they match only within one topic incarnation (zero: id unknown).
-func (r *recordHasher) idMix(id [16]byte) uint64 {
+// TopicMix is a fingerprint of a topic id, to fold into record
+// fingerprints (Sum ^ TopicMix) so that they match only within one topic
+// incarnation; 0 for the zero id (unknown: the topic was named).
+func (r *RecordHasher) TopicMix(id [16]byte) uint64 {
 	if id == ([16]byte{}) {
 		return 0
 	}
@@ -78,11 +85,11 @@ func (r *recordHasher) idMix(id [16]byte) uint64 {
 
 // decompress returns the records section of a batch, decompressed; the
 // result is valid until the next call.
-func (r *recordHasher) decompress(codec decode.Codec, src []byte) ([]byte, error) {
+func (r *RecordHasher) decompress(codec Codec, src []byte) ([]byte, error) {
 	switch codec {
-	case decode.CodecNone:
+	case CodecNone:
 		return src, nil
-	case decode.CodecGzip:
+	case CodecGzip:
 		if r.gz == nil {
 			r.gz = new(gzip.Reader)
 		}
@@ -91,16 +98,16 @@ func (r *recordHasher) decompress(codec decode.Codec, src []byte) ([]byte, error
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
 		return r.readBounded(r.gz)
-	case decode.CodecSnappy:
+	case CodecSnappy:
 		return r.snappy(src)
-	case decode.CodecLZ4:
+	case CodecLZ4:
 		if r.lz == nil {
 			r.lz = lz4.NewReader(nil)
 		}
 		r.src.Reset(src)
 		r.lz.Reset(&r.src)
 		return r.readBounded(r.lz)
-	case decode.CodecZstd:
+	case CodecZstd:
 		if r.zs == nil {
 			zs, err := zstd.NewReader(nil,
 				zstd.WithDecoderConcurrency(1),
@@ -113,7 +120,7 @@ func (r *recordHasher) decompress(codec decode.Codec, src []byte) ([]byte, error
 		}
 		out, err := r.zs.DecodeAll(src, r.zbuf[:0])
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) || len(out) > r.max {
-			return nil, errOverCap
+			return nil, ErrOverCap
 		}
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
@@ -126,7 +133,7 @@ func (r *recordHasher) decompress(codec decode.Codec, src []byte) ([]byte, error
 	return nil, fmt.Errorf("unknown codec %d", codec)
 }
 
-func (r *recordHasher) readBounded(src io.Reader) ([]byte, error) {
+func (r *RecordHasher) readBounded(src io.Reader) ([]byte, error) {
 	r.out.Reset()
 	r.lim.R, r.lim.N = src, int64(r.max)+1
 	n, err := r.out.ReadFrom(&r.lim)
@@ -134,7 +141,7 @@ func (r *recordHasher) readBounded(src io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	if n > int64(r.max) {
-		return nil, errOverCap
+		return nil, ErrOverCap
 	}
 	return r.out.Bytes(), nil
 }
@@ -145,14 +152,14 @@ var xerialPrefix = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 // snappy decodes a raw snappy block or xerial-framed blocks (a 16-byte
 // header, then big-endian block lengths and blocks), checking the decoded
 // lengths the blocks claim against the cap before decoding.
-func (r *recordHasher) snappy(src []byte) ([]byte, error) {
+func (r *RecordHasher) snappy(src []byte) ([]byte, error) {
 	if len(src) <= 16 || !bytes.HasPrefix(src, xerialPrefix) {
 		n, err := s2.DecodedLen(src)
 		if err != nil {
 			return nil, fmt.Errorf("snappy: %w", err)
 		}
 		if n > r.max {
-			return nil, errOverCap
+			return nil, ErrOverCap
 		}
 		out, err := s2.Decode(r.zbuf[:0], src)
 		if err != nil {
@@ -176,7 +183,7 @@ func (r *recordHasher) snappy(src []byte) ([]byte, error) {
 			return nil, fmt.Errorf("snappy: %w", err)
 		}
 		if n > r.max-len(out) {
-			return nil, errOverCap
+			return nil, ErrOverCap
 		}
 		block, err := s2.Decode(out[len(out):cap(out)], rem[:size])
 		if err != nil {
@@ -203,7 +210,7 @@ var errRecord = errors.New("malformed record")
 // longer varint (the wire allows it) or with bytes after its headers is
 // hashed as its minimal encoding, rebuilt, so that equal content always
 // gives equal fingerprints.
-func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) ([]recordHash, error) {
+func (r *RecordHasher) parse(b []byte, firstTS int64, n int, dst []RecordHash) ([]RecordHash, error) {
 	if n < 0 || n > len(b) {
 		return dst, errRecord
 	}
@@ -238,7 +245,7 @@ func (r *recordHasher) parse(b []byte, firstTS int64, n int, dst []recordHash) (
 			content = r.canon
 		}
 		h := maphash.Bytes(r.seed, content) ^ uint64(firstTS+tsDelta)*0x9e3779b97f4a7c15
-		dst = append(dst, recordHash{h: fmix64(h), delta: int32(delta)})
+		dst = append(dst, RecordHash{Sum: fmix64(h), Delta: int32(delta)})
 	}
 	return dst, nil
 }

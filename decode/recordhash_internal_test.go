@@ -1,4 +1,4 @@
-package legacy
+package decode
 
 import (
 	"encoding/binary"
@@ -11,7 +11,7 @@ import (
 // refParse is the fingerprinting duplicate-batches shipped with first,
 // field by field through a maphash.Hash: the reference for what records
 // are equal and what is malformed. parse must agree with it on both.
-func refParse(seed maphash.Seed, b []byte, firstTS int64, n int) ([]recordHash, error) {
+func refParse(seed maphash.Seed, b []byte, firstTS int64, n int) ([]RecordHash, error) {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	field := func(b []byte, nullable bool) ([]byte, bool) {
@@ -28,7 +28,7 @@ func refParse(seed maphash.Seed, b []byte, firstTS int64, n int) ([]recordHash, 
 		h.Write(b[k : k+int(l)])
 		return b[k+int(l):], true
 	}
-	var dst []recordHash
+	var dst []RecordHash
 	if n < 0 || n > len(b) {
 		return dst, errRecord
 	}
@@ -77,7 +77,7 @@ func refParse(seed maphash.Seed, b []byte, firstTS int64, n int) ([]recordHash, 
 				return dst, errRecord
 			}
 		}
-		dst = append(dst, recordHash{h: h.Sum64(), delta: int32(delta)})
+		dst = append(dst, RecordHash{Sum: h.Sum64(), Delta: int32(delta)})
 	}
 	return dst, nil
 }
@@ -157,7 +157,7 @@ func randRec(r *rand.Rand) genRec {
 // fail alike.
 func TestParseAgreesWithReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	h := newRecordHasher(1 << 20)
+	h := NewRecordHasher(1 << 20)
 	type one struct{ new, ref uint64 }
 	for round := range 300 {
 		var recs []one
@@ -170,10 +170,10 @@ func TestParseAgreesWithReference(t *testing.T) {
 			if err != nil || werr != nil || len(got) != 1 || len(want) != 1 {
 				t.Fatalf("round %d: %v / %v", round, err, werr)
 			}
-			if got[0].delta != want[0].delta {
-				t.Fatalf("delta %d, reference %d", got[0].delta, want[0].delta)
+			if got[0].Delta != want[0].Delta {
+				t.Fatalf("delta %d, reference %d", got[0].Delta, want[0].Delta)
 			}
-			recs = append(recs, one{got[0].h, want[0].h})
+			recs = append(recs, one{got[0].Sum, want[0].Sum})
 		}
 		for i := range recs {
 			for j := range recs {
@@ -214,7 +214,7 @@ func TestParseAgreesWithReference(t *testing.T) {
 func FuzzParseAgreesWithReference(f *testing.F) {
 	f.Add(genRec{key: []byte("k"), value: []byte("v")}.encode(false, false), 1)
 	f.Add(genRec{key: []byte("k"), value: nil, headers: [][2][]byte{{[]byte("h"), nil}}}.encode(true, true), 1)
-	h := newRecordHasher(1 << 16)
+	h := NewRecordHasher(1 << 16)
 	f.Fuzz(func(t *testing.T, sec []byte, n int) {
 		got, err := h.parse(sec, 0, n, nil)
 		want, werr := refParse(h.seed, sec, 0, n)
@@ -223,8 +223,8 @@ func FuzzParseAgreesWithReference(f *testing.F) {
 		}
 		for i := range got {
 			for j := range got {
-				if (got[i].h == got[j].h) != (want[i].h == want[j].h) {
-					t.Fatalf("records %d and %d: equal %v, reference %v", i, j, got[i].h == got[j].h, want[i].h == want[j].h)
+				if (got[i].Sum == got[j].Sum) != (want[i].Sum == want[j].Sum) {
+					t.Fatalf("records %d and %d: equal %v, reference %v", i, j, got[i].Sum == got[j].Sum, want[i].Sum == want[j].Sum)
 				}
 			}
 		}

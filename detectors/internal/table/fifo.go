@@ -1,15 +1,17 @@
-package legacy
+// Package table holds the bounded, pointer-free hash tables rules keep
+// their state in, allocated once and costing nothing per exchange.
+package table
 
 import (
 	"math/bits"
 	"math/rand/v2"
 )
 
-// fifoTable is a hash table bounded to limit entries that forgets the
-// oldest insertion first, as fifo does, for tables that never delete: the
-// fingerprints of duplicate-batches and the batches replica-divergence
-// holds. It is built for hundreds of thousands of entries looked up per
-// record or batch, where the cost is cache misses:
+// Fifo is a hash table bounded to limit entries that forgets the oldest
+// insertion first, for tables that never delete: the fingerprints of
+// duplicate-batches and the batches replica-divergence holds. It is built
+// for hundreds of thousands of entries looked up per record or batch,
+// where the cost is cache misses:
 //
 //   - the entries live in one ring, in insertion order, so forgetting the
 //     oldest is overwriting the slot at the head;
@@ -29,7 +31,7 @@ import (
 // Keys hash themselves with a per-table random seed (hostile traffic cannot
 // aim at one probe chain). Values are reached by pointer; a pointer is
 // valid until the next insert.
-type fifoTable[K fifoKey, V any] struct {
+type Fifo[K FifoKey, V any] struct {
 	ents    []fifoEnt[K, V]
 	head    int // the oldest entry once the ring is full
 	limit   int
@@ -42,13 +44,17 @@ type fifoTable[K fifoKey, V any] struct {
 	onEvict func(k K, v *V)
 }
 
-// fifoKey is a table key: comparable, hashed with a seed.
-type fifoKey interface {
+// Evicted is how many entries were forgotten to make room.
+func (t *Fifo[K, V]) Evicted() int64 { return t.evicted }
+
+// FifoKey is a table key: comparable, hashed with a seed (Mix64 mixes
+// its words well).
+type FifoKey interface {
 	comparable
-	hash(seed uint64) uint64
+	Hash(seed uint64) uint64
 }
 
-type fifoEnt[K fifoKey, V any] struct {
+type fifoEnt[K FifoKey, V any] struct {
 	k K
 	v V
 }
@@ -61,21 +67,23 @@ const (
 	tagMask      = 1<<31 - 1
 )
 
-func newFifoTable[K fifoKey, V any](limit int, onEvict func(K, *V)) *fifoTable[K, V] {
-	return &fifoTable[K, V]{limit: min(max(limit, 1), maxFifoTable), seed: rand.Uint64(), onEvict: onEvict}
+// NewFifo returns a table of at most limit entries (1 to 1<<30) that calls
+// onEvict, if set, with each entry it forgets, before reusing its slot.
+func NewFifo[K FifoKey, V any](limit int, onEvict func(K, *V)) *Fifo[K, V] {
+	return &Fifo[K, V]{limit: min(max(limit, 1), maxFifoTable), seed: rand.Uint64(), onEvict: onEvict}
 }
 
 // tag is the 31 bits of a key's hash the index keeps: its low bits are the
 // home slot, all of them are compared before the entry is.
-func (t *fifoTable[K, V]) tag(k K) uint64 { return k.hash(t.seed) >> 33 }
+func (t *Fifo[K, V]) tag(k K) uint64 { return k.Hash(t.seed) >> 33 }
 
 // stale reports whether a used slot points at a forgotten entry.
-func (t *fifoTable[K, V]) stale(s uint64) bool {
+func (t *Fifo[K, V]) stale(s uint64) bool {
 	return uint32(t.seq)-uint32(s) >= uint32(len(t.ents))
 }
 
 // pos returns the ring position of the live entry a slot points at.
-func (t *fifoTable[K, V]) pos(s uint64) int {
+func (t *Fifo[K, V]) pos(s uint64) int {
 	n := t.seq - uint64(uint32(t.seq)-uint32(s)) - 1 // its insertion number, from 0
 	if n < uint64(t.limit) {
 		return int(n)
@@ -84,7 +92,7 @@ func (t *fifoTable[K, V]) pos(s uint64) int {
 }
 
 // find returns k's ring position, or -1.
-func (t *fifoTable[K, V]) find(k K) int {
+func (t *Fifo[K, V]) find(k K) int {
 	if len(t.idx) == 0 {
 		return -1
 	}
@@ -102,18 +110,18 @@ func (t *fifoTable[K, V]) find(k K) int {
 	}
 }
 
-// warm reads the index slot where a lookup of k starts and returns it, to
+// Warm reads the index slot where a lookup of k starts and returns it, to
 // be thrown away: reading the slots of many keys first lets their cache
 // misses overlap, where lookups one after the other would wait for each.
-func (t *fifoTable[K, V]) warm(k K) uint64 {
+func (t *Fifo[K, V]) Warm(k K) uint64 {
 	if len(t.idx) == 0 {
 		return 0
 	}
 	return t.idx[t.tag(k)&t.mask]
 }
 
-// get returns k's value, or nil.
-func (t *fifoTable[K, V]) get(k K) *V {
+// Get returns k's value, or nil.
+func (t *Fifo[K, V]) Get(k K) *V {
 	pos := t.find(k)
 	if pos < 0 {
 		return nil
@@ -121,12 +129,12 @@ func (t *fifoTable[K, V]) get(k K) *V {
 	return &t.ents[pos].v
 }
 
-// ref returns k's value and true, or, if k is absent, inserts it with a
+// Ref returns k's value and true, or, if k is absent, inserts it with a
 // zero value (forgetting the oldest entry first if the table is full) and
 // returns that and false: one probe of the index either way.
-func (t *fifoTable[K, V]) ref(k K) (*V, bool) {
+func (t *Fifo[K, V]) Ref(k K) (*V, bool) {
 	if len(t.idx) == 0 {
-		return t.insert(k), false
+		return t.Insert(k), false
 	}
 	tag := t.tag(k)
 	free := -1
@@ -154,19 +162,19 @@ func (t *fifoTable[K, V]) ref(k K) (*V, bool) {
 	return t.place(k, tag, free), false
 }
 
-// put inserts or replaces; a replaced value keeps its place in the order.
-func (t *fifoTable[K, V]) put(k K, v V) {
-	p, _ := t.ref(k)
+// Put inserts or replaces; a replaced value keeps its place in the order.
+func (t *Fifo[K, V]) Put(k K, v V) {
+	p, _ := t.Ref(k)
 	*p = v
 }
 
-// insert adds k, which must be absent, with a zero value and returns it,
+// Insert adds k, which must be absent, with a zero value and returns it,
 // forgetting the oldest entry first if the table is full.
-func (t *fifoTable[K, V]) insert(k K) *V { return t.place(k, t.tag(k), -1) }
+func (t *Fifo[K, V]) Insert(k K) *V { return t.place(k, t.tag(k), -1) }
 
 // place adds k, which is absent, at index slot i (empty or stale; -1: to
 // be found), after the entry it needs.
-func (t *fifoTable[K, V]) place(k K, tag uint64, i int) *V {
+func (t *Fifo[K, V]) place(k K, tag uint64, i int) *V {
 	var pos int
 	if len(t.ents) < t.limit {
 		if len(t.ents) == cap(t.ents) {
@@ -212,7 +220,7 @@ func (t *fifoTable[K, V]) place(k K, tag uint64, i int) *V {
 // towards their home slots: starting after an empty slot, each live slot is
 // put in the first free slot from its home, which is never past where it
 // was.
-func (t *fifoTable[K, V]) sweep() {
+func (t *Fifo[K, V]) sweep() {
 	size := uint64(len(t.idx))
 	start := uint64(0)
 	for t.idx[start] != 0 {
@@ -246,7 +254,7 @@ func (t *fifoTable[K, V]) sweep() {
 // so. The ring is not full yet, so every slot is live. The new index is
 // filled from the old one in slot order, so its writes run along it rather
 // than at random.
-func (t *fifoTable[K, V]) grow() {
+func (t *Fifo[K, V]) grow() {
 	n := min(max(2*cap(t.ents), 16), t.limit)
 	if t.limit <= fifoSizedOnce {
 		n = t.limit
@@ -281,10 +289,11 @@ func (t *fifoTable[K, V]) grow() {
 	}
 }
 
-func (t *fifoTable[K, V]) len() int { return len(t.ents) }
+// Len is the number of entries held.
+func (t *Fifo[K, V]) Len() int { return len(t.ents) }
 
-// each calls fn for the entries, oldest first.
-func (t *fifoTable[K, V]) each(fn func(K, *V)) {
+// Each calls fn for the entries, oldest first.
+func (t *Fifo[K, V]) Each(fn func(K, *V)) {
 	n := len(t.ents)
 	for i := range n {
 		e := &t.ents[(t.head+i)%n]
@@ -292,9 +301,9 @@ func (t *fifoTable[K, V]) each(fn func(K, *V)) {
 	}
 }
 
-// mix64 mixes two words into a well-spread hash (the multiply-fold of
+// Mix64 mixes two words into a well-spread hash (the multiply-fold of
 // wyhash).
-func mix64(a, b uint64) uint64 {
+func Mix64(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
 	return hi ^ lo
 }

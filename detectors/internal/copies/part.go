@@ -1,0 +1,120 @@
+// Package copies follows the copies of record batches a capture shows: a
+// batch as its producer sent it and as brokers served it to consumers,
+// followers and KRaft voters. It names the partition each copy belongs to,
+// the offsets seen of each partition, and who held each copy: what
+// duplicate-batches and replica-divergence compare.
+package copies
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"strconv"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Part names a topic-partition: by name when known, else by topic id.
+type Part struct {
+	Topic     string
+	ID        [16]byte
+	Partition int32
+}
+
+// PartOf is the partition of a batch.
+func PartOf(b *flows.BatchRef) Part {
+	switch {
+	case b.Topic != "":
+		return Part{Topic: b.Topic, Partition: b.Partition}
+	case b.TopicID == decode.ClusterMetadataTopicID:
+		return Part{Topic: flows.ClusterMetadataTopic, Partition: b.Partition}
+	}
+	return Part{ID: b.TopicID, Partition: b.Partition}
+}
+
+// Name returns the topic name, resolved through Metadata seen anywhere in
+// the capture, or the topic id as Kafka prints it (base64).
+func (k Part) Name(n *flows.Nodes) string {
+	if k.Topic != "" {
+		return k.Topic
+	}
+	if n != nil {
+		if name, ok := n.TopicName(k.ID); ok {
+			return name
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(k.ID[:])
+}
+
+// Label is "topic-partition".
+func (k Part) Label(n *flows.Nodes) string { return k.Name(n) + "-" + strconv.Itoa(int(k.Partition)) }
+
+// Less orders partitions by topic, topic id, then number.
+func (k Part) Less(o Part) bool {
+	if k.Topic != o.Topic {
+		return k.Topic < o.Topic
+	}
+	if k.ID != o.ID {
+		return string(k.ID[:]) < string(o.ID[:])
+	}
+	return k.Partition < o.Partition
+}
+
+// Parts is a rule's state per partition, P, for at most Max partitions:
+// each is numbered in the order first seen. A direct-mapped cache sits in
+// front of the map, so that a batch's partition is found by comparing one
+// key, not by hashing its topic name.
+type Parts[P any] struct {
+	max   int
+	make  func(k Part, idx uint32) *P
+	m     map[Part]*P
+	list  []*P
+	cache *[256]partSlot[P]
+	// Dropped counts the batches of partitions past the bound.
+	Dropped int64
+}
+
+type partSlot[P any] struct {
+	k Part
+	p *P
+}
+
+// NewParts returns the table of at most limit partitions; make makes a
+// partition's state the first time it is seen, idx being its number.
+func NewParts[P any](limit int, make func(k Part, idx uint32) *P) *Parts[P] {
+	return &Parts[P]{max: max(limit, 1), make: make, m: map[Part]*P{}, cache: new([256]partSlot[P])}
+}
+
+// Of returns the state of b's partition, nil (counted in Dropped) if it
+// is not followed.
+func (ps *Parts[P]) Of(b *flows.BatchRef) *P {
+	k := PartOf(b)
+	slot := ps.slot(&k)
+	if slot.p != nil && slot.k == k {
+		return slot.p
+	}
+	if p, ok := ps.m[k]; ok {
+		slot.k, slot.p = k, p
+		return p
+	}
+	if len(ps.list) >= ps.max {
+		ps.Dropped++
+		return nil
+	}
+	p := ps.make(k, uint32(len(ps.list)))
+	ps.m[k] = p
+	ps.list = append(ps.list, p)
+	slot.k, slot.p = k, p
+	return p
+}
+
+// List returns the partitions' states in the order first seen (idx).
+func (ps *Parts[P]) List() []*P { return ps.list }
+
+func (ps *Parts[P]) slot(k *Part) *partSlot[P] {
+	h := uint32(k.Partition) ^ uint32(len(k.Topic))<<8 ^ binary.LittleEndian.Uint32(k.ID[:])
+	if n := len(k.Topic); n > 0 {
+		h ^= uint32(k.Topic[0])<<16 ^ uint32(k.Topic[n-1])<<24 ^ uint32(k.Topic[n/2])<<4
+	}
+	return &ps.cache[(h*0x9e3779b1)>>24]
+}
