@@ -1,0 +1,249 @@
+package sequence
+
+import (
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Bounds of what one producer's episode lists.
+const (
+	maxIDs    = 16 // identities after the first error
+	maxParts  = 64 // partitions with errors, or restarted
+	maxCopies = 4  // duplicated batches listed
+)
+
+// episode is one producer's sequence errors and what followed them.
+type episode struct {
+	client
+	first, last time.Time
+	n           int64
+	codes       tally.Codes
+	from        identity // of the first error
+	fromSeq     int32
+	fromPart    partKey
+	// after is the error the partition answered just before the first
+	// sequence error (NOT_LEADER_OR_FOLLOWER...), 0 if none.
+	after   int16
+	afterAt mark
+
+	parts     map[partKey]*spell
+	partOrder []partKey
+	ids       []idSeen
+	moreIDs   int64
+	resets    map[partKey]bool
+	resetList []partKey
+
+	resent, maybe, dups int64
+	copies              []copied
+
+	txn   bool
+	conns tally.Conns
+	ev    detectors.Sampler[seen]
+	nodes *flows.Nodes
+}
+
+// spell is a partition's time without a write, from a sequence error to
+// the next batch written.
+type spell struct {
+	first   time.Time
+	open    bool
+	longest time.Duration
+}
+
+// idSeen is an identity the producer used after the first error.
+type idSeen struct {
+	identity
+	at   mark
+	init bool // given by InitProducerId, not first seen in a batch
+}
+
+// copied is a batch sent again under a new identity and written.
+type copied struct {
+	part         partKey
+	first, again sent
+	firstAt      mark
+	againAt      mark
+	certain      bool // the first copy was written too
+}
+
+// seen is a sequence error, formatted only if listed.
+type seen struct {
+	at    mark
+	part  string
+	id    identity
+	seq   int32
+	code  int16
+	nodes *flows.Nodes
+}
+
+func (s seen) Evidence() detectors.Evidence {
+	return s.at.evidence("Produce answer: " + s.part + " " + decode.ErrorName(s.code) + " for producer id " +
+		itoa64(s.id.pid) + " epoch " + itoa64(int64(s.id.epoch)) + " base sequence " + itoa64(int64(s.seq)))
+}
+
+// newEpisode opens the episode of c at its first sequence error, for the
+// batch s (as it was before this answer) of the partition h.
+func newEpisode(c client, s *sent, h *history, nodes *flows.Nodes) *episode {
+	e := &episode{client: c, from: s.identity, fromSeq: s.seq, parts: map[partKey]*spell{}, resets: map[partKey]bool{}, nodes: nodes}
+	// What the partition answered last before: this very batch's earlier
+	// answer if it was retried, else the batch sent before it.
+	prev := s
+	if s.code == 0 {
+		prev = nil
+		for i := range min(h.n, keep) {
+			if b := &h.ring[i]; b.at.packet < s.at.packet && (prev == nil || b.at.packet > prev.at.packet) {
+				prev = b
+			}
+		}
+	}
+	if prev != nil && prev.code != 0 && !seqError(prev.code) {
+		e.after, e.afterAt = prev.code, prev.answeredAt
+	}
+	return e
+}
+
+// failed counts a sequence error for part.
+func (e *episode) failed(part partKey, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
+	if e.n == 0 {
+		e.first, e.fromPart = at.time, part
+	}
+	e.n++
+	e.last = at.time
+	e.codes.Add(code)
+	e.txn = e.txn || txn
+	e.conns.Add(conn)
+	e.ev.Add(seen{at: at, part: e.topicName(part) + "-" + itoa64(int64(part.partition)), id: s.identity, seq: s.seq, code: code})
+	sp := e.parts[part]
+	if sp == nil {
+		if len(e.parts) >= maxParts {
+			return
+		}
+		sp = &spell{}
+		e.parts[part] = sp
+		e.partOrder = append(e.partOrder, part)
+	}
+	if !sp.open {
+		sp.open, sp.first = true, at.time
+	}
+}
+
+// sentAfter looks at a batch the producer sent after its first error: a
+// new identity, a sequence restarted on another partition, records sent
+// before under another identity.
+func (e *episode) sentAfter(h *history, s *sent, part partKey, txn bool) {
+	if s.identity != e.from {
+		e.identity(s.identity, s.at, false)
+		if s.seq == 0 && h.n > 0 && e.parts[part] == nil && !e.resets[part] && len(e.resets) < maxParts {
+			e.resets[part] = true
+			e.resetList = append(e.resetList, part)
+		}
+	}
+	if old := h.copyOf(s.identity, s.sum); old != nil && s.sum != 0 {
+		s.prevID, s.prevSeq = old.identity, old.seq
+		e.resent++
+	}
+	e.txn = e.txn || txn
+}
+
+// initialised notes an identity InitProducerId gave the producer.
+func (e *episode) initialised(id identity, at mark) { e.identity(id, at, true) }
+
+func (e *episode) identity(id identity, at mark, init bool) {
+	if id == e.from {
+		return
+	}
+	for _, x := range e.ids {
+		if x.identity == id {
+			return
+		}
+	}
+	if len(e.ids) >= maxIDs {
+		e.moreIDs++
+		return
+	}
+	e.ids = append(e.ids, idSeen{id, at, init})
+}
+
+// answered looks at a batch answered without a sequence error: a write
+// ends the partition's spell; a copy written is a duplicate if its first
+// copy was written, a possible one if its first copy's fate is unknown.
+func (e *episode) answered(h *history, part partKey, s *sent, at mark) {
+	if s.state != written {
+		return
+	}
+	if sp := e.parts[part]; sp != nil && sp.open {
+		sp.open = false
+		sp.longest = max(sp.longest, at.time.Sub(sp.first))
+	}
+	if s.prevSeq < 0 {
+		return
+	}
+	old := h.find(s.prevID, s.prevSeq)
+	s.prevSeq = -1
+	switch {
+	case old != nil && old.state == refused:
+		return // the first copy was not written: a safe resend
+	case old != nil && old.state == written:
+		e.dups++
+	default:
+		e.maybe++
+	}
+	if len(e.copies) < maxCopies {
+		c := copied{part: part, again: *s, againAt: at, certain: old != nil && old.state == written}
+		if old != nil {
+			c.first, c.firstAt = *old, old.answeredAt
+		}
+		e.copies = append(e.copies, c)
+	}
+}
+
+// held is the longest a partition went without a write from a sequence
+// error, and whether one was still waiting at end.
+func (e *episode) held(end time.Time) (time.Duration, bool) {
+	var d time.Duration
+	ongoing := false
+	for _, sp := range e.parts {
+		d = max(d, sp.longest)
+		if sp.open {
+			ongoing = true
+			d = max(d, end.Sub(sp.first))
+		}
+	}
+	return d, ongoing
+}
+
+func (e *episode) topicName(pk partKey) string { return name(e.nodes, pk) }
+
+// evidence lists the errors sampled, the new identities and the copies.
+func (e *episode) evidence() []detectors.Evidence {
+	ev := e.ev.List()
+	if e.after != 0 {
+		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.topicName(e.fromPart)+"-"+itoa64(int64(e.fromPart.partition))+
+			" "+decode.ErrorName(e.after)+", just before the first sequence error"))
+	}
+	for i, id := range e.ids {
+		if i == 3 {
+			break
+		}
+		how := "Produce batch under"
+		if id.init {
+			how = "InitProducerId answer:"
+		}
+		ev = append(ev, id.at.evidence(how+" producer id "+itoa64(id.pid)+" epoch "+itoa64(int64(id.epoch))))
+	}
+	for _, c := range e.copies {
+		p := e.topicName(c.part) + "-" + itoa64(int64(c.part.partition))
+		if c.first.at.packet != 0 {
+			ev = append(ev, c.first.at.evidence("Produce: "+p+" records first sent as producer id "+itoa64(c.first.pid)+
+				" epoch "+itoa64(int64(c.first.epoch))+" base sequence "+itoa64(int64(c.first.seq))))
+		}
+		ev = append(ev, c.againAt.evidence("Produce answer: "+p+" the same records, sent again as producer id "+itoa64(c.again.pid)+
+			" epoch "+itoa64(int64(c.again.epoch))+" base sequence "+itoa64(int64(c.again.seq))+", written at offset "+itoa64(c.again.offset)))
+	}
+	detectors.SortEvidence(ev)
+	return ev
+}
