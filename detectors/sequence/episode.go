@@ -5,6 +5,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -30,7 +31,7 @@ type episode struct {
 	after   int16
 	afterAt mark
 
-	parts     map[partKey]*spell
+	parts     map[partKey]*spell.Spell
 	partOrder []partKey
 	ids       []idSeen
 	moreIDs   int64
@@ -44,14 +45,6 @@ type episode struct {
 	conns tally.Conns
 	ev    detectors.Sampler[seen]
 	nodes *flows.Nodes
-}
-
-// spell is a partition's time without a write, from a sequence error to
-// the next batch written.
-type spell struct {
-	first   time.Time
-	open    bool
-	longest time.Duration
 }
 
 // idSeen is an identity the producer used after the first error.
@@ -88,7 +81,7 @@ func (s seen) Evidence() detectors.Evidence {
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
 func newEpisode(c client, s *sent, h *history, nodes *flows.Nodes) *episode {
-	e := &episode{client: c, from: s.identity, fromSeq: s.seq, parts: map[partKey]*spell{}, resets: map[partKey]bool{}, nodes: nodes}
+	e := &episode{client: c, from: s.identity, fromSeq: s.seq, parts: map[partKey]*spell.Spell{}, resets: map[partKey]bool{}, nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.
 	prev := s
@@ -122,13 +115,11 @@ func (e *episode) failed(part partKey, s *sent, code int16, at mark, conn *flows
 		if len(e.parts) >= maxParts {
 			return
 		}
-		sp = &spell{}
+		sp = &spell.Spell{}
 		e.parts[part] = sp
 		e.partOrder = append(e.partOrder, part)
 	}
-	if !sp.open {
-		sp.open, sp.first = true, at.time
-	}
+	sp.Fail(at.time)
 }
 
 // sentAfter looks at a batch the producer sent after its first error: a
@@ -175,9 +166,8 @@ func (e *episode) answered(h *history, part partKey, s *sent, at mark) {
 	if s.state != written {
 		return
 	}
-	if sp := e.parts[part]; sp != nil && sp.open {
-		sp.open = false
-		sp.longest = max(sp.longest, at.time.Sub(sp.first))
+	if sp := e.parts[part]; sp != nil {
+		sp.Heal(at.time)
 	}
 	if s.prevSeq < 0 {
 		return
@@ -207,11 +197,8 @@ func (e *episode) held(end time.Time) (time.Duration, bool) {
 	var d time.Duration
 	ongoing := false
 	for _, sp := range e.parts {
-		d = max(d, sp.longest)
-		if sp.open {
-			ongoing = true
-			d = max(d, end.Sub(sp.first))
-		}
+		d2, on2 := sp.Held(end)
+		d, ongoing = spell.Worst(d, ongoing, d2, on2)
 	}
 	return d, ongoing
 }

@@ -155,8 +155,8 @@ func TestProducerSequence(t *testing.T) {
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts: map[string]int64{"sequence_errors": 1, "epoch_bumps": 0},
-				Fields: map[string]any{"after": "NOT_LEADER_OR_FOLLOWER", "recovered": false},
+				Counts:  map[string]int64{"sequence_errors": 1, "epoch_bumps": 0},
+				Fields:  map[string]any{"after": "NOT_LEADER_OR_FOLLOWER", "recovered": false},
 				Summary: []string{"not written since (12.4 s)"}}},
 		},
 		{
@@ -170,8 +170,8 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "in-flight", ok) // now sequence 0 of the new epoch: a new batch to the broker
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"possible_duplicates": 1, "duplicate_batches": 0, "resent_batches": 2},
-				Fields: map[string]any{"copies": []sequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}}},
+				Counts:  map[string]int64{"possible_duplicates": 1, "duplicate_batches": 0, "resent_batches": 2},
+				Fields:  map[string]any{"copies": []sequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}}},
 				Summary: []string{"1 batch of unknown fate written again"}}},
 		},
 		{
@@ -185,8 +185,8 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "acked", ok) // the client sends them again: offset 6
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts: map[string]int64{"duplicate_batches": 1, "possible_duplicates": 0},
-				Fields: map[string]any{"copies": []sequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}}},
+				Counts:  map[string]int64{"duplicate_batches": 1, "possible_duplicates": 0},
+				Fields:  map[string]any{"copies": []sequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}}},
 				Summary: []string{"1 batch written twice"}}},
 		},
 		{
