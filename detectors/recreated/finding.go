@@ -35,6 +35,7 @@ type Finding struct {
 	Recovered   bool    `json:"recovered"`
 
 	e       *episode
+	apis    []string // names of APIs refused
 	held    time.Duration
 	spinGap time.Duration
 	topic   *topic
@@ -69,6 +70,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	for _, k := range []int16{1, 0, 3} { // Fetch, Produce, Metadata
 		if n := e.apis.Get(k); n > 0 {
 			f.APIs = append(f.APIs, decode.Name(k)+" x"+strconv.FormatInt(n, 10))
+			f.apis = append(f.apis, decode.Name(k))
 		}
 	}
 	ev := e.ev.List()
@@ -112,7 +114,7 @@ func (f *Finding) Summary() string {
 	e := f.e
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %q (%s): %s answered %s %s in %s (%g/s) for %s", f.ClientID, text.List(f.Clients, 3),
-		strings.Join(heads(f.APIs), "/"), strings.Join(heads(f.Errors), "/"), text.Plural(e.N, "time", "times"),
+		strings.Join(f.apis, "/"), strings.Join(e.codes.Names(), "/"), text.Plural(e.N, "time", "times"),
 		text.Duration(e.Last.Sub(e.first)), f.RatePerS, e.label())
 	if f.NewID != "" {
 		fmt.Fprintf(&b, ", recreated as topic id %s", f.NewID)
@@ -179,13 +181,4 @@ func (f *Finding) Next() string {
 		"a consumer group then starts the new topic from auto.offset.reset: kafka-consumer-groups.sh --bootstrap-server "+
 		"<broker> --describe --group <group> shows where it is. Broker metrics: "+
 		"kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec and name=FailedProduceRequestsPerSec.", topic)
-}
-
-// heads keeps each "NAME xN" as NAME.
-func heads(list []string) []string {
-	out := make([]string, len(list))
-	for i, c := range list {
-		out[i], _, _ = strings.Cut(c, " ")
-	}
-	return out
 }

@@ -85,6 +85,17 @@ func (t *Codes) Parts() []string {
 	return parts
 }
 
+// Names lists the codes' names, without counts.
+func (t *Codes) Names() []string {
+	var names []string
+	for _, c := range t {
+		if c.N > 0 {
+			names = append(names, decode.ErrorName(c.Code))
+		}
+	}
+	return names
+}
+
 // APIs counts by API key: the usual keys in an array, so that counting
 // every exchange costs no map access.
 type APIs struct {
