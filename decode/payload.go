@@ -1,9 +1,6 @@
 package decode
 
-import (
-	"encoding/binary"
-	"hash/crc32"
-)
+import "hash/crc32"
 
 // The records a batch carries, apart from its header: what stays the same
 // when a client sends the same records again under another producer id,
@@ -31,8 +28,9 @@ func (b *Batch) PayloadSum() uint64 {
 	if p == nil {
 		return 0
 	}
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], uint64(b.FirstTimestamp))
-	sum := crc32.Update(crc32.Checksum(ts[:], castagnoli), castagnoli, p)
+	// The first timestamp as on the wire (a local copy would cost an
+	// allocation: crc32 keeps its argument from escape analysis).
+	ts := b.Raw[27:35]
+	sum := crc32.Update(crc32.Checksum(ts, castagnoli), castagnoli, p)
 	return uint64(sum)<<32 | uint64(uint32(len(p))) | 1<<31
 }
