@@ -4,7 +4,11 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/fetchsession"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
+	"github.com/kfsniff/kfsniff/detectors/minisr"
+	"github.com/kfsniff/kfsniff/detectors/recreated"
+	"github.com/kfsniff/kfsniff/detectors/sequence"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -25,5 +29,9 @@ func Analyzers() []*detectors.Analyzer {
 		throttled.Analyzer,
 		l["unanswered-requests"],
 		l["slow-responses"],
+		sequence.Analyzer,
+		minisr.Analyzer,
+		recreated.Analyzer,
+		fetchsession.Analyzer,
 	}
 }
