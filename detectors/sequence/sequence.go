@@ -81,6 +81,16 @@ func fate(code int16) outcome {
 	return refused
 }
 
+// keyOf is a batch's partition: by topic id when the request names one
+// (flows fills in the name when it knows it, which it may learn later), by
+// name otherwise.
+func keyOf(b *flows.BatchRef) partKey {
+	if b.TopicID != ([16]byte{}) {
+		return partKey{"", b.TopicID, b.Partition}
+	}
+	return partKey{b.Topic, b.TopicID, b.Partition}
+}
+
 func markOf(m *flows.Message) mark {
 	return mark{file: m.File, packet: m.Packet, conn: m.Conn.ID, time: m.Time}
 }
@@ -102,7 +112,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 			continue
 		}
 		c := clientOf(m)
-		pk := partKey{b.Topic, b.TopicID, b.Partition}
+		pk := keyOf(b)
 		h := r.hist.get(histKey{c, pk})
 		s := sent{identity: identity{b.ProducerID, b.ProducerEpoch}, seq: b.BaseSequence, count: b.Records,
 			sum: b.PayloadSum(), at: markOf(m), prevSeq: -1}
@@ -155,7 +165,7 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		pk := partKey{b.Topic, b.TopicID, b.Partition}
+		pk := keyOf(b)
 		h := r.hist.m[histKey{c, pk}]
 		if h == nil {
 			continue
