@@ -33,12 +33,14 @@ type Finding struct {
 	topic string // of the first partition refused
 }
 
-// Partition is one partition's refusals.
+// Partition is one partition's refusals: how many, the mean time between
+// them (the client's retry pace), the longest time without a write.
 type Partition struct {
-	Partition string  `json:"partition"`
-	Refusals  int64   `json:"refusals"`
-	HeldS     float64 `json:"held_s"`
-	Recovered bool    `json:"recovered"`
+	Partition    string  `json:"partition"`
+	Refusals     int64   `json:"refusals"`
+	RetryEveryMs float64 `json:"retry_every_ms"`
+	HeldS        float64 `json:"held_s"`
+	Recovered    bool    `json:"recovered"`
 }
 
 // ISR is a partition's leader, replicas and in-sync replicas.
@@ -60,7 +62,11 @@ func (r *rule) detail(p *detectors.Pass, pr *producer) *Finding {
 		pt := pr.parts[pk]
 		d, ongoing := pt.Held(p.End)
 		name := topicName(p.Nodes, pk) + "-" + itoa(int(pk.partition))
-		f.Partitions = append(f.Partitions, Partition{name, pt.N, text.Seconds(d), !ongoing})
+		var every float64
+		if pt.N > 1 {
+			every = text.Millis(pt.Last.Sub(pt.first) / time.Duration(pt.N-1))
+		}
+		f.Partitions = append(f.Partitions, Partition{name, pt.N, every, text.Seconds(d), !ongoing})
 		f.held = max(f.held, d)
 		f.Recovered = f.Recovered && !ongoing
 		if s := r.isr[pk]; s != nil && s.at.Packet != 0 {
@@ -137,6 +143,9 @@ func (f *Finding) perPartition() []string {
 	out := make([]string, 0, len(f.Partitions))
 	for _, p := range f.Partitions {
 		s := fmt.Sprintf("%s %s", p.Partition, text.Plural(p.Refusals, "refusal", "refusals"))
+		if p.RetryEveryMs > 0 {
+			s += " (one every " + text.Duration(time.Duration(p.RetryEveryMs*float64(time.Millisecond))) + ")"
+		}
 		d := time.Duration(p.HeldS * float64(time.Second))
 		if p.Recovered {
 			s += ", written again after " + text.Duration(d)

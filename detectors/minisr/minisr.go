@@ -91,13 +91,14 @@ type producer struct {
 
 type part struct {
 	spell.Spell
+	first time.Time // the first refusal
 	// appended is 1 when the last answer was NOT_ENOUGH_REPLICAS_AFTER_APPEND:
 	// the leader appended the batch, and any next attempt is a copy.
 	appended int64
 }
 
-// isrSeen is a partition as the latest Metadata seen while it was refused
-// described it.
+// isrSeen is a partition as Metadata described it while it was refused:
+// the answer with the fewest in-sync replicas, the first of them.
 type isrSeen struct {
 	leader        int32
 	replicas, isr []int32
@@ -186,6 +187,9 @@ func (r *rule) refused(pr *producer, pk partKey, code int16, x *detectors.Exchan
 	pr.last = t
 	pr.codes.Add(code)
 	pr.conns.Add(x.Conn)
+	if pt.N == 0 {
+		pt.first = t
+	}
 	pt.Fail(t)
 	pr.retried(pt)
 	if code == 20 {
@@ -230,7 +234,7 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 			if s == nil {
 				s = r.isr[partKey{"", t.TopicID, p.Partition}]
 			}
-			if s == nil || !s.open {
+			if s == nil || !s.open || s.at.Packet != 0 && len(p.ISR) >= len(s.isr) {
 				continue
 			}
 			s.leader, s.replicas, s.isr = p.Leader, append(s.replicas[:0], p.Replicas...), append(s.isr[:0], p.ISR...)

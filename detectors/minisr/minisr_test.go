@@ -83,7 +83,8 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.send(10*time.Second, 0, ok)
 			},
 			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 2},
-				Fields:  map[string]any{"held_s": 9.0, "recovered": true},
+				Fields: map[string]any{"held_s": 9.0, "recovered": true,
+					"partitions": []minisr.Partition{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}}},
 				Summary: []string{"a partition went 9.0 s without a write"}}},
 		},
 		{
