@@ -44,21 +44,31 @@ type Finding struct {
 
 func (e *episode) firstAt() time.Time { return e.first }
 
-func (e *episode) label() string {
-	if e.id == ([16]byte{}) {
-		return e.name
+func (e *episode) label() string { return label(e.name, e.id) }
+
+// label names a topic by its name and id, as known.
+func label(name string, id [16]byte) string {
+	if id == ([16]byte{}) {
+		return name
 	}
-	if e.name == "" {
-		return "topic id " + topicID(e.id)
+	if name == "" {
+		return "topic id " + topicID(id)
 	}
-	return e.name + " (topic id " + topicID(e.id) + ")"
+	return name + " (topic id " + topicID(id) + ")"
 }
 
 func topicID(id [16]byte) string { return decode.TopicID(id) }
 
+// finding reports e, naming its topic from what the run knows now (the
+// episode is left as it is: findings may be asked for while the capture
+// runs).
 func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+	name := e.name
+	if name == "" {
+		name = r.nameOf(p.Nodes, e.id)
+	}
 	held, ongoing := e.Held(p.End)
-	f := &Finding{ClientID: e.client.id, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: e.name,
+	f := &Finding{ClientID: e.client.id, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: name,
 		Errors: e.codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.first)), FastRetries: e.fast,
 		HeldS: text.Seconds(held), Recovered: !ongoing, e: e, held: held, spinGap: r.p.SpinGap, dropped: r.dropped}
 	if e.id != ([16]byte{}) {
@@ -74,7 +84,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 		}
 	}
 	ev := e.ev.List()
-	if t := r.topics[e.name]; t != nil && e.name != "" {
+	if t := r.topics[name]; t != nil && name != "" {
 		f.topic = t
 		for i := t.nids - 1; i >= max(t.nids-maxIDs, 0); i-- {
 			if s := t.ids[i%maxIDs]; s.id != e.id {
@@ -92,8 +102,8 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	detectors.SortEvidence(ev)
 	code, _ := e.codes.Top()
 	var parts []detectors.TopicPartition
-	if e.name != "" {
-		parts = []detectors.TopicPartition{{Topic: e.name, Partition: -1}}
+	if name != "" {
+		parts = []detectors.TopicPartition{{Topic: name, Partition: -1}}
 	}
 	return detectors.Finding{
 		Severity: detectors.Grade(held, ongoing),
@@ -115,7 +125,7 @@ func (f *Finding) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %q (%s): %s answered %s %s in %s (%g/s) for %s", f.ClientID, text.List(f.Clients, 3),
 		strings.Join(f.apis, "/"), strings.Join(e.codes.Names(), "/"), text.Plural(e.N, "time", "times"),
-		text.Duration(e.Last.Sub(e.first)), f.RatePerS, e.label())
+		text.Duration(e.Last.Sub(e.first)), f.RatePerS, label(f.Topic, e.id))
 	if f.NewID != "" {
 		fmt.Fprintf(&b, ", recreated as topic id %s", f.NewID)
 	}
@@ -133,7 +143,7 @@ func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s to %s, %s answered %s of client id %q (%s) for %s with %s (%s).", text.Clock(e.first),
 		text.Clock(e.Last), text.List(f.Servers, 3), text.Plural(e.N, "request", "requests"), f.ClientID,
-		text.List(f.Clients, 3), e.label(), strings.Join(f.Errors, ", "), strings.Join(f.APIs, ", "))
+		text.List(f.Clients, 3), label(f.Topic, e.id), strings.Join(f.Errors, ", "), strings.Join(f.APIs, ", "))
 	b.WriteString(" Since KIP-516 a topic is known by an id as well as its name, and a topic deleted and created again " +
 		"under the same name gets a new id: a request naming the old id is answered UNKNOWN_TOPIC_ID, or " +
 		"INCONSISTENT_TOPIC_ID when its name and id disagree.")

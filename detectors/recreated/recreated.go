@@ -310,9 +310,6 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var eps []*episode
 	for _, e := range r.eps {
 		if e.N >= int64(r.p.MinErrors) {
-			if e.name == "" {
-				e.name = r.nameOf(p.Nodes, e.id)
-			}
 			eps = append(eps, e)
 		}
 	}
