@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -48,31 +49,26 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors = max(p.MinErrors, 1)
-	return &rule{p: p, keys: map[key]*churn{}, brokers: map[netip.AddrPort]*broker{}}
+	return &rule{p: p, keys: map[pair]*churn{}, brokers: map[netip.AddrPort]*broker{}}
 }
 
 type rule struct {
 	p       Params
-	keys    map[key]*churn
+	keys    map[pair]*churn
 	brokers map[netip.AddrPort]*broker
 	dropped int64
 }
 
-type client struct {
-	id   string
-	host netip.Addr
-}
-
-// key is a client at a broker.
-type key struct {
-	client
+// pair is a client at a broker.
+type pair struct {
+	key.Client
 	server netip.AddrPort
 }
 
 // churn is one client's fetch sessions at one broker, from its first
 // session error on.
 type churn struct {
-	key
+	pair
 	fetcher                 int32 // the follower's node id, -1 for a consumer
 	fetches, full, sessions int64
 	codes                   tally.Codes
@@ -95,7 +91,7 @@ func (s storm) span() time.Duration { return s.last.Sub(s.first) }
 // broker is who opened fetch sessions at a broker since its first session
 // error.
 type broker struct {
-	created map[client]int64
+	created map[key.Client]int64
 	more    int64
 }
 
@@ -115,25 +111,22 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if !bad && len(r.keys) == 0 {
 		return
 	}
-	c := client{x.Req.ClientID, x.Conn.Client.Addr().Unmap()}
-	k := key{c, x.Conn.Server}
+	c := key.ClientOf(x.Req)
+	k := pair{c, x.Conn.Server}
 	if b := r.brokers[k.server]; b != nil && req.SessionEpoch == 0 && resp.ErrorCode == 0 && resp.SessionID != 0 {
 		b.opened(c)
 	}
 	ch := r.keys[k]
+	if ch == nil && bad {
+		ch = tally.Entry(r.keys, k, maxKeys, &r.dropped, func() *churn {
+			if r.brokers[k.server] == nil {
+				r.brokers[k.server] = &broker{created: map[key.Client]int64{}}
+			}
+			return &churn{pair: k, fetcher: flows.FetcherOf(x.Req), first: x.Resp.Time}
+		})
+	}
 	if ch == nil {
-		if !bad {
-			return
-		}
-		if len(r.keys) >= maxKeys {
-			r.dropped++
-			return
-		}
-		ch = &churn{key: k, fetcher: flows.FetcherOf(x.Req), first: x.Resp.Time}
-		r.keys[k] = ch
-		if r.brokers[k.server] == nil {
-			r.brokers[k.server] = &broker{created: map[client]int64{}}
-		}
+		return
 	}
 	ch.fetches++
 	if req.SessionEpoch <= 0 {
@@ -150,7 +143,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 }
 
-func (b *broker) opened(c client) {
+func (b *broker) opened(c key.Client) {
 	if _, ok := b.created[c]; !ok && len(b.created) >= maxCreators {
 		b.more++
 		return
@@ -219,8 +212,8 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		if !a.first.Equal(b.first) {
 			return a.first.Before(b.first)
 		}
-		if a.id != b.id {
-			return a.id < b.id
+		if a.ID != b.ID {
+			return a.ID < b.ID
 		}
 		return a.server.Compare(b.server) < 0
 	})

@@ -54,12 +54,12 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 	for _, c := range ch.codes {
 		errs += c.N
 	}
-	f := &Finding{ClientID: ch.id, Clients: ch.conns.Clients(), Server: p.Label(ch.server), Fetcher: ch.fetcher,
+	f := &Finding{ClientID: ch.ID, Clients: ch.conns.Clients(), Server: p.Label(ch.server), Fetcher: ch.fetcher,
 		Errors: ch.codes.Parts(), ResetsPerS: text.Rate(worst.n, worst.span()), HeldS: text.Seconds(held), Ongoing: ongoing,
 		ch: ch, worst: worst, storms: storms, held: held, errs: errs, dropped: r.dropped, maxGap: r.p.MaxGap}
 	if b := r.brokers[ch.server]; b != nil {
 		for c, n := range b.created {
-			f.Creators = append(f.Creators, Creator{c.id, c.host.String(), n})
+			f.Creators = append(f.Creators, Creator{c.ID, c.Host.String(), n})
 		}
 		sort.Slice(f.Creators, func(i, j int) bool {
 			a, b := f.Creators[i], f.Creators[j]
@@ -92,7 +92,7 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 			"sessions_created":    ch.sessions,
 		},
 		Evidence: ch.ev.List(),
-		Subject: detectors.Subject{ClientIDs: []string{ch.id}, Clients: []netip.Addr{ch.host}, Servers: []netip.AddrPort{ch.server},
+		Subject: detectors.Subject{ClientIDs: []string{ch.ID}, Clients: []netip.Addr{ch.Host}, Servers: []netip.AddrPort{ch.server},
 			Nodes: ch.conns.Nodes(p.Nodes), Error: code},
 		Detail: f,
 	}

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -53,15 +51,15 @@ type ISR struct {
 }
 
 func (r *rule) detail(p *detectors.Pass, pr *producer) *Finding {
-	f := &Finding{ClientID: pr.id, Clients: pr.conns.Clients(), Servers: pr.conns.ServerLabels(p.Nodes), Errors: pr.codes.Parts(),
+	f := &Finding{ClientID: pr.ID, Clients: pr.conns.Clients(), Servers: pr.conns.ServerLabels(p.Nodes), Errors: pr.codes.Parts(),
 		Acks: pr.acks, Idempotent: pr.idempotent, Recovered: true, pr: pr}
 	for i, pk := range pr.order {
 		if i == 0 {
-			f.topic = topicName(p.Nodes, pk)
+			f.topic = pk.TopicName(p.Nodes)
 		}
 		pt := pr.parts[pk]
 		d, ongoing := pt.Held(p.End)
-		name := topicName(p.Nodes, pk) + "-" + itoa(int(pk.partition))
+		name := pk.Label(p.Nodes)
 		var every float64
 		if pt.N > 1 {
 			every = text.Millis(pt.Last.Sub(pt.first) / time.Duration(pt.N-1))
@@ -115,10 +113,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := f.topic
-	if !text.ShellWord(topic) {
-		topic = "<topic>"
-	}
+	topic := text.ShellOr(f.topic, "<topic>")
 	return fmt.Sprintf("kafka-topics.sh --bootstrap-server <broker> --describe --under-min-isr-partitions (and "+
 		"--under-replicated-partitions, --topic %s) shows which partitions lack in-sync replicas now; "+
 		"kafka-configs.sh --bootstrap-server <broker> --describe --entity-type topics --entity-name %s (and "+
@@ -167,21 +162,3 @@ func acks(a int16) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func ids(l []int32) string { return "[" + text.IDs(l, 0) + "]" }
-
-// partName names a partition as the message's connection knows it.
-func partName(m *flows.Message, pk partKey) string {
-	return m.TopicName(pk.topic, pk.topicID) + "-" + itoa(int(pk.partition))
-}
-
-// topicName names a partition's topic from what the run learned.
-func topicName(n *flows.Nodes, pk partKey) string {
-	if pk.topic != "" {
-		return pk.topic
-	}
-	if n != nil {
-		if s, ok := n.TopicName(pk.topicID); ok {
-			return s
-		}
-	}
-	return decode.TopicID(pk.topicID)
-}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -48,33 +50,22 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[client]*producer{}, isr: map[partKey]*isrSeen{}}
+	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[key.Client]*producer{}, isr: map[key.Partition]*isrSeen{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[client]*producer
+	clients map[key.Client]*producer
 	// isr is what Metadata said of the partitions refused, while refused.
-	isr     map[partKey]*isrSeen
+	isr     map[key.Partition]*isrSeen
 	dropped int64
-}
-
-type client struct {
-	id   string
-	host netip.Addr
-}
-
-type partKey struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
 }
 
 // producer is one client's refusals.
 type producer struct {
-	client
-	parts       map[partKey]*part
-	order       []partKey
+	key.Client
+	parts       map[key.Partition]*part
+	order       []key.Partition
 	more        int64 // refusals on partitions beyond maxParts
 	codes       tally.Codes
 	n           int64
@@ -131,53 +122,43 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	if !refused && len(r.clients) == 0 {
 		return
 	}
-	c := client{x.Req.ClientID, x.Conn.Client.Addr().Unmap()}
+	c := key.ClientOf(x.Req)
 	pr := r.clients[c]
+	if pr == nil && refused {
+		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *producer {
+			return &producer{Client: c, parts: map[key.Partition]*part{}}
+		})
+	}
 	if pr == nil {
-		if !refused {
-			return
-		}
-		if len(r.clients) >= maxClients {
-			r.dropped++
-			return
-		}
-		pr = &producer{client: c, parts: map[partKey]*part{}}
-		r.clients[c] = pr
+		return
 	}
 	req, _ := x.Req.Req.(*kmsg.ProduceRequest)
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		for j := range t.Partitions {
-			rp := &t.Partitions[j]
-			pk := partKey{t.Topic, t.TopicID, rp.Partition}
-			if refusal(rp.ErrorCode) {
-				r.refused(pr, pk, rp.ErrorCode, x, req)
-				continue
-			}
-			pt := pr.parts[pk]
-			if pt == nil {
-				continue
-			}
-			pr.retried(pt)
-			if rp.ErrorCode == 0 && pt.Heal(x.Resp.Time) {
-				if s := r.isr[pk]; s != nil {
-					s.open = false
-				}
-			}
-		}
-	}
-}
-
-func (r *rule) refused(pr *producer, pk partKey, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
-	pt := pr.parts[pk]
-	if pt == nil {
-		if len(pr.parts) >= maxParts {
-			pr.more++
+	decode.PartitionErrors(resp, func(ref decode.PartitionRef, code int16) {
+		pk := key.PartitionOf(ref.Topic, ref.TopicID, ref.Partition)
+		if refusal(code) {
+			r.refused(pr, pk, code, x, req)
 			return
 		}
-		pt = &part{}
-		pr.parts[pk] = pt
+		pt := pr.parts[pk]
+		if pt == nil {
+			return
+		}
+		pr.retried(pt)
+		if code == 0 && pt.Heal(x.Resp.Time) {
+			if s := r.isr[pk]; s != nil {
+				s.open = false
+			}
+		}
+	})
+}
+
+func (r *rule) refused(pr *producer, pk key.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
+	pt := tally.Entry(pr.parts, pk, maxParts, &pr.more, func() *part {
 		pr.order = append(pr.order, pk)
+		return &part{}
+	})
+	if pt == nil {
+		return
 	}
 	t := x.Resp.Time
 	if pr.n == 0 {
@@ -199,11 +180,11 @@ func (r *rule) refused(pr *producer, pk partKey, code int16, x *detectors.Exchan
 		pr.acks = req.Acks
 	}
 	for i := range x.Req.Batches {
-		if b := &x.Req.Batches[i]; b.Partition == pk.partition && b.ProducerID >= 0 {
+		if b := &x.Req.Batches[i]; b.Partition == pk.Partition && b.ProducerID >= 0 {
 			pr.idempotent = true
 		}
 	}
-	pr.ev.Add(detectors.EvidenceAt(x.Resp, "Produce answer: "+partName(x.Resp, pk)+" "+detectors.ErrorName(code)))
+	pr.ev.Add(detectors.EvidenceAt(x.Resp, "Produce answer: "+pk.Label(x.Conn.Nodes())+" "+detectors.ErrorName(code)))
 	if s := r.isr[pk]; s != nil {
 		s.open = true
 	} else if len(r.isr) < maxWatching {
@@ -222,26 +203,18 @@ func (pr *producer) retried(pt *part) {
 
 // metadata keeps what Metadata says of partitions being refused.
 func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		name := ""
-		if t.Topic != nil {
-			name = *t.Topic
+	decode.MetadataPartitions(resp, func(ref decode.PartitionRef, p *kmsg.MetadataResponseTopicPartition) {
+		s := r.isr[key.PartitionOf(ref.Topic, [16]byte{}, ref.Partition)]
+		if s == nil {
+			s = r.isr[key.PartitionOf("", ref.TopicID, ref.Partition)]
 		}
-		for j := range t.Partitions {
-			p := &t.Partitions[j]
-			s := r.isr[partKey{name, [16]byte{}, p.Partition}]
-			if s == nil {
-				s = r.isr[partKey{"", t.TopicID, p.Partition}]
-			}
-			if s == nil || !s.open || s.at.Packet != 0 && len(p.ISR) >= len(s.isr) {
-				continue
-			}
-			s.leader, s.replicas, s.isr = p.Leader, append(s.replicas[:0], p.Replicas...), append(s.isr[:0], p.ISR...)
-			s.at = detectors.EvidenceAt(m, "Metadata answer: "+name+"-"+itoa(int(p.Partition))+" leader "+itoa(int(p.Leader))+
-				", replicas "+ids(p.Replicas)+", ISR "+ids(p.ISR))
+		if s == nil || !s.open || s.at.Packet != 0 && len(p.ISR) >= len(s.isr) {
+			return
 		}
-	}
+		s.leader, s.replicas, s.isr = p.Leader, append(s.replicas[:0], p.Replicas...), append(s.isr[:0], p.ISR...)
+		s.at = detectors.EvidenceAt(m, "Metadata answer: "+ref.Topic+"-"+itoa(int(p.Partition))+" leader "+itoa(int(p.Leader))+
+			", replicas "+ids(p.Replicas)+", ISR "+ids(p.ISR))
+	})
 }
 
 // Findings implements detectors.Rule: one per client with at least
@@ -257,7 +230,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		if !prs[i].first.Equal(prs[j].first) {
 			return prs[i].first.Before(prs[j].first)
 		}
-		return prs[i].id < prs[j].id
+		return prs[i].ID < prs[j].ID
 	})
 	out := make([]detectors.Finding, 0, len(prs))
 	for _, pr := range prs {
@@ -276,7 +249,7 @@ func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
 	ev := pr.ev.List()
 	var parts []detectors.TopicPartition
 	for _, pk := range pr.order {
-		parts = append(parts, detectors.TopicPartition{Topic: topicName(p.Nodes, pk), Partition: pk.partition})
+		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
 		if s := r.isr[pk]; s != nil && s.at.Packet != 0 {
 			ev = append(ev, s.at)
 		}
@@ -295,7 +268,7 @@ func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
 			"rewritten":    pr.dupRisk,
 		},
 		Evidence: ev,
-		Subject: detectors.Subject{ClientIDs: []string{pr.id}, Clients: []netip.Addr{pr.host}, Servers: pr.conns.ServerAddrs(),
+		Subject: detectors.Subject{ClientIDs: []string{pr.ID}, Clients: []netip.Addr{pr.Host}, Servers: pr.conns.ServerAddrs(),
 			Nodes: pr.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
 		Detail: f,
 	}

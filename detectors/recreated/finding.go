@@ -68,7 +68,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 		name = r.nameOf(p.Nodes, e.id)
 	}
 	held, ongoing := e.Held(p.End)
-	f := &Finding{ClientID: e.client.id, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: name,
+	f := &Finding{ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: name,
 		Errors: e.codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.first)), FastRetries: e.fast,
 		HeldS: text.Seconds(held), Recovered: !ongoing, e: e, held: held, spinGap: r.p.SpinGap, dropped: r.dropped}
 	if e.id != ([16]byte{}) {
@@ -113,7 +113,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 		Nodes:    e.conns.Nodes(p.Nodes),
 		Counts:   map[string]int64{"refusals": e.N, "fast_retries": e.fast, "episodes": int64(e.Runs)},
 		Evidence: ev,
-		Subject: detectors.Subject{ClientIDs: []string{e.client.id}, Clients: []netip.Addr{e.client.host}, Servers: e.conns.ServerAddrs(),
+		Subject: detectors.Subject{ClientIDs: []string{e.ID}, Clients: []netip.Addr{e.Host}, Servers: e.conns.ServerAddrs(),
 			Nodes: e.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
 		Detail: f,
 	}
@@ -180,10 +180,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := f.Topic
-	if !text.ShellWord(topic) {
-		topic = "<topic>"
-	}
+	topic := text.ShellOr(f.Topic, "<topic>")
 	return fmt.Sprintf("kafka-topics.sh --bootstrap-server <broker> --describe --topic %s shows the topic's current TopicId; "+
 		"the controller's log (and the authorizer's, or kfsniff --frames --api DeleteTopics,CreateTopics on a wider capture) "+
 		"says who deleted and created it, and auto.create.topics.enable=true lets any producer or consumer create it again "+

@@ -8,13 +8,14 @@
 package recreated
 
 import (
-	"net/netip"
 	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -49,28 +50,23 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors = max(p.MinErrors, 1)
-	return &rule{p: p, topics: map[string]*topic{}, eps: map[key]*episode{}, open: map[client]int{}}
+	return &rule{p: p, topics: map[string]*topic{}, eps: map[epKey]*episode{}, open: map[key.Client]int{}}
 }
 
 type rule struct {
 	p      Params
 	topics map[string]*topic // by name: ids Metadata named, deletions, creations
-	eps    map[key]*episode
-	open   map[client]int // episodes not yet healed, per client
+	eps    map[epKey]*episode
+	open   map[key.Client]int // episodes not yet healed, per client
 	// dropped counts refusals not followed (bounds), topicsFull topic
 	// names not remembered.
 	dropped, topicsFull int64
 }
 
-type client struct {
-	id   string
-	host netip.Addr
-}
-
-// key is a client and the topic it asked for: by id, or by name if the
+// epKey is a client and the topic it asked for: by id, or by name if the
 // request named no id.
-type key struct {
-	client
+type epKey struct {
+	key.Client
 	id   [16]byte
 	name string
 }
@@ -90,7 +86,7 @@ type idSeen struct {
 
 // episode is one client's refusals for one topic id.
 type episode struct {
-	key
+	epKey
 	spell.Spell
 	name        string
 	first       time.Time
@@ -105,16 +101,7 @@ type episode struct {
 }
 
 func (r *rule) topicOf(name string) *topic {
-	if t := r.topics[name]; t != nil {
-		return t
-	}
-	if len(r.topics) >= maxTopics {
-		r.topicsFull++
-		return nil
-	}
-	t := &topic{}
-	r.topics[name] = t
-	return t
+	return tally.Entry(r.topics, name, maxTopics, &r.topicsFull, func() *topic { return &topic{} })
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -149,65 +136,30 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	for _, ec := range x.Resp.ErrorCodes {
 		refused = refused || refusal(ec.Code)
 	}
-	c := client{x.Req.ClientID, x.Conn.Client.Addr().Unmap()}
+	c := key.ClientOf(x.Req)
 	if !refused && r.open[c] == 0 {
 		return
 	}
-	eachTopic(x.Resp.Resp, func(name string, id [16]byte, code int16) {
-		k := key{c, id, ""}
-		if id == ([16]byte{}) {
-			k.name = name
+	decode.PartitionErrors(x.Resp.Resp, func(ref decode.PartitionRef, code int16) {
+		k := epKey{c, ref.TopicID, ""}
+		if ref.TopicID == ([16]byte{}) {
+			k.name = ref.Topic
 		}
 		switch {
 		case refusal(code):
-			r.refused(p, k, name, code, x)
+			r.refused(p, k, ref.Topic, code, x)
 		case code == 0 && r.open[c] > 0:
-			r.answered(p, c, name, id, x.Req.Key, x.Resp.Time)
+			r.answered(p, c, ref.Topic, ref.TopicID, x.Req.Key, x.Resp.Time)
 		}
 	})
 }
 
 func refusal(code int16) bool { return code == 100 || code == 103 } // UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID
 
-// eachTopic calls fn for each topic (and partition, for Fetch and
-// Produce) a Fetch, Produce or Metadata answer names, with its error code.
-func eachTopic(resp kmsg.Response, fn func(name string, id [16]byte, code int16)) {
-	switch r := resp.(type) {
-	case *kmsg.FetchResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			for j := range t.Partitions {
-				fn(t.Topic, t.TopicID, t.Partitions[j].ErrorCode)
-			}
-		}
-	case *kmsg.ProduceResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			for j := range t.Partitions {
-				fn(t.Topic, t.TopicID, t.Partitions[j].ErrorCode)
-			}
-		}
-	case *kmsg.MetadataResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			fn(name, t.TopicID, t.ErrorCode)
-		}
-	}
-}
-
-func (r *rule) refused(p *detectors.Pass, k key, name string, code int16, x *detectors.Exchange) {
-	e := r.eps[k]
+func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *detectors.Exchange) {
+	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *episode { return &episode{epKey: k, name: name} })
 	if e == nil {
-		if len(r.eps) >= maxEpisodes {
-			r.dropped++
-			return
-		}
-		e = &episode{key: k, name: name}
-		r.eps[k] = e
+		return
 	}
 	if e.name == "" {
 		e.name = r.nameOf(p.Nodes, k.id)
@@ -227,7 +179,7 @@ func (r *rule) refused(p *detectors.Pass, k key, name string, code int16, x *det
 		return // another partition of the same answer
 	}
 	if !e.Open {
-		r.open[k.client]++
+		r.open[k.Client]++
 	}
 	if e.N == 0 {
 		e.first = t
@@ -244,7 +196,7 @@ func (r *rule) refused(p *detectors.Pass, k key, name string, code int16, x *det
 // good answer for it, under any id: a Fetch or Produce, or a Metadata for
 // an episode of Metadata refusals only (a refresh is not a recovery for a
 // client that fetches or produces).
-func (r *rule) answered(p *detectors.Pass, c client, name string, id [16]byte, api int16, at time.Time) {
+func (r *rule) answered(p *detectors.Pass, c key.Client, name string, id [16]byte, api int16, at time.Time) {
 	if name == "" {
 		name = r.nameOf(p.Nodes, id)
 	}
@@ -253,7 +205,7 @@ func (r *rule) answered(p *detectors.Pass, c client, name string, id [16]byte, a
 	}
 	meta := api == int16(kmsg.Metadata)
 	for k, e := range r.eps {
-		if k.client != c || !e.Open || e.name != name {
+		if k.Client != c || !e.Open || e.name != name {
 			continue
 		}
 		if meta && e.apis.Get(int16(kmsg.Fetch))+e.apis.Get(int16(kmsg.Produce)) > 0 {
@@ -318,7 +270,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		if !a.firstAt().Equal(b.firstAt()) {
 			return a.firstAt().Before(b.firstAt())
 		}
-		return a.client.id < b.client.id
+		return a.ID < b.ID
 	})
 	out := make([]detectors.Finding, 0, len(eps))
 	for _, e := range eps {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -19,24 +20,24 @@ const (
 
 // episode is one producer's sequence errors and what followed them.
 type episode struct {
-	client
+	key.Client
 	first, last time.Time
 	n           int64
 	codes       tally.Codes
 	from        identity // of the first error
 	fromSeq     int32
-	fromPart    partKey
+	fromPart    key.Partition
 	// after is the error the partition answered just before the first
 	// sequence error (NOT_LEADER_OR_FOLLOWER...), 0 if none.
 	after   int16
 	afterAt mark
 
-	parts     map[partKey]*spell.Spell
-	partOrder []partKey
+	parts     map[key.Partition]*spell.Spell
+	partOrder []key.Partition
 	ids       []idSeen
 	moreIDs   int64
-	resets    map[partKey]bool
-	resetList []partKey
+	resets    map[key.Partition]bool
+	resetList []key.Partition
 
 	resent, maybe, dups int64
 	copies              []copied
@@ -56,7 +57,7 @@ type idSeen struct {
 
 // copied is a batch sent again under a new identity and written.
 type copied struct {
-	part         partKey
+	part         key.Partition
 	first, again sent
 	firstAt      mark
 	againAt      mark
@@ -80,8 +81,8 @@ func (s seen) Evidence() detectors.Evidence {
 
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
-func newEpisode(c client, s *sent, h *history, nodes *flows.Nodes) *episode {
-	e := &episode{client: c, from: s.identity, fromSeq: s.seq, parts: map[partKey]*spell.Spell{}, resets: map[partKey]bool{}, nodes: nodes}
+func newEpisode(c key.Client, s *sent, h *history, nodes *flows.Nodes) *episode {
+	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[key.Partition]*spell.Spell{}, resets: map[key.Partition]bool{}, nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.
 	prev := s
@@ -100,7 +101,7 @@ func newEpisode(c client, s *sent, h *history, nodes *flows.Nodes) *episode {
 }
 
 // failed counts a sequence error for part.
-func (e *episode) failed(part partKey, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
+func (e *episode) failed(part key.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
 	if e.n == 0 {
 		e.first, e.fromPart = at.time, part
 	}
@@ -109,7 +110,7 @@ func (e *episode) failed(part partKey, s *sent, code int16, at mark, conn *flows
 	e.codes.Add(code)
 	e.txn = e.txn || txn
 	e.conns.Add(conn)
-	e.ev.Add(seen{at: at, part: e.topicName(part) + "-" + itoa64(int64(part.partition)), id: s.identity, seq: s.seq, code: code})
+	e.ev.Add(seen{at: at, part: part.Label(e.nodes), id: s.identity, seq: s.seq, code: code})
 	sp := e.parts[part]
 	if sp == nil {
 		if len(e.parts) >= maxParts {
@@ -125,7 +126,7 @@ func (e *episode) failed(part partKey, s *sent, code int16, at mark, conn *flows
 // sentAfter looks at a batch the producer sent after its first error: a
 // new identity, a sequence restarted on another partition, records sent
 // before under another identity.
-func (e *episode) sentAfter(h *history, s *sent, part partKey, txn bool) {
+func (e *episode) sentAfter(h *history, s *sent, part key.Partition, txn bool) {
 	if s.identity != e.from {
 		e.identity(s.identity, s.at, false)
 		if s.seq == 0 && h.n > 0 && e.parts[part] == nil && !e.resets[part] && len(e.resets) < maxParts {
@@ -162,7 +163,7 @@ func (e *episode) identity(id identity, at mark, init bool) {
 // answered looks at a batch answered without a sequence error: a write
 // ends the partition's spell; a copy written is a duplicate if its first
 // copy was written, a possible one if its first copy's fate is unknown.
-func (e *episode) answered(h *history, part partKey, s *sent, at mark) {
+func (e *episode) answered(h *history, part key.Partition, s *sent, at mark) {
 	if s.state != written {
 		return
 	}
@@ -203,13 +204,13 @@ func (e *episode) held(end time.Time) (time.Duration, bool) {
 	return d, ongoing
 }
 
-func (e *episode) topicName(pk partKey) string { return name(e.nodes, pk) }
+func (e *episode) topicName(pk key.Partition) string { return pk.TopicName(e.nodes) }
 
 // evidence lists the errors sampled, the new identities and the copies.
 func (e *episode) evidence() []detectors.Evidence {
 	ev := e.ev.List()
 	if e.after != 0 {
-		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.topicName(e.fromPart)+"-"+itoa64(int64(e.fromPart.partition))+
+		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.fromPart.Label(e.nodes)+
 			" "+decode.ErrorName(e.after)+", just before the first sequence error"))
 	}
 	for i, id := range e.ids {
@@ -223,7 +224,7 @@ func (e *episode) evidence() []detectors.Evidence {
 		ev = append(ev, id.at.evidence(how+" producer id "+itoa64(id.pid)+" epoch "+itoa64(int64(id.epoch))))
 	}
 	for _, c := range e.copies {
-		p := e.topicName(c.part) + "-" + itoa64(int64(c.part.partition))
+		p := c.part.Label(e.nodes)
 		if c.first.at.packet != 0 {
 			ev = append(ev, c.first.at.evidence("Produce: "+p+" records first sent as producer id "+itoa64(c.first.pid)+
 				" epoch "+itoa64(int64(c.first.epoch))+" base sequence "+itoa64(int64(c.first.seq))))

@@ -64,15 +64,15 @@ type Copy struct {
 
 func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *Finding {
 	f := &Finding{
-		ClientID: e.client.id, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
+		ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
 		Errors: e.codes.Parts(), ProducerID: e.from.pid, Epoch: e.from.epoch, Sequence: e.fromSeq,
 		Transactional: e.txn, HeldS: text.Seconds(held), Recovered: !ongoing, e: e, held: held,
 	}
 	for _, pk := range e.partOrder {
-		f.Partitions = append(f.Partitions, e.partName(pk))
+		f.Partitions = append(f.Partitions, pk.Label(e.nodes))
 	}
 	for _, pk := range e.resetList {
-		f.ResetPartitions = append(f.ResetPartitions, e.partName(pk))
+		f.ResetPartitions = append(f.ResetPartitions, pk.Label(e.nodes))
 	}
 	if e.after != 0 {
 		f.After = decode.ErrorName(e.after)
@@ -89,14 +89,10 @@ func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *F
 		if c.certain {
 			first = c.first.offset
 		}
-		f.Copies = append(f.Copies, Copy{Partition: e.partName(c.part), FirstOffset: first, Offset: c.again.offset,
+		f.Copies = append(f.Copies, Copy{Partition: c.part.Label(e.nodes), FirstOffset: first, Offset: c.again.offset,
 			ProducerID: c.again.pid, Epoch: c.again.epoch, Sequence: c.again.seq, Certain: c.certain})
 	}
 	return f
-}
-
-func (e *episode) partName(pk partKey) string {
-	return e.topicName(pk) + "-" + itoa64(int64(pk.partition))
 }
 
 // Summary implements detectors.Detail.
@@ -187,13 +183,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := "<topic>"
-	if len(f.Partitions) > 0 {
-		topic = f.e.topicName(f.e.fromPart)
-		if !text.ShellWord(topic) {
-			topic = "<topic>"
-		}
-	}
+	topic := text.ShellOr(f.e.topicName(f.e.fromPart), "<topic>")
 	s := fmt.Sprintf("On the partition leader, server.log shows \"Out of order sequence number for producer %d\" with the "+
 		"sequence it expected; kafka-transactions.sh --bootstrap-server <broker> describe-producers --topic %s --partition %d "+
 		"shows the producer state the broker keeps (KIP-664), and kafka-topics.sh --describe --topic %s the leader and ISR "+
@@ -201,7 +191,7 @@ func (f *Finding) Next() string {
 		"kafka.producer:type=producer-metrics,client-id=%s record-error-rate and record-retry-rate; keep "+
 		"max.in.flight.requests.per.connection at 5 or less with enable.idempotence=true, and a delivery.timeout.ms long "+
 		"enough that batches do not expire while in flight (librdkafka issue 2163).",
-		f.ProducerID, topic, f.e.fromPart.partition, topic, text.Clock(f.e.first), f.ClientID)
+		f.ProducerID, topic, f.e.fromPart.Partition, topic, text.Clock(f.e.first), f.ClientID)
 	if f.e.dups > 0 || f.e.maybe > 0 {
 		s += " Find the copies with kafka-dump-log.sh --files <segment>.log --print-data-log around the offsets listed; " +
 			"consumers must tolerate or remove them. librdkafka is known to bump the epoch on this error and send " +

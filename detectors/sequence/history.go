@@ -1,10 +1,10 @@
 package sequence
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 )
 
 // The last batches each idempotent producer sent to each partition, so
@@ -16,22 +16,10 @@ import (
 // more than the five a producer may have in flight.
 const keep = 8
 
-// client is a producer as the wire shows it: a client id on a host.
-type client struct {
-	id   string
-	host netip.Addr
-}
-
-// partKey is a partition, by name or (Produce v13+) by topic id.
-type partKey struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
-}
-
+// histKey is a producer (client id and host) and a partition.
 type histKey struct {
-	client
-	partKey
+	key.Client
+	key.Partition
 }
 
 // identity is a producer id and epoch.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -50,13 +50,13 @@ const maxClients = 1024
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
-	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[client]*episode{}}
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[key.Client]*episode{}}
 }
 
 type rule struct {
 	p       Params
 	hist    histories
-	eps     map[client]*episode
+	eps     map[key.Client]*episode
 	dropped int64
 }
 
@@ -81,22 +81,8 @@ func fate(code int16) outcome {
 	return refused
 }
 
-// keyOf is a batch's partition: by topic id when the request names one
-// (flows fills in the name when it knows it, which it may learn later), by
-// name otherwise.
-func keyOf(b *flows.BatchRef) partKey {
-	if b.TopicID != ([16]byte{}) {
-		return partKey{"", b.TopicID, b.Partition}
-	}
-	return partKey{b.Topic, b.TopicID, b.Partition}
-}
-
 func markOf(m *flows.Message) mark {
 	return mark{file: m.File, packet: m.Packet, conn: m.Conn.ID, time: m.Time}
-}
-
-func clientOf(m *flows.Message) client {
-	return client{m.ClientID, m.Conn.Client.Addr().Unmap()}
 }
 
 // Request implements detectors.RequestHook: every idempotent batch is
@@ -111,8 +97,8 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		c := clientOf(m)
-		pk := keyOf(b)
+		c := key.ClientOf(m)
+		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
 		h := r.hist.get(histKey{c, pk})
 		s := sent{identity: identity{b.ProducerID, b.ProducerEpoch}, seq: b.BaseSequence, count: b.Records,
 			sum: b.PayloadSum(), at: markOf(m), prevSeq: -1}
@@ -140,7 +126,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			return
 		}
 		if resp, ok := x.Resp.Resp.(*kmsg.InitProducerIDResponse); ok && resp.ErrorCode == 0 {
-			if e := r.eps[clientOf(x.Req)]; e != nil {
+			if e := r.eps[key.ClientOf(x.Req)]; e != nil {
 				e.initialised(identity{resp.ProducerID, resp.ProducerEpoch}, markOf(x.Resp))
 			}
 		}
@@ -158,14 +144,14 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 			return
 		}
 	}
-	c := clientOf(x.Req)
+	c := key.ClientOf(x.Req)
 	cur := answerCursor{}
 	for i := range x.Req.Batches {
 		b := &x.Req.Batches[i]
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		pk := keyOf(b)
+		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
 		h := r.hist.m[histKey{c, pk}]
 		if h == nil {
 			continue
@@ -209,10 +195,10 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 // order), so that a big request costs no quadratic search.
 type answerCursor struct{ t, p int }
 
-func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk partKey) (code int16, offset int64, ok bool) {
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk key.Partition) (code int16, offset int64, ok bool) {
 	match := func(t, p int) bool {
 		rt, rp := &resp.Topics[t], &resp.Topics[t].Partitions[p]
-		return rp.Partition == pk.partition && (pk.topic != "" && rt.Topic == pk.topic || pk.topic == "" && rt.TopicID == pk.topicID)
+		return rp.Partition == pk.Partition && (pk.Topic != "" && rt.Topic == pk.Topic || pk.Topic == "" && rt.TopicID == pk.TopicID)
 	}
 	if c.t < len(resp.Topics) && c.p < len(resp.Topics[c.t].Partitions) && match(c.t, c.p) {
 		rp := &resp.Topics[c.t].Partitions[c.p]
@@ -264,7 +250,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	code, _ := e.codes.Top()
 	parts := make([]detectors.TopicPartition, 0, len(e.parts))
 	for _, pk := range e.partOrder {
-		parts = append(parts, detectors.TopicPartition{Topic: e.topicName(pk), Partition: pk.partition})
+		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
 	}
 	return detectors.Finding{
 		Severity: sev,
@@ -281,23 +267,10 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 			"duplicate_batches":   e.dups,
 		},
 		Evidence: e.evidence(),
-		Subject: detectors.Subject{ClientIDs: []string{e.client.id}, Clients: []netip.Addr{e.client.host},
+		Subject: detectors.Subject{ClientIDs: []string{e.ID}, Clients: []netip.Addr{e.Host},
 			Servers: e.conns.ServerAddrs(), Nodes: e.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
 		Detail: f,
 	}
-}
-
-// name is the topic's name for a partition key.
-func name(n *flows.Nodes, pk partKey) string {
-	if pk.topic != "" {
-		return pk.topic
-	}
-	if n != nil {
-		if s, ok := n.TopicName(pk.topicID); ok {
-			return s
-		}
-	}
-	return decode.TopicID(pk.topicID)
 }
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -96,6 +96,21 @@ func (t *Codes) Names() []string {
 	return names
 }
 
+// Entry returns m[k], made by make if absent and m holds fewer than max
+// entries; when m is full it counts the miss in dropped and returns nil.
+func Entry[K comparable, V any](m map[K]*V, k K, max int, dropped *int64, make func() *V) *V {
+	if v := m[k]; v != nil {
+		return v
+	}
+	if len(m) >= max {
+		*dropped++
+		return nil
+	}
+	v := make()
+	m[k] = v
+	return v
+}
+
 // APIs counts by API key: the usual keys in an array, so that counting
 // every exchange costs no map access.
 type APIs struct {

@@ -22,3 +22,19 @@ func TestCodes(t *testing.T) {
 		t.Errorf("Top = %d x%d, want 70 x3", code, n)
 	}
 }
+
+// TestEntry: entries are made once, up to the bound; beyond it misses are
+// counted, and entries already made are still found.
+func TestEntry(t *testing.T) {
+	m := map[string]*int{}
+	var dropped int64
+	made := 0
+	mk := func() *int { made++; return new(int) }
+	a := Entry(m, "a", 2, &dropped, mk)
+	if Entry(m, "a", 2, &dropped, mk) != a || Entry(m, "b", 2, &dropped, mk) == nil {
+		t.Fatal("entries not kept")
+	}
+	if Entry(m, "c", 2, &dropped, mk) != nil || dropped != 1 || made != 2 || Entry(m, "a", 2, &dropped, mk) != a {
+		t.Errorf("full: dropped %d made %d", dropped, made)
+	}
+}
