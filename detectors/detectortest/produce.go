@@ -58,14 +58,8 @@ func ProduceBatches(version, acks int16, sent ...Sent) *kmsg.ProduceRequest {
 	for _, s := range sent {
 		p := kmsg.NewProduceRequestTopicPartition()
 		p.Partition, p.Records = s.Partition, s.Batch
-		i := topicIndex(len(r.Topics), func(i int) string { return r.Topics[i].Topic }, s.Topic)
-		if i < 0 {
-			t := kmsg.NewProduceRequestTopic()
-			t.Topic = s.Topic
-			r.Topics = append(r.Topics, t)
-			i = len(r.Topics) - 1
-		}
-		r.Topics[i].Partitions = append(r.Topics[i].Partitions, p)
+		t := topicIn(&r.Topics, func(t *kmsg.ProduceRequestTopic) *string { return &t.Topic }, s.Topic)
+		t.Partitions = append(t.Partitions, p)
 	}
 	return r
 }
@@ -80,25 +74,24 @@ func ProduceAnswers(version int16, answers ...Answer) *kmsg.ProduceResponse {
 		if a.Err != 0 {
 			p.BaseOffset = -1
 		}
-		i := topicIndex(len(r.Topics), func(i int) string { return r.Topics[i].Topic }, a.Topic)
-		if i < 0 {
-			t := kmsg.NewProduceResponseTopic()
-			t.Topic = a.Topic
-			r.Topics = append(r.Topics, t)
-			i = len(r.Topics) - 1
-		}
-		r.Topics[i].Partitions = append(r.Topics[i].Partitions, p)
+		t := topicIn(&r.Topics, func(t *kmsg.ProduceResponseTopic) *string { return &t.Topic }, a.Topic)
+		t.Partitions = append(t.Partitions, p)
 	}
 	return r
 }
 
-func topicIndex(n int, name func(int) string, topic string) int {
-	for i := range n {
-		if name(i) == topic {
-			return i
+// topicIn returns the topic named topic in ts, appended if absent (kmsg's
+// topics start empty but for the name).
+func topicIn[T any](ts *[]T, name func(*T) *string, topic string) *T {
+	for i := range *ts {
+		if *name(&(*ts)[i]) == topic {
+			return &(*ts)[i]
 		}
 	}
-	return -1
+	var t T
+	*name(&t) = topic
+	*ts = append(*ts, t)
+	return &(*ts)[len(*ts)-1]
 }
 
 // InitProducerID asks for a producer id; with pid and epoch >= 0 (v3+,
