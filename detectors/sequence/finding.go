@@ -126,7 +126,7 @@ func (f *Finding) Explanation() string {
 	e := f.e
 	var b strings.Builder
 	when := "At " + text.Clock(e.first)
-	if e.last.After(e.first) {
+	if text.Clock(e.last) != text.Clock(e.first) {
 		when = "Between " + text.Clock(e.first) + " and " + text.Clock(e.last)
 	}
 	fmt.Fprintf(&b, "%s, %s answered %s of client id %q (%s) with %s, on %s. The first refused batch "+
