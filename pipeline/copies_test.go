@@ -52,7 +52,7 @@ func TestRebatchedReplayFoundByRecords(t *testing.T) {
 		start := t0.Add(time.Duration(i) * 20 * time.Second)
 		c := w.Conn(netip.MustParseAddrPort("172.31.0.100:5100"+string(rune('0'+i))), netip.MustParseAddrPort(broker), start, gen.ConnOptions{})
 		for j, b := range run.batches {
-			c.Request(start.Add(time.Duration(j)*time.Millisecond), int32(j+1), &id, dt.ProduceBatches(topic, 0, b))
+			c.Request(start.Add(time.Duration(j)*time.Millisecond), int32(j+1), &id, dt.ProduceRaw(topic, 0, b))
 		}
 		for j := range run.batches {
 			c.Response(start.Add(time.Duration(10+j)*time.Millisecond), int32(j+1), dt.ProducedAt(topic, 0, 0, run.bases[j]+run.shift))

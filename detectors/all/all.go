@@ -8,16 +8,20 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/dupbatches"
 	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
+	"github.com/kfsniff/kfsniff/detectors/fetchsession"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/kafka40"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
 	"github.com/kfsniff/kfsniff/detectors/liveness"
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
+	"github.com/kfsniff/kfsniff/detectors/minisr"
 	"github.com/kfsniff/kfsniff/detectors/notleader"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/reconnect"
+	"github.com/kfsniff/kfsniff/detectors/recreated"
 	"github.com/kfsniff/kfsniff/detectors/refused"
 	"github.com/kfsniff/kfsniff/detectors/sasl"
+	"github.com/kfsniff/kfsniff/detectors/sequence"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
@@ -45,5 +49,9 @@ func Analyzers() []*detectors.Analyzer {
 		reconnect.Analyzer,
 		sasl.Analyzer,
 		kafka40.Analyzer,
+		sequence.Analyzer,
+		minisr.Analyzer,
+		recreated.Analyzer,
+		fetchsession.Analyzer,
 	}
 }

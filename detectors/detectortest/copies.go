@@ -94,8 +94,8 @@ func Damaged(raw []byte, fix bool) []byte {
 	return b
 }
 
-// ProduceBatches is a Produce v9 (acks=all) of the batches to one partition.
-func ProduceBatches(topic string, part int32, batches ...[]byte) *kmsg.ProduceRequest {
+// ProduceRaw is a Produce v9 (acks=all) of the batches to one partition.
+func ProduceRaw(topic string, part int32, batches ...[]byte) *kmsg.ProduceRequest {
 	r := kmsg.NewPtrProduceRequest()
 	r.Version, r.Acks, r.TimeoutMillis = 9, -1, 30000
 	t := kmsg.NewProduceRequestTopic()

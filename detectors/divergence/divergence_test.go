@@ -78,7 +78,7 @@ func (s script) run(t testing.TB, h *dt.Harness) {
 			if code != 0 {
 				at = -1
 			}
-			h.Call(prod, dt.At(t0), ms(1), "producer-1", dt.ProduceBatches(topic, 0, sent), dt.ProducedAt(topic, 0, code, at))
+			h.Call(prod, dt.At(t0), ms(1), "producer-1", dt.ProduceRaw(topic, 0, sent), dt.ProducedAt(topic, 0, code, at))
 		}
 		if !s.noFetchers {
 			h.Call(follower, dt.At(t0+ms(2)), ms(0.5), "broker-3-fetcher-0", dt.FetchOf(topicID, 0, base, 3), dt.FetchedBatches(topicID, 0, base+78, s.toFollower(b, stored)))
@@ -196,7 +196,7 @@ func TestReplicaDivergence(t *testing.T) {
 				c := h.Conn("172.31.0.100:50100", leader)
 				mr, mresp := dt.MetadataBrokers(topic, topicID, brokers)
 				h.Call(c, dt.At(ms(1)), ms(1), "fire-and-forget", mr, mresp)
-				req := dt.ProduceBatches(topic, 0, bs[0], dt.Damaged(bs[1], false))
+				req := dt.ProduceRaw(topic, 0, bs[0], dt.Damaged(bs[1], false))
 				req.Acks = 0
 				q, _ := h.Call(c, dt.At(ms(5)), 0, "fire-and-forget", req, nil)
 				h.Exchange(&flows.Exchange{Conn: c, Req: q, NoResponse: true})
@@ -263,7 +263,7 @@ func TestReplicaDivergence(t *testing.T) {
 				r := h.Conn("172.31.0.100:50500", leader)
 				for part := range int32(3) {
 					batch := bs[part]
-					h.Call(c, dt.At(ms(float64(10*part+1))), ms(1), "producer-1", dt.ProduceBatches(topic, part, batch), dt.ProducedAt(topic, part, 0, 0))
+					h.Call(c, dt.At(ms(float64(10*part+1))), ms(1), "producer-1", dt.ProduceRaw(topic, part, batch), dt.ProducedAt(topic, part, 0, 0))
 					fetch, fetched := dt.FetchOf(topicID, part, 0, -1), dt.FetchedBatches(topicID, part, 78, dt.Stored(batch, 0, 0))
 					fetch.Topics[0].TopicID, fetch.Version = [16]byte{}, 12
 					fetch.Topics[0].Topic, fetched.Topics[0].Topic, fetched.Topics[0].TopicID, fetched.Version = topic, topic, [16]byte{}, 12

@@ -40,7 +40,7 @@ func producer(h *dt.Harness, client, clientID string, at time.Duration, batches 
 		if codes != nil {
 			code = codes[i]
 		}
-		q, _ := h.Call(c, dt.At(at+ms(5)+time.Duration(i)*ms(4)), ms(1.2), clientID, dt.ProduceBatches(topic, 0, b), dt.ProducedAt(topic, 0, code, bases[i]))
+		q, _ := h.Call(c, dt.At(at+ms(5)+time.Duration(i)*ms(4)), ms(1.2), clientID, dt.ProduceRaw(topic, 0, b), dt.ProducedAt(topic, 0, code, bases[i]))
 		out = append(out, q)
 	}
 	return out

@@ -109,6 +109,15 @@ func Or(s, alt string) string {
 	return alt
 }
 
+// ShellOr is s if it can be pasted into a shell command as one word
+// (ShellWord), else placeholder: "<topic>" in a suggested command.
+func ShellOr(s, placeholder string) string {
+	if ShellWord(s) {
+		return s
+	}
+	return placeholder
+}
+
 // ShellWord reports whether s can be pasted into a shell command as one
 // word as it is (for the commands findings suggest).
 func ShellWord(s string) bool {

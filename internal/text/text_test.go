@@ -47,4 +47,7 @@ func TestCountsAndLists(t *testing.T) {
 	if ShellWord("a b") || ShellWord("") || !ShellWord("consumer-1") {
 		t.Error("ShellWord")
 	}
+	if ShellOr("orders", "<topic>") != "orders" || ShellOr("a;rm", "<topic>") != "<topic>" {
+		t.Error("ShellOr")
+	}
 }

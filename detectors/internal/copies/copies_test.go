@@ -94,7 +94,7 @@ func TestCopies(t *testing.T) {
 	c.ID = 7
 	b1 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(0, 3)}.Encode(t)
 	b2 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(3, 2)}.Encode(t)
-	produce := flows.MakeRequest(c, dt.T0, 1, "producer", dt.ProduceBatches("orders", 0, b1, b2))
+	produce := flows.MakeRequest(c, dt.T0, 1, "producer", dt.ProduceRaw("orders", 0, b1, b2))
 	var srcs copies.Sources
 	var got []string
 	each := func(x *copies.Copy) {

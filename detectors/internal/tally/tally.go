@@ -85,6 +85,32 @@ func (t *Codes) Parts() []string {
 	return parts
 }
 
+// Names lists the codes' names, without counts.
+func (t *Codes) Names() []string {
+	var names []string
+	for _, c := range t {
+		if c.N > 0 {
+			names = append(names, decode.ErrorName(c.Code))
+		}
+	}
+	return names
+}
+
+// Entry returns m[k], made by make if absent and m holds fewer than max
+// entries; when m is full it counts the miss in dropped and returns nil.
+func Entry[K comparable, V any](m map[K]*V, k K, max int, dropped *int64, make func() *V) *V {
+	if v := m[k]; v != nil {
+		return v
+	}
+	if len(m) >= max {
+		*dropped++
+		return nil
+	}
+	v := make()
+	m[k] = v
+	return v
+}
+
 // APIs counts by API key: the usual keys in an array, so that counting
 // every exchange costs no map access.
 type APIs struct {
