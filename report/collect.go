@@ -18,6 +18,7 @@ type Collector struct {
 	// counts of events by kind, for the totals.
 	refused, unansweredSYN int64
 	exchanges              int64
+	lag                    LagCollector
 }
 
 type apiKey struct{ key, version int16 }
@@ -48,6 +49,7 @@ func (c *Collector) api(key, version int16) *apiStats {
 
 // OnRequest counts a request frame.
 func (c *Collector) OnRequest(m *flows.Message) {
+	c.lag.OnRequest(m)
 	s := c.api(m.Key, m.Version)
 	s.requests++
 	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
@@ -57,6 +59,7 @@ func (c *Collector) OnRequest(m *flows.Message) {
 
 // OnExchange counts a response and its latency.
 func (c *Collector) OnExchange(x *flows.Exchange) {
+	c.lag.OnExchange(x)
 	if x.Req == nil {
 		return // unmatched: counted per connection
 	}
@@ -177,6 +180,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
 	noteLoss(r.Findings, conns)
+	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
 	keys := make([]apiKey, 0, len(c.apis))
 	for k := range c.apis {
 		keys = append(keys, k)

@@ -24,6 +24,10 @@ type Report struct {
 	Connections []Connection        `json:"connections"`
 	Events      []Event             `json:"events"`
 	Findings    []detectors.Finding `json:"findings"`
+	// Lag is every consumer's and follower's lag per partition (lag.go);
+	// LagDropped counts samples of partitions beyond its bound.
+	Lag        []Lag `json:"lag"`
+	LagDropped int64 `json:"lag_dropped,omitempty"`
 }
 
 // WriteJSON writes r as the --json document: indented, with '<', '>' and

@@ -22,6 +22,7 @@ func WriteText(w io.Writer, r *Report) error {
 	p.apis(r)
 	p.connections(r)
 	p.events(r)
+	p.lag(r)
 	p.findings(r)
 	return p.err
 }
