@@ -96,6 +96,9 @@ type LagTable[T any] struct {
 	// samples of partitions beyond it, not followed.
 	Max     int
 	Dropped int64
+	// Only, if set (RoleConsumer or RoleReplication), follows the
+	// fetches of that role only.
+	Only Role
 
 	series map[LagKey]*LagSeries[T]
 	groups map[groupKey]*[maxGroups]string
@@ -187,7 +190,7 @@ func (t *LagTable[T]) Groups(clientID string, host netip.Addr) []string {
 func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 	t.out = t.out[:0]
 	if req == nil || resp == nil || req.Conn == nil || req.Key != int16(kmsg.Fetch) ||
-		req.Role != RoleConsumer && req.Role != RoleReplication {
+		req.Role != RoleConsumer && req.Role != RoleReplication || t.Only != RoleNone && req.Role != t.Only {
 		return nil
 	}
 	q, ok := req.Req.(*kmsg.FetchRequest)

@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/consumerlag"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -25,5 +26,6 @@ func Analyzers() []*detectors.Analyzer {
 		throttled.Analyzer,
 		l["unanswered-requests"],
 		l["slow-responses"],
+		consumerlag.Analyzer,
 	}
 }
