@@ -72,6 +72,17 @@ type LagSeries[T any] struct {
 	asked, answered uint64 // the exchange that last named it
 }
 
+// Topic names the series' topic: by the name Metadata gave its id (n) if
+// it was fetched by id, else as when the series began.
+func (s *LagSeries[T]) Topic(n *Nodes) string {
+	if s.Key.Topic == "" && n != nil {
+		if name, ok := n.TopicName(s.Key.TopicID); ok {
+			return name
+		}
+	}
+	return s.TopicName
+}
+
 // LagSample is a point taken by LagTable.Fetch, with its series.
 type LagSample[T any] struct {
 	S *LagSeries[T]

@@ -139,7 +139,7 @@ func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 	for _, s := range c.table.Series() {
 		k := &s.Key
 		l := Lag{Role: "consumer", Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
-			Server: s.Server.String(), Topic: s.TopicName, Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: s.Samples,
+			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: s.Samples,
 			First: lagPoint(s.X.First), Last: lagPoint(s.X.Last), Min: lagPoint(s.X.Min), Max: lagPoint(s.X.Max)}
 		if l.Groups == nil {
 			l.Groups = []string{}
@@ -149,12 +149,8 @@ func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 			id := k.Replica
 			l.ReplicaNode = &id
 		}
+		l.Topic = s.Topic(nodes)
 		if nodes != nil {
-			if k.Topic == "" {
-				if name, ok := nodes.TopicName(k.TopicID); ok {
-					l.Topic = name
-				}
-			}
 			if id := nodes.Server(s.Server); id >= 0 {
 				l.ServerNode = &id
 			}

@@ -5,6 +5,8 @@ package all
 import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/consumerlag"
+	"github.com/kfsniff/kfsniff/detectors/fencing"
+	"github.com/kfsniff/kfsniff/detectors/followerlag"
 	"github.com/kfsniff/kfsniff/detectors/legacy"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
@@ -27,5 +29,7 @@ func Analyzers() []*detectors.Analyzer {
 		l["unanswered-requests"],
 		l["slow-responses"],
 		consumerlag.Analyzer,
+		followerlag.Analyzer,
+		fencing.Analyzer,
 	}
 }

@@ -22,10 +22,10 @@
 package consumerlag
 
 import (
-	"sort"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -186,18 +186,20 @@ type part struct {
 	sev     detectors.Severity
 }
 
-type consumer struct {
-	clientID string
-	host     string
-	parts    []part
+// worst orders a consumer's parts: most severe, then the largest rise.
+func worst(a, b *part) bool {
+	if a.sev != b.sev {
+		return a.sev > b.sev
+	}
+	return a.e.rise() > b.e.rise()
 }
 
-// Findings implements detectors.Rule: one per consumer with a partition
-// falling behind. It changes nothing (the slice under way is closed on a
-// copy), so it may be called while the capture runs.
+// Findings implements detectors.Rule: one per consumer (client id and
+// host) with a partition falling behind. It changes nothing (the slice
+// under way is closed on a copy), so it may be called while the capture
+// runs.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	byClient := map[flows.LagKey]*consumer{}
-	var order []*consumer
+	var consumers lagev.Groups[flows.LagKey, part]
 	for _, s := range r.table.Series() {
 		t := s.X
 		cur, ended := step(t.cur, &t.sl)
@@ -215,25 +217,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			continue
 		}
 		pt.sev = detectors.Grade(pt.e.behind(), pt.ongoing)
-		k := flows.LagKey{ClientID: s.Key.ClientID, Host: s.Key.Host}
-		c := byClient[k]
-		if c == nil {
-			c = &consumer{clientID: k.ClientID, host: k.Host.String()}
-			byClient[k] = c
-			order = append(order, c)
-		}
-		c.parts = append(c.parts, pt)
+		consumers.Add(flows.LagKey{ClientID: s.Key.ClientID, Host: s.Key.Host}, pt)
 	}
-	out := make([]detectors.Finding, 0, len(order))
-	for _, c := range order {
-		sort.SliceStable(c.parts, func(i, j int) bool {
-			a, b := &c.parts[i], &c.parts[j]
-			if a.sev != b.sev {
-				return a.sev > b.sev
-			}
-			return a.e.rise() > b.e.rise()
-		})
-		out = append(out, r.finding(p, c))
-	}
+	var out []detectors.Finding
+	consumers.Each(worst, func(k flows.LagKey, parts []part) { out = append(out, r.finding(p, k, parts)) })
 	return out
 }

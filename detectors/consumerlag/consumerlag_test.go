@@ -17,13 +17,12 @@ const broker = "10.1.0.10:9092"
 // partition p from offsets(i)[p] and is answered with high watermarks
 // hws(i)[p], 2 ms later.
 type consumer struct {
-	h        *dt.Harness
-	c        *flows.Conn
-	id       string
-	at       time.Duration
-	every    time.Duration
-	replica  int32
-	lastSent time.Duration
+	h       *dt.Harness
+	c       *flows.Conn
+	id      string
+	at      time.Duration
+	every   time.Duration
+	replica int32
 }
 
 func newConsumer(h *dt.Harness, client, id string) *consumer {
@@ -37,11 +36,7 @@ type pattern struct{ offsets, hws func(i int) []int64 }
 func pat(offsets, hws func(i int) []int64) pattern { return pattern{offsets, hws} }
 
 func (c *consumer) run(n int, p pattern) {
-	for i := range n {
-		c.lastSent = c.at + time.Duration(i)*c.every
-		c.h.Call(c.c, dt.At(c.lastSent), 2*time.Millisecond, c.id, dt.FetchAt(c.replica, "orders", p.offsets(i)...), dt.FetchedAt("orders", p.hws(i)...))
-	}
-	c.at = c.lastSent + c.every
+	c.at = c.h.Fetches(c.c, c.id, c.replica, "orders", c.at, c.every, n, p.offsets, p.hws)
 }
 
 // ramp is a lag rising by rise/55 records a fetch: fetch 55, the floor of
@@ -57,19 +52,14 @@ func linear(base, w, r int64) pattern {
 }
 
 func TestConsumerFallingBehind(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, consumerlag.Analyzer, []dt.Case{
 		{
-			name: "falling behind for 12 s and still behind at the end: error",
-			traffic: func(h *dt.Harness) {
+			Name: "falling behind for 12 s and still behind at the end: error",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "slow-app")
 				c.run(61, linear(1000, 100, 40)) // 60 records further behind per fetch, 12 s
 			},
-			want: []dt.Want{{
+			Want: []dt.Want{{
 				Severity: detectors.Error,
 				// Slices of 2 s: the last floor is fetch 55's lag (3300).
 				Counts: map[string]int64{"partitions": 1, "fetches": 61, "floor_rise": 3300, "lag_max": 3600},
@@ -82,8 +72,8 @@ func TestConsumerFallingBehind(t *testing.T) {
 			}},
 		},
 		{
-			name: "fell behind for 12 s, then caught up: warning",
-			traffic: func(h *dt.Harness) {
+			Name: "fell behind for 12 s, then caught up: warning",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "app")
 				c.run(61, linear(1000, 100, 40))
 				// Producers stop at 7000; the consumer reads 600 a fetch.
@@ -91,104 +81,104 @@ func TestConsumerFallingBehind(t *testing.T) {
 			},
 			// The slice 12-14 s (floor 1800 at 13.8 s) still holds half
 			// of the rise; the next (floor 0 at 14.4 s) ends it.
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"floor_rise": 2700, "fetches": 65},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"floor_rise": 2700, "fetches": 65},
 				Fields:  map[string]any{"still_behind": false, "behind_s": 12.8, "lag_end": int64(1800), "lag_max": int64(3600)},
 				Summary: []string{"then caught up"}}},
 		},
 		{
-			name: "fell behind for 40 s, then caught up: error (lasted long)",
-			traffic: func(h *dt.Harness) {
+			Name: "fell behind for 40 s, then caught up: error (lasted long)",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "app")
 				c.run(201, linear(0, 100, 90))
 				c.run(3, pat(func(i int) []int64 { return []int64{18000 + 1000*int64(i)} }, func(int) []int64 { return []int64{20000} }))
 			},
 			// The slice 40-42 s ends it (floor 0); the last floor in it
 			// is 38-40 s's, fetch 185's lag.
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"still_behind": false, "floor_rise": int64(1850), "behind_s": 38.8}}},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"still_behind": false, "floor_rise": int64(1850), "behind_s": 38.8}}},
 		},
 		{
-			name: "near miss: growth over 9.8 s, short of the window",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: growth over 9.8 s, short of the window",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(50, linear(0, 100, 40))
 			},
 		},
 		{
-			name: "near miss the other way: growth over exactly 10 s",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: growth over exactly 10 s",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(51, linear(0, 100, 40))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 10.0, "floor_rise": int64(2700)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 10.0, "floor_rise": int64(2700)}}},
 		},
 		{
 			// A ramp whose last floor (fetch 55, at 12 s) is 490.
-			name: "near miss: the floor rose by 490 records in 12 s",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: the floor rose by 490 records in 12 s",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, ramp(490))
 			},
 		},
 		{
-			name: "near miss the other way: the floor rose by 500 records in 12 s",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: the floor rose by 500 records in 12 s",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, ramp(500))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"floor_rise": 500}}},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"floor_rise": 500}}},
 		},
 		{
-			name: "near miss: 4 fetches, 4 s apart (min-fetches 5)",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: 4 fetches, 4 s apart (min-fetches 5)",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "app")
 				c.every = 4 * time.Second
 				c.run(4, linear(0, 2000, 100))
 			},
 		},
 		{
-			name: "near miss the other way: 5 fetches, 3 s apart",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: 5 fetches, 3 s apart",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "app")
 				c.every = 3 * time.Second
 				c.run(5, linear(0, 2000, 100))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"fetches": 5, "floor_rise": 7600}}},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"fetches": 5, "floor_rise": 7600}}},
 		},
 		{
-			name: "healthy: idle at the high watermark, long polls for a minute",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: idle at the high watermark, long polls for a minute",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.5:40000", "app")
 				c.every = 500 * time.Millisecond
 				c.run(120, pat(func(int) []int64 { return []int64{5000} }, func(int) []int64 { return []int64{5000} }))
 			},
 		},
 		{
-			name: "healthy: keeping up with a busy topic, lag a few hundred up and down",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: keeping up with a busy topic, lag a few hundred up and down",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(300, pat(func(i int) []int64 { return []int64{int64(i) * 1000} },
 					func(i int) []int64 { return []int64{int64(i)*1000 + int64(i*7919%400)} }))
 			},
 		},
 		{
-			name: "healthy: keeping up in big bursts, lag anywhere from 0 to 2000",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: keeping up in big bursts, lag anywhere from 0 to 2000",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(300, pat(func(i int) []int64 { return []int64{int64(i) * 1000} },
 					func(i int) []int64 { return []int64{int64(i)*1000 + int64(i*7919%2000)} }))
 			},
 		},
 		{
-			name: "healthy: catching up, lag shrinking from 20000 to 0 over 40 s",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: catching up, lag shrinking from 20000 to 0 over 40 s",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(201, pat(func(i int) []int64 { return []int64{int64(i) * 500} },
 					func(i int) []int64 { return []int64{20000 + int64(i)*400} }))
 			},
 		},
 		{
-			name: "a large steady lag that does not grow",
-			traffic: func(h *dt.Harness) {
+			Name: "a large steady lag that does not grow",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(200, pat(func(i int) []int64 { return []int64{int64(i) * 300} },
 					func(i int) []int64 { return []int64{50000 + int64(i)*300 + int64(i*7919%300)} }))
 			},
 		},
 		{
-			name: "growth with a sawtooth: the consumer reads in bursts",
-			traffic: func(h *dt.Harness) {
+			Name: "growth with a sawtooth: the consumer reads in bursts",
+			Traffic: func(h *dt.Harness) {
 				// Every third fetch brings 250 records, the others 0;
 				// producers write 100 per fetch interval.
 				newConsumer(h, "10.2.0.5:40000", "app").run(76, pat(func(i int) []int64 { return []int64{int64(i/3) * 250} },
@@ -196,18 +186,18 @@ func TestConsumerFallingBehind(t *testing.T) {
 			},
 			// Troughs (every third fetch) rise by 50; the last floor is
 			// fetch 75's, 1250.
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 15.0, "lag_start": int64(0), "floor_rise": int64(1250)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 15.0, "lag_start": int64(0), "floor_rise": int64(1250)}}},
 		},
 		{
-			name: "stuck: fetches keep coming, the offset never moves",
-			traffic: func(h *dt.Harness) {
+			Name: "stuck: fetches keep coming, the offset never moves",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, linear(700, 50, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"fetch_offset_from": int64(700), "fetch_offset_to": int64(700)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"fetch_offset_from": int64(700), "fetch_offset_to": int64(700)}}},
 		},
 		{
-			name: "the group comes from the coordinator connection of the same client id and host",
-			traffic: func(h *dt.Harness) {
+			Name: "the group comes from the coordinator connection of the same client id and host",
+			Traffic: func(h *dt.Harness) {
 				coord := h.Conn("10.2.0.5:40001", "10.1.0.11:9092")
 				q, r := dt.GroupHeartbeat("orders-app")
 				h.Call(coord, dt.At(500*time.Millisecond), time.Millisecond, "app", q, r)
@@ -216,49 +206,41 @@ func TestConsumerFallingBehind(t *testing.T) {
 				h.Call(other, dt.At(600*time.Millisecond), time.Millisecond, "app", q, r)
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, linear(0, 100, 40))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"groups": []string{"orders-app"}},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"groups": []string{"orders-app"}},
 				Summary: []string{`consumer "app" on 10.2.0.5 (group "orders-app")`}}},
 		},
 		{
-			name: "per consumer: two partitions behind, one keeping up; another consumer keeping up",
-			traffic: func(h *dt.Harness) {
+			Name: "per consumer: two partitions behind, one keeping up; another consumer keeping up",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, pat(
 					func(i int) []int64 { return []int64{int64(i) * 40, int64(i) * 100, int64(i) * 10} },
 					func(i int) []int64 { return []int64{int64(i) * 100, int64(i) * 100, int64(i) * 50} }))
 				newConsumer(h, "10.2.0.7:40000", "other").run(61, linear(0, 100, 100))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"partitions": 2, "floor_rise": 3300},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"partitions": 2, "floor_rise": 3300},
 				Fields:  map[string]any{"partitions": []string{"orders-0", "orders-2"}, "partition": int32(0)},
 				Summary: []string{"(and 1 more partition)"}}},
 		},
 		{
-			name: "a follower's fetches are not a consumer's",
-			traffic: func(h *dt.Harness) {
+			Name: "a follower's fetches are not a consumer's",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.1.0.12:50000", "broker-2-fetcher-0")
 				c.replica = 2
 				c.run(61, linear(0, 100, 40))
 			},
 		},
 		{
-			name:     "window raised to 20 s: 12 s of growth is quiet",
-			settings: map[string]string{"window": "20s"},
-			traffic: func(h *dt.Harness) {
+			Name:     "window raised to 20 s: 12 s of growth is quiet",
+			Settings: map[string]string{"window": "20s"},
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, linear(0, 100, 40))
 			},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"consumer-falling-behind": tc.settings}, consumerlag.Analyzer)
-			tc.traffic(h)
-			fs := h.Findings()
-			dt.Check(t, fs, "consumer-falling-behind", tc.want...)
-			for _, f := range fs {
-				if !strings.Contains(f.Next, "kafka-consumer-groups.sh") || !strings.Contains(f.Next, "records-lag-max") {
-					t.Errorf("check next names neither the command nor the metric: %s", f.Next)
-				}
-			}
-		})
-	}
+	}, func(t *testing.T, f *detectors.Finding) {
+		if !strings.Contains(f.Next, "kafka-consumer-groups.sh") || !strings.Contains(f.Next, "records-lag-max") {
+			t.Errorf("check next names neither the command nor the metric: %s", f.Next)
+		}
+	})
 }
 
 // TestSnapshotChangesNothing: findings asked for mid-capture do not change

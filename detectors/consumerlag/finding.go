@@ -3,12 +3,11 @@ package consumerlag
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -52,85 +51,51 @@ type Finding struct {
 	p       Params
 }
 
-func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
-	w := &c.parts[0]
+func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detectors.Finding {
+	w := &parts[0]
 	s, e := w.s, &w.e
 	f := &Finding{
-		ClientID: c.clientID, Client: c.host, Groups: r.table.Groups(c.clientID, s.Key.Host),
-		Topic: s.TopicName, Partition: s.Key.Partition,
+		ClientID: k.ClientID, Client: k.Host.String(), Groups: r.table.Groups(k.ClientID, k.Host),
+		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition,
 		LagStart: e.start.Lag, LagMax: e.peak.Lag, LagEnd: e.last.Lag, FloorRise: e.rise(),
 		BehindSeconds: text.Seconds(e.behind()), GrowthPerSec: text.Rate(e.peak.Lag-e.start.Lag, e.peak.Time.Sub(e.start.Time)),
-		Fetches:    e.fetches,
-		OffsetFrom: e.start.Offset, OffsetTo: e.last.Offset, StillBehind: w.ongoing, ReadCommitted: s.ReadCommitted,
-		e: *e, more: len(c.parts) - 1, dropped: r.table.Dropped, p: r.p,
+		Fetches: e.fetches, OffsetFrom: e.start.Offset, OffsetTo: e.last.Offset, StillBehind: w.ongoing,
+		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.Dropped, p: r.p,
 	}
 	if f.Groups == nil {
 		f.Groups = []string{}
 	}
-	f.Topic = topicName(p, s)
 	sev := detectors.Info
-	first, last := e.start.Time, e.last.Time
-	conns := map[int]bool{}
-	servers := map[netip.AddrPort]bool{}
-	subj := detectors.Subject{ClientIDs: []string{c.clientID}, Clients: []netip.Addr{s.Key.Host}}
-	var ev []detectors.Evidence
-	for i := range c.parts {
-		pt := &c.parts[i]
-		topic := topicName(p, pt.s)
-		name := topic + "-" + strconv.Itoa(int(pt.s.Key.Partition))
-		f.Partitions = append(f.Partitions, name)
+	var (
+		span  lagev.Span
+		where lagev.Where
+		ev    []detectors.Evidence
+	)
+	for i := range parts {
+		pt := &parts[i]
+		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition, pt.e.start.Time, pt.e.last.Time)
 		sev = max(sev, pt.sev)
-		if pt.e.start.Time.Before(first) {
-			first = pt.e.start.Time
-		}
-		if pt.e.last.Time.After(last) {
-			last = pt.e.last.Time
-		}
-		servers[pt.s.Server] = true
-		subj.Partitions = append(subj.Partitions, detectors.TopicPartition{Topic: topic, Partition: pt.s.Key.Partition})
-		pts := []flows.LagPoint{pt.e.start, pt.e.last}
-		if i == 0 {
-			pts = []flows.LagPoint{pt.e.start, pt.e.floor, pt.e.peak, pt.e.last, pt.e.end}
-		}
-		if i < 4 {
-			for _, lp := range pts {
-				if lp.Packet != 0 && !hasPacket(ev, lp) {
-					ev = append(ev, evidence(name, lp))
-				}
-			}
-		}
-		for _, lp := range []flows.LagPoint{pt.e.start, pt.e.peak, pt.e.last} {
-			conns[lp.Conn] = true
+		where.Add(pt.s.Server, pt.e.start, pt.e.peak, pt.e.last)
+		switch {
+		case i == 0:
+			ev = lagev.Append(ev, name, pt.e.start, pt.e.floor, pt.e.peak, pt.e.last, pt.e.end)
+		case i < 4:
+			ev = lagev.Append(ev, name, pt.e.start, pt.e.last)
 		}
 	}
 	detectors.SortEvidence(ev)
-	ids := tally.IDs{}
-	for ap := range servers {
-		f.Servers = append(f.Servers, p.Label(ap))
-		subj.Servers = append(subj.Servers, ap)
-		if p.Nodes != nil {
-			ids.Add(p.Nodes.Server(ap))
-		}
-	}
-	sort.Strings(f.Servers)
-	sort.Slice(subj.Servers, func(i, j int) bool { return subj.Servers[i].Compare(subj.Servers[j]) < 0 })
-	connIDs := make([]int, 0, len(conns))
-	for id := range conns {
-		connIDs = append(connIDs, id)
-	}
-	sort.Ints(connIDs)
+	f.Partitions = span.Names
+	subj := detectors.Subject{ClientIDs: []string{k.ClientID}, Clients: []netip.Addr{k.Host}, Partitions: span.Partitions}
 	var nodes []int32
-	if len(ids) > 0 {
-		nodes = ids.Sorted()
-	}
+	f.Servers, subj.Servers, nodes = where.Servers(p)
 	return detectors.Finding{
 		Severity: sev,
-		First:    first,
-		Last:     last,
-		Conns:    connIDs,
+		First:    span.First,
+		Last:     span.Last,
+		Conns:    where.Conns(),
 		Nodes:    nodes,
 		Counts: map[string]int64{
-			"partitions": int64(len(c.parts)),
+			"partitions": int64(len(parts)),
 			"fetches":    int64(e.fetches),
 			"floor_rise": e.rise(),
 			"lag_max":    e.peak.Lag,
@@ -139,31 +104,6 @@ func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
 		Subject:  subj,
 		Detail:   f,
 	}
-}
-
-// topicName names the series' topic, by the name Metadata gave its id if
-// it was fetched by id.
-func topicName(p *detectors.Pass, s *flows.LagSeries[track]) string {
-	if s.Key.Topic == "" && p.Nodes != nil {
-		if n, ok := p.Nodes.TopicName(s.Key.TopicID); ok {
-			return n
-		}
-	}
-	return s.TopicName
-}
-
-func evidence(part string, lp flows.LagPoint) detectors.Evidence {
-	return detectors.Evidence{File: lp.File, Packet: lp.Packet, Conn: lp.Conn,
-		What: fmt.Sprintf("Fetch response for %s: high watermark %d, fetch offset %d: lag %d", part, lp.HighWatermark, lp.Offset, lp.Lag)}
-}
-
-func hasPacket(ev []detectors.Evidence, lp flows.LagPoint) bool {
-	for _, e := range ev {
-		if e.File == lp.File && e.Packet == lp.Packet {
-			return true
-		}
-	}
-	return false
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -222,12 +162,7 @@ func (f *Finding) Explanation() string {
 	} else {
 		fmt.Fprintf(&b, " By the end its floor had come down again (lag %d at the last fetch).", f.LagEnd)
 	}
-	if len(f.Partitions) > 1 {
-		fmt.Fprintf(&b, " Partitions falling behind: %s.", text.List(f.Partitions, 8))
-	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d samples of partitions beyond the %d followed were not examined.)", f.dropped, flows.DefaultMaxLagSeries)
-	}
+	b.WriteString(lagev.Others("falling behind", f.Partitions, f.dropped))
 	return b.String()
 }
 

@@ -1,7 +1,11 @@
 package detectortest
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Builders for the lag rules: Fetch requests at chosen offsets and their
@@ -51,4 +55,16 @@ func GroupHeartbeat(group string) (*kmsg.HeartbeatRequest, *kmsg.HeartbeatRespon
 	r := kmsg.NewPtrHeartbeatResponse()
 	r.Version = 4
 	return q, r
+}
+
+// Fetches delivers n Fetch exchanges of topic on c, every apart from at,
+// each answered 1 ms later: fetch i asks partitions 0, 1, ... from
+// offsets(i) and is answered with the high watermarks hws(i). It returns
+// the time of the next fetch.
+func (h *Harness) Fetches(c *flows.Conn, clientID string, replica int32, topic string, at, every time.Duration, n int, offsets, hws func(i int) []int64) time.Duration {
+	for i := range n {
+		h.Call(c, At(at), time.Millisecond, clientID, FetchAt(replica, topic, offsets(i)...), FetchedAt(topic, hws(i)...))
+		at += every
+	}
+	return at
 }
