@@ -97,6 +97,9 @@ type broker struct {
 	lastPacket          uint64
 	slowest, widest     point // longest round trip, longest gap
 	slow, gaps, timeout int64 // round trips and gaps approaching the timeout, heartbeats timed out
+	// firstSlow and lastSlow are when the first and the last of those
+	// heartbeats were sent.
+	firstSlow, lastSlow time.Time
 	codes               tally.Codes
 	// cur is the fenced-while-alive episode under way; longest the
 	// longest; episodes counts them.
@@ -156,6 +159,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if gap := x.Req.Time.Sub(b.lastReq); gap > 0 {
 			if gap >= r.near {
 				b.gaps++
+				b.sawSlow(x.Req.Time)
 			}
 			if gap > b.widest.d {
 				b.widest = point{ev: detectors.EvidenceAt(x.Req, ""), at: x.Req.Time, d: gap, prev: b.lastPacket}
@@ -181,6 +185,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		b.codes.Add(resp.ErrorCode)
 		if resp.ErrorCode == 7 { // REQUEST_TIMED_OUT: the controller gave up on it
 			b.timeout++
+			b.sawSlow(x.Req.Time)
 		}
 		return
 	}
@@ -221,9 +226,17 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	}
 }
 
+func (b *broker) sawSlow(t time.Time) {
+	if b.firstSlow.IsZero() {
+		b.firstSlow = t
+	}
+	b.lastSlow = t
+}
+
 func (r *rule) roundTrip(b *broker, x *detectors.Exchange, d time.Duration, unanswered bool) {
 	if d >= r.near {
 		b.slow++
+		b.sawSlow(x.Req.Time)
 	}
 	if d <= b.slowest.d {
 		return

@@ -95,6 +95,9 @@ func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
 		ids.Add(id)
 	}
 	first, last := b.first, b.last
+	if v.slow && !b.firstSlow.IsZero() {
+		first, last = b.firstSlow, b.lastSlow
+	}
 	if v.fenced.n > 0 {
 		first, last = v.fenced.first.at, v.fenced.last.at
 		if v.fenced.end.set() {

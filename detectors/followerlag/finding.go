@@ -15,11 +15,12 @@ import (
 // partitions; the numbers are its worst partition's. Its exported fields
 // are the finding's "fields".
 type Finding struct {
-	Follower   int32  `json:"follower"`
-	ClientID   string `json:"client_id"`
-	Client     string `json:"client"`
-	Leader     string `json:"leader"`
-	LeaderNode *int32 `json:"leader_node,omitempty"`
+	Follower int32  `json:"follower"`
+	ClientID string `json:"client_id"`
+	Client   string `json:"client"`
+	Leader   string `json:"leader"`
+	// LeaderNode is the leader's node id, -1 if unknown.
+	LeaderNode int32 `json:"leader_node"`
 	// Partitions are those trailing, worst first ("orders-0").
 	Partitions []string `json:"partitions"`
 	Topic      string   `json:"topic"`
@@ -49,16 +50,14 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition,
 		TrailStart: u.first.Lag, TrailMax: u.most.Lag, TrailEnd: u.last.Lag, DurationSeconds: text.Seconds(u.length()),
 		Fetches: u.fetches, StillTrailing: u.end.Packet == 0, CatchingUp: u.catchingUp(),
-		u: *u, more: len(parts) - 1, dropped: r.table.Dropped, p: r.p,
+		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.Dropped, p: r.p,
+	}
+	if p.Nodes != nil {
+		f.LeaderNode = p.Nodes.Server(fl.leader)
 	}
 	ids := tally.IDs{}
 	ids.Add(fl.node)
-	if p.Nodes != nil {
-		if id := p.Nodes.Server(fl.leader); id >= 0 {
-			f.LeaderNode = &id
-			ids.Add(id)
-		}
-	}
+	ids.Add(f.LeaderNode)
 	sev := detectors.Info
 	var (
 		span  lagev.Span
