@@ -162,6 +162,12 @@ func TestLagFollowerAndReadCommitted(t *testing.T) {
 	if ss := r.table.Series(); len(ss) != 2 || ss[0].Key.Replica != 3 {
 		t.Errorf("follower series %+v", ss)
 	}
+	// A table following consumers only leaves followers out.
+	cons := &lagRig{t: t}
+	cons.table.Only = flows.RoleConsumer
+	if got := cons.call(c, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{1: 40}), lagFetched(12, "orders", map[int32]int64{1: 90})); len(got) != 0 || cons.table.Len() != 0 {
+		t.Errorf("a consumers-only table sampled a follower: %v", got)
+	}
 	// read_committed: the last stable offset bounds the lag.
 	q := lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100})
 	q.IsolationLevel = 1
