@@ -10,15 +10,13 @@ import (
 	"github.com/kfsniff/kfsniff/report"
 )
 
-// findingsOf returns the findings of one detector.
-func findingsOf(r *report.Report, detector string) []detectors.Finding {
-	var out []detectors.Finding
+// perDetector counts the findings of each detector.
+func perDetector(r *report.Report) map[string]int {
+	n := map[string]int{}
 	for _, f := range r.Findings {
-		if f.Detector == detector {
-			out = append(out, f)
-		}
+		n[f.Detector]++
 	}
-	return out
+	return n
 }
 
 // lagRows returns the report's lag series of a client id.
@@ -68,11 +66,12 @@ func TestRecordedSlowConsumer(t *testing.T) {
 			l.First.Lag, l.Last.Lag, l.Max.Lag, len(l.Points))
 	}
 
-	fs := findingsOf(r, "consumer-falling-behind")
-	if len(fs) != 1 {
-		t.Fatalf("%d consumer-falling-behind findings, want 1:%s", len(fs), describe(r.Findings))
+	counts := perDetector(r)
+	if counts["consumer-falling-behind"] != 1 {
+		t.Fatalf("%d consumer-falling-behind findings, want 1:%s", counts["consumer-falling-behind"], describe(r.Findings))
 	}
-	f := fs[0]
+	f := finding(t, r, "consumer-falling-behind")
+	fs := []detectors.Finding{*f}
 	if f.Severity != detectors.Error || f.Fields["client_id"] != "kfsniff-slow-consumer" || f.Fields["still_behind"] != true ||
 		!slices.Equal(f.Fields["groups"].([]string), []string{side.Sent.Group}) || f.Fields["topic"] != "clicks" {
 		t.Errorf("finding:%s", describe(fs))
@@ -85,8 +84,8 @@ func TestRecordedSlowConsumer(t *testing.T) {
 		t.Errorf("evidence %+v: want the growth's first fetch (packet %d) first", f.Evidence, l.First.Packet)
 	}
 	for _, other := range []string{"follower-out-of-sync", "broker-fenced-while-alive"} {
-		if n := len(findingsOf(r, other)); n != 0 {
-			t.Errorf("%d %s findings on a consumer's traffic", n, other)
+		if counts[other] != 0 {
+			t.Errorf("%d %s findings on a consumer's traffic", counts[other], other)
 		}
 	}
 }
@@ -113,9 +112,10 @@ func TestLagOfHealthyConsumers(t *testing.T) {
 					t.Errorf("%s-%d: groups %v, last lag %d: want %s, 0", l.Topic, l.Partition, l.Groups, l.Last.Lag, tc.group)
 				}
 			}
+			counts := perDetector(r)
 			for _, d := range []string{"consumer-falling-behind", "follower-out-of-sync", "broker-fenced-while-alive"} {
-				if fs := findingsOf(r, d); len(fs) != 0 {
-					t.Errorf("healthy traffic:%s", describe(fs))
+				if counts[d] != 0 {
+					t.Errorf("healthy traffic: %d %s findings:%s", counts[d], d, describe(r.Findings))
 				}
 			}
 		})

@@ -32,6 +32,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -95,6 +96,8 @@ type broker struct {
 	unfencedSeen        bool
 	lastReq             time.Time
 	lastPacket          uint64
+	lastConn            *flows.ConnInfo
+	lastGaps            int
 	slowest, widest     point // longest round trip, longest gap
 	slow, gaps, timeout int64 // round trips and gaps approaching the timeout, heartbeats timed out
 	// firstSlow and lastSlow are when the first and the last of those
@@ -155,7 +158,10 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		b.first = x.Req.Time
 	}
 	b.last = x.Req.Time
-	if !b.lastReq.IsZero() {
+	// A gap across segments the capture lost on the connection may hide
+	// heartbeats: it is not measured.
+	lost := x.Conn == b.lastConn && x.ConnGaps > b.lastGaps
+	if !b.lastReq.IsZero() && !lost {
 		if gap := x.Req.Time.Sub(b.lastReq); gap > 0 {
 			if gap >= r.near {
 				b.gaps++
@@ -166,7 +172,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			}
 		}
 	}
-	b.lastReq, b.lastPacket = x.Req.Time, x.Req.Packet
+	b.lastReq, b.lastPacket, b.lastConn, b.lastGaps = x.Req.Time, x.Req.Packet, x.Conn, x.ConnGaps
 	switch {
 	case x.Unanswered:
 		// Waited at least until the end.
