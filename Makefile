@@ -35,6 +35,7 @@ test: ## vet, build and run every test (what CI runs)
 fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captures
 	$(GO) run ./fixtures/fixturegen -o fixtures/pcaps
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps
+	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps slow-consumer-kgo-kfake
 
 .PHONY: bench
 bench: ## run the Go benchmarks

@@ -19,6 +19,7 @@ type Collector struct {
 	refused, unansweredSYN int64
 	exchanges              int64
 	inv                    *inventory // clients[] (clients.go)
+	lag                    LagCollector
 }
 
 type apiKey struct{ key, version int16 }
@@ -50,6 +51,7 @@ func (c *Collector) api(key, version int16) *apiStats {
 // OnRequest counts a request frame.
 func (c *Collector) OnRequest(m *flows.Message) {
 	c.inv.request(m)
+	c.lag.OnRequest(m)
 	s := c.api(m.Key, m.Version)
 	s.requests++
 	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
@@ -60,6 +62,7 @@ func (c *Collector) OnRequest(m *flows.Message) {
 // OnExchange counts a response and its latency.
 func (c *Collector) OnExchange(x *flows.Exchange) {
 	c.inv.exchange(x)
+	c.lag.OnExchange(x)
 	if x.Req == nil {
 		return // unmatched: counted per connection
 	}
@@ -181,6 +184,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	}
 	noteLoss(r.Findings, conns)
 	r.Clients, r.ClientsNotListed = c.inv.build(nodes), c.inv.cut
+	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
 	keys := make([]apiKey, 0, len(c.apis))
 	for k := range c.apis {
 		keys = append(keys, k)

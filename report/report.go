@@ -29,6 +29,10 @@ type Report struct {
 	// counts the requests of clients past its bound.
 	Clients          []Client `json:"clients"`
 	ClientsNotListed int64    `json:"clients_not_listed_requests"`
+	// Lag is every consumer's and follower's lag per partition (lag.go);
+	// LagDropped counts samples of partitions beyond its bound.
+	Lag        []Lag `json:"lag"`
+	LagDropped int64 `json:"lag_dropped,omitempty"`
 }
 
 // WriteJSON writes r as the --json document: indented, with '<', '>' and

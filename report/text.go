@@ -23,6 +23,7 @@ func WriteText(w io.Writer, r *Report) error {
 	p.connections(r)
 	p.events(r)
 	p.clients(r)
+	p.lag(r)
 	p.findings(r)
 	return p.err
 }

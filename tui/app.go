@@ -101,6 +101,9 @@ type ui struct {
 
 	findingText *tview.TextView
 
+	lag      lagContent
+	lagTable *tview.Table
+
 	promptKind  promptKind
 	paused      bool
 	ended       bool
@@ -228,7 +231,8 @@ func (u *ui) build() {
 		AddPage("main", u.main, true, true).
 		AddPage("detail", detail, true, false).
 		AddPage("help", helpBox, true, false).
-		AddPage("finding", findingBox, true, false)
+		AddPage("finding", findingBox, true, false).
+		AddPage("lag", u.buildLag(), true, false)
 
 	u.prompt = tview.NewInputField().SetFieldBackgroundColor(tcell.ColorDefault)
 	u.prompt.SetDoneFunc(u.promptDone)
@@ -284,6 +288,8 @@ const helpText = `
   [yellow]1[-]..[yellow]9[-] [yellow]0[-] [yellow]<[-] [yellow]>[-]  Connections: sort by the n-th column, the previous
                or next one; the same digit again reverses
   [yellow]i[-]            Findings: the finding in full
+  [yellow]l[-]            lag: each consumer's and follower's high watermark
+               minus fetch offset, per partition, over time
   [yellow]j k g G[-]      down, up, first, last (arrows, PgUp, PgDn too);
                Exchanges follow the newest while the last row is selected
   [yellow]q[-]            quit (Ctrl-C too): the report is printed
@@ -361,6 +367,9 @@ func (u *ui) tick(force bool) {
 			u.refreshExchanges()
 			u.refreshFindings()
 			u.refreshStats()
+			if front, _ := u.pages.GetFrontPage(); front == "lag" {
+				u.refreshLag()
+			}
 		}
 	}
 	u.refreshStatus()
@@ -553,8 +562,9 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 		return ev // the prompt's own keys; Enter and Esc end it
 	}
 	front, _ := u.pages.GetFrontPage()
-	if front == "help" || front == "finding" {
-		if ev.Key() == tcell.KeyEscape || ev.Key() == tcell.KeyRune && (ev.Rune() == '?' || ev.Rune() == 'i') {
+	if front == "help" || front == "finding" || front == "lag" {
+		r := ev.Rune()
+		if ev.Key() == tcell.KeyEscape || ev.Key() == tcell.KeyRune && (front == "lag" && r == 'l' || front != "lag" && (r == '?' || r == 'i')) {
 			u.pages.HidePage(front)
 			u.restoreFocus()
 			return nil
@@ -596,6 +606,11 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 		u.app.SetFocus(u.help)
 	case '/':
 		u.openPrompt(promptFilter, "/", u.xs.filter.String())
+	case 'l':
+		if front != "main" {
+			return ev
+		}
+		u.toggleLag()
 	case 'p':
 		u.paused = !u.paused
 		u.tick(!u.paused)

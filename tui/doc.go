@@ -72,7 +72,8 @@
 // finding's evidence, an API's exchanges); Esc goes back (closes the
 // detail or help, leaves a drill-down, clears the filter); / filters the
 // exchanges (see Filter); p pauses the display while the capture
-// continues; w saves the capture so far; i shows a finding in full; 1..9,
+// continues; w saves the capture so far; i shows a finding in full; l shows
+// each consumer's and follower's lag per partition (Model.Lag); 1..9,
 // 0, < and > sort the connections; j k g G and the arrows move; q quits.
 // The exchanges follow the newest while the last row is selected.
 package tui

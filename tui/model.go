@@ -15,6 +15,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/hist"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // ModelConfig bounds what a Model keeps. The zero value uses the defaults.
@@ -241,6 +242,8 @@ type Model struct {
 	counters Counters
 	status   Status
 	rate     window
+	// lag follows consumers' and followers' lag (lag.go).
+	lag report.LagCollector
 }
 
 type connState struct {
@@ -387,6 +390,7 @@ func (m *Model) OnRequest(msg *flows.Message) {
 		cs.refresh(msg.Time)
 	}
 	m.api(msg.Key).requests++
+	m.lag.OnRequest(msg)
 	m.status.Requests++
 	m.seen(msg)
 	m.mu.Unlock()
@@ -489,6 +493,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 			}
 		}
 	}
+	m.lag.OnExchange(x)
 	m.push(r)
 	cs.push(r, m.cfg.ConnHistory)
 	m.rate.add(now)

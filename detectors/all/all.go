@@ -4,11 +4,14 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/consumerlag"
 	"github.com/kfsniff/kfsniff/detectors/divergence"
 	"github.com/kfsniff/kfsniff/detectors/dupbatches"
 	"github.com/kfsniff/kfsniff/detectors/electionstall"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
+	"github.com/kfsniff/kfsniff/detectors/fencing"
 	"github.com/kfsniff/kfsniff/detectors/fetchsession"
+	"github.com/kfsniff/kfsniff/detectors/followerlag"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
 	"github.com/kfsniff/kfsniff/detectors/kafka40"
 	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
@@ -53,5 +56,8 @@ func Analyzers() []*detectors.Analyzer {
 		minisr.Analyzer,
 		recreated.Analyzer,
 		fetchsession.Analyzer,
+		consumerlag.Analyzer,
+		followerlag.Analyzer,
+		fencing.Analyzer,
 	}
 }

@@ -2,17 +2,14 @@ package detectortest
 
 import (
 	"net/netip"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/decode"
-	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -22,7 +19,7 @@ import (
 // fetches, produce requests of several partitions, the answers naming a
 // leader (KIP-951), Metadata naming leaders, KRaft broker heartbeats; and
 // the ways their tests make traffic (Every, Schedule) and run their cases
-// (RunCases).
+// (Run, cases.go).
 
 // RaftFetch is a KRaft fetch (v17) of __cluster_metadata by node from
 // offset at epoch, with the replica state of a KRaft observer.
@@ -226,49 +223,6 @@ func (s *Schedule) Run(h *Harness) {
 	}
 	for _, x := range never {
 		h.Exchange(x)
-	}
-}
-
-// Case is one specification of a rule: the traffic, the rule's settings,
-// and what its findings must show (Check), and of every finding its node
-// ids and strings its explanation and next steps contain, where set.
-type Case struct {
-	Name        string
-	Settings    map[string]string
-	Traffic     func(h *Harness)
-	Want        []Want
-	Nodes       []int32
-	Explanation []string
-	Next        []string
-}
-
-// RunCases runs each case as a subtest, with a new harness running a.
-func RunCases(t *testing.T, a *detectors.Analyzer, cases []Case) {
-	for _, tc := range cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			h := New(t, map[string]map[string]string{a.Name: tc.Settings}, a)
-			tc.Traffic(h)
-			fs := h.Findings()
-			Check(t, fs, a.Name, tc.Want...)
-			for _, f := range fs {
-				if f.Detector != a.Name {
-					continue
-				}
-				if tc.Nodes != nil && !slices.Equal(f.Nodes, tc.Nodes) {
-					t.Errorf("%s: nodes %v, want %v", a.Name, f.Nodes, tc.Nodes)
-				}
-				for _, s := range tc.Explanation {
-					if !strings.Contains(f.Explanation, s) {
-						t.Errorf("%s: explanation %q lacks %q", a.Name, f.Explanation, s)
-					}
-				}
-				for _, s := range tc.Next {
-					if !strings.Contains(f.Next, s) {
-						t.Errorf("%s: next %q lacks %q", a.Name, f.Next, s)
-					}
-				}
-			}
-		})
 	}
 }
 

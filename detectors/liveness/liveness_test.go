@@ -53,7 +53,7 @@ func election(n int) func(i int) kmsg.Response {
 func refused(h *dt.Harness, n int) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", election(n)) }
 
 func TestLivenessWithoutReplication(t *testing.T) {
-	dt.RunCases(t, liveness.Analyzer, slices.Concat([]dt.Case{
+	dt.Run(t, liveness.Analyzer, slices.Concat([]dt.Case{
 		{
 			Name:    "heartbeats fine, raft fetches refused by another controller",
 			Traffic: func(h *dt.Harness) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", notLeader) },
@@ -154,7 +154,7 @@ func TestLivenessWithoutReplication(t *testing.T) {
 		dt.Edge("min-heartbeats (3 during the run)", map[string]string{"min-duration": "1s"},
 			dt.Want{Severity: detectors.Error, Counts: map[string]int64{"raft_fetches": 20, "heartbeats": 3}},
 			func(h *dt.Harness) { refused(h, 20) }, func(h *dt.Harness) { refused(h, 16) }),
-	))
+	), nil)
 }
 
 // TestLivenessLeaderFromHeartbeats: with no raft answer naming a leader,

@@ -64,7 +64,7 @@ func burst(h *dt.Harness, c *flows.Conn) {
 // TestNotLeaderLoop builds each shape of the loop, the ways real clients
 // retry, and the near misses a leadership change makes.
 func TestNotLeaderLoop(t *testing.T) {
-	dt.RunCases(t, notleader.Analyzer, slices.Concat([]dt.Case{
+	dt.Run(t, notleader.Analyzer, slices.Concat([]dt.Case{
 		{
 			Name: "KRaft observer ignores the leader named by two controllers (KAFKA-19354)",
 			Traffic: func(h *dt.Harness) {
@@ -337,7 +337,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			func(h *dt.Harness) { legacyLoop(h, 6, 2*time.Second) }, func(h *dt.Harness) { legacyLoop(h, 5, 2500*time.Millisecond) }),
 		dt.Edge("min-duration (12 answers over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 12}},
 			func(h *dt.Harness) { legacyLoop(h, 12, 910*time.Millisecond) }, func(h *dt.Harness) { legacyLoop(h, 12, 899*time.Millisecond) }),
-	))
+	), nil)
 }
 
 func of(fs []detectors.Finding) []detectors.Finding {

@@ -24,7 +24,7 @@ func stuck(h *dt.Harness, n int, step time.Duration) {
 }
 
 func TestStalledFetch(t *testing.T) {
-	dt.RunCases(t, stalledfetch.Analyzer, slices.Concat([]dt.Case{
+	dt.Run(t, stalledfetch.Analyzer, slices.Concat([]dt.Case{
 		{
 			Name:    "consumer behind the high watermark gets nothing back",
 			Traffic: func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
@@ -240,5 +240,5 @@ func TestStalledFetch(t *testing.T) {
 			func(h *dt.Harness) { stuck(h, 20, 527*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 19, 560*time.Millisecond) }),
 		dt.Edge("min-duration (30 fetches over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 30}},
 			func(h *dt.Harness) { stuck(h, 30, 345*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 30, 341*time.Millisecond) }),
-	))
+	), nil)
 }

@@ -1,0 +1,61 @@
+package detectortest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kfsniff/kfsniff/detectors"
+)
+
+// Case is one specification of a rule: traffic, the rule's settings, and
+// the findings it must give (none: it must stay quiet); of every finding,
+// where set, its node ids and strings its explanation and next steps
+// contain.
+type Case struct {
+	Name        string
+	Settings    map[string]string
+	Traffic     func(h *Harness)
+	Want        []Want
+	Nodes       []int32
+	Explanation []string
+	Next        []string
+}
+
+// Run runs each case as a subtest on a fresh harness of analyzer a and
+// checks its findings (Check, then Nodes, Explanation, Next); also, if
+// set, is called with every finding of a case, for what all of a rule's
+// findings must show.
+func Run(t *testing.T, a *detectors.Analyzer, cases []Case, also func(t *testing.T, f *detectors.Finding)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			h := New(t, map[string]map[string]string{a.Name: tc.Settings}, a)
+			tc.Traffic(h)
+			fs := h.Findings()
+			Check(t, fs, a.Name, tc.Want...)
+			for i := range fs {
+				f := &fs[i]
+				if f.Detector != a.Name {
+					continue
+				}
+				if tc.Nodes != nil && !slices.Equal(f.Nodes, tc.Nodes) {
+					t.Errorf("%s: nodes %v, want %v", a.Name, f.Nodes, tc.Nodes)
+				}
+				for _, s := range tc.Explanation {
+					if !strings.Contains(f.Explanation, s) {
+						t.Errorf("%s: explanation %q lacks %q", a.Name, f.Explanation, s)
+					}
+				}
+				for _, s := range tc.Next {
+					if !strings.Contains(f.Next, s) {
+						t.Errorf("%s: next %q lacks %q", a.Name, f.Next, s)
+					}
+				}
+				if also != nil {
+					also(t, f)
+				}
+			}
+		})
+	}
+}

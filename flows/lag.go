@@ -1,0 +1,355 @@
+package flows
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// Lag on the wire. A fetcher's lag on a partition is the high watermark a
+// Fetch response gives minus the fetch offset its request asked from: the
+// records it has still to read. A consumer's is how far it is behind the
+// producers (what the consumer metric records-lag and kafka-consumer-groups.sh
+// show); a follower's is how far its replica trails the leader's high
+// watermark, which an in-sync follower never does (the leader counts the
+// follower's fetch offset before it advances the high watermark), so a
+// follower behind it is out of the ISR.
+//
+// A LagTable follows each fetcher's partitions through fetch sessions
+// (KIP-227): an incremental request names a partition only when its fetch
+// offset changed, and an incremental response names it only when
+// something changed (records, high watermark, an error), so the last
+// offset asked and the last high watermark given are remembered per
+// partition and a sample is taken whenever either side names it.
+
+// LagKey names one fetcher's view of one partition: the client (client id
+// and host), the node it fetches for (a follower's node id, -1 for a
+// consumer) and the partition (by name, or by topic id from Fetch v13).
+type LagKey struct {
+	ClientID  string
+	Host      netip.Addr
+	Replica   int32
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+}
+
+// LagPoint is one sample of a fetcher's lag: at the response's packet, the
+// fetch offset asked and the high watermark given.
+type LagPoint struct {
+	Time          time.Time
+	File          int
+	Packet        uint64
+	Conn          int
+	Offset        int64
+	HighWatermark int64
+	// Lag is HighWatermark - Offset (the last stable offset for a
+	// read_committed fetcher), 0 when the fetcher is at or past it.
+	Lag int64
+}
+
+// LagSeries is one key's state, and what the table's owner keeps for it
+// (X).
+type LagSeries[T any] struct {
+	Key LagKey
+	// TopicName is the topic's name as known when the series began (a
+	// topic id learned later is named by Nodes.TopicName).
+	TopicName string
+	// ReadCommitted is set when the fetcher reads committed records only:
+	// its lag is measured to the last stable offset.
+	ReadCommitted bool
+	// Offset is the last fetch offset asked (-1 before any), HighWatermark
+	// and LastStable the last given (-1 before any, or after an error).
+	Offset, HighWatermark, LastStable int64
+	// Server is the broker last fetched from.
+	Server netip.AddrPort
+	// Samples counts the points taken.
+	Samples int64
+	X       T
+
+	asked, answered uint64 // the exchange that last named it
+}
+
+// Topic names the series' topic: by the name Metadata gave its id (n) if
+// it was fetched by id, else as when the series began.
+func (s *LagSeries[T]) Topic(n *Nodes) string {
+	if s.Key.Topic == "" && n != nil {
+		if name, ok := n.TopicName(s.Key.TopicID); ok {
+			return name
+		}
+	}
+	return s.TopicName
+}
+
+// LagSample is a point taken by LagTable.Fetch, with its series.
+type LagSample[T any] struct {
+	S *LagSeries[T]
+	P LagPoint
+}
+
+// DefaultMaxLagSeries bounds a LagTable whose Max is not set.
+const DefaultMaxLagSeries = 4096
+
+// maxGroupKeys bounds the client ids and hosts whose groups are learned;
+// maxGroups the groups kept for one.
+const (
+	maxGroupKeys = 4096
+	maxGroups    = 4
+)
+
+// LagTable follows the lag of every consumer's and follower's partitions,
+// each with the owner's state T; the zero value is ready. Its owner feeds
+// it requests (Request, for consumer groups) and Fetch exchanges (Fetch).
+type LagTable[T any] struct {
+	// Max bounds the series (0: DefaultMaxLagSeries); Dropped counts the
+	// samples of partitions beyond it, not followed.
+	Max     int
+	Dropped int64
+	// Only, if set (RoleConsumer or RoleReplication), follows the
+	// fetches of that role only.
+	Only Role
+
+	series map[LagKey]*LagSeries[T]
+	groups map[groupKey]*[maxGroups]string
+	// GroupsDropped counts group sightings beyond the bounds.
+	GroupsDropped int64
+	out           []LagSample[T]
+	tick          uint64
+}
+
+type groupKey struct {
+	clientID string
+	host     netip.Addr
+}
+
+// GroupOf returns the consumer group a request names: JoinGroup, SyncGroup,
+// Heartbeat, LeaveGroup, OffsetCommit and ConsumerGroupHeartbeat (KIP-848
+// consumers never join); "" for others.
+func GroupOf(m *Message) string {
+	switch r := m.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return r.Group
+	case *kmsg.SyncGroupRequest:
+		return r.Group
+	case *kmsg.HeartbeatRequest:
+		return r.Group
+	case *kmsg.LeaveGroupRequest:
+		return r.Group
+	case *kmsg.OffsetCommitRequest:
+		return r.Group
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return r.Group
+	}
+	return ""
+}
+
+// Request learns the consumer group of the request's client id and host,
+// from any of its connections (the fetch connections and the coordinator's
+// differ).
+func (t *LagTable[T]) Request(m *Message) {
+	g := GroupOf(m)
+	if g == "" || m.Conn == nil {
+		return
+	}
+	k := groupKey{m.ClientID, m.Conn.Client.Addr().Unmap()}
+	gs := t.groups[k]
+	if gs == nil {
+		if len(t.groups) >= maxGroupKeys {
+			t.GroupsDropped++
+			return
+		}
+		if t.groups == nil {
+			t.groups = make(map[groupKey]*[maxGroups]string)
+		}
+		gs = new([maxGroups]string)
+		t.groups[k] = gs
+	}
+	for i := range gs {
+		switch gs[i] {
+		case g:
+			return
+		case "":
+			gs[i] = g
+			return
+		}
+	}
+	t.GroupsDropped++
+}
+
+// Groups returns the consumer groups learned for a client id and host, in
+// the order first seen; none when its group requests were not captured.
+func (t *LagTable[T]) Groups(clientID string, host netip.Addr) []string {
+	gs := t.groups[groupKey{clientID, host.Unmap()}]
+	if gs == nil {
+		return nil
+	}
+	var out []string
+	for _, g := range gs {
+		if g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Fetch reads an exchange and returns the points it gives: one per
+// partition of a consumer's or follower's Fetch whose response (or, in an
+// incremental session, whose earlier response) gave a high watermark. The
+// slice is reused by the next call.
+func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
+	t.out = t.out[:0]
+	if req == nil || resp == nil || req.Conn == nil || req.Key != int16(kmsg.Fetch) ||
+		req.Role != RoleConsumer && req.Role != RoleReplication || t.Only != RoleNone && req.Role != t.Only {
+		return nil
+	}
+	q, ok := req.Req.(*kmsg.FetchRequest)
+	r, ok2 := resp.Resp.(*kmsg.FetchResponse)
+	if !ok || !ok2 || r.ErrorCode != 0 {
+		return nil
+	}
+	t.tick++
+	base := LagKey{ClientID: req.ClientID, Host: req.Conn.Client.Addr().Unmap(), Replica: -1}
+	if req.Role == RoleReplication {
+		base.Replica = FetcherOf(req)
+	}
+	for i := range q.Topics {
+		tp := &q.Topics[i]
+		for j := range tp.Partitions {
+			k := base
+			k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
+			k.Partition = tp.Partitions[j].Partition
+			s := t.get(k, req)
+			if s == nil {
+				continue
+			}
+			s.Offset, s.asked = tp.Partitions[j].FetchOffset, t.tick
+			s.ReadCommitted, s.Server = q.IsolationLevel == 1, req.Conn.Server
+		}
+	}
+	for i := range r.Topics {
+		tp := &r.Topics[i]
+		for j := range tp.Partitions {
+			p := &tp.Partitions[j]
+			k := base
+			k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
+			k.Partition = p.Partition
+			s := t.series[k]
+			if s == nil {
+				continue // a session's partition asked before the capture
+			}
+			s.answered = t.tick
+			if p.ErrorCode != 0 || p.HighWatermark < 0 {
+				s.HighWatermark, s.LastStable = -1, -1
+				continue
+			}
+			s.HighWatermark, s.LastStable = p.HighWatermark, p.LastStableOffset
+			t.sample(s, resp)
+		}
+	}
+	if q.Version >= 7 && q.SessionEpoch > 0 {
+		// Partitions an incremental response leaves out have not
+		// changed: their high watermark is the one last given.
+		for i := range q.Topics {
+			tp := &q.Topics[i]
+			for j := range tp.Partitions {
+				k := base
+				k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
+				k.Partition = tp.Partitions[j].Partition
+				if s := t.series[k]; s != nil && s.asked == t.tick && s.answered != t.tick {
+					t.sample(s, resp)
+				}
+			}
+		}
+	}
+	return t.out
+}
+
+// topicKey is how a series keys its topic: by name when the request names
+// it or the name of its id is known (so one fetcher moving between Fetch
+// versions that name topics and those that give ids keeps one series),
+// else by id.
+func topicKey(req *Message, name string, id [16]byte) (string, [16]byte) {
+	if name != "" || id == [16]byte{} {
+		return name, [16]byte{}
+	}
+	if id == decode.ClusterMetadataTopicID {
+		return ClusterMetadataTopic, [16]byte{}
+	}
+	if req.Conn != nil && req.Conn.nodes != nil {
+		if n, ok := req.Conn.nodes.TopicName(id); ok {
+			return n, [16]byte{}
+		}
+	}
+	return "", id
+}
+
+// get returns k's series, made if the table has room.
+func (t *LagTable[T]) get(k LagKey, req *Message) *LagSeries[T] {
+	if s := t.series[k]; s != nil {
+		return s
+	}
+	limit := t.Max
+	if limit <= 0 {
+		limit = DefaultMaxLagSeries
+	}
+	if len(t.series) >= limit {
+		t.Dropped++
+		return nil
+	}
+	if t.series == nil {
+		t.series = make(map[LagKey]*LagSeries[T])
+	}
+	s := &LagSeries[T]{Key: k, TopicName: req.TopicName(k.Topic, k.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1}
+	t.series[k] = s
+	return s
+}
+
+// sample takes a point of s at resp, if both sides are known.
+func (t *LagTable[T]) sample(s *LagSeries[T], resp *Message) {
+	if s.Offset < 0 || s.HighWatermark < 0 {
+		return
+	}
+	bound := s.HighWatermark
+	if s.ReadCommitted && s.LastStable >= 0 {
+		bound = s.LastStable
+	}
+	s.Samples++
+	t.out = append(t.out, LagSample[T]{S: s, P: LagPoint{Time: resp.Time, File: resp.File, Packet: resp.Packet, Conn: resp.Conn.ID,
+		Offset: s.Offset, HighWatermark: s.HighWatermark, Lag: max(bound-s.Offset, 0)}})
+}
+
+// Len is how many series the table follows.
+func (t *LagTable[T]) Len() int { return len(t.series) }
+
+// Series returns the series with at least one point: consumers first, then
+// followers by node id, each by client id, host, topic and partition.
+func (t *LagTable[T]) Series() []*LagSeries[T] {
+	out := make([]*LagSeries[T], 0, len(t.series))
+	for _, s := range t.series {
+		if s.Samples > 0 {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return lagLess(&out[i].Key, &out[j].Key, out[i].TopicName, out[j].TopicName) })
+	return out
+}
+
+func lagLess(a, b *LagKey, an, bn string) bool {
+	switch {
+	case a.Replica != b.Replica:
+		return a.Replica < b.Replica
+	case a.ClientID != b.ClientID:
+		return a.ClientID < b.ClientID
+	case a.Host != b.Host:
+		return a.Host.Less(b.Host)
+	case an != bn:
+		return an < bn
+	case a.TopicID != b.TopicID:
+		return string(a.TopicID[:]) < string(b.TopicID[:])
+	}
+	return a.Partition < b.Partition
+}

@@ -1,0 +1,222 @@
+package flows_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+var lagT0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// lagFetch is a Fetch of topic's partitions at the offsets given
+// (partition -> offset), in partition order.
+func lagFetch(version int16, replica int32, sessionEpoch int32, topic string, offsets map[int32]int64) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.Version, r.ReplicaID, r.SessionEpoch, r.MaxWaitMillis = version, replica, sessionEpoch, 500
+	if len(offsets) == 0 {
+		return r
+	}
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = topic
+	for _, p := range slices.Sorted(mapKeys(offsets)) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset = p, offsets[p]
+		t.Partitions = append(t.Partitions, fp)
+	}
+	r.Topics = []kmsg.FetchRequestTopic{t}
+	return r
+}
+
+// lagFetched answers with the high watermarks given (partition -> HW; a
+// negative HW is an OFFSET_OUT_OF_RANGE error).
+func lagFetched(version int16, topic string, hws map[int32]int64) *kmsg.FetchResponse {
+	r := kmsg.NewPtrFetchResponse()
+	r.Version = version
+	if len(hws) == 0 {
+		return r
+	}
+	t := kmsg.NewFetchResponseTopic()
+	t.Topic = topic
+	for _, p := range slices.Sorted(mapKeys(hws)) {
+		fp := kmsg.NewFetchResponseTopicPartition()
+		fp.Partition, fp.HighWatermark, fp.LastStableOffset = p, hws[p], hws[p]
+		if hws[p] < 0 {
+			fp.ErrorCode, fp.HighWatermark, fp.LastStableOffset = 1, -1, -1
+		}
+		t.Partitions = append(t.Partitions, fp)
+	}
+	r.Topics = []kmsg.FetchResponseTopic{t}
+	return r
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+type lagRig struct {
+	t     *testing.T
+	table flows.LagTable[int]
+	corr  int32
+	at    time.Duration
+	pkt   uint64
+}
+
+// call runs one exchange on c and returns the lags sampled, by partition.
+func (r *lagRig) call(c *flows.Conn, clientID string, req kmsg.Request, resp kmsg.Response) map[int32]int64 {
+	r.corr++
+	r.at += 100 * time.Millisecond
+	q := flows.MakeRequest(c, lagT0.Add(r.at), r.corr, clientID, req)
+	r.table.Request(q)
+	if resp == nil {
+		return nil
+	}
+	p := flows.MakeResponse(q, lagT0.Add(r.at+time.Millisecond), resp)
+	r.pkt += 2
+	p.Packet = r.pkt
+	out := map[int32]int64{}
+	for _, s := range r.table.Fetch(q, p) {
+		if s.P.Packet != p.Packet || !s.P.Time.Equal(p.Time) || s.P.Lag < 0 || s.P.Lag > max(s.P.HighWatermark-s.P.Offset, 0) {
+			r.t.Errorf("point %+v: not at the response (packet %d) or lag not within 0..HW - offset", s.P, p.Packet)
+		}
+		out[s.S.Key.Partition] = s.P.Lag
+	}
+	return out
+}
+
+func TestLagConsumer(t *testing.T) {
+	r := &lagRig{t: t}
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	got := r.call(c, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100, 1: 50}), lagFetched(12, "orders", map[int32]int64{0: 130, 1: 50}))
+	if want := map[int32]int64{0: 30, 1: 0}; !mapsEqual(got, want) {
+		t.Errorf("lags %v, want %v", got, want)
+	}
+	// An error gives no point, and forgets the high watermark.
+	got = r.call(c, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 130, 1: 50}), lagFetched(12, "orders", map[int32]int64{0: -1, 1: 60}))
+	if want := map[int32]int64{1: 10}; !mapsEqual(got, want) {
+		t.Errorf("lags %v, want %v (an error partition gives none)", got, want)
+	}
+	ss := r.table.Series()
+	if len(ss) != 2 || ss[0].Key.Partition != 0 || ss[0].Samples != 1 || ss[1].Samples != 2 || ss[0].Key.Replica != -1 ||
+		ss[0].TopicName != "orders" || ss[0].Server != c.Server || ss[0].Key.Host != netip.MustParseAddr("10.0.0.5") {
+		t.Errorf("series %+v %+v", ss[0], ss[1])
+	}
+	// Other fetches are not lag: raft's metadata log.
+	raft := lagFetch(12, 3, -1, "__cluster_metadata", map[int32]int64{0: 10})
+	if got := r.call(c, "raft-client-3", raft, lagFetched(12, "__cluster_metadata", map[int32]int64{0: 20})); len(got) != 0 {
+		t.Errorf("raft fetch sampled %v", got)
+	}
+}
+
+// TestLagSession: an incremental fetch session names a partition in a
+// request only when its offset changed and in a response only when
+// something changed; the other side's last value stands.
+func TestLagSession(t *testing.T) {
+	r := &lagRig{t: t}
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	steps := []struct {
+		name    string
+		epoch   int32
+		offsets map[int32]int64
+		hws     map[int32]int64
+		want    map[int32]int64
+	}{
+		{"full fetch opening the session", 0, map[int32]int64{0: 100, 1: 200}, map[int32]int64{0: 150, 1: 200}, map[int32]int64{0: 50, 1: 0}},
+		{"new records on 1 only: offset of 1 remembered", 1, nil, map[int32]int64{1: 260}, map[int32]int64{1: 60}},
+		{"0 read on: its high watermark unchanged, left out", 2, map[int32]int64{0: 140}, nil, map[int32]int64{0: 10}},
+		{"nothing changed: no point", 3, nil, nil, map[int32]int64{}},
+	}
+	for _, st := range steps {
+		got := r.call(c, "app", lagFetch(12, -1, st.epoch, "orders", st.offsets), lagFetched(12, "orders", st.hws))
+		if !mapsEqual(got, st.want) {
+			t.Errorf("%s: lags %v, want %v", st.name, got, st.want)
+		}
+	}
+	// Outside a session (epoch -1) a partition left out of the
+	// response is not assumed unchanged.
+	got := r.call(c, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 150}), lagFetched(12, "orders", nil))
+	if len(got) != 0 {
+		t.Errorf("sessionless fetch without an answer for the partition sampled %v", got)
+	}
+}
+
+func TestLagFollowerAndReadCommitted(t *testing.T) {
+	r := &lagRig{t: t}
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.3:50000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	// An in-sync follower asks past the high watermark: lag 0; one
+	// behind it trails by HW - offset.
+	got := r.call(c, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{0: 120, 1: 40}), lagFetched(12, "orders", map[int32]int64{0: 110, 1: 90}))
+	if want := map[int32]int64{0: 0, 1: 50}; !mapsEqual(got, want) {
+		t.Errorf("follower lags %v, want %v", got, want)
+	}
+	if ss := r.table.Series(); len(ss) != 2 || ss[0].Key.Replica != 3 {
+		t.Errorf("follower series %+v", ss)
+	}
+	// A table following consumers only leaves followers out.
+	cons := &lagRig{t: t}
+	cons.table.Only = flows.RoleConsumer
+	if got := cons.call(c, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{1: 40}), lagFetched(12, "orders", map[int32]int64{1: 90})); len(got) != 0 || cons.table.Len() != 0 {
+		t.Errorf("a consumers-only table sampled a follower: %v", got)
+	}
+	// read_committed: the last stable offset bounds the lag.
+	q := lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100})
+	q.IsolationLevel = 1
+	resp := lagFetched(12, "orders", map[int32]int64{0: 150})
+	resp.Topics[0].Partitions[0].LastStableOffset = 120
+	if got := r.call(c, "reader", q, resp); !mapsEqual(got, map[int32]int64{0: 20}) {
+		t.Errorf("read_committed lag %v, want 20 (LSO 120 - offset 100)", got)
+	}
+}
+
+func TestLagGroupsAndBounds(t *testing.T) {
+	r := &lagRig{t: t}
+	fetchConn := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	coord := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40001"), netip.MustParseAddrPort("10.0.0.2:9092"))
+	other := flows.MakeConn(netip.MustParseAddrPort("10.0.0.6:40001"), netip.MustParseAddrPort("10.0.0.2:9092"))
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Version, hb.Group = 4, "orders-app"
+	r.call(coord, "app", hb, nil)
+	cg := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cg.Group = "other-app"
+	r.call(other, "app", cg, nil)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Version, oc.Group = 8, "orders-app"
+	r.call(coord, "app", oc, nil)
+	if g := r.table.Groups("app", fetchConn.Client.Addr()); !slices.Equal(g, []string{"orders-app"}) {
+		t.Errorf("groups of app on 10.0.0.5: %v, want [orders-app] (from its coordinator connection)", g)
+	}
+	if g := r.table.Groups("app", netip.MustParseAddr("10.0.0.6")); !slices.Equal(g, []string{"other-app"}) {
+		t.Errorf("groups of app on 10.0.0.6: %v", g)
+	}
+	if g := r.table.Groups("other", fetchConn.Client.Addr()); g != nil {
+		t.Errorf("groups of a client id never seen in a group: %v", g)
+	}
+
+	r.table.Max = 2
+	r.call(fetchConn, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 1, 1: 1, 2: 1}), lagFetched(12, "orders", map[int32]int64{0: 5, 1: 5, 2: 5}))
+	if r.table.Len() != 2 || r.table.Dropped != 1 {
+		t.Errorf("%d series, %d dropped: want 2 followed and 1 counted as dropped", r.table.Len(), r.table.Dropped)
+	}
+}
+
+func mapsEqual(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,138 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// The Lag view: each consumer's and follower's lag per partition (the
+// high watermark in Fetch responses minus the fetch offset asked), as the
+// report's Lag section shows it, on a page of its own (`l`).
+
+// Lag returns the lag of every consumer and follower per partition, as
+// the report lists it. Topics fetched by id are named as known when their
+// series began and servers by address: node identities are the analysis's
+// and are read on its goroutine only.
+func (m *Model) Lag() []report.Lag {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lag.Rows(nil)
+}
+
+// lagContent is the Lag table.
+type lagContent struct {
+	tview.TableContentReadOnly
+	rows []report.Lag
+}
+
+var lagColumns = []struct {
+	title string
+	align int
+}{
+	{"FETCHER", tview.AlignLeft}, {"GROUP", tview.AlignLeft}, {"PARTITION", tview.AlignLeft}, {"FROM", tview.AlignLeft},
+	{"SAMPLES", tview.AlignRight}, {"FIRST", tview.AlignRight}, {"LAST", tview.AlignRight}, {"MIN", tview.AlignRight},
+	{"MAX", tview.AlignRight}, {"OVER TIME", tview.AlignLeft},
+}
+
+func (c *lagContent) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *lagContent) GetColumnCount() int { return len(lagColumns) }
+
+func (c *lagContent) GetCell(row, col int) *tview.TableCell {
+	if col < 0 || col >= len(lagColumns) {
+		return nil
+	}
+	if row == 0 {
+		return headerCell(lagColumns[col].title).SetAlign(lagColumns[col].align)
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	l := &c.rows[row-1]
+	n := func(v int64) string { return strconv.FormatInt(v, 10) }
+	switch col {
+	case 0:
+		if l.ReplicaNode != nil {
+			return cell(fmt.Sprintf("follower node %d (%s %s)", *l.ReplicaNode, tview.Escape(quote(l.ClientID)), l.Client), colorText)
+		}
+		return cell(fmt.Sprintf("consumer %s %s", tview.Escape(quote(l.ClientID)), l.Client), colorText)
+	case 1:
+		switch {
+		case l.ReplicaNode != nil:
+			return cell("-", colorDim)
+		case len(l.Groups) == 0:
+			return cell("unknown group", colorDim)
+		}
+		gs := make([]string, len(l.Groups))
+		for i, g := range l.Groups {
+			gs[i] = tview.Escape(quote(g))
+		}
+		return cell(strings.Join(gs, ","), colorText)
+	case 2:
+		return cell(safe(l.Topic)+"-"+strconv.Itoa(int(l.Partition)), colorText)
+	case 3:
+		return cell(safe(l.Server), colorText)
+	case 4:
+		return numCell(n(l.Samples), colorText)
+	case 5:
+		return numCell(n(l.First.Lag), colorText)
+	case 6:
+		return numCell(n(l.Last.Lag), lagColor(l))
+	case 7:
+		return numCell(n(l.Min.Lag), colorText)
+	case 8:
+		return numCell(n(l.Max.Lag), colorText)
+	case 9:
+		parts := make([]string, len(l.Points))
+		for i, p := range l.Points {
+			parts[i] = n(p.Lag)
+		}
+		return cell(strings.Join(parts, " "), colorText)
+	}
+	return nil
+}
+
+// lagColor colours the last lag: a follower behind the high watermark is
+// out of the ISR (red); a consumer further behind than it began is
+// falling behind (orange); at the high watermark, green.
+func lagColor(l *report.Lag) tcell.Color {
+	switch {
+	case l.Last.Lag == 0:
+		return colorGood
+	case l.ReplicaNode != nil:
+		return colorBad
+	case l.Last.Lag > l.First.Lag:
+		return colorWarn
+	}
+	return colorText
+}
+
+// refreshLag reloads the Lag table from the model.
+func (u *ui) refreshLag() {
+	u.lag.rows = u.m.Lag()
+	u.lagTable.SetTitle(fmt.Sprintf(" Lag: high watermark minus fetch offset, per fetcher and partition (%d) (l or Esc closes) ", len(u.lag.rows)))
+}
+
+// buildLag makes the Lag page.
+func (u *ui) buildLag() *tview.Table {
+	u.lagTable = tview.NewTable().SetContent(&u.lag).SetFixed(1, 0).SetSelectable(true, false)
+	u.lagTable.SetBorder(true).SetBorderColor(colorFocus).SetTitleColor(colorFocus)
+	return u.lagTable
+}
+
+// toggleLag shows or hides the Lag page.
+func (u *ui) toggleLag() {
+	if front, _ := u.pages.GetFrontPage(); front == "lag" {
+		u.pages.HidePage("lag")
+		u.restoreFocus()
+		return
+	}
+	u.refreshLag()
+	u.pages.ShowPage("lag")
+	u.app.SetFocus(u.lagTable)
+}
