@@ -45,13 +45,7 @@ type Analyzer struct {
 // are tagged `param:"name" doc:"..."`; see Params), with the defaults
 // given, built by make.
 func Define[P any](a Analyzer, defaults P, make func(P) Rule) *Analyzer {
-	return DefineValue(a, &defaults, func(p any) Rule { return make(*p.(*P)) })
-}
-
-// DefineValue is Define for parameters whose type is made at run time:
-// defaults points at such a struct, make gets a pointer to a copy.
-func DefineValue(a Analyzer, defaults any, make func(params any) Rule) *Analyzer {
-	a.params, a.make = defaults, make
+	a.params, a.make = &defaults, func(p any) Rule { return make(*p.(*P)) }
 	if _, err := paramsOf(a.params); err != nil {
 		panic(fmt.Sprintf("detectors: %s: %v", a.Name, err))
 	}

@@ -44,7 +44,6 @@ type Exchange struct {
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made.
 	ConnGaps int
-	raw      *flows.Exchange
 }
 
 // Latency is the time from the request's last packet to the response's.
@@ -63,11 +62,6 @@ func (x *Exchange) Key() int16 {
 	return -1
 }
 
-// Flows returns the exchange as flows delivered it, live connection
-// included: for the rules of detectors/legacy only, until they are in
-// packages of their own.
-func (x *Exchange) Flows() *flows.Exchange { return x.raw }
-
 // ConnEvent is a flows.ConnEvent as a rule sees it: Conn is nil for
 // connection attempts that never carried data (refused, unanswered).
 type ConnEvent struct {
@@ -78,11 +72,7 @@ type ConnEvent struct {
 	Packet         uint64
 	Time           time.Time
 	Attempts       int
-	raw            *flows.ConnEvent
 }
-
-// Flows returns the event as flows delivered it (detectors/legacy only).
-func (e *ConnEvent) Flows() *flows.ConnEvent { return e.raw }
 
 // EvidenceAt points at a message's packet.
 func EvidenceAt(m *flows.Message, what string) Evidence {

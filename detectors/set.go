@@ -96,7 +96,7 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	}
 	s.at(&x.Conn.ConnInfo, m)
 	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
-		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps, raw: x}
+		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps}
 	for _, h := range s.ex {
 		h.Exchange(&s.pass, &s.x)
 	}
@@ -111,7 +111,7 @@ func (s *Set) OnConnEvent(e *flows.ConnEvent) {
 	}
 	s.at(c, nil)
 	s.e = ConnEvent{Kind: e.Kind, Conn: c, Client: e.Client, Server: e.Server, File: e.File, Packet: e.Packet,
-		Time: e.Time, Attempts: e.Attempts, raw: e}
+		Time: e.Time, Attempts: e.Attempts}
 	for _, h := range s.conn {
 		h.ConnEvent(&s.pass, &s.e)
 	}

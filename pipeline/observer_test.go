@@ -14,9 +14,8 @@ import (
 // what the three rules of a KRaft observer stuck in its fetch loop say of
 // it (not-leader-loop, stalled-fetch, liveness-without-replication): each
 // once, with the scenario's expectations (written from the incident
-// write-up), and the sentences that put the facts side by side. (Moved
-// from detectors/legacy, whose tests wrote captures; the rules' own tests
-// are specifications on detectortest.)
+// write-up), and the sentences that put the facts side by side. (The
+// rules' own tests are specifications on detectortest.)
 func TestObserverScenario(t *testing.T) {
 	sc, ok := gen.FindScenario("observer-fetch-loop.pcap")
 	if !ok {

@@ -1,18 +1,21 @@
-package legacy
+package detectors
 
 import "testing"
 
 func TestSamplerKeepsFirstLastAndASpreadInBetween(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 6, 7, 100, 10000} {
-		var s sampler[Evidence]
+		var s Sampler[Evidence]
 		for i := 1; i <= n; i++ {
-			s.add(Evidence{Packet: uint64(i)})
+			s.Add(Evidence{Packet: uint64(i)})
 		}
-		got := s.list()
+		got := s.List()
+		if s.N() != n {
+			t.Errorf("n=%d: N() = %d", n, s.N())
+		}
 		if got[0].Packet != 1 || got[len(got)-1].Packet != uint64(n) {
 			t.Errorf("n=%d: first/last = %d/%d", n, got[0].Packet, got[len(got)-1].Packet)
 		}
-		if len(got) > maxMiddle+2 || (n >= 6 && len(got) < 4) || (n < 6 && len(got) != n) {
+		if len(got) > MaxMiddle+2 || (n >= 6 && len(got) < 4) || (n < 6 && len(got) != n) {
 			t.Errorf("n=%d: %d pieces of evidence: %v", n, len(got), got)
 		}
 		for i := 1; i < len(got); i++ {
