@@ -34,6 +34,13 @@ type Analyzer struct {
 	// specific rule, at least as severe, names the same error for the
 	// same client or server (Subject.Explains).
 	Generic bool
+	// Recorded names committed captures (paths from the repository
+	// root) of real clients meeting what the rule finds; the pipeline's
+	// tests check that the rule finds it in each. NotRecorded says why
+	// there is none (traffic no real client or test server can make), and
+	// which synthetic capture shows the rule instead.
+	Recorded    []string
+	NotRecorded string
 
 	// params points at the parameters with their defaults; make builds
 	// the rule from a copy.

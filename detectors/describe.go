@@ -14,6 +14,16 @@ func Describe(analyzers []*Analyzer) string {
 		for _, line := range wrap(a.Doc, 76) {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
+		switch {
+		case len(a.Recorded) > 0:
+			for _, line := range wrap("recorded from real clients: "+strings.Join(a.Recorded, ", "), 76) {
+				fmt.Fprintf(&b, "    %s\n", line)
+			}
+		case a.NotRecorded != "":
+			for _, line := range wrap("not recorded from real clients: "+a.NotRecorded, 76) {
+				fmt.Fprintf(&b, "    %s\n", line)
+			}
+		}
 		for _, p := range a.Params() {
 			fmt.Fprintf(&b, "    -o %s.%s=%s (%s)\n", a.Name, p.Name, p.Default, p.Kind)
 			doc := p.Doc

@@ -32,6 +32,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "consumer-falling-behind",
+	Recorded: []string{"fixtures/pcaps/injected/slow-consumer-kgo-kfake.pcap"},
 	Severity: detectors.Error,
 	Doc: "A consumer's lag on a partition (high watermark in the Fetch response minus the request's fetch offset) " +
 		"keeps growing: its floor (the lowest lag of each fifth of the window) rose by min-growth records or more, " +

@@ -24,8 +24,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "replica-divergence",
-	Severity: detectors.Error,
+	Name:        "replica-divergence",
+	NotRecorded: "replicas' fetches between brokers are not made by kfake (it does not replicate over the wire); fixtures/pcaps/scenarios/replica-divergence.pcap and replica-identity.pcap are built with fixtures/gen.",
+	Severity:    detectors.Error,
 	Doc: "Copies of one batch that differ: the same topic, partition and base offset seen with different " +
 		"CRCs on different connections (produce, replica fetch, raft fetch, consumer fetch), and batches " +
 		"whose CRC does not verify. When the copies agree, says as info how many batches were verified " +

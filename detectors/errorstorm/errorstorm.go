@@ -39,6 +39,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "error-storm",
+	Recorded: []string{"fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/fetch-session-churn-kgo.pcap", "fixtures/pcaps/clients/topic-recreated-kgo.pcap"},
 	Severity: detectors.Warning,
 	Generic:  true,
 	Doc: "The same error from one API keeps coming back to a client at a sustained rate " +

@@ -25,6 +25,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "fetch-session-churn",
+	Recorded: []string{"fixtures/pcaps/clients/fetch-session-churn-kgo.pcap"},
 	Severity: detectors.Error,
 	Doc: "Fetch answered FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH in storms: incremental fetch " +
 		"sessions (KIP-227) evicted or out of step, each error costing a round trip and a full fetch. Per client id, " +

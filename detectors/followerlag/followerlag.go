@@ -26,8 +26,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "follower-out-of-sync",
-	Severity: detectors.Error,
+	Name:        "follower-out-of-sync",
+	NotRecorded: "followers' replica fetches are broker-to-broker traffic kfake does not make; fixtures/pcaps/scenarios/follower-out-of-sync.pcap is built with fixtures/gen.",
+	Severity:    detectors.Error,
 	Doc: "A follower's replica fetch offset trails the high watermark in its leader's Fetch response by min-lag " +
 		"records or more for min-duration or more: an in-sync follower never trails it, so the follower is out of " +
 		"the ISR and the partition under-replicated. Per follower node and leader, the partitions trailing. " +

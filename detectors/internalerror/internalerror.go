@@ -15,8 +15,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "internal-error",
-	Severity: detectors.Error,
+	Name:        "internal-error",
+	NotRecorded: "it finds kfsniff's own bugs, not client behaviour; report/testdata/golden/vlan.pcap.internal-error.* shows it on a capture with a panic injected into the analysis.",
+	Severity:    detectors.Error,
 	Doc: "kfsniff hit an internal error (a recovered panic) while handling a connection: the connection " +
 		"was abandoned from that packet on, the rest of the capture was analysed. This is a kfsniff bug: " +
 		"report it with the packet number.",

@@ -30,8 +30,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "liveness-without-replication",
-	Severity: detectors.Error,
+	Name:        "liveness-without-replication",
+	NotRecorded: "a KRaft broker's raft fetches and heartbeats to controllers are broker-to-controller traffic that kfake does not make (it has no KRaft quorum); fixtures/pcaps/scenarios/observer-fetch-loop.pcap is built from the KAFKA-19354 write-up.",
+	Severity:    detectors.Error,
 	Doc: "A broker's heartbeats to the controller are answered without error while its raft fetches of the " +
 		"metadata log get no successful answer: errors, no answer, or fetches sent to nodes that are not the " +
 		"leader (they answer NOT_LEADER_OR_FOLLOWER). Alive to the controller, frozen metadata; reported with " +

@@ -33,6 +33,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "metadata-storm",
+	Recorded: []string{"fixtures/pcaps/clients/metadata-storm-kgo.pcap"},
 	Severity: detectors.Error,
 	Doc: "Metadata requests far above what the periodic refresh (metadata.max.age.ms, 5 min) and refreshes after " +
 		"errors explain (IBM/sarama 3224: one refresh per partition per producer). Per client id and client host: " +

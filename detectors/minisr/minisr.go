@@ -25,6 +25,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "not-enough-replicas",
+	Recorded: []string{"fixtures/pcaps/clients/not-enough-replicas-kgo.pcap", "fixtures/pcaps/clients/not-enough-replicas-sarama.pcap"},
 	Severity: detectors.Error,
 	Doc: "acks=all Produce answered NOT_ENOUGH_REPLICAS or NOT_ENOUGH_REPLICAS_AFTER_APPEND: a partition " +
 		"with fewer in-sync replicas than min.insync.replicas. Per client id and host: the partitions, the " +

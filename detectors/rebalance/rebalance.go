@@ -38,6 +38,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "rebalance-loop",
+	Recorded: []string{"fixtures/pcaps/clients/rebalance-kgo-classic.pcap", "fixtures/pcaps/clients/rebalance-kgo-consumer.pcap"},
 	Severity: detectors.Error,
 	Doc: "Consumer groups rebalancing in a loop: classic JoinGroup/SyncGroup/Heartbeat answered " +
 		"REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID generation after generation, or " +

@@ -31,6 +31,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "reconnect-storm",
+	Recorded: []string{"fixtures/pcaps/clients/reconnect-storm-kgo.pcap"},
 	Severity: detectors.Error,
 	Doc: "Bursts of new connections to one broker (KAFKA-9648): clients reconnecting in a loop, or all at once " +
 		"after a restart. Per broker and client host: connection attempts (opened, refused, unanswered SYNs), " +

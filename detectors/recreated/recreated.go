@@ -24,6 +24,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "topic-recreated",
+	Recorded: []string{"fixtures/pcaps/clients/topic-recreated-kgo.pcap"},
 	Severity: detectors.Error,
 	Doc: "Fetch, Produce or Metadata answered UNKNOWN_TOPIC_ID or INCONSISTENT_TOPIC_ID: a client asking for a " +
 		"topic by an id the cluster no longer has, typically a topic deleted and created again under the same name. " +

@@ -41,6 +41,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "sasl-failure",
+	Recorded: []string{"fixtures/pcaps/clients/sasl-kgo.pcap"},
 	Severity: detectors.Error,
 	Doc: "SASL failures: SaslHandshake / SaslAuthenticate answered UNSUPPORTED_SASL_MECHANISM, " +
 		"SASL_AUTHENTICATION_FAILED or ILLEGAL_SASL_STATE, or by closing the connection, and connections closed " +

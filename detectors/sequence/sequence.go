@@ -26,6 +26,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "producer-sequence",
+	Recorded: []string{"fixtures/pcaps/clients/producer-sequence-kgo.pcap", "fixtures/pcaps/clients/producer-sequence-librdkafka.pcap"},
 	Severity: detectors.Error,
 	Doc: "Idempotent producers whose Produce the broker refused with OUT_OF_ORDER_SEQUENCE_NUMBER " +
 		"(or UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH), per client id and host: the partitions, the " +
