@@ -35,23 +35,25 @@ type events struct {
 func (e *events) OnRequest(m *Message)   { e.requests = append(e.requests, m) }
 func (e *events) OnExchange(x *Exchange) { e.exchanges = append(e.exchanges, x) }
 
+// scriptFile is the capture script writes, open for reading.
+func scriptFile(t *testing.T, script func(w *gen.Writer)) *capture.File {
+	t.Helper()
+	b, err := gen.Script(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := capture.NewFile("test", 0, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // run writes a capture with script and analyses it packet by packet,
 // calling check after each packet.
 func run(t *testing.T, cfg Config, script func(w *gen.Writer), check func(a *Analyzer)) (*Analyzer, *events) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test", 0, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := scriptFile(t, script)
 	ev := &events{}
 	a := New(cfg, ev)
 	var p capture.Packet

@@ -33,27 +33,7 @@ func (c *collected) OnExchange(x *flows.Exchange) { c.exchanges = append(c.excha
 // analyse writes a capture with script and runs the analyzer over it.
 func analyse(t *testing.T, cfg flows.Config, script func(w *gen.Writer)) (*flows.Analyzer, *collected) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test", 0, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := &collected{}
-	a := flows.New(cfg, col)
-	var p capture.Packet
-	for f.Next(&p) == nil {
-		a.Packet(&p)
-	}
-	a.Close()
-	return a, col
+	return analyseKeep(t, cfg, script, nil)
 }
 
 func apiVersions(v int16) *kmsg.ApiVersionsRequest {

@@ -162,23 +162,18 @@ func TestKeepUntilTheExchange(t *testing.T) {
 
 func runKeeper(t *testing.T, script func(w *gen.Writer), deferred bool, k *keeper) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err == nil {
-		script(w)
-		err = w.Close()
-	}
+	b, err := gen.Script(script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := flows.DefaultConfig()
 	if !deferred {
-		analysePcap(t, buf.Bytes(), cfg, k)
+		analysePcap(t, b, cfg, k)
 		return
 	}
 	var evs []flows.Event
 	cfg.Deferred, cfg.Sink = true, func(ev flows.Event) { evs = append(evs, ev) }
-	analysePcap(t, buf.Bytes(), cfg)
+	analysePcap(t, b, cfg)
 	d := flows.NewDelivery(k)
 	for i := range evs {
 		d.Deliver(&evs[i])

@@ -1,7 +1,6 @@
 package flows
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -17,19 +16,7 @@ func (e *connEvents) OnConnEvent(c *ConnEvent) { e.conns = append(e.conns, *c) }
 // analyse writes a capture with script and analyses it with h.
 func analyse(t *testing.T, script func(w *gen.Writer), h Handler) *Analyzer {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test", 0, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := scriptFile(t, script)
 	a := New(DefaultConfig(), h)
 	var p capture.Packet
 	for f.Next(&p) == nil {

@@ -19,16 +19,11 @@ import (
 // analyzer (a capture that lost them), their numbers unchanged.
 func analyseKeep(t *testing.T, cfg flows.Config, script func(w *gen.Writer), keep func(src netip.AddrPort) bool) (*flows.Analyzer, *collected) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := gen.NewWriter(&buf, gen.Options{})
+	b, err := gen.Script(script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.NewFile("test", 0, &buf)
+	f, err := capture.NewFile("test", 0, bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
