@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,13 +31,7 @@ func TestRealClientsNotLeaderLoop(t *testing.T) {
 				NotLeader int64 `json:"not_leader_responses"`
 			} `json:"observed"`
 		}
-		data, err := os.ReadFile(sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &side); err != nil {
-			t.Fatal(err)
-		}
+		readJSON(t, sc, &side)
 		t.Run(side.Client, func(t *testing.T) {
 			r := analyseWithDetectors(t, filepath.Join(filepath.Dir(sc), side.Pcap))
 			var f *detectors.Finding

@@ -18,21 +18,28 @@ import (
 // counts and values the recorder decoded from the same bytes with kmsg
 // (the sidecar's "observed"), not from kfsniff.
 
+// readJSON reads the JSON file at path into v (a sidecar written by the
+// recorder).
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
 // faultSidecar reads fixtures/pcaps/clients/<name>.json into observed and
 // returns the capture's path.
 func faultSidecar(t *testing.T, name string, observed any) string {
 	t.Helper()
 	dir := filepath.Join("..", "fixtures", "pcaps", "clients")
-	data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sc struct {
 		Observed json.RawMessage `json:"observed"`
 	}
-	if err := json.Unmarshal(data, &sc); err != nil {
-		t.Fatal(err)
-	}
+	readJSON(t, filepath.Join(dir, name+".json"), &sc)
 	if err := json.Unmarshal(sc.Observed, observed); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -71,13 +69,7 @@ func TestInventoryRealClients(t *testing.T) {
 				APIs []sentAPI `json:"apis"`
 			} `json:"counts"`
 		}
-		data, err := os.ReadFile(sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &side); err != nil {
-			t.Fatal(err)
-		}
+		readJSON(t, sc, &side)
 		t.Run(side.Client, func(t *testing.T) {
 			r := analyseWithDetectors(t, filepath.Join(filepath.Dir(sc), side.Pcap))
 			if len(r.Clients) != 1 {
@@ -154,13 +146,7 @@ func TestInventoryRecordedKgo(t *testing.T) {
 				APIs []sentAPI `json:"apis"`
 			} `json:"counts"`
 		}
-		data, err := os.ReadFile(cf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &side); err != nil {
-			t.Fatal(err)
-		}
+		readJSON(t, cf, &side)
 		t.Run(side.Pcap, func(t *testing.T) {
 			r := analyseWithDetectors(t, filepath.Join(filepath.Dir(cf), side.Pcap))
 			if len(r.Clients) < 2 {
