@@ -613,4 +613,11 @@ func TestScreenGolden(t *testing.T) {
 			t.Errorf("%s differs (go test ./tui -update rewrites it):\ngot:\n%s\nwant:\n%s", name, got, want)
 		}
 	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), main) {
+		t.Errorf("README.md's Terminal UI section does not show testdata/screen.txt: paste it there")
+	}
 }
