@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
 )
@@ -11,11 +12,13 @@ import (
 // Case is one specification of a rule: traffic, the rule's settings, and
 // the findings it must give (none: it must stay quiet); of every finding,
 // where set, its node ids and strings its explanation and next steps
-// contain.
+// contain. End, if set, is when the capture goes on to (another client's
+// exchange then), for rules that judge what was still going at the end.
 type Case struct {
 	Name        string
 	Settings    map[string]string
 	Traffic     func(h *Harness)
+	End         time.Duration
 	Want        []Want
 	Nodes       []int32
 	Explanation []string
@@ -32,6 +35,9 @@ func Run(t *testing.T, a *detectors.Analyzer, cases []Case, also func(t *testing
 		t.Run(tc.Name, func(t *testing.T) {
 			h := New(t, map[string]map[string]string{a.Name: tc.Settings}, a)
 			tc.Traffic(h)
+			if tc.End > 0 {
+				h.EndAt(tc.End)
+			}
 			fs := h.Findings()
 			Check(t, fs, a.Name, tc.Want...)
 			for i := range fs {
@@ -58,4 +64,11 @@ func Run(t *testing.T, a *detectors.Analyzer, cases []Case, also func(t *testing
 			}
 		})
 	}
+}
+
+// EndAt makes the capture go on to T0+d: an exchange of a client of its
+// own, on a connection of its own, answered 1 ms later.
+func (h *Harness) EndAt(d time.Duration) {
+	c := h.Conn("10.9.0.1:40000", "10.1.0.11:9092")
+	h.Call(c, At(d), time.Millisecond, "other", Fetch(500), Fetched(0, 0))
 }

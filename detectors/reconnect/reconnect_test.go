@@ -28,37 +28,31 @@ func churn(h *dt.Harness, host string, start time.Duration, n int, period, life 
 }
 
 func TestReconnectStorm(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		end      time.Duration
-		want     []dt.Want
-	}{
+	dt.Run(t, reconnect.Analyzer, []dt.Case{
 		{
-			name: "healthy: three clients starting with six connections each give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: three clients starting with six connections each give nothing",
+			Traffic: func(h *dt.Harness) {
 				for i := range 3 {
 					churn(h, fmt.Sprintf("10.2.0.%d", i+1), time.Duration(i)*ms, 6, 10*ms, 0)
 				}
 			},
 		},
 		{
-			name: "a broker restart: 40 hosts reconnect within a second and stay: info",
-			traffic: func(h *dt.Harness) {
+			Name: "a broker restart: 40 hosts reconnect within a second and stay: info",
+			Traffic: func(h *dt.Harness) {
 				for i := range 40 {
 					churn(h, fmt.Sprintf("10.2.0.%d", i+1), time.Duration(i)*25*ms, 1, 0, 0)
 				}
 			},
-			end: 30 * time.Second,
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 40, "client_hosts": 40, "short_lived": 0},
+			End: 30 * time.Second,
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 40, "client_hosts": 40, "short_lived": 0},
 				Fields: map[string]any{"storm": false}, Summary: []string{"burst of new connections to 10.1.0.10:9092: 40 connection attempts"}}},
 		},
 		{
-			name:    "a client reconnecting every 200 ms for 6 s, each connection dying after ApiVersions: a warning",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
-			end:     30 * time.Second,
-			want: []dt.Want{{Severity: detectors.Warning,
+			Name:    "a client reconnecting every 200 ms for 6 s, each connection dying after ApiVersions: a warning",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
+			End:     30 * time.Second,
+			Want: []dt.Want{{Severity: detectors.Warning,
 				Counts: map[string]int64{"attempts": 31, "burst_attempts": 31, "short_lived": 31, "handshake_only": 31, "apiversions_requests": 31},
 				Fields: map[string]any{"storm": true, "churn_share": 1.0, "burst_s": 6.0, "median_lifetime_s": 0.05,
 					"clients": []reconnect.HostCount{{Host: "10.2.0.5", Attempts: 31}}},
@@ -66,84 +60,74 @@ func TestReconnectStorm(t *testing.T) {
 				Evidence: []uint64{1}}},
 		},
 		{
-			name:    "near miss: 19 attempts within 10 s give nothing",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 19, 550*ms, 50*ms) },
+			Name:    "near miss: 19 attempts within 10 s give nothing",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 19, 550*ms, 50*ms) },
 		},
 		{
-			name:    "near miss the other way: 20 within 10 s are a storm",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 20, 520*ms, 50*ms) },
-			end:     time.Minute,
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"burst_attempts": 20}}},
+			Name:    "near miss the other way: 20 within 10 s are a storm",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 20, 520*ms, 50*ms) },
+			End:     time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"burst_attempts": 20}}},
 		},
 		{
-			name:    "near miss: a storm of 2.9 s is info",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 30, 100*ms, 50*ms) },
-			end:     time.Minute,
-			want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": true, "burst_s": 2.9}}},
+			Name:    "near miss: a storm of 2.9 s is info",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 30, 100*ms, 50*ms) },
+			End:     time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": true, "burst_s": 2.9}}},
 		},
 		{
-			name:    "a storm of 3 s is a warning",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 100*ms, 50*ms) },
-			end:     time.Minute,
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"burst_s": 3.0}}},
+			Name:    "a storm of 3 s is a warning",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 100*ms, 50*ms) },
+			End:     time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"burst_s": 3.0}}},
 		},
 		{
-			name: "near miss: 45% churned (9 of 20 short-lived), the burst is info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: 45% churned (9 of 20 short-lived), the burst is info",
+			Traffic: func(h *dt.Harness) {
 				churn(h, "10.2.0.5", time.Second, 9, 400*ms, 50*ms)
 				churn(h, "10.2.0.6", 1200*ms, 11, 400*ms, 0)
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": false, "churn_share": 0.45}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": false, "churn_share": 0.45}}},
 		},
 		{
-			name: "half churned (10 of 20): a storm",
-			traffic: func(h *dt.Harness) {
+			Name: "half churned (10 of 20): a storm",
+			Traffic: func(h *dt.Harness) {
 				churn(h, "10.2.0.5", time.Second, 10, 400*ms, 50*ms)
 				churn(h, "10.2.0.6", 1200*ms, 10, 400*ms, 0)
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm": true, "churn_share": 0.5}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm": true, "churn_share": 0.5}}},
 		},
 		{
-			name: "near miss: connections living 2 s (short-lived 2 s) do not churn",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: connections living 2 s (short-lived 2 s) do not churn",
+			Traffic: func(h *dt.Harness) {
 				churn(h, "10.2.0.5", time.Second, 31, 200*ms, 2*time.Second)
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"short_lived": 0}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"short_lived": 0}}},
 		},
 		{
-			name: "SYNs refused by a restarting broker, 25 in 5 s: a warning",
-			traffic: func(h *dt.Harness) {
+			Name: "SYNs refused by a restarting broker, 25 in 5 s: a warning",
+			Traffic: func(h *dt.Harness) {
 				for i := range 25 {
 					h.RefusedAt(fmt.Sprintf("10.2.0.%d:40000", i%5+1), broker, dt.At(time.Second+time.Duration(i)*200*ms), 1)
 				}
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refused": 25, "opened": 0, "client_hosts": 5}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refused": 25, "opened": 0, "client_hosts": 5}}},
 		},
 		{
-			name:    "still reconnecting at the end after 10 s: an error",
-			traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 51, 200*ms, 50*ms) },
-			want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true}, Summary: []string{"still going on at the end"}}},
+			Name:    "still reconnecting at the end after 10 s: an error",
+			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 51, 200*ms, 50*ms) },
+			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true}, Summary: []string{"still going on at the end"}}},
 		},
 		{
-			name:     "min-churn raised to 1.1: the looping client is info",
-			settings: map[string]string{"min-churn": "1.1"},
-			traffic:  func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
-			end:      time.Minute,
-			want:     []dt.Want{{Severity: detectors.Info}},
+			Name:     "min-churn raised to 1.1: the looping client is info",
+			Settings: map[string]string{"min-churn": "1.1"},
+			Traffic:  func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
+			End:      time.Minute,
+			Want:     []dt.Want{{Severity: detectors.Info}},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"reconnect-storm": tc.settings}, reconnect.Analyzer)
-			tc.traffic(h)
-			if tc.end > 0 {
-				c := h.Conn("10.9.0.1:40000", "10.1.0.11:9092")
-				h.Call(c, dt.At(tc.end), ms, "other", dt.Fetch(500), dt.Fetched(0, 0))
-			}
-			dt.Check(t, h.Findings(), "reconnect-storm", tc.want...)
-		})
-	}
+	}, nil)
 }

@@ -60,16 +60,10 @@ func failFor(h *dt.Harness, start, d time.Duration, heal bool) {
 }
 
 func TestSaslFailure(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		end      time.Duration
-		want     []dt.Want
-	}{
+	dt.Run(t, sasl.Analyzer, []dt.Case{
 		{
-			name: "healthy: SCRAM logins, and re-authentications before the session lifetime, give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: SCRAM logins, and re-authentications before the session lifetime, give nothing",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				at := login(h, c, time.Second, 10000)
 				at = login(h, c, at+9*time.Second, 10000)
@@ -79,94 +73,94 @@ func TestSaslFailure(t *testing.T) {
 			},
 		},
 		{
-			name: "an unsupported mechanism, three tries, never authenticated: a warning naming both sides' mechanisms",
-			traffic: func(h *dt.Harness) {
+			Name: "an unsupported mechanism, three tries, never authenticated: a warning naming both sides' mechanisms",
+			Traffic: func(h *dt.Harness) {
 				for i := range 3 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					h.Call(c, dt.At(time.Second+time.Duration(i)*300*ms), ms, "app", dt.SaslHandshake("OAUTHBEARER"),
 						dt.SaslHandshaked(33, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
 				}
 			},
-			end: time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failures": 3},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failures": 3},
 				Fields: map[string]any{"mechanisms": []string{"OAUTHBEARER"}, "enabled_mechanisms": []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"},
 					"errors": []string{"UNSUPPORTED_SASL_MECHANISM x3"}, "healed": false, "client_host": "10.2.0.5", "client_id": "app"},
 				Summary:  []string{`client "app" on 10.2.0.5 failed SASL authentication 3 times (OAUTHBEARER): UNSUPPORTED_SASL_MECHANISM x3, never authenticated after`},
 				Evidence: []uint64{2}}},
 		},
 		{
-			name:    "a wrong password, failing for 10 s to the end of the capture: an error",
-			traffic: func(h *dt.Harness) { failFor(h, time.Second, 10*time.Second, false) },
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"failures": 11},
+			Name:    "a wrong password, failing for 10 s to the end of the capture: an error",
+			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 10*time.Second, false) },
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"failures": 11},
 				Fields: map[string]any{"messages": []string{badPassword}, "errors": []string{"SASL_AUTHENTICATION_FAILED x11"}}}},
 		},
 		{
-			name:    "near miss: failing for 9.9 s to the end: a warning",
-			traffic: func(h *dt.Harness) { failFor(h, time.Second, 9900*ms, false) },
-			want:    []dt.Want{{Severity: detectors.Warning}},
+			Name:    "near miss: failing for 9.9 s to the end: a warning",
+			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 9900*ms, false) },
+			Want:    []dt.Want{{Severity: detectors.Warning}},
 		},
 		{
-			name:    "failing for 30 s, then the capture goes on without the client: an error",
-			traffic: func(h *dt.Harness) { failFor(h, time.Second, 30*time.Second, false) },
-			end:     5 * time.Minute,
-			want:    []dt.Want{{Severity: detectors.Error}},
+			Name:    "failing for 30 s, then the capture goes on without the client: an error",
+			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 30*time.Second, false) },
+			End:     5 * time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Error}},
 		},
 		{
-			name:    "healed: failing for 2.9 s, then authenticated: info",
-			traffic: func(h *dt.Harness) { failFor(h, time.Second, 2900*ms, true) },
-			want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"healed": true}, Summary: []string{"then authenticated"}}},
+			Name:    "healed: failing for 2.9 s, then authenticated: info",
+			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 2900*ms, true) },
+			Want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"healed": true}, Summary: []string{"then authenticated"}}},
 		},
 		{
-			name:    "healed after 3 s of failures: a warning",
-			traffic: func(h *dt.Harness) { failFor(h, time.Second, 3*time.Second, true) },
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"healed": true}}},
+			Name:    "healed after 3 s of failures: a warning",
+			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 3*time.Second, true) },
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"healed": true}}},
 		},
 		{
-			name: "the broker closing the connection instead of answering SaslAuthenticate",
-			traffic: func(h *dt.Harness) {
+			Name: "the broker closing the connection instead of answering SaslAuthenticate",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				h.Call(c, dt.At(time.Second), ms, "app", dt.SaslHandshake("PLAIN"), dt.SaslHandshaked(0, "PLAIN"))
 				q, _ := h.Call(c, dt.At(time.Second+2*ms), 0, "app", dt.SaslAuthenticate("\x00app\x00wrong"), nil)
 				h.Unanswered(c, q)
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed_unanswered": 1, "failures": 1}, Summary: []string{"connection closed unanswered x1"}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed_unanswered": 1, "failures": 1}, Summary: []string{"connection closed unanswered x1"}}},
 		},
 		{
-			name: "ILLEGAL_SASL_STATE: a handshake on an authenticated connection without a session lifetime",
-			traffic: func(h *dt.Harness) {
+			Name: "ILLEGAL_SASL_STATE: a handshake on an authenticated connection without a session lifetime",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				at := login(h, c, time.Second, 0)
 				h.Call(c, dt.At(at+time.Second), ms, "app", dt.SaslHandshake("SCRAM-SHA-256"), dt.SaslHandshaked(34))
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"errors": []string{"ILLEGAL_SASL_STATE x1"}}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"errors": []string{"ILLEGAL_SASL_STATE x1"}}}},
 		},
 		{
-			name: "two connections closed by the broker at a request after their 5 s session lifetime: a warning",
-			traffic: func(h *dt.Harness) {
+			Name: "two connections closed by the broker at a request after their 5 s session lifetime: a warning",
+			Traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					at := login(h, c, time.Second+time.Duration(i)*ms*10, 5000)
 					expire(h, c, at+5200*ms, i == 0)
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2, "failures": 0},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2, "failures": 0},
 				Fields:   map[string]any{"session_lifetime_ms": int64(5000)},
 				Summary:  []string{`client "app" on 10.2.0.5: 2 connections closed at re-authentication time (session lifetime 5.0 s)`},
 				Evidence: []uint64{7, 8}}},
 		},
 		{
-			name: "near miss: one such connection is info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: one such connection is info",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				expire(h, c, login(h, c, time.Second, 5000)+5200*ms, false)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"reauth_closes": 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"reauth_closes": 1}}},
 		},
 		{
-			name: "near miss: a request 3.9 s into a 5 s session (reauth-slack 1 s) is not at re-authentication time",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: a request 3.9 s into a 5 s session (reauth-slack 1 s) is not at re-authentication time",
+			Traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					expire(h, c, login(h, c, time.Second, 5000)+3900*ms, false)
@@ -174,18 +168,18 @@ func TestSaslFailure(t *testing.T) {
 			},
 		},
 		{
-			name: "a request 4 s into a 5 s session is",
-			traffic: func(h *dt.Harness) {
+			Name: "a request 4 s into a 5 s session is",
+			Traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					expire(h, c, login(h, c, time.Second, 5000)+4000*ms, false)
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2}}},
 		},
 		{
-			name: "near miss: connections the client closes while idle after their lifetime, or whose late requests are answered, give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: connections the client closes while idle after their lifetime, or whose late requests are answered, give nothing",
+			Traffic: func(h *dt.Harness) {
 				for i := range 3 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					at := login(h, c, time.Second, 5000)
@@ -197,25 +191,15 @@ func TestSaslFailure(t *testing.T) {
 			},
 		},
 		{
-			name:     "min-reauth-closes raised: two closes are info",
-			settings: map[string]string{"min-reauth-closes": "3"},
-			traffic: func(h *dt.Harness) {
+			Name:     "min-reauth-closes raised: two closes are info",
+			Settings: map[string]string{"min-reauth-closes": "3"},
+			Traffic: func(h *dt.Harness) {
 				for i := range 2 {
 					c := h.Conn(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker)
 					expire(h, c, login(h, c, time.Second, 5000)+6*time.Second, true)
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Info}},
+			Want: []dt.Want{{Severity: detectors.Info}},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"sasl-failure": tc.settings}, sasl.Analyzer)
-			tc.traffic(h)
-			if tc.end > 0 {
-				c := h.Conn("10.9.0.1:40000", "10.1.0.11:9092")
-				h.Call(c, dt.At(tc.end), ms, "other", dt.Fetch(500), dt.Fetched(0, 0))
-			}
-			dt.Check(t, h.Findings(), "sasl-failure", tc.want...)
-		})
-	}
+	}, nil)
 }
