@@ -23,28 +23,22 @@ func refresh(h *dt.Harness, c *flows.Conn, id string, start time.Duration, n int
 }
 
 func TestMetadataStorm(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		end      time.Duration // a last event from another client, to set the capture's end
-		want     []dt.Want
-	}{
+	dt.Run(t, metastorm.Analyzer, []dt.Case{
 		{
-			name: "healthy: a client starting, then refreshing every 30 s for ten minutes, gives nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: a client starting, then refreshing every 30 s for ten minutes, gives nothing",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				refresh(h, c, "app", 0, 3, 50*ms, "orders")
 				refresh(h, c, "app", 30*time.Second, 20, 30*time.Second)
 			},
 		},
 		{
-			name: "60 all-topics requests in 5.9 s: a storm, a warning",
-			traffic: func(h *dt.Harness) {
+			Name: "60 all-topics requests in 5.9 s: a storm, a warning",
+			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 60, 100*ms)
 			},
-			end: 30 * time.Second,
-			want: []dt.Want{{
+			End: 30 * time.Second,
+			Want: []dt.Want{{
 				Severity: detectors.Warning,
 				Counts:   map[string]int64{"metadata_requests": 60, "storm_requests": 60, "all_topics_requests": 60, "storms": 1},
 				Fields: map[string]any{"client_id": "sarama", "client_host": "10.2.0.5", "all_topics_share": 1.0,
@@ -54,23 +48,23 @@ func TestMetadataStorm(t *testing.T) {
 			}},
 		},
 		{
-			name: "near miss: 49 requests within 10 s give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: 49 requests within 10 s give nothing",
+			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 49, 200*ms, "orders")
 				refresh(h, h.Conn("10.2.0.5:40001", broker), "sarama", 20*time.Second, 49, 200*ms, "orders")
 			},
 		},
 		{
-			name: "near miss the other way: 50 within 10 s are a storm",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: 50 within 10 s are a storm",
+			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 50, 200*ms, "orders")
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_requests": 50}, Fields: map[string]any{"all_topics_share": 0.0}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_requests": 50}, Fields: map[string]any{"all_topics_share": 0.0}}},
 		},
 		{
-			name: "per client id and host: two hosts with 30 each, and two client ids on one host with 30 each, give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "per client id and host: two hosts with 30 each, and two client ids on one host with 30 each, give nothing",
+			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "app", time.Second, 30, 100*ms)
 				refresh(h, h.Conn("10.2.0.6:40000", broker), "app", time.Second, 30, 100*ms)
 				refresh(h, h.Conn("10.2.0.7:40000", broker), "app-a", time.Second, 30, 100*ms)
@@ -78,8 +72,8 @@ func TestMetadataStorm(t *testing.T) {
 			},
 		},
 		{
-			name: "refreshes on error: a Metadata after each NOT_LEADER answer gives nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "refreshes on error: a Metadata after each NOT_LEADER answer gives nothing",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				for i := range 100 {
 					at := time.Second + time.Duration(i)*100*ms
@@ -89,8 +83,8 @@ func TestMetadataStorm(t *testing.T) {
 			},
 		},
 		{
-			name: "near miss: refreshes from 2.2 s after the last error (explain-within 2 s) are all counted",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: refreshes from 2.2 s after the last error (explain-within 2 s) are all counted",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				for i := range 60 {
 					at := time.Second + time.Duration(i)*100*ms
@@ -100,58 +94,48 @@ func TestMetadataStorm(t *testing.T) {
 					h.Call(c, dt.At(9100*ms+time.Duration(i)*100*ms), 2*ms, "sarama", dt.MetadataFor("orders"), dt.MetadataOf(1))
 				}
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 0, "storm_requests": 60}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 0, "storm_requests": 60}}},
 		},
 		{
-			name: "one refresh per partition after one error: the error explains one, the rest are a storm",
-			traffic: func(h *dt.Harness) {
+			Name: "one refresh per partition after one error: the error explains one, the rest are a storm",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				h.Call(c, dt.At(time.Second), 2*ms, "sarama", dt.Produce(9), dt.Produced(9, 6, 0))
 				refresh(h, c, "sarama", time.Second+10*ms, 200, 5*ms, "orders")
 			},
-			end:  time.Minute,
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 1, "storm_requests": 199}}},
+			End:  time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 1, "storm_requests": 199}}},
 		},
 		{
-			name:    "near miss: a storm of 29.9 s is a warning",
-			traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 300, 100*ms) },
-			end:     2 * time.Minute,
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm_s": 29.9}}},
+			Name:    "near miss: a storm of 29.9 s is a warning",
+			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 300, 100*ms) },
+			End:     2 * time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm_s": 29.9}}},
 		},
 		{
-			name:    "a storm of 30 s is an error",
-			traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 301, 100*ms) },
-			end:     2 * time.Minute,
-			want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"storm_s": 30.0}}},
+			Name:    "a storm of 30 s is an error",
+			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 301, 100*ms) },
+			End:     2 * time.Minute,
+			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"storm_s": 30.0}}},
 		},
 		{
-			name:    "still storming at the end after 10 s: an error",
-			traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 101, 100*ms) },
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true, "storm_s": 10.0},
+			Name:    "still storming at the end after 10 s: an error",
+			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 101, 100*ms) },
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true, "storm_s": 10.0},
 				Summary: []string{"still going on at the end"}}},
 		},
 		{
-			name:    "near miss: still storming at the end after 9.9 s: a warning",
-			traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 100, 100*ms) },
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
+			Name:    "near miss: still storming at the end after 9.9 s: a warning",
+			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 100, 100*ms) },
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
 		},
 		{
-			name:     "min-requests raised: the 60 requests give nothing",
-			settings: map[string]string{"min-requests": "61"},
-			traffic: func(h *dt.Harness) {
+			Name:     "min-requests raised: the 60 requests give nothing",
+			Settings: map[string]string{"min-requests": "61"},
+			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 60, 100*ms)
 			},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"metadata-storm": tc.settings}, metastorm.Analyzer)
-			tc.traffic(h)
-			if tc.end > 0 {
-				c := h.Conn("10.9.0.1:40000", broker)
-				h.Call(c, dt.At(tc.end), ms, "other", dt.Fetch(500), dt.Fetched(0, 0))
-			}
-			dt.Check(t, h.Findings(), "metadata-storm", tc.want...)
-		})
-	}
+	}, nil)
 }
