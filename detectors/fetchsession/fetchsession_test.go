@@ -57,21 +57,16 @@ func (c *consumer) every(from, to, step time.Duration, code int16) {
 }
 
 func TestFetchSessionChurn(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, fetchsession.Analyzer, []dt.Case{
 		{
-			name: "healthy incremental fetches: nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy incremental fetches: nothing",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32)).every(0, 10*time.Second, 500*time.Millisecond, ok)
 			},
 		},
 		{
-			name: "near miss: one session evicted, a new one opened at once and used: nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: one session evicted, a new one opened at once and used: nothing",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32))
 				c.every(0, 5*time.Second, 500*time.Millisecond, ok)
 				c.fetch(5*time.Second, notFound)
@@ -79,19 +74,19 @@ func TestFetchSessionChurn(t *testing.T) {
 			},
 		},
 		{
-			name:     "the same eviction with min-errors 1: info",
-			settings: map[string]string{"min-errors": "1"},
-			traffic: func(h *dt.Harness) {
+			Name:     "the same eviction with min-errors 1: info",
+			Settings: map[string]string{"min-errors": "1"},
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32))
 				c.every(0, 5*time.Second, 500*time.Millisecond, ok)
 				c.fetch(5*time.Second, notFound)
 				c.every(5010*time.Millisecond, 10*time.Second, 500*time.Millisecond, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"session_errors": 1, "storms": 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"session_errors": 1, "storms": 1}}},
 		},
 		{
-			name: "two consumers evicting each other's session for 6 s, to the end: a warning each",
-			traffic: func(h *dt.Harness) {
+			Name: "two consumers evicting each other's session for 6 s, to the end: a warning each",
+			Traffic: func(h *dt.Harness) {
 				ids := new(int32)
 				a := newConsumer(h, "10.2.0.7:40000", "consumer-a", ids)
 				b := newConsumer(h, "10.2.0.8:40000", "consumer-b", ids)
@@ -102,7 +97,7 @@ func TestFetchSessionChurn(t *testing.T) {
 					b.fetch(at+5*time.Millisecond, notFound)
 				}
 			},
-			want: []dt.Want{
+			Want: []dt.Want{
 				{Severity: detectors.Warning,
 					Counts: map[string]int64{"session_errors": 300, "storms": 1, "fetches": 599, "full_fetches": 299, "incremental_fetches": 300, "sessions_created": 299},
 					Fields: map[string]any{"client_id": "consumer-a", "fetcher": int32(-1), "ongoing": true, "held_s": 5.985,
@@ -113,56 +108,50 @@ func TestFetchSessionChurn(t *testing.T) {
 			},
 		},
 		{
-			name: "churning for 12 s to the end: error",
-			traffic: func(h *dt.Harness) {
+			Name: "churning for 12 s to the end: error",
+			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32)).every(0, 12*time.Second+20*time.Millisecond, 20*time.Millisecond, notFound)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"session_errors": 300}, Fields: map[string]any{"ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"session_errors": 300}, Fields: map[string]any{"ongoing": true}}},
 		},
 		{
-			name: "near miss: a storm of 2.9 s, then healthy fetches: info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: a storm of 2.9 s, then healthy fetches: info",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32))
 				c.every(0, 3*time.Second, 50*time.Millisecond, notFound) // errors every 100 ms, 50 ms to 2950 ms
 				c.every(3*time.Second, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": false, "held_s": 2.9}}},
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": false, "held_s": 2.9}}},
 		},
 		{
-			name: "near miss the other way: 3.1 s is a warning",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: 3.1 s is a warning",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32))
 				c.every(0, 3200*time.Millisecond, 50*time.Millisecond, notFound) // 50 ms to 3150 ms
 				c.every(3200*time.Millisecond, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "held_s": 3.1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "held_s": 3.1}}},
 		},
 		{
-			name: "two short storms more than max-gap apart stay info, counted as two",
-			traffic: func(h *dt.Harness) {
+			Name: "two short storms more than max-gap apart stay info, counted as two",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32))
 				c.every(0, 2*time.Second, 50*time.Millisecond, notFound)
 				c.every(2*time.Second, 12*time.Second, 500*time.Millisecond, ok)
 				c.every(12*time.Second, 14*time.Second, 50*time.Millisecond, notFound)
 				c.every(14*time.Second, 24*time.Second, 500*time.Millisecond, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storms": 2, "session_errors": 40}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storms": 2, "session_errors": 40}}},
 		},
 		{
-			name: "a follower's replica fetcher out of step (INVALID_FETCH_SESSION_EPOCH)",
-			traffic: func(h *dt.Harness) {
+			Name: "a follower's replica fetcher out of step (INVALID_FETCH_SESSION_EPOCH)",
+			Traffic: func(h *dt.Harness) {
 				c := newConsumer(h, "10.1.0.12:50000", "broker-2-fetcher-0", new(int32))
 				c.every(0, 4*time.Second, 100*time.Millisecond, wrongEpoch)
 				c.every(4*time.Second, 8*time.Second, 500*time.Millisecond, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"fetcher": int32(2), "errors": []string{"INVALID_FETCH_SESSION_EPOCH x20"}},
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"fetcher": int32(2), "errors": []string{"INVALID_FETCH_SESSION_EPOCH x20"}},
 				Summary: []string{`follower node 2 (client id "broker-2-fetcher-0", 10.1.0.12)`}}},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{rule: tc.settings}, fetchsession.Analyzer)
-			tc.traffic(h)
-			dt.Check(t, h.Findings(), rule, tc.want...)
-		})
-	}
+	}, nil)
 }

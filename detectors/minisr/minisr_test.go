@@ -48,66 +48,61 @@ func (p *producer) every(from, to, step time.Duration, part int32, code int16) {
 }
 
 func TestNotEnoughReplicas(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, minisr.Analyzer, []dt.Case{
 		{
-			name: "healthy acks=all producer: nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy acks=all producer: nothing",
+			Traffic: func(h *dt.Harness) {
 				newProducer(h, "10.2.0.5:40000", "orders-producer", 7).every(0, 5*time.Second, 100*time.Millisecond, 0, ok)
 			},
 		},
 		{
-			name: "near miss: one NOT_ENOUGH_REPLICAS, written 100 ms later: info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: one NOT_ENOUGH_REPLICAS, written 100 ms later: info",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.every(0, time.Second, 100*time.Millisecond, 0, ok)
 				p.send(time.Second, 0, ner)
 				p.every(1100*time.Millisecond, 2*time.Second, 100*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info,
+			Want: []dt.Want{{Severity: detectors.Info,
 				Counts: map[string]int64{"refusals": 1, "partitions": 1},
 				Fields: map[string]any{"client_id": "orders-producer", "acks": int16(-1), "idempotent": true, "recovered": true, "held_s": 0.1,
 					"partitions": []minisr.Partition{{Partition: "orders-0", Refusals: 1, HeldS: 0.1, Recovered: true}}},
 				Summary: []string{`producer "orders-producer" (10.2.0.5), acks=all: NOT_ENOUGH_REPLICAS x1 on orders-0; a partition went 100 ms without a write`}}},
 		},
 		{
-			name: "two refusals 4 s apart, written 9 s after the first (kgo retries after each metadata refresh): warning",
-			traffic: func(h *dt.Harness) {
+			Name: "two refusals 4 s apart, written 9 s after the first (kgo retries after each metadata refresh): warning",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.send(time.Second, 0, ner)
 				p.send(5*time.Second, 0, ner)
 				p.send(10*time.Second, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 2},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 2},
 				Fields: map[string]any{"held_s": 9.0, "recovered": true,
 					"partitions": []minisr.Partition{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}}},
 				Summary: []string{"a partition went 9.0 s without a write"}}},
 		},
 		{
-			name: "near miss: 2.9 s without a write stays info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: 2.9 s without a write stays info",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.every(time.Second, 3900*time.Millisecond, 250*time.Millisecond, 0, ner)
 				p.send(3900*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 12}, Fields: map[string]any{"held_s": 2.9}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 12}, Fields: map[string]any{"held_s": 2.9}}},
 		},
 		{
-			name: "near miss the other way: 3.1 s without a write is a warning",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss the other way: 3.1 s without a write is a warning",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.every(time.Second, 4100*time.Millisecond, 250*time.Millisecond, 0, ner)
 				p.send(4100*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 13}, Fields: map[string]any{"held_s": 3.1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 13}, Fields: map[string]any{"held_s": 3.1}}},
 		},
 		{
-			name: "a retry storm still refused at the end after 12 s, with the ISR Metadata named: error",
-			traffic: func(h *dt.Harness) {
+			Name: "a retry storm still refused at the end after 12 s, with the ISR Metadata named: error",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.every(time.Second, 6*time.Second, 100*time.Millisecond, 0, ner)
 				m := h.Conn("10.2.0.5:40001", "10.1.0.10:9092")
@@ -115,35 +110,35 @@ func TestNotEnoughReplicas(t *testing.T) {
 					dt.MetadataAnswer(3, "orders", [16]byte{1}, 0, dt.MetaPartition{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 0}, ISR: []int32{1}}))
 				p.every(6*time.Second, 13*time.Second+time.Millisecond, 100*time.Millisecond, 0, ner)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"refusals": 121},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"refusals": 121},
 				Fields: map[string]any{"recovered": false, "held_s": 12.0,
 					"isr": []minisr.ISR{{Partition: "orders-0", Leader: 1, Replicas: []int32{1, 2, 0}, ISR: []int32{1}, Packet: 102}}},
 				Summary:  []string{"still refused at the end (12.0 s)"},
 				Evidence: []uint64{102}}},
 		},
 		{
-			name: "NOT_ENOUGH_REPLICAS_AFTER_APPEND retried by a producer without idempotence: warning even when quick",
-			traffic: func(h *dt.Harness) {
+			Name: "NOT_ENOUGH_REPLICAS_AFTER_APPEND retried by a producer without idempotence: warning even when quick",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "legacy-producer", -1)
 				p.send(time.Second, 0, afterAppend)
 				p.send(1100*time.Millisecond, 0, afterAppend)
 				p.send(1200*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"after_append": 2, "rewritten": 2},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"after_append": 2, "rewritten": 2},
 				Fields: map[string]any{"idempotent": false, "errors": []string{"NOT_ENOUGH_REPLICAS_AFTER_APPEND x2"}}}},
 		},
 		{
-			name: "near miss: the same with idempotence stays info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: the same with idempotence stays info",
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.send(time.Second, 0, afterAppend)
 				p.send(1200*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"after_append": 1, "rewritten": 0}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"after_append": 1, "rewritten": 0}}},
 		},
 		{
-			name: "per client: two producers, one on two partitions",
-			traffic: func(h *dt.Harness) {
+			Name: "per client: two producers, one on two partitions",
+			Traffic: func(h *dt.Harness) {
 				a := newProducer(h, "10.2.0.5:40000", "alpha", 7)
 				b := newProducer(h, "10.2.0.6:40000", "beta", 8)
 				a.send(time.Second, 0, ner)
@@ -153,27 +148,21 @@ func TestNotEnoughReplicas(t *testing.T) {
 				a.send(1600*time.Millisecond, 1, ok)
 				b.send(2200*time.Millisecond, 0, ok)
 			},
-			want: []dt.Want{
+			Want: []dt.Want{
 				{Severity: detectors.Info, Counts: map[string]int64{"refusals": 2, "partitions": 2},
 					Fields: map[string]any{"client_id": "alpha", "held_s": 0.5}, Summary: []string{"on orders-0, orders-1"}},
 				{Severity: detectors.Info, Counts: map[string]int64{"refusals": 1}, Fields: map[string]any{"client_id": "beta"}},
 			},
 		},
 		{
-			name:     "min-errors above the refusals seen: nothing",
-			settings: map[string]string{"min-errors": "3"},
-			traffic: func(h *dt.Harness) {
+			Name:     "min-errors above the refusals seen: nothing",
+			Settings: map[string]string{"min-errors": "3"},
+			Traffic: func(h *dt.Harness) {
 				p := newProducer(h, "10.2.0.5:40000", "orders-producer", 7)
 				p.send(time.Second, 0, ner)
 				p.send(5*time.Second, 0, ner)
 				p.send(10*time.Second, 0, ok)
 			},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{rule: tc.settings}, minisr.Analyzer)
-			tc.traffic(h)
-			dt.Check(t, h.Findings(), rule, tc.want...)
-		})
-	}
+	}, nil)
 }

@@ -62,15 +62,10 @@ func loop(h *dt.Harness, n int, period, lat time.Duration) {
 }
 
 func TestRebalanceLoop(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, rebalance.Analyzer, []dt.Case{
 		{
-			name: "healthy: a first join (MEMBER_ID_REQUIRED, then the join) and heartbeats give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: a first join (MEMBER_ID_REQUIRED, then the join) and heartbeats give nothing",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 3*time.Second)
 				for i := range 10 {
@@ -79,8 +74,8 @@ func TestRebalanceLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "healthy: three members joining one after another, each one rebalance, give nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "healthy: three members joining one after another, each one rebalance, give nothing",
+			Traffic: func(h *dt.Harness) {
 				a := newMember(h, "10.2.0.5:40000", "consumer-a")
 				b := newMember(h, "10.2.0.6:40000", "consumer-b")
 				c := newMember(h, "10.2.0.7:40000", "consumer-c")
@@ -100,9 +95,9 @@ func TestRebalanceLoop(t *testing.T) {
 			},
 		},
 		{
-			name:    "a classic loop: six rebalances without a member joining, over 5.6 s, is a warning",
-			traffic: func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
-			want: []dt.Want{{
+			Name:    "a classic loop: six rebalances without a member joining, over 5.6 s, is a warning",
+			Traffic: func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
+			Want: []dt.Want{{
 				Severity: detectors.Warning,
 				Counts:   map[string]int64{"rebalances": 7, "members_joined": 1, "rebalance_errors": 6, "episodes": 1},
 				Fields: map[string]any{"group": "g", "protocol": "classic", "unexplained_rebalances": 6,
@@ -112,57 +107,57 @@ func TestRebalanceLoop(t *testing.T) {
 			}},
 		},
 		{
-			name:    "near miss: a loop over 2.9 s is info",
-			traffic: func(h *dt.Harness) { loop(h, 3, 1326500*time.Microsecond, 100*ms) },
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": true, "episode_s": 2.9},
+			Name:    "near miss: a loop over 2.9 s is info",
+			Traffic: func(h *dt.Harness) { loop(h, 3, 1326500*time.Microsecond, 100*ms) },
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": true, "episode_s": 2.9},
 				Counts: map[string]int64{"rebalances": 4}}},
 		},
 		{
-			name:    "a loop over 3 s is a warning",
-			traffic: func(h *dt.Harness) { loop(h, 3, 1376500*time.Microsecond, 100*ms) },
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "episode_s": 3.0}}},
+			Name:    "a loop over 3 s is a warning",
+			Traffic: func(h *dt.Harness) { loop(h, 3, 1376500*time.Microsecond, 100*ms) },
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "episode_s": 3.0}}},
 		},
 		{
-			name: "members leaving at the end do not leave the group unsettled",
-			traffic: func(h *dt.Harness) {
+			Name: "members leaving at the end do not leave the group unsettled",
+			Traffic: func(h *dt.Harness) {
 				loop(h, 3, 1376500*time.Microsecond, 100*ms)
 				c := h.Conn("10.2.0.5:40001", coordinator)
 				h.Call(c, dt.At(9*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "members_left": 1, "episode_s": 3.0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "members_left": 1, "episode_s": 3.0}}},
 		},
 		{
-			name:    "near miss: one rebalance beyond the join, however slow, is not a loop",
-			traffic: func(h *dt.Harness) { loop(h, 1, time.Second, 5*time.Second) },
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false, "unexplained_rebalances": 1},
+			Name:    "near miss: one rebalance beyond the join, however slow, is not a loop",
+			Traffic: func(h *dt.Harness) { loop(h, 1, time.Second, 5*time.Second) },
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false, "unexplained_rebalances": 1},
 				Summary: []string{`group "g" rebalanced: 2 rebalances`}}},
 		},
 		{
-			name:    "two rebalances beyond the join, slow, are a loop",
-			traffic: func(h *dt.Harness) { loop(h, 2, 6*time.Second, 5*time.Second) },
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "unexplained_rebalances": 2}}},
+			Name:    "two rebalances beyond the join, slow, are a loop",
+			Traffic: func(h *dt.Harness) { loop(h, 2, 6*time.Second, 5*time.Second) },
+			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "unexplained_rebalances": 2}}},
 		},
 		{
-			name:    "a loop of 30 s unsettled is an error",
-			traffic: func(h *dt.Harness) { loop(h, 12, 3*time.Second, 2600*ms) },
-			want:    []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalances": 13}}},
+			Name:    "a loop of 30 s unsettled is an error",
+			Traffic: func(h *dt.Harness) { loop(h, 12, 3*time.Second, 2600*ms) },
+			Want:    []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalances": 13}}},
 		},
 		{
-			name: "JoinGroup answered REBALANCE_IN_PROGRESS 24 times over 12 s, never settling: an error",
-			traffic: func(h *dt.Harness) {
+			Name: "JoinGroup answered REBALANCE_IN_PROGRESS 24 times over 12 s, never settling: an error",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				for i := range 24 {
 					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalance_errors": 24},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalance_errors": 24},
 				Fields:  map[string]any{"ongoing": true, "loop": true},
 				Summary: []string{"still unsettled at the end"}}},
 		},
 		{
-			name: "near miss: 19 such errors (min-errors 20) over 9.5 s: not a loop, info",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: 19 such errors (min-errors 20) over 9.5 s: not a loop, info",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				for i := range 19 {
@@ -170,11 +165,11 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 				m.rejoin(t+10*time.Second, "m-1", 2, 20*ms)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"rebalance_errors": 19}, Fields: map[string]any{"loop": false}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"rebalance_errors": 19}, Fields: map[string]any{"loop": false}}},
 		},
 		{
-			name: "UNKNOWN_MEMBER_ID: members fenced rejoin with new ids, which are not new members",
-			traffic: func(h *dt.Harness) {
+			Name: "UNKNOWN_MEMBER_ID: members fenced rejoin with new ids, which are not new members",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				for i := range 4 {
@@ -184,13 +179,13 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 				m.beat(t+9*time.Second, 0)
 			},
-			want: []dt.Want{{Severity: detectors.Warning,
+			Want: []dt.Want{{Severity: detectors.Warning,
 				Counts: map[string]int64{"rebalances": 5, "members_joined": 1},
 				Fields: map[string]any{"unexplained_rebalances": 4, "errors": []string{"UNKNOWN_MEMBER_ID x4"}}}},
 		},
 		{
-			name: "hold: a disturbance 9.9 s after the group settled is the same episode",
-			traffic: func(h *dt.Harness) {
+			Name: "hold: a disturbance 9.9 s after the group settled is the same episode",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				m.beat(t+100*ms, 27)
@@ -199,11 +194,11 @@ func TestRebalanceLoop(t *testing.T) {
 				t = m.rejoin(t+9905*ms, "m-1", 3, 2*time.Second)
 				m.beat(t+time.Second, 0)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"episodes": 1, "rebalances": 3}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"episodes": 1, "rebalances": 3}}},
 		},
 		{
-			name: "hold: 10 s after it settled, a new episode",
-			traffic: func(h *dt.Harness) {
+			Name: "hold: 10 s after it settled, a new episode",
+			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
 				t := m.join(time.Second, "m-1", 1, 20*ms)
 				m.beat(t+100*ms, 27)
@@ -212,11 +207,11 @@ func TestRebalanceLoop(t *testing.T) {
 				t = m.rejoin(t+10005*ms, "m-1", 3, 2*time.Second)
 				m.beat(t+time.Second, 0)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"episodes": 2, "rebalances": 2}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"episodes": 2, "rebalances": 2}}},
 		},
 		{
-			name: "KIP-848: a member fenced with FENCED_MEMBER_EPOCH eight times, rejoining 500 ms later each time",
-			traffic: func(h *dt.Harness) {
+			Name: "KIP-848: a member fenced with FENCED_MEMBER_EPOCH eight times, rejoining 500 ms later each time",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.2.0.5:40000", coordinator)
 				h.Call(c, dt.At(time.Second), 5*ms, "consumer-1", dt.GroupHeartbeat("g", "", 0), dt.GroupBeat(0, "m-1", 1))
 				for i := range 8 {
@@ -225,13 +220,13 @@ func TestRebalanceLoop(t *testing.T) {
 					h.Call(c, dt.At(at+505*ms), 5*ms, "consumer-1", dt.GroupHeartbeat("g", "m-1", 0), dt.GroupBeat(0, "m-1", int32(2+i)))
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Warning,
+			Want: []dt.Want{{Severity: detectors.Warning,
 				Counts: map[string]int64{"fences": 8, "rebalances": 8},
 				Fields: map[string]any{"protocol": "consumer", "members_fenced": 8, "errors": []string{"FENCED_MEMBER_EPOCH x8"}}}},
 		},
 		{
-			name: "KIP-848 healthy: members join (epoch 0) and heartbeat, one leaves: nothing",
-			traffic: func(h *dt.Harness) {
+			Name: "KIP-848 healthy: members join (epoch 0) and heartbeat, one leaves: nothing",
+			Traffic: func(h *dt.Harness) {
 				for i, client := range []string{"10.2.0.5:40000", "10.2.0.6:40000", "10.2.0.7:40000"} {
 					c := h.Conn(client, coordinator)
 					id := "m-" + string(rune('1'+i))
@@ -246,16 +241,10 @@ func TestRebalanceLoop(t *testing.T) {
 			},
 		},
 		{
-			name:     "min-rebalances raised: the classic loop is info",
-			settings: map[string]string{"min-rebalances": "7"},
-			traffic:  func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
-			want:     []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false}}},
+			Name:     "min-rebalances raised: the classic loop is info",
+			Settings: map[string]string{"min-rebalances": "7"},
+			Traffic:  func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
+			Want:     []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false}}},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"rebalance-loop": tc.settings}, rebalance.Analyzer)
-			tc.traffic(h)
-			dt.Check(t, h.Findings(), "rebalance-loop", tc.want...)
-		})
-	}
+	}, nil)
 }
