@@ -50,7 +50,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"resending the batches it had in flight, at most max.in.flight.requests.per.connection (5) per " +
 		"partition, after a lost acknowledgement: a misconfiguration that bit). Never info: the records are " +
 		"in the log twice however short the failure that caused it.",
-	Recorded: []string{"fixtures/pcaps/clients/mm2-replay-kgo.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
 }, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB, MaxBatches: 200000,
 	MaxRecords: 250000, MaxPartitions: 10000}, New)
 

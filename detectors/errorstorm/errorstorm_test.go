@@ -238,14 +238,18 @@ func TestErrorStorm(t *testing.T) {
 			}},
 		},
 		{
-			name:    "near miss: 0.5/s, 5 errors take 8 s, over the window, for a minute",
-			traffic: func(h *dt.Harness, tl *dt.Timeline) { every(h, tl, "10.2.0.5:40000", broker, "slow", time.Second, 2*time.Second, 30, notLeader) },
+			name: "near miss: 0.5/s, 5 errors take 8 s, over the window, for a minute",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "slow", time.Second, 2*time.Second, 30, notLeader)
+			},
 		},
 		{
 			name:     "the same at 0.5/s with min-rate 0.5 (3 within 5 s)",
 			settings: map[string]string{"min-rate": "0.5"},
-			traffic:  func(h *dt.Harness, tl *dt.Timeline) { every(h, tl, "10.2.0.5:40000", broker, "slow", time.Second, 2*time.Second, 30, notLeader) },
-			want:     []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30, "storm_responses": 30}}},
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				every(h, tl, "10.2.0.5:40000", broker, "slow", time.Second, 2*time.Second, 30, notLeader)
+			},
+			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30, "storm_responses": 30}}},
 		},
 		{
 			name:     "the 0.83/s loop with a 10 s window: ten take 10.8 s, quiet",
