@@ -500,3 +500,32 @@ func TestErrorStormSubject(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorStormInfoNamesItsExplanation: a storm that is info on its own
+// (no client held up) still names the specific finding that explains it,
+// so that the reader is sent there; another error does not.
+func TestErrorStormInfoNamesItsExplanation(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		code      int16
+		explained bool
+	}{{"the same error and client id", 6, true}, {"near miss: another error", 5, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, specific(detectors.Info, detectors.Subject{Error: tc.code, ClientIDs: []string{"burst"}}), errorstorm.Analyzer)
+			tl := dt.NewTimeline(h)
+			every(h, tl, "10.2.0.5:40000", broker, "burst", time.Second, 50*time.Millisecond, 5, notLeader)
+			tl.Run()
+			w := dt.Want{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 5}}
+			if tc.explained {
+				w.Fields, w.Summary = map[string]any{"explained_by": "specific"}, []string{" (explained by specific)"}
+			}
+			fs := h.Findings()
+			dt.Check(t, fs, "error-storm", w)
+			for _, f := range fs {
+				if _, ok := f.Fields["explained_by"]; f.Detector == "error-storm" && ok != tc.explained {
+					t.Errorf("explained_by present %v, want %v", ok, tc.explained)
+				}
+			}
+		})
+	}
+}
