@@ -357,7 +357,9 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 			who = append(who, fmt.Sprintf("%q (%s)", k.id, k.addr.Unmap()))
 		}
 		d, on := c.held(p.End, r.window)
-		if s := detectors.Grade(d, on); s > sev || s == sev && (d > held || on && !ongoing) {
+		// The worst client: the most severe, then the longest held, then
+		// one still failing (a total order: map order must not matter).
+		if s := detectors.Grade(d, on); s > sev || s == sev && (d > held || d == held && on && !ongoing) {
 			sev, held, ongoing = s, d, on
 		}
 	}
