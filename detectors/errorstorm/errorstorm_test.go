@@ -188,6 +188,19 @@ func TestErrorStormSeverity(t *testing.T) {
 			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 8.8}}},
 		},
 		{
+			// A client that keeps heartbeating every 300 ms through a
+			// rebalance of 2 s, then carries on: felt less than 3 s.
+			Name: "healthy: heartbeats answered REBALANCE_IN_PROGRESS through a 2 s rebalance the client finishes: info at most",
+			Traffic: func(h *dt.Harness) {
+				tl := dt.NewTimeline(h)
+				c := h.Conn("10.2.0.7:40000", broker)
+				tl.Every(c, dt.At(time.Second), 300*time.Millisecond, 7, time.Millisecond, "consumer-1", rebalancing)
+				tl.Every(c, dt.At(3100*time.Millisecond), 300*time.Millisecond, 50, time.Millisecond, "consumer-1", func() (kmsg.Request, kmsg.Response) { return dt.Heartbeat(0) })
+				tl.Run()
+			},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 7}, Fields: map[string]any{"held_s": 2.099, "ongoing": false}}},
+		},
+		{
 			Name: "healthy: ten members of one application (one client id and host) each answered MEMBER_ID_REQUIRED, then joining: info at most",
 			Traffic: func(h *dt.Harness) {
 				tl := dt.NewTimeline(h)
