@@ -157,8 +157,10 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 			out = append(out, f)
 		}
 	}
+	// A generic finding explained by a specific one is info and names it;
+	// one already info still names it, so that a reader is sent there.
 	for i := range out {
-		if !generic[i] || out[i].Severity == Info {
+		if !generic[i] {
 			continue
 		}
 		for j := range out {

@@ -1,10 +1,15 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 )
 
@@ -71,16 +76,112 @@ func TestKafka40ReadinessOnRealClients(t *testing.T) {
 }
 
 // TestKafka40ReadinessQuietOnRecordedClients: today's kgo, sarama, kafka-go
-// and kafkajs use versions Kafka 4.0 serves.
+// and kafkajs use versions Kafka 4.0 serves (the kafka40-* recordings are
+// clients set up to send old ones: TestKafka40ReadinessRecorded).
 func TestKafka40ReadinessQuietOnRecordedClients(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", "clients", "*.pcap"))
 	more, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", "recorded-*.pcap"))
 	for _, f := range append(files, more...) {
+		if strings.HasPrefix(filepath.Base(f), "kafka40-") {
+			continue
+		}
 		r := analyseWithDetectors(t, f)
 		for _, fd := range r.Findings {
 			if fd.Detector == "kafka40-removed-versions" {
 				t.Errorf("%s: %s", filepath.Base(f), fd.Summary)
 			}
 		}
+	}
+}
+
+// TestKafka40ReadinessRecorded: real clients set up with old settings,
+// recorded by fixtures/clients/upgrade. The sidecar lists every request
+// version each client sent, decoded from the bytes with kmsg; the finding
+// must be a warning (a misconfiguration that will bite) naming exactly
+// those of them KIP-896 removed, with their counts. Independently of
+// kfsniff's table, the clients' own sources say what must be among them:
+// sarama at Config.Version V0_11_0_0 sends DescribeConfigs and DescribeAcls
+// at v0 (admin.go picks v1 from 1.1 and 2.0), and librdkafka with
+// broker.version.fallback 0.9.0 sends Produce v1 (v2 needs 0.10's message
+// format); kfake, like a 4.0 broker, closes the connection on that Produce.
+func TestKafka40ReadinessRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name, clientID, library string
+		must                    []string
+		refused                 bool // the broker closed the connection on them
+	}{
+		{"kafka40-sarama", "sarama", "Sarama", []string{"DescribeACLs v0", "DescribeConfigs v0"}, false},
+		{"kafka40-librdkafka", "rdkafka", "librdkafka", []string{"Produce v1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join("..", "fixtures", "pcaps", "clients")
+			data, err := os.ReadFile(filepath.Join(dir, tc.name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sc struct {
+				Observed struct {
+					Sent []struct {
+						ClientID   string `json:"client_id"`
+						Key        int16  `json:"key"`
+						Version    int16  `json:"version"`
+						Requests   int64  `json:"requests"`
+						Unanswered int64  `json:"unanswered"`
+					} `json:"sent"`
+				} `json:"observed"`
+			}
+			if err := json.Unmarshal(data, &sc); err != nil {
+				t.Fatal(err)
+			}
+			var removed []string
+			counts := map[string]int64{}
+			var total, unanswered int64
+			for _, s := range sc.Observed.Sent {
+				if s.ClientID != tc.clientID {
+					t.Fatalf("sidecar: a request of client id %q", s.ClientID)
+				}
+				if _, ok := decode.RemovedIn40(s.Key, s.Version); !ok {
+					continue
+				}
+				name := fmt.Sprintf("%s v%d", decode.Name(s.Key), s.Version)
+				removed = append(removed, name)
+				counts[name] = s.Requests
+				total += s.Requests
+				unanswered += s.Unanswered
+			}
+			for _, m := range tc.must {
+				if !slices.Contains(removed, m) {
+					t.Fatalf("the recording lacks %s (sent: %+v)", m, sc.Observed.Sent)
+				}
+			}
+			if tc.refused != (unanswered == total) || !tc.refused && unanswered != 0 {
+				t.Errorf("%d of %d removed-version requests unanswered, want all refused %v", unanswered, total, tc.refused)
+			}
+
+			r := analyseWithDetectors(t, filepath.Join(dir, tc.name+".pcap"))
+			f := findingsOf(t, r.Findings, "kafka40-removed-versions", 1)[0]
+			var got []string
+			fieldAs(t, &f, "removed_versions", &got)
+			slices.Sort(got)
+			slices.Sort(removed)
+			if f.Severity != detectors.Warning || !slices.Equal(got, removed) || f.Fields["client_id"] != tc.clientID ||
+				f.Fields["library"] != tc.library {
+				t.Errorf("%s %v (client %v, library %v), want a warning naming %v for %q (%s)", f.Severity, got,
+					f.Fields["client_id"], f.Fields["library"], removed, tc.clientID, tc.library)
+			}
+			if f.Counts["removed_version_requests"] != total {
+				t.Errorf("removed_version_requests %d, the client sent %d", f.Counts["removed_version_requests"], total)
+			}
+			for name, n := range counts {
+				if f.Counts[name] != n {
+					t.Errorf("%s: %d counted, the client sent %d", name, f.Counts[name], n)
+				}
+			}
+			for _, c := range r.Clients {
+				if c.ClientID == tc.clientID && c.Kafka40Ready {
+					t.Errorf("inventory: %q marked ready for Kafka 4.0", c.ClientID)
+				}
+			}
+		})
 	}
 }

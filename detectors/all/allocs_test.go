@@ -128,14 +128,15 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 		s.meta, s.metaResp = append(s.meta, mreq), append(s.metaResp, mresp)
 
 		// A consumer's heartbeat, answered REBALANCE_IN_PROGRESS now
-		// and then: an error, far from a storm.
+		// and then: an error, far from a storm (one every 1.5 s of
+		// rounds; error-storm needs 5 within 5 s).
 		breq := msg(c, int16(kmsg.Heartbeat), false, at, i)
 		hb := kmsg.NewPtrHeartbeatRequest()
 		hb.Group, hb.MemberID = "group", "member"
 		breq.Req = hb
 		bresp := msg(c, int16(kmsg.Heartbeat), true, at.Add(time.Millisecond), i)
 		hr := kmsg.NewPtrHeartbeatResponse()
-		if i%500 == 0 {
+		if i%1500 == 0 {
 			hr.ErrorCode = 27
 			bresp.ErrorCodes = []flows.ErrorCount{{Code: 27, Count: 1}}
 		}

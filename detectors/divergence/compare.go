@@ -23,11 +23,15 @@ type mismatch struct {
 	refPaths    uint8 // how the leader's copies travelled
 	refCopies   int64
 	epochChange int64 // of them, copies with different leader epochs
-	epochLeader int32
-	epochRepl   int32
-	when        copies.Span
-	conns       tally.IDs
-	ev          detectors.Sampler[detectors.Evidence]
+	// consumedLost counts, of those, batches whose older copy (the one
+	// the leader change replaced) a consumer had read: committed data,
+	// below the high watermark, replaced (an unclean leader election).
+	consumedLost int64
+	epochLeader  int32
+	epochRepl    int32
+	when         copies.Span
+	conns        tally.IDs
+	ev           detectors.Sampler[detectors.Evidence]
 }
 
 // copyEv is the evidence of one copy, formatted if it is listed.
@@ -199,6 +203,13 @@ func (r *rule) mismatch(p *part, k key, ref, g *group, crcs int) {
 	m.batches++
 	if ref.stored && g.stored && ref.epoch >= 0 && g.epoch >= 0 && ref.epoch != g.epoch {
 		m.epochChange++
+		old := ref
+		if g.epoch < ref.epoch {
+			old = g
+		}
+		if old.paths&(1<<copies.ConsumerFetch) != 0 {
+			m.consumedLost++
+		}
 	}
 	m.crcs = max(m.crcs, crcs)
 	m.refPaths |= ref.paths

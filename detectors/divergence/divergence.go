@@ -24,16 +24,28 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:        "replica-divergence",
-	NotRecorded: "replicas' fetches between brokers are not made by kfake (it does not replicate over the wire); fixtures/pcaps/scenarios/replica-divergence.pcap and replica-identity.pcap are built with fixtures/gen.",
-	Severity:    detectors.Error,
+	Name: "replica-divergence",
+	NotRecorded: "the copies it compares travel in broker-to-broker replica fetches, which kfake does not make (it " +
+		"replicates in memory); a producer and a consumer of one kfake broker are one replica, below " +
+		"info-min-replicas; and kfake serves only batches it stored after checking their CRC, so no client of it " +
+		"meets a damaged copy. fixtures/pcaps/scenarios/replica-divergence.pcap (a follower's differing copy, an " +
+		"observer's copy failing its CRC) and replica-identity.pcap (copies agreeing across 3 replicas) are built " +
+		"with fixtures/gen.",
+	Severity: detectors.Error,
 	Doc: "Copies of one batch that differ: the same topic, partition and base offset seen with different " +
 		"CRCs on different connections (produce, replica fetch, raft fetch, consumer fetch), and batches " +
 		"whose CRC does not verify. When the copies agree, says as info how many batches were verified " +
 		"byte-identical across how many replicas. A produced batch the broker rewrote " +
 		"(recompression, LogAppendTime: other attributes) is not a divergence, nor are copies naming different topic ids " +
 		"(one name on two clusters, a recreated topic). Offsets of produced batches come from the Produce " +
-		"responses; a copy differing only in partitionLeaderEpoch after a leader change is a warning.",
+		"responses. Severity: an error however short the capture, since neither heals by itself: replicas " +
+		"holding different data at one offset (both CRCs verify) serve consumers different records depending " +
+		"on the replica they read, and a copy failing its CRC stops every follower or consumer that fetches " +
+		"it (CorruptRecordException) for as long as the broker serves those bytes. A warning when every " +
+		"differing copy differs in partitionLeaderEpoch too, the older copy read by no consumer: the log " +
+		"truncated after a leader change what was not yet committed (lost if acks=1 producers were told it " +
+		"was written); an error again if a consumer had read the replaced copy (committed data replaced: an " +
+		"unclean leader election).",
 }, Params{MaxBatches: 100000, MaxInfo: 16, InfoMinReplicas: 2, MaxPartitions: 10000}, New)
 
 // Params are the rule's bounds and thresholds.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -340,4 +341,93 @@ func TestSnapshotLeavesTheRuleAsItWas(t *testing.T) {
 	if !slices.Equal(seen, []int{0, 0, 1, 1, 1}) {
 		t.Errorf("errors in the snapshots after each batch: %v, want the differing copy from the third on", seen)
 	}
+}
+
+// TestReplicaDivergenceSeverity: copies that differ do not heal, so there
+// is no duration threshold: an error from the first differing copy; the
+// one warning is a copy replaced after a leader change that no consumer
+// had read (uncommitted data truncated); copies equal but for what the
+// CRC does not cover agree.
+func TestReplicaDivergenceSeverity(t *testing.T) {
+	bs := batches(t)
+	// olderEpoch is batch 0 as stored at leader epoch 6, with other
+	// data: the copy a leader change replaced (the others are at 7).
+	olderEpoch := func(b []byte) []byte { c := dt.Damaged(b, true); c[15] = 6; return c }
+	run := func(s script) func(h *dt.Harness) { return func(h *dt.Harness) { s.run(t, h) } }
+	agree := dt.Want{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 0, "bad_crcs": 0}}
+	dt.Run(t, divergence.Analyzer, []dt.Case{
+		{
+			Name:    "a leader change replaced a copy only a follower had fetched: warning",
+			Traffic: run(script{noProduce: true, epoch: 7, toFollower: onBatch(0, olderEpoch)}),
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"batches": 1},
+				Fields: map[string]any{"path": "replica-fetch", "leader_epoch_leader": int32(7), "leader_epoch_replica": int32(6)}},
+				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+		},
+		{
+			Name:    "near miss: a consumer had read the replaced copy (committed data lost): error",
+			Traffic: run(script{noProduce: true, epoch: 7, toConsumer: onBatch(0, olderEpoch)}),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 1},
+				Fields: map[string]any{"path": "consumer-fetch", "leader_epoch_leader": int32(7), "leader_epoch_replica": int32(6)}},
+				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+		},
+		{
+			Name: "near miss: of two differing copies one has the same leader epoch: error",
+			Traffic: run(script{noProduce: true, epoch: 7, toFollower: func(b int, batch []byte) []byte {
+				switch b {
+				case 0:
+					return olderEpoch(batch)
+				case 1:
+					return dt.Damaged(batch, true)
+				}
+				return batch
+			}}),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 2}},
+				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 2}}},
+		},
+		{
+			Name: "near miss: copies at other leader epochs with the same CRC agree (the epoch is not covered)",
+			Traffic: run(script{noProduce: true, epoch: 7, toFollower: onBatch(0, func(b []byte) []byte {
+				c := slices.Clone(b)
+				c[15] = 6
+				return c
+			})}),
+			Want: []dt.Want{agree},
+		},
+		{
+			Name:    "one differing copy is an error at once: no duration makes it worse or better",
+			Traffic: run(script{toObserver: onBatch(4, func(b []byte) []byte { return dt.Damaged(b, true) })}),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 1, "crcs": 2},
+				Fields: map[string]any{"base_offset": int64(312), "path": "replica-fetch"}},
+				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+		},
+		{
+			Name: "agreeing copies across 2 replicas (info-min-replicas): info",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("172.31.3.3:50300", leader)
+				h.Call(c, dt.At(ms(1)), ms(1), "broker-3-fetcher-0", dt.FetchOf(topicID, 0, 0, 3), dt.FetchedBatches(topicID, 0, 78, dt.Stored(bs[0], 0, 0)))
+				r := h.Conn("172.31.0.100:50500", leader)
+				h.Call(r, dt.At(ms(5)), ms(1), "consumer-1", dt.FetchOf(topicID, 0, 0, -1), dt.FetchedBatches(topicID, 0, 78, dt.Stored(bs[0], 0, 0)))
+			},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"batches": 1, "copies": 2, "replicas": 2}}},
+		},
+		{
+			Name: "near miss: the same copies read by two consumers of one broker, one replica: nothing",
+			Traffic: func(h *dt.Harness) {
+				for i, id := range []string{"consumer-1", "consumer-2"} {
+					r := h.Conn(fmt.Sprintf("172.31.0.100:%d", 50500+i), leader)
+					h.Call(r, dt.At(ms(float64(1+5*i))), ms(1), id, dt.FetchOf(topicID, 0, 0, -1), dt.FetchedBatches(topicID, 0, 78, dt.Stored(bs[0], 0, 0)))
+				}
+			},
+		},
+	}, func(t *testing.T, f *detectors.Finding) {
+		// A copy replaced after a leader change says so; if a consumer
+		// had read it, that committed data was lost.
+		if f.Fields["leader_epoch_replica"] == nil || f.Fields["leader_epoch_leader"] == f.Fields["leader_epoch_replica"] {
+			return
+		}
+		lost := strings.Contains(f.Explanation, "A consumer had read the replaced copy of 1 batch: it was below the high watermark, committed")
+		if !strings.Contains(f.Explanation, "rewritten after a leader change") || lost != (f.Fields["path"] == "consumer-fetch") {
+			t.Errorf("%s finding (%s): explanation %q", f.Severity, f.Fields["path"], f.Explanation)
+		}
+	})
 }

@@ -40,11 +40,13 @@ type Finding struct {
 	refCopies   int64
 	refPaths    uint8
 	epochChange int64
-	epochs      [2]int32 // of the first batch's copies: the leader's, the other's
-	leader      string   // the leader's server
-	server      string   // the server of the other copy
-	who         string   // the holder of the other copy
-	client      string
+	// consumedLost: of them, batches whose replaced copy a consumer read.
+	consumedLost int64
+	epochs       [2]int32 // of the first batch's copies: the leader's, the other's
+	leader       string   // the leader's server
+	server       string   // the server of the other copy
+	who          string   // the holder of the other copy
+	client       string
 }
 
 // Summary implements detectors.Detail.
@@ -70,6 +72,10 @@ func (f *Finding) Explanation() string {
 	}
 	if f.epochChange > 0 {
 		fmt.Fprintf(&ex, " The copies carry different partition leader epochs (%d and %d): the log at this offset was rewritten after a leader change, which is how uncommitted data is truncated and replaced; with acks=1 producers the replaced copy had been acknowledged and is lost.", f.epochs[0], f.epochs[1])
+		if f.consumedLost > 0 {
+			fmt.Fprintf(&ex, " A consumer had read the replaced copy of %s: it was below the high watermark, committed, so the change lost committed data (an unclean leader election, or a broker that lost its log).",
+				text.Plural(f.consumedLost, "batch", "batches"))
+		}
 	}
 	return ex.String()
 }
@@ -94,7 +100,7 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 		Topic: m.part.key.Name(p.Nodes), Partition: m.part.key.Partition, BaseOffset: m.base, ClientID: src.ClientID,
 		CRCLeader: int64(m.crcLeader), CRCReplica: int64(m.crcReplica), Path: src.Path.String(),
 		label: m.part.key.Label(p.Nodes), holder: holder, crcs: m.crcs, batches: m.batches, refCopies: m.refCopies,
-		refPaths: m.refPaths, epochChange: m.epochChange, epochs: [2]int32{m.epochLeader, m.epochRepl}, leader: ref.ServerLabel(p.Nodes), server: src.ServerLabel(p.Nodes),
+		refPaths: m.refPaths, epochChange: m.epochChange, consumedLost: m.consumedLost, epochs: [2]int32{m.epochLeader, m.epochRepl}, leader: ref.ServerLabel(p.Nodes), server: src.ServerLabel(p.Nodes),
 		who: src.HolderLabel(p.Nodes), client: src.Client.String(),
 	}
 	if leader >= 0 {
@@ -106,8 +112,14 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	if m.epochLeader >= 0 && m.epochRepl >= 0 {
 		f.LeaderEpochLeader, f.LeaderEpochReplica = &m.epochLeader, &m.epochRepl
 	}
+	// Replicas holding different data at one offset do not heal: an
+	// error, however short the capture. A copy replaced after a leader
+	// change is the log truncating what was not yet committed (a
+	// follower may have fetched it, a producer with acks=1 been told it
+	// was written): a warning; but if a consumer had read the replaced
+	// copy, it was committed, and replacing it lost data: an error.
 	sev := detectors.Error
-	if m.epochChange == m.batches {
+	if m.epochChange == m.batches && m.consumedLost == 0 {
 		sev = detectors.Warning
 	}
 	return detectors.Finding{

@@ -41,13 +41,24 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"seen again at the same offset (by a consumer, a follower, a retry the broker recognised) is not a " +
 		"duplicate. Control and transactional batches are not compared by records (an aborted transaction " +
 		"sent again repeats its records legitimately), and records match only between copies naming the same " +
-		"topic id.",
-}, Params{MinBatches: 1, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB, MaxBatches: 200000,
+		"topic id. Severity: duplicates never heal (the log keeps both copies until retention, and every " +
+		"consumer reads the records twice), so they are graded by how much was written twice and how: an " +
+		"error for an MM2-style replay, replay-batches or more batches appended again at one offset shift " +
+		"(a consumer-producer pipeline that re-read its source from an earlier position: MirrorMaker 2 or " +
+		"Connect killed before its offsets were committed), or replay-records or more records written twice " +
+		"in the partition whatever the pattern; a warning below both (a producer without idempotence " +
+		"resending the batches it had in flight, at most max.in.flight.requests.per.connection (5) per " +
+		"partition, after a lost acknowledgement: a misconfiguration that bit). Never info: the records are " +
+		"in the log twice however short the failure that caused it.",
+	Recorded: []string{"fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
+}, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB, MaxBatches: 200000,
 	MaxRecords: 250000, MaxPartitions: 10000}, New)
 
 // Params are the rule's thresholds and bounds.
 type Params struct {
 	MinBatches      int             `param:"min-batches" doc:"duplicated batches in one partition before it is reported"`
+	ReplayBatches   int             `param:"replay-batches" doc:"batches appended again at one offset shift that make an MM2-style replay, an error; fewer are a warning (a producer resending its in-flight batches, at most 5 by default, after a lost acknowledgement)"`
+	ReplayRecords   int             `param:"replay-records" doc:"records written twice in one partition that make an error whatever the pattern; fewer, in fewer than replay-batches batches at one shift, are a warning"`
 	CompareRecords  bool            `param:"compare-records" doc:"also compare decoded records to catch copies whose CRC differs (re-batched, recompressed, another producer id); false: compare CRCs only"`
 	MaxDecompressed detectors.Bytes `param:"max-decompressed" unit:"MiB" alias:"max-decompressed-mib" doc:"largest decompressed records section of one batch that is compared by records; larger batches are compared by CRC only and counted as batches_over_cap"`
 	MaxBatches      int             `param:"max-batches" doc:"batch fingerprints (CRC, record count, size) remembered over all partitions; the oldest are forgotten first (counted as forgotten_batches)"`
@@ -62,6 +73,8 @@ const maxShifts = 16
 func New(p Params) detectors.Rule {
 	r := &rule{
 		minBatches: max(p.MinBatches, 1),
+		replay:     int64(max(p.ReplayBatches, 1)),
+		replayRecs: int64(max(p.ReplayRecords, 1)),
 		crcs:       table.NewFifo[crcKey, origin](p.MaxBatches, nil),
 		recs:       table.NewFifo[recKey, int64](p.MaxRecords, nil),
 	}
@@ -79,6 +92,8 @@ func New(p Params) detectors.Rule {
 // offset it was seen at and from a record's fingerprint to its offset.
 type rule struct {
 	minBatches int
+	replay     int64                // batches at one shift that make a replay
+	replayRecs int64                // records written twice that make an error
 	hasher     *decode.RecordHasher // nil when records are not compared
 	parts      *copies.Parts[part]
 	crcs       *table.Fifo[crcKey, origin]

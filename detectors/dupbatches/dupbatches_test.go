@@ -128,6 +128,7 @@ func TestDuplicateBatches(t *testing.T) {
 			"topic": topic, "partition": int32(0), "offset_shift": int64(77), "shifts": []int64{77}, "contiguous": true,
 			"first_offset": int64(0), "last_offset": int64(76), "repeat_first_offset": int64(77), "repeat_last_offset": int64(153),
 			"producer_id": int64(-1), "client_id": "mm2-producer", "compared": "crc", "crc_sequence_md5": crcMD5(src),
+			"replay": true,
 		},
 		Summary: []string{"src.events-0: 10 batches (77 records) written twice, offsets 0-76 again at 77-153 (shift +77), producerId -1"},
 	}
@@ -142,13 +143,16 @@ func TestDuplicateBatches(t *testing.T) {
 			producer(h, "172.31.0.100:51002", "mm2-producer", 20*time.Second, again, shifted(ab, 100), nil)
 		}
 	}
+	// 100 records rebuilt into 3 batches: below replay-batches (6) and
+	// replay-records (1000), a warning.
 	rebatchedWant := dt.Want{
-		Severity: detectors.Error,
+		Severity: detectors.Warning,
 		Counts: map[string]int64{"batches": 7, "records": 200, "duplicate_batches": 3, "duplicate_records": 100,
 			"duplicate_batches_by_records": 3},
 		Fields: map[string]any{
 			"offset_shift": int64(100), "contiguous": true, "first_offset": int64(0), "last_offset": int64(99),
 			"repeat_first_offset": int64(100), "repeat_last_offset": int64(199), "producer_id": int64(9001), "compared": "records",
+			"replay": false,
 		},
 		Summary: []string{"3 batches (100 records) written twice", "producerId 9001"},
 	}
@@ -231,7 +235,7 @@ func TestDuplicateBatches(t *testing.T) {
 				producer(h, "172.31.0.100:51002", "mm2-producer", 20*time.Second, orig, shifted(ob, 40), nil)
 			},
 			want: []dt.Want{{
-				Severity: detectors.Error,
+				Severity: detectors.Warning,
 				Counts:   map[string]int64{"duplicate_batches": 2, "duplicate_records": 40, "batches_over_cap": 2},
 				Fields:   map[string]any{"offset_shift": int64(40), "compared": "crc"},
 			}},
@@ -348,4 +352,92 @@ func TestDuplicateBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDuplicateBatchesSeverity: duplicates never heal, so the severity is
+// how much was written twice and how (the Doc): an MM2-style replay
+// (replay-batches, 6, batches at one shift) or replay-records (1000)
+// records written twice are an error; less, such as a producer resending
+// the at most 5 batches it had in flight, a warning; never info.
+func TestDuplicateBatchesSeverity(t *testing.T) {
+	// batches of n records each, k of them, non-idempotent.
+	batches := func(k, n int) [][]byte {
+		var out [][]byte
+		for i := range k {
+			out = append(out, dt.BatchSpec{ProducerID: dt.NoProducer, Epoch: dt.NoProducer, Sequence: dt.NoProducer,
+				Records: records(i*n, n)}.Encode(t))
+		}
+		return out
+	}
+	// resend: k batches of n records written at 0.., then the same bytes
+	// again right after them, as a producer's retry of its in-flight
+	// batches (or a replay) appends them.
+	resend := func(k, n int) func(h *dt.Harness) {
+		return func(h *dt.Harness) {
+			bs := batches(k, n)
+			var bases []int64
+			for i := range bs {
+				bases = append(bases, int64(i*n))
+			}
+			producer(h, "172.31.0.100:51000", "app", 0, bs, bases, nil)
+			producer(h, "172.31.0.100:51002", "app", 5*time.Second, bs, shifted(bases, int64(k*n)), nil)
+		}
+	}
+	dt.Run(t, dupbatches.Analyzer, []dt.Case{
+		{
+			Name:    "a producer's resend of its 5 in-flight batches: warning",
+			Traffic: resend(5, 8),
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 5, "duplicate_records": 40},
+				Fields: map[string]any{"replay": false, "offset_shift": int64(40)}}},
+			Explanation: []string{"5 batches at one shift, fewer than replay-batches (6)", "fewer than replay-records (1000)"},
+		},
+		{
+			Name:    "near miss the other way: 6 batches at one shift are an MM2-style replay, error",
+			Traffic: resend(6, 8),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"duplicate_batches": 6, "duplicate_records": 48},
+				Fields: map[string]any{"replay": true}}},
+			Explanation: []string{"6 batches appended again at one shift (replay-batches is 6) are a replay, not a retry"},
+		},
+		{
+			Name:     "replay-batches raised to 7: the 6 batches are a warning",
+			Settings: map[string]string{"replay-batches": "7"},
+			Traffic:  resend(6, 8),
+			Want:     []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"replay": false}}},
+		},
+		{
+			Name:    "near miss: 5 large batches, 995 records written twice: warning",
+			Traffic: resend(5, 199),
+			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_records": 995}, Fields: map[string]any{"replay": false}}},
+		},
+		{
+			Name:    "near miss the other way: 5 batches, 1000 records written twice reach replay-records: error",
+			Traffic: resend(5, 200),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"duplicate_batches": 5, "duplicate_records": 1000},
+				Fields: map[string]any{"replay": false}}},
+			Explanation: []string{"But 1000 records written twice reach replay-records (1000): an error whatever the pattern."},
+		},
+		{
+			Name: "scattered resends: 6 batches at four shifts, none a replay: warning",
+			Traffic: func(h *dt.Harness) {
+				bs := batches(6, 8)
+				// The order the log holds them in: b0 b1 b0 b1 b2 b3 b4
+				// b2 b3 b5 b5 b4, at 8 records each.
+				order := []int{0, 1, 0, 1, 2, 3, 4, 2, 3, 5, 5, 4}
+				var seq [][]byte
+				var bases []int64
+				for i, b := range order {
+					seq = append(seq, bs[b])
+					bases = append(bases, int64(i*8))
+				}
+				producer(h, "172.31.0.100:51000", "app", 0, seq, bases, nil)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 6, "duplicate_records": 48},
+				Fields: map[string]any{"replay": false, "shifts": []int64{8, 16, 24, 40}}}},
+		},
+		{
+			Name:    "a single batch written twice is a warning, not info",
+			Traffic: resend(1, 3),
+			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 1, "duplicate_records": 3}}},
+		},
+	}, nil)
 }

@@ -31,6 +31,10 @@ type Finding struct {
 	// Compared is how the repeats were found: "crc", "records" or
 	// "crc+records".
 	Compared string `json:"compared"`
+	// Replay is set when the main run is an MM2-style replay:
+	// replay-batches or more batches appended again at one shift (an
+	// error); a warning otherwise.
+	Replay bool `json:"replay"`
 	// CRCSequenceMD5, set when the repeat is the original run batch for
 	// batch, is the MD5 of their CRCs in order (one per line): the same
 	// for both halves.
@@ -45,6 +49,8 @@ type Finding struct {
 	idempotent    int64 // repeats with a producer id
 	produced      bool  // the repeat's Produce was captured
 	server        string
+	replayBatches int64 // the rule's replay-batches
+	replayRecords int64 // and replay-records
 }
 
 // Summary implements detectors.Detail.
@@ -75,7 +81,7 @@ func (f *Finding) Explanation() string {
 	if len(f.Shifts) > 1 {
 		fmt.Fprintf(&ex, "Repeats were found at %d different shifts (%s). ", len(f.Shifts), text.IDs(f.Shifts, 0))
 	}
-	fmt.Fprintf(&ex, "The log now holds %d records twice; consumers read them twice. ", f.dupRecords)
+	fmt.Fprintf(&ex, "The log now holds %d records twice; every consumer of the partition reads them twice, and the log keeps both copies until retention removes them. ", f.dupRecords)
 	if f.produced {
 		fmt.Fprintf(&ex, "The repeat was produced by %s to %s", f.ClientID, f.server)
 	} else {
@@ -86,7 +92,18 @@ func (f *Finding) Explanation() string {
 	} else {
 		fmt.Fprintf(&ex, " with producerId %d: the broker deduplicates only retries of the same producer id and epoch (its last 5 batches), so this data came back as new batches (a new producer id after a restart, or records re-sent in new batches). ", f.ProducerID)
 	}
-	ex.WriteString("This is the pattern of a producer that re-reads its source after a crash, as a MirrorMaker 2 task killed before its source offsets were committed replays from the last committed position.")
+	if f.Replay {
+		fmt.Fprintf(&ex, "%d batches appended again at one shift (replay-batches is %d) are a replay, not a retry: a producer resends at most the batches it had in flight (max.in.flight.requests.per.connection, 5 by default), whereas a pipeline that consumes a source and produces its records re-reads, after a crash, everything since its last committed position, as a MirrorMaker 2 task killed before its source offsets were committed does.",
+			f.mainBatches, f.replayBatches)
+	} else {
+		fmt.Fprintf(&ex, "%s at one shift, fewer than replay-batches (%d): the size of a producer's resend of the batches it had in flight after a lost acknowledgement (a request timeout, a dropped connection), or of a pipeline replaying a few batches.",
+			text.Plural(f.mainBatches, "batch", "batches"), f.replayBatches)
+		if f.dupRecords >= f.replayRecords {
+			fmt.Fprintf(&ex, " But %d records written twice reach replay-records (%d): an error whatever the pattern.", f.dupRecords, f.replayRecords)
+		} else {
+			fmt.Fprintf(&ex, " A warning: fewer than replay-records (%d) records, but they stay in the log twice.", f.replayRecords)
+		}
+	}
 	return ex.String()
 }
 
@@ -140,6 +157,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		ProducerID: main.producerID, Compared: comparedBy(main),
 		label: pt.key.Label(p.Nodes), batches: pt.batches, dupBatches: dupBatches, dupRecords: dupRecords,
 		mainBatches: main.batches, mainByRecords: main.byRecords, idempotent: idem,
+		Replay: main.batches >= r.replay, replayBatches: r.replay, replayRecords: r.replayRecs,
 	}
 	for _, rn := range runs {
 		f.Shifts = append(f.Shifts, rn.shift)
@@ -194,8 +212,12 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 			counts[name] = n
 		}
 	}
+	sev := detectors.Warning
+	if f.Replay || dupRecords >= r.replayRecs {
+		sev = detectors.Error
+	}
 	return detectors.Finding{
-		Severity: detectors.Error,
+		Severity: sev,
 		First:    when.First,
 		Last:     when.Last,
 		Conns:    conns.Ints(),

@@ -4,10 +4,9 @@
 // heartbeats get REBALANCE_IN_PROGRESS while a group rebalances (one every
 // heartbeat interval, seconds apart), an admin tool gets
 // TOPIC_ALREADY_EXISTS once. What they do not do is get the same error
-// over and over, several times a second, for many seconds: that is a retry
-// loop the client does not get out of (a NOT_LEADER_OR_FOLLOWER loop, a
-// metadata refresh loop on LEADER_NOT_AVAILABLE, an authorization failure
-// retried forever).
+// over and over, about once a second or faster, for seconds: that is a
+// retry loop (a NOT_LEADER_OR_FOLLOWER loop, a metadata refresh loop on
+// LEADER_NOT_AVAILABLE, an authorization failure retried forever).
 //
 // The rate is measured per client (address and client id) so that many
 // healthy clients each getting an occasional error (a large group
@@ -17,9 +16,17 @@
 // counted. The API and error are reported once MinResponses such
 // responses have been counted.
 //
+// The severity is what the storming clients felt (detectors.Grade): how
+// long a client kept getting the error with no success in between, from
+// its first error to the request that then succeeded (the same API, to
+// the same broker, answered without the error), or to its last error if
+// it went quiet for a window; still failing at the capture's end is
+// ongoing. A client that gets the error at a high rate but succeeds in
+// between (every other fetch) is not held up: info.
+//
 // The rule is generic: a specific rule's finding about the same error and
-// client or server (not-leader-loop, leader-election-stall) explains it,
-// and it drops to info.
+// client or server (not-leader-loop, leader-election-stall), at least as
+// severe, explains it, and it drops to info.
 package errorstorm
 
 import (
@@ -40,20 +47,26 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "error-storm",
 	Recorded: []string{"fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/fetch-session-churn-kgo.pcap", "fixtures/pcaps/clients/topic-recreated-kgo.pcap"},
-	Severity: detectors.Warning,
+	Severity: detectors.Error,
 	Generic:  true,
 	Doc: "The same error from one API keeps coming back to a client at a sustained rate " +
 		"(one client gets at least min-rate × window responses carrying it within window, " +
 		"and min-responses are counted in all), the mark of a retry loop; the occasional error of a " +
 		"healthy client (MEMBER_ID_REQUIRED on a first JoinGroup, REBALANCE_IN_PROGRESS during a " +
-		"rebalance, TOPIC_ALREADY_EXISTS) is far below it.",
-}, Params{MinResponses: 20, MinRate: 1, Window: 10 * time.Second}, New)
+		"rebalance, TOPIC_ALREADY_EXISTS) is far below it. Severity by what the storming clients felt: " +
+		"how long one kept getting the error with no success in between (from its first error to the " +
+		"request that then succeeded at the same broker, or to its last error once quiet for a window): " +
+		"info under 3 s (or a client that succeeds in between, as when every other fetch fails), warning " +
+		"from 3 s, error from 30 s or when still failing at the capture's end after 10 s. Generic: a " +
+		"specific rule's finding about the same error and client or server, at least as severe, explains " +
+		"it, and it drops to info.",
+}, Params{MinResponses: 5, MinRate: 1, Window: 5 * time.Second}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
 	MinResponses int           `param:"min-responses" doc:"responses carrying the error, counted while clients storm, before it is reported"`
 	MinRate      float64       `param:"min-rate" doc:"responses per second carrying the error that one client (address and client id) must get over a whole window: min-rate × window of them within window"`
-	Window       time.Duration `param:"window" unit:"s" alias:"window-s" doc:"how long the window is over which the rate must hold"`
+	Window       time.Duration `param:"window" unit:"s" alias:"window-s" doc:"how long the window is over which the rate must hold; also how long a client must go without the error for its spell to end there"`
 }
 
 const (
@@ -72,6 +85,7 @@ func New(p Params) detectors.Rule {
 		window:       p.Window,
 		k:            min(max(k, 1), maxWindow),
 		groups:       make(map[groupKey]*group),
+		failing:      make(map[failKey][]*client),
 	}
 }
 
@@ -82,6 +96,9 @@ type rule struct {
 	groups       map[groupKey]*group
 	apiResponses tally.APIs
 	clients      int
+	// failing lists, by API and client, the clients with an open spell
+	// (one per error code), for a success to end them.
+	failing map[failKey][]*client
 }
 
 type groupKey struct{ api, code int16 }
@@ -108,14 +125,31 @@ type clientKey struct {
 	id   string
 }
 
+type failKey struct {
+	api  int16
+	addr netip.Addr
+	id   string
+}
+
 // client holds the times of a client's last k responses carrying the
-// error, in a ring.
+// error, in a ring, and its spells: the runs of the error with no success
+// in between.
 type client struct {
+	code    int16
 	ring    []hit
 	next    int
 	seq     int64 // responses seen
 	counted int64 // seq of the last response counted into the storm
 	stormed bool
+
+	// The open spell: from its first error; last is its latest, server
+	// the broker that gave it; stormy once the client stormed in it.
+	open, stormy, listed bool
+	first, last          time.Time
+	server               netip.AddrPort
+	// longest is the longest spell that stormed and ended, healed if a
+	// success ended it.
+	longest time.Duration
 }
 
 type hit struct {
@@ -132,6 +166,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	r.apiResponses.Add(x.Req.Key)
 	for _, ec := range x.Resp.ErrorCodes {
 		r.hit(x, ec)
+	}
+	if len(r.failing) > 0 {
+		r.heal(x)
 	}
 }
 
@@ -153,12 +190,14 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 			return
 		}
 		r.clients++
-		c = &client{}
+		c = &client{code: ec.Code}
 		g.clients[ck] = c
 	}
 	if g.what == "" {
 		g.what = fmt.Sprintf("%s response %s", x.Req.Name(), decode.ErrorName(ec.Code))
 	}
+	r.fail(c, failKey{x.Req.Key, ck.addr, ck.id}, t, x.Conn.Server)
+
 	h := hit{t: t, ev: detectors.EvidenceAt(x.Resp, g.what), conn: x.Conn}
 	c.seq++
 	if len(c.ring) < r.k {
@@ -175,6 +214,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	if t.Sub(c.ring[c.next].t) > r.window {
 		return
 	}
+	c.stormy = true
 	if !c.stormed {
 		c.stormed = true
 		g.stormClients++
@@ -195,6 +235,85 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 		g.ev.Add(hh.ev)
 	}
 	c.counted = c.seq
+}
+
+// fail counts an error at t from server into the client's spell: a spell
+// quiet for longer than a window ended at its last error; a new one is
+// listed for a success to end it.
+func (r *rule) fail(c *client, k failKey, t time.Time, server netip.AddrPort) {
+	if c.open && t.Sub(c.last) > r.window {
+		c.end(c.last)
+	}
+	if !c.open {
+		c.open, c.first = true, t
+		if !c.listed {
+			c.listed = true
+			r.failing[k] = append(r.failing[k], c)
+		}
+	}
+	c.last, c.server = t, server
+}
+
+// heal ends the open spells of the exchange's client and API at the same
+// broker whose error the response does not carry: the request succeeded.
+func (r *rule) heal(x *detectors.Exchange) {
+	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.ClientID}
+	cs, ok := r.failing[k]
+	if !ok {
+		return
+	}
+	kept := cs[:0]
+	for _, c := range cs {
+		if c.open && !carries(x.Resp.ErrorCodes, c.code) && c.server == x.Conn.Server && !x.Req.Time.Before(c.first) {
+			// From the client's first error to the request, sent
+			// after it, that succeeded: a long poll's wait is not a
+			// failure.
+			c.end(x.Req.Time)
+		}
+		if c.open {
+			kept = append(kept, c)
+		} else {
+			c.listed = false
+		}
+	}
+	if len(kept) == 0 {
+		delete(r.failing, k)
+		return
+	}
+	clear(cs[len(kept):])
+	r.failing[k] = kept
+}
+
+func carries(ecs []flows.ErrorCount, code int16) bool {
+	for _, ec := range ecs {
+		if ec.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// end closes the open spell at t, keeping its length if the client
+// stormed in it.
+func (c *client) end(t time.Time) {
+	if c.stormy {
+		c.longest = max(c.longest, t.Sub(c.first))
+	}
+	c.open, c.stormy = false, false
+}
+
+// held is how long the client was held up by the error in a spell in which
+// it stormed: the longest that ended, or the open one, ongoing if its last
+// error came within a window of end (counted to end), else ended there.
+func (c *client) held(end time.Time, window time.Duration) (d time.Duration, ongoing bool) {
+	d = c.longest
+	if c.open && c.stormy {
+		if end.Sub(c.last) <= window {
+			return max(d, end.Sub(c.first)), true
+		}
+		d = max(d, c.last.Sub(c.first))
+	}
+	return d, false
 }
 
 // Findings implements detectors.Rule: one per API and error that stormed.
@@ -225,6 +344,9 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		rate = float64(g.stormed) / dur.Seconds()
 	}
 	var who []string
+	sev := detectors.Info
+	var held time.Duration
+	var ongoing bool
 	for k, c := range g.clients {
 		if !c.stormed {
 			continue
@@ -234,17 +356,23 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		} else {
 			who = append(who, fmt.Sprintf("%q (%s)", k.id, k.addr.Unmap()))
 		}
+		d, on := c.held(p.End, r.window)
+		// The worst client: the most severe, then the longest held, then
+		// one still failing (a total order: map order must not matter).
+		if s := detectors.Grade(d, on); s > sev || s == sev && (d > held || d == held && on && !ongoing) {
+			sev, held, ongoing = s, d, on
+		}
 	}
 	sort.Strings(who)
 	f := &Finding{
 		API: decode.Name(g.api), Error: decode.ErrorName(g.code), ErrorCode: g.code,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
-		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100,
-		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, who: who,
+		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100, Held: text.Seconds(held), Ongoing: ongoing,
+		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
 		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window,
 	}
 	return detectors.Finding{
-		Severity: detectors.Warning,
+		Severity: sev,
 		First:    g.stormFirst,
 		Last:     g.stormLast,
 		Conns:    g.conns.IDs(),

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -21,11 +22,18 @@ type Finding struct {
 	// responses per second.
 	Duration float64 `json:"duration_s"`
 	Rate     float64 `json:"rate_per_s"`
+	// Held is the longest a storming client kept getting the error with
+	// no success in between, in seconds; Ongoing that it still did when
+	// the capture ended. The severity is theirs (detectors.Grade).
+	Held    float64 `json:"held_s"`
+	Ongoing bool    `json:"ongoing"`
 
 	g            *group
 	apiResponses int64
 	rate         float64
 	duration     time.Duration
+	held         time.Duration
+	sev          detectors.Severity
 	who          []string // the storming clients, `"id" (host)`
 	serverLabels []string
 	k            int
@@ -55,7 +63,27 @@ func (f *Finding) Explanation() string {
 	if g.responses > g.stormed {
 		expl += fmt.Sprintf(" %d other response(s) carried it outside the storm.", g.responses-g.stormed)
 	}
-	return expl
+	return expl + " " + f.felt()
+}
+
+// felt says how long clients were held up and what severity that is.
+func (f *Finding) felt() string {
+	var s string
+	switch {
+	case f.Ongoing:
+		s = fmt.Sprintf("A client had been getting it for %s with no success in between and still was when the capture ended", text.Duration(f.held))
+	case f.held > 0:
+		s = fmt.Sprintf("The longest a client kept getting it with no success in between was %s", text.Duration(f.held))
+	default:
+		s = "The storming clients got successful answers between the errors"
+	}
+	switch f.sev {
+	case detectors.Error:
+		return s + fmt.Sprintf(": an error (%s or more, or %s or more and not healed).", text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
+	case detectors.Warning:
+		return s + fmt.Sprintf(": a warning, clients held up for %s or more.", text.Duration(detectors.FeltAfter))
+	}
+	return s + fmt.Sprintf(": info, no client held up for %s.", text.Duration(detectors.FeltAfter))
 }
 
 // Next implements detectors.Detail.

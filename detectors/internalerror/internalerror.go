@@ -18,9 +18,12 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:        "internal-error",
 	NotRecorded: "it finds kfsniff's own bugs, not client behaviour; report/testdata/golden/vlan.pcap.internal-error.* shows it on a capture with a panic injected into the analysis.",
 	Severity:    detectors.Error,
-	Doc: "kfsniff hit an internal error (a recovered panic) while handling a connection: the connection " +
-		"was abandoned from that packet on, the rest of the capture was analysed. This is a kfsniff bug: " +
-		"report it with the packet number.",
+	Doc: "kfsniff hit an internal error (a recovered panic) while handling a connection, in its decoding or " +
+		"in a rule: the connection was abandoned from that packet on, the rest of the capture was analysed. " +
+		"One finding per abandoned connection, always an error: what that connection carried afterwards is " +
+		"missing from every count and rule. This is a kfsniff bug: report it with the packet number. (A " +
+		"panic before a connection is started, while its first bytes are held to tell client from server, " +
+		"leaves no connection to name and is not reported here.)",
 }, Params{}, New)
 
 // Params: the rule has none.

@@ -28,6 +28,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "kafka40-removed-versions",
 	Severity: detectors.Warning,
+	Recorded: []string{"fixtures/pcaps/clients/kafka40-sarama.pcap", "fixtures/pcaps/clients/kafka40-librdkafka.pcap"},
 	Doc: "Clients sending request versions that Apache Kafka 4.0 removed (KIP-896: Produce v0-v2, Fetch v0-v3, " +
 		"ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, CreateTopics v0-v1, DeleteTopics v0, " +
 		"OffsetForLeaderEpoch v0-v1, DescribeConfigs v0, the ACL, log-dir and delegation-token APIs' v0, " +
