@@ -97,6 +97,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// keepFirst makes p the earlier of p and o: by file, then packet number
+// (exact for one file; for several merged by time, the earliest file's).
+// Packet 0 is none.
+func (p *Problem) keepFirst(o Problem) {
+	if o.Packet != 0 && (p.Packet == 0 || o.File < p.File || o.File == p.File && o.Packet < p.Packet) {
+		*p = o
+	}
+}
+
 // Stats are capture-wide counters.
 type Stats struct {
 	Packets   int64
@@ -119,13 +128,14 @@ type Stats struct {
 	FirstTime     time.Time
 	LastTime      time.Time
 	// FirstBad is the first undecodable packet, for the report.
-	FirstBad     uint64
-	FirstBadFile int
-	FirstBadWhy  string
+	FirstBad Problem
 	// UnknownAPIs counts request frames kmsg cannot decode, by "key N vV".
 	UnknownAPIs map[UnknownAPI]int
-	// InternalErrors counts recovered panics (connections abandoned).
+	// InternalErrors counts recovered panics (connections abandoned);
+	// FirstInternal places the first met outside any connection (one met
+	// on a connection is on it: Conn.Broken).
 	InternalErrors int64
+	FirstInternal  Problem
 	// IdleEvicted counts connections whose reassembly state was dropped
 	// after IdleTimeout without packets.
 	IdleEvicted int64
@@ -555,9 +565,7 @@ func (a *Analyzer) Do(w *Work) {
 func (a *Analyzer) bad(p *capture.Packet, why string) {
 	st := &a.stats
 	st.BadPackets++
-	if st.FirstBad == 0 {
-		st.FirstBad, st.FirstBadFile, st.FirstBadWhy = p.N, p.File, why
-	}
+	st.FirstBad.keepFirst(Problem{File: p.File, Packet: p.N, What: why})
 }
 
 func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {

@@ -378,7 +378,7 @@ func FuzzFrameStream(f *testing.F) {
 		a := analysePcap(t, pcap.Bytes(), cfg, ta)
 		st := a.Stats()
 		if st.BadPackets != 0 || st.Packets != int64(packets) {
-			t.Fatalf("%d packets read of %d, %d bad (%s)", st.Packets, packets, st.BadPackets, st.FirstBadWhy)
+			t.Fatalf("%d packets read of %d, %d bad (%s)", st.Packets, packets, st.BadPackets, st.FirstBad.What)
 		}
 		conns := a.Conns()
 		if len(conns) > 1 {

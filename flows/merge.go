@@ -27,12 +27,8 @@ func (s *Stats) Add(o *Stats) {
 	if o.LastTime.After(s.LastTime) {
 		s.LastTime = o.LastTime
 	}
-	// The first bad packet: by file, then packet number (exact for one
-	// file; for several merged by time, the earliest file's).
-	if o.FirstBad != 0 && (s.FirstBad == 0 || o.FirstBadFile < s.FirstBadFile ||
-		o.FirstBadFile == s.FirstBadFile && o.FirstBad < s.FirstBad) {
-		s.FirstBad, s.FirstBadFile, s.FirstBadWhy = o.FirstBad, o.FirstBadFile, o.FirstBadWhy
-	}
+	s.FirstBad.keepFirst(o.FirstBad)
+	s.FirstInternal.keepFirst(o.FirstInternal)
 	if s.UnknownAPIs == nil {
 		s.UnknownAPIs = make(map[UnknownAPI]int)
 	}

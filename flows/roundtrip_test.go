@@ -97,7 +97,7 @@ func TestRoundTripEveryAPI(t *testing.T) {
 	a.Close()
 
 	if st := a.Stats(); st.BadPackets != 0 || st.OtherTCP != 0 || len(st.UnknownAPIs) != 0 {
-		t.Errorf("stats: %d bad packets (first %d: %s), %d non-Kafka connections, unknown APIs %v", st.BadPackets, st.FirstBad, st.FirstBadWhy, st.OtherTCP, st.UnknownAPIs)
+		t.Errorf("stats: %d bad packets (first %d: %s), %d non-Kafka connections, unknown APIs %v", st.BadPackets, st.FirstBad.Packet, st.FirstBad.What, st.OtherTCP, st.UnknownAPIs)
 	}
 	if got := len(a.Conns()); got != conns {
 		t.Errorf("analyzer found %d Kafka connections, want %d (one per API key)", got, conns)

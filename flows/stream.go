@@ -344,9 +344,7 @@ func (s *stream) recoverPanic() {
 		c.problem(file, pkt, what)
 		return
 	}
-	if a.stats.FirstBad == 0 {
-		a.stats.FirstBad, a.stats.FirstBadFile, a.stats.FirstBadWhy = pkt, file, what
-	}
+	a.stats.FirstInternal.keepFirst(Problem{File: file, Packet: pkt, What: what})
 }
 
 // ReassemblyComplete implements reassembly.Stream.

@@ -129,6 +129,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	t.OtherTCP = st.OtherTCP
 	t.NonIP, t.NonTCP, t.Fragments, t.Truncated, t.BadPackets = st.NonIP, st.NonTCP, st.Fragments, st.Truncated, st.BadPackets
 	t.Reassembled, t.FragmentBytesLost = st.Reassembled, st.FragLostBytes
+	t.FirstBadPacket, t.InternalErrors, t.FirstInternalError = problemAt(st.FirstBad), st.InternalErrors, problemAt(st.FirstInternal)
 	t.DatagramsLost = map[string]int64{}
 	for k, n := range st.FragLost {
 		t.DatagramsLost[k] = n
@@ -296,4 +297,12 @@ func noteLoss(findings []detectors.Finding, conns []*flows.Conn) {
 			f.CaptureLoss = &loss
 		}
 	}
+}
+
+// problemAt is p for the report, nil if there is none.
+func problemAt(p flows.Problem) *Problem {
+	if p.Packet == 0 {
+		return nil
+	}
+	return &Problem{File: p.File, Packet: p.Packet, What: p.What}
 }

@@ -103,6 +103,14 @@ type Totals struct {
 	FragmentBytesLost  int64            `json:"ip_fragment_bytes_lost"`
 	Truncated          int64            `json:"truncated_packets"`
 	BadPackets         int64            `json:"bad_packets"`
+	// FirstBadPacket is the first of them.
+	FirstBadPacket *Problem `json:"first_bad_packet,omitempty"`
+	// InternalErrors counts kfsniff's own faults (recovered panics): a
+	// connection abandoned from a packet on (its internal-error finding),
+	// or a packet dropped before its connection was known, the first of
+	// which is FirstInternalError.
+	InternalErrors     int64    `json:"internal_errors"`
+	FirstInternalError *Problem `json:"first_internal_error,omitempty"`
 }
 
 // UnknownAPI counts requests of a key or version kmsg cannot decode.

@@ -141,7 +141,16 @@ func (p *printer) capture(r *Report) {
 		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv64(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
 	}
 	add(t.Truncated, "packets cut by snaplen")
-	add(t.BadPackets, "undecodable packets")
+	if t.BadPackets > 0 {
+		other = append(other, fmt.Sprintf("%d undecodable packets (first: %s)", t.BadPackets, problemText(t.FirstBadPacket)))
+	}
+	if t.InternalErrors > 0 {
+		what := "internal errors (kfsniff bugs: please report them with the packet numbers)"
+		if t.FirstInternalError != nil {
+			what += "; first outside any connection: " + problemText(t.FirstInternalError)
+		}
+		add(t.InternalErrors, what)
+	}
 	if len(other) > 0 {
 		p.f("  Other: %s\n", strings.Join(other, ", "))
 	}
@@ -373,4 +382,12 @@ func sum64(m map[string]int64) int64 {
 		n += v
 	}
 	return n
+}
+
+// problemText is a problem's place and what it was.
+func problemText(p *Problem) string {
+	if p == nil {
+		return "not placed"
+	}
+	return "packet " + pkt(p.File, p.Packet) + ": " + Clean(p.What)
 }
