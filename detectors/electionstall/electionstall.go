@@ -377,6 +377,9 @@ func (r *rule) finish(x *detectors.Exchange, sp *partition, h *decode.LeaderHint
 func (r *rule) noteRefusals(x *detectors.Exchange) {
 	_, fetch := x.Resp.Resp.(*kmsg.FetchResponse)
 	if fetch {
+		if x.Req == nil {
+			return // who fetched is not known
+		}
 		fr, ok := x.Req.Req.(*kmsg.FetchRequest)
 		if !ok {
 			return // who fetched is not known

@@ -393,6 +393,18 @@ func boundaries() []dt.Case {
 	return cases
 }
 
+// TestElectionStallResponseAlone: a Fetch refusal whose request the
+// capture lost tells no client: not counted, and nothing breaks.
+func TestElectionStallResponseAlone(t *testing.T) {
+	h := dt.New(t, nil, electionstall.Analyzer)
+	leaderlessFor(5*time.Second, false)(h)
+	c := h.Conn("10.0.0.6:40000", server)
+	q := flows.MakeRequest(c, dt.At(2*time.Second), 1, "billing", dt.ConsumerFetch("orders", 0, 42, 0))
+	r := flows.MakeResponse(q, dt.At(2*time.Second+time.Millisecond), dt.ConsumerFetched("orders", 0, 6, -1, -1, -1, -1, nil))
+	h.Exchange(&flows.Exchange{Conn: c, Resp: r})
+	dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"clients": 1, "refused": 0}})
+}
+
 // TestElectionStallGrade: at its defaults the rule grades as the policy
 // does (detectors.Grade), from brief on.
 func TestElectionStallGrade(t *testing.T) {
