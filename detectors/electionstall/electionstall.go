@@ -17,8 +17,9 @@
 // Who waited is said from the wire: the clients whose Metadata requests
 // were answered without a leader, and those whose Produce or Fetch
 // requests for the partitions were refused with NOT_LEADER_OR_FOLLOWER or
-// LEADER_NOT_AVAILABLE during the stretch or in the second before it (the
-// refusal that sent them to ask). Topic-level errors without partitions
+// LEADER_NOT_AVAILABLE during the stretch or in the 5 s before it (the
+// refusal that sent them to ask: kgo refreshes Metadata at most every 5 s
+// by default, so it may ask that long after the refusal). Topic-level errors without partitions
 // (auto-creation in progress) are not counted. State is kept only for
 // partitions seen leaderless, at most maxPartitions of them.
 package electionstall
@@ -89,7 +90,7 @@ const (
 	// recent is how many refusals of partitions not (yet) leaderless are
 	// remembered, for a stretch that opens within refusalLead of them.
 	recent      = 64
-	refusalLead = time.Second
+	refusalLead = 5 * time.Second
 )
 
 // New makes the rule.

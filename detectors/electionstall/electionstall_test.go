@@ -95,18 +95,19 @@ func produceTo(h *dt.Harness, c *flows.Conn, at time.Duration, code int16) {
 }
 
 // waited is orders-0 and orders-1 leaderless from 10 s to 16 s for two
-// clients: a producer refused NOT_LEADER_OR_FOLLOWER 0.5 s before the
-// first answer without a leader (the refusal that sent it to ask) and
-// again during the stretch, also 1.5 s before (too early to be this
-// stretch's); and a consumer refused LEADER_NOT_AVAILABLE by Fetch, with
-// a follower's Fetch refused beside it (a broker, not a client).
+// clients: a producer refused NOT_LEADER_OR_FOLLOWER 3 s before the first
+// answer without a leader (the refusal that sent it to ask, within the
+// 5 s a client may take to refresh Metadata) and again during the
+// stretch, also 5.5 s before (too early to be this stretch's); and a
+// consumer refused LEADER_NOT_AVAILABLE by Fetch, with a follower's Fetch
+// refused beside it (a broker, not a client).
 func waited(h *dt.Harness) {
 	meta := h.Conn("10.0.0.5:40000", server)
 	prod := h.Conn("10.0.0.5:40001", server)
 	cons := h.Conn("10.0.0.6:40000", "10.0.0.3:9092")
 	follower := h.Conn("10.0.0.4:40000", "10.0.0.3:9092")
-	produceTo(h, prod, 8500*time.Millisecond, 6)
-	produceTo(h, prod, 9500*time.Millisecond, 6)
+	produceTo(h, prod, 4500*time.Millisecond, 6)
+	produceTo(h, prod, 7*time.Second, 6)
 	lost := []dt.Partition{dt.Leaderless(0, 2), dt.Leaderless(1, 2), dt.Led(2, 3)}
 	for s := 10; s <= 16; s++ {
 		parts := lost
@@ -334,7 +335,7 @@ func TestElectionStall(t *testing.T) {
 						{ClientID: "billing", Host: "10.0.0.6", FetchRefused: 1},
 					}},
 				Summary: []string{"orders partitions 0, 1 without a leader for 6.0 s", "then led by node 3; 2 clients waited"},
-				// The refusal 0.5 s before (4), the consumer's (14),
+				// The refusal 3 s before (4), the consumer's (14),
 				// the answer naming a leader (24).
 				Evidence: []uint64{4, 14, 24}}},
 			// The producer's two refused requests each named both

@@ -103,8 +103,9 @@ func (f *Finding) Summary() string {
 		}
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%s %s without a leader for %s (%d Metadata responses from %s: %s, leader %d)",
-		f.Topic, f.partitions(), text.Duration(f.dur), f.responses, strings.Join(f.labels, ", "), f.Error, f.LeaderID)
+	fmt.Fprintf(&b, "%s %s without a leader for %s (%s from %s: %s, leader %d)",
+		f.Topic, f.partitions(), text.Duration(f.dur), text.Plural(f.responses, "Metadata response", "Metadata responses"),
+		strings.Join(f.labels, ", "), f.Error, f.LeaderID)
 	switch {
 	case f.allOffline && len(f.Replicas) == 1:
 		fmt.Fprintf(&b, "; their only replica, node %s, is offline", text.IDs(f.Replicas, 0))
@@ -138,7 +139,7 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, ", until a response named %s the leader at %s (%s of capture time for %s partition %d). ",
 			f.leaders(), text.Stamp(f.healed), text.Duration(f.dur), f.Topic, f.longest)
 	}
-	fmt.Fprintf(&b, "%d responses, from %s. ", f.responses, strings.Join(f.labels, ", "))
+	fmt.Fprintf(&b, "%s, from %s. ", text.Plural(f.responses, "response", "responses"), strings.Join(f.labels, ", "))
 	fmt.Fprintf(&b, "Replicas %v, in-sync replicas %v", f.Replicas, f.ISR)
 	if f.offlineKnown {
 		fmt.Fprintf(&b, ", offline replicas %v. ", f.OfflineReplicas)

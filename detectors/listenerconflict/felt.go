@@ -15,12 +15,16 @@ import (
 
 // What clients felt of a shared endpoint: requests for the other nodes
 // reach the one listener there, which refuses the partitions it does not
-// lead (NOT_LEADER_OR_FOLLOWER), or nothing listens there and connections
-// are refused. Each is a spell (detectors/internal/spell): a partition
-// refused at the endpoint until an answer for it carries no error
-// (wherever it came from: the client found its leader); connection
-// attempts to the endpoint refused or unanswered until one opens. The
-// longest, or one still running at the end, is graded by the policy.
+// lead (NOT_LEADER_OR_FOLLOWER), or, asked for another node by a client of
+// KIP-1242 (ApiVersions v5 names the node expected), answers
+// REBOOTSTRAP_REQUIRED; or nothing listens there and connections are
+// refused. Each is a spell (detectors/internal/spell): a partition refused
+// at the endpoint until an answer for it carries no error (wherever it
+// came from: the client found its leader); a node asked for at the
+// endpoint and refused until an ApiVersions for it is answered without
+// error; connection attempts to the endpoint refused or unanswered until
+// one opens. The longest, or one still running at the end, is graded by
+// the policy.
 
 // Bounds of what is kept per shared endpoint.
 const (
@@ -34,8 +38,12 @@ type felt struct {
 	attempts int64
 	parts    map[part]*spell.Spell
 	refused  int64 // partition answers NOT_LEADER_OR_FOLLOWER
-	dropped  int64 // refusals of partitions beyond maxParts
-	ev       detectors.Sampler[detectors.Evidence]
+	dropped  int64 // refusals of partitions beyond maxParts, of nodes beyond maxIDs
+	// nodes are the nodes asked for at the endpoint and refused
+	// REBOOTSTRAP_REQUIRED (KIP-1242), by node id (-1: not known).
+	nodes       map[int32]*spell.Spell
+	rebootstrap int64
+	ev          detectors.Sampler[detectors.Evidence]
 }
 
 // part is a partition as Produce and Fetch answers name it.
@@ -59,13 +67,57 @@ func (f *felt) held(end time.Time) (d time.Duration, ongoing bool) {
 	return d, ongoing
 }
 
-// spells lists the connection spell and the partitions'.
+// spells lists the connection spell, the partitions' and the nodes'.
 func (f *felt) spells() []*spell.Spell {
 	out := []*spell.Spell{&f.connect}
 	for _, s := range f.parts {
 		out = append(out, s)
 	}
+	for _, s := range f.nodes {
+		out = append(out, s)
+	}
 	return out
+}
+
+// versions reads an ApiVersions exchange: asked for a node and refused
+// REBOOTSTRAP_REQUIRED by a shared endpoint fails that node; answered
+// without error anywhere, heals it.
+func (r *rule) versions(x *detectors.Exchange, resp *kmsg.ApiVersionsResponse) {
+	node := int32(-1)
+	if x.Req != nil {
+		if req, ok := x.Req.Req.(*kmsg.ApiVersionsRequest); ok && req.Version >= 5 {
+			node = req.NodeID
+		}
+	}
+	switch resp.ErrorCode {
+	case 0:
+		if node < 0 {
+			return
+		}
+		for _, is := range r.shared {
+			if s := is.felt.nodes[node]; s != nil {
+				s.Heal(x.Resp.Time)
+			}
+		}
+	case kerr.RebootstrapRequired.Code:
+		is := r.issueAt(x.Conn.Server)
+		if is == nil {
+			return
+		}
+		is.felt.rebootstrap++
+		s := is.felt.nodes[node]
+		if s == nil {
+			if len(is.felt.nodes) >= maxIDs {
+				is.felt.dropped++
+				return
+			}
+			s = &spell.Spell{}
+			is.felt.nodes[node] = s
+		}
+		s.Fail(x.Resp.Time)
+		is.felt.ev.Add(detectors.EvidenceAt(x.Resp, fmt.Sprintf("ApiVersions v%d response from %s asked for node %d: REBOOTSTRAP_REQUIRED",
+			x.Resp.Version, x.Conn.Server, node)))
+	}
 }
 
 // ConnEvent implements detectors.ConnHook: connection attempts to a shared
@@ -135,11 +187,18 @@ func (r *rule) heal(k part, at time.Time) {
 	}
 }
 
-// isAnswer reports the responses that say whether a partition was served.
-func isAnswer(resp kmsg.Response) bool {
-	switch resp.(type) {
+// served reads the responses that say whether clients were served, and
+// reports whether resp was one.
+func (r *rule) served(x *detectors.Exchange) bool {
+	switch resp := x.Resp.Resp.(type) {
 	case *kmsg.ProduceResponse, *kmsg.FetchResponse:
-		return true
+		r.answers(x)
+	case *kmsg.ApiVersionsResponse:
+		if len(r.shared) > 0 {
+			r.versions(x, resp)
+		}
+	default:
+		return false
 	}
-	return false
+	return true
 }

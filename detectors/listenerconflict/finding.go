@@ -21,17 +21,21 @@ type Finding struct {
 	Clients  []string `json:"clients"` // the client hosts told
 	// RefusedS is the longest time clients were refused at the endpoint
 	// (a partition refused NOT_LEADER_OR_FOLLOWER there until answered
-	// without error, or connection attempts failing until one opened);
-	// Ongoing, still so at the end of the capture.
+	// without error, a node asked for there refused REBOOTSTRAP_REQUIRED
+	// until an ApiVersions for it succeeded, or connection attempts
+	// failing until one opened); Ongoing, still so at the end of the
+	// capture.
 	RefusedS float64 `json:"refused_s"`
 	Ongoing  bool    `json:"ongoing"`
 
 	sev          detectors.Severity
 	held         time.Duration
-	attempts     int64 // connection attempts refused or unanswered
-	refused      int64 // partition answers NOT_LEADER_OR_FOLLOWER
-	parts        int   // partitions refused
-	partsDropped int64 // refusals of partitions beyond maxParts
+	attempts     int64   // connection attempts refused or unanswered
+	refused      int64   // partition answers NOT_LEADER_OR_FOLLOWER
+	parts        int     // partitions refused
+	rebootstrap  int64   // ApiVersions answered REBOOTSTRAP_REQUIRED
+	rebootNodes  []int32 // the nodes they asked for
+	partsDropped int64   // refusals of partitions beyond maxParts
 	told         told
 	unadvertised []string // servers no node advertises
 	dropped      int64
@@ -80,13 +84,19 @@ func (f *Finding) felt() string {
 			"what clients sent it", text.Plural(f.refused, "Produce/Fetch partition answer", "Produce/Fetch partition answers"),
 			f.Endpoint, text.Plural(f.parts, "partition", "partitions")))
 	}
+	if f.rebootstrap > 0 {
+		met = append(met, fmt.Sprintf("%s from %s REBOOTSTRAP_REQUIRED to clients asking for %s (KIP-1242: the broker "+
+			"listening there is not the node the client expected; the client starts over from its bootstrap servers and is "+
+			"sent back there)", text.Plural(f.rebootstrap, "ApiVersions answer", "ApiVersions answers"), f.Endpoint,
+			text.Word(len(f.rebootNodes), "node", "nodes")+" "+text.IDs(f.rebootNodes, 0)))
+	}
 	if f.attempts > 0 {
 		met = append(met, fmt.Sprintf("%s to %s refused or unanswered", text.Plural(f.attempts, "connection attempt", "connection attempts"), f.Endpoint))
 	}
 	if len(met) > 0 {
 		fmt.Fprintf(&b, " Clients met it: %s", strings.Join(met, "; "))
 		if f.held > 0 {
-			fmt.Fprintf(&b, "; the longest a partition or the connections went refused was %s", text.Duration(f.held))
+			fmt.Fprintf(&b, "; the longest a partition, a node or the connections went refused was %s", text.Duration(f.held))
 			if f.Ongoing {
 				b.WriteString(", still at the end of the capture")
 			}
@@ -94,7 +104,8 @@ func (f *Finding) felt() string {
 		b.WriteString(".")
 	}
 	if f.partsDropped > 0 {
-		fmt.Fprintf(&b, " (%s of partitions beyond the first %d were not followed.)", text.Plural(f.partsDropped, "refusal", "refusals"), maxParts)
+		fmt.Fprintf(&b, " (%s of partitions beyond the first %d, or nodes beyond the first %d, were not followed.)",
+			text.Plural(f.partsDropped, "refusal", "refusals"), maxParts, maxIDs)
 	}
 	if f.sev == detectors.Error {
 		fmt.Fprintf(&b, " An error: clients were refused there for %s", text.Duration(f.held))

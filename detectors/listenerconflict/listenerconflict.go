@@ -10,10 +10,12 @@
 //     are one host (a local client reaches the same listener through
 //     each). A warning: a misconfiguration that will bite (the severity
 //     policy's own example) whether or not a client met it yet. An error
-//     when clients were refused there for long: a partition whose leader
-//     Metadata names at the endpoint refused NOT_LEADER_OR_FOLLOWER by the
-//     one broker listening there until an answer for it carries no error,
-//     or connection attempts to the endpoint failing until one opens, for
+//     when clients were refused there for long: a partition refused
+//     NOT_LEADER_OR_FOLLOWER by the one broker listening there until an
+//     answer for it carries no error; a node asked for there by a client of
+//     KIP-1242 (ApiVersions v5 names the node it expects) and answered
+//     REBOOTSTRAP_REQUIRED until an ApiVersions for it succeeds; or
+//     connection attempts to the endpoint failing until one opens; for
 //     30 s or more, or still after 10 s at the end of the capture
 //     (detectors.Grade; a spell of one refusal does not count). Only
 //     endpoints advertised by IP address or as localhost are matched to
@@ -57,8 +59,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"over time are not conflicts. Both are warnings: misconfigurations that will bite, whether or not a client " +
 		"met them yet. Several ids at one endpoint is an error when clients were refused there for 30 s or more, or " +
 		"still after 10 s at the end of the capture: a partition refused NOT_LEADER_OR_FOLLOWER at the endpoint until " +
-		"written or fetched, or connection attempts to it failing until one opens (endpoints advertised by IP or as " +
-		"localhost). Loopback told to clients that then reached the brokers anyway (a port forward) is info.",
+		"written or fetched, a node asked for there answered REBOOTSTRAP_REQUIRED (KIP-1242 clients) until reached, or " +
+		"connection attempts to it failing until one opens (endpoints advertised by IP or as localhost). Loopback told " +
+		"to clients that then reached the brokers anyway (a port forward) is info.",
 }, Params{}, New)
 
 // Params: the rule has none.
@@ -123,7 +126,7 @@ type issue struct {
 }
 
 func newIssue(endpoint string) *issue {
-	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}, felt: felt{parts: map[part]*spell.Spell{}}}
+	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}, felt: felt{parts: map[part]*spell.Spell{}, nodes: map[int32]*spell.Spell{}}}
 }
 
 func (r *rule) add(id int32, host string, port int32) {
@@ -139,8 +142,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp == nil {
 		return
 	}
-	if isAnswer(x.Resp.Resp) {
-		r.answers(x)
+	if r.served(x) {
 		return
 	}
 	r.scratch = r.scratch[:0]
@@ -294,9 +296,11 @@ func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	held, ongoing := is.felt.held(p.End)
 	f.RefusedS, f.Ongoing, f.held = text.Seconds(held), ongoing, held
 	f.attempts, f.refused, f.parts, f.partsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
+	f.rebootstrap, f.rebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
 	f.sev = max(detectors.Warning, detectors.Grade(held, ongoing))
 	fd := is.finding(f.sev, f.NodeIDs, f)
-	fd.Counts["refused_attempts"], fd.Counts["refused_answers"] = is.felt.attempts, is.felt.refused
+	fd.Counts["refused_attempts"], fd.Counts["refused_answers"], fd.Counts["rebootstrap_answers"] = is.felt.attempts, is.felt.refused,
+		is.felt.rebootstrap
 	fd.Evidence = append(fd.Evidence, is.felt.ev.List()...)
 	detectors.SortEvidence(fd.Evidence)
 	return fd

@@ -378,7 +378,40 @@ func TestListenerConflictFelt(t *testing.T) {
 			advertise(h, h.Conn("127.0.0.1:40001", "127.0.0.1:9692"), float64(n+2), b(4, "localhost", 9492), b(5, "localhost", 9492))
 		}
 	}
+	// rebootstrap is a KIP-1242 client told nodes 1 and 2 at 10.0.0.2:9092
+	// asking for node 1 there each second from 1 s to n s, answered
+	// REBOOTSTRAP_REQUIRED by node 2 listening there, and for node 2, answered;
+	// healed, the next ask for node 1 (at its own address) is answered.
+	rebootstrap := func(n int, healed bool) func(h *dt.Harness) {
+		return func(h *dt.Harness) {
+			advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "10.0.0.2", 9092), b(2, "10.0.0.2", 9092))
+			for s := 1; s <= n; s++ {
+				at := dt.At(time.Duration(s) * time.Second)
+				h.Call(h.Conn(fmt.Sprintf("10.0.0.1:%d", 41000+s), "10.0.0.2:9092"), at, time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 1), dt.ApiVersionsAnswer(129))
+				h.Call(h.Conn(fmt.Sprintf("10.0.0.1:%d", 42000+s), "10.0.0.2:9092"), at.Add(100*time.Millisecond), time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 2), dt.ApiVersionsAnswer(0))
+			}
+			if healed {
+				h.Call(h.Conn("10.0.0.1:43000", "10.0.0.3:9092"), dt.At(time.Duration(n+1)*time.Second), time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 1), dt.ApiVersionsAnswer(0))
+			}
+		}
+	}
 	dt.Run(t, listenerconflict.Analyzer, []dt.Case{
+		{
+			Name:    "KIP-1242 clients refused REBOOTSTRAP_REQUIRED for node 1 to the end after 11 s: an error",
+			Traffic: rebootstrap(12, false),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebootstrap_answers": 12, "refused_answers": 0},
+				Fields:   map[string]any{"refused_s": 11.1, "ongoing": true},
+				Evidence: []uint64{4}}},
+			Explanation: []string{"12 ApiVersions answers from 10.0.0.2:9092 REBOOTSTRAP_REQUIRED to clients asking for node 1 (KIP-1242"},
+		},
+		{
+			Name:    "near miss: refused REBOOTSTRAP_REQUIRED for 5 s, then node 1 answers at its own address: a warning",
+			Traffic: rebootstrap(5, true),
+			Want:    warning(5, false),
+		},
 		{Name: "advertised, never used: a warning", Traffic: shared(0, 0, false), Want: warning(0, false)},
 		{Name: "one refusal, then written: a warning", Traffic: shared(1, 40, false), Want: warning(0, false)},
 		{Name: "near miss: refused for 29 s, then written: a warning", Traffic: shared(29, 40, false), Want: warning(29, false)},
