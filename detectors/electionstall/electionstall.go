@@ -42,7 +42,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "leader-election-stall",
+	Name: "leader-election-stall",
+	Recorded: []string{"fixtures/pcaps/clients/election-stall-kgo.pcap", "fixtures/pcaps/clients/election-stall-sarama.pcap",
+		"fixtures/pcaps/clients/election-stall-librdkafka.pcap"},
 	Severity: detectors.Error,
 	Doc: "Partitions that Metadata responses answer without a leader (LEADER_NOT_AVAILABLE, " +
 		"NOT_LEADER_OR_FOLLOWER, leader -1), from the first response saying so to the first naming a leader " +
