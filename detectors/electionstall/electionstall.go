@@ -51,7 +51,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"(or the end of the capture): which topic and partitions, for how long, which brokers answered, which " +
 		"replicas are offline (when every replica is offline there is nobody to elect), and which clients waited " +
 		"(their Metadata answered without a leader, their Produce and Fetch refused NOT_LEADER_OR_FOLLOWER or " +
-		"LEADER_NOT_AVAILABLE). A healthy election leaves a partition leaderless for milliseconds: under brief " +
+		"LEADER_NOT_AVAILABLE meanwhile or in the 5 s before). A healthy election leaves a partition leaderless for milliseconds: under brief " +
 		"(1 s) it is not reported; under 3 s it is info; from 3 s clients felt it, a warning; from 30 s, or " +
 		"still leaderless at the end of the capture after 10 s, an error.",
 }, Params{Brief: time.Second, WarnAfter: detectors.FeltAfter, MinDuration: detectors.LongAfter}, New)
