@@ -44,7 +44,8 @@ func poll(h *dt.Harness, c *flows.Conn, from, to int, parts func(s int) []dt.Par
 func healthy(int) []dt.Partition { return []dt.Partition{dt.Led(0, 1), dt.Led(1, 2), dt.Led(2, 3)} }
 
 // stalled is partition 1 without a leader (its only replica, node 2,
-// offline) from second from to second to, polled from 0 to end.
+// offline) from second from to second to, polled once a second from 0 to
+// end: leaderless from the answer of second from to that of second to+1.
 func stalled(from, to, end int) func(h *dt.Harness) {
 	return func(h *dt.Harness) {
 		poll(h, h.Conn(client, server), 0, end, func(s int) []dt.Partition {
@@ -56,23 +57,26 @@ func stalled(from, to, end int) func(h *dt.Harness) {
 	}
 }
 
-// exactly answers partition 0 without a leader at 0 s, 10 s, 20 s and
-// last at d, then (unless ongoing) with a leader a second later.
-func exactly(d time.Duration, ongoing bool) func(h *dt.Harness) {
+// leaderlessFor answers partition 0 of orders without a leader at 0 and
+// then every second while before d, and at d names leader 3 (or, ongoing,
+// answers without one again and the capture ends): leaderless for exactly
+// d, from the first answer to the one naming a leader or to the end.
+func leaderlessFor(d time.Duration, ongoing bool) func(h *dt.Harness) {
 	return func(h *dt.Harness) {
 		c := h.Conn(client, server)
-		for at := time.Duration(0); at < d; at += 10 * time.Second {
+		for at := time.Duration(0); at < d; at += time.Second {
 			answer(h, c, at, dt.MetaTopic("orders", dt.Leaderless(0, 2)))
 		}
-		answer(h, c, d, dt.MetaTopic("orders", dt.Leaderless(0, 2)))
-		if !ongoing {
-			answer(h, c, d+time.Second, dt.MetaTopic("orders", dt.Led(0, 1)))
+		last := dt.Led(0, 3)
+		if ongoing {
+			last = dt.Leaderless(0, 2)
 		}
+		answer(h, c, d, dt.MetaTopic("orders", last))
 	}
 }
 
 // stallAndElection is orders-0 without a leader for 40 s (its only
-// replica, node 2, offline) and logs-0 for 3 s, in the same responses.
+// replica, node 2, offline) and logs-0 for 4 s, in the same responses.
 func stallAndElection(h *dt.Harness) {
 	c := h.Conn(client, server)
 	for s := range 41 {
@@ -84,91 +88,129 @@ func stallAndElection(h *dt.Harness) {
 	}
 }
 
+// produceTo is a producer (client id "orders-producer" on 10.0.0.5) whose
+// Produce of orders partitions 0 and 1 to node 1 is answered code at at.
+func produceTo(h *dt.Harness, c *flows.Conn, at time.Duration, code int16) {
+	h.Call(c, dt.At(at), 2*time.Millisecond, "orders-producer", dt.ProduceTo(9, "orders", 0, 1), dt.ProducedTo(9, "orders", code, -1, 0, "", 0, 0, 1))
+}
+
+// waited is orders-0 and orders-1 leaderless from 10 s to 16 s for two
+// clients: a producer refused NOT_LEADER_OR_FOLLOWER 3 s before the first
+// answer without a leader (the refusal that sent it to ask, within the
+// 5 s a client may take to refresh Metadata) and again during the
+// stretch, also 5.5 s before (too early to be this stretch's); and a
+// consumer refused LEADER_NOT_AVAILABLE by Fetch, with a follower's Fetch
+// refused beside it (a broker, not a client).
+func waited(h *dt.Harness) {
+	meta := h.Conn("10.0.0.5:40000", server)
+	prod := h.Conn("10.0.0.5:40001", server)
+	cons := h.Conn("10.0.0.6:40000", "10.0.0.3:9092")
+	follower := h.Conn("10.0.0.4:40000", "10.0.0.3:9092")
+	produceTo(h, prod, 4500*time.Millisecond, 6)
+	produceTo(h, prod, 7*time.Second, 6)
+	lost := []dt.Partition{dt.Leaderless(0, 2), dt.Leaderless(1, 2), dt.Led(2, 3)}
+	for s := 10; s <= 16; s++ {
+		parts := lost
+		if s == 16 {
+			parts = []dt.Partition{dt.Led(0, 3), dt.Led(1, 3), dt.Led(2, 3)}
+		}
+		req, resp := dt.Metadata(12, threeBrokers, dt.MetaTopic("orders", parts...))
+		h.Call(meta, dt.At(time.Duration(s)*time.Second), 2*time.Millisecond, "orders-producer", req, resp)
+		if s == 12 {
+			produceTo(h, prod, 12*time.Second+100*time.Millisecond, 6)
+			h.Call(cons, dt.At(12*time.Second+200*time.Millisecond), 2*time.Millisecond, "billing",
+				dt.ConsumerFetch("orders", 0, 42, 0), dt.ConsumerFetched("orders", 0, 5, -1, -1, -1, -1, nil))
+			fr := dt.FetchedAt("orders", 42)
+			fr.Topics[0].Partitions[0].ErrorCode = 6
+			h.Call(follower, dt.At(12*time.Second+300*time.Millisecond), 2*time.Millisecond, "broker-3", dt.FetchOffsets(3, "orders", 42), fr)
+		}
+	}
+}
+
+// TestElectionStall holds the rule to the severity policy: a partition
+// leaderless, from the first Metadata answer saying so to the first
+// naming a leader (or the end), for under 1 s is a normal election (no
+// finding), under 3 s info, from 3 s a warning, from 30 s or still
+// leaderless at the end after 10 s an error; both sides of each boundary.
 func TestElectionStall(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, electionstall.Analyzer, append(boundaries(), []dt.Case{
 		{
-			name:    "leaderless for 60 s and still at the end",
-			traffic: stalled(10, 70, 70),
-			want: []dt.Want{{
+			Name:    "leaderless for 60 s and still at the end",
+			Traffic: stalled(10, 70, 70),
+			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"responses": 61, "partitions": 1},
+				Counts:   map[string]int64{"responses": 61, "partitions": 1, "clients": 1, "refused": 0},
 				Fields: map[string]any{"topic": "orders", "partitions": []int32{1}, "error": "LEADER_NOT_AVAILABLE", "leader_id": int32(-1),
 					"servers": []string{server}, "duration_s": 60.0, "ongoing": true, "replicas": []int32{2}, "isr": []int32{2},
-					"offline_replicas": []int32{2}},
+					"offline_replicas": []int32{2}, "new_leaders": []int32{},
+					"waited": []electionstall.Waiter{{ClientID: "app", Host: "10.0.0.1", MetadataAnswers: 61}}},
 				Summary: []string{"orders partition 1 without a leader for 60.0 s (61 Metadata responses from node 1 (10.0.0.2:9092): " +
-					"LEADER_NOT_AVAILABLE, leader -1); their only replica, node 2, is offline; still so at the end of the capture"},
+					"LEADER_NOT_AVAILABLE, leader -1); their only replica, node 2, is offline; still so at the end of the capture; 1 client waited"},
 				Evidence: []uint64{22, 142},
 			}},
+			Explanation: []string{"answered LEADER_NOT_AVAILABLE with leader -1 to the end of the capture at 2026-01-01 00:01:10.002 (60.0 s of capture time)",
+				`1 client waited for a leader: "app" on 10.0.0.1 (61 Metadata answers without a leader)`},
 		},
 		{
-			name:    "leaderless for 45 s, then a leader",
-			traffic: stalled(10, 55, 80),
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 46},
-				Fields:  map[string]any{"partitions": []int32{1}, "duration_s": 45.0, "ongoing": false},
-				Summary: []string{"without a leader for 45.0 s", "is offline"}}},
+			Name: "no answer after the last without a leader: leaderless to the end all the same",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn(client, server)
+				for s := range 6 {
+					answer(h, c, time.Duration(s)*time.Second, dt.MetaTopic("orders", dt.Leaderless(0, 2)))
+				}
+				for s := 6; s <= 20; s++ {
+					answer(h, c, time.Duration(s)*time.Second, dt.MetaTopic("payments", dt.Led(0, 1)))
+				}
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 6}, Fields: map[string]any{"duration_s": 20.0, "ongoing": true}}},
+			Explanation: []string{"the last, at 2026-01-01 00:00:05.002, still named none, and no response named one until the end of the capture " +
+				"at 2026-01-01 00:00:20.002 (20.0 s of capture time)"},
 		},
 		{
-			name:    "a short election after a restart: 3 s",
-			traffic: stalled(10, 13, 30),
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"partition_answers": 4, "partitions": 1},
-				Fields:   map[string]any{"topic": "orders", "partitions": []int32{1}, "duration_s": 3.0, "ongoing": false, "error": "LEADER_NOT_AVAILABLE"},
-				Summary:  []string{"orders partition 1 was briefly without a leader (longest 3.0 s), then got a leader: a normal leader election"},
-				Evidence: []uint64{22}}},
+			Name:    "leaderless for 45 s, then a leader",
+			Traffic: stalled(10, 54, 80),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 45},
+				Fields:  map[string]any{"partitions": []int32{1}, "duration_s": 45.0, "ongoing": false, "new_leaders": []int32{2}},
+				Summary: []string{"without a leader for 45.0 s", "is offline", "then led by node 2"}}},
+			Explanation: []string{"until a response named node 2 the leader at 2026-01-01 00:00:55.002 (45.0 s of capture time for orders partition 1)"},
 		},
 		{
-			name:    "near miss: 29 s, then a leader",
-			traffic: stalled(10, 39, 60),
-			want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"duration_s": 29.0}}},
+			Name:    "an election of 5 s that producers waited out is a warning",
+			Traffic: stalled(10, 14, 30),
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 5, "partitions": 1},
+				Fields:   map[string]any{"topic": "orders", "partitions": []int32{1}, "duration_s": 5.0, "ongoing": false, "error": "LEADER_NOT_AVAILABLE"},
+				Summary:  []string{"orders partition 1 without a leader for 5.0 s"},
+				Evidence: []uint64{22, 32}}},
+			Explanation: []string{"A healthy election leaves a partition leaderless for milliseconds; for 5.0 s producers"},
 		},
 		{
-			name:    "near miss: 29.999 s, then a leader",
-			traffic: exactly(29999*time.Millisecond, false),
-			want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"duration_s": 29.999, "ongoing": false}}},
+			Name:    "a short election of 2 s is info",
+			Traffic: stalled(10, 11, 30),
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"responses": 2, "partitions": 1},
+				Fields:  map[string]any{"partitions": []int32{1}, "duration_s": 2.0, "new_leaders": []int32{2}},
+				Summary: []string{"orders partition 1 briefly without a leader (2.0 s), then led by node 2: a leader election"}}},
+			Next: []string{"Nothing, unless it repeats"},
 		},
 		{
-			name:    "exactly 30 s, then a leader, is a stall",
-			traffic: exactly(30*time.Second, false),
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 4},
-				Fields: map[string]any{"duration_s": 30.0, "ongoing": false}}},
-		},
-		{
-			name:    "near miss: 29.999 s and still leaderless at the end is too soon to call",
-			traffic: exactly(29999*time.Millisecond, true),
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": true},
+			Name:    "still leaderless at the end after 2 s is info, too soon to call",
+			Traffic: leaderlessFor(2*time.Second, true),
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": true},
 				Summary: []string{"still without one at the end of the capture, too soon to call it a stall"}}},
 		},
 		{
-			name:    "exactly 30 s and still leaderless at the end",
-			traffic: exactly(30*time.Second, true),
-			want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"duration_s": 30.0, "ongoing": true}}},
+			Name:    "one answer without a leader, the next naming one 5 s later: the client waited 5 s",
+			Traffic: leaderlessFor(5*time.Second, false),
+			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 5}, Fields: map[string]any{"duration_s": 5.0}}},
 		},
 		{
-			name:     "near miss lowered below the threshold: 29 s with min-duration 20 (seconds, as before)",
-			settings: map[string]string{"min-duration": "20"},
-			traffic:  stalled(10, 39, 60),
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30},
-				Fields: map[string]any{"partitions": []int32{1}, "duration_s": 29.0}}},
+			Name:     "min-duration raised above a 60 s stall: a warning",
+			Settings: map[string]string{"min-duration": "90s"},
+			Traffic:  stalled(10, 69, 80),
+			Want:     []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"duration_s": 60.0}}},
 		},
 		{
-			name:     "min-duration as a duration: 19.5s against 19 s",
-			settings: map[string]string{"min-duration": "19.5s"},
-			traffic:  stalled(10, 29, 60),
-			want:     []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"duration_s": 19.0}}},
-		},
-		{
-			name:     "threshold raised above a 60 s stall",
-			settings: map[string]string{"min-duration": "90"},
-			traffic:  stalled(10, 70, 80),
-			want:     []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"duration_s": 60.0}}},
-		},
-		{
-			name: "a leader in between splits two 29 s stretches",
-			traffic: func(h *dt.Harness) {
+			Name: "a leader in between splits two 29 s stretches: warnings, not a stall",
+			Traffic: func(h *dt.Harness) {
 				poll(h, h.Conn(client, server), 0, 60, func(s int) []dt.Partition {
 					if s == 30 {
 						return healthy(s)
@@ -176,31 +218,34 @@ func TestElectionStall(t *testing.T) {
 					return []dt.Partition{dt.Led(0, 1), dt.Leaderless(1, 2), dt.Led(2, 3)}
 				})
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"partition_answers": 60},
-				Fields: map[string]any{"duration_s": 29.0, "ongoing": true}}},
+			// 0..29 then a leader at 30: 30 s, an error; 31..60 open
+			// to the end (60.002): 29 s and ongoing, an error too; the
+			// worst, the longer, is reported.
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30},
+				Fields: map[string]any{"duration_s": 30.0, "ongoing": false}}},
 		},
 		{
-			name:    "healthy metadata for two minutes",
-			traffic: func(h *dt.Harness) { poll(h, h.Conn(client, server), 0, 120, healthy) },
+			Name:    "healthy metadata for two minutes",
+			Traffic: func(h *dt.Harness) { poll(h, h.Conn(client, server), 0, 120, healthy) },
 		},
 		{
-			name: "near miss: a topic-level error without partitions (auto-creation) is not leaderless",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: a topic-level error without partitions (auto-creation) is not leaderless",
+			Traffic: func(h *dt.Harness) {
 				poll(h, h.Conn(client, server), 0, 60, func(int) []dt.Partition { return nil })
 			},
 		},
 		{
-			name: "near miss: Produce answers naming no leader are not Metadata",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: Produce answers refusing partitions with no Metadata saying so are not a stall",
+			Traffic: func(h *dt.Harness) {
 				c := h.Conn(client, server)
 				for s := range 60 {
-					h.Call(c, dt.At(time.Duration(s)*time.Second), time.Millisecond, "app", dt.Produce(9), dt.Produced(9, 5, 0))
+					produceTo(h, c, time.Duration(s)*time.Second, 6)
 				}
 			},
 		},
 		{
-			name: "leader -1 without an error code and NOT_LEADER_OR_FOLLOWER count too",
-			traffic: func(h *dt.Harness) {
+			Name: "leader -1 without an error code and NOT_LEADER_OR_FOLLOWER count too",
+			Traffic: func(h *dt.Harness) {
 				poll(h, h.Conn(client, server), 0, 40, func(int) []dt.Partition {
 					return []dt.Partition{
 						{ID: 0, Leader: -1, Replicas: []int32{1, 2}, ISR: []int32{1}, Offline: []int32{1}},
@@ -209,13 +254,13 @@ func TestElectionStall(t *testing.T) {
 					}
 				})
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41, "partitions": 2},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41, "partitions": 2},
 				Fields: map[string]any{"partitions": []int32{0, 1}, "duration_s": 40.0, "replicas": []int32{1, 2, 3},
 					"offline_replicas": []int32{1}}}},
 		},
 		{
-			name: "overlapping stretches count each response once",
-			traffic: func(h *dt.Harness) {
+			Name: "overlapping stretches count each response once",
+			Traffic: func(h *dt.Harness) {
 				poll(h, h.Conn(client, server), 0, 100, func(s int) []dt.Partition {
 					parts := healthy(s)
 					if s <= 40 {
@@ -228,13 +273,13 @@ func TestElectionStall(t *testing.T) {
 				})
 			},
 			// Responses 0..80: 81 distinct, not 41+61.
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 81},
-				Fields:  map[string]any{"partitions": []int32{0, 2}, "duration_s": 60.0, "offline_replicas": []int32{1, 3}},
-				Summary: []string{"orders partitions 0, 2 without a leader for 60.0 s", "all their replicas (nodes 1, 3) are offline"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 81},
+				Fields:  map[string]any{"partitions": []int32{0, 2}, "duration_s": 61.0, "offline_replicas": []int32{1, 3}},
+				Summary: []string{"orders partitions 0, 2 without a leader for 61.0 s", "all their replicas (nodes 1, 3) are offline"}}},
 		},
 		{
-			name: "two brokers answering, one healthy topic beside",
-			traffic: func(h *dt.Harness) {
+			Name: "two brokers answering, one healthy topic beside",
+			Traffic: func(h *dt.Harness) {
 				a, b := h.Conn(client, server), h.Conn("10.0.0.1:40001", "10.0.0.3:9092")
 				for s := range 41 {
 					c := a
@@ -245,24 +290,134 @@ func TestElectionStall(t *testing.T) {
 						dt.MetaTopic("payments", dt.Led(0, 3)))
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41},
 				Fields:  map[string]any{"topic": "orders", "partitions": []int32{1}, "servers": []string{"10.0.0.2:9092", "10.0.0.3:9092"}},
 				Summary: []string{"from node 1 (10.0.0.2:9092), node 2 (10.0.0.3:9092)"}}},
 		},
 		{
-			name:    "per topic: a stall and a short election, one finding each",
-			traffic: stallAndElection,
-			want: []dt.Want{
+			Name:    "per topic: a stall and a short election, one finding each",
+			Traffic: stallAndElection,
+			Want: []dt.Want{
 				{Severity: detectors.Error, Fields: map[string]any{"topic": "orders", "duration_s": 40.0}},
-				{Severity: detectors.Info, Fields: map[string]any{"topic": "logs", "duration_s": 3.0}},
+				{Severity: detectors.Warning, Fields: map[string]any{"topic": "logs", "duration_s": 4.0}},
 			},
 		},
+		{
+			Name: "one topic, partitions graded apart: one finding per severity (5 s; 2 s and 1 s)",
+			Traffic: func(h *dt.Harness) {
+				poll(h, h.Conn(client, server), 0, 20, func(s int) []dt.Partition {
+					parts := healthy(s)
+					if s >= 2 && s < 4 {
+						parts[0] = dt.Leaderless(0, 1)
+					}
+					if s >= 5 && s < 10 {
+						parts[1] = dt.Leaderless(1, 2)
+					}
+					if s >= 5 && s < 6 {
+						parts[2] = dt.Leaderless(2, 3)
+					}
+					return parts
+				})
+			},
+			Want: []dt.Want{
+				{Severity: detectors.Warning, Fields: map[string]any{"partitions": []int32{1}, "duration_s": 5.0}},
+				{Severity: detectors.Info, Fields: map[string]any{"partitions": []int32{0, 2}, "duration_s": 2.0}},
+			},
+		},
+		{
+			Name:    "who waited: the producer refused before and during, a consumer refused, not the follower",
+			Traffic: waited,
+			Want: []dt.Want{{Severity: detectors.Warning,
+				Counts: map[string]int64{"responses": 6, "partitions": 2, "clients": 2, "refused": 3},
+				Fields: map[string]any{"partitions": []int32{0, 1}, "duration_s": 6.0, "new_leaders": []int32{3},
+					"waited": []electionstall.Waiter{
+						{ClientID: "orders-producer", Host: "10.0.0.5", MetadataAnswers: 6, ProduceRefused: 2},
+						{ClientID: "billing", Host: "10.0.0.6", FetchRefused: 1},
+					}},
+				Summary: []string{"orders partitions 0, 1 without a leader for 6.0 s", "then led by node 3; 2 clients waited"},
+				// The refusal 3 s before (4), the consumer's (14),
+				// the answer naming a leader (24).
+				Evidence: []uint64{4, 14, 24}}},
+			// The producer's two refused requests each named both
+			// partitions: two requests, not four.
+			Explanation: []string{`2 clients waited for a leader: "orders-producer" on 10.0.0.5 (6 Metadata answers without a leader, ` +
+				`2 Produce refused); "billing" on 10.0.0.6 (1 Fetch refused)`},
+		},
+	}...), nil)
+}
+
+// boundaries are both sides of each boundary of the policy, and of the
+// rule's parameters moving them: orders-0 leaderless for d, then led (or,
+// ongoing, to the end of the capture); quiet when sev is quiet.
+func boundaries() []dt.Case {
+	const quiet = detectors.Severity(-1)
+	ms := time.Millisecond
+	var cases []dt.Case
+	for _, b := range []struct {
+		name     string
+		settings map[string]string
+		d        time.Duration
+		ongoing  bool
+		sev      detectors.Severity
+		secs     float64
+	}{
+		{"a healthy election of 300 ms is quiet", nil, 300 * ms, false, quiet, 0},
+		{"near miss: 999 ms is a normal election, quiet", nil, 999 * ms, false, quiet, 0},
+		{"1 s is reported, as info", nil, time.Second, false, detectors.Info, 1},
+		{"near miss: the capture ends 500 ms into an election, quiet", nil, 500 * ms, true, quiet, 0},
+		{"near miss: 2.9 s is info", nil, 2900 * ms, false, detectors.Info, 2.9},
+		{"exactly 3 s is a warning", nil, 3000 * ms, false, detectors.Warning, 3},
+		{"3.1 s is a warning", nil, 3100 * ms, false, detectors.Warning, 3.1},
+		{"near miss: 29 s is a warning", nil, 29000 * ms, false, detectors.Warning, 29},
+		{"near miss: 29.999 s is a warning", nil, 29999 * ms, false, detectors.Warning, 29.999},
+		{"exactly 30 s is an error", nil, 30000 * ms, false, detectors.Error, 30},
+		{"31 s is an error", nil, 31000 * ms, false, detectors.Error, 31},
+		{"near miss: still leaderless at the end after 9 s is a warning", nil, 9000 * ms, true, detectors.Warning, 9},
+		{"near miss: still leaderless at the end after 9.999 s is a warning", nil, 9999 * ms, true, detectors.Warning, 9.999},
+		{"still leaderless at the end after 10 s is an error", nil, 10000 * ms, true, detectors.Error, 10},
+		{"still leaderless at the end after 11 s is an error", nil, 11000 * ms, true, detectors.Error, 11},
+		{"min-duration moves the error boundary: 21 s with min-duration 20 (seconds)", map[string]string{"min-duration": "20"},
+			21000 * ms, false, detectors.Error, 21},
+		{"near miss: 19 s with min-duration 20", map[string]string{"min-duration": "20"}, 19000 * ms, false, detectors.Warning, 19},
+		{"min-duration below 10 s: still leaderless at the end after min-duration is an error", map[string]string{"min-duration": "5"},
+			6000 * ms, true, detectors.Error, 6},
+		{"warn-after moves the warning boundary: 4 s with warn-after 5s is info", map[string]string{"warn-after": "5s"},
+			4000 * ms, false, detectors.Info, 4},
+		{"brief lowered to 100 (ms): a 300 ms election is info", map[string]string{"brief": "100"}, 300 * ms, false, detectors.Info, 0.3},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{rule: tc.settings}, electionstall.Analyzer)
-			tc.traffic(h)
-			dt.Check(t, h.Findings(), rule, tc.want...)
-		})
+		c := dt.Case{Name: b.name, Settings: b.settings, Traffic: leaderlessFor(b.d, b.ongoing)}
+		if b.sev != quiet {
+			c.Want = []dt.Want{{Severity: b.sev, Fields: map[string]any{"duration_s": b.secs, "ongoing": b.ongoing}}}
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// TestElectionStallResponseAlone: a Fetch refusal whose request the
+// capture lost tells no client: not counted, and nothing breaks.
+func TestElectionStallResponseAlone(t *testing.T) {
+	h := dt.New(t, nil, electionstall.Analyzer)
+	leaderlessFor(5*time.Second, false)(h)
+	c := h.Conn("10.0.0.6:40000", server)
+	q := flows.MakeRequest(c, dt.At(2*time.Second), 1, "billing", dt.ConsumerFetch("orders", 0, 42, 0))
+	r := flows.MakeResponse(q, dt.At(2*time.Second+time.Millisecond), dt.ConsumerFetched("orders", 0, 6, -1, -1, -1, -1, nil))
+	h.Exchange(&flows.Exchange{Conn: c, Resp: r})
+	dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"clients": 1, "refused": 0}})
+}
+
+// TestElectionStallGrade: at its defaults the rule grades as the policy
+// does (detectors.Grade), from brief on.
+func TestElectionStallGrade(t *testing.T) {
+	for d := time.Second; d <= 40*time.Second; d += 100 * time.Millisecond {
+		for _, ongoing := range []bool{false, true} {
+			h := dt.New(t, nil, electionstall.Analyzer)
+			leaderlessFor(d, ongoing)(h)
+			fs := h.Findings()
+			if len(fs) != 1 || fs[0].Severity != detectors.Grade(d, ongoing) {
+				t.Fatalf("leaderless for %v (ongoing %v): want one %s finding:%s", d, ongoing, detectors.Grade(d, ongoing), dt.Describe(fs))
+			}
+		}
 	}
 }
 
@@ -325,10 +480,9 @@ func TestElectionStallFinding(t *testing.T) {
 	if len(fs) != 2 {
 		t.Fatalf("want a stall and an election:%s", dt.Describe(fs))
 	}
-	for i, want := range [][]string{
-		{"duration_s", "error", "isr", "leader_id", "offline_replicas", "ongoing", "partitions", "replicas", "servers", "topic"},
-		{"duration_s", "error", "ongoing", "partitions", "topic"},
-	} {
+	all := []string{"duration_s", "error", "isr", "leader_id", "new_leaders", "offline_replicas", "ongoing", "partitions", "replicas",
+		"servers", "topic", "waited"}
+	for i, want := range [][]string{all, all} {
 		var keys []string
 		for k := range fs[i].Fields {
 			keys = append(keys, k)
@@ -342,6 +496,9 @@ func TestElectionStallFinding(t *testing.T) {
 	if s.Error != 5 || !slices.Equal(s.Servers, []netip.AddrPort{netip.MustParseAddrPort(server)}) ||
 		!slices.Equal(s.Partitions, []detectors.TopicPartition{{Topic: "orders", Partition: 0}}) {
 		t.Errorf("subject %+v", s)
+	}
+	if !slices.Equal(s.ClientIDs, []string{"app"}) || !slices.Equal(s.Clients, []netip.Addr{netip.MustParseAddr("10.0.0.1")}) {
+		t.Errorf("subject's clients %v %v, want the client that waited: app on 10.0.0.1", s.ClientIDs, s.Clients)
 	}
 	if !slices.Equal(fs[0].Conns, []int{1}) || !slices.Equal(fs[0].Nodes, []int32{2}) {
 		t.Errorf("stall on connections %v, nodes %v; want [1], [2]", fs[0].Conns, fs[0].Nodes)
@@ -407,9 +564,10 @@ func TestElectionStallBound(t *testing.T) {
 		parts[i] = dt.Partition{ID: int32(i), Leader: -1, Err: 5}
 	}
 	answer(h, c, 0, dt.MetaTopic("orders", parts...))
+	answer(h, c, 2*time.Second, dt.MetaTopic("orders", parts...))
 	fs := h.Findings()
 	dt.Check(t, fs, rule, dt.Want{Severity: detectors.Info, Counts: map[string]int64{"partitions": 1 << 16}})
-	if len(fs) == 1 && !strings.Contains(fs[0].Explanation, "10 leaderless answers about partitions beyond the first 65536 tracked were not followed") {
+	if len(fs) == 1 && !strings.Contains(fs[0].Explanation, "20 leaderless answers about partitions beyond the first 65536 tracked were not followed") {
 		t.Errorf("the bound is not said: %s", fs[0].Explanation)
 	}
 }

@@ -1,61 +1,76 @@
 package electionstall
 
 import (
+	"cmp"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
-// Findings implements detectors.Rule: per topic, one error for the
-// partitions leaderless for MinDuration or longer, one info for the
-// shorter ones.
+// Findings implements detectors.Rule: per topic and severity, one finding
+// for the partitions whose worst stretch has that severity.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var out []detectors.Finding
 	for _, name := range slices.Sorted(maps.Keys(r.topics)) {
 		st := r.topics[name]
-		var long []ref
-		var short []int32
+		var bySev [detectors.Error + 1][]ref
 		for _, id := range slices.Sorted(maps.Keys(st.parts)) {
-			sp := st.parts[id]
-			if sp.long != nil {
-				long = append(long, ref{id, sp.long, false})
-			}
-			if sp.open != nil && sp.open.dur() >= r.p.MinDuration {
-				long = append(long, ref{id, sp.open, true})
-			} else if sp.open != nil || sp.shortN > 0 {
-				short = append(short, id)
+			if rf, ok := r.worst(p, id, st.parts[id]); ok {
+				bySev[rf.sev] = append(bySev[rf.sev], rf)
 			}
 		}
-		if len(long) > 0 {
-			out = append(out, r.stall(p, name, long))
-		}
-		if len(short) > 0 {
-			out = append(out, r.election(name, st, short))
+		for sev := detectors.Error; sev >= detectors.Info; sev-- {
+			if refs := bySev[sev]; len(refs) > 0 {
+				out = append(out, r.finding(p, name, sev, refs))
+			}
 		}
 	}
 	return out
 }
 
-// ref is a stretch of one partition that makes a stall, open if it lasted
-// to the end of the capture.
+// ref is the stretch of one partition a finding reports: its worst.
 type ref struct {
 	partition int32
 	l         *stretch
-	open      bool
+	d         time.Duration
+	ongoing   bool // open at the end of the capture
+	sev       detectors.Severity
 }
 
-func (r *rule) stall(p *detectors.Pass, topic string, refs []ref) detectors.Finding {
-	parts, replicas, isr, offline := tally.IDs{}, tally.IDs{}, tally.IDs{}, tally.IDs{}
+// worst is the stretch of a partition that grades highest (the longer on a
+// tie): the longest finished one, or the one open at the end. ok is false
+// when neither is reported (both shorter than Brief).
+func (r *rule) worst(p *detectors.Pass, id int32, sp *partition) (best ref, ok bool) {
+	for _, l := range []*stretch{sp.worst, sp.open} {
+		if l == nil {
+			continue
+		}
+		c := ref{partition: id, l: l, d: l.dur(p.End), ongoing: l.healed.IsZero()}
+		var reported bool
+		if c.sev, reported = r.p.grade(c.d, c.ongoing); !reported {
+			continue
+		}
+		if !ok || c.sev > best.sev || c.sev == best.sev && c.d > best.d {
+			best, ok = c, true
+		}
+	}
+	return best, ok
+}
+
+func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, refs []ref) detectors.Finding {
+	parts, replicas, isr, offline, leaders := tally.IDs{}, tally.IDs{}, tally.IDs{}, tally.IDs{}, tally.IDs{}
 	conns := tally.Conns{Max: len(refs) * maxConns}
 	errs := map[int16]int64{}
-	leaders := map[int32]int64{}
-	f := &Finding{Topic: topic, offlineKnown: true, dropped: r.dropped}
-	var longest time.Duration
+	leaderCounts := map[int32]int64{}
+	waiting := map[key.Client]*waiter{}
+	f := &Finding{Topic: topic, offlineKnown: true, dropped: r.dropped, sev: sev, p: r.p}
 	var evs [][]detectors.Evidence
 	intervals := make([][2]int64, 0, len(refs))
 	for i, rf := range refs {
@@ -64,16 +79,23 @@ func (r *rule) stall(p *detectors.Pass, topic string, refs []ref) detectors.Find
 		if i == 0 || l.first.Before(f.first) {
 			f.first = l.first
 		}
-		if l.last.After(f.last) {
-			f.last = l.last
+		f.last = maxTime(f.last, l.last)
+		if rf.d > f.dur {
+			f.dur, f.longest = rf.d, rf.partition
 		}
-		longest = max(longest, l.dur())
-		f.Ongoing = f.Ongoing || rf.open
+		if rf.ongoing {
+			f.Ongoing = true
+			f.end = p.End
+			f.lastAnswer = maxTime(f.lastAnswer, l.last)
+		} else {
+			f.healed = maxTime(f.healed, l.healed)
+			leaders.Add(l.newLeader)
+		}
 		f.offlineKnown = f.offlineKnown && l.offlineKnown
 		for _, e := range l.errs {
 			errs[e.code] += e.n
 		}
-		leaders[l.leader] += l.n
+		leaderCounts[l.leader] += l.n
 		replicas.AddAll(l.replicas)
 		isr.AddAll(l.isr)
 		offline.AddAll(l.offline)
@@ -81,96 +103,99 @@ func (r *rule) stall(p *detectors.Pass, topic string, refs []ref) detectors.Find
 			conns.Add(c)
 		}
 		f.connsMore += l.conns.More
-		evs = append(evs, l.ev.List())
+		f.waitersMore += l.waitersMore
+		for _, w := range l.waiters {
+			m := waiting[w.Client]
+			if m == nil {
+				m = &waiter{Client: w.Client}
+				waiting[w.Client] = m
+			}
+			// One answer names several partitions: a client sent at
+			// least as many requests as for any one of them (exactly
+			// that many when each request named them all, as a
+			// producer's to one leader does).
+			m.metadata = max(m.metadata, w.metadata)
+			m.produce = max(m.produce, w.produce)
+			m.fetch = max(m.fetch, w.fetch)
+		}
+		evs = append(evs, append(l.ev.List(), l.healEv)) // a zero healEv (open) is skipped
 		intervals = append(intervals, [2]int64{l.firstSeq, l.lastSeq})
 	}
 	f.responses = unionLen(intervals)
 	f.errCode = mostFrequent(errs)
 	f.Error = decode.ErrorName(f.errCode)
-	f.LeaderID = mostFrequent(leaders)
+	f.LeaderID = mostFrequent(leaderCounts)
 	servers := conns.ServerAddrs()
 	f.Servers, f.labels = tally.AddrStrings(servers), tally.Labels(p.Nodes, servers)
 	f.Partitions = parts.Sorted()
 	f.Replicas, f.ISR, f.OfflineReplicas = replicas.Sorted(), isr.Sorted(), offline.Sorted()
+	f.NewLeaders = leaders.Sorted()
 	f.nodes = f.OfflineReplicas
 	if len(f.nodes) == 0 {
 		f.nodes = f.Replicas
 	}
-	f.DurationS, f.dur = seconds(longest)
+	f.DurationS, f.dur = seconds(f.dur)
 	f.allOffline = f.offlineKnown && len(replicas) > 0 && replicas.Within(offline)
 	f.isrOffline = f.offlineKnown && len(offline) > 0 && len(isr) > 0 && isr.Within(offline)
 	f.online = replicas.Minus(offline).Sorted()
 	f.onlineISR = isr.Minus(offline).Sorted()
+	f.Waited = waiters(waiting)
+	var refused int64
+	var ids []string
+	var hosts []netip.Addr
+	for _, w := range f.Waited {
+		refused += w.ProduceRefused + w.FetchRefused
+	}
+	for k := range waiting {
+		if !slices.Contains(ids, k.ID) {
+			ids = append(ids, k.ID)
+		}
+		if !slices.Contains(hosts, k.Host) {
+			hosts = append(hosts, k.Host)
+		}
+	}
+	slices.Sort(ids)
+	slices.SortFunc(hosts, netip.Addr.Compare)
 	partitions := make([]detectors.TopicPartition, len(f.Partitions))
 	for i, id := range f.Partitions {
 		partitions[i] = detectors.TopicPartition{Topic: topic, Partition: id}
 	}
+	last := maxTime(f.last, f.healed)
+	if f.Ongoing {
+		last = p.End
+	}
 	return detectors.Finding{
-		Severity: detectors.Error,
+		Severity: sev,
 		First:    f.first,
-		Last:     f.last,
+		Last:     last,
 		Conns:    conns.IDs(),
 		Nodes:    f.nodes,
-		Counts:   map[string]int64{"responses": f.responses, "partitions": int64(len(f.Partitions))},
+		Counts: map[string]int64{"responses": f.responses, "partitions": int64(len(f.Partitions)),
+			"clients": int64(len(f.Waited)), "refused": refused},
 		Evidence: mergeEvidence(evs...),
-		Subject:  detectors.Subject{Servers: servers, Nodes: f.nodes, Partitions: partitions, Error: f.errCode},
+		Subject:  detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: servers, Nodes: f.nodes, Partitions: partitions, Error: f.errCode},
 		Detail:   f,
 	}
 }
 
-func (r *rule) election(topic string, st *topic, ids []int32) detectors.Finding {
-	f := &Election{Topic: topic, Partitions: ids, min: r.p.MinDuration, dropped: r.dropped}
-	var first, last time.Time
-	var longest time.Duration
-	var answers int64
-	var evs []detectors.Evidence
-	errs := map[int16]int64{}
-	for _, id := range ids {
-		sp := st.parts[id]
-		if sp.shortN > 0 {
-			if first.IsZero() || sp.shortFirst.Before(first) {
-				first = sp.shortFirst
-			}
-			if sp.shortLast.After(last) {
-				last = sp.shortLast
-			}
-			longest = max(longest, sp.shortMax)
-			answers += sp.shortResponses
-			evs = append(evs, sp.shortEv)
-			errs[sp.shortErr]++
-		}
-		if l := sp.open; l != nil && l.dur() < r.p.MinDuration {
-			f.Ongoing = true
-			if first.IsZero() || l.first.Before(first) {
-				first = l.first
-			}
-			if l.last.After(last) {
-				last = l.last
-			}
-			longest = max(longest, l.dur())
-			answers += l.n
-			evs = append(evs, l.firstEv)
-			for _, e := range l.errs {
-				errs[e.code] += e.n
-			}
-		}
+// waiters lists the clients that waited, those that waited most first.
+func waiters(m map[key.Client]*waiter) []Waiter {
+	out := make([]Waiter, 0, len(m))
+	for _, w := range m {
+		out = append(out, Waiter{ClientID: w.ID, Host: w.Host.String(), MetadataAnswers: w.metadata, ProduceRefused: w.produce, FetchRefused: w.fetch})
 	}
-	f.DurationS, f.dur = seconds(longest)
-	code := mostFrequent(errs)
-	f.Error = decode.ErrorName(code)
-	partitions := make([]detectors.TopicPartition, len(ids))
-	for i, id := range ids {
-		partitions[i] = detectors.TopicPartition{Topic: topic, Partition: id}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		return cmp.Or(cmp.Compare(b.requests(), a.requests()), cmp.Compare(a.ClientID, b.ClientID), cmp.Compare(a.Host, b.Host)) < 0
+	})
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return detectors.Finding{
-		Severity: detectors.Info,
-		First:    first,
-		Last:     last,
-		Counts:   map[string]int64{"partition_answers": answers, "partitions": int64(len(ids))},
-		Evidence: mergeEvidence(evs),
-		Subject:  detectors.Subject{Partitions: partitions, Error: code},
-		Detail:   f,
-	}
+	return a
 }
 
 // seconds is a stretch's length to the millisecond below, in seconds (the

@@ -6,18 +6,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
-// Finding is several node ids advertised at one host:port (an error).
-// Its exported fields are the finding's "fields".
+// Finding is several node ids advertised at one host:port: a warning, a
+// misconfiguration that will bite; an error when clients were refused there
+// for long. Its exported fields are the finding's "fields".
 type Finding struct {
 	Problem  string   `json:"problem"`  // "shared-endpoint"
 	Endpoint string   `json:"endpoint"` // as first advertised
 	NodeIDs  []int32  `json:"node_ids"`
 	Servers  []string `json:"servers"` // the brokers that answered so
 	Clients  []string `json:"clients"` // the client hosts told
+	// RefusedS is the longest time clients were refused at the endpoint
+	// (a partition refused NOT_LEADER_OR_FOLLOWER there until answered
+	// without error, a node asked for there refused REBOOTSTRAP_REQUIRED
+	// until an ApiVersions for it succeeded, or connection attempts
+	// failing until one opened); Ongoing, still so at the end of the
+	// capture.
+	RefusedS float64 `json:"refused_s"`
+	Ongoing  bool    `json:"ongoing"`
 
+	sev          detectors.Severity
+	held         time.Duration
+	attempts     int64   // connection attempts refused or unanswered
+	refused      int64   // partition answers NOT_LEADER_OR_FOLLOWER
+	parts        int     // partitions refused
+	rebootstrap  int64   // ApiVersions answered REBOOTSTRAP_REQUIRED
+	rebootNodes  []int32 // the nodes they asked for
+	partsDropped int64   // refusals of partitions beyond maxParts
 	told         told
 	unadvertised []string // servers no node advertises
 	dropped      int64
@@ -47,7 +65,59 @@ func (t *told) omitted() string {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	return fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", text.IDs(f.NodeIDs, 0), f.Endpoint)
+	s := fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", text.IDs(f.NodeIDs, 0), f.Endpoint)
+	if f.held > 0 {
+		s += fmt.Sprintf("; clients were refused there for %s", text.Duration(f.held))
+		if f.Ongoing {
+			s += ", still at the end of the capture"
+		}
+	}
+	return s
+}
+
+// felt says what clients met at the endpoint, and what makes the severity.
+func (f *Finding) felt() string {
+	var b strings.Builder
+	var met []string
+	if f.refused > 0 {
+		met = append(met, fmt.Sprintf("%s NOT_LEADER_OR_FOLLOWER from %s (%s): the broker listening there does not lead "+
+			"what clients sent it", text.Plural(f.refused, "Produce/Fetch partition answer", "Produce/Fetch partition answers"),
+			f.Endpoint, text.Plural(f.parts, "partition", "partitions")))
+	}
+	if f.rebootstrap > 0 {
+		met = append(met, fmt.Sprintf("%s from %s REBOOTSTRAP_REQUIRED to clients asking for %s (KIP-1242: the broker "+
+			"listening there is not the node the client expected; the client starts over from its bootstrap servers and is "+
+			"sent back there)", text.Plural(f.rebootstrap, "ApiVersions answer", "ApiVersions answers"), f.Endpoint,
+			text.Word(len(f.rebootNodes), "node", "nodes")+" "+text.IDs(f.rebootNodes, 0)))
+	}
+	if f.attempts > 0 {
+		met = append(met, fmt.Sprintf("%s to %s refused or unanswered", text.Plural(f.attempts, "connection attempt", "connection attempts"), f.Endpoint))
+	}
+	if len(met) > 0 {
+		fmt.Fprintf(&b, " Clients met it: %s", strings.Join(met, "; "))
+		if f.held > 0 {
+			fmt.Fprintf(&b, "; the longest a partition, a node or the connections went refused was %s", text.Duration(f.held))
+			if f.Ongoing {
+				b.WriteString(", still at the end of the capture")
+			}
+		}
+		b.WriteString(".")
+	}
+	if f.partsDropped > 0 {
+		fmt.Fprintf(&b, " (%s of partitions beyond the first %d, or nodes beyond the first %d, were not followed.)",
+			text.Plural(f.partsDropped, "refusal", "refusals"), maxParts, maxIDs)
+	}
+	if f.sev == detectors.Error {
+		fmt.Fprintf(&b, " An error: clients were refused there for %s", text.Duration(f.held))
+		if f.held < detectors.LongAfter {
+			b.WriteString(" and still at the end of the capture")
+		}
+		b.WriteString(".")
+	} else {
+		fmt.Fprintf(&b, " A warning: a misconfiguration that will bite; an error once clients are refused there for %s, "+
+			"or still after %s at the end of a capture.", text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
+	}
+	return b.String()
 }
 
 // Explanation implements detectors.Detail.
@@ -64,6 +134,7 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, "The responses came from %s, an address no node advertises: the brokers listen elsewhere than they advertise.",
 			strings.Join(f.unadvertised, ", "))
 	}
+	b.WriteString(f.felt())
 	b.WriteString(f.told.omitted())
 	if f.dropped > 0 {
 		fmt.Fprintf(&b, " (%s listing several nodes at other endpoints were not followed: more than %d such endpoints.)",

@@ -5,19 +5,29 @@
 // that moves to another address between responses (a broker restarted
 // elsewhere, an id reused) is not a conflict.
 //
-//   - error (Finding): one response lists several node ids at one
-//     host:port. Host names compare case-insensitively, and "localhost",
-//     127.0.0.1 and ::1 are one host (a local client reaches the same
-//     listener through each).
-//   - warning (Loopback): a response sent to a remote client (neither
-//     loopback nor the broker's own address) advertises a loopback or
-//     unspecified address (localhost, 127.x, ::1, 0.0.0.0): the client
-//     will connect to itself. One finding covers every such endpoint (a
-//     cluster configured this way advertises all its brokers so). It is
-//     info instead when every such client afterwards opened a new
-//     connection to one of those ports carrying Produce, Fetch or group
-//     requests: the address works for it (port forwarding, e.g. Docker's
-//     -p).
+//   - Finding: one response lists several node ids at one host:port. Host
+//     names compare case-insensitively, and "localhost", 127.0.0.1 and ::1
+//     are one host (a local client reaches the same listener through
+//     each). A warning: a misconfiguration that will bite (the severity
+//     policy's own example) whether or not a client met it yet. An error
+//     when clients were refused there for long: a partition refused
+//     NOT_LEADER_OR_FOLLOWER by the one broker listening there until an
+//     answer for it carries no error; a node asked for there by a client of
+//     KIP-1242 (ApiVersions v5 names the node it expects) and answered
+//     REBOOTSTRAP_REQUIRED until an ApiVersions for it succeeds; or
+//     connection attempts to the endpoint failing until one opens; for
+//     30 s or more, or still after 10 s at the end of the capture
+//     (detectors.Grade; a spell of one refusal does not count). Only
+//     endpoints advertised by IP address or as localhost are matched to
+//     the servers of the capture.
+//   - Loopback: a response sent to a remote client (neither loopback nor
+//     the broker's own address) advertises a loopback or unspecified
+//     address (localhost, 127.x, ::1, 0.0.0.0): the client will connect to
+//     itself. A warning; one finding covers every such endpoint (a cluster
+//     configured this way advertises all its brokers so). It is info
+//     instead when every such client afterwards opened a new connection
+//     to one of those ports carrying Produce, Fetch or group requests: the
+//     address works for it (port forwarding, e.g. Docker's -p).
 package listenerconflict
 
 import (
@@ -33,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -41,11 +52,17 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "advertised-listener-conflict",
+	Recorded: []string{"fixtures/pcaps/clients/listener-conflict-kgo.pcap", "fixtures/pcaps/clients/listener-conflict-sarama.pcap"},
 	Severity: detectors.Error,
-	Doc: "A Metadata or DescribeCluster response lists several node ids at one host:port (error: " +
-		"requests for all of them reach one broker), or advertises a loopback address to a remote client " +
-		"(warning: the client connects to itself). Checked per response, so nodes that move between " +
-		"addresses over time are not conflicts.",
+	Doc: "A Metadata or DescribeCluster response lists several node ids at one host:port (requests for all of " +
+		"them reach one broker, which refuses those meant for the others), or advertises a loopback address to a " +
+		"remote client (the client connects to itself). Checked per response, so nodes that move between addresses " +
+		"over time are not conflicts. Both are warnings: misconfigurations that will bite, whether or not a client " +
+		"met them yet. Several ids at one endpoint is an error when clients were refused there for 30 s or more, or " +
+		"still after 10 s at the end of the capture: a partition refused NOT_LEADER_OR_FOLLOWER at the endpoint until " +
+		"written or fetched, a node asked for there answered REBOOTSTRAP_REQUIRED (KIP-1242 clients) until reached, or " +
+		"connection attempts to it failing until one opens (endpoints advertised by IP or as localhost). Loopback told " +
+		"to clients that then reached the brokers anyway (a port forward) is info.",
 }, Params{}, New)
 
 // Params: the rule has none.
@@ -61,7 +78,7 @@ const (
 
 // New makes the rule.
 func New(Params) detectors.Rule {
-	return &rule{shared: map[string]*issue{}}
+	return &rule{shared: map[string]*issue{}, at: map[netip.AddrPort]*issue{}}
 }
 
 type rule struct {
@@ -75,6 +92,11 @@ type rule struct {
 	loopback *issue
 	// scratch holds the brokers of the response being read.
 	scratch []broker
+	// at resolves server addresses to the shared endpoint they are (nil:
+	// none), emptied when an endpoint is added; openParts counts the
+	// partitions refused at one and not yet answered without error.
+	at        map[netip.AddrPort]*issue
+	openParts int
 }
 
 type broker struct {
@@ -100,10 +122,12 @@ type issue struct {
 	toldAt      []time.Time
 	moreClients bool
 	ev          detectors.Sampler[detectors.Evidence]
+	// felt is what clients met at a shared endpoint.
+	felt felt
 }
 
 func newIssue(endpoint string) *issue {
-	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}}
+	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}, felt: felt{parts: map[part]*spell.Spell{}, nodes: map[int32]*spell.Spell{}}}
 }
 
 func (r *rule) add(id int32, host string, port int32) {
@@ -117,6 +141,9 @@ func compareBrokers(a, b broker) int {
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp == nil {
+		return
+	}
+	if r.served(x) {
 		return
 	}
 	r.scratch = r.scratch[:0]
@@ -173,6 +200,23 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 }
 
+// issueAt is the shared endpoint whose listener ap is (nil: none), resolved
+// once per server: by its address, or as "localhost" for a loopback one.
+// An endpoint advertised by host name is not matched (no DNS here).
+func (r *rule) issueAt(ap netip.AddrPort) *issue {
+	if len(r.shared) == 0 {
+		return nil
+	}
+	if is, ok := r.at[ap]; ok {
+		return is
+	}
+	is := r.shared[flows.Endpoint(canonicalHost(ap.Addr().Unmap().String()), int32(ap.Port()))]
+	if len(r.at) < maxServers {
+		r.at[ap] = is
+	}
+	return is
+}
+
 // sharedAt counts a response listing several node ids (bs, one endpoint).
 func (r *rule) sharedAt(x *detectors.Exchange, bs []broker) {
 	key := flows.Endpoint(bs[0].key, bs[0].port)
@@ -185,6 +229,7 @@ func (r *rule) sharedAt(x *detectors.Exchange, bs []broker) {
 		}
 		is = newIssue(ep)
 		r.shared[key] = is
+		clear(r.at) // a server may be this endpoint
 	}
 	ids := tally.IDs{}
 	for _, b := range bs {
@@ -247,7 +292,19 @@ func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 		}
 	}
 	sort.Strings(f.unadvertised)
-	return is.finding(detectors.Error, f.NodeIDs, f)
+	// A misconfiguration that will bite is a warning; clients refused
+	// there for long make it an error (the policy, detectors.Grade).
+	held, ongoing := is.felt.held(p.End)
+	f.RefusedS, f.Ongoing, f.held = text.Seconds(held), ongoing, held
+	f.attempts, f.refused, f.parts, f.partsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
+	f.rebootstrap, f.rebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
+	f.sev = max(detectors.Warning, detectors.Grade(held, ongoing))
+	fd := is.finding(f.sev, f.NodeIDs, f)
+	fd.Counts["refused_attempts"], fd.Counts["refused_answers"], fd.Counts["rebootstrap_answers"] = is.felt.attempts, is.felt.refused,
+		is.felt.rebootstrap
+	fd.Evidence = append(fd.Evidence, is.felt.ev.List()...)
+	detectors.SortEvidence(fd.Evidence)
+	return fd
 }
 
 func loopbackFinding(p *detectors.Pass, is *issue) detectors.Finding {

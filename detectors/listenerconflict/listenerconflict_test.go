@@ -48,10 +48,10 @@ func TestListenerConflict(t *testing.T) {
 				}
 			},
 			want: []dt.Want{{
-				Severity: detectors.Error,
+				Severity: detectors.Warning,
 				Counts:   map[string]int64{"responses": 3},
 				Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "10.0.0.2:9092", "node_ids": []int32{1, 2},
-					"servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}},
+					"servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}, "refused_s": 0.0, "ongoing": false},
 				Summary:  []string{"nodes 1, 2 are all advertised at 10.0.0.2:9092: a client reaches at most one of them there"},
 				Evidence: []uint64{2, 6},
 			}},
@@ -61,21 +61,21 @@ func TestListenerConflict(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "127.0.0.1", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}, "endpoint": "127.0.0.1:9092"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}, "endpoint": "127.0.0.1:9092"}}},
 		},
 		{
 			name: "::1 and localhost at one port are one listener",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "::1", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
 		},
 		{
 			name: "host names compare case-insensitively",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "kafka-0.example", 9092), b(2, "KAFKA-0.example", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
 		},
 		{
 			name: "DescribeCluster with two ids at one endpoint",
@@ -83,7 +83,7 @@ func TestListenerConflict(t *testing.T) {
 				req, resp := dt.DescribeCluster(dt.ClusterBroker(7, "kafka.internal", 9092), dt.ClusterBroker(8, "kafka.internal", 9092))
 				h.Call(h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), dt.At(0), time.Millisecond, "admin", req, resp)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"endpoint": "kafka.internal:9092", "node_ids": []int32{7, 8}},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "kafka.internal:9092", "node_ids": []int32{7, 8}},
 				Summary: []string{"nodes 7, 8 are all advertised at kafka.internal:9092"}}},
 		},
 		{
@@ -214,7 +214,7 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092), b(2, "localhost", 9092))
 			},
 			want: []dt.Want{
-				{Severity: detectors.Error, Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "localhost:9092"}},
+				{Severity: detectors.Warning, Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "localhost:9092"}},
 				{Severity: detectors.Warning, Fields: map[string]any{"problem": "loopback", "node_ids": []int32{1, 2}}},
 			},
 		},
@@ -292,7 +292,7 @@ func TestListenerConflictFinding(t *testing.T) {
 		t.Fatalf("want two findings:%s", dt.Describe(fs))
 	}
 	for i, want := range [][]string{
-		{"clients", "endpoint", "node_ids", "problem", "servers"},
+		{"clients", "endpoint", "node_ids", "ongoing", "problem", "refused_s", "servers"},
 		{"clients", "endpoint", "endpoints", "node_ids", "problem", "servers", "stuck"},
 	} {
 		var keys []string
@@ -330,4 +330,133 @@ func TestListenerConflictBound(t *testing.T) {
 	if !strings.Contains(fs[0].Explanation, "(12 responses listing several nodes at other endpoints were not followed: more than 1024 such endpoints.)") {
 		t.Errorf("the bound is not said: %s", fs[0].Explanation)
 	}
+}
+
+// shared advertises nodes 1 and 2 at 10.0.0.2:9092 (node 1's listener) to
+// a producer at 0 s, which then sends orders-0, led by node 2, there every
+// second from 1 s: refused NOT_LEADER_OR_FOLLOWER by node 1 for refused
+// seconds, then written (unless never), and the capture goes on to end s.
+func shared(refused, end int, never bool) func(h *dt.Harness) {
+	return func(h *dt.Harness) {
+		meta := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
+		req, resp := dt.Metadata(12, []kmsg.MetadataResponseBroker{b(1, "10.0.0.2", 9092), b(2, "10.0.0.2", 9092)}, dt.MetaTopic("orders", dt.Led(0, 2)))
+		h.Call(meta, dt.At(0), 2*time.Millisecond, "app", req, resp)
+		prod := h.Conn("10.0.0.1:40001", "10.0.0.2:9092")
+		for s := 1; s <= end; s++ {
+			code := int16(0)
+			if s <= refused || never {
+				code = 6
+			}
+			h.Call(prod, dt.At(time.Duration(s)*time.Second), 2*time.Millisecond, "app", dt.ProduceTo(9, "orders", 0),
+				dt.ProducedTo(9, "orders", code, -1, 0, "", 0, 0))
+		}
+	}
+}
+
+// TestListenerConflictFelt holds the shared endpoint to the policy: a
+// misconfiguration that will bite is a warning; clients refused there (a
+// partition refused NOT_LEADER_OR_FOLLOWER until it is written, or
+// connection attempts failing until one opens) for 30 s or more, or still
+// after 10 s at the end of the capture, make it an error.
+func TestListenerConflictFelt(t *testing.T) {
+	warning := func(secs float64, ongoing bool) []dt.Want {
+		return []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"refused_s": secs, "ongoing": ongoing}}}
+	}
+	errorAfter := func(secs float64, ongoing bool) []dt.Want {
+		return []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"refused_s": secs, "ongoing": ongoing}}}
+	}
+	refusedSYNs := func(n int, opened bool) func(h *dt.Harness) {
+		return func(h *dt.Harness) {
+			advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9692"), 0, b(4, "localhost", 9492), b(5, "localhost", 9492))
+			for i := 1; i <= n; i++ {
+				h.ConnEvent(dt.Refused(fmt.Sprintf("127.0.0.1:%d", 51000+i), "127.0.0.1:9492", dt.At(time.Duration(i)*time.Second), uint64(100+i)))
+			}
+			if opened {
+				h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Client: netip.MustParseAddrPort("127.0.0.1:52000"),
+					Server: netip.MustParseAddrPort("127.0.0.1:9492"), Time: dt.At(time.Duration(n+1) * time.Second)})
+			}
+			advertise(h, h.Conn("127.0.0.1:40001", "127.0.0.1:9692"), float64(n+2), b(4, "localhost", 9492), b(5, "localhost", 9492))
+		}
+	}
+	// rebootstrap is a KIP-1242 client told nodes 1 and 2 at 10.0.0.2:9092
+	// asking for node 1 there each second from 1 s to n s, answered
+	// REBOOTSTRAP_REQUIRED by node 2 listening there, and for node 2, answered;
+	// healed, the next ask for node 1 (at its own address) is answered.
+	rebootstrap := func(n int, healed bool) func(h *dt.Harness) {
+		return func(h *dt.Harness) {
+			advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "10.0.0.2", 9092), b(2, "10.0.0.2", 9092))
+			for s := 1; s <= n; s++ {
+				at := dt.At(time.Duration(s) * time.Second)
+				h.Call(h.Conn(fmt.Sprintf("10.0.0.1:%d", 41000+s), "10.0.0.2:9092"), at, time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 1), dt.ApiVersionsAnswer(129))
+				h.Call(h.Conn(fmt.Sprintf("10.0.0.1:%d", 42000+s), "10.0.0.2:9092"), at.Add(100*time.Millisecond), time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 2), dt.ApiVersionsAnswer(0))
+			}
+			if healed {
+				h.Call(h.Conn("10.0.0.1:43000", "10.0.0.3:9092"), dt.At(time.Duration(n+1)*time.Second), time.Millisecond, "app",
+					dt.ApiVersionsTo("test-cluster", 1), dt.ApiVersionsAnswer(0))
+			}
+		}
+	}
+	dt.Run(t, listenerconflict.Analyzer, []dt.Case{
+		{
+			Name:    "KIP-1242 clients refused REBOOTSTRAP_REQUIRED for node 1 to the end after 11 s: an error",
+			Traffic: rebootstrap(12, false),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebootstrap_answers": 12, "refused_answers": 0},
+				Fields:   map[string]any{"refused_s": 11.1, "ongoing": true},
+				Evidence: []uint64{4}}},
+			Explanation: []string{"12 ApiVersions answers from 10.0.0.2:9092 REBOOTSTRAP_REQUIRED to clients asking for node 1 (KIP-1242"},
+		},
+		{
+			Name:    "near miss: refused REBOOTSTRAP_REQUIRED for 5 s, then node 1 answers at its own address: a warning",
+			Traffic: rebootstrap(5, true),
+			Want:    warning(5, false),
+		},
+		{Name: "advertised, never used: a warning", Traffic: shared(0, 0, false), Want: warning(0, false)},
+		{Name: "one refusal, then written: a warning", Traffic: shared(1, 40, false), Want: warning(0, false)},
+		{Name: "near miss: refused for 29 s, then written: a warning", Traffic: shared(29, 40, false), Want: warning(29, false)},
+		{Name: "refused for 30 s, then written: an error", Traffic: shared(30, 40, false), Want: errorAfter(30, false)},
+		{Name: "refused for 31 s, then written: an error", Traffic: shared(31, 40, false), Want: errorAfter(31, false)},
+		{Name: "near miss: still refused at the end after 9 s: a warning", Traffic: shared(0, 10, true), Want: warning(9, true)},
+		{Name: "still refused at the end after 11 s: an error", Traffic: shared(0, 12, true), Want: errorAfter(11, true)},
+		{
+			Name:    "connections to the shared endpoint refused to the end after 12 s: an error",
+			Traffic: refusedSYNs(12, false),
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"refused_attempts": 12, "refused_answers": 0},
+				Fields:   map[string]any{"endpoint": "localhost:9492", "refused_s": 13.002, "ongoing": true},
+				Summary:  []string{"clients were refused there for 13.0 s, still at the end of the capture"},
+				Evidence: []uint64{101, 112}}},
+			Explanation: []string{"Clients met it: 12 connection attempts to localhost:9492 refused or unanswered",
+				"An error: clients were refused there for 13.0 s and still at the end of the capture."},
+		},
+		{
+			Name:        "near miss: refused 12 times, then a connection opens: a warning",
+			Traffic:     refusedSYNs(12, true),
+			Want:        warning(12, false),
+			Explanation: []string{"A warning: a misconfiguration that will bite; an error once clients are refused there for 30.0 s"},
+		},
+		{
+			Name: "near miss: refusals by a broker elsewhere are not the shared endpoint's",
+			Traffic: func(h *dt.Harness) {
+				shared(0, 0, false)(h)
+				c := h.Conn("10.0.0.1:40002", "10.0.0.3:9092")
+				for s := 1; s <= 40; s++ {
+					h.Call(c, dt.At(time.Duration(s)*time.Second), 2*time.Millisecond, "app", dt.ProduceTo(9, "orders", 0),
+						dt.ProducedTo(9, "orders", 6, -1, 0, "", 0, 0))
+				}
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refused_answers": 0}}},
+		},
+		{
+			Name: "a partition refused at the endpoint is healed by a write elsewhere",
+			Traffic: func(h *dt.Harness) {
+				shared(0, 5, true)(h)
+				c := h.Conn("10.0.0.1:40002", "10.0.0.3:9092")
+				h.Call(c, dt.At(6*time.Second), 2*time.Millisecond, "app", dt.ProduceTo(9, "orders", 0), dt.ProducedTo(9, "orders", 0, -1, 0, "", 0, 0))
+				advertise(h, h.Conn("10.0.0.1:40003", "10.0.0.2:9092"), 60, b(1, "10.0.0.2", 9092), b(2, "10.0.0.3", 9092))
+			},
+			Want:        warning(5, false),
+			Explanation: []string{"5 Produce/Fetch partition answers NOT_LEADER_OR_FOLLOWER from 10.0.0.2:9092 (1 partition)"},
+		},
+	}, nil)
 }
