@@ -8,8 +8,8 @@
 // the partition ends it, and so does an answer naming another leader or
 // epoch: a client that follows a leadership change makes a few short
 // runs, a loop makes one long one. A run of at least MinResponses answers
-// lasting at least MinDuration (or of BurstResponses answers however
-// short) is then read in one of two shapes (verdict.go):
+// holding the client up for at least MinDuration (or of BurstResponses
+// answers however short) is then read in one of two shapes (verdict.go):
 //
 //   - the answers (or the Metadata the client refreshes) name a leader and
 //     the client never sends the partition's requests to it (the KRaft
@@ -18,8 +18,11 @@
 //     Metadata (stable leader id) names as leader, or the one the answer
 //     itself names, so the client retries the same node forever.
 //
-// The runs of one client that loop the same way over several partitions of
-// a topic are one finding (merge.go).
+// How long a run held the client up is from its first refused request to
+// the success that ended it (or to its last refusal, if no success
+// followed promptly); the severity is detectors.Grade's: what the client
+// felt. The runs of one client that loop the same way over several
+// partitions of a topic are one finding (merge.go).
 package notleader
 
 import (
@@ -44,14 +47,17 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Doc: "A client keeps getting NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH for one partition, with no " +
 		"success in between, while the answers name the same leader and epoch and the client never sends to " +
 		"that leader (KAFKA-19354 for a KRaft observer), or while the Metadata it refreshes names the very " +
-		"broker that refuses (it retries the same node forever). A leadership change the client follows is " +
-		"a few short episodes and is not reported.",
-}, Params{MinResponses: 6, MinDuration: 10 * time.Second, BurstResponses: 100}, New)
+		"broker that refuses (it retries the same node forever). Graded by how long the client was held up, " +
+		"from its first refused request to the success that ended the loop (or to its last refusal): " +
+		"min-responses answers holding it up min-duration (3 s) or more is a warning; 30 s or more, or still " +
+		"refused when the capture ended after 10 s or more, an error; a burst of burst-responses answers that " +
+		"held it up less than 3 s, info. A leadership change the client follows within 3 s is not reported.",
+}, Params{MinResponses: 3, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop (kafkajs retrying every few seconds for a minute makes 12 or more)"`
-	MinDuration    time.Duration `param:"min-duration" doc:"time from the first request to the last answer of the run; a leadership change settles well within this"`
+	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop: refused, retried and refused again twice (kafkajs, retrying after 0.3 s doubling, makes 3 in 1 s; kgo, 4 a second)"`
+	MinDuration    time.Duration `param:"min-duration" doc:"how long the run held the client up (first refused request to the success that ended it, or to its last refusal) before it is reported, as a warning; a leadership change clients follow settles within a second"`
 	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run (a client retrying with no backoff sends thousands a second; a client following a leadership change, a handful); 0: off"`
 }
 
@@ -116,10 +122,30 @@ type run struct {
 	metaChangeAt0 int64 // leader changes when the run began
 	metaServer    netip.AddrPort
 
+	// healed is the answer of the success that ended the run (zero if
+	// none did: still open, or ended by an answer naming another
+	// leader).
+	healed time.Time
+
 	ev detectors.Sampler[answer]
 }
 
 func (e *run) duration() time.Duration { return e.last.Sub(e.first) }
+
+// healGap is how soon after a run's last refusal the success that ends it
+// must come to count as the end of what the client felt: a success later
+// than that is a client that had gone quiet on the partition (it gave up
+// on the record, or had nothing more to send), not one held up all along.
+const healGap = detectors.FeltAfter
+
+// held is how long the run held the client up: from its first refused
+// request to the success that ended it (healed), or to its last refusal.
+func (e *run) held() (d time.Duration, healed bool) {
+	if !e.healed.IsZero() && e.healed.Sub(e.last) <= healGap {
+		return e.healed.Sub(e.first), true
+	}
+	return e.last.Sub(e.first), false
+}
 
 // cpKey is the key of a client's topic in the Metadata table.
 func cpKey(c peers.Client, p peers.Partition) table.CPKey {
@@ -301,6 +327,7 @@ func (r *rule) observe(o *obs) {
 			version: x.Req.Version, corr: x.Req.Correlation, code: o.a.ErrorCode, leader: o.a.Leader, epoch: o.a.Epoch})
 	case 0:
 		if e != nil {
+			e.healed = x.Resp.Time
 			r.runs.Finish(o.key)
 		}
 	default:
@@ -337,7 +364,8 @@ func (r *rule) qualifies(e *run) bool {
 	if r.p.BurstResponses > 0 && e.notLeader >= int64(r.p.BurstResponses) {
 		return true
 	}
-	return e.notLeader >= int64(r.p.MinResponses) && e.duration() >= r.p.MinDuration
+	held, _ := e.held()
+	return e.notLeader >= int64(r.p.MinResponses) && held >= r.p.MinDuration
 }
 
 // Findings implements detectors.Rule: one per loop, those of a client
@@ -351,7 +379,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		return a.key.Less(b.key)
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
-			out = append(out, finding(p, k.E, v))
+			out = append(out, finding(p, k.E, v, k.Open))
 		}
 	}
 	return merge(out)
