@@ -34,6 +34,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/table"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -132,20 +133,10 @@ type run struct {
 
 func (e *run) duration() time.Duration { return e.last.Sub(e.first) }
 
-// healGap is how soon after a run's last refusal the success that ends it
-// must come to count as the end of what the client felt: a success later
-// than that is a client that had gone quiet on the partition (it gave up
-// on the record, or had nothing more to send), not one held up all along.
-const healGap = detectors.FeltAfter
-
 // held is how long the run held the client up: from its first refused
-// request to the success that ended it (healed), or to its last refusal.
-func (e *run) held() (d time.Duration, healed bool) {
-	if !e.healed.IsZero() && e.healed.Sub(e.last) <= healGap {
-		return e.healed.Sub(e.first), true
-	}
-	return e.last.Sub(e.first), false
-}
+// request to the success that ended it (healed), or to its last refusal
+// if no success followed promptly (spell.Ended).
+func (e *run) held() (d time.Duration, healed bool) { return spell.Ended(e.first, e.last, e.healed) }
 
 // cpKey is the key of a client's topic in the Metadata table.
 func cpKey(c peers.Client, p peers.Partition) table.CPKey {

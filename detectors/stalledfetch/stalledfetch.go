@@ -11,6 +11,10 @@
 // an error (a caught-up consumer's idle long poll) ends the window, so an
 // idle consumer never opens one. For read_committed fetches the bound is
 // the last stable offset: waiting on an open transaction is not a stall.
+//
+// A stall held the fetcher up from its first stuck fetch to the fetch that
+// ended it (or to its last stuck fetch, if none followed promptly); the
+// severity is detectors.Grade's: what the consumer or replica felt.
 package stalledfetch
 
 import (
@@ -21,6 +25,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -28,17 +33,19 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "stalled-fetch",
-	Severity: detectors.Warning,
+	Severity: detectors.Error,
 	Doc: "A fetcher's fetchOffset for a partition does not advance over many fetches while the answers bring no " +
 		"records and the high watermark does not move, though there is data to fetch (high watermark above the " +
-		"offset) or the answers carry errors: traffic is not health. An idle consumer caught up with the high " +
-		"watermark is not reported.",
-}, Params{MinFetches: 20, MinDuration: 10 * time.Second}, New)
+		"offset) or the answers carry errors: traffic is not health. Graded by how long the fetcher was held up, " +
+		"from its first stuck fetch to the fetch that moved it (or to its last stuck fetch): min-fetches fetches " +
+		"over min-duration (3 s) or more is a warning; 30 s or more, or still stuck when the capture ended after " +
+		"10 s or more, an error. An idle consumer caught up with the high watermark is not reported.",
+}, Params{MinFetches: 3, MinDuration: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall"`
-	MinDuration time.Duration `param:"min-duration" doc:"time from the first to the last of those fetches"`
+	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall (a consumer that backs off on an error and refreshes its metadata fetches the partition about once a second)"`
+	MinDuration time.Duration `param:"min-duration" doc:"how long the stall held the fetcher up (first stuck fetch to the fetch that moved it, or to the last stuck one) before it is reported, as a warning"`
 }
 
 // New makes the rule.
@@ -76,10 +83,19 @@ type window struct {
 	fetcher     int32 // the node the fetcher speaks for, -1 if none
 	role        flows.Role
 	throttled   int64
-	ev          detectors.Sampler[stuck]
+	// moved is the answer of the fetch that ended the stall (records
+	// came, the offset moved, or nothing was left to fetch); zero if
+	// none did.
+	moved time.Time
+	ev    detectors.Sampler[stuck]
 }
 
 func (w *window) duration() time.Duration { return w.last.Sub(w.first) }
+
+// held is how long the stall held the fetcher up: from its first stuck
+// fetch to the fetch that moved it (healed), or to its last stuck fetch if
+// none followed promptly (spell.Ended).
+func (w *window) held() (d time.Duration, healed bool) { return spell.Ended(w.first, w.last, w.moved) }
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
@@ -141,6 +157,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		w := r.wins.Open(k)
 		if !stuckAt(offset) {
 			if w != nil {
+				w.moved = x.Resp.Time
 				r.finish(k)
 			}
 			return
@@ -213,7 +230,8 @@ func (r *rule) recycle(w *window) {
 }
 
 func (r *rule) qualifies(w *window) bool {
-	return w.fetches >= int64(r.p.MinFetches) && w.duration() >= r.p.MinDuration
+	held, _ := w.held()
+	return w.fetches >= int64(r.p.MinFetches) && held >= r.p.MinDuration
 }
 
 // Findings implements detectors.Rule: one per stalled fetcher and
@@ -227,7 +245,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	})
 	out := make([]detectors.Finding, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, finding(p, w.E))
+		out = append(out, finding(p, w.E, w.Open))
 	}
 	return out
 }

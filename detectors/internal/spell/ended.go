@@ -1,0 +1,25 @@
+package spell
+
+import (
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+)
+
+// Prompt is how soon after a run's last failure the success that ends it
+// must come to count as the end of what the client felt. A success later
+// than that is a client that had gone quiet on the thing (it gave up on
+// the record, paused the partition, had nothing more to send), not one
+// held up all along: the run then held it up until its last failure.
+const Prompt = detectors.FeltAfter
+
+// Ended is how long a run of failures from first to last held its client
+// up, given the success that ended it at healed (zero if none did): to
+// the success if it came within Prompt of the last failure (healed
+// true), else to the last failure.
+func Ended(first, last, healed time.Time) (d time.Duration, ok bool) {
+	if !healed.IsZero() && healed.Sub(last) <= Prompt {
+		return healed.Sub(first), true
+	}
+	return last.Sub(first), false
+}

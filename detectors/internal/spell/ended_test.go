@@ -1,0 +1,28 @@
+package spell
+
+import (
+	"testing"
+	"time"
+)
+
+// TestEnded: a run held its client up to the success that ended it when
+// that came promptly; a success long after the last failure is a client
+// that had gone quiet, and the run held it up to its last failure.
+func TestEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		healed     time.Time
+		want       time.Duration
+		wantHealed bool
+	}{
+		{"no success", time.Time{}, 2 * time.Second, false},
+		{"a success 1 s after the last failure", at(3000), 3 * time.Second, true},
+		{"a success Prompt after the last failure", at(2000).Add(Prompt), 2*time.Second + Prompt, true},
+		{"a success just over Prompt after it: gone quiet", at(2001).Add(Prompt), 2 * time.Second, false},
+	} {
+		d, ok := Ended(at(0), at(2000), tc.healed)
+		if d != tc.want || ok != tc.wantHealed {
+			t.Errorf("%s: held %v healed %v, want %v %v", tc.name, d, ok, tc.want, tc.wantHealed)
+		}
+	}
+}
