@@ -20,7 +20,7 @@
 //
 // How long a run held the client up is from its first refused request to
 // the success that ended it (or to its last refusal, if no success
-// followed promptly); the severity is detectors.Grade's: what the client
+// followed within spell.Prompt); the severity is detectors.Grade's: what the client
 // felt. The runs of one client that loop the same way over several
 // partitions of a topic are one finding (merge.go).
 package notleader
@@ -53,11 +53,11 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"min-responses answers holding it up min-duration (3 s) or more is a warning; 30 s or more, or still " +
 		"refused when the capture ended after 10 s or more, an error; a burst of burst-responses answers that " +
 		"held it up less than 3 s, info. A leadership change the client follows within 3 s is not reported.",
-}, Params{MinResponses: 3, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
+}, Params{MinResponses: 2, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop: refused, retried and refused again twice (kafkajs, retrying after 0.3 s doubling, makes 3 in 1 s; kgo, 4 a second)"`
+	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop: refused, retried and refused again (kgo without a leader hint retries at its next metadata refresh, 5 s on: 8.5 s of refusals are 2 answers per partition)"`
 	MinDuration    time.Duration `param:"min-duration" doc:"how long the run held the client up (first refused request to the success that ended it, or to its last refusal) before it is reported, as a warning; a leadership change clients follow settles within a second"`
 	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run (a client retrying with no backoff sends thousands a second; a client following a leadership change, a handful); 0: off"`
 }

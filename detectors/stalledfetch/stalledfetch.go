@@ -40,11 +40,11 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"from its first stuck fetch to the fetch that moved it (or to its last stuck fetch): min-fetches fetches " +
 		"over min-duration (3 s) or more is a warning; 30 s or more, or still stuck when the capture ended after " +
 		"10 s or more, an error. An idle consumer caught up with the high watermark is not reported.",
-}, Params{MinFetches: 3, MinDuration: detectors.FeltAfter}, New)
+}, Params{MinFetches: 2, MinDuration: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall (a consumer that backs off on an error and refreshes its metadata fetches the partition about once a second)"`
+	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall: asked again and stuck again (on an error sarama retries every 2 s; kgo backs off 250 ms doubling to 5 s)"`
 	MinDuration time.Duration `param:"min-duration" doc:"how long the stall held the fetcher up (first stuck fetch to the fetch that moved it, or to the last stuck one) before it is reported, as a warning"`
 }
 
@@ -162,7 +162,13 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 			}
 			return
 		}
-		if w != nil && (w.offset != offset || (a.HighWatermark >= 0 && w.hw >= 0 && a.HighWatermark != w.hw)) {
+		// An answer with an error says nothing of the high watermark
+		// (Kafka sends -1; kfake, 0).
+		hw := a.HighWatermark
+		if a.ErrorCode != 0 {
+			hw = -1
+		}
+		if w != nil && (w.offset != offset || (hw >= 0 && w.hw >= 0 && hw != w.hw)) {
 			r.finish(k)
 			w = nil
 		}
@@ -174,8 +180,8 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		}
 		w.fetches++
 		w.last = x.Resp.Time
-		if a.HighWatermark >= 0 {
-			w.hw = a.HighWatermark
+		if hw >= 0 {
+			w.hw = hw
 		}
 		if a.LastStableOffset >= 0 {
 			w.lso = a.LastStableOffset
@@ -190,7 +196,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		w.servers.Add(x.Conn.Server, 1, 0)
 		w.conns.Add(x.Conn)
 		w.ev.Add(stuck{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: x.Conn, version: x.Req.Version,
-			corr: x.Req.Correlation, offset: offset, hw: a.HighWatermark, code: a.ErrorCode})
+			corr: x.Req.Correlation, offset: offset, hw: hw, code: a.ErrorCode})
 	})
 }
 

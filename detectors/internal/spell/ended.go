@@ -7,11 +7,15 @@ import (
 )
 
 // Prompt is how soon after a run's last failure the success that ends it
-// must come to count as the end of what the client felt. A success later
-// than that is a client that had gone quiet on the thing (it gave up on
-// the record, paused the partition, had nothing more to send), not one
-// held up all along: the run then held it up until its last failure.
-const Prompt = detectors.FeltAfter
+// must come to count as the end of what the client felt. Clients that
+// retry do so within seconds: kgo waits for its next metadata refresh (5 s
+// MetadataMinAge) after NOT_LEADER_OR_FOLLOWER without a leader hint,
+// kafkajs doubles 300 ms over 5 retries, librdkafka and kafka-go back off
+// 1 s at most. A success later than this is a client that had stopped
+// trying (it gave up on the record, paused the partition, had nothing more
+// to send), not one held up all along: the run then held it up until its
+// last failure.
+const Prompt = detectors.HealAfter
 
 // Ended is how long a run of failures from first to last held its client
 // up, given the success that ended it at healed (zero if none did): to

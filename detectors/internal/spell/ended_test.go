@@ -17,6 +17,7 @@ func TestEnded(t *testing.T) {
 	}{
 		{"no success", time.Time{}, 2 * time.Second, false},
 		{"a success 1 s after the last failure", at(3000), 3 * time.Second, true},
+		{"a success 5 s after it (kgo's metadata min age)", at(7000), 7 * time.Second, true},
 		{"a success Prompt after the last failure", at(2000).Add(Prompt), 2*time.Second + Prompt, true},
 		{"a success just over Prompt after it: gone quiet", at(2001).Add(Prompt), 2 * time.Second, false},
 	} {
