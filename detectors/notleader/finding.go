@@ -81,11 +81,12 @@ type prose struct {
 	held          time.Duration
 	healed        bool // a success ended the loop
 	ongoing       bool // still refused at the capture's end
+	noBackoff     bool // a burst: hundreds of answers in under 3 s
 }
 
 // finding makes the finding of run e read as v; open if it was still
-// refused when the capture ended.
-func finding(p *detectors.Pass, e *run, v verdict, open bool) detectors.Finding {
+// refused when the capture ended, burst if it had burst-responses answers.
+func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.Finding {
 	c := e.key.C
 	dur := e.duration()
 	held, healed := e.held()
@@ -123,7 +124,7 @@ func finding(p *detectors.Pass, e *run, v verdict, open bool) detectors.Finding 
 		tp: e.key.P.String(), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
 		notLeader: e.notLeader, tried: tried(p, e), nServers: e.servers.Len(), answerLeader: e.leader,
 		answerEpoch: e.epoch, metaRefreshes: e.metaEnd - e.metaStart, clientNode: peers.NodeOf(p, e.fetcher, c.Host),
-		part: e.key.P.Part, held: held, healed: healed, ongoing: open}
+		part: e.key.P.Part, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter}
 	if e.hasOffset {
 		f.offset = fmt.Sprintf(" at fetchOffset %d", e.offset)
 		if e.firstOffset != e.offset {
@@ -150,8 +151,12 @@ func finding(p *detectors.Pass, e *run, v verdict, open bool) detectors.Finding 
 	if e.metaSeen {
 		counts["metadata_refreshes"] = f.metaRefreshes
 	}
+	sev := detectors.Grade(held, open)
+	if burst {
+		sev = max(sev, detectors.Warning) // retrying without backoff: a misconfiguration
+	}
 	return detectors.Finding{
-		Severity: detectors.Grade(held, open),
+		Severity: sev,
 		First:    e.first,
 		Last:     e.last,
 		Conns:    e.conns.IDs(),
@@ -269,6 +274,11 @@ func (f *Finding) felt(b *strings.Builder) {
 		fmt.Fprintf(b, " A success ended the loop %s after the first refused request: that long the client was held up.", text.Duration(f.held))
 	default:
 		fmt.Fprintf(b, " No success followed at once: the client was refused for %s.", text.Duration(f.held))
+	}
+	if f.noBackoff {
+		fmt.Fprintf(b, " That is short, but %d refusals in it (%.0f/s) mean the client retries without backoff: a misconfiguration "+
+			"that turns every leadership change into a request storm at the broker (KIP-580; kgo RetryBackoffFn, "+
+			"the Java client's retry.backoff.ms and retry.backoff.max.ms).", f.notLeader, f.rate)
 	}
 }
 

@@ -60,7 +60,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 type Params struct {
 	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop: refused, retried and refused again (kgo without a leader hint retries at its next metadata refresh, 5 s on: 8.5 s of refusals are 2 answers per partition)"`
 	MinDuration    time.Duration `param:"min-duration" doc:"how long the run held the client up (first refused request to the success that ended it, or to its last refusal) before it is reported, as a warning; a leadership change clients follow settles within a second"`
-	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run (a client retrying with no backoff sends thousands a second; a client following a leadership change, a handful); 0: off"`
+	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run, and at least a warning: a client retrying with no backoff sends thousands a second, a client following a leadership change a handful; 0: off"`
 }
 
 // The errors that refuse a request for not being sent to the leader.
@@ -371,7 +371,8 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		return a.key.Less(b.key)
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
-			out = append(out, finding(p, k.E, v, k.Open))
+			burst := r.p.BurstResponses > 0 && k.E.notLeader >= int64(r.p.BurstResponses)
+			out = append(out, finding(p, k.E, v, k.Open, burst))
 		}
 	}
 	return merge(out)

@@ -128,9 +128,10 @@ var policy = []dt.Case{
 		Traffic: func(h *dt.Harness) { leaderMove(h, "follower", 10, 50*time.Millisecond) },
 	},
 	{
-		Name:    "the same move, followed in 500 ms by a client retrying without backoff: a burst, info",
-		Traffic: func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
-		Want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"not_leader_responses": 500}, Fields: map[string]any{"ongoing": false}}},
+		Name:        "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
+		Traffic:     func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
+		Want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 500}, Fields: map[string]any{"ongoing": false}}},
+		Explanation: []string{"That is short, but 500 refusals in it", "mean the client retries without backoff", "KIP-580"},
 	},
 }
 
@@ -250,7 +251,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			Next:        []string{"Compare what the cluster says with what broker 2 believes"},
 		},
 		{
-			Name: "no-backoff retrier: 300 answers in 0.3 s are a loop however short, info: held up 0.3 s",
+			Name: "no-backoff retrier: 300 answers in 0.3 s are a loop however short, a warning: a misconfiguration",
 			Traffic: func(h *dt.Harness) {
 				m := h.Conn("10.1.7.8:52100", "10.1.0.3:9092")
 				req, resp := dt.MetadataLeader("events", 2, 7, brokers, 0)
@@ -262,7 +263,7 @@ func TestNotLeaderLoop(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Info,
+				Severity: detectors.Warning,
 				Summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms", "still refused when the capture ended"},
 				Counts:   map[string]int64{"not_leader_responses": 300, "metadata_refreshes": 0},
 				Fields: map[string]any{"shape": notleader.ShapeMetaSelf, "leader_id": int32(2), "leader_epoch": int32(7), "rate_per_s": 1001.67,
@@ -439,8 +440,8 @@ func TestNotLeaderLoop(t *testing.T) {
 			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 2}, Fields: map[string]any{"held_s": 9.0}},
 			func(h *dt.Harness) { metaLoop(h, 2, 4*time.Second, 9*time.Second, 0) },
 			func(h *dt.Harness) { metaLoop(h, 1, 4*time.Second, 5*time.Second, 0) }),
-		dt.Edge("burst-responses (100 answers in a second, held up under 3 s: info)", nil,
-			dt.Want{Severity: detectors.Info, Counts: map[string]int64{"not_leader_responses": 100}, Fields: map[string]any{"ongoing": true}},
+		dt.Edge("burst-responses (100 answers in a second, held up under 3 s: a warning, no backoff)", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 100}, Fields: map[string]any{"ongoing": true}},
 			func(h *dt.Harness) { produceLoop(h, 100, 10*time.Millisecond) }, func(h *dt.Harness) { produceLoop(h, 99, 10*time.Millisecond) }),
 	), nil)
 }
