@@ -140,6 +140,9 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if committed && a.LastStableOffset >= 0 {
 			bound = a.LastStableOffset
 		}
+		if goneTopic(a.ErrorCode) {
+			return // not this partition stuck: its topic id is gone (topic-recreated's)
+		}
 		stuckAt := func(offset int64) bool {
 			return records == 0 && (a.ErrorCode != 0 || (bound >= 0 && bound > offset))
 		}
@@ -200,6 +203,13 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 			corr: x.Req.Correlation, offset: offset, hw: hw, code: a.ErrorCode})
 	})
 }
+
+// goneTopic reports an error saying the topic id asked for no longer
+// exists (UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID): there is nothing to
+// fetch at that id, and topic-recreated reports the client asking for a
+// deleted topic, graded the same way. Such answers neither stall a
+// partition nor end its stall.
+func goneTopic(code int16) bool { return code == 100 || code == 103 }
 
 // start opens k's window at offset, reusing one that ended short; nil if
 // the table is full.

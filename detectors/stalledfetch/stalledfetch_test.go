@@ -67,6 +67,16 @@ var policy = []dt.Case{
 			Summary: []string{"(high watermark unknown, KAFKA_STORAGE_ERROR x8)"}}},
 	},
 	{
+		Name: "near miss: a consumer fetching a deleted topic's id (UNKNOWN_TOPIC_ID) is topic-recreated's, not a stall",
+		Traffic: func(h *dt.Harness) {
+			c := h.Conn("10.3.0.5:41030", "10.3.0.1:9092")
+			dt.Every(h, c, "old-id-consumer", 40, 0, 500*time.Millisecond, time.Millisecond,
+				func(int) (kmsg.Request, kmsg.Response) {
+					return dt.ConsumerFetch("payments", 3, 40, 0), dt.ConsumerFetched("payments", 3, 100, -1, -1, -1, -1, nil)
+				})
+		},
+	},
+	{
 		Name:    "near miss of 30 s (LongAfter): stuck 29 s, then records: a warning",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 29, time.Second, 29*time.Second) },
 		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.0}}},
