@@ -9,6 +9,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -188,13 +189,7 @@ func raftFact(e *run, leader int32, toHB, toLeader int64) string {
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("broker %d is alive by heartbeat but its metadata replication is not: %s answered ok by %s, while %s in %s",
 		f.NodeID, text.Plural(f.hbOK, "heartbeat", "heartbeats"), f.hbTo, f.raft, f.span)
-	switch {
-	case f.Ongoing:
-		s += "; still failing when the capture ended"
-	case f.healed:
-		s += fmt.Sprintf("; a raft fetch succeeded again %s after the first failed", text.Duration(f.held))
-	}
-	return s
+	return s + spell.Tail(f.Ongoing, f.healed, f.held, "failing", "a raft fetch succeeded again", "failed one")
 }
 
 // Explanation implements detectors.Detail.

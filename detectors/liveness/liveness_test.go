@@ -173,7 +173,7 @@ func TestLivenessWithoutReplication(t *testing.T) {
 	},
 		dt.Edge("min-duration (failing 10 s, to the raft fetch that succeeds): healed before 30 s, a warning", nil,
 			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 40, "heartbeats": 5},
-				Fields: map[string]any{"held_s": 10.002, "ongoing": false}, Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed"}},
+				Fields: map[string]any{"held_s": 10.002, "ongoing": false}, Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed one"}},
 			func(h *dt.Harness) { refused(h, 40) }, func(h *dt.Harness) { refused(h, 39) }),
 		dt.Edge("min-raft-fetches (5 failed, min-duration lowered: under 3 s, info)", map[string]string{"min-duration": "1s", "min-heartbeats": "1"},
 			dt.Want{Severity: detectors.Info, Counts: map[string]int64{"raft_fetches": 5}},

@@ -9,6 +9,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -228,12 +229,7 @@ func (f *Finding) Summary() string {
 		s = fmt.Sprintf("%s got %d %s for %s in %s from %d server(s) with no success in between; nothing in the capture names the leader",
 			f.who, f.notLeader, f.Error, f.tp, f.span, f.nServers)
 	}
-	switch {
-	case f.ongoing:
-		s += "; still refused when the capture ended"
-	case f.healed:
-		s += fmt.Sprintf("; a success %s after the first refusal", text.Duration(f.held))
-	}
+	s += spell.Tail(f.ongoing, f.healed, f.held, "refused", "a success", "refusal")
 	if len(f.merged) > 0 {
 		s = fmt.Sprintf("%s [%d partitions: %s]", s, len(f.merged), text.IDs(f.merged, 8))
 	}

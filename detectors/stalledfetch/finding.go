@@ -7,6 +7,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -131,13 +132,7 @@ func (f *Finding) Summary() string {
 		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
 			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw)
 	}
-	switch {
-	case f.Ongoing:
-		s += "; still stuck when the capture ended"
-	case f.healed:
-		s += fmt.Sprintf("; moving again %s after the first stuck fetch", text.Duration(f.held))
-	}
-	return s
+	return s + spell.Tail(f.Ongoing, f.healed, f.held, "stuck", "moving again", "stuck fetch")
 }
 
 // Explanation implements detectors.Detail.

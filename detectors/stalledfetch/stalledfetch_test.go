@@ -10,6 +10,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
+	"github.com/kfsniff/kfsniff/flows"
 )
 
 // stuck: a consumer at 10.3.0.5 fetching payments-3 at offset 100 n
@@ -23,16 +24,22 @@ func stuck(h *dt.Harness, n int, step time.Duration) {
 		})
 }
 
+// erring: client id's fetches of payments-3 at offset 40 on c, n of them
+// step apart, each answered code with high watermark hw (Kafka sends -1
+// with an error).
+func erring(h *dt.Harness, c *flows.Conn, id string, n int, step time.Duration, offset int64, code int16, hw int64) {
+	dt.Every(h, c, id, n, 0, step, time.Millisecond, func(int) (kmsg.Request, kmsg.Response) {
+		return dt.ConsumerFetch("payments", 3, offset, 0), dt.ConsumerFetched("payments", 3, code, hw, hw, -1, -1, nil)
+	})
+}
+
 // stuckThen: a consumer at 10.3.0.5 fetching payments-3 at offset 100 n
 // times, step apart, each answered KAFKA_STORAGE_ERROR though the log has
 // data; if heal > 0, the fetch answered heal after the first was sent
 // brings records.
 func stuckThen(h *dt.Harness, n int, step, heal time.Duration) {
 	c := h.Conn("10.3.0.5:41010", "10.3.0.1:9092")
-	dt.Every(h, c, "stuck-consumer", n, 0, step, time.Millisecond,
-		func(int) (kmsg.Request, kmsg.Response) {
-			return dt.ConsumerFetch("payments", 3, 100, 0), dt.ConsumerFetched("payments", 3, 56, -1, -1, -1, -1, nil)
-		})
+	erring(h, c, "stuck-consumer", n, step, 100, 56, -1)
 	if heal > 0 {
 		h.Call(c, dt.At(heal-time.Millisecond), time.Millisecond, "stuck-consumer", dt.ConsumerFetch("payments", 3, 100, 0),
 			dt.ConsumerFetched("payments", 3, 0, 500, 500, -1, -1, dt.StoredBatch(100, 10)))
@@ -57,11 +64,7 @@ var policy = []dt.Case{
 	{
 		Name: "an error answer's high watermark (0 from kfake, -1 from Kafka) is not taken for one",
 		Traffic: func(h *dt.Harness) {
-			c := h.Conn("10.3.0.5:41020", "10.3.0.1:9092")
-			dt.Every(h, c, "kfake-consumer", 8, 0, 600*time.Millisecond, time.Millisecond,
-				func(int) (kmsg.Request, kmsg.Response) {
-					return dt.ConsumerFetch("payments", 3, 40, 0), dt.ConsumerFetched("payments", 3, 56, 0, 0, -1, -1, nil)
-				})
+			erring(h, h.Conn("10.3.0.5:41020", "10.3.0.1:9092"), "kfake-consumer", 8, 600*time.Millisecond, 40, 56, 0)
 		},
 		Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"high_watermark": int64(-1), "held_s": 4.201, "ongoing": true},
 			Summary: []string{"(high watermark unknown, KAFKA_STORAGE_ERROR x8)"}}},
@@ -69,11 +72,7 @@ var policy = []dt.Case{
 	{
 		Name: "near miss: a consumer fetching a deleted topic's id (UNKNOWN_TOPIC_ID) is topic-recreated's, not a stall",
 		Traffic: func(h *dt.Harness) {
-			c := h.Conn("10.3.0.5:41030", "10.3.0.1:9092")
-			dt.Every(h, c, "old-id-consumer", 40, 0, 500*time.Millisecond, time.Millisecond,
-				func(int) (kmsg.Request, kmsg.Response) {
-					return dt.ConsumerFetch("payments", 3, 40, 0), dt.ConsumerFetched("payments", 3, 100, -1, -1, -1, -1, nil)
-				})
+			erring(h, h.Conn("10.3.0.5:41030", "10.3.0.1:9092"), "old-id-consumer", 40, 500*time.Millisecond, 40, 100, -1)
 		},
 	},
 	{

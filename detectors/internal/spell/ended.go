@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Prompt is how soon after a run's last failure the success that ends it
@@ -26,4 +27,17 @@ func Ended(first, last, healed time.Time) (d time.Duration, ok bool) {
 		return healed.Sub(first), true
 	}
 	return last.Sub(first), false
+}
+
+// Tail is what a finding's summary adds about how its run ended: "; still
+// <state> when the capture ended" if ongoing, "; <healedAs> <held> after
+// the first <first>" if a success ended it promptly (Ended), else nothing.
+func Tail(ongoing, healed bool, held time.Duration, state, healedAs, first string) string {
+	switch {
+	case ongoing:
+		return "; still " + state + " when the capture ended"
+	case healed:
+		return "; " + healedAs + " " + text.Duration(held) + " after the first " + first
+	}
+	return ""
 }

@@ -27,3 +27,18 @@ func TestEnded(t *testing.T) {
 		}
 	}
 }
+
+func TestTail(t *testing.T) {
+	for _, tc := range []struct {
+		ongoing, healed bool
+		want            string
+	}{
+		{true, false, "; still stuck when the capture ended"},
+		{false, true, "; moving again 8.5 s after the first stuck fetch"},
+		{false, false, ""},
+	} {
+		if got := Tail(tc.ongoing, tc.healed, 8500*time.Millisecond, "stuck", "moving again", "stuck fetch"); got != tc.want {
+			t.Errorf("ongoing %v healed %v: %q, want %q", tc.ongoing, tc.healed, got, tc.want)
+		}
+	}
+}
