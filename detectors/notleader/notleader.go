@@ -20,9 +20,10 @@
 //
 // How long a run held the client up is from its first refused request to
 // the success that ended it (or to its last refusal, if no success
-// followed within spell.Prompt); the severity is detectors.Grade's: what the client
-// felt. The runs of one client that loop the same way over several
-// partitions of a topic are one finding (merge.go).
+// followed within spell.Prompt); the severity is detectors.Grade's, what
+// the client felt, and at least a warning for a burst (no retry backoff).
+// The runs of one client that loop the same way over several partitions
+// of a topic are one finding (merge.go).
 package notleader
 
 import (
@@ -52,8 +53,10 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"broker that refuses (it retries the same node forever). Graded by how long the client was held up, " +
 		"from its first refused request to the success that ended the loop (or to its last refusal): " +
 		"min-responses answers holding it up min-duration (3 s) or more is a warning; 30 s or more, or still " +
-		"refused when the capture ended after 10 s or more, an error; a burst of burst-responses answers that " +
-		"held it up less than 3 s, info. A leadership change the client follows within 3 s is not reported.",
+		"refused when the capture ended after 10 s or more, an error. A burst of burst-responses answers in less " +
+		"than 3 s is a warning too: the client retries without backoff, a misconfiguration that turns every " +
+		"leadership change into a request storm (KIP-580). A leadership change a client with a backoff follows " +
+		"within 3 s is not reported.",
 }, Params{MinResponses: 2, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
 
 // Params are the rule's thresholds.
