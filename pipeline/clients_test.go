@@ -7,19 +7,30 @@ import (
 	"testing"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/notleader"
 )
 
 // TestRealClientsNotLeaderLoop: real clients (kgo, sarama, kafka-go,
 // kafkajs; recorded by fixtures/clients) retrying a broker that answers
 // NOT_LEADER_OR_FOLLOWER while Metadata names that broker as leader, each
 // at its own pace, must all be reported as a not-leader loop naming the
-// leader. The expected values come from the recordings' sidecars, which the
-// recorder computed from the bytes on the wire without kfsniff.
+// leader, graded as the policy grades what the client felt: refused from
+// its first Produce to its last, never written, so still refused when the
+// capture ended. The expected values come from the recordings' sidecars,
+// which the recorder computed from the bytes on the wire without kfsniff.
+// (notleader-8s-*, the loop that heals: TestRealClientsNotLeaderHealed.)
 func TestRealClientsNotLeaderLoop(t *testing.T) {
-	sidecars, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", "clients", "notleader-*.json"))
+	all, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", "clients", "notleader-*.json"))
+	var sidecars []string
+	for _, sc := range all {
+		if !strings.HasPrefix(filepath.Base(sc), "notleader-8s-") {
+			sidecars = append(sidecars, sc)
+		}
+	}
 	if len(sidecars) < 4 {
 		t.Fatalf("found %d client recordings, want kgo, sarama, kafka-go, kafkajs", len(sidecars))
 	}
+	burst := defaultCount(t, notleader.Analyzer, "burst-responses")
 	for _, sc := range sidecars {
 		var side struct {
 			Client    string `json:"client"`
@@ -28,8 +39,12 @@ func TestRealClientsNotLeaderLoop(t *testing.T) {
 			Partition int32  `json:"partition"`
 			LeaderID  int32  `json:"leader_id"`
 			Observed  struct {
-				NotLeader int64 `json:"not_leader_responses"`
+				NotLeader int64   `json:"not_leader_responses"`
+				Loop      float64 `json:"loop_s"`
 			} `json:"observed"`
+			Application struct {
+				Acked int `json:"acked"`
+			} `json:"application"`
 		}
 		readJSON(t, sc, &side)
 		t.Run(side.Client, func(t *testing.T) {
@@ -43,8 +58,20 @@ func TestRealClientsNotLeaderLoop(t *testing.T) {
 			if f == nil {
 				t.Fatalf("no not-leader-loop finding for %s (%d NOT_LEADER responses):%s", side.Client, side.Observed.NotLeader, describe(r.Findings))
 			}
-			if f.Severity != detectors.Error {
-				t.Errorf("severity %s, want error", f.Severity)
+			// Never written: still refused at the end, for the time
+			// from the first refused Produce to the last. Hundreds of
+			// refusals in less (kgo-nobackoff) are a client retrying
+			// without backoff: a misconfiguration, a warning.
+			ongoing := side.Application.Acked == 0
+			want := detectors.Grade(seconds(side.Observed.Loop), ongoing)
+			if side.Observed.NotLeader >= int64(burst) {
+				want = max(want, detectors.Warning)
+			}
+			if f.Severity != want {
+				t.Errorf("severity %s, want %s (refused %.3fs, ongoing %v): %s", f.Severity, want, side.Observed.Loop, ongoing, f.Summary)
+			}
+			if f.Fields["ongoing"] != ongoing {
+				t.Errorf("ongoing %v, want %v", f.Fields["ongoing"], ongoing)
 			}
 			if got := jsonNumber(f.Fields["leader_id"]); got != float64(side.LeaderID) {
 				t.Errorf("leader_id %v, want %d", f.Fields["leader_id"], side.LeaderID)

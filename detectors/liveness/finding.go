@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -20,7 +22,12 @@ type Finding struct {
 	LeaderID          int32    `json:"leader_id"` // -1: not known
 	HeartbeatServers  []string `json:"heartbeat_servers"`
 	RaftServers       []string `json:"raft_servers"`
-	Duration          float64  `json:"duration_s"`
+	// Duration is the span of the failed raft fetches; HeldS how long
+	// they failed (to the success that ended the run, if one followed
+	// promptly); Ongoing that they still failed when the capture ended.
+	Duration float64 `json:"duration_s"`
+	HeldS    float64 `json:"held_s"`
+	Ongoing  bool    `json:"ongoing"`
 	// The leader's epoch and endpoint, when a leader is known.
 	LeaderEpoch    *int32 `json:"leader_epoch,omitempty"`
 	LeaderEndpoint string `json:"leader_endpoint,omitempty"`
@@ -34,6 +41,8 @@ type Finding struct {
 	hbOK, hbErr         int64
 	hbTo                string // the controller the heartbeats go to
 	span                string
+	held                time.Duration
+	healed              bool
 	raft                string // what the raft fetches got
 	leaderFrom          string
 	toLeader            int64
@@ -50,6 +59,7 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 	n := e.node
 	hbOK, hbErr := n.beats.during(e, open, n.hbOK, n.hbErr)
 	dur := e.duration()
+	held, healed := e.held()
 
 	// The heartbeat target: the active controller, normally the leader.
 	var hbServer netip.AddrPort
@@ -89,6 +99,7 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 	f := &Finding{
 		NodeID: n.id, HeartbeatClientID: n.hbClientID, RaftClientID: n.raftClientID, LeaderID: leader,
 		HeartbeatServers: n.hbServers.Strings(), RaftServers: e.servers.Strings(), Duration: text.Seconds(dur),
+		HeldS: text.Seconds(held), Ongoing: open, held: held, healed: healed,
 		hbOK: hbOK, hbErr: hbErr, span: text.Duration(dur), leaderFrom: leaderFrom, toLeader: toLeader,
 		metaThroughout: n.metaChanged.IsZero() || n.metaChanged.Before(e.first), fenced: n.fenced, answered: n.hbAnswered,
 		caughtUp: n.caughtUp, hasOffset: e.hasOffset, offset: e.offset, metaOffset: n.metaOffset, leaderEP: leaderEP,
@@ -127,7 +138,7 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 	ev = append(ev, e.ev.List()...)
 	detectors.SortEvidence(ev)
 	return detectors.Finding{
-		Severity: detectors.Error,
+		Severity: detectors.Grade(held, open),
 		First:    e.first,
 		Last:     e.last,
 		Conns:    peers.UnionIDs(n.hbConns.IDs(), e.conns.IDs()),
@@ -176,8 +187,9 @@ func raftFact(e *run, leader int32, toHB, toLeader int64) string {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	return fmt.Sprintf("broker %d is alive by heartbeat but its metadata replication is not: %d heartbeats answered ok by %s, while %s in %s",
-		f.NodeID, f.hbOK, f.hbTo, f.raft, f.span)
+	s := fmt.Sprintf("broker %d is alive by heartbeat but its metadata replication is not: %s answered ok by %s, while %s in %s",
+		f.NodeID, text.Plural(f.hbOK, "heartbeat", "heartbeats"), f.hbTo, f.raft, f.span)
+	return s + spell.Tail(f.Ongoing, f.healed, f.held, "failing", "a raft fetch succeeded again", "failed one")
 }
 
 // Explanation implements detectors.Detail.
@@ -217,6 +229,12 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, "The controller keeps it registered and unfenced, so nothing in the cluster's health view shows that this broker serves stale metadata (leaders, ISR, configs, ACLs).")
 	} else {
 		fmt.Fprintf(&b, "Heartbeats keep its registration alive, so the cluster's health view does not show that this broker's metadata (leaders, ISR, configs, ACLs) is stale.")
+	}
+	switch {
+	case f.Ongoing:
+		fmt.Fprintf(&b, " Its raft fetches were still failing when the capture ended, %s after the first failed.", text.Duration(f.held))
+	case f.healed:
+		fmt.Fprintf(&b, " A raft fetch succeeded again %s after the first failed: that long its metadata was frozen.", text.Duration(f.held))
 	}
 	return b.String()
 }

@@ -9,7 +9,8 @@
 // __cluster_metadata, client id raft-client-<id> or replica state) form
 // failure runs: unbroken sequences of raft fetches with no successful
 // answer. A run that is long enough, during which enough heartbeats were
-// answered without error, is reported.
+// answered without error, is reported, graded by how long the raft
+// fetches failed (detectors.Grade).
 package liveness
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/episode"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -31,19 +33,23 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:        "liveness-without-replication",
-	NotRecorded: "a KRaft broker's raft fetches and heartbeats to controllers are broker-to-controller traffic that kfake does not make (it has no KRaft quorum); fixtures/pcaps/scenarios/observer-fetch-loop.pcap is built from the KAFKA-19354 write-up.",
+	NotRecorded: "BrokerHeartbeat and raft Fetch of __cluster_metadata are sent only by KRaft brokers to controllers: no client library sends them, and kfake answers neither (it has no controller quorum and no BrokerHeartbeat handler); fixtures/pcaps/scenarios/observer-fetch-loop.pcap, synthetic, built from the KAFKA-19354 write-up, shows the rule.",
 	Severity:    detectors.Error,
 	Doc: "A broker's heartbeats to the controller are answered without error while its raft fetches of the " +
 		"metadata log get no successful answer: errors, no answer, or fetches sent to nodes that are not the " +
 		"leader (they answer NOT_LEADER_OR_FOLLOWER). Alive to the controller, frozen metadata; reported with " +
-		"both facts side by side.",
-}, Params{MinHeartbeats: 3, MinRaftFetches: 10, MinDuration: 10 * time.Second}, New)
+		"both facts side by side. Graded by how long the raft fetches failed, from the first failed one to the " +
+		"success that ended the run (or to the last failure): from min-duration (10 s) a warning; 30 s or more, " +
+		"or still failing when the capture ended, an error. Below 10 s nothing: no client request fails, and " +
+		"KRaft's 2 s fetch and request timeouts make a few seconds of failed raft fetches a normal controller " +
+		"failover.",
+}, Params{MinHeartbeats: 3, MinRaftFetches: 5, MinDuration: 10 * time.Second}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
 	MinHeartbeats  int           `param:"min-heartbeats" doc:"heartbeats answered without error during the raft failure run"`
-	MinRaftFetches int           `param:"min-raft-fetches" doc:"raft fetches in a row with no successful answer"`
-	MinDuration    time.Duration `param:"min-duration" doc:"time the run of failed raft fetches must last (a controller election settles well within this)"`
+	MinRaftFetches int           `param:"min-raft-fetches" doc:"raft fetches in a row with no successful answer (fetches that time out at KRaft's 2 s request timeout make 5 in 10 s)"`
+	MinDuration    time.Duration `param:"min-duration" doc:"how long the raft fetches must fail, from the first failed one to the success that ends the run (or to the last failure), before it is reported, as a warning (a controller election settles well within this)"`
 }
 
 // maxNodes bounds the node table.
@@ -101,10 +107,18 @@ type run struct {
 	leaderEP      string
 	offset        int64
 	hasOffset     bool
-	ev            detectors.Sampler[detectors.Evidence]
+	// healed is the answer of the successful raft fetch that ended the
+	// run; zero if none did.
+	healed time.Time
+	ev     detectors.Sampler[detectors.Evidence]
 }
 
 func (r *run) duration() time.Duration { return r.last.Sub(r.first) }
+
+// held is how long the run's raft fetches failed: to the success that
+// ended it (healed), or to the last failure if none followed promptly
+// (spell.Ended).
+func (r *run) held() (d time.Duration, healed bool) { return spell.Ended(r.first, r.last, r.healed) }
 
 // beat is the evidence of one heartbeat, formatted if it is listed.
 type beat struct {
@@ -219,7 +233,10 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 			}
 		})
 		if code == 0 {
-			r.runs.Finish(id)
+			if e := r.runs.Open(id); e != nil {
+				e.healed = x.Resp.Time
+				r.runs.Finish(id)
+			}
 			return
 		}
 	}
@@ -277,7 +294,8 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 // is still open).
 func (r *rule) qualifies(e *run, open bool) bool {
 	ok, bad := e.node.beats.during(e, open, e.node.hbOK, e.node.hbErr)
-	return e.fetches >= int64(r.p.MinRaftFetches) && e.duration() >= r.p.MinDuration && ok >= int64(r.p.MinHeartbeats) && bad < ok
+	held, _ := e.held()
+	return e.fetches >= int64(r.p.MinRaftFetches) && held >= r.p.MinDuration && ok >= int64(r.p.MinHeartbeats) && bad < ok
 }
 
 // Findings implements detectors.Rule: one per node, its longest run.

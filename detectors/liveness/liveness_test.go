@@ -1,6 +1,7 @@
 package liveness_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +52,29 @@ func election(n int) func(i int) kmsg.Response {
 // refused: broker 5 healthy but for its first n raft fetches, refused by
 // another controller.
 func refused(h *dt.Harness, n int) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", election(n)) }
+
+// timeouts: broker 5 heartbeating every 2 s for 30 s, its first n raft
+// fetches to the leader (node 9) unanswered, each on a connection of its
+// own that is closed at KRaft's 2 s request timeout, then a long poll
+// answered every 500 ms.
+func timeouts(h *dt.Harness, n int) {
+	var s dt.Schedule
+	hb := h.Conn("10.4.0.5:42000", "10.4.0.9:9093")
+	for t := time.Duration(0); t < 30*time.Second; t += 2 * time.Second {
+		req, resp := dt.BrokerHeartbeat(5, 4000, 0)
+		s.Add(t+100*time.Millisecond, hb, "5", req, resp)
+	}
+	s.Run(h)
+	for i := range n {
+		c := h.Conn(fmt.Sprintf("10.4.0.5:%d", 43000+i), "10.4.0.9:9093")
+		q, _ := h.Call(c, dt.At(time.Duration(i)*2*time.Second), 0, "raft-client-5", dt.RaftFetch(5, 4001, 8), nil)
+		h.Unanswered(c, q)
+	}
+	c := h.Conn("10.4.0.5:43100", "10.4.0.9:9093")
+	dt.Every(h, c, "raft-client-5", 30, time.Duration(n)*2*time.Second, 500*time.Millisecond, time.Millisecond, func(int) (kmsg.Request, kmsg.Response) {
+		return dt.RaftFetch(5, 4001, 8), dt.RaftFetched(0, 4001, -1, -1, "", 0, nil)
+	})
+}
 
 func TestLivenessWithoutReplication(t *testing.T) {
 	dt.Run(t, liveness.Analyzer, slices.Concat([]dt.Case{
@@ -140,20 +164,50 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			Traffic:  func(h *dt.Harness) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", notLeader) },
 		},
 		{
-			Name:     "the election's 3 s of failures count once min-duration is lowered (a bare number is in seconds)",
+			Name:     "the election's 3 s of failures count once min-duration is lowered (a bare number is in seconds): a warning",
 			Settings: map[string]string{"min-duration": "2", "min-heartbeats": "1"},
 			Traffic:  func(h *dt.Harness) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", election(12)) },
-			Want:     []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"raft_fetches": 12, "heartbeats": 2}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 12, "heartbeats": 2},
+				Fields: map[string]any{"held_s": 3.002, "ongoing": false}}},
 		},
 	},
-		dt.Edge("min-duration (41 failed raft fetches over 10 s)", nil, dt.Want{Severity: detectors.Error, Counts: map[string]int64{"raft_fetches": 41, "heartbeats": 5}},
-			func(h *dt.Harness) { refused(h, 41) }, func(h *dt.Harness) { refused(h, 40) }),
-		dt.Edge("min-raft-fetches (10 failed)", map[string]string{"min-duration": "1s", "min-heartbeats": "1"},
-			dt.Want{Severity: detectors.Error, Counts: map[string]int64{"raft_fetches": 10}},
-			func(h *dt.Harness) { refused(h, 10) }, func(h *dt.Harness) { refused(h, 9) }),
+		dt.Edge("min-duration (failing 10 s, to the raft fetch that succeeds): healed before 30 s, a warning", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 40, "heartbeats": 5},
+				Fields: map[string]any{"held_s": 10.002, "ongoing": false}, Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed one"}},
+			func(h *dt.Harness) { refused(h, 40) }, func(h *dt.Harness) { refused(h, 39) }),
+		dt.Edge("min-raft-fetches (5 failed, min-duration lowered: under 3 s, info)", map[string]string{"min-duration": "1s", "min-heartbeats": "1"},
+			dt.Want{Severity: detectors.Info, Counts: map[string]int64{"raft_fetches": 5}},
+			func(h *dt.Harness) { refused(h, 5) }, func(h *dt.Harness) { refused(h, 4) }),
 		dt.Edge("min-heartbeats (3 during the run)", map[string]string{"min-duration": "1s"},
-			dt.Want{Severity: detectors.Error, Counts: map[string]int64{"raft_fetches": 20, "heartbeats": 3}},
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 20, "heartbeats": 3}},
 			func(h *dt.Harness) { refused(h, 20) }, func(h *dt.Harness) { refused(h, 16) }),
+		[]dt.Case{
+			{
+				Name:    "near miss of 30 s (LongAfter): failing 29 s, then replicating: a warning",
+				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(116)) },
+				Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.002, "ongoing": false}}},
+			},
+			{
+				Name:    "failing 31 s, then replicating: an error (LongAfter)",
+				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(124)) },
+				Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.002, "ongoing": false}}},
+			},
+			{
+				Name:    "still failing at the end after 11 s: an error (HealAfter)",
+				Traffic: func(h *dt.Harness) { broker(h, 11250*time.Millisecond, 0, "10.4.0.7:9093", notLeader) },
+				Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.002, "ongoing": true},
+					Summary: []string{"; still failing when the capture ended"}}},
+			},
+			{
+				Name:    "near miss: still failing at the end after 9 s, under min-duration: nothing",
+				Traffic: func(h *dt.Harness) { broker(h, 9250*time.Millisecond, 0, "10.4.0.7:9093", notLeader) },
+			},
+			{
+				Name:    "raft fetches to the leader time out (2 s each) for 12 s, then answered: a warning",
+				Traffic: func(h *dt.Harness) { timeouts(h, 6) },
+				Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 6, "raft_fetches_unanswered": 6}}},
+			},
+		},
 	), nil)
 }
 

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -22,10 +24,19 @@ type Finding struct {
 	Partitions []int32  `json:"partitions,omitempty"`
 	Error      string   `json:"error"`
 	Servers    []string `json:"servers"`
-	Duration   float64  `json:"duration_s"`
-	Rate       float64  `json:"rate_per_s"`
-	Shape      string   `json:"shape"`
-	LeaderID   int32    `json:"leader_id"`
+	// Duration is the span of the refusals, first request to last
+	// answer; HeldS how long the client was held up (to the success that
+	// ended the loop, if one followed promptly); Ongoing that it was
+	// still refused when the capture ended.
+	Duration float64 `json:"duration_s"`
+	HeldS    float64 `json:"held_s"`
+	Ongoing  bool    `json:"ongoing"`
+	Rate     float64 `json:"rate_per_s"`
+	// NotLeaderPerPartition are the not-leader answers of each of
+	// Partitions, in their order (a merged finding).
+	NotLeaderPerPartition []int64 `json:"not_leader_per_partition,omitempty"`
+	Shape                 string  `json:"shape"`
+	LeaderID              int32   `json:"leader_id"`
 	// The leader's epoch, where it comes from ("response" or
 	// "metadata") and its endpoint: when a leader is named.
 	LeaderEpoch    *int32 `json:"leader_epoch,omitempty"`
@@ -68,19 +79,25 @@ type prose struct {
 	clientNode    int32
 	part          int32   // the partition the text describes
 	merged        []int32 // the partitions, when merged
+	held          time.Duration
+	healed        bool // a success ended the loop
+	ongoing       bool // still refused at the capture's end
+	noBackoff     bool // a burst: hundreds of answers in under 3 s
 }
 
-// finding makes the finding of run e read as v.
-func finding(p *detectors.Pass, e *run, v verdict) detectors.Finding {
+// finding makes the finding of run e read as v; open if it was still
+// refused when the capture ended, burst if it had burst-responses answers.
+func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.Finding {
 	c := e.key.C
 	dur := e.duration()
+	held, healed := e.held()
 	errCode := int16(notLeader)
 	if e.fenced*2 > e.notLeader {
 		errCode = fencedLeader
 	}
 	f := &Finding{
 		Fields: e.key.Fields(), Error: decode.ErrorName(errCode), Servers: e.servers.Strings(), Duration: text.Seconds(dur),
-		Rate: text.Rate(e.requests, dur), Shape: v.shape, LeaderID: v.leader,
+		HeldS: text.Seconds(held), Ongoing: open, Rate: text.Rate(e.requests, dur), Shape: v.shape, LeaderID: v.leader,
 	}
 	if v.leader >= 0 {
 		f.LeaderEpoch, f.LeaderSource, f.LeaderEndpoint = ptr(v.epoch), v.source, v.endpoint
@@ -108,7 +125,7 @@ func finding(p *detectors.Pass, e *run, v verdict) detectors.Finding {
 		tp: e.key.P.String(), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
 		notLeader: e.notLeader, tried: tried(p, e), nServers: e.servers.Len(), answerLeader: e.leader,
 		answerEpoch: e.epoch, metaRefreshes: e.metaEnd - e.metaStart, clientNode: peers.NodeOf(p, e.fetcher, c.Host),
-		part: e.key.P.Part}
+		part: e.key.P.Part, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter}
 	if e.hasOffset {
 		f.offset = fmt.Sprintf(" at fetchOffset %d", e.offset)
 		if e.firstOffset != e.offset {
@@ -135,9 +152,9 @@ func finding(p *detectors.Pass, e *run, v verdict) detectors.Finding {
 	if e.metaSeen {
 		counts["metadata_refreshes"] = f.metaRefreshes
 	}
-	sev := detectors.Error
-	if v.shape == ShapeUnknown {
-		sev = detectors.Warning
+	sev := detectors.Grade(held, open)
+	if burst {
+		sev = max(sev, detectors.Warning) // retrying without backoff: a misconfiguration
 	}
 	return detectors.Finding{
 		Severity: sev,
@@ -212,6 +229,7 @@ func (f *Finding) Summary() string {
 		s = fmt.Sprintf("%s got %d %s for %s in %s from %d server(s) with no success in between; nothing in the capture names the leader",
 			f.who, f.notLeader, f.Error, f.tp, f.span, f.nServers)
 	}
+	s += spell.Tail(f.ongoing, f.healed, f.held, "refused", "a success", "refusal")
 	if len(f.merged) > 0 {
 		s = fmt.Sprintf("%s [%d partitions: %s]", s, len(f.merged), text.IDs(f.merged, 8))
 	}
@@ -228,16 +246,36 @@ func (f *Finding) Explanation() string {
 	switch f.v.shape {
 	case ShapeHintIgnored:
 		f.hintIgnored(&b)
+		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
 		f.refuserNamed(&b)
+		f.felt(&b)
 	default:
 		fmt.Fprintf(&b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s), %s, and every answer was %s or another error, "+
 			"never a success. The answers carry no leader hint (responses before KIP-951 do not) and no Metadata response in the "+
 			"capture names a stable leader for the partition, so whether the client is being sent the right way cannot be told from "+
 			"the wire; it has not reached a leader for %s.",
 			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.Error, f.span)
+		f.felt(&b)
 	}
 	return b.String()
+}
+
+// felt says how long the client was held up, which grades the finding.
+func (f *Finding) felt(b *strings.Builder) {
+	switch {
+	case f.ongoing:
+		fmt.Fprintf(b, " It was still refused when the capture ended, %s after its first refused request.", text.Duration(f.held))
+	case f.healed:
+		fmt.Fprintf(b, " A success ended the loop %s after the first refused request: that long the client was held up.", text.Duration(f.held))
+	default:
+		fmt.Fprintf(b, " No success followed at once: the client was refused for %s.", text.Duration(f.held))
+	}
+	if f.noBackoff {
+		fmt.Fprintf(b, " That is short, but %d refusals in it (%.0f/s) mean the client retries without backoff: a misconfiguration "+
+			"that turns every leadership change into a request storm at the broker (KIP-580; kgo RetryBackoffFn, "+
+			"the Java client's retry.backoff.ms and retry.backoff.max.ms).", f.notLeader, f.rate)
+	}
 }
 
 // hintIgnored explains a leader named and never followed.

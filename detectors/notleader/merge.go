@@ -50,8 +50,14 @@ func merge(in []detectors.Finding) []detectors.Finding {
 		md := m.Detail.(*Finding)
 		if md.merged == nil {
 			md.merged = []int32{md.Partition}
+			md.NotLeaderPerPartition = []int64{md.notLeader}
 		}
 		md.merged = append(md.merged, d.Partition)
+		md.NotLeaderPerPartition = append(md.NotLeaderPerPartition, d.notLeader)
+		m.Severity = max(m.Severity, f.Severity)
+		md.held = max(md.held, d.held)
+		md.ongoing = md.ongoing || d.ongoing
+		md.healed = md.healed && d.healed
 		for name, n := range f.Counts {
 			m.Counts[name] += n
 		}
@@ -75,12 +81,13 @@ func merge(in []detectors.Finding) []detectors.Finding {
 		if len(md.merged) < 2 {
 			continue
 		}
-		parts := md.merged
-		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		parts, perPart := md.merged, md.NotLeaderPerPartition
+		sort.Sort(byPartition{parts, perPart})
 		md.Partition, md.Partitions = parts[0], parts
 		md.FetchOffset, md.FirstFetchOffset = nil, nil
 		dur := m.Last.Sub(m.First)
 		md.Duration, md.Rate = text.Seconds(dur), text.Rate(m.Counts["requests"], dur)
+		md.HeldS, md.Ongoing = text.Seconds(md.held), md.ongoing
 		m.Subject.Nodes = m.Nodes
 		m.Subject.Partitions = nil
 		for _, p := range parts {
@@ -90,6 +97,19 @@ func merge(in []detectors.Finding) []detectors.Finding {
 		m.Evidence = thin(m.Evidence, 2+detectors.MaxMiddle)
 	}
 	return out
+}
+
+// byPartition sorts merged partitions with their answer counts.
+type byPartition struct {
+	parts []int32
+	n     []int64
+}
+
+func (b byPartition) Len() int           { return len(b.parts) }
+func (b byPartition) Less(i, j int) bool { return b.parts[i] < b.parts[j] }
+func (b byPartition) Swap(i, j int) {
+	b.parts[i], b.parts[j] = b.parts[j], b.parts[i]
+	b.n[i], b.n[j] = b.n[j], b.n[i]
 }
 
 // thin keeps the first, the last and evenly spread evidence, n in all.

@@ -8,8 +8,8 @@
 // the partition ends it, and so does an answer naming another leader or
 // epoch: a client that follows a leadership change makes a few short
 // runs, a loop makes one long one. A run of at least MinResponses answers
-// lasting at least MinDuration (or of BurstResponses answers however
-// short) is then read in one of two shapes (verdict.go):
+// holding the client up for at least MinDuration (or of BurstResponses
+// answers however short) is then read in one of two shapes (verdict.go):
 //
 //   - the answers (or the Metadata the client refreshes) name a leader and
 //     the client never sends the partition's requests to it (the KRaft
@@ -18,8 +18,12 @@
 //     Metadata (stable leader id) names as leader, or the one the answer
 //     itself names, so the client retries the same node forever.
 //
-// The runs of one client that loop the same way over several partitions of
-// a topic are one finding (merge.go).
+// How long a run held the client up is from its first refused request to
+// the success that ended it (or to its last refusal, if no success
+// followed within spell.Prompt); the severity is detectors.Grade's, what
+// the client felt, and at least a warning for a burst (no retry backoff).
+// The runs of one client that loop the same way over several partitions
+// of a topic are one finding (merge.go).
 package notleader
 
 import (
@@ -31,6 +35,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/table"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -38,21 +43,27 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "not-leader-loop",
-	Recorded: []string{"fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-kgo-nobackoff.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/notleader-kafka-go.pcap", "fixtures/pcaps/clients/notleader-kafkajs.pcap"},
+	Name: "not-leader-loop",
+	Recorded: []string{"fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-kgo-nobackoff.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/notleader-kafka-go.pcap", "fixtures/pcaps/clients/notleader-kafkajs.pcap",
+		"fixtures/pcaps/clients/notleader-8s-kgo.pcap", "fixtures/pcaps/clients/notleader-8s-sarama.pcap", "fixtures/pcaps/clients/notleader-8s-kafka-go.pcap"},
 	Severity: detectors.Error,
 	Doc: "A client keeps getting NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH for one partition, with no " +
 		"success in between, while the answers name the same leader and epoch and the client never sends to " +
 		"that leader (KAFKA-19354 for a KRaft observer), or while the Metadata it refreshes names the very " +
-		"broker that refuses (it retries the same node forever). A leadership change the client follows is " +
-		"a few short episodes and is not reported.",
-}, Params{MinResponses: 6, MinDuration: 10 * time.Second, BurstResponses: 100}, New)
+		"broker that refuses (it retries the same node forever). Graded by how long the client was held up, " +
+		"from its first refused request to the success that ended the loop (or to its last refusal): " +
+		"min-responses answers holding it up min-duration (3 s) or more is a warning; 30 s or more, or still " +
+		"refused when the capture ended after 10 s or more, an error. A burst of burst-responses answers in less " +
+		"than 3 s is a warning too: the client retries without backoff, a misconfiguration that turns every " +
+		"leadership change into a request storm (KIP-580). A leadership change a client with a backoff follows " +
+		"within 3 s is not reported.",
+}, Params{MinResponses: 2, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop (kafkajs retrying every few seconds for a minute makes 12 or more)"`
-	MinDuration    time.Duration `param:"min-duration" doc:"time from the first request to the last answer of the run; a leadership change settles well within this"`
-	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run (a client retrying with no backoff sends thousands a second; a client following a leadership change, a handful); 0: off"`
+	MinResponses   int           `param:"min-responses" doc:"not-leader answers for one client and partition, with no success and no change of the named leader in between, before it is a loop: refused, retried and refused again (kgo without a leader hint retries at its next metadata refresh, 5 s on: 8.5 s of refusals are 2 answers per partition)"`
+	MinDuration    time.Duration `param:"min-duration" doc:"how long the run held the client up (first refused request to the success that ended it, or to its last refusal) before it is reported, as a warning; a leadership change clients follow settles within a second"`
+	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run, and at least a warning: a client retrying with no backoff sends thousands a second, a client following a leadership change a handful; 0: off"`
 }
 
 // The errors that refuse a request for not being sent to the leader.
@@ -116,10 +127,20 @@ type run struct {
 	metaChangeAt0 int64 // leader changes when the run began
 	metaServer    netip.AddrPort
 
+	// healed is the answer of the success that ended the run (zero if
+	// none did: still open, or ended by an answer naming another
+	// leader).
+	healed time.Time
+
 	ev detectors.Sampler[answer]
 }
 
 func (e *run) duration() time.Duration { return e.last.Sub(e.first) }
+
+// held is how long the run held the client up: from its first refused
+// request to the success that ended it (healed), or to its last refusal
+// if no success followed promptly (spell.Ended).
+func (e *run) held() (d time.Duration, healed bool) { return spell.Ended(e.first, e.last, e.healed) }
 
 // cpKey is the key of a client's topic in the Metadata table.
 func cpKey(c peers.Client, p peers.Partition) table.CPKey {
@@ -301,6 +322,7 @@ func (r *rule) observe(o *obs) {
 			version: x.Req.Version, corr: x.Req.Correlation, code: o.a.ErrorCode, leader: o.a.Leader, epoch: o.a.Epoch})
 	case 0:
 		if e != nil {
+			e.healed = x.Resp.Time
 			r.runs.Finish(o.key)
 		}
 	default:
@@ -337,7 +359,8 @@ func (r *rule) qualifies(e *run) bool {
 	if r.p.BurstResponses > 0 && e.notLeader >= int64(r.p.BurstResponses) {
 		return true
 	}
-	return e.notLeader >= int64(r.p.MinResponses) && e.duration() >= r.p.MinDuration
+	held, _ := e.held()
+	return e.notLeader >= int64(r.p.MinResponses) && held >= r.p.MinDuration
 }
 
 // Findings implements detectors.Rule: one per loop, those of a client
@@ -351,7 +374,8 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		return a.key.Less(b.key)
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
-			out = append(out, finding(p, k.E, v))
+			burst := r.p.BurstResponses > 0 && k.E.notLeader >= int64(r.p.BurstResponses)
+			out = append(out, finding(p, k.E, v, k.Open, burst))
 		}
 	}
 	return merge(out)

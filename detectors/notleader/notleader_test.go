@@ -61,6 +61,103 @@ func burst(h *dt.Harness, c *flows.Conn) {
 		})
 }
 
+// metaLoop: an application at 10.1.2.2 refreshing Metadata (from broker
+// 3) that names broker 1 leader of events' partitions parts at epoch 4
+// before each Produce to broker 1, which answers NOT_LEADER_OR_FOLLOWER
+// with no hint (v9): n of them, step apart. If heal > 0, the Produce
+// answered heal after the first one was sent succeeds.
+func metaLoop(h *dt.Harness, n int, step, heal time.Duration, parts ...int32) {
+	m := h.Conn("10.1.2.2:50100", "10.1.0.3:9092")
+	p := h.Conn("10.1.2.2:50101", "10.1.0.1:9092")
+	const first = 2 * time.Millisecond
+	for i := range n {
+		t := time.Duration(i) * step
+		req, resp := dt.MetadataLeader("events", 1, 4, brokers, parts...)
+		h.Call(m, dt.At(t), time.Millisecond, "app", req, resp)
+		h.Call(p, dt.At(t+first), time.Millisecond, "app", dt.ProduceTo(9, "events", parts...), dt.ProducedTo(9, "events", 6, -1, -1, "", 0, parts...))
+	}
+	if heal > 0 {
+		h.Call(p, dt.At(first+heal-time.Millisecond), time.Millisecond, "app", dt.ProduceTo(9, "events", parts...),
+			dt.ProducedTo(9, "events", 0, -1, -1, "", 0, parts...))
+	}
+}
+
+// policy are the severity policy's boundaries on the loop of Metadata
+// naming the refusing broker, and the leadership changes clients follow.
+var policy = []dt.Case{
+	{
+		Name:    "the issue's case: 8.5 s refused on three partitions, 8 retries each after a Metadata refresh, then written: one warning",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 9, time.Second, 8500*time.Millisecond, 0, 1, 2) },
+		Want: []dt.Want{{
+			Severity: detectors.Warning,
+			Summary: []string{"metadata names broker 1 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER: app (10.1.2.2) retried it 9 times in 8.0 s",
+				"a success 8.5 s after the first refusal", "[3 partitions: 0, 1, 2]"},
+			Counts: map[string]int64{"requests": 27, "not_leader_responses": 27, "requests_to_leader": 27},
+			Fields: map[string]any{"partitions": []int32{0, 1, 2}, "not_leader_per_partition": []int64{9, 9, 9}, "held_s": 8.5, "ongoing": false,
+				"shape": notleader.ShapeMetaSelf, "leader_id": int32(1), "leader_source": "metadata"},
+		}},
+		Nodes:       []int32{1},
+		Explanation: []string{"A success ended the loop 8.5 s after the first refused request: that long the client was held up."},
+	},
+	{
+		Name:    "near miss of 30 s (LongAfter): refused 29 s, then written: a warning",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 29, time.Second, 29*time.Second, 0) },
+		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.0, "ongoing": false}}},
+	},
+	{
+		Name:    "refused 31 s, then written: an error (LongAfter)",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 31, time.Second, 31*time.Second, 0) },
+		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.0, "ongoing": false}}},
+	},
+	{
+		Name:    "near miss of 10 s still refused at the end (HealAfter): 9 s, a warning",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 19, 500*time.Millisecond, 0, 0) },
+		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 9.001, "ongoing": true}, Summary: []string{"still refused when the capture ended"}}},
+	},
+	{
+		Name:    "still refused at the end after 11 s: an error (HealAfter)",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 23, 500*time.Millisecond, 0, 0) },
+		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.001, "ongoing": true}}},
+	},
+	{
+		Name:    "near miss: a success long after the last refusal (the client had gone quiet) does not stretch the loop",
+		Traffic: func(h *dt.Harness) { metaLoop(h, 9, 250*time.Millisecond, 30*time.Second, 0) },
+	},
+	{
+		Name:    "near miss: the leader moves and the client follows the new Metadata within 500 ms",
+		Traffic: func(h *dt.Harness) { leaderMove(h, "follower", 10, 50*time.Millisecond) },
+	},
+	{
+		Name:        "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
+		Traffic:     func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
+		Want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 500}, Fields: map[string]any{"ongoing": false}}},
+		Explanation: []string{"That is short, but 500 refusals in it", "mean the client retries without backoff", "KIP-580"},
+	},
+}
+
+// leaderMove: leadership of events-0 moves from broker 1 to broker 2; for
+// n retries, step apart, the Metadata the client refreshes still names
+// broker 1, which refuses; then Metadata names broker 2 and the client
+// produces there for 10 s.
+func leaderMove(h *dt.Harness, clientID string, n int, step time.Duration) {
+	m := h.Conn("10.1.2.5:50200", "10.1.0.3:9092")
+	old := h.Conn("10.1.2.5:50201", "10.1.0.1:9092")
+	nw := h.Conn("10.1.2.5:50202", "10.1.0.2:9092")
+	var at time.Duration
+	for range n {
+		req, resp := dt.MetadataLeader("events", 1, 4, brokers, 0)
+		h.Call(m, dt.At(at), 100*time.Microsecond, clientID, req, resp)
+		h.Call(old, dt.At(at+200*time.Microsecond), 300*time.Microsecond, clientID, dt.ProduceTo(9, "events", 0), dt.ProducedTo(9, "events", 6, -1, -1, "", 0, 0))
+		at += step
+	}
+	req, resp := dt.MetadataLeader("events", 2, 5, brokers, 0)
+	h.Call(m, dt.At(at), time.Millisecond, clientID, req, resp)
+	dt.Every(h, nw, clientID, 20, at+2*time.Millisecond, 500*time.Millisecond, time.Millisecond,
+		func(int) (kmsg.Request, kmsg.Response) {
+			return dt.ProduceTo(9, "events", 0), dt.ProducedTo(9, "events", 0, -1, -1, "", 0, 0)
+		})
+}
+
 // TestNotLeaderLoop builds each shape of the loop, the ways real clients
 // retry, and the near misses a leadership change makes.
 func TestNotLeaderLoop(t *testing.T) {
@@ -154,7 +251,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			Next:        []string{"Compare what the cluster says with what broker 2 believes"},
 		},
 		{
-			Name: "no-backoff retrier: 300 answers in 0.3 s are a loop however short",
+			Name: "no-backoff retrier: 300 answers in 0.3 s are a loop however short, a warning: a misconfiguration",
 			Traffic: func(h *dt.Harness) {
 				m := h.Conn("10.1.7.8:52100", "10.1.0.3:9092")
 				req, resp := dt.MetadataLeader("events", 2, 7, brokers, 0)
@@ -166,10 +263,11 @@ func TestNotLeaderLoop(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Error,
-				Summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms"},
+				Severity: detectors.Warning,
+				Summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms", "still refused when the capture ended"},
 				Counts:   map[string]int64{"not_leader_responses": 300, "metadata_refreshes": 0},
-				Fields:   map[string]any{"shape": notleader.ShapeMetaSelf, "leader_id": int32(2), "leader_epoch": int32(7), "rate_per_s": 1001.67},
+				Fields: map[string]any{"shape": notleader.ShapeMetaSelf, "leader_id": int32(2), "leader_epoch": int32(7), "rate_per_s": 1001.67,
+					"held_s": 0.3, "ongoing": true},
 			}},
 		},
 		{
@@ -199,16 +297,17 @@ func TestNotLeaderLoop(t *testing.T) {
 			Nodes: []int32{3},
 		},
 		{
-			Name:    "nothing names the leader: a warning",
+			Name:    "nothing names the leader: graded by what the client felt, still refused 11 s at the end",
 			Traffic: func(h *dt.Harness) { legacyLoop(h, 12, time.Second) },
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Summary:  []string{"legacy (10.1.9.9) got 12 NOT_LEADER_OR_FOLLOWER for t-0 in 11.0 s from 1 server(s)", "nothing in the capture names the leader"},
 				Counts:   map[string]int64{"requests": 12, "not_leader_responses": 12},
 				Fields:   map[string]any{"shape": notleader.ShapeUnknown, "leader_id": int32(-1)},
 			}},
-			Explanation: []string{"legacy (10.1.9.9) sent 12 Produce requests for t-0 over 11.0 s (1.1/s), 12 to 10.1.0.2:9092, and every answer was NOT_LEADER_OR_FOLLOWER"},
-			Next:        []string{"kafka-topics.sh --describe --topic t) to see which broker leads partition 0"},
+			Explanation: []string{"legacy (10.1.9.9) sent 12 Produce requests for t-0 over 11.0 s (1.1/s), 12 to 10.1.0.2:9092, and every answer was NOT_LEADER_OR_FOLLOWER",
+				"It was still refused when the capture ended, 11.0 s after its first refused request."},
+			Next: []string{"kafka-topics.sh --describe --topic t) to see which broker leads partition 0"},
 		},
 		{
 			Name: "near miss: the leader moves and the client follows",
@@ -242,17 +341,17 @@ func TestNotLeaderLoop(t *testing.T) {
 			Name: "near miss: each leadership change is short though the changes go on",
 			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.1.5.6:55100", "10.1.0.1:9092")
-				dt.Every(h, c, "flappy", 40, 0, time.Second, time.Millisecond,
+				dt.Every(h, c, "flappy", 40, 0, 700*time.Millisecond, time.Millisecond,
 					func(i int) (kmsg.Request, kmsg.Response) {
 						return dt.ConsumerFetch("orders", 0, 77, 0), dt.ConsumerFetched("orders", 0, 6, -1, -1, 2, int32(20+i/4), nil)
 					})
 			},
 		},
 		{
-			Name: "near miss: NOT_LEADER now and then, each time followed by a success",
+			Name: "near miss: NOT_LEADER now and then, each time followed by a success within 3 s",
 			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.1.5.8:55300", "10.1.0.1:9092")
-				dt.Every(h, c, "flaky", 60, 0, time.Second, time.Millisecond, func(i int) (kmsg.Request, kmsg.Response) {
+				dt.Every(h, c, "flaky", 60, 0, 900*time.Millisecond, time.Millisecond, func(i int) (kmsg.Request, kmsg.Response) {
 					if i%4 == 3 {
 						return dt.ProduceTo(9, "orders", 0), dt.ProducedTo(9, "orders", 0, -1, -1, "", 0, 0)
 					}
@@ -265,17 +364,17 @@ func TestNotLeaderLoop(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				c := h.Conn("10.1.5.7:55200", "10.1.0.1:9092")
 				burst(h, c)
-				dt.Every(h, c, "burst", 40, 3*time.Second, time.Second, time.Millisecond,
+				dt.Every(h, c, "burst", 40, 2500*time.Millisecond, time.Second, time.Millisecond,
 					func(int) (kmsg.Request, kmsg.Response) {
 						return dt.ProduceTo(9, "orders", 0), dt.ProducedTo(9, "orders", 0, -1, -1, "", 0, 0)
 					})
 			},
 		},
 		{
-			Name:     "the burst is a loop once min-duration is lowered (a bare number is in seconds)",
+			Name:     "the burst is a loop once min-duration is lowered (a bare number is in seconds); held up under 3 s, info",
 			Settings: map[string]string{"min-duration": "1"},
 			Traffic:  func(h *dt.Harness) { burst(h, h.Conn("10.1.5.7:55200", "10.1.0.1:9092")) },
-			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 40}}},
+			Want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"not_leader_responses": 40}}},
 		},
 		{
 			Name:     "near miss: min-duration 2.5s is longer than the burst",
@@ -331,12 +430,19 @@ func TestNotLeaderLoop(t *testing.T) {
 			}},
 		},
 	},
-		dt.Edge("burst-responses (100 answers in a second)", nil, dt.Want{Severity: detectors.Error, Counts: map[string]int64{"not_leader_responses": 100}},
+		policy,
+		dt.Edge("held up 3 s (the policy's FeltAfter): refused for 3.1 s, then a success", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 15},
+				Fields: map[string]any{"held_s": 3.1, "ongoing": false, "shape": notleader.ShapeMetaSelf}},
+			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 3100*time.Millisecond, 0) },
+			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 2900*time.Millisecond, 0) }),
+		dt.Edge("min-responses (2 refusals, then a success 5 s on: kgo at its metadata refresh)", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 2}, Fields: map[string]any{"held_s": 9.0}},
+			func(h *dt.Harness) { metaLoop(h, 2, 4*time.Second, 9*time.Second, 0) },
+			func(h *dt.Harness) { metaLoop(h, 1, 4*time.Second, 5*time.Second, 0) }),
+		dt.Edge("burst-responses (100 answers in a second, held up under 3 s: a warning, no backoff)", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 100}, Fields: map[string]any{"ongoing": true}},
 			func(h *dt.Harness) { produceLoop(h, 100, 10*time.Millisecond) }, func(h *dt.Harness) { produceLoop(h, 99, 10*time.Millisecond) }),
-		dt.Edge("min-responses (6 answers over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 6}},
-			func(h *dt.Harness) { legacyLoop(h, 6, 2*time.Second) }, func(h *dt.Harness) { legacyLoop(h, 5, 2500*time.Millisecond) }),
-		dt.Edge("min-duration (12 answers over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 12}},
-			func(h *dt.Harness) { legacyLoop(h, 12, 910*time.Millisecond) }, func(h *dt.Harness) { legacyLoop(h, 12, 899*time.Millisecond) }),
 	), nil)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -37,12 +38,17 @@ func (s stuck) Evidence() detectors.Evidence {
 // exported fields are the finding's "fields".
 type Finding struct {
 	peers.Fields
-	FetchOffset   int64    `json:"fetch_offset"`
-	HighWatermark int64    `json:"high_watermark"` // -1: no answer said
-	Duration      float64  `json:"duration_s"`
-	Rate          float64  `json:"rate_per_s"`
-	Servers       []string `json:"servers"`
-	Role          string   `json:"role"`
+	FetchOffset   int64 `json:"fetch_offset"`
+	HighWatermark int64 `json:"high_watermark"` // -1: no answer said
+	// Duration is the span of the stuck fetches; HeldS how long the
+	// fetcher was held up (to the fetch that moved it, if one followed
+	// promptly); Ongoing that it was still stuck when the capture ended.
+	Duration float64  `json:"duration_s"`
+	HeldS    float64  `json:"held_s"`
+	Ongoing  bool     `json:"ongoing"`
+	Rate     float64  `json:"rate_per_s"`
+	Servers  []string `json:"servers"`
+	Role     string   `json:"role"`
 	// Isolation and the last stable offset, for read_committed fetches.
 	Isolation        string `json:"isolation,omitempty"`
 	LastStableOffset *int64 `json:"last_stable_offset,omitempty"`
@@ -57,23 +63,28 @@ type Finding struct {
 	lso          int64
 	committed    bool
 	dur          time.Duration
+	held         time.Duration
+	healed       bool
 	code         int16
 	codeN        int64
 	codes        []string
 	serverLabels []string
 }
 
-// finding makes the finding of window w.
-func finding(p *detectors.Pass, w *window) detectors.Finding {
+// finding makes the finding of window w; open if it was still stuck when
+// the capture ended.
+func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 	c := w.key.C
 	dur := w.duration()
+	held, healed := w.held()
 	code, codeN := w.codes.Top()
 	f := &Finding{
 		Fields: w.key.Fields(), FetchOffset: w.offset,
-		HighWatermark: w.hw, Duration: text.Seconds(dur), Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
+		HighWatermark: w.hw, Duration: text.Seconds(dur), HeldS: text.Seconds(held), Ongoing: open,
+		Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
 		Role: w.role.String(),
 		tp:   w.key.P.String(), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, fetches: w.fetches, errors: w.errors,
-		lso: w.lso, committed: w.committed, dur: dur, code: code, codeN: codeN, codes: w.codes.Parts(),
+		lso: w.lso, committed: w.committed, dur: dur, held: held, healed: healed, code: code, codeN: codeN, codes: w.codes.Parts(),
 		serverLabels: w.servers.Labels(p),
 	}
 	if w.committed {
@@ -95,7 +106,7 @@ func finding(p *detectors.Pass, w *window) detectors.Finding {
 		counts["throttled"] = w.throttled
 	}
 	return detectors.Finding{
-		Severity: detectors.Warning,
+		Severity: detectors.Grade(held, open),
 		First:    w.first,
 		Last:     w.last,
 		Conns:    w.conns.IDs(),
@@ -113,12 +124,15 @@ func (f *Finding) Summary() string {
 	if f.HighWatermark < 0 {
 		hw = "high watermark unknown"
 	}
+	var s string
 	if f.code != 0 {
-		return fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records (%s, %s x%d)",
+		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records (%s, %s x%d)",
 			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw, f.Error, f.codeN)
+	} else {
+		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
+			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw)
 	}
-	return fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
-		f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw)
+	return s + spell.Tail(f.Ongoing, f.healed, f.held, "stuck", "moving again", "stuck fetch")
 }
 
 // Explanation implements detectors.Detail.
@@ -137,10 +151,19 @@ func (f *Finding) Explanation() string {
 		}
 		state = "no answer carried an error, yet " + bound
 	}
+	var felt string
+	switch {
+	case f.Ongoing:
+		felt = fmt.Sprintf(" It was still stuck when the capture ended, %s after its first stuck fetch.", text.Duration(f.held))
+	case f.healed:
+		felt = fmt.Sprintf(" A fetch moved it again %s after the first stuck one: that long the %s was held up.", text.Duration(f.held), f.kind())
+	default:
+		felt = fmt.Sprintf(" No fetch moved it at once afterwards: it was stuck for %s.", text.Duration(f.held))
+	}
 	return fmt.Sprintf("%s fetched %s %d times over %s (%.1f/s) from %s, and its position never moved: every fetch "+
 		"asked for offset %d and every answer brought 0 records; %s. Request and response counters rising on this "+
-		"connection is not health: the %s of this partition is not advancing.",
-		f.who, f.tp, f.fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind())
+		"connection is not health: the %s of this partition is not advancing.%s",
+		f.who, f.tp, f.fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind(), felt)
 }
 
 // kind is what the fetcher does.

@@ -11,6 +11,10 @@
 // an error (a caught-up consumer's idle long poll) ends the window, so an
 // idle consumer never opens one. For read_committed fetches the bound is
 // the last stable offset: waiting on an open transaction is not a stall.
+//
+// A stall held the fetcher up from its first stuck fetch to the fetch that
+// ended it (or to its last stuck fetch, if none followed promptly); the
+// severity is detectors.Grade's: what the consumer or replica felt.
 package stalledfetch
 
 import (
@@ -21,6 +25,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
+	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -28,17 +33,20 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "stalled-fetch",
-	Severity: detectors.Warning,
+	Recorded: []string{"fixtures/pcaps/clients/stalled-fetch-kgo.pcap", "fixtures/pcaps/clients/stalled-fetch-sarama.pcap"},
+	Severity: detectors.Error,
 	Doc: "A fetcher's fetchOffset for a partition does not advance over many fetches while the answers bring no " +
 		"records and the high watermark does not move, though there is data to fetch (high watermark above the " +
-		"offset) or the answers carry errors: traffic is not health. An idle consumer caught up with the high " +
-		"watermark is not reported.",
-}, Params{MinFetches: 20, MinDuration: 10 * time.Second}, New)
+		"offset) or the answers carry errors: traffic is not health. Graded by how long the fetcher was held up, " +
+		"from its first stuck fetch to the fetch that moved it (or to its last stuck fetch): min-fetches fetches " +
+		"over min-duration (3 s) or more is a warning; 30 s or more, or still stuck when the capture ended after " +
+		"10 s or more, an error. An idle consumer caught up with the high watermark is not reported.",
+}, Params{MinFetches: 2, MinDuration: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall"`
-	MinDuration time.Duration `param:"min-duration" doc:"time from the first to the last of those fetches"`
+	MinFetches  int           `param:"min-fetches" doc:"fetches of one partition at one offset, each with no records and the same high watermark, before it is a stall: asked again and stuck again (on an error sarama retries every 2 s; kgo backs off 250 ms doubling to 5 s)"`
+	MinDuration time.Duration `param:"min-duration" doc:"how long the stall held the fetcher up (first stuck fetch to the fetch that moved it, or to the last stuck one) before it is reported, as a warning"`
 }
 
 // New makes the rule.
@@ -76,10 +84,19 @@ type window struct {
 	fetcher     int32 // the node the fetcher speaks for, -1 if none
 	role        flows.Role
 	throttled   int64
-	ev          detectors.Sampler[stuck]
+	// moved is the answer of the fetch that ended the stall (records
+	// came, the offset moved, or nothing was left to fetch); zero if
+	// none did.
+	moved time.Time
+	ev    detectors.Sampler[stuck]
 }
 
 func (w *window) duration() time.Duration { return w.last.Sub(w.first) }
+
+// held is how long the stall held the fetcher up: from its first stuck
+// fetch to the fetch that moved it (healed), or to its last stuck fetch if
+// none followed promptly (spell.Ended).
+func (w *window) held() (d time.Duration, healed bool) { return spell.Ended(w.first, w.last, w.moved) }
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
@@ -123,6 +140,9 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if committed && a.LastStableOffset >= 0 {
 			bound = a.LastStableOffset
 		}
+		if goneTopic(a.ErrorCode) {
+			return // not this partition stuck: its topic id is gone (topic-recreated's)
+		}
 		stuckAt := func(offset int64) bool {
 			return records == 0 && (a.ErrorCode != 0 || (bound >= 0 && bound > offset))
 		}
@@ -141,11 +161,18 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		w := r.wins.Open(k)
 		if !stuckAt(offset) {
 			if w != nil {
+				w.moved = x.Resp.Time
 				r.finish(k)
 			}
 			return
 		}
-		if w != nil && (w.offset != offset || (a.HighWatermark >= 0 && w.hw >= 0 && a.HighWatermark != w.hw)) {
+		// An answer with an error says nothing of the high watermark
+		// (Kafka sends -1; kfake, 0).
+		hw := a.HighWatermark
+		if a.ErrorCode != 0 {
+			hw = -1
+		}
+		if w != nil && (w.offset != offset || (hw >= 0 && w.hw >= 0 && hw != w.hw)) {
 			r.finish(k)
 			w = nil
 		}
@@ -157,8 +184,8 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		}
 		w.fetches++
 		w.last = x.Resp.Time
-		if a.HighWatermark >= 0 {
-			w.hw = a.HighWatermark
+		if hw >= 0 {
+			w.hw = hw
 		}
 		if a.LastStableOffset >= 0 {
 			w.lso = a.LastStableOffset
@@ -173,9 +200,16 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		w.servers.Add(x.Conn.Server, 1, 0)
 		w.conns.Add(x.Conn)
 		w.ev.Add(stuck{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: x.Conn, version: x.Req.Version,
-			corr: x.Req.Correlation, offset: offset, hw: a.HighWatermark, code: a.ErrorCode})
+			corr: x.Req.Correlation, offset: offset, hw: hw, code: a.ErrorCode})
 	})
 }
+
+// goneTopic reports an error saying the topic id asked for no longer
+// exists (UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID): there is nothing to
+// fetch at that id, and topic-recreated reports the client asking for a
+// deleted topic, graded the same way. Such answers neither stall a
+// partition nor end its stall.
+func goneTopic(code int16) bool { return code == 100 || code == 103 }
 
 // start opens k's window at offset, reusing one that ended short; nil if
 // the table is full.
@@ -213,7 +247,8 @@ func (r *rule) recycle(w *window) {
 }
 
 func (r *rule) qualifies(w *window) bool {
-	return w.fetches >= int64(r.p.MinFetches) && w.duration() >= r.p.MinDuration
+	held, _ := w.held()
+	return w.fetches >= int64(r.p.MinFetches) && held >= r.p.MinDuration
 }
 
 // Findings implements detectors.Rule: one per stalled fetcher and
@@ -227,7 +262,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	})
 	out := make([]detectors.Finding, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, finding(p, w.E))
+		out = append(out, finding(p, w.E, w.Open))
 	}
 	return out
 }

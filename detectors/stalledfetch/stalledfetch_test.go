@@ -10,6 +10,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
+	"github.com/kfsniff/kfsniff/flows"
 )
 
 // stuck: a consumer at 10.3.0.5 fetching payments-3 at offset 100 n
@@ -23,23 +24,100 @@ func stuck(h *dt.Harness, n int, step time.Duration) {
 		})
 }
 
+// erring: client id's fetches of payments-3 at offset 40 on c, n of them
+// step apart, each answered code with high watermark hw (Kafka sends -1
+// with an error).
+func erring(h *dt.Harness, c *flows.Conn, id string, n int, step time.Duration, offset int64, code int16, hw int64) {
+	dt.Every(h, c, id, n, 0, step, time.Millisecond, func(int) (kmsg.Request, kmsg.Response) {
+		return dt.ConsumerFetch("payments", 3, offset, 0), dt.ConsumerFetched("payments", 3, code, hw, hw, -1, -1, nil)
+	})
+}
+
+// stuckThen: a consumer at 10.3.0.5 fetching payments-3 at offset 100 n
+// times, step apart, each answered KAFKA_STORAGE_ERROR though the log has
+// data; if heal > 0, the fetch answered heal after the first was sent
+// brings records.
+func stuckThen(h *dt.Harness, n int, step, heal time.Duration) {
+	c := h.Conn("10.3.0.5:41010", "10.3.0.1:9092")
+	erring(h, c, "stuck-consumer", n, step, 100, 56, -1)
+	if heal > 0 {
+		h.Call(c, dt.At(heal-time.Millisecond), time.Millisecond, "stuck-consumer", dt.ConsumerFetch("payments", 3, 100, 0),
+			dt.ConsumerFetched("payments", 3, 0, 500, 500, -1, -1, dt.StoredBatch(100, 10)))
+	}
+}
+
+// policy are the severity policy's boundaries on a consumer stuck on an
+// error.
+var policy = []dt.Case{
+	{
+		Name:    "stuck 8.5 s on KAFKA_STORAGE_ERROR, then records: a warning",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 9, time.Second, 8500*time.Millisecond) },
+		Want: []dt.Want{{
+			Severity: detectors.Warning,
+			Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 9 fetches in 8.0 s brought 0 records " +
+				"(high watermark unknown, KAFKA_STORAGE_ERROR x9); moving again 8.5 s after the first stuck fetch"},
+			Counts: map[string]int64{"fetches": 9, "errors": 9},
+			Fields: map[string]any{"held_s": 8.5, "ongoing": false, "duration_s": 8.001},
+		}},
+		Explanation: []string{"A fetch moved it again 8.5 s after the first stuck one: that long the consumption was held up."},
+	},
+	{
+		Name: "an error answer's high watermark (0 from kfake, -1 from Kafka) is not taken for one",
+		Traffic: func(h *dt.Harness) {
+			erring(h, h.Conn("10.3.0.5:41020", "10.3.0.1:9092"), "kfake-consumer", 8, 600*time.Millisecond, 40, 56, 0)
+		},
+		Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"high_watermark": int64(-1), "held_s": 4.201, "ongoing": true},
+			Summary: []string{"(high watermark unknown, KAFKA_STORAGE_ERROR x8)"}}},
+	},
+	{
+		Name: "near miss: a consumer fetching a deleted topic's id (UNKNOWN_TOPIC_ID) is topic-recreated's, not a stall",
+		Traffic: func(h *dt.Harness) {
+			erring(h, h.Conn("10.3.0.5:41030", "10.3.0.1:9092"), "old-id-consumer", 40, 500*time.Millisecond, 40, 100, -1)
+		},
+	},
+	{
+		Name:    "near miss of 30 s (LongAfter): stuck 29 s, then records: a warning",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 29, time.Second, 29*time.Second) },
+		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.0}}},
+	},
+	{
+		Name:    "stuck 31 s, then records: an error (LongAfter)",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 31, time.Second, 31*time.Second) },
+		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.0}}},
+	},
+	{
+		Name:    "near miss of 10 s still stuck at the end (HealAfter): 9 s, a warning",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 19, 500*time.Millisecond, 0) },
+		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 9.001, "ongoing": true}, Summary: []string{"still stuck when the capture ended"}}},
+	},
+	{
+		Name:    "still stuck at the end after 11 s: an error (HealAfter)",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 23, 500*time.Millisecond, 0) },
+		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.001, "ongoing": true}}},
+	},
+	{
+		Name:    "near miss: records more than 10 s after the last stuck fetch (the consumer had paused) do not stretch the stall",
+		Traffic: func(h *dt.Harness) { stuckThen(h, 9, 250*time.Millisecond, 30*time.Second) },
+	},
+}
+
 func TestStalledFetch(t *testing.T) {
 	dt.Run(t, stalledfetch.Analyzer, slices.Concat([]dt.Case{
 		{
-			Name:    "consumer behind the high watermark gets nothing back",
+			Name:    "consumer behind the high watermark gets nothing back, still stuck after 19.5 s at the end: an error",
 			Traffic: func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 40 fetches in 19.5 s brought 0 records " +
 					"though the high watermark 500"},
 				Counts: map[string]int64{"fetches": 40, "records": 0, "errors": 0},
 				Fields: map[string]any{"client": "10.3.0.5", "client_id": "stuck-consumer", "topic": "payments", "partition": int32(3),
 					"fetch_offset": int64(100), "high_watermark": int64(500), "role": "consumer", "servers": []string{"10.3.0.1:9092"},
-					"duration_s": 19.502, "rate_per_s": 2.05},
+					"duration_s": 19.502, "held_s": 19.502, "ongoing": true, "rate_per_s": 2.05},
 				Evidence: []uint64{2, 80},
 			}},
 			Explanation: []string{"no answer carried an error, yet the high watermark stayed at 500, 400 records ahead of it",
-				"the consumption of this partition is not advancing"},
+				"the consumption of this partition is not advancing", "It was still stuck when the capture ended, 19.5 s after its first stuck fetch."},
 			Next: []string{"kafka-consumer-groups.sh --describe --group <group> (CURRENT-OFFSET 100 vs LOG-END-OFFSET for payments-3)"},
 		},
 		{
@@ -52,7 +130,7 @@ func TestStalledFetch(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Summary: []string{"raft-client-9 (node 9, 10.3.0.9) is stuck at offset 777 of __cluster_metadata-0: 30 fetches in 29.0 s " +
 					"brought 0 records (high watermark unknown, NOT_LEADER_OR_FOLLOWER x30)"},
 				Counts: map[string]int64{"fetches": 30, "records": 0, "errors": 30},
@@ -78,7 +156,7 @@ func TestStalledFetch(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Summary:  []string{"broker-2-fetcher-0 (node 2, 10.3.0.12)", "(high watermark 90, FENCED_LEADER_EPOCH x5)"},
 				Counts:   map[string]int64{"fetches": 25, "errors": 5},
 				Fields:   map[string]any{"role": "replication", "error": "FENCED_LEADER_EPOCH", "high_watermark": int64(90)},
@@ -109,7 +187,7 @@ func TestStalledFetch(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Counts:   map[string]int64{"fetches": 29, "errors": 29},
 				Fields:   map[string]any{"fetch_offset": int64(600), "partition": int32(1), "error": "NOT_LEADER_OR_FOLLOWER"},
 			}},
@@ -127,7 +205,7 @@ func TestStalledFetch(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Counts:   map[string]int64{"fetches": 30, "throttled": 30},
 				Fields:   map[string]any{"isolation": "read_committed", "last_stable_offset": int64(320), "high_watermark": int64(350)},
 			}},
@@ -202,10 +280,10 @@ func TestStalledFetch(t *testing.T) {
 			Traffic:  func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
 		},
 		{
-			Name:     "a short stall is reported once min-duration is lowered (a bare number is in seconds)",
-			Settings: map[string]string{"min-duration": "2"},
-			Traffic:  func(h *dt.Harness) { stuck(h, 25, 200*time.Millisecond) },
-			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 25}}},
+			Name:     "a short stall is reported once min-duration is lowered (a bare number is in seconds); under 3 s, info",
+			Settings: map[string]string{"min-duration": "1"},
+			Traffic:  func(h *dt.Harness) { stuck(h, 10, 200*time.Millisecond) },
+			Want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"fetches": 10}, Fields: map[string]any{"held_s": 1.802}}},
 		},
 		{
 			Name: "many short stalls then a long one: the long one alone, with only its own servers",
@@ -230,15 +308,21 @@ func TestStalledFetch(t *testing.T) {
 					})
 			},
 			Want: []dt.Want{{
-				Severity: detectors.Warning,
+				Severity: detectors.Error,
 				Counts:   map[string]int64{"fetches": 21, "errors": 0},
 				Fields:   map[string]any{"fetch_offset": int64(40), "servers": []string{"10.3.0.2:9092"}, "duration_s": 12.001},
 			}},
 		},
 	},
-		dt.Edge("min-fetches (20 fetches over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 20}},
-			func(h *dt.Harness) { stuck(h, 20, 527*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 19, 560*time.Millisecond) }),
-		dt.Edge("min-duration (30 fetches over 10 s)", nil, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 30}},
-			func(h *dt.Harness) { stuck(h, 30, 345*time.Millisecond) }, func(h *dt.Harness) { stuck(h, 30, 341*time.Millisecond) }),
+		policy,
+		dt.Edge("held up 3 s (the policy's FeltAfter): stuck 3.1 s, then records", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 15, "errors": 15},
+				Fields: map[string]any{"held_s": 3.1, "ongoing": false, "error": "KAFKA_STORAGE_ERROR"}},
+			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 3100*time.Millisecond) },
+			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 2900*time.Millisecond) }),
+		dt.Edge("min-fetches (2 stuck fetches 2 s apart, as sarama retries, then records at 4 s)", nil,
+			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 2}, Fields: map[string]any{"held_s": 4.0}},
+			func(h *dt.Harness) { stuckThen(h, 2, 2*time.Second, 4*time.Second) },
+			func(h *dt.Harness) { stuckThen(h, 1, 2*time.Second, 4*time.Second) }),
 	), nil)
 }
