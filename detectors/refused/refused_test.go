@@ -54,6 +54,22 @@ func kafkaAt(h *dt.Harness, s float64, client, server string) {
 	h.Call(c, sec(s+0.01), time.Millisecond, "app", dt.ApiVersions(), dt.ApiVersionsOK())
 }
 
+// restart is a case of n refusals of an advertised broker over span
+// seconds, then a connection to it at second at: graded want.
+func restart(name string, settings map[string]string, n int, span, at float64, want detectors.Severity) dt.Case {
+	return dt.Case{
+		Name:     name,
+		Settings: settings,
+		Traffic: func(h *dt.Harness) {
+			refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, n, span)
+			advertise(h, at, "10.0.0.1:40000", "10.0.0.2:9092", b1)
+		},
+		Want: []dt.Want{{Severity: want, Counts: map[string]int64{"attempts": int64(n)},
+			Fields: map[string]any{"recovered": true, "unable_s": span, "ongoing": false}}},
+		Nodes: []int32{1},
+	}
+}
+
 func TestConnectionRefused(t *testing.T) {
 	dt.Run(t, refused.Analyzer, []dt.Case{
 		{
@@ -172,74 +188,14 @@ func TestConnectionRefused(t *testing.T) {
 
 		// A restart: failures, then a connection that opens; graded by
 		// how long clients were unable to connect.
-		{
-			Name: "a broker restart: refusals for 2.9 s, then a connection: info",
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 8, 2.9)
-				advertise(h, 5, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 8},
-				Fields: map[string]any{"recovered": true, "unable_s": 2.9, "ongoing": false}}},
-			Nodes:       []int32{1},
-			Explanation: []string{"Info only: the failures lasted 2.9 s, under 3.0 s, and then a connection to it opened (a restart)."},
-		},
-		{
-			Name: "near miss the other way: refusals for 3 s, then a connection: clients felt it, a warning",
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 8, 3)
-				advertise(h, 5, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:        []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"recovered": true, "unable_s": 3.0, "ongoing": false}}},
-			Nodes:       []int32{1},
-			Explanation: []string{"Clients were unable to connect for 3.0 s (first to last failure)."},
-		},
-		{
-			Name:     "recovery 10 s: a restart refusing for 5 s is info",
-			Settings: map[string]string{"recovery": "10"},
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 11, 5)
-				advertise(h, 6, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:  []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"recovered": true, "unable_s": 5.0}}},
-			Nodes: []int32{1},
-		},
-		{
-			Name:     "recovery as a Go duration, below 3 s: a restart refusing for 2 s is a warning",
-			Settings: map[string]string{"recovery": "1500ms"},
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 5, 2)
-				advertise(h, 2.5, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:  []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"recovered": true}}},
-			Nodes: []int32{1},
-		},
-		{
-			Name: "near miss: refusals for 29.9 s, then a connection: a warning",
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 30, 29.9)
-				advertise(h, 31, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:  []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 30}, Fields: map[string]any{"recovered": true, "unable_s": 29.9}}},
-			Nodes: []int32{1},
-		},
-		{
-			Name: "near miss the other way: refusals for 30 s, then a connection: an error",
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 31, 30)
-				advertise(h, 31, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:  []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"attempts": 31}, Fields: map[string]any{"recovered": true, "unable_s": 30.0}}},
-			Nodes: []int32{1},
-		},
-		{
-			Name: "near miss: refusals for 12 s that healed are a warning, not an error",
-			Traffic: func(h *dt.Harness) {
-				refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 13, 12)
-				advertise(h, 13, "10.0.0.1:40000", "10.0.0.2:9092", b1)
-			},
-			Want:  []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"recovered": true, "unable_s": 12.0, "ongoing": false}}},
-			Nodes: []int32{1},
-		},
+		restart("a broker restart: refusals for 2.9 s, then a connection: info", nil, 8, 2.9, 5, detectors.Info),
+		restart("near miss the other way: refusals for 3 s, then a connection: clients felt it, a warning", nil, 8, 3, 5, detectors.Warning),
+		restart("recovery 10 s: a restart refusing for 5 s is info", map[string]string{"recovery": "10"}, 11, 5, 6, detectors.Info),
+		restart("recovery as a Go duration, below 3 s: a restart refusing for 2 s is a warning",
+			map[string]string{"recovery": "1500ms"}, 5, 2, 2.5, detectors.Warning),
+		restart("near miss: refusals for 29.9 s, then a connection: a warning", nil, 30, 29.9, 31, detectors.Warning),
+		restart("near miss the other way: refusals for 30 s, then a connection: an error", nil, 31, 30, 31, detectors.Error),
+		restart("near miss: refusals for 12 s that healed are a warning, not an error", nil, 13, 12, 13, detectors.Warning),
 		{
 			Name: "SYNs never answered, from two clients, over 44 s: an error",
 			Traffic: func(h *dt.Harness) {
