@@ -21,6 +21,10 @@ type Pass struct {
 	// Conns are the connections with their final counters: set for
 	// Findings and Snapshot only, read-only.
 	Conns []*flows.Conn
+	// Listeners are the endpoints seen accepting a connection (a
+	// SYN-ACK), Kafka or not: set for Findings and Snapshot only; nil
+	// when not known.
+	Listeners *flows.Listeners
 }
 
 // Label shows a server address with its node id when known.

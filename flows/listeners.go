@@ -53,6 +53,18 @@ func (l *Listeners) Before(ap netip.AddrPort, seq uint64) bool {
 	return ok && at < seq
 }
 
+// Accepted reports whether ap was seen accepting a connection so far; false
+// for a nil set.
+func (l *Listeners) Accepted(ap netip.AddrPort) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.RLock()
+	_, ok := l.m[ap]
+	l.mu.RUnlock()
+	return ok
+}
+
 // Observe learns from packet p, at place seq, if it is a SYN-ACK of plain
 // IPv4 or IPv6 TCP.
 func (l *Listeners) Observe(p *capture.Packet, seq uint64) {
@@ -79,6 +91,10 @@ func synAckFrom(p *capture.Packet) (netip.AddrPort, bool) {
 	const syn, ack = 0x02, 0x10
 	return src, b[off+13]&(syn|ack) == syn|ack
 }
+
+// Listeners are the endpoints this analyzer knows to have accepted
+// connections (Config.Listeners when set).
+func (a *Analyzer) Listeners() *Listeners { return a.listeners }
 
 // listening reports whether ap was seen accepting a connection before the
 // packet being processed.

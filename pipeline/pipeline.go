@@ -127,6 +127,8 @@ type engine interface {
 	progress() (packets, bytes int64, kafka int, first, last time.Time)
 	// the results, once closed (for one analyzer, also while running)
 	results() (*flows.Stats, []*flows.Conn, *flows.Nodes)
+	// the endpoints seen accepting connections
+	accepting() *flows.Listeners
 }
 
 // single is one analyzer on the reading goroutine.
@@ -141,6 +143,8 @@ func (s single) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
 	return s.Stats(), s.Conns(), s.Nodes()
 }
 
+func (s single) accepting() *flows.Listeners { return s.Listeners() }
+
 func (s *sharded) progress() (int64, int64, int, time.Time, time.Time) {
 	return s.packets, s.bytes, int(s.kafka.Load()), s.first, s.last
 }
@@ -148,6 +152,8 @@ func (s *sharded) progress() (int64, int64, int, time.Time, time.Time) {
 func (s *sharded) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
 	return &s.stats, s.conns, s.dl.Nodes()
 }
+
+func (s *sharded) accepting() *flows.Listeners { return s.listeners }
 
 // flusher is a sink that buffers.
 type flusher interface{ Flush() error }
@@ -240,7 +246,7 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	lastProgress, lastFindings := began, began
 	pass := func() detectors.Pass {
 		st, conns, nodes := an.results()
-		return detectors.Pass{Nodes: nodes, Conns: conns, Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+		return detectors.Pass{Nodes: nodes, Conns: conns, Listeners: an.accepting(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
 	}
 	progress := func(done bool) {
 		if opt.Progress == nil {

@@ -31,6 +31,8 @@ type Harness struct {
 	start time.Time
 	end   time.Time
 	pkt   uint64
+	// listeners are the endpoints seen accepting connections (Accepting).
+	listeners *flows.Listeners
 }
 
 // New makes a harness running the analyzers with their parameters changed
@@ -137,7 +139,7 @@ func (h *Harness) Snapshot() []detectors.Finding {
 }
 
 func (h *Harness) pass() detectors.Pass {
-	return detectors.Pass{Nodes: h.dl.Nodes(), Conns: h.conns, Start: h.start, End: h.end}
+	return detectors.Pass{Nodes: h.dl.Nodes(), Conns: h.conns, Listeners: h.listeners, Start: h.start, End: h.end}
 }
 
 // Call delivers a request from c at at, answered after lat (resp nil: the

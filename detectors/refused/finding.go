@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -22,6 +23,16 @@ type Finding struct {
 	// failure.
 	Recovered     bool `json:"recovered"`
 	KafkaEndpoint bool `json:"kafka_endpoint"`
+	// SameHost are the other endpoints of its host that served Kafka
+	// connections in the capture; Accepted is true if the endpoint
+	// itself was seen accepting a connection (a SYN-ACK), Kafka or not.
+	SameHost []string `json:"same_host_kafka"`
+	Accepted bool     `json:"accepted"`
+	// UnableS is how long clients were unable to connect, in seconds:
+	// from the first failure to the last; Ongoing if no connection to it
+	// opened after the last.
+	UnableS float64 `json:"unable_s"`
+	Ongoing bool    `json:"ongoing"`
 
 	srv                                 netip.AddrPort
 	ids                                 []int32
@@ -29,7 +40,9 @@ type Finding struct {
 	first, last                         time.Time
 	moreClients                         bool
 	seen, after                         int // Kafka connections to it, those opened after the last failure
-	why                                 int // why it is info, 0 if a warning
+	why                                 int // why it is info, 0 if graded
+	deadListener                        bool
+	held, recovery                      time.Duration
 	minAttempts                         int
 }
 
@@ -51,8 +64,14 @@ func (f *Finding) Summary() string {
 	if f.Advertised {
 		fmt.Fprintf(&b, "; Metadata advertises it (%s) for %s", strings.Join(f.AdvertisedAs, ", "), f.nodes())
 	}
+	if f.deadListener {
+		fmt.Fprintf(&b, "; its host serves Kafka at %s and this port never accepted a connection: a dead bootstrap server or listener",
+			text.List(f.SameHost, 3))
+	}
 	if f.Recovered {
 		b.WriteString("; a connection to it opened afterwards")
+	} else if f.KafkaEndpoint {
+		b.WriteString("; none opened afterwards")
 	}
 	return b.String()
 }
@@ -69,10 +88,15 @@ func (f *Finding) Explanation() string {
 	if f.unanswered > 0 {
 		b.WriteString("An unanswered SYN means the host is down or unreachable, or a firewall drops the packets. ")
 	}
-	if f.Advertised {
+	switch {
+	case f.Advertised:
 		fmt.Fprintf(&b, "Metadata advertises this endpoint (as %s) for %s, so clients are sent there and fail. ",
 			strings.Join(f.AdvertisedAs, ", "), f.nodes())
-	} else if f.KafkaEndpoint {
+	case f.deadListener:
+		fmt.Fprintf(&b, "Its host serves Kafka in this capture (%s), and this port never accepted a connection in it: "+
+			"a client given it as a bootstrap server, or a listener that is not up (a wrong port in bootstrap.servers, "+
+			"a listener missing from listeners=). ", text.List(f.SameHost, 3))
+	case f.KafkaEndpoint:
 		b.WriteString("No Metadata response in the capture advertises it: it is a bootstrap address or a stale one. ")
 	}
 	switch {
@@ -86,12 +110,31 @@ func (f *Finding) Explanation() string {
 	}
 	switch f.why {
 	case notKafka:
-		b.WriteString(" Info only: the endpoint is not known as Kafka (not advertised, no Kafka connection to it, not a default Kafka port).")
+		b.WriteString(" Info only: the endpoint is not known as Kafka (not advertised, no Kafka connection to it, not a " +
+			"default Kafka port")
+		if len(f.SameHost) > 0 {
+			b.WriteString(", and it accepted connections, so something else listens there")
+		} else {
+			b.WriteString(", no Kafka on its host in the capture")
+		}
+		b.WriteString("): a port scan or a health check, not a Kafka client.")
 	case fewAttempts:
-		fmt.Fprintf(&b, " Info only: fewer than %d attempts failed.", f.minAttempts)
+		fmt.Fprintf(&b, " Info only: fewer than %d attempts failed, for less than %s.", f.minAttempts,
+			text.Duration(detectors.FeltAfter))
 	case restart:
-		fmt.Fprintf(&b, " Info only: the failures lasted %s and then a connection to it opened (a restart).",
-			text.Duration(f.last.Sub(f.first)))
+		if f.attempts == 1 {
+			b.WriteString(" Info only: one attempt failed, and then a connection to it opened.")
+			break
+		}
+		fmt.Fprintf(&b, " Info only: the failures lasted %s, under %s, and then a connection to it opened (a restart).",
+			text.Duration(f.held), text.Duration(f.recovery))
+	default:
+		fmt.Fprintf(&b, " Clients were unable to connect for %s (first to last failure)", text.Duration(f.held))
+		if f.Recovered {
+			b.WriteString(".")
+		} else {
+			b.WriteString(", and it had not healed when the capture ended.")
+		}
 	}
 	return b.String()
 }
@@ -109,7 +152,11 @@ func (f *Finding) Next() string {
 		next += " For unanswered SYNs: is the host up, firewall / security group rules, routes."
 	}
 	if !f.Advertised && f.KafkaEndpoint {
-		next += " Check the clients' bootstrap.servers."
+		next += " Check the clients' bootstrap.servers"
+		if f.deadListener {
+			next += fmt.Sprintf(" (the port Kafka listens on at that host is %s) and the brokers' listeners=", text.List(f.SameHost, 3))
+		}
+		next += "."
 	}
 	return next
 }

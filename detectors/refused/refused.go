@@ -1,18 +1,25 @@
 // Package refused reports connection attempts towards an endpoint that
 // fail: SYN answered by RST (refused) or never answered.
 //
-// One finding per endpoint (server address and port). It is a warning when
-// the endpoint is a Kafka endpoint (advertised by Metadata or another
-// response, the server of a Kafka connection in the capture, or on a Kafka
-// port), at least MinAttempts connection attempts failed, and the endpoint
-// did not recover: either no connection to it opened after the last
-// failure, or the failures went on for Recovery or longer. Else it is
-// info: a single refused attempt followed by a good connection, a broker
-// restart of a few seconds, a port that is not Kafka.
+// One finding per endpoint (server address and port), graded by how long
+// clients were unable to connect to it (detectors.Grade): from the first
+// failure to the last, still failing at the end if no connection to it
+// opened after the last failure. Only Kafka endpoints are
+// graded: advertised by Metadata (or another response), the server of a
+// Kafka connection in the capture, on a Kafka port, or on a host that
+// serves Kafka on another port in the capture while this port never
+// accepted a connection (a dead bootstrap server or listener); refusals
+// elsewhere (port scans, health checks) are info.
 //
-// It is never an error: a refused connection is the symptom; its cause (a
-// broker down, a wrong advertised listener) is what leader-election-stall
-// and advertised-listener-conflict report as errors.
+//   - info: not a Kafka endpoint; failures that stopped within Recovery,
+//     followed by a connection that opens (a restart); fewer than
+//     MinAttempts failures, within 3 s, never followed by a connection;
+//   - warning: clients unable to connect for 3 s or more; or an endpoint
+//     that refused MinAttempts attempts or more and never accepted one
+//     afterwards in the capture, however quickly the clients gave up (a
+//     dead bootstrap server or listener: a misconfiguration that bites);
+//   - error: unable to connect for 30 s or more, or for 10 s or more and
+//     still failing when the capture ended.
 package refused
 
 import (
@@ -28,18 +35,24 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:     "connection-refused",
-	Severity: detectors.Warning,
+	Name: "connection-refused",
+	Recorded: []string{"fixtures/pcaps/clients/refused-bootstrap-kgo.pcap", "fixtures/pcaps/clients/refused-bootstrap-sarama.pcap",
+		"fixtures/pcaps/clients/refused-bootstrap-librdkafka.pcap"},
+	Severity: detectors.Error,
 	Doc: "Connection attempts that fail towards one endpoint: SYN answered by RST (nothing listens, or a " +
 		"firewall rejects) or SYNs never answered (host down, packets dropped). Counts the attempts and " +
-		"clients, and says whether Metadata advertises the endpoint, for which nodes. A warning for a Kafka " +
-		"endpoint with min-attempts failures that did not stop within recovery with a connection that opens; info otherwise.",
-}, Params{MinAttempts: 3, Recovery: 30 * time.Second}, New)
+		"clients, and says whether Metadata advertises the endpoint, for which nodes. Only Kafka endpoints are " +
+		"graded: advertised, with a Kafka connection, on a Kafka port, or a port that never accepted a connection " +
+		"on a host serving Kafka on another port (a dead bootstrap server or listener); other refusals are info. " +
+		"Graded by how long clients were unable to connect (first to last failure): info for a restart (failures " +
+		"within recovery, then a connection that opens), warning from 3 s or when min-attempts failed and none " +
+		"opened afterwards (a dead endpoint), error from 30 s, or from 10 s when none opened afterwards.",
+}, Params{MinAttempts: 3, Recovery: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinAttempts int           `param:"min-attempts" doc:"failed connection attempts (each SYN with its retransmissions counts once) to one endpoint for a warning"`
-	Recovery    time.Duration `param:"recovery" unit:"s" doc:"failures that stop within this time, followed by a connection to the endpoint that opens, are a restart (info), not a warning"`
+	MinAttempts int           `param:"min-attempts" doc:"failed connection attempts (each SYN with its retransmissions counts once) to a Kafka endpoint that never accepted one afterwards that make a warning however short (a dead bootstrap server)"`
+	Recovery    time.Duration `param:"recovery" unit:"s" doc:"failures that stop within this time (first to last), followed by a connection to the endpoint that opens, are a restart (info); raise it where restarts this long are routine"`
 }
 
 // Bounds against connection churn: endpoints tracked, clients kept per
@@ -47,6 +60,9 @@ type Params struct {
 const (
 	maxEndpoints = 4096
 	maxClients   = 16
+	// maxSameHost bounds the other Kafka endpoints of its host a finding
+	// names.
+	maxSameHost = 8
 )
 
 // New makes the rule.
@@ -144,7 +160,13 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 	}
 	f.KafkaEndpoint = f.Advertised || ports.Has(srv.Port())
 	for _, c := range p.Conns {
-		if netip.AddrPortFrom(c.Server.Addr().Unmap(), c.Server.Port()) != srv {
+		s := netip.AddrPortFrom(c.Server.Addr().Unmap(), c.Server.Port())
+		if s.Addr() == srv.Addr() && s.Port() != srv.Port() && !slices.Contains(f.SameHost, s.String()) {
+			if len(f.SameHost) < maxSameHost {
+				f.SameHost = append(f.SameHost, s.String())
+			}
+		}
+		if s != srv {
 			continue
 		}
 		f.KafkaEndpoint = true
@@ -153,18 +175,33 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 			f.after++
 		}
 	}
+	sort.Strings(f.SameHost)
+	f.Accepted = p.Listeners.Accepted(srv)
+	if !f.KafkaEndpoint && len(f.SameHost) > 0 && !f.Accepted {
+		f.KafkaEndpoint, f.deadListener = true, true
+	}
 	f.Recovered = f.after > 0
-	span := ep.last.Sub(ep.first)
 
-	sev := detectors.Warning
+	// How long clients were unable to connect: from the first failure to
+	// the last (the policy's measure; a client's retry backoff after the
+	// last failure is not counted).
+	held := ep.last.Sub(ep.first)
+	f.UnableS = text.Seconds(held)
+	f.Ongoing = !f.Recovered
+	sev := detectors.Grade(held, f.Ongoing)
 	switch {
 	case !f.KafkaEndpoint:
 		sev, f.why = detectors.Info, notKafka
-	case ep.attempts < int64(r.p.MinAttempts):
-		sev, f.why = detectors.Info, fewAttempts
-	case f.Recovered && span < r.p.Recovery:
+	case f.Recovered && held < r.p.Recovery:
 		sev, f.why = detectors.Info, restart
+	case sev == detectors.Info && f.Recovered:
+		sev = detectors.Warning // recovery was set below FeltAfter
+	case sev == detectors.Info && ep.attempts >= int64(r.p.MinAttempts):
+		sev = detectors.Warning // a dead endpoint: every attempt failed
+	case sev == detectors.Info:
+		f.why = fewAttempts
 	}
+	f.held, f.recovery = held, r.p.Recovery
 	f.minAttempts = r.p.MinAttempts
 
 	cl := slices.Clone(ep.clients)

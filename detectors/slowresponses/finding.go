@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -21,9 +22,14 @@ type Finding struct {
 	ClientIDs   []string `json:"client_ids"`
 	Clients     []string `json:"clients"`
 	Servers     []string `json:"servers"`
+	// WaitedMs is the longest a client waited for one response beyond
+	// what the broker may hold it: what the severity grades.
+	WaitedMs float64 `json:"waited_ms"`
 
 	n, responses           int64
 	threshold, median, max time.Duration
+	waited                 time.Duration
+	sev                    detectors.Severity
 	first, last            time.Time
 	worst                  []exchange // the slowest by counted latency, slowest first
 	beyondWait             bool       // latency is counted beyond MaxWaitMillis
@@ -34,21 +40,30 @@ type Finding struct {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("%s took over %s%s (median %s, slowest %s) from %s",
-		text.Plural(f.n, f.API+" response", f.API+" responses"), text.Duration(f.threshold), f.beyond(),
+		text.Plural(f.n, f.API+" response", f.API+" responses"), text.Duration(min(f.threshold, f.p.MinWait)), f.beyond(),
 		text.Duration(f.median), text.Duration(f.max), text.List(f.serverLabels, 3))
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	expl := fmt.Sprintf("Of %s, %d took more than %s%s, which is over %g times the median of %s and over "+
-		"%s, from %s to %s. The slowest%s: %s. Responses this far from the usual are a broker pausing (GC, disk, "+
-		"overloaded request handlers or network threads, a slow follower holding acks=all produces) rather than "+
-		"the work of the request.", text.Plural(f.responses, f.API+" response", f.API+" responses"), f.n,
-		text.Duration(f.threshold), f.beyond(), f.p.Factor, text.Duration(f.median), text.Duration(f.p.MinLatency),
-		text.Clock(f.first), text.Clock(f.last), f.beyond(), f.slowest())
+	slow := fmt.Sprintf("more than %s%s, which is over %g times the median of %s and over %s", text.Duration(f.threshold),
+		f.beyond(), f.p.Factor, text.Duration(f.median), text.Duration(f.p.MinLatency))
+	if f.threshold > f.p.MinWait {
+		slow = fmt.Sprintf("%s or more%s, which clients feel however slow the API usually is (median %s)",
+			text.Duration(f.p.MinWait), f.beyond(), text.Duration(f.median))
+	}
+	expl := fmt.Sprintf("Of %s, %d took %s, from %s to %s. The slowest%s: %s. Responses this far from the usual are a "+
+		"broker pausing (GC, disk, overloaded request handlers or network threads, a slow follower holding acks=all "+
+		"produces) rather than the work of the request.", text.Plural(f.responses, f.API+" response", f.API+" responses"), f.n,
+		slow, text.Clock(f.first), text.Clock(f.last), f.beyond(), f.slowest())
 	if f.beyondWait {
 		expl += " A Fetch is counted only for the time past its MaxWaitMillis, as the broker may hold a long " +
 			"poll that long when there is no data."
+	}
+	if f.sev == detectors.Info {
+		expl += fmt.Sprintf(" No client waited %s for one of them: info.", text.Duration(f.p.MinWait))
+	} else {
+		expl += fmt.Sprintf(" A client waited %s%s for one response.", text.Duration(f.waited), f.beyond())
 	}
 	return expl
 }

@@ -1,6 +1,13 @@
 // Package slowresponses reports responses that took far longer than the
 // API usually takes in the same capture: more than Factor × the API's
-// median latency and more than MinLatency, at least MinCount times.
+// median latency and more than MinLatency, or that kept its client waiting
+// MinWait (3 s) or more however slow the API usually is (a broker slow on
+// every request is felt too); at least MinCount times (a pattern, not one
+// pause).
+//
+// It is graded by the longest a client waited for one response
+// (detectors.Grade): info under MinWait, a warning from it, an error from
+// 30 s.
 //
 // Latency is counted as the time the broker took beyond what it may hold a
 // request for:
@@ -35,17 +42,21 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "slow-responses",
-	Severity: detectors.Warning,
-	Doc: "Responses far slower than their API's median in the same capture: more than factor × the " +
-		"median and more than min-latency, at least min-count of them. A Fetch counts only the time beyond " +
-		"its MaxWaitMillis (an expired long poll is not slow); JoinGroup, held for the rebalance, is left out.",
-}, Params{Factor: 10, MinLatency: time.Second, MinCount: 3}, New)
+	Recorded: []string{"fixtures/pcaps/clients/slow-kgo.pcap", "fixtures/pcaps/clients/slow-sarama.pcap"},
+	Severity: detectors.Error,
+	Doc: "Responses far slower than their API's median in the same capture (more than factor × the " +
+		"median and more than min-latency) or that kept their client waiting min-wait or more whatever the " +
+		"median, at least min-count of them. A Fetch counts only the time beyond its MaxWaitMillis (an expired " +
+		"long poll is not slow); JoinGroup, held for the rebalance, is left out. Graded by the longest wait: info " +
+		"under min-wait (3 s), warning from it, error from 30 s.",
+}, Params{Factor: 10, MinLatency: time.Second, MinCount: 3, MinWait: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
 	Factor     float64       `param:"factor" doc:"how many times the API's median latency a response must take to be slow"`
 	MinLatency time.Duration `param:"min-latency" unit:"s" alias:"min-latency-s" doc:"how long a response must take at least to be slow (beyond MaxWaitMillis for a Fetch)"`
 	MinCount   int           `param:"min-count" doc:"slow responses of one API before it is reported"`
+	MinWait    time.Duration `param:"min-wait" unit:"s" doc:"how long one response must keep its client waiting (beyond MaxWaitMillis for a Fetch) to be slow whatever the API's median, and a warning"`
 }
 
 const (
@@ -120,7 +131,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if wait > 0 {
 		a.fetchWaits = true
 	}
-	if counted <= r.p.MinLatency {
+	if counted <= r.p.MinLatency && counted < r.p.MinWait {
 		return
 	}
 	e := exchange{counted: counted, latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.ClientID,
@@ -132,7 +143,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if r.kept < maxCandidates {
 		r.kept++
 		a.cands = append(a.cands, e)
-	} else if counted > r.threshold(a) {
+	} else if r.slow(a, counted) {
 		// Judged against the median so far.
 		if a.late == 0 {
 			a.lateFirst = e
@@ -178,9 +189,15 @@ func (a *api) keepWorst(e exchange) {
 	}
 }
 
-// threshold is the counted latency above which an exchange of a is slow.
+// threshold is the counted latency above which an exchange of a is slow
+// for its API (MinWait makes any slow).
 func (r *rule) threshold(a *api) time.Duration {
 	return max(r.p.MinLatency, time.Duration(r.p.Factor*float64(a.h.Quantile(0.5))))
+}
+
+// slow says whether an exchange of a that counted that long is slow.
+func (r *rule) slow(a *api, counted time.Duration) bool {
+	return counted > r.threshold(a) || counted >= r.p.MinWait
 }
 
 // Findings implements detectors.Rule: one per API with slow responses.
@@ -203,13 +220,22 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	thr := r.threshold(a)
 	var slow []exchange
 	for _, e := range a.cands {
-		if e.counted > thr {
+		if r.slow(a, e.counted) {
 			slow = append(slow, e)
 		}
 	}
 	n := int64(len(slow)) + a.late
+	// The longest a client waited, beyond what the broker may hold it.
+	var waited time.Duration
+	if len(a.worst) > 0 {
+		waited = a.worst[0].counted
+	}
 	if n < int64(r.p.MinCount) {
 		return detectors.Finding{}, false
+	}
+	sev := detectors.Info
+	if waited >= r.p.MinWait {
+		sev = max(detectors.Warning, detectors.Grade(waited, false))
 	}
 	var conns tally.Conns
 	ids := map[string]bool{}
@@ -237,7 +263,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	}
 	var worst []exchange
 	for _, e := range a.worst {
-		if e.counted > thr {
+		if r.slow(a, e.counted) {
 			worst = append(worst, e)
 			maxLat = max(maxLat, e.latency)
 		}
@@ -252,13 +278,14 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	detectors.SortEvidence(ev)
 	p50 := a.h.Quantile(0.5)
 	f := &Finding{
-		API: decode.Name(a.key), MedianMs: text.Millis(p50), ThresholdMs: text.Millis(thr), MaxMs: text.Millis(maxLat),
+		API: decode.Name(a.key), MedianMs: text.Millis(p50), ThresholdMs: text.Millis(min(thr, r.p.MinWait)), MaxMs: text.Millis(maxLat),
+		WaitedMs:  text.Millis(waited),
 		ClientIDs: text.SortedKeys(ids), Clients: conns.Clients(), Servers: conns.Servers(),
-		n: n, responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, first: first.t, last: last.t,
-		worst: worst, beyondWait: a.fetchWaits, serverLabels: conns.ServerLabels(p.Nodes), p: r.p,
+		n: n, responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, waited: waited, first: first.t, last: last.t,
+		worst: worst, beyondWait: a.fetchWaits, serverLabels: conns.ServerLabels(p.Nodes), p: r.p, sev: sev,
 	}
 	return detectors.Finding{
-		Severity: detectors.Warning,
+		Severity: sev,
 		First:    first.t,
 		Last:     last.t,
 		Conns:    conns.IDs(),

@@ -70,35 +70,79 @@ func TestSlowResponses(t *testing.T) {
 		settings map[string]string
 		// mix is the API's usual traffic with some slow exchanges,
 		// traffic any other.
-		mix     mix
-		traffic func(h *dt.Harness, tl *dt.Timeline)
-		want    []dt.Want
+		mix         mix
+		traffic     func(h *dt.Harness, tl *dt.Timeline)
+		want        []dt.Want
+		explanation []string
 	}{
 		{
-			name: "five Produce answered after 3 s among a hundred in 2 ms",
+			name: "five Produce answered after 3 s among a hundred in 2 ms: clients waited 3 s, a warning",
 			mix:  mix{fast: ms(2), n: 5, slow: 3 * time.Second},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
 				Counts:   map[string]int64{"slow": 5, "responses": 105},
-				Fields: map[string]any{"api": "Produce", "p50_ms": 2.0, "max_ms": 3000.0, "threshold_ms": 1000.0,
+				Fields: map[string]any{"api": "Produce", "p50_ms": 2.0, "max_ms": 3000.0, "threshold_ms": 1000.0, "waited_ms": 3000.0,
 					"client_ids": []string{"producer-2"}, "clients": []string{"10.2.0.6"}, "servers": []string{broker}},
 				Summary: []string{"5 Produce responses took over 1.0 s (median 2 ms, slowest 3.0 s) from " + broker},
 			}},
+			explanation: []string{"A client waited 3.0 s for one response."},
 		},
 		{
-			name: "near miss: only two slow, below min-count",
-			mix:  mix{fast: ms(2), n: 2, slow: 3 * time.Second},
+			name:        "near miss: five answered after 2.9 s: slow for the API, but under 3 s: info",
+			mix:         mix{fast: ms(2), n: 5, slow: 2900 * time.Millisecond},
+			want:        []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"waited_ms": 2900.0}}},
+			explanation: []string{"No client waited 3.0 s for one of them: info."},
 		},
 		{
-			name: "near miss the other way: three slow, exactly min-count",
-			mix:  mix{fast: ms(2), n: 3, slow: 3 * time.Second},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 3}}},
+			name: "near miss: only two slow of 2.9 s, below min-count and min-wait",
+			mix:  mix{fast: ms(2), n: 2, slow: 2900 * time.Millisecond},
+		},
+		{
+			name: "near miss the other way: three slow of 2.9 s, exactly min-count: info",
+			mix:  mix{fast: ms(2), n: 3, slow: 2900 * time.Millisecond},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 3}}},
 		},
 		{
 			name:     "the two with min-count 2",
 			settings: map[string]string{"min-count": "2"},
-			mix:      mix{fast: ms(2), n: 2, slow: 3 * time.Second},
-			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 2}}},
+			mix:      mix{fast: ms(2), n: 2, slow: 2 * time.Second},
+			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 2}}},
+		},
+		{
+			name: "near miss: two Produce answered after 13 s are not yet a pattern (min-count)",
+			mix:  mix{fast: ms(2), n: 2, slow: 13 * time.Second},
+		},
+		{
+			name: "near miss: three Produce answered after 29.9 s: a warning",
+			mix:  mix{fast: ms(2), n: 3, slow: 29900 * time.Millisecond},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 3}, Fields: map[string]any{"waited_ms": 29900.0}}},
+		},
+		{
+			name: "near miss the other way: three Produce answered after 30 s: an error",
+			mix:  mix{fast: ms(2), n: 3, slow: 30 * time.Second},
+			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"slow": 3}, Fields: map[string]any{"waited_ms": 30000.0}}},
+		},
+		{
+			name: "a broker slow on every Produce, 4 s each: slow whatever the median",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				series(h, tl, "10.2.0.5:40000", "producer-1", time.Second, 4100*time.Millisecond, 20, 4*time.Second, produce(9, 0))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 20, "responses": 20},
+				Fields:  map[string]any{"p50_ms": 4000.0, "threshold_ms": 3000.0, "waited_ms": 4000.0},
+				Summary: []string{"20 Produce responses took over 3.0 s (median 4.0 s, slowest 4.0 s)"}}},
+			explanation: []string{"took 3.0 s or more, which clients feel however slow the API usually is (median 4.0 s)"},
+		},
+		{
+			name: "near miss: a broker slow on every Produce, 2.9 s each: not slow for the API, under min-wait",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				series(h, tl, "10.2.0.5:40000", "producer-1", time.Second, 3*time.Second, 20, 2900*time.Millisecond, produce(9, 0))
+			},
+		},
+		{
+			name:     "min-wait 5s: five Produce after 4 s are slow for the API, info",
+			settings: map[string]string{"min-wait": "5s"},
+			mix:      mix{fast: ms(2), n: 5, slow: 4 * time.Second},
+			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}}},
 		},
 		{
 			name: "near miss: expired long polls, 500 ms with MaxWaitMillis 500, among fast fetches",
@@ -109,17 +153,28 @@ func TestSlowResponses(t *testing.T) {
 			mix:  mix{fast: ms(1), n: 10, slow: ms(5500), maxWait: 5000},
 		},
 		{
-			name: "near miss the other way: Fetch with MaxWaitMillis 5000 answered after 6.1 s",
+			name: "near miss the other way: Fetch with MaxWaitMillis 5000 answered after 6.1 s: slow, 1.1 s beyond the wait (info)",
 			mix:  mix{fast: ms(1), n: 10, slow: ms(6100), maxWait: 5000},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 10},
-				Fields:  map[string]any{"api": "Fetch", "max_ms": 6100.0},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 10},
+				Fields:  map[string]any{"api": "Fetch", "max_ms": 6100.0, "waited_ms": 1100.0},
 				Summary: []string{"10 Fetch responses took over 1.0 s beyond MaxWaitMillis"}}},
 		},
 		{
-			name: "Fetch with MaxWaitMillis 500 answered after 3 s",
-			mix:  mix{fast: ms(20), n: 5, slow: 3 * time.Second, maxWait: 500},
+			name: "near miss: Fetch with MaxWaitMillis 5000 answered after 7.9 s: 2.9 s beyond the wait (info)",
+			mix:  mix{fast: ms(1), n: 10, slow: ms(7900), maxWait: 5000},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 10}, Fields: map[string]any{"waited_ms": 2900.0}}},
+		},
+		{
+			name:        "near miss the other way: answered after 8 s: 3 s beyond the wait, a warning",
+			mix:         mix{fast: ms(1), n: 10, slow: ms(8000), maxWait: 5000},
+			want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 10}, Fields: map[string]any{"waited_ms": 3000.0}}},
+			explanation: []string{"A client waited 3.0 s beyond MaxWaitMillis for one response."},
+		},
+		{
+			name: "Fetch with MaxWaitMillis 500 answered after 3.5 s",
+			mix:  mix{fast: ms(20), n: 5, slow: 3500 * time.Millisecond, maxWait: 500},
 			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5, "responses": 105},
-				Fields: map[string]any{"api": "Fetch", "max_ms": 3000.0, "client_ids": []string{"consumer-2"}}}},
+				Fields: map[string]any{"api": "Fetch", "max_ms": 3500.0, "waited_ms": 3000.0, "client_ids": []string{"consumer-2"}}}},
 		},
 		{
 			name: "near miss: Fetches whose request body was lost are not judged (MaxWaitMillis unknown)",
@@ -131,7 +186,7 @@ func TestSlowResponses(t *testing.T) {
 					at := dt.At(3*time.Second + time.Duration(i)*4*time.Second)
 					q := flows.MakeRequest(c, at, int32(i+1), "consumer-2", dt.Fetch(500))
 					q.Req = nil
-					h.RoundTrip(c, q, flows.MakeResponse(q, at.Add(3*time.Second), dt.Fetched(0, 0)))
+					h.RoundTrip(c, q, flows.MakeResponse(q, at.Add(4*time.Second), dt.Fetched(0, 0)))
 				}
 			},
 		},
@@ -140,15 +195,15 @@ func TestSlowResponses(t *testing.T) {
 			mix:  mix{fast: ms(400), n: 5, slow: 2 * time.Second},
 		},
 		{
-			name: "near miss the other way: 2 s is thirteen times a 150 ms median",
+			name: "near miss the other way: 2 s is thirteen times a 150 ms median (info)",
 			mix:  mix{fast: ms(150), n: 5, slow: 2 * time.Second},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}}},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}}},
 		},
 		{
 			name:     "the 400 ms median with factor 4",
 			settings: map[string]string{"factor": "4"},
 			mix:      mix{fast: ms(400), n: 5, slow: 2 * time.Second},
-			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 1600.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 1600.0}}},
 		},
 		{
 			name: "near miss: 900 ms is 900 times the median but under min-latency",
@@ -159,21 +214,21 @@ func TestSlowResponses(t *testing.T) {
 			mix:  mix{fast: ms(1), n: 5, slow: time.Second},
 		},
 		{
-			name: "near miss the other way: 1.1 s is over min-latency",
+			name: "near miss the other way: 1.1 s is over min-latency (info)",
 			mix:  mix{fast: ms(1), n: 5, slow: 1100 * time.Millisecond},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 1100.0}}},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 1100.0}}},
 		},
 		{
 			name:     "900 ms with min-latency 500ms",
 			settings: map[string]string{"min-latency": "500ms"},
 			mix:      mix{fast: ms(1), n: 5, slow: 900 * time.Millisecond},
-			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 900.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 900.0}}},
 		},
 		{
 			name:     "the old name min-latency-s, in seconds, still works",
 			settings: map[string]string{"min-latency-s": "0.5"},
 			mix:      mix{fast: ms(1), n: 5, slow: 900 * time.Millisecond},
-			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 500.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 500.0}}},
 		},
 		{
 			name: "near miss: JoinGroup held 30 s for a rebalance",
@@ -209,10 +264,8 @@ func TestSlowResponses(t *testing.T) {
 				series(h, tl, "10.2.0.8:40000", "consumer-2", time.Second, 4*time.Second, 4, 3*time.Second, fetch(500))
 			},
 			want: []dt.Want{
-				// In time order: the first slow Fetch came back at 4 s,
-				// the first slow Produce at 5 s.
-				{Severity: detectors.Warning, Fields: map[string]any{"api": "Fetch"}, Counts: map[string]int64{"slow": 4}},
 				{Severity: detectors.Warning, Fields: map[string]any{"api": "Produce"}, Counts: map[string]int64{"slow": 3}},
+				{Severity: detectors.Info, Fields: map[string]any{"api": "Fetch"}, Counts: map[string]int64{"slow": 4}},
 			},
 		},
 	} {
@@ -227,8 +280,13 @@ func TestSlowResponses(t *testing.T) {
 			fs := h.Findings()
 			dt.Check(t, fs, "slow-responses", tc.want...)
 			for _, f := range fs {
-				if len(f.Evidence) < 2 {
+				if f.Counts["slow"] > 1 && len(f.Evidence) < 2 {
 					t.Errorf("evidence %v: want the first, last and slowest", f.Evidence)
+				}
+				for _, e := range tc.explanation {
+					if !strings.Contains(f.Explanation, e) {
+						t.Errorf("explanation %q lacks %q", f.Explanation, e)
+					}
 				}
 			}
 		})

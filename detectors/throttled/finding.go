@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -19,13 +20,18 @@ type Finding struct {
 	Quota         string   `json:"quota"`
 	Versions      []int    `json:"versions"`
 	AfterResponse bool     `json:"after_response"`
+	// HeldS is how long the client id was held up, in seconds: the time
+	// its throttle waits covered. Ongoing: its last response of the API
+	// in the capture was throttled.
+	HeldS   float64 `json:"held_s"`
+	Ongoing bool    `json:"ongoing"`
 
 	key          int16
 	n            int64
 	total, max   time.Duration
 	first, last  time.Time
 	before       bool
-	warning      bool
+	sev          detectors.Severity
 	serverLabels []string
 	dropped      int64
 	p            Params
@@ -33,9 +39,13 @@ type Finding struct {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	return fmt.Sprintf("client %q throttled on %s: %s, %s in all (longest %s) by %s",
+	s := fmt.Sprintf("client %q throttled on %s: %s, %s in all (longest %s) by %s; held up for %s",
 		f.ClientID, f.API, strconv.FormatInt(f.n, 10)+" response(s)", text.Duration(f.total), text.Duration(f.max),
-		text.List(f.serverLabels, 3))
+		text.List(f.serverLabels, 3), text.Duration(f.held()))
+	if f.Ongoing {
+		s += ", still throttled at the end"
+	}
+	return s
 }
 
 // Explanation implements detectors.Detail.
@@ -53,9 +63,17 @@ func (f *Finding) Explanation() string {
 		"in all, the longest %s. A broker throttles a client that exceeds its quota; for %s that is most likely %s. %s",
 		f.n, f.API, strings.Join(f.serverLabels, ", "), f.ClientID, text.Clock(f.first), text.Clock(f.last),
 		text.Duration(f.total), text.Duration(f.max), f.API, f.Quota, how)
-	if !f.warning {
-		expl += fmt.Sprintf(" Below %d responses and %s in all this is a short burst, not sustained throttling.",
-			f.p.MinResponses, text.Duration(f.p.MinTotal))
+	expl += fmt.Sprintf(" The waits held the client id up for %s", text.Duration(f.held()))
+	if f.held() < f.total {
+		expl += " (overlapping waits counted once)"
+	}
+	switch {
+	case f.sev == detectors.Info:
+		expl += fmt.Sprintf(", under %s: a short burst clients hardly felt, not sustained throttling.", text.Duration(f.p.MinTotal))
+	case f.Ongoing:
+		expl += ", and its last response of the API in the capture was still throttled."
+	default:
+		expl += ", and then a response came without throttling."
 	}
 	if f.dropped > 0 {
 		expl += fmt.Sprintf(" (%d more throttled responses of other clients were not grouped: too many client ids.)", f.dropped)
@@ -73,3 +91,5 @@ func (f *Finding) Next() string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func (f *Finding) held() time.Duration { return time.Duration(f.HeldS * float64(time.Second)) }

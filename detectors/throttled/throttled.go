@@ -2,9 +2,16 @@
 // throttled a client that exceeds a quota (produce or fetch bytes per
 // second, request time percentage, controller mutations), and the
 // response says how long the client must wait. Throttling is reported per
-// client id and API, since quotas are set per user and client id: a
-// warning when it happened MinResponses times or added up to MinTotal,
-// otherwise (one short throttle, a burst at start-up) info.
+// client id and API, since quotas are set per user and client id.
+//
+// It is graded by how long the client id was held up (detectors.Grade):
+// the time covered by its throttle waits, each from its response on
+// (KIP-219: the broker sends the response at once and then stops reading
+// from the connection; a well-behaved client waits too), or up to its
+// response for versions before KIP-219 (the broker held the response
+// back), overlapping waits counted once. Info below MinTotal (3 s); a
+// warning from it; an error from 30 s, or from 10 s when the client id's
+// last response of that API in the capture was still throttled.
 package throttled
 
 import (
@@ -16,21 +23,23 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "throttled",
-	Severity: detectors.Warning,
+	Recorded: []string{"fixtures/pcaps/clients/throttled-kgo.pcap", "fixtures/pcaps/clients/throttled-sarama.pcap"},
+	Severity: detectors.Error,
 	Doc: "Responses with throttleTimeMs > 0: a broker throttled a client for exceeding a quota. " +
-		"Per client id and API: how many responses, the longest and the total throttle time; a " +
-		"warning from min-responses throttled responses or min-total in all, info below.",
-}, Params{MinResponses: 3, MinTotal: time.Second}, New)
+		"Per client id and API: how many responses, the longest and the total throttle time, and how long " +
+		"the client id was held up (its throttle waits, overlapping ones counted once). Info below min-total " +
+		"held up, warning from it (3 s), error from 30 s or from 10 s when still throttled at the end.",
+}, Params{MinTotal: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
 type Params struct {
-	MinResponses int           `param:"min-responses" doc:"throttled responses of one client id and API that make a warning"`
-	MinTotal     time.Duration `param:"min-total" unit:"ms" alias:"min-total-ms" doc:"total throttle time of one client id and API that makes a warning"`
+	MinTotal time.Duration `param:"min-total" unit:"ms" alias:"min-total-ms" doc:"how long one client id must be held up by throttling of one API (its throttle waits, overlapping ones once) for a warning"`
 }
 
 // maxGroups bounds the client id and API pairs tracked; more are counted
@@ -39,7 +48,7 @@ const maxGroups = 1024
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinResponses: max(p.MinResponses, 1), MinTotal: p.MinTotal}, groups: map[key]*group{}}
+	return &rule{p: p, groups: map[key]*group{}}
 }
 
 type rule struct {
@@ -61,9 +70,15 @@ type group struct {
 	first, last time.Time
 	after       bool // the broker throttles after the response (KIP-219)
 	before      bool // the response itself was held back
-	versions    map[int16]bool
-	conns       tally.Conns
-	ev          detectors.Sampler[detectors.Evidence]
+	// held is the time covered by the throttle waits so far, coverEnd
+	// where the last of them ends; throttled is false once a response
+	// without throttling came after the last throttled one.
+	held      time.Duration
+	coverEnd  time.Time
+	throttled bool
+	versions  map[int16]bool
+	conns     tally.Conns
+	ev        detectors.Sampler[detectors.Evidence]
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -76,11 +91,17 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	ms, after := tr.Throttle()
-	if ms <= 0 {
+	if ms <= 0 && len(r.groups) == 0 {
 		return
 	}
 	k := key{x.Req.ClientID, x.Req.Key}
 	g := r.groups[k]
+	if ms <= 0 {
+		if g != nil {
+			g.throttled = false // healed, until throttled again
+		}
+		return
+	}
 	if g == nil {
 		if len(r.groups) >= maxGroups {
 			r.dropped++
@@ -97,6 +118,20 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	g.n++
 	g.last = t
 	g.total += d
+	g.throttled = true
+	// The wait: after the response (KIP-219), or the response held back.
+	from, to := t, t.Add(d)
+	if !after {
+		from, to = t.Add(-d), t
+	}
+	switch {
+	case !from.Before(g.coverEnd):
+		g.held += d
+		g.coverEnd = to
+	case to.After(g.coverEnd):
+		g.held += to.Sub(g.coverEnd)
+		g.coverEnd = to
+	}
 	ev := detectors.EvidenceAt(x.Resp, x.Req.Name()+" v"+itoa(int(x.Resp.Version))+" response throttleTimeMs "+itoa(int(ms)))
 	if d > g.max {
 		g.max, g.maxAt = d, ev
@@ -142,11 +177,12 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		f.Versions = append(f.Versions, int(v))
 	}
 	sort.Ints(f.Versions)
+	f.HeldS, f.Ongoing = text.Seconds(g.held), g.throttled
 	sev := detectors.Info
-	if g.n >= int64(r.p.MinResponses) || g.total >= r.p.MinTotal {
-		sev = detectors.Warning
+	if g.held >= r.p.MinTotal {
+		sev = max(detectors.Warning, detectors.Grade(g.held, g.throttled))
 	}
-	f.warning = sev == detectors.Warning
+	f.sev = sev
 	ev := g.ev.List()
 	if !hasPacket(ev, g.maxAt) {
 		ev = append(ev, g.maxAt)
@@ -162,6 +198,7 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 			"throttled_responses": g.n,
 			"throttle_ms_total":   g.total.Milliseconds(),
 			"throttle_ms_max":     g.max.Milliseconds(),
+			"held_ms":             g.held.Milliseconds(),
 		},
 		Evidence: ev,
 		Subject:  detectors.Subject{ClientIDs: []string{g.key.clientID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs()},

@@ -14,56 +14,120 @@ const broker, broker2 = "10.1.0.10:9092", "10.1.0.11:9092"
 // produce sends Produce requests 200 ms apart from a second in, throttled
 // by the given milliseconds in turn (0: not throttled).
 func produce(h *dt.Harness, client, server, id string, version int16, throttles ...int32) {
+	throttledEvery(h, client, server, id, version, 200*time.Millisecond, throttles...)
+}
+
+// throttledEvery sends Produce requests every apart from a second in,
+// answered in 2 ms, throttled by the given milliseconds in turn (0: not
+// throttled).
+func throttledEvery(h *dt.Harness, client, server, id string, version int16, every time.Duration, throttles ...int32) {
 	c := h.Conn(client, server)
 	for i, ms := range throttles {
-		h.Call(c, dt.At(time.Second+time.Duration(i)*200*time.Millisecond), 2*time.Millisecond, id, dt.Produce(version), dt.Produced(version, 0, ms))
+		h.Call(c, dt.At(time.Second+time.Duration(i)*every), 2*time.Millisecond, id, dt.Produce(version), dt.Produced(version, 0, ms))
 	}
 }
 
+// waits is n throttles of ms each, then the tail.
+func waits(n int, ms int32, tail ...int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = ms
+	}
+	return append(out, tail...)
+}
+
 func TestThrottled(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	dt.Run(t, throttled.Analyzer, []dt.Case{
 		{
-			name: "a producer throttled on most responses",
-			traffic: func(h *dt.Harness) {
-				produce(h, "10.2.0.5:40000", broker, "bulk-loader", 9, 0, 500, 500, 0, 500, 800, 500, 500)
+			Name: "a producer throttled on most responses for 3.3 s in all, then not: a warning",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "bulk-loader", 9, time.Second, 0, 500, 500, 0, 500, 800, 500, 500, 0)
 			},
-			want: []dt.Want{{
+			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"throttled_responses": 6, "throttle_ms_total": 3300, "throttle_ms_max": 800},
+				Counts:   map[string]int64{"throttled_responses": 6, "throttle_ms_total": 3300, "throttle_ms_max": 800, "held_ms": 3300},
 				Fields: map[string]any{"client_id": "bulk-loader", "api": "Produce", "quota": "producer_byte_rate",
-					"clients": []string{"10.2.0.5"}, "servers": []string{broker}, "after_response": true},
-				Summary: []string{`client "bulk-loader" throttled on Produce: 6 response(s), 3.3 s in all (longest 800 ms)`},
+					"clients": []string{"10.2.0.5"}, "servers": []string{broker}, "after_response": true, "held_s": 3.3, "ongoing": false},
+				Summary: []string{`client "bulk-loader" throttled on Produce: 6 response(s), 3.3 s in all (longest 800 ms)`,
+					"held up for 3.3 s"},
 			}},
+			Explanation: []string{"The waits held the client id up for 3.3 s, and then a response came without throttling."},
 		},
 		{
-			name:    "a single short throttle is info",
-			traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 120, 0, 0) },
-			want: []dt.Want{{Severity: detectors.Info,
-				Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_total": 120, "throttle_ms_max": 120}}},
+			Name:        "a single short throttle is info",
+			Traffic:     func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 120, 0, 0) },
+			Want:        []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_total": 120, "throttle_ms_max": 120}}},
+			Explanation: []string{"under 3.0 s: a short burst clients hardly felt"},
 		},
 		{
-			name:    "near miss: two short throttles stay info",
-			traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 300, 0, 300, 0) },
-			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 2, "throttle_ms_total": 600}}},
+			Name: "near miss: held up for 2.9 s in all is info, however many responses",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, waits(29, 100, 0)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 29, "held_ms": 2900},
+				Fields: map[string]any{"ongoing": false}}},
 		},
 		{
-			name:    "near miss the other way: three short throttles are a warning",
-			traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 100, 100, 100) },
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 3, "throttle_ms_total": 300}}},
+			Name: "near miss the other way: held up for 3 s in all is a warning",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, waits(30, 100, 0)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 30, "held_ms": 3000}}},
 		},
 		{
-			name:    "a single long throttle is a warning",
-			traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 1500, 0) },
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_max": 1500}}},
+			Name:    "a single throttle of 3 s is a warning",
+			Traffic: func(h *dt.Harness) { throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 5*time.Second, 0, 3000, 0) },
+			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_max": 3000, "held_ms": 3000}}},
 		},
 		{
-			name: "near miss: throttleTimeMs 0 everywhere",
-			traffic: func(h *dt.Harness) {
+			Name: "near miss: waits overlapping on two connections count once: 5.8 s of throttle, held up 2.9 s",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 2*time.Second, 1450, 1450, 0)
+				throttledEvery(h, "10.2.0.5:40001", broker2, "app", 9, 2*time.Second, 1450, 1450, 0)
+			},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 5800, "held_ms": 2900}}},
+		},
+		{
+			Name: "near miss the other way: held up 30 s, healed: an error",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(30, 1000, 0)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"held_ms": 30000},
+				Fields: map[string]any{"ongoing": false}}},
+		},
+		{
+			Name: "near miss: held up 29.9 s, healed, is a warning",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(29, 1000, 900, 0)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 29900}, Fields: map[string]any{"ongoing": false}}},
+		},
+		{
+			Name: "near miss: held up 9.9 s and still throttled at the end: a warning",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(9, 1000, 900)...)
+			},
+			Want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 9900}, Fields: map[string]any{"ongoing": true}}},
+			Explanation: []string{"its last response of the API in the capture was still throttled"},
+		},
+		{
+			Name: "near miss the other way: held up 10 s and still throttled at the end: an error",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"held_ms": 10000}, Fields: map[string]any{"ongoing": true},
+				Summary: []string{"held up for 10.0 s, still throttled at the end"}}},
+		},
+		{
+			Name: "near miss: held up 10 s, then a response without throttling: a warning",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000, 0)...)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 10000}, Fields: map[string]any{"ongoing": false}}},
+		},
+		{
+			Name: "near miss: throttleTimeMs 0 everywhere",
+			Traffic: func(h *dt.Harness) {
 				produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 0, 0, 0, 0)
 				c := h.Conn("10.2.0.6:40000", broker)
 				for i := range 20 {
@@ -72,51 +136,52 @@ func TestThrottled(t *testing.T) {
 			},
 		},
 		{
-			name:     "min-responses raised: the throttled producer is info",
-			settings: map[string]string{"min-responses": "10", "min-total": "10s"},
-			traffic: func(h *dt.Harness) {
-				produce(h, "10.2.0.5:40000", broker, "bulk-loader", 9, 0, 500, 500, 0, 500, 800, 500, 500)
+			Name:     "min-total raised: the throttled producer is info",
+			Settings: map[string]string{"min-total": "10s"},
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "bulk-loader", 9, time.Second, 0, 500, 500, 0, 500, 800, 500, 500)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 6}}},
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 6}}},
 		},
 		{
-			name:     "the old name of min-total, in milliseconds, still works",
-			settings: map[string]string{"min-responses": "10", "min-total-ms": "3000"},
-			traffic: func(h *dt.Harness) {
-				produce(h, "10.2.0.5:40000", broker, "bulk-loader", 9, 0, 500, 500, 0, 500, 800, 500, 500)
-			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttle_ms_total": 3300}}},
+			Name:     "the old name of min-total, in milliseconds, still works",
+			Settings: map[string]string{"min-total-ms": "1000"},
+			Traffic:  func(h *dt.Harness) { throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, 600, 600, 0) },
+			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 1200}}},
 		},
 		{
-			name: "per client id and API: two clients on two connections each, and a throttled Fetch",
-			traffic: func(h *dt.Harness) {
-				produce(h, "10.2.0.5:40000", broker, "alpha", 9, 400, 400)
-				produce(h, "10.2.0.5:40001", broker2, "alpha", 9, 400, 400)
+			Name: "per client id and API: two clients on two connections each, and a throttled Fetch",
+			Traffic: func(h *dt.Harness) {
+				throttledEvery(h, "10.2.0.5:40000", broker, "alpha", 9, time.Second, 800, 800)
+				throttledEvery(h, "10.2.0.5:40001", broker2, "alpha", 9, time.Second, 800, 800)
 				produce(h, "10.2.0.7:40000", broker, "beta", 9, 100)
 				c := h.Conn("10.2.0.7:40001", broker)
 				for i := range 4 {
 					h.Call(c, dt.At(2*time.Second+time.Duration(i)*time.Second), time.Millisecond, "beta", dt.Fetch(500), dt.Fetched(0, 700))
 				}
 			},
-			want: []dt.Want{
-				{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 1600},
+			Want: []dt.Want{
+				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 3200, "held_ms": 1600},
 					Fields: map[string]any{"client_id": "alpha", "api": "Produce", "servers": []string{broker, broker2}}},
-				{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 2800},
-					Fields: map[string]any{"client_id": "beta", "api": "Fetch", "quota": "consumer_byte_rate"}},
 				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 1},
 					Fields: map[string]any{"client_id": "beta", "api": "Produce"}},
+				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 2800, "held_ms": 2800},
+					Fields: map[string]any{"client_id": "beta", "api": "Fetch", "quota": "consumer_byte_rate"}},
 			},
 		},
 		{
-			name:    "before KIP-219 (Produce v1) the response itself was held back",
-			traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "old-client", 1, 600, 600, 600) },
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"after_response": false, "versions": []int{1}}}},
+			Name: "before KIP-219 (Produce v1) the response itself was held back: its wait ends at the response",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.2.0.5:40000", broker)
+				// Answered 1.5 s after the request, 1.5 s of it the
+				// throttle; the next request right after the response.
+				for i := range 3 {
+					at := dt.At(time.Second + time.Duration(i)*1510*time.Millisecond)
+					h.Call(c, at, 1500*time.Millisecond, "old-client", dt.Produce(1), dt.Produced(1, 0, 1500))
+				}
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 4500},
+				Fields: map[string]any{"after_response": false, "versions": []int{1}, "ongoing": true}}},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dt.New(t, map[string]map[string]string{"throttled": tc.settings}, throttled.Analyzer)
-			tc.traffic(h)
-			dt.Check(t, h.Findings(), "throttled", tc.want...)
-		})
-	}
+	}, nil)
 }

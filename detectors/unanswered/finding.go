@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -21,6 +22,11 @@ type Finding struct {
 	// OldestAPI and OldestPacket are the oldest request's.
 	OldestAPI    string `json:"oldest_api"`
 	OldestPacket uint64 `json:"oldest_packet"`
+	// WaitedS is the longest a request waited beyond what the broker may
+	// hold it (its MaxWaitMillis, a rebalance timeout), in seconds;
+	// Ongoing: some request was still waiting when the capture ended.
+	WaitedS float64 `json:"waited_s"`
+	Ongoing bool    `json:"ongoing"`
 
 	g           *group
 	serverLabel string
@@ -30,8 +36,13 @@ type Finding struct {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	o := f.g.oldest
-	return fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s",
-		f.g.n, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.g.conns.Len()+f.g.conns.More, decode.Name(o.key), text.Clock(o.t))
+	s := fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s; clients waited up to %s",
+		f.g.n, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.g.conns.Len()+f.g.conns.More, decode.Name(o.key), text.Clock(o.t),
+		text.Duration(f.g.felt))
+	if f.Ongoing {
+		s += ", some still waiting at the end"
+	}
+	return s
 }
 
 // Explanation implements detectors.Detail.
@@ -40,9 +51,29 @@ func (f *Finding) Explanation() string {
 	why := g.why(overtaken, closed, f.grace)
 	until := map[int]string{overtaken: "until a later one was answered", expired: "until the capture ended",
 		closed: "until its connection closed"}[g.oldestWhy]
-	return fmt.Sprintf("%s got %d request(s) it did not answer, from client id(s) %s: %s. The oldest, %s, was sent "+
+	expl := fmt.Sprintf("%s got %d request(s) it did not answer, from client id(s) %s: %s. The oldest, %s, was sent "+
 		"at %s and waited %s %s.", f.serverLabel, g.n, strings.Join(text.Quote(f.ClientIDs), ", "),
 		strings.Join(why, "; "), o.desc, text.Clock(o.t), text.Duration(o.waited), until)
+	l := g.longest
+	if l.ev != o.ev {
+		expl += fmt.Sprintf(" The longest wait: %s, %s.", l.desc, text.Duration(l.waited))
+	}
+	beyond := ""
+	if l.hold > 0 {
+		expl += fmt.Sprintf(" %s of it is what the broker may hold it (MaxWaitMillis, or the rebalance timeout).",
+			text.Duration(l.hold))
+		beyond = " beyond that"
+	}
+	switch {
+	case g.sev == detectors.Info:
+		expl += fmt.Sprintf(" Clients waited %s%s, under %s: a request lost and given up, or overtaken, at once.",
+			text.Duration(g.felt), beyond, text.Duration(detectors.FeltAfter))
+	case f.Ongoing:
+		expl += fmt.Sprintf(" Clients waited up to %s%s, some until the capture ended.", text.Duration(g.felt), beyond)
+	default:
+		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.felt), beyond)
+	}
+	return expl
 }
 
 // Next implements detectors.Detail.

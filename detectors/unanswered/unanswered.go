@@ -12,6 +12,14 @@
 //     the connection closed ("closed", what a client does when its
 //     request.timeout.ms expires).
 //
+// The finding of a server is graded by what clients felt (detectors.Grade):
+// how long its longest unanswered request waited beyond what the broker may
+// hold it (a Fetch's MaxWaitMillis, a group's rebalance timeout), until it
+// was overtaken, its connection closed or the capture ended. Info under 3 s
+// (a request dropped and retried at once); a warning from 3 s; an error
+// from 30 s, or from 10 s for a request still waiting when the capture
+// ended.
+//
 // A request whose allowance had not run out when the capture ended or its
 // connection closed is in flight, not unanswered: the long poll pending at
 // the end of every consumer capture is not mentioned at all, other
@@ -41,12 +49,15 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "unanswered-requests",
-	Severity: detectors.Warning,
+	Recorded: []string{"fixtures/pcaps/clients/unanswered-kgo.pcap", "fixtures/pcaps/clients/unanswered-sarama.pcap"},
+	Severity: detectors.Error,
 	Doc: "Requests that got no response: overtaken by the answer to a later request on the same " +
 		"connection, or still waiting, past their allowance (grace, plus MaxWaitMillis for a Fetch long " +
 		"poll, plus the rebalance timeout for JoinGroup and SyncGroup), when the capture ended or the " +
-		"connection closed. Per broker: count, APIs, connections, the oldest request. Requests still " +
-		"within their allowance at the end are in flight (info; a pending long poll is not reported).",
+		"connection closed. Per broker: count, APIs, connections, the oldest request, graded by how long the " +
+		"longest waited beyond what the broker may hold it: info under 3 s, warning from 3 s, error from 30 s or " +
+		"from 10 s still waiting at the end. Requests still within their allowance at the end are in flight " +
+		"(info; a pending long poll is not reported).",
 }, Params{Grace: time.Second}, New)
 
 // Params are the rule's thresholds.
@@ -95,7 +106,11 @@ type rule struct {
 // conn is what is known of one connection.
 type conn struct {
 	// tail holds the unanswered requests since the last answered one.
-	tail      []request
+	tail []request
+	// evicted is the oldest request dropped from a full tail (counted
+	// overtaken at once), its wait settled at the end: it waited until
+	// the connection closed or the capture ended.
+	evicted   request
 	rebalance time.Duration // last JoinGroup's rebalance timeout
 	maxWait   time.Duration // last Fetch's MaxWaitMillis
 }
@@ -105,7 +120,8 @@ type request struct {
 	key      int16
 	t        time.Time
 	allow    time.Duration
-	longPoll bool // the allowance includes a server-side wait
+	hold     time.Duration // of the allowance, what the broker may hold it
+	longPoll bool          // the allowance includes a server-side wait
 	ev       detectors.Evidence
 	desc     string        // "Produce v9 corr 12 (packet 40)"
 	waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
@@ -125,6 +141,12 @@ type group struct {
 	oldest      request
 	oldestWhy   int
 	reqs        []request // for evidence in time order, bounded
+	// longest is the request that waited longest beyond its hold, felt
+	// that wait; sev is the worst of the requests' grades.
+	longest request
+	felt    time.Duration
+	sev     detectors.Severity
+	ongoing bool // some request still waiting when the capture ended
 }
 
 func (g *group) add(r request, reason int) {
@@ -147,6 +169,17 @@ func (g *group) add(r request, reason int) {
 	if len(g.reqs) < maxEvidenceReqs {
 		g.reqs = append(g.reqs, r)
 	}
+	g.grade(r, reason)
+}
+
+// grade takes in how long r waited, why it counts.
+func (g *group) grade(r request, reason int) {
+	felt := max(r.waited-r.hold, 0)
+	if g.longest.conn == nil || felt > g.felt {
+		g.longest, g.felt = r, felt
+	}
+	g.sev = max(g.sev, detectors.Grade(felt, reason == expired))
+	g.ongoing = g.ongoing || reason == expired
 }
 
 // evidence returns the requests' packets: the oldest first, then a spread.
@@ -234,7 +267,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if len(uc.tail) >= maxTail {
 		// A connection with this many unanswered requests is broken
 		// whatever becomes of the rest.
+		uc.tail[0].waited = q.t.Sub(uc.tail[0].t) // so far
 		r.warnGroup(uc.tail[0]).add(uc.tail[0], overtaken)
+		if uc.evicted.conn == nil {
+			uc.evicted = uc.tail[0]
+		}
 		copy(uc.tail, uc.tail[1:])
 		uc.tail = uc.tail[:len(uc.tail)-1]
 	}
@@ -255,19 +292,19 @@ func (r *rule) request(x *detectors.Exchange) request {
 		if w, ok := decode.MaxWait(m.Req); ok {
 			wait = w
 		}
-		q.allow += wait
+		q.hold = wait
 		q.longPoll = true
 	case kmsg.ShareFetch:
-		wait, _ := decode.MaxWait(m.Req)
-		q.allow += wait
+		q.hold, _ = decode.MaxWait(m.Req)
 		q.longPoll = true
 	case kmsg.JoinGroup, kmsg.SyncGroup:
 		// A JoinGroup has just set it from its own rebalance timeout.
 		if uc != nil {
-			q.allow += max(uc.rebalance, 0)
+			q.hold = max(uc.rebalance, 0)
 		}
 		q.longPoll = true
 	}
+	q.allow += q.hold
 	q.ev = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
 	q.desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
 	return q
@@ -330,7 +367,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	// connection in order.
 	conns := make([]*flows.ConnInfo, 0, len(r.conns))
 	for c, uc := range r.conns {
-		if len(uc.tail) > 0 {
+		if len(uc.tail) > 0 || uc.evicted.conn != nil {
 			conns = append(conns, c)
 		}
 	}
@@ -340,6 +377,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		reason := expired
 		if e.closed {
 			reason = closed
+		}
+		if q := r.conns[c].evicted; q.conn != nil {
+			// Counted when dropped; it waited on until now.
+			q.waited = e.at.Sub(q.t)
+			r.warnGroup(q).grade(q, reason)
 		}
 		for _, q := range r.conns[c].tail {
 			q.waited = e.at.Sub(q.t)
@@ -395,8 +437,9 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 func (r *rule) warning(p *detectors.Pass, g *group) detectors.Finding {
 	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
-		OldestPacket: g.oldest.ev.Packet, g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
-	return g.finding(p, detectors.Warning, overtaken, closed, []netip.AddrPort{g.server}, f)
+		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
+		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
+	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
 }
 
 // pending lists the requests that may yet have been answered.

@@ -2,6 +2,7 @@ package unanswered_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,13 +38,15 @@ func pending(h *dt.Harness, c *flows.Conn, at time.Duration, clientID string, re
 func closeAt(c *flows.Conn, at time.Duration) { c.Closed, c.LastSeen = true, dt.At(at) }
 
 // pinger keeps a connection busy with answered Metadata requests every
-// 500 ms from 1 s until end, so the capture lasts that long.
+// 500 ms from 1 s, the last answered at end, so the capture ends then.
 func pinger(h *dt.Harness, end time.Duration) {
 	c := dial(h, "10.2.9.9:49999", broker)
-	for at := time.Second; at <= end; at += 500 * time.Millisecond {
+	for at := time.Second; at < end-ms(1); at += 500 * time.Millisecond {
 		req, resp := dt.MetadataErrors(0)
 		h.Call(c, dt.At(at), ms(1), "pinger", req, resp)
 	}
+	req, resp := dt.MetadataErrors(0)
+	h.Call(c, dt.At(end-ms(1)), ms(1), "pinger", req, resp)
 }
 
 func metadata() kmsg.Request { req, _ := dt.MetadataErrors(0); return req }
@@ -62,13 +65,24 @@ func waiting(end, closeAfter time.Duration) func(h *dt.Harness) {
 	}
 }
 
+// tcase is one case of TestUnansweredRequests.
+type tcase struct {
+	name        string
+	settings    map[string]string
+	traffic     func(h *dt.Harness)
+	want        []dt.Want
+	explanation []string
+}
+
+// atEnd is a Produce still waiting, unanswered, waitMs when the capture
+// ends: graded want.
+func atEnd(name string, waitMs float64, want detectors.Severity) tcase {
+	return tcase{name: name, traffic: waiting(time.Second+ms(waitMs), 0),
+		want: []dt.Want{{Severity: want, Counts: map[string]int64{"expired": 1}, Fields: map[string]any{"waited_s": waitMs / 1000, "ongoing": true}}}}
+}
+
 func TestUnansweredRequests(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		settings map[string]string
-		traffic  func(h *dt.Harness)
-		want     []dt.Want
-	}{
+	for _, tc := range []tcase{
 		{
 			name: "a Produce never answered while the capture goes on for 5 s",
 			traffic: func(h *dt.Harness) {
@@ -81,8 +95,10 @@ func TestUnansweredRequests(t *testing.T) {
 				Severity: detectors.Warning,
 				Counts:   map[string]int64{"requests": 1, "expired": 1, "overtaken": 0, "closed": 0, "connections": 1},
 				Fields: map[string]any{"server": broker, "apis": []string{"Produce"}, "by_api": map[string]int64{"Produce": 1},
-					"oldest_api": "Produce", "oldest_packet": uint64(3), "client_ids": []string{"producer-1"}, "clients": []string{"10.2.0.5"}},
-				Summary:  []string{"1 request(s) to node 1 (" + broker + ") never answered (Produce 1) on 1 connection(s); oldest Produce at 00:00:01.500"},
+					"oldest_api": "Produce", "oldest_packet": uint64(3), "client_ids": []string{"producer-1"}, "clients": []string{"10.2.0.5"},
+					"waited_s": 4.5, "ongoing": true},
+				Summary: []string{"1 request(s) to node 1 (" + broker + ") never answered (Produce 1) on 1 connection(s); oldest Produce at 00:00:01.500",
+					"clients waited up to 4.5 s, some still waiting at the end"},
 				Evidence: []uint64{3},
 			}},
 		},
@@ -106,18 +122,41 @@ func TestUnansweredRequests(t *testing.T) {
 			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}}},
 		},
 		{
-			name:    "near miss the other way: it ends a whole grace (1 s) after: expired",
+			name:    "near miss the other way: it ends a whole grace (1 s) after: expired, but waited only 1 s (info)",
 			traffic: waiting(2*time.Second, 0),
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1}}},
+			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "expired": 1}, Fields: map[string]any{"waited_s": 1.0}}},
 		},
+		atEnd("near miss: a Produce still waiting 2.9 s at the end: info", 2900, detectors.Info),
+		atEnd("near miss the other way: still waiting 3 s at the end: clients felt it, a warning", 3000, detectors.Warning),
+		atEnd("near miss: still waiting 9.9 s at the end: a warning", 9900, detectors.Warning),
+		atEnd("near miss the other way: still waiting 10 s at the end: not healed, an error", 10000, detectors.Error),
 		{
-			name: "overtaken: the next request on the connection is answered",
+			name: "overtaken: the next request on the connection is answered 102 ms on: info",
 			traffic: func(h *dt.Harness) {
 				p := dial(h, "10.2.0.5:40000", broker)
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
 				h.Call(p, dt.At(time.Second+ms(100)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "overtaken": 1, "expired": 0}}},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1, "expired": 0},
+				Fields: map[string]any{"waited_s": 0.102, "ongoing": false}}},
+		},
+		{
+			name: "near miss: overtaken by an answer 2.9 s on: info",
+			traffic: func(h *dt.Harness) {
+				p := dial(h, "10.2.0.5:40000", broker)
+				pending(h, p, time.Second, "producer-1", dt.Produce(9))
+				h.Call(p, dt.At(time.Second+ms(2898)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
+			},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"overtaken": 1}, Fields: map[string]any{"waited_s": 2.9}}},
+		},
+		{
+			name: "near miss the other way: overtaken by an answer 3 s on: a warning",
+			traffic: func(h *dt.Harness) {
+				p := dial(h, "10.2.0.5:40000", broker)
+				pending(h, p, time.Second, "producer-1", dt.Produce(9))
+				h.Call(p, dt.At(time.Second+ms(2998)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"overtaken": 1}, Fields: map[string]any{"waited_s": 3.0, "ongoing": false}}},
 		},
 		{
 			name: "near miss: overtaken on a connection that lost segments: the response may be in them",
@@ -179,22 +218,30 @@ func TestUnansweredRequests(t *testing.T) {
 			},
 		},
 		{
-			name: "near miss the other way: a Fetch with MaxWaitMillis 500 pending for 1.6 s",
+			name: "near miss the other way: a Fetch with MaxWaitMillis 500 pending for 1.6 s: expired, 1.1 s beyond its wait (info)",
 			traffic: func(h *dt.Harness) {
 				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
 				pinger(h, 2*time.Second+ms(600))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1},
-				Fields: map[string]any{"apis": []string{"Fetch"}}}},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "expired": 1},
+				Fields: map[string]any{"apis": []string{"Fetch"}, "waited_s": 1.1}}},
 		},
 		{
-			name: "a Fetch with MaxWaitMillis 500 pending for 3 s",
+			name: "near miss: a Fetch with MaxWaitMillis 500 pending for 3.4 s: 2.9 s beyond its wait, info",
 			traffic: func(h *dt.Harness) {
 				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
-				pinger(h, 4*time.Second)
+				pinger(h, 4*time.Second+ms(400))
+			},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"expired": 1}, Fields: map[string]any{"waited_s": 2.9}}},
+		},
+		{
+			name: "near miss the other way: a Fetch with MaxWaitMillis 500 pending for 3.5 s: 3 s beyond its wait, a warning",
+			traffic: func(h *dt.Harness) {
+				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
+				pinger(h, 4*time.Second+ms(500))
 			},
 			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1},
-				Fields: map[string]any{"apis": []string{"Fetch"}}}},
+				Fields: map[string]any{"apis": []string{"Fetch"}, "waited_s": 3.0}}},
 		},
 		{
 			name: "a Fetch whose body was lost waits the 500 ms a consumer's does",
@@ -204,9 +251,30 @@ func TestUnansweredRequests(t *testing.T) {
 				q.Req = nil
 				h.Request(q)
 				h.Unanswered(c, q)
-				pinger(h, 4*time.Second)
+				pinger(h, 4*time.Second+ms(500))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1}}},
+			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1}, Fields: map[string]any{"waited_s": 3.0}}},
+		},
+		{
+			name: "near miss: a Fetch with MaxWaitMillis 5000 whose connection closes 7.9 s on: 2.9 s beyond its wait, info",
+			traffic: func(h *dt.Harness) {
+				c := dial(h, "10.2.0.6:40000", broker)
+				pending(h, c, time.Second, "consumer-1", dt.Fetch(5000))
+				closeAt(c, 8*time.Second+ms(900))
+				pinger(h, 10*time.Second)
+			},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 2.9, "ongoing": false}}},
+		},
+		{
+			name: "near miss the other way: the same connection closes 8 s on: 3 s beyond its wait, a warning",
+			traffic: func(h *dt.Harness) {
+				c := dial(h, "10.2.0.6:40000", broker)
+				pending(h, c, time.Second, "consumer-1", dt.Fetch(5000))
+				closeAt(c, 9*time.Second)
+				pinger(h, 10*time.Second)
+			},
+			want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 3.0}}},
+			explanation: []string{"5.0 s of it is what the broker may hold it (MaxWaitMillis, or the rebalance timeout). Clients waited up to 3.0 s beyond that."},
 		},
 		{
 			name: "near miss: a Fetch whose body was lost waits as long as the connection's last Fetch",
@@ -258,15 +326,25 @@ func TestUnansweredRequests(t *testing.T) {
 				Fields: map[string]any{"apis": []string{"JoinGroup"}}}},
 		},
 		{
-			name: "the client gives up after request.timeout.ms and closes the connection",
+			name: "the client gives up after request.timeout.ms (30 s) and closes the connection: an error",
 			traffic: func(h *dt.Harness) {
 				p := dial(h, "10.2.0.5:40000", broker)
 				pending(h, p, time.Second, "producer-1", metadata())
 				closeAt(p, 31*time.Second)
 				pinger(h, 32*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "closed": 1},
-				Fields: map[string]any{"apis": []string{"Metadata"}}}},
+			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"requests": 1, "closed": 1},
+				Fields: map[string]any{"apis": []string{"Metadata"}, "waited_s": 30.0, "ongoing": false}}},
+		},
+		{
+			name:    "near miss: the connection closes 29.9 s after a Produce: a warning",
+			traffic: waiting(32*time.Second, 29*time.Second+ms(900)),
+			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 29.9}}},
+		},
+		{
+			name:    "near miss: the connection closes 12 s after a Produce: healed by the close, a warning",
+			traffic: waiting(20*time.Second, 12*time.Second),
+			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 12.0, "ongoing": false}}},
 		},
 		{
 			name:    "near miss: the connection closes 100 ms after a Produce (in flight, info)",
@@ -274,9 +352,9 @@ func TestUnansweredRequests(t *testing.T) {
 			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}}},
 		},
 		{
-			name:    "near miss the other way: the connection closes 1.1 s after a Produce",
+			name:    "near miss the other way: the connection closes 1.1 s after a Produce: closed unanswered, info",
 			traffic: waiting(20*time.Second, ms(1100)),
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "closed": 1}}},
+			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "closed": 1}}},
 		},
 		{
 			name: "several connections and APIs to one broker, one finding; another broker, another",
@@ -315,7 +393,13 @@ func TestUnansweredRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := dt.New(t, map[string]map[string]string{"unanswered-requests": tc.settings}, unanswered.Analyzer)
 			tc.traffic(h)
-			dt.Check(t, h.Findings(), "unanswered-requests", tc.want...)
+			fs := h.Findings()
+			dt.Check(t, fs, "unanswered-requests", tc.want...)
+			for _, s := range tc.explanation {
+				if len(fs) == 0 || !strings.Contains(fs[0].Explanation, s) {
+					t.Errorf("explanation lacks %q:%s", s, dt.Describe(fs))
+				}
+			}
 		})
 	}
 }
@@ -324,7 +408,7 @@ func TestUnansweredRequests(t *testing.T) {
 // the groups; Snapshot must not, or the final findings would count them
 // differently. A request is reported unanswered when the response to the
 // next one arrives: a snapshot between the two sees it in flight, the
-// final findings overtaken (a warning).
+// final findings overtaken.
 func TestUnansweredSnapshot(t *testing.T) {
 	run := func(snap bool) ([]detectors.Finding, []detectors.Finding) {
 		h := dt.New(t, nil, unanswered.Analyzer)
@@ -343,7 +427,7 @@ func TestUnansweredSnapshot(t *testing.T) {
 		return h.Findings(), mid
 	}
 	want, _ := run(false)
-	dt.Check(t, want, "unanswered-requests", dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "overtaken": 1}})
+	dt.Check(t, want, "unanswered-requests", dt.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1}})
 	got, mid := run(true)
 	dt.Check(t, mid, "unanswered-requests", dt.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}})
 	w, _ := json.Marshal(want)
@@ -373,7 +457,8 @@ func TestUnansweredProse(t *testing.T) {
 		`a later request on the same connection was answered, and Kafka answers a connection's requests in order, so ` +
 		`they never will be (the broker dropped them, or the capture missed their responses); 1 still unanswered, past ` +
 		`that allowance, when their connection closed (what a client does when its request.timeout.ms expires). The ` +
-		`oldest, Produce v9 corr 1 (packet 1), was sent at 00:00:01.000 and waited 102 ms until a later one was answered.`
+		`oldest, Produce v9 corr 1 (packet 1), was sent at 00:00:01.000 and waited 102 ms until a later one was answered. ` +
+		`The longest wait: Metadata v12 corr 1 (packet 4), 18.0 s. Clients waited up to 18.0 s.`
 	if fs[0].Explanation != want {
 		t.Errorf("explanation\n%s\nwant\n%s", fs[0].Explanation, want)
 	}
