@@ -19,6 +19,9 @@
 #   DIR      where to write the captures (default: a temporary directory,
 #            removed at the end); with REUSE=1, captures already there are used
 #   GO       the go command (default go)
+#   BASE     a git revision: also build kfsniff at BASE and run it the same
+#            way, alternated with the others on the same captures (base,
+#            base1), to show a change made kfsniff no slower
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,9 +31,10 @@ PACKETS=${PACKETS:-1000000}
 SIZE_MB=${SIZE_MB:-1000}
 RUNS=${RUNS:-3}
 REUSE=${REUSE:-0}
+BASE=${BASE:-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kfsniff-e2e.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'if [ -n "$BASE" ]; then git worktree remove --force "$work/base" >/dev/null 2>&1 || true; fi; rm -rf "$work"' EXIT
 DIR=${DIR:-$work/captures}
 mkdir -p "$DIR"
 
@@ -43,12 +47,19 @@ echo "== build"
 CGO_ENABLED=0 $GO build -trimpath -o "$work/kfsniff" ./cmd/kfsniff
 CGO_ENABLED=0 $GO build -trimpath -o "$work/benchgen" ./bench/cmd/benchgen
 CGO_ENABLED=0 $GO build -trimpath -o "$work/floor" ./bench/cmd/floor
+tools="floor kfsniff kfsniff1"
+if [ -n "$BASE" ]; then
+	git worktree add -q --detach "$work/base" "$BASE"
+	(cd "$work/base" && CGO_ENABLED=0 $GO build -trimpath -o "$work/kfsniff-base" ./cmd/kfsniff)
+	tools="$tools base base1"
+fi
 
 echo "== machine"
 echo "cpu:    $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), nproc $(nproc)"
 echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 echo "go:     $($GO version)"
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
+if [ -n "$BASE" ]; then echo "base:   $(git rev-parse --short "$BASE")"; fi
 echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the runs"
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
@@ -79,13 +90,17 @@ for shape in $SHAPES; do
 	size=$(stat -c %s "$f")
 	# One untimed floor run warms the page cache and counts the packets.
 	packets=$("$work/floor" "$f" | sed -E 's/.*: ([0-9]+) packets.*/\1/')
-	rm -f "$work/floor.runs" "$work/kfsniff.runs" "$work/kfsniff1.runs"
+	for tool in $tools; do rm -f "$work/$tool.runs"; done
 	for i in $(seq "$RUNS"); do
 		measure floor "$work/floor" "$f"
 		measure kfsniff "$work/kfsniff" -r "$f" --json
 		measure kfsniff1 "$work/kfsniff" -r "$f" --json --workers 1
+		if [ -n "$BASE" ]; then
+			measure base "$work/kfsniff-base" -r "$f" --json
+			measure base1 "$work/kfsniff-base" -r "$f" --json --workers 1
+		fi
 	done
-	for tool in floor kfsniff kfsniff1; do
+	for tool in $tools; do
 		wall=$(cut -d' ' -f1 "$work/$tool.runs" | median)
 		rss=$(cut -d' ' -f2 "$work/$tool.runs" | sort -g | tail -1)
 		all=$(cut -d' ' -f1 "$work/$tool.runs" | tr '\n' ' ')
@@ -95,6 +110,10 @@ for shape in $SHAPES; do
 	done
 	rows+=("$(awk -v s="$shape" -v f="$floor_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v n="$(nproc)" \
 		'BEGIN {printf "%-6s kfsniff/floor throughput: %.3f (the floor is %.1fx faster); one worker: %.3f; default (%d CPUs) / one worker: %.2fx", s, f/k, k/f, f/o, n, o/k}')")
+	if [ -n "$BASE" ]; then
+		rows+=("$(awk -v s="$shape" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v b="$base_wall" -v c="$base1_wall" \
+			'BEGIN {printf "%-6s kfsniff speed / base speed: %.3f (default), %.3f (one worker)", s, b/k, c/o}')")
+	fi
 done
 echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) after the runs"
 
