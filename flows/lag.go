@@ -119,7 +119,20 @@ type LagTable[T any] struct {
 	GroupsDropped int64
 	out           []LagSample[T]
 	tick          uint64
+	// asked are the series of the request being read, in its order (nil
+	// for a partition not followed): a response lists its partitions in
+	// the request's order as a rule, so each is found without hashing
+	// its key again.
+	asked []*LagSeries[T]
+	// byConn are the series each connection's last Fetch asked for, by
+	// connection number (below maxLagConns): a fetcher asks for the same
+	// partitions again and again, found there without a map lookup (a
+	// cache miss a partition, in a table of thousands).
+	byConn [][]*LagSeries[T]
 }
+
+// maxLagConns bounds the connections whose last Fetch's series are kept.
+const maxLagConns = 1 << 16
 
 type groupKey struct {
 	clientID string
@@ -216,13 +229,28 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 	if req.Role == RoleReplication {
 		base.Replica = FetcherOf(req)
 	}
+	var prev []*LagSeries[T]
+	id := req.Conn.ID
+	if id >= 0 && id < maxLagConns {
+		if id >= len(t.byConn) {
+			t.byConn = append(t.byConn, make([][]*LagSeries[T], id+1-len(t.byConn))...)
+		}
+		prev = t.byConn[id]
+	}
+	t.asked = t.asked[:0]
 	for i := range q.Topics {
 		tp := &q.Topics[i]
+		k := base
+		k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
 		for j := range tp.Partitions {
-			k := base
-			k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
 			k.Partition = tp.Partitions[j].Partition
-			s := t.get(k, req)
+			var s *LagSeries[T]
+			if n := len(t.asked); n < len(prev) && prev[n] != nil && prev[n].Key == k {
+				s = prev[n]
+			} else {
+				s = t.get(k, req)
+			}
+			t.asked = append(t.asked, s)
 			if s == nil {
 				continue
 			}
@@ -230,14 +258,24 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 			s.ReadCommitted, s.Server = q.IsolationLevel == 1, req.Conn.Server
 		}
 	}
+	if id >= 0 && id < maxLagConns {
+		t.byConn[id] = append(t.byConn[id][:0], t.asked...)
+	}
+	next := 0 // the asked series the response's next partition should be
 	for i := range r.Topics {
 		tp := &r.Topics[i]
+		k := base
+		k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
 		for j := range tp.Partitions {
 			p := &tp.Partitions[j]
-			k := base
-			k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
 			k.Partition = p.Partition
-			s := t.series[k]
+			var s *LagSeries[T]
+			if next < len(t.asked) && t.asked[next] != nil && t.asked[next].Key == k {
+				s = t.asked[next]
+			} else {
+				s = t.series[k]
+			}
+			next++
 			if s == nil {
 				continue // a session's partition asked before the capture
 			}
@@ -253,15 +291,9 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 	if q.Version >= 7 && q.SessionEpoch > 0 {
 		// Partitions an incremental response leaves out have not
 		// changed: their high watermark is the one last given.
-		for i := range q.Topics {
-			tp := &q.Topics[i]
-			for j := range tp.Partitions {
-				k := base
-				k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
-				k.Partition = tp.Partitions[j].Partition
-				if s := t.series[k]; s != nil && s.asked == t.tick && s.answered != t.tick {
-					t.sample(s, resp)
-				}
+		for _, s := range t.asked {
+			if s != nil && s.asked == t.tick && s.answered != t.tick {
+				t.sample(s, resp)
 			}
 		}
 	}

@@ -89,6 +89,7 @@ type ClientAPI struct {
 const (
 	maxClients       = 1000
 	maxClientAPIs    = 64
+	maxByConn        = 1 << 16
 	maxClientTopics  = 100
 	maxClientConns   = 64
 	maxClientServers = 16
@@ -101,6 +102,14 @@ type clientKey struct {
 }
 
 type clientAPIKey struct{ key, version int16 }
+
+// clientAPI counts one API key and version of a client: a handful per
+// client, searched in the order first used, cheaper than a map's hashing
+// at every request.
+type clientAPI struct {
+	clientAPIKey
+	n int64
+}
 
 type client struct {
 	key         clientKey
@@ -115,7 +124,8 @@ type client struct {
 	firstPacket uint64
 	first, last time.Time
 	requests    int64
-	apis        map[clientAPIKey]int64
+	apis        []clientAPI
+	lastTopic   string // the topic name last added, not looked up again
 	apisCut     int64
 	topics      map[string]bool
 	topicIDs    map[[16]byte]bool
@@ -134,11 +144,13 @@ type inventory struct {
 	clients map[clientKey]*client
 	// cut counts the requests of clients not listed: the table was full.
 	cut int64
-	// last is the client of the last request, looked up again only when
-	// the connection or client id changes.
-	last    *client
-	lastKey *flows.ConnInfo
-	lastID  string
+	// byConn is the client of each connection's last request, by
+	// connection number (ConnInfo.ID, dense from 1), looked up by client
+	// id and host only when the connection's client id changes: an index
+	// into a slice where a map of thousands of clients costs a cache miss
+	// a request. Connections numbered maxByConn or more are looked up
+	// every time.
+	byConn []*client
 	// topic is addTopic bound once, for decode.RequestTopics.
 	topic func(name string, id [16]byte)
 	cur   *client
@@ -151,8 +163,11 @@ func newInventory() *inventory {
 }
 
 func (inv *inventory) client(m *flows.Message) *client {
-	if inv.last != nil && m.Conn == inv.lastKey && m.ClientID == inv.last.key.id {
-		return inv.last
+	id := m.Conn.ID
+	if id < len(inv.byConn) {
+		if c := inv.byConn[id]; c != nil && m.ClientID == c.key.id {
+			return c
+		}
 	}
 	k := clientKey{m.Conn.Client.Addr(), m.ClientID}
 	c := inv.clients[k]
@@ -160,10 +175,15 @@ func (inv *inventory) client(m *flows.Message) *client {
 		if len(inv.clients) >= maxClients {
 			return nil
 		}
-		c = &client{key: k, apis: map[clientAPIKey]int64{}, file: m.File, firstPacket: m.Packet, first: m.Time}
+		c = &client{key: k, file: m.File, firstPacket: m.Packet, first: m.Time}
 		inv.clients[k] = c
 	}
-	inv.last, inv.lastKey = c, m.Conn
+	if id >= 0 && id < maxByConn {
+		if id >= len(inv.byConn) {
+			inv.byConn = append(inv.byConn, make([]*client, id+1-len(inv.byConn))...)
+		}
+		inv.byConn[id] = c
+	}
 	return c
 }
 
@@ -184,12 +204,7 @@ func (inv *inventory) request(m *flows.Message) {
 		c.lastConn = m.Conn
 		c.addConn(m.Conn)
 	}
-	k := clientAPIKey{m.Key, m.Version}
-	if _, ok := c.apis[k]; ok || len(c.apis) < maxClientAPIs {
-		c.apis[k]++
-	} else {
-		c.apisCut++
-	}
+	c.countAPI(clientAPIKey{m.Key, m.Version})
 	if m.Req == nil {
 		return
 	}
@@ -270,7 +285,8 @@ func (inv *inventory) addTopic(name string, id [16]byte) {
 		}
 		return
 	}
-	if name == "" || c.topics[name] {
+	if name == "" || name == c.lastTopic || c.topics[name] {
+		c.lastTopic = name
 		return
 	}
 	if len(c.topics)+len(c.topicIDs) >= maxClientTopics {
@@ -281,6 +297,21 @@ func (inv *inventory) addTopic(name string, id [16]byte) {
 		c.topics = map[string]bool{}
 	}
 	c.topics[name] = true
+}
+
+// countAPI counts a request of k, or as not listed beyond maxClientAPIs.
+func (c *client) countAPI(k clientAPIKey) {
+	for i := range c.apis {
+		if c.apis[i].clientAPIKey == k {
+			c.apis[i].n++
+			return
+		}
+	}
+	if len(c.apis) >= maxClientAPIs {
+		c.apisCut++
+		return
+	}
+	c.apis = append(c.apis, clientAPI{k, 1})
 }
 
 func (c *client) addConn(ci *flows.ConnInfo) {
@@ -378,7 +409,8 @@ func (c *client) report(nodes *flows.Nodes) Client {
 	for _, r := range c.roles.List() {
 		out.Roles = append(out.Roles, r.String())
 	}
-	for k, n := range c.apis {
+	for _, ca := range c.apis {
+		k, n := ca.clientAPIKey, ca.n
 		a := ClientAPI{Key: k.key, Name: decode.Name(k.key), Version: k.version, Requests: n}
 		if r, ok := decode.RemovedIn40(k.key, k.version); ok {
 			a.RemovedIn40, a.RestoredIn = true, r.RestoredIn
