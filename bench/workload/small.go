@@ -11,7 +11,7 @@ import (
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 )
 
-// The small shape's cluster: three brokers, four topics of twelve
+// The small shape's cluster: three brokers, four topics of a hundred
 // partitions.
 var (
 	smallBrokers = []broker{{1, "10.0.0.1"}, {2, "10.0.0.2"}, {3, "10.0.0.3"}}
@@ -19,7 +19,7 @@ var (
 )
 
 const (
-	smallPartitions = 12
+	smallPartitions = 100
 	smallWindow     = 25 // connections with a request in flight at once
 	smallValue      = 100
 )
@@ -32,9 +32,11 @@ const (
 // aligned from the log start.
 var topicBatch = []int{1, 2, 8, 4}
 
-// fetchBatches are the Fetch responses' batch counts, picked in turn: an
-// empty long poll, or one to three batches.
-var fetchBatches = []int{0, 0, 1, 1, 2, 3}
+// maxFetchBatches is the most batches a Fetch response holds: responses
+// are encoded with 0 (an empty long poll) to maxFetchBatches batches,
+// enough for a consumer to keep up with the two producers of its
+// partition.
+const maxFetchBatches = 3
 
 // smallFrames are the small shape's frames, encoded once.
 type smallFrames struct {
@@ -72,7 +74,7 @@ func newSmallFrames(vs versionSet) *smallFrames {
 
 		f.fetch = append(f.fetch, request(vs.fetchRequest(topic), m32(0), m64(0)))
 		var fv []*frame
-		for n := range 4 {
+		for n := range maxFetchBatches + 1 {
 			b := batches(n, topicBatch[ti], smallValue)
 			if len(b) == 0 {
 				fv = append(fv, response(vs.fetchResponse(topic, 0, b), m32(0), m64(0), m64(1)))
@@ -306,7 +308,22 @@ func newClient(i int) *client {
 		addr:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 250), byte(i%250 + 1)}), uint16(clientPortMin+i)),
 		broker: smallBrokers[i%len(smallBrokers)],
 		topic:  (i / 10) % len(smallTopics),
-		part:   int32(i*7) % smallPartitions,
+	}
+	// Clients come in tens: four producers, three consumers, three group
+	// members, each ten on one topic. Every partition has two producers
+	// (of tens k and k+25 of its topic), and the consumers of a ten read
+	// the partitions its first three producers write, so each consumer
+	// keeps up with two producers' batches: the traffic of a healthy
+	// cluster, where a consumer reading a fixed share of a busier
+	// partition would be the falling-behind consumer a detector reports.
+	ten, r := i/10/len(smallTopics), i%10
+	switch {
+	case r < 4:
+		cl.part = int32(ten*4+r) % smallPartitions
+	case r < 7:
+		cl.part = int32(ten*4+r-4) % smallPartitions
+	default:
+		cl.part = int32(ten*4+r) % smallPartitions
 	}
 	cl.server = netip.AddrPortFrom(netip.MustParseAddr(cl.broker.host), kafkaPort)
 	switch r := i % 10; {
@@ -314,7 +331,7 @@ func newClient(i int) *client {
 		cl.role, cl.id = producer, fmt.Sprintf("producer-%04d", i%10000)
 	case r < 7:
 		cl.role, cl.id = consumer, fmt.Sprintf("consumer-%04d", i%10000)
-		cl.pos = logStartBase
+		cl.pos = logStartBase + logPreCapture // at the log's end: it keeps up
 	default:
 		cl.role, cl.id = member, fmt.Sprintf("consumer-%04d", i%10000)
 		cl.group = fmt.Sprintf("group-%03d", (i/30)%1000)
@@ -401,7 +418,7 @@ func (s *smallRun) window(cls []*client, round int) {
 }
 
 func (s *smallRun) sendRequest(cl *client) {
-	f, k := s.f, cl.idx+cl.n
+	f := s.f
 	var fr *frame
 	switch cl.op {
 	case opAPIVersions:
@@ -426,7 +443,12 @@ func (s *smallRun) sendRequest(cl *client) {
 			*end = next
 		}
 	case opFetch:
-		cl.variant = fetchBatches[k%len(fetchBatches)]
+		// A healthy consumer keeps up: it reads what producers appended
+		// since its last fetch, up to maxFetchBatches, and long polls
+		// (an empty response) when it is at the log's end.
+		per := int64(topicBatch[cl.topic])
+		behind := (s.logEnd[cl.topic][cl.part] - cl.pos + per - 1) / per
+		cl.variant = int(min(behind, maxFetchBatches))
 		cl.fail = (cl.idx*11+cl.n)%80 == 0
 		fr = f.fetch[cl.topic]
 		fr.put32(0, cl.part)
