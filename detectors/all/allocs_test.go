@@ -1,7 +1,10 @@
 package all
 
 import (
+	"flag"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,9 +212,23 @@ func TestDetectorsDoNotAllocatePerExchange(t *testing.T) {
 	}
 }
 
+// benchRules, if set, limits BenchmarkDetectorsSteadyTraffic to the rules
+// named (comma list), to compare the cost of the same rules across
+// revisions: `go test ./detectors/all -bench SteadyTraffic -args
+// -rules=not-leader-loop,duplicate-batches`.
+var benchRules = flag.String("rules", "", "BenchmarkDetectorsSteadyTraffic: only these rules (comma list)")
+
 // BenchmarkDetectorsSteadyTraffic is the detectors' cost per round of
 // steadyTraffic once warmed up (tables allocated, maps grown).
 func BenchmarkDetectorsSteadyTraffic(b *testing.B) {
+	as := Analyzers()
+	if *benchRules != "" {
+		names := strings.Split(*benchRules, ",")
+		as = slices.DeleteFunc(as, func(a *detectors.Analyzer) bool { return !slices.Contains(names, a.Name) })
+		if len(as) != len(names) {
+			b.Fatalf("-rules %s: %d of them are rules", *benchRules, len(as))
+		}
+	}
 	const rounds, warm = 1 << 16, 1 << 13
 	s := newSteadyTraffic(b, rounds)
 	var set *detectors.Set
@@ -220,7 +237,7 @@ func BenchmarkDetectorsSteadyTraffic(b *testing.B) {
 	for b.Loop() {
 		if i == rounds {
 			b.StopTimer()
-			set, _ = detectors.NewSet(Analyzers(), nil)
+			set, _ = detectors.NewSet(as, nil)
 			s.deliver(set)
 			for i = 0; i < warm; i++ {
 				s.step(i)
