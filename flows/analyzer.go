@@ -139,6 +139,10 @@ type Stats struct {
 	// IdleEvicted counts connections whose reassembly state was dropped
 	// after IdleTimeout without packets.
 	IdleEvicted int64
+	// KeptDropped counts requests whose kept record fingerprints (Keep)
+	// were dropped before their response, to stay within the bounds: the
+	// duplicate-batches rule compared those batches by CRC only.
+	KeptDropped int64
 	// Evicted sums the connections dropped from the table for MaxConns.
 	Evicted EvictedConns
 }
@@ -745,6 +749,10 @@ func (a *Analyzer) Close() {
 	}
 	a.phase = 3
 	a.closeSYNs()
+	// What was kept for the handlers is known once the last exchange is
+	// delivered (a deferred analyzer delivers nothing: its Delivery
+	// keeps nothing).
+	a.stats.KeptDropped = a.dl.KeptDropped()
 }
 
 // CloseAt is Close for a deferred analyzer, whose last packet is not the

@@ -37,6 +37,7 @@ func (s *Stats) Add(o *Stats) {
 	}
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
+	s.KeptDropped += o.KeptDropped
 	s.Evicted.add(&o.Evicted)
 }
 

@@ -255,6 +255,9 @@ func (s *sharded) Close() {
 		s.stats.Add(an.Stats())
 		s.conns = append(s.conns, an.Conns()...)
 	}
+	// The workers' analyzers deliver nothing themselves: what was kept
+	// for the handlers was kept here.
+	s.stats.KeptDropped += s.dl.KeptDropped()
 	slices.SortFunc(s.conns, func(a, b *flows.Conn) int { return a.ID - b.ID })
 	for _, b := range s.order {
 		s.stats.InternalErrors++

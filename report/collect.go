@@ -130,6 +130,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	t.NonIP, t.NonTCP, t.Fragments, t.Truncated, t.BadPackets = st.NonIP, st.NonTCP, st.Fragments, st.Truncated, st.BadPackets
 	t.Reassembled, t.FragmentBytesLost = st.Reassembled, st.FragLostBytes
 	t.FirstBadPacket, t.InternalErrors, t.FirstInternalError = problemAt(st.FirstBad), st.InternalErrors, problemAt(st.FirstInternal)
+	t.FingerprintsDropped = st.KeptDropped
 	t.DatagramsLost = map[string]int64{}
 	for k, n := range st.FragLost {
 		t.DatagramsLost[k] = n

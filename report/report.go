@@ -111,6 +111,12 @@ type Totals struct {
 	// which is FirstInternalError.
 	InternalErrors     int64    `json:"internal_errors"`
 	FirstInternalError *Problem `json:"first_internal_error,omitempty"`
+	// FingerprintsDropped counts Produce requests whose record
+	// fingerprints were dropped before their response, to bound memory
+	// (more than 16,384 requests or 32 MiB waiting): duplicate-batches
+	// compared their batches by CRC only, so a replay of them with new
+	// batch boundaries goes unseen.
+	FingerprintsDropped int64 `json:"record_fingerprints_dropped,omitempty"`
 }
 
 // UnknownAPI counts requests of a key or version kmsg cannot decode.

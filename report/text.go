@@ -151,6 +151,7 @@ func (p *printer) capture(r *Report) {
 		}
 		add(t.InternalErrors, what)
 	}
+	add(t.FingerprintsDropped, "Produce requests whose record fingerprints were dropped before their response (too many waiting: duplicate-batches compared those by CRC only)")
 	if len(other) > 0 {
 		p.f("  Other: %s\n", strings.Join(other, ", "))
 	}
