@@ -2,19 +2,15 @@ package pipeline
 
 import (
 	"bytes"
-	"context"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/all"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // TestRebatchedReplayFoundByRecords: a replay whose batches were rebuilt
@@ -62,15 +58,7 @@ func TestRebatchedReplayFoundByRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, workers := range []int{1, 2} {
-		f, err := capture.NewFile("replay.pcap", 0, bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := detectors.NewSet(all.Analyzers(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Workers: workers}).Report
+		r := runBytesWithDetectors(t, "replay.pcap", buf.Bytes(), workers)
 		var got []detectors.Finding
 		for _, f := range r.Findings {
 			if f.Detector == "duplicate-batches" {

@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -11,11 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/capture"
-	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -39,15 +33,7 @@ func TestFingerprintsDroppedCounted(t *testing.T) {
 		}
 		for _, workers := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%d requests, %d workers", tc.requests, workers), func(t *testing.T) {
-				f, err := capture.NewFile("waiting.pcap", 0, bytes.NewReader(b))
-				if err != nil {
-					t.Fatal(err)
-				}
-				set, err := detectors.NewSet(all.Analyzers(), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Workers: workers}).Report
+				r := runBytesWithDetectors(t, "waiting.pcap", b, workers)
 				if tot := r.Totals; tot.Requests != int64(tc.requests) || tot.Responses != int64(tc.requests) {
 					t.Fatalf("%d requests, %d responses; wrote %d each", tot.Requests, tot.Responses, tc.requests)
 				}

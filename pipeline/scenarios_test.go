@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -49,6 +50,21 @@ func runResult(t *testing.T, path string, workers int, handlers ...flows.Handler
 		t.Fatal(err)
 	}
 	return Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Handlers: handlers, Workers: workers})
+}
+
+// runBytesWithDetectors analyses a capture held in memory on n workers
+// with every rule, as kfsniff -r does.
+func runBytesWithDetectors(t *testing.T, name string, b []byte, n int) *report.Report {
+	t.Helper()
+	f, err := capture.NewFile(name, 0, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := detectors.NewSet(all.Analyzers(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Run(context.Background(), []*capture.File{f}, Options{Flows: flows.DefaultConfig(), Detectors: set, Workers: n}).Report
 }
 
 func describe(fs []detectors.Finding) string {
