@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -98,6 +99,32 @@ func capturePath(b *testing.B, name string) string {
 // analyse does what `kfsniff -r path --json --workers N` does: default
 // flows settings, every detector at its defaults, the JSON report encoded
 // (to io.Discard). workers 0 is the default (one per CPU).
+// flowsOnly runs flows alone over path on one goroutine: reading, TCP
+// reassembly, framing, decoding and pairing, with no handler (no
+// detector, no report), and returns its counters. It is what the full
+// analysis builds on: the difference is the detectors' and the report's.
+func flowsOnly(path string) (*flows.Stats, error) {
+	f, err := capture.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	a := flows.New(flows.DefaultConfig())
+	var p capture.Packet
+	for {
+		err := f.Next(&p)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.Packet(&p)
+	}
+	a.Close()
+	return a.Stats(), nil
+}
+
 func analyse(path string, workers int) (*report.Report, error) {
 	f, err := capture.Open(path, 0)
 	if err != nil {
@@ -198,6 +225,26 @@ func BenchmarkE2E(b *testing.B) {
 				}
 				b.ReportMetric(float64(packets)*float64(b.N)/b.Elapsed().Seconds(), "pkts/s")
 				fl.add(b, size, packets)
+			})
+
+			// flows-1: flows alone, on one goroutine.
+			b.Run("flows-1", func(b *testing.B) {
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					st, err := flowsOnly(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if st.Packets != int64(packets) {
+						b.Fatalf("flows read %d packets, the floor %d", st.Packets, packets)
+					}
+				}
+				secs := b.Elapsed().Seconds()
+				b.ReportMetric(float64(packets)*float64(b.N)/secs, "pkts/s")
+				if fl.secs > 0 {
+					b.ReportMetric(float64(size)*float64(b.N)/secs/1e6/fl.mbs(), "floor-ratio")
+				}
 			})
 
 			// kfsniff-1: one worker; kfsniff: the default, one per CPU.
