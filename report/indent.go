@@ -24,6 +24,11 @@ func appendIndent(dst, src []byte, prefix, indent string) []byte {
 	tail := src[end:]
 	src = src[:end]
 
+	// nl is a newline, prefix and the indents of the deepest level so far:
+	// the newline at depth d is its first 1+len(prefix)+d*len(indent) bytes,
+	// one copy rather than one per level.
+	nl := append(append(make([]byte, 0, 64), '\n'), prefix...)
+	base := len(nl)
 	depth := 0
 	// open is set after '{' or '[': the newline that follows it waits for
 	// the next token, which gives {} and [] when it closes them.
@@ -37,7 +42,7 @@ func appendIndent(dst, src []byte, prefix, indent string) []byte {
 		if open && c != '}' && c != ']' {
 			open = false
 			depth++
-			dst = newline(dst, prefix, indent, depth)
+			dst, nl = newline(dst, nl, base, indent, depth)
 		}
 		switch c {
 		case '"':
@@ -53,19 +58,19 @@ func appendIndent(dst, src []byte, prefix, indent string) []byte {
 				open = false
 			} else {
 				depth--
-				dst = newline(dst, prefix, indent, depth)
+				dst, nl = newline(dst, nl, base, indent, depth)
 			}
 			dst = append(dst, c)
 		case ',':
 			dst = append(dst, c)
-			dst = newline(dst, prefix, indent, depth)
+			dst, nl = newline(dst, nl, base, indent, depth)
 		case ':':
 			dst = append(dst, c, ' ')
 		default:
 			// A number or a literal (true, false, null): copy it up to the
 			// next punctuation or space.
 			j := i + 1
-			for j < len(src) && !isDelim(src[j]) {
+			for j < len(src) && !delim[src[j]] {
 				j++
 			}
 			dst = append(dst, src[i:j]...)
@@ -100,21 +105,19 @@ func stringEnd(src []byte, i int) int {
 	}
 }
 
-func newline(dst []byte, prefix, indent string, depth int) []byte {
-	dst = append(dst, '\n')
-	dst = append(dst, prefix...)
-	for range depth {
-		dst = append(dst, indent...)
+// newline appends the newline at depth to dst: the first base (newline
+// and prefix) plus depth indents bytes of nl, which it extends as needed.
+func newline(dst, nl []byte, base int, indent string, depth int) ([]byte, []byte) {
+	n := base + max(depth, 0)*len(indent)
+	for len(nl) < n {
+		nl = append(nl, indent...)
 	}
-	return dst
+	return append(dst, nl[:n]...), nl
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func isDelim(c byte) bool {
-	switch c {
-	case ',', ':', '{', '}', '[', ']', '"', ' ', '\t', '\n', '\r':
-		return true
-	}
-	return false
-}
+// delim marks the bytes that end a number or a literal (read only, a
+// table as encoding/json keeps its safeSet).
+var delim = [256]bool{',': true, ':': true, '{': true, '}': true, '[': true, ']': true, '"': true,
+	' ': true, '\t': true, '\n': true, '\r': true}

@@ -141,3 +141,37 @@ func FuzzIndent(f *testing.F) {
 		checkIndent(t, "fuzz", src)
 	})
 }
+
+// BenchmarkIndent compares appendIndent with json.Indent on a large golden
+// report, compacted as json.Encoder writes it.
+func BenchmarkIndent(b *testing.B) {
+	doc, err := os.ReadFile("testdata/golden/scenarios/election-stall.pcap.report.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		b.Fatal(err)
+	}
+	compact.WriteByte('\n')
+	src := compact.Bytes()
+	b.Run("appendIndent", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		b.ReportAllocs()
+		var dst []byte
+		for b.Loop() {
+			dst = appendIndent(dst[:0], src, "", "  ")
+		}
+	})
+	b.Run("json.Indent", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		b.ReportAllocs()
+		var dst bytes.Buffer
+		for b.Loop() {
+			dst.Reset()
+			if err := json.Indent(&dst, src, "", "  "); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
