@@ -175,3 +175,46 @@ func BenchmarkIndent(b *testing.B) {
 		}
 	})
 }
+
+// TestWriteJSONAsEncoder: WriteJSON writes what it wrote when it was a
+// json.Encoder with SetEscapeHTML(false) and SetIndent("", "  ") writing
+// through SafeJSONWriter, for a report whose strings hold everything the
+// two could differ on: HTML characters, quotes and backslashes, C0 and C1
+// controls, invalid UTF-8, brackets, and empty lists and maps.
+func TestWriteJSONAsEncoder(t *testing.T) {
+	hostile := "<a href=\"x\">&amp;</a> \\\" \\\\ \x1b[31m \u009b2J \xff\xfe {[,:]} \u2028 日本"
+	r := &Report{
+		Schema:  Schema,
+		Capture: Capture{Files: []File{{Name: hostile, Format: "pcap", LinkTypes: []string{}, Error: hostile}}},
+		Totals: Totals{
+			SkippedBytes:   map[string]int64{hostile: 1, "": 0},
+			DatagramsLost:  map[string]int64{},
+			FirstBadPacket: &Problem{Packet: 7, What: hostile},
+		},
+		APIs:        []API{{Name: hostile, Errors: map[string]int64{}}},
+		Connections: []Connection{},
+		Events:      []Event{{Kind: hostile, Client: "[::1]:9092"}},
+		Lag:         nil,
+	}
+	var old bytes.Buffer
+	enc := json.NewEncoder(SafeJSONWriter{W: &old})
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := WriteJSON(&got, r); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), old.Bytes()) {
+		t.Errorf("WriteJSON differs from the Encoder it replaced\ngot:\n%s\nwant:\n%s", got.Bytes(), old.Bytes())
+	}
+	// The document is what is tested: it must hold the characters the
+	// escaping settings are about, raw, and the sanitised C1 control.
+	for _, want := range []string{`<a href=\"x\">&amp;</a>`, `\\\"`, `\u001b`, `\u009b`, `\ufffd`, "{}", "[]"} {
+		if !bytes.Contains(got.Bytes(), []byte(want)) {
+			t.Errorf("WriteJSON's document lacks %s:\n%s", want, got.Bytes())
+		}
+	}
+}
