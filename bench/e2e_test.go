@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,10 +144,7 @@ func analyse(path string, workers int) (*report.Report, error) {
 	if warn != nil {
 		return nil, warn
 	}
-	enc := json.NewEncoder(io.Discard)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return res.Report, enc.Encode(res.Report)
+	return res.Report, report.WriteJSON(io.Discard, res.Report)
 }
 
 // check fails the benchmark unless the whole capture was analysed

@@ -35,14 +35,37 @@ type Report struct {
 	LagDropped int64 `json:"lag_dropped,omitempty"`
 }
 
-// WriteJSON writes r as the --json document: indented, with '<', '>' and
-// '&' as they are, through SafeJSONWriter so that no byte of it can drive a
-// terminal.
+// WriteJSON writes r as the --json document: what a json.Encoder with
+// SetEscapeHTML(false) and SetIndent("", "  ") writes ('<', '>' and '&' as
+// they are, a newline at the end), made safe for a terminal by SafeJSON.
+// It encodes compact and indents with appendIndent, which gives the same
+// bytes several times faster than the Encoder's own indenting.
 func WriteJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(SafeJSONWriter{W: w})
+	var compact copyWriter
+	enc := json.NewEncoder(&compact)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	// SafeJSON changes only runes inside strings, appendIndent only the
+	// space between tokens: either order gives the same bytes, and this
+	// one scans the smaller document.
+	src := SafeJSON(compact)
+	// Indenting makes a report 1.3 to 1.6 times larger (the fixtures', the
+	// benchmark captures'): one allocation, rarely two.
+	out := appendIndent(make([]byte, 0, len(src)+len(src)*3/4), src, "", "  ")
+	_, err := w.Write(out)
+	return err
+}
+
+// copyWriter keeps what is written to it. A json.Encoder writes a value
+// in one Write, so it is copied once into a slice of its size, where a
+// bytes.Buffer would grow to it by doubling.
+type copyWriter []byte
+
+func (c *copyWriter) Write(p []byte) (int, error) {
+	*c = append(*c, p...)
+	return len(p), nil
 }
 
 // Capture describes the inputs.
