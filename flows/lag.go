@@ -69,10 +69,11 @@ type LagSeries struct {
 	Server netip.AddrPort
 	// Samples counts the points taken.
 	Samples int64
-	// Index numbers the series from 0, in the order they began, densely:
-	// an owner keeps its state of a series in a slice by it rather than
-	// in a map.
-	Index int
+	// Index numbers the series from 0, in the order they began, densely;
+	// RoleIndex numbers those of its role (Role) alike: an owner keeps
+	// its state of a series by one of them (LagStates) rather than in a
+	// map.
+	Index, RoleIndex int
 	// InAll is set when the series is one of the table's first Max of
 	// both roles together: what an owner following both roles (the
 	// report) follows. A series not InAll is followed by its role's
@@ -373,7 +374,7 @@ func (t *LagTable) get(k LagKey, req *Message) *LagSeries {
 		t.series = make(map[LagKey]*LagSeries)
 	}
 	s := &LagSeries{Key: k, TopicName: req.TopicName(k.Topic, k.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1,
-		Index: len(t.all), InAll: len(t.all) < limit}
+		Index: len(t.all), RoleIndex: t.ofRole[r], InAll: len(t.all) < limit}
 	// Whatever is among the first limit of both roles is among the
 	// first of its own, so InAll marks the first limit series of both
 	// roles exactly: those a table bounded to limit over both would
@@ -465,6 +466,33 @@ func lagLess(a, b *LagKey, an, bn string) bool {
 		return string(a.TopicID[:]) < string(b.TopicID[:])
 	}
 	return a.Partition < b.Partition
+}
+
+// LagStates keeps an owner's state of each series by an index of the
+// series (LagSeries.Index, or RoleIndex for an owner of one role): in pages,
+// so that growing copies nothing and a state stays where it is. The zero
+// value is ready.
+type LagStates[T any] struct {
+	pages []*[lagPage]T
+}
+
+// lagPage is how many states a page holds.
+const lagPage = 64
+
+// At returns the state of index i, made (zero) if new.
+func (st *LagStates[T]) At(i int) *T {
+	for i/lagPage >= len(st.pages) {
+		st.pages = append(st.pages, new([lagPage]T))
+	}
+	return &st.pages[i/lagPage][i%lagPage]
+}
+
+// Get returns the state of index i, nil if none was ever made on its page.
+func (st *LagStates[T]) Get(i int) *T {
+	if i < 0 || i/lagPage >= len(st.pages) {
+		return nil
+	}
+	return &st.pages[i/lagPage][i%lagPage]
 }
 
 // LagUser is a handler that follows lag from the Delivery's one table: the

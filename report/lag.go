@@ -121,7 +121,7 @@ type LagCollector struct {
 	table  *flows.LagTable
 	shared bool
 	// tracks are the series' pictures, by LagSeries.Index.
-	tracks []LagTrack
+	tracks flows.LagStates[LagTrack]
 }
 
 // UseLag implements flows.LagUser: it follows the Delivery's table.
@@ -155,10 +155,7 @@ func (c *LagCollector) OnExchange(x *flows.Exchange) {
 		if !s.S.InAll {
 			continue
 		}
-		if n := s.S.Index; n >= len(c.tracks) {
-			c.tracks = append(c.tracks, make([]LagTrack, n+1-len(c.tracks))...)
-		}
-		c.tracks[s.S.Index].Add(s.P)
+		c.tracks.At(s.S.Index).Add(s.P)
 	}
 }
 
@@ -176,11 +173,11 @@ func (c *LagCollector) Dropped() int64 {
 func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 	out := []Lag{}
 	for _, s := range c.table.Series(flows.RoleNone) {
-		if s.Index >= len(c.tracks) || c.tracks[s.Index].n == 0 {
+		t := c.tracks.Get(s.Index)
+		if t == nil || t.n == 0 {
 			continue // its samples never reached us (a handler before panicked)
 		}
 		k := &s.Key
-		t := &c.tracks[s.Index]
 		l := Lag{Role: "consumer", Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
 			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: t.n,
 			First: lagPoint(t.First), Last: lagPoint(t.Last), Min: lagPoint(t.Min), Max: lagPoint(t.Max)}

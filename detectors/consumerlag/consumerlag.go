@@ -66,8 +66,8 @@ type rule struct {
 	// table is the Delivery's (UseLag): consumers' series are followed
 	// within its bound for consumers alone.
 	table *flows.LagTable
-	// tracks are the consumers' series, by flows.LagSeries.Index.
-	tracks []track
+	// tracks are the consumers' series, by flows.LagSeries.RoleIndex.
+	tracks flows.LagStates[track]
 }
 
 // track is one consumer partition: the slice under way, the episode under
@@ -154,10 +154,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if s.S.Key.Replica >= 0 {
 			continue // a follower's
 		}
-		if n := s.S.Index; n >= len(r.tracks) {
-			r.tracks = append(r.tracks, make([]track, n+1-len(r.tracks))...)
-		}
-		r.add(&r.tracks[s.S.Index], s.P)
+		r.add(r.tracks.At(s.S.RoleIndex), s.P)
 	}
 }
 
@@ -212,10 +209,11 @@ func worst(a, b *part) bool {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var consumers lagev.Groups[flows.LagKey, part]
 	for _, s := range r.table.Series(flows.RoleConsumer) {
-		if s.Index >= len(r.tracks) {
+		tp := r.tracks.Get(s.RoleIndex)
+		if tp == nil {
 			continue // its samples never reached the rule (a handler before panicked)
 		}
-		t := r.tracks[s.Index]
+		t := *tp
 		cur, ended := step(t.cur, &t.sl)
 		r.keep(&t, &ended)
 		pt := part{s: s}

@@ -54,8 +54,8 @@ type rule struct {
 	// table is the Delivery's (UseLag): followers' series are followed
 	// within its bound for followers alone.
 	table *flows.LagTable
-	// tracks are the followers' series, by flows.LagSeries.Index.
-	tracks []track
+	// tracks are the followers' series, by flows.LagSeries.RoleIndex.
+	tracks flows.LagStates[track]
 }
 
 // track is one follower partition: the run under way and the worst
@@ -88,10 +88,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if s.S.Key.Replica < 0 {
 			continue // a consumer's
 		}
-		if n := s.S.Index; n >= len(r.tracks) {
-			r.tracks = append(r.tracks, make([]track, n+1-len(r.tracks))...)
-		}
-		r.add(&r.tracks[s.S.Index], s.P)
+		r.add(r.tracks.At(s.S.RoleIndex), s.P)
 	}
 }
 
@@ -145,10 +142,10 @@ func worst(a, b *part) bool {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var followers lagev.Groups[follower, part]
 	for _, s := range r.table.Series(flows.RoleReplication) {
-		if s.Index >= len(r.tracks) {
+		t := r.tracks.Get(s.RoleIndex)
+		if t == nil {
 			continue // its samples never reached the rule (a handler before panicked)
 		}
-		t := &r.tracks[s.Index]
 		pt := part{s: s}
 		switch {
 		case r.qualifies(&t.cur):
