@@ -21,5 +21,8 @@ func (s *Set) UseLag(t *flows.LagTable) bool {
 			used = true
 		}
 	}
+	if used {
+		s.lag = t
+	}
 	return used
 }

@@ -160,12 +160,14 @@ func (d *Delivery) Deliver(ev *Event) {
 			q.Frame = q.kept.frame
 		}
 		if d.lag != nil {
-			x.Lag = d.lag.Fetch(q, m)
+			d.lag.Fetch(q, m)
 		}
 		for _, h := range d.exH {
 			h.OnExchange(x)
 		}
-		x.Lag = nil
+		if d.lag != nil {
+			d.lag.out = d.lag.out[:0]
+		}
 		if m != nil {
 			release(m, m.Resp)
 		}

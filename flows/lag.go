@@ -495,13 +495,24 @@ func (st *LagStates[T]) Get(i int) *T {
 	return &st.pages[i/lagPage][i%lagPage]
 }
 
+// Samples returns the points the last Fetch took: in a handler's
+// OnExchange, those of the exchange delivered (LagUser); none at other
+// times. The slice is reused.
+func (t *LagTable) Samples() []LagSample {
+	if t == nil {
+		return nil
+	}
+	return t.out
+}
+
 // LagUser is a handler that follows lag from the Delivery's one table: the
 // Delivery, when it is made, offers it the table, and feeds the table only
 // if some handler takes it (UseLag returns true). Then it feeds it every
 // request (Request) before the handlers' OnRequest and every exchange
 // (Fetch) before their OnExchange, which read the exchange's samples
-// (Exchange.Lag) and, at the end, the table's series, groups and drop
-// counts. The table is written on the delivering goroutine: a handler read
+// (Samples: not on the Exchange, which would grow every exchange's
+// allocation for the few that are Fetches) and, at the end, the table's
+// series, groups and drop counts. The table is written on the delivering goroutine: a handler read
 // from another (the TUI's) keeps a table of its own instead.
 type LagUser interface {
 	UseLag(t *LagTable) bool

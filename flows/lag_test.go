@@ -244,13 +244,15 @@ func mapsEqual(a, b map[int32]int64) bool {
 // lagUser follows lag from the Delivery's table if take is set, recording
 // the samples each exchange carries.
 type lagUser struct {
-	take  bool
-	table *flows.LagTable
-	got   map[int32]int64
-	calls int
+	take    bool
+	offered *flows.LagTable
+	table   *flows.LagTable
+	got     map[int32]int64
+	calls   int
 }
 
 func (u *lagUser) UseLag(t *flows.LagTable) bool {
+	u.offered = t
 	if u.take {
 		u.table = t
 	}
@@ -259,7 +261,7 @@ func (u *lagUser) UseLag(t *flows.LagTable) bool {
 
 func (u *lagUser) OnExchange(x *flows.Exchange) {
 	u.calls++
-	for _, s := range x.Lag {
+	for _, s := range u.table.Samples() {
 		u.got[s.S.Key.Partition] = s.P.Lag
 	}
 }
@@ -292,7 +294,10 @@ func TestLagDelivered(t *testing.T) {
 	}
 	none := &lagUser{got: map[int32]int64{}}
 	deliver(flows.NewDelivery(none))
-	if none.calls != 1 || len(none.got) != 0 {
-		t.Errorf("%d exchanges, samples %v: want 1 and none for a handler not following lag", none.calls, none.got)
+	if none.calls != 1 || none.offered == nil || none.offered.Len() != 0 || len(none.offered.Samples()) != 0 {
+		t.Errorf("%d exchanges, table offered %v: want 1 and a table not fed when no handler takes it", none.calls, none.offered)
+	}
+	if len(a.table.Samples()) != 0 {
+		t.Errorf("samples %v left after the exchange's delivery", a.table.Samples())
 	}
 }

@@ -130,10 +130,6 @@ type Exchange struct {
 	// was made (Conn.Gaps then): handlers may run while flows goes on with
 	// the connection on another goroutine, and must not read its counters.
 	ConnGaps int
-	// Lag are the lag samples the exchange gives (a consumer's or
-	// follower's Fetch), when a handler follows lag (LagUser): valid
-	// during the handler calls only.
-	Lag []LagSample
 }
 
 // Latency is the time from the request's last packet to the response's

@@ -115,7 +115,7 @@ func (t *LagTrack) Points() []flows.LagPoint {
 // LagCollector gathers the lag of every consumer and follower for the
 // report; the zero value is ready. Given the Delivery's table (UseLag, as
 // the report's Collector is) it reads the samples the Delivery took of each
-// exchange (flows.Exchange.Lag); else it keeps a table of its own and
+// exchange (LagTable.Samples); else it keeps a table of its own and
 // feeds it (the TUI's model, read from the UI's goroutine).
 type LagCollector struct {
 	table  *flows.LagTable
@@ -146,7 +146,7 @@ func (c *LagCollector) OnRequest(m *flows.Message) {
 
 // OnExchange samples a Fetch exchange.
 func (c *LagCollector) OnExchange(x *flows.Exchange) {
-	samples := x.Lag
+	samples := c.table.Samples()
 	if !c.shared {
 		samples = c.own().Fetch(x.Req, x.Resp)
 	}
