@@ -48,6 +48,9 @@ type Exchange struct {
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made.
 	ConnGaps int
+	// Lag are the lag samples of the exchange (flows.LagTable.Samples),
+	// for a rule that follows lag (LagHook).
+	Lag []flows.LagSample
 }
 
 // Latency is the time from the request's last packet to the response's.

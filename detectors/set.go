@@ -19,6 +19,8 @@ type Set struct {
 	// x and e are reused for every event (the hooks must not keep them).
 	x Exchange
 	e ConnEvent
+	// lag is the Delivery's lag table, if a rule follows lag (LagHook).
+	lag *flows.LagTable
 }
 
 // NewSet makes the rules of the analyzers, with their parameters changed by
@@ -96,7 +98,7 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	}
 	s.at(&x.Conn.ConnInfo, m)
 	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
-		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps}
+		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps, Lag: s.lag.Samples()}
 	for _, h := range s.ex {
 		h.Exchange(&s.pass, &s.x)
 	}

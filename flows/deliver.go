@@ -77,6 +77,9 @@ type Delivery struct {
 	Opened int
 	// keep is what handlers asked to keep of requests (Keeper).
 	keep keeping
+	// lag is the lag of consumers and followers, for the handlers that
+	// follow it (LagUser); nil if none does.
+	lag *LagTable
 }
 
 // NewDelivery returns a Delivery to handlers, for events sunk by
@@ -104,6 +107,12 @@ func newDelivery(handlers []Handler) *Delivery {
 			d.keep.add(k.Keep())
 		}
 	}
+	lag := new(LagTable)
+	for _, h := range handlers {
+		if u, ok := h.(LagUser); ok && u.UseLag(lag) {
+			d.lag = lag
+		}
+	}
 	return d
 }
 
@@ -122,6 +131,9 @@ func (d *Delivery) Deliver(ev *Event) {
 		d.nameTopics(m)
 		if d.keep.on() {
 			d.keep.request(m)
+		}
+		if d.lag != nil {
+			d.lag.Request(m)
 		}
 		for _, h := range d.reqH {
 			h.OnRequest(m)
@@ -147,8 +159,14 @@ func (d *Delivery) Deliver(ev *Event) {
 		if q != nil && q.kept != nil && len(q.kept.frame) > 0 {
 			q.Frame = q.kept.frame
 		}
+		if d.lag != nil {
+			d.lag.Fetch(q, m)
+		}
 		for _, h := range d.exH {
 			h.OnExchange(x)
+		}
+		if d.lag != nil {
+			d.lag.out = d.lag.out[:0]
 		}
 		if m != nil {
 			release(m, m.Resp)

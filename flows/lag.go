@@ -52,9 +52,9 @@ type LagPoint struct {
 	Lag int64
 }
 
-// LagSeries is one key's state, and what the table's owner keeps for it
-// (X).
-type LagSeries[T any] struct {
+// LagSeries is one key's state. Its owners keep theirs in a slice by
+// Index.
+type LagSeries struct {
 	Key LagKey
 	// TopicName is the topic's name as known when the series began (a
 	// topic id learned later is named by Nodes.TopicName).
@@ -69,14 +69,32 @@ type LagSeries[T any] struct {
 	Server netip.AddrPort
 	// Samples counts the points taken.
 	Samples int64
-	X       T
+	// Index numbers the series from 0, in the order they began, densely;
+	// RoleIndex numbers those of its role (Role) alike: an owner keeps
+	// its state of a series by one of them (LagStates) rather than in a
+	// map.
+	Index, RoleIndex int
+	// InAll is set when the series is one of the table's first Max of
+	// both roles together: what an owner following both roles (the
+	// report) follows. A series not InAll is followed by its role's
+	// owners only (LagTable.Max).
+	InAll bool
 
 	asked, answered uint64 // the exchange that last named it
 }
 
+// Role is the role of the series' fetcher: RoleReplication for a
+// follower's, RoleConsumer for a consumer's.
+func (s *LagSeries) Role() Role {
+	if s.Key.Replica >= 0 {
+		return RoleReplication
+	}
+	return RoleConsumer
+}
+
 // Topic names the series' topic: by the name Metadata gave its id (n) if
 // it was fetched by id, else as when the series began.
-func (s *LagSeries[T]) Topic(n *Nodes) string {
+func (s *LagSeries) Topic(n *Nodes) string {
 	if s.Key.Topic == "" && n != nil {
 		if name, ok := n.TopicName(s.Key.TopicID); ok {
 			return name
@@ -86,8 +104,8 @@ func (s *LagSeries[T]) Topic(n *Nodes) string {
 }
 
 // LagSample is a point taken by LagTable.Fetch, with its series.
-type LagSample[T any] struct {
-	S *LagSeries[T]
+type LagSample struct {
+	S *LagSeries
 	P LagPoint
 }
 
@@ -101,34 +119,48 @@ const (
 	maxGroups    = 4
 )
 
-// LagTable follows the lag of every consumer's and follower's partitions,
-// each with the owner's state T; the zero value is ready. Its owner feeds
-// it requests (Request, for consumer groups) and Fetch exchanges (Fetch).
-type LagTable[T any] struct {
-	// Max bounds the series (0: DefaultMaxLagSeries); Dropped counts the
-	// samples of partitions beyond it, not followed.
+// LagTable follows the lag of every consumer's and follower's partitions;
+// the zero value is ready. It is fed requests (Request, for consumer
+// groups) and Fetch exchanges (Fetch): by a Delivery, once for all the
+// handlers that follow lag (LagUser), which read the samples of each
+// exchange (Exchange.Lag) and keep their own state of a series by its
+// Index.
+//
+// It follows the first Max series of each role (consumers, followers), so
+// that an owner following one role sees the same partitions as if the
+// other's fetches were not there, and marks the first Max of both roles
+// together (LagSeries.InAll), which an owner following both follows.
+type LagTable struct {
+	// Max bounds the series of each role, and those InAll (0:
+	// DefaultMaxLagSeries). Dropped counts the partitions asked (one a
+	// partition of a Fetch request) whose series is not InAll: those an
+	// owner of both roles does not follow; RoleDropped those of one role
+	// beyond its bound.
 	Max     int
 	Dropped int64
 	// Only, if set (RoleConsumer or RoleReplication), follows the
 	// fetches of that role only.
 	Only Role
 
-	series map[LagKey]*LagSeries[T]
-	groups map[groupKey]*[maxGroups]string
+	series  map[LagKey]*LagSeries
+	all     []*LagSeries // by Index
+	ofRole  [2]int       // series of consumers, followers
+	dropped [2]int64     // partitions asked beyond ofRole's bound
+	groups  map[groupKey]*[maxGroups]string
 	// GroupsDropped counts group sightings beyond the bounds.
 	GroupsDropped int64
-	out           []LagSample[T]
+	out           []LagSample
 	tick          uint64
 	// asked are the series of the request being read, in its order (nil
 	// for a partition not followed): a response lists its partitions in
 	// the request's order as a rule, so each is found without hashing
 	// its key again.
-	asked []*LagSeries[T]
+	asked []*LagSeries
 	// byConn are the series each connection's last Fetch asked for, by
 	// connection number (below maxLagConns): a fetcher asks for the same
 	// partitions again and again, found there without a map lookup (a
 	// cache miss a partition, in a table of thousands).
-	byConn [][]*LagSeries[T]
+	byConn [][]*LagSeries
 }
 
 // maxLagConns bounds the connections whose last Fetch's series are kept.
@@ -163,7 +195,7 @@ func GroupOf(m *Message) string {
 // Request learns the consumer group of the request's client id and host,
 // from any of its connections (the fetch connections and the coordinator's
 // differ).
-func (t *LagTable[T]) Request(m *Message) {
+func (t *LagTable) Request(m *Message) {
 	g := GroupOf(m)
 	if g == "" || m.Conn == nil {
 		return
@@ -195,7 +227,10 @@ func (t *LagTable[T]) Request(m *Message) {
 
 // Groups returns the consumer groups learned for a client id and host, in
 // the order first seen; none when its group requests were not captured.
-func (t *LagTable[T]) Groups(clientID string, host netip.Addr) []string {
+func (t *LagTable) Groups(clientID string, host netip.Addr) []string {
+	if t == nil {
+		return nil
+	}
 	gs := t.groups[groupKey{clientID, host.Unmap()}]
 	if gs == nil {
 		return nil
@@ -213,7 +248,7 @@ func (t *LagTable[T]) Groups(clientID string, host netip.Addr) []string {
 // partition of a consumer's or follower's Fetch whose response (or, in an
 // incremental session, whose earlier response) gave a high watermark. The
 // slice is reused by the next call.
-func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
+func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 	t.out = t.out[:0]
 	if req == nil || resp == nil || req.Conn == nil || req.Key != int16(kmsg.Fetch) ||
 		req.Role != RoleConsumer && req.Role != RoleReplication || t.Only != RoleNone && req.Role != t.Only {
@@ -229,11 +264,11 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 	if req.Role == RoleReplication {
 		base.Replica = FetcherOf(req)
 	}
-	var prev []*LagSeries[T]
+	var prev []*LagSeries
 	id := req.Conn.ID
 	if id >= 0 && id < maxLagConns {
 		if id >= len(t.byConn) {
-			t.byConn = append(t.byConn, make([][]*LagSeries[T], id+1-len(t.byConn))...)
+			t.byConn = append(t.byConn, make([][]*LagSeries, id+1-len(t.byConn))...)
 		}
 		prev = t.byConn[id]
 	}
@@ -244,7 +279,7 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 		k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
 		for j := range tp.Partitions {
 			k.Partition = tp.Partitions[j].Partition
-			var s *LagSeries[T]
+			var s *LagSeries
 			if n := len(t.asked); n < len(prev) && prev[n] != nil && prev[n].Key == k {
 				s = prev[n]
 			} else {
@@ -252,7 +287,11 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 			}
 			t.asked = append(t.asked, s)
 			if s == nil {
+				t.Dropped++
 				continue
+			}
+			if !s.InAll {
+				t.Dropped++
 			}
 			s.Offset, s.asked = tp.Partitions[j].FetchOffset, t.tick
 			s.ReadCommitted, s.Server = q.IsolationLevel == 1, req.Conn.Server
@@ -269,7 +308,7 @@ func (t *LagTable[T]) Fetch(req, resp *Message) []LagSample[T] {
 		for j := range tp.Partitions {
 			p := &tp.Partitions[j]
 			k.Partition = p.Partition
-			var s *LagSeries[T]
+			var s *LagSeries
 			if next < len(t.asked) && t.asked[next] != nil && t.asked[next].Key == k {
 				s = t.asked[next]
 			} else {
@@ -319,29 +358,67 @@ func topicKey(req *Message, name string, id [16]byte) (string, [16]byte) {
 	return "", id
 }
 
-// get returns k's series, made if the table has room.
-func (t *LagTable[T]) get(k LagKey, req *Message) *LagSeries[T] {
+// get returns k's series, made if its role has room (counted in
+// t.dropped if not).
+func (t *LagTable) get(k LagKey, req *Message) *LagSeries {
 	if s := t.series[k]; s != nil {
 		return s
 	}
-	limit := t.Max
-	if limit <= 0 {
-		limit = DefaultMaxLagSeries
-	}
-	if len(t.series) >= limit {
-		t.Dropped++
+	limit := t.limit()
+	r := roleIndex(k.Replica)
+	if t.ofRole[r] >= limit {
+		t.dropped[r]++
 		return nil
 	}
 	if t.series == nil {
-		t.series = make(map[LagKey]*LagSeries[T])
+		t.series = make(map[LagKey]*LagSeries)
 	}
-	s := &LagSeries[T]{Key: k, TopicName: req.TopicName(k.Topic, k.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1}
+	s := &LagSeries{Key: k, TopicName: req.TopicName(k.Topic, k.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1,
+		Index: len(t.all), RoleIndex: t.ofRole[r], InAll: len(t.all) < limit}
+	// Whatever is among the first limit of both roles is among the
+	// first of its own, so InAll marks the first limit series of both
+	// roles exactly: those a table bounded to limit over both would
+	// have followed.
 	t.series[k] = s
+	t.all = append(t.all, s)
+	t.ofRole[r]++
 	return s
 }
 
+func (t *LagTable) limit() int {
+	if t.Max <= 0 {
+		return DefaultMaxLagSeries
+	}
+	return t.Max
+}
+
+// roleIndex is a series' place in LagTable.ofRole: 0 for a consumer's
+// (replica -1), 1 for a follower's.
+func roleIndex(replica int32) int {
+	if replica >= 0 {
+		return 1
+	}
+	return 0
+}
+
+// RoleDropped counts the partitions asked by fetchers of role r
+// (RoleConsumer or RoleReplication) beyond the first Max series of that
+// role, not followed: what an owner following that role alone misses.
+func (t *LagTable) RoleDropped(r Role) int64 {
+	if t == nil {
+		return 0
+	}
+	switch r {
+	case RoleConsumer:
+		return t.dropped[0]
+	case RoleReplication:
+		return t.dropped[1]
+	}
+	return 0
+}
+
 // sample takes a point of s at resp, if both sides are known.
-func (t *LagTable[T]) sample(s *LagSeries[T], resp *Message) {
+func (t *LagTable) sample(s *LagSeries, resp *Message) {
 	if s.Offset < 0 || s.HighWatermark < 0 {
 		return
 	}
@@ -350,19 +427,24 @@ func (t *LagTable[T]) sample(s *LagSeries[T], resp *Message) {
 		bound = s.LastStable
 	}
 	s.Samples++
-	t.out = append(t.out, LagSample[T]{S: s, P: LagPoint{Time: resp.Time, File: resp.File, Packet: resp.Packet, Conn: resp.Conn.ID,
+	t.out = append(t.out, LagSample{S: s, P: LagPoint{Time: resp.Time, File: resp.File, Packet: resp.Packet, Conn: resp.Conn.ID,
 		Offset: s.Offset, HighWatermark: s.HighWatermark, Lag: max(bound-s.Offset, 0)}})
 }
 
 // Len is how many series the table follows.
-func (t *LagTable[T]) Len() int { return len(t.series) }
+func (t *LagTable) Len() int { return len(t.all) }
 
-// Series returns the series with at least one point: consumers first, then
-// followers by node id, each by client id, host, topic and partition.
-func (t *LagTable[T]) Series() []*LagSeries[T] {
-	out := make([]*LagSeries[T], 0, len(t.series))
-	for _, s := range t.series {
-		if s.Samples > 0 {
+// Series returns the series of role r with at least one point (r
+// RoleConsumer or RoleReplication; RoleNone: both roles, those InAll):
+// consumers first, then followers by node id, each by client id, host,
+// topic and partition.
+func (t *LagTable) Series(r Role) []*LagSeries {
+	if t == nil {
+		return nil
+	}
+	var out []*LagSeries
+	for _, s := range t.all {
+		if s.Samples > 0 && (r == RoleNone && s.InAll || r != RoleNone && s.Role() == r) {
 			out = append(out, s)
 		}
 	}
@@ -384,4 +466,54 @@ func lagLess(a, b *LagKey, an, bn string) bool {
 		return string(a.TopicID[:]) < string(b.TopicID[:])
 	}
 	return a.Partition < b.Partition
+}
+
+// LagStates keeps an owner's state of each series by an index of the
+// series (LagSeries.Index, or RoleIndex for an owner of one role): in pages,
+// so that growing copies nothing and a state stays where it is. The zero
+// value is ready.
+type LagStates[T any] struct {
+	pages []*[lagPage]T
+}
+
+// lagPage is how many states a page holds.
+const lagPage = 64
+
+// At returns the state of index i, made (zero) if new.
+func (st *LagStates[T]) At(i int) *T {
+	for i/lagPage >= len(st.pages) {
+		st.pages = append(st.pages, new([lagPage]T))
+	}
+	return &st.pages[i/lagPage][i%lagPage]
+}
+
+// Get returns the state of index i, nil if none was ever made on its page.
+func (st *LagStates[T]) Get(i int) *T {
+	if i < 0 || i/lagPage >= len(st.pages) {
+		return nil
+	}
+	return &st.pages[i/lagPage][i%lagPage]
+}
+
+// Samples returns the points the last Fetch took: in a handler's
+// OnExchange, those of the exchange delivered (LagUser); none at other
+// times. The slice is reused.
+func (t *LagTable) Samples() []LagSample {
+	if t == nil {
+		return nil
+	}
+	return t.out
+}
+
+// LagUser is a handler that follows lag from the Delivery's one table: the
+// Delivery, when it is made, offers it the table, and feeds the table only
+// if some handler takes it (UseLag returns true). Then it feeds it every
+// request (Request) before the handlers' OnRequest and every exchange
+// (Fetch) before their OnExchange, which read the exchange's samples
+// (Samples: not on the Exchange, which would grow every exchange's
+// allocation for the few that are Fetches) and, at the end, the table's
+// series, groups and drop counts. The table is written on the delivering goroutine: a handler read
+// from another (the TUI's) keeps a table of its own instead.
+type LagUser interface {
+	UseLag(t *LagTable) bool
 }

@@ -66,7 +66,7 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 type lagRig struct {
 	t     *testing.T
-	table flows.LagTable[int]
+	table flows.LagTable
 	corr  int32
 	at    time.Duration
 	pkt   uint64
@@ -106,7 +106,7 @@ func TestLagConsumer(t *testing.T) {
 	if want := map[int32]int64{1: 10}; !mapsEqual(got, want) {
 		t.Errorf("lags %v, want %v (an error partition gives none)", got, want)
 	}
-	ss := r.table.Series()
+	ss := r.table.Series(flows.RoleNone)
 	if len(ss) != 2 || ss[0].Key.Partition != 0 || ss[0].Samples != 1 || ss[1].Samples != 2 || ss[0].Key.Replica != -1 ||
 		ss[0].TopicName != "orders" || ss[0].Server != c.Server || ss[0].Key.Host != netip.MustParseAddr("10.0.0.5") {
 		t.Errorf("series %+v %+v", ss[0], ss[1])
@@ -159,7 +159,7 @@ func TestLagFollowerAndReadCommitted(t *testing.T) {
 	if want := map[int32]int64{0: 0, 1: 50}; !mapsEqual(got, want) {
 		t.Errorf("follower lags %v, want %v", got, want)
 	}
-	if ss := r.table.Series(); len(ss) != 2 || ss[0].Key.Replica != 3 {
+	if ss := r.table.Series(flows.RoleNone); len(ss) != 2 || ss[0].Key.Replica != 3 {
 		t.Errorf("follower series %+v", ss)
 	}
 	// A table following consumers only leaves followers out.
@@ -204,8 +204,28 @@ func TestLagGroupsAndBounds(t *testing.T) {
 
 	r.table.Max = 2
 	r.call(fetchConn, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 1, 1: 1, 2: 1}), lagFetched(12, "orders", map[int32]int64{0: 5, 1: 5, 2: 5}))
-	if r.table.Len() != 2 || r.table.Dropped != 1 {
+	if r.table.Len() != 2 || r.table.Dropped != 1 || r.table.RoleDropped(flows.RoleConsumer) != 1 {
 		t.Errorf("%d series, %d dropped: want 2 followed and 1 counted as dropped", r.table.Len(), r.table.Dropped)
+	}
+	// The bound is per role: a follower's partitions beyond the first
+	// Max of both roles are still followed for an owner of followers
+	// (followerlag), not for one of both (the report), which counts them
+	// dropped at every request naming them.
+	f := flows.MakeConn(netip.MustParseAddrPort("10.0.0.3:50000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	for range 2 {
+		r.call(f, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{0: 1, 1: 1, 2: 1}), lagFetched(12, "orders", map[int32]int64{0: 5, 1: 5, 2: 5}))
+	}
+	if r.table.Len() != 4 || r.table.RoleDropped(flows.RoleReplication) != 2 || r.table.Dropped != 1+2*3 {
+		t.Errorf("%d series, %d followers' dropped, %d dropped of both: want 4 (2 a role), 2 (1 a request), 7",
+			r.table.Len(), r.table.RoleDropped(flows.RoleReplication), r.table.Dropped)
+	}
+	if n := len(r.table.Series(flows.RoleReplication)); n != 2 {
+		t.Errorf("%d followers' series with samples, want 2", n)
+	}
+	for _, s := range r.table.Series(flows.RoleNone) {
+		if s.Key.Replica >= 0 || !s.InAll {
+			t.Errorf("series of both roles %+v: want the 2 consumers' only, the first 2", s.Key)
+		}
 	}
 }
 
@@ -219,4 +239,65 @@ func mapsEqual(a, b map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// lagUser follows lag from the Delivery's table if take is set, recording
+// the samples each exchange carries.
+type lagUser struct {
+	take    bool
+	offered *flows.LagTable
+	table   *flows.LagTable
+	got     map[int32]int64
+	calls   int
+}
+
+func (u *lagUser) UseLag(t *flows.LagTable) bool {
+	u.offered = t
+	if u.take {
+		u.table = t
+	}
+	return u.take
+}
+
+func (u *lagUser) OnExchange(x *flows.Exchange) {
+	u.calls++
+	for _, s := range u.table.Samples() {
+		u.got[s.S.Key.Partition] = s.P.Lag
+	}
+}
+
+// TestLagDelivered: a Delivery feeds one table for the handlers that take
+// it, before they see the exchange, with the consumer groups of the
+// requests it delivers; a Delivery none of whose handlers follows lag
+// takes no samples.
+func TestLagDelivered(t *testing.T) {
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	deliver := func(d *flows.Delivery) {
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Version, hb.Group = 4, "orders-app"
+		d.Deliver(&flows.Event{Req: flows.MakeRequest(c, lagT0, 1, "app", hb)})
+		q := flows.MakeRequest(c, lagT0.Add(time.Second), 2, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100, 1: 50}))
+		d.Deliver(&flows.Event{Req: q})
+		p := flows.MakeResponse(q, lagT0.Add(time.Second+time.Millisecond), lagFetched(12, "orders", map[int32]int64{0: 130, 1: 50}))
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: p}})
+	}
+	a, b := &lagUser{take: true, got: map[int32]int64{}}, &lagUser{take: true, got: map[int32]int64{}}
+	deliver(flows.NewDelivery(a, b))
+	if want := map[int32]int64{0: 30, 1: 0}; !mapsEqual(a.got, want) || !mapsEqual(b.got, want) {
+		t.Errorf("samples delivered %v and %v, want %v to both", a.got, b.got, want)
+	}
+	if a.table == nil || a.table != b.table || a.table.Len() != 2 {
+		t.Fatalf("tables %p and %p: want one, of 2 series", a.table, b.table)
+	}
+	if g := a.table.Groups("app", c.Client.Addr()); !slices.Equal(g, []string{"orders-app"}) {
+		t.Errorf("groups %v, want [orders-app] learned from the delivered Heartbeat", g)
+	}
+	none := &lagUser{got: map[int32]int64{}}
+	deliver(flows.NewDelivery(none))
+	if none.calls != 1 || none.offered == nil || none.offered.Len() != 0 || len(none.offered.Samples()) != 0 {
+		t.Errorf("%d exchanges, table offered %v: want 1 and a table not fed when no handler takes it", none.calls, none.offered)
+	}
+	if len(a.table.Samples()) != 0 {
+		t.Errorf("samples %v left after the exchange's delivery", a.table.Samples())
+	}
 }

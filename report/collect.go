@@ -48,6 +48,10 @@ func (c *Collector) api(key, version int16) *apiStats {
 	return s
 }
 
+// UseLag implements flows.LagUser: the report's lag (Report.Lag) is read
+// from the Delivery's table.
+func (c *Collector) UseLag(t *flows.LagTable) bool { return c.lag.UseLag(t) }
+
 // OnRequest counts a request frame.
 func (c *Collector) OnRequest(m *flows.Message) {
 	c.inv.request(m)

@@ -113,34 +113,74 @@ func (t *LagTrack) Points() []flows.LagPoint {
 }
 
 // LagCollector gathers the lag of every consumer and follower for the
-// report; the zero value is ready. The TUI's model keeps one too.
+// report; the zero value is ready. Given the Delivery's table (UseLag, as
+// the report's Collector is) it reads the samples the Delivery took of each
+// exchange (LagTable.Samples); else it keeps a table of its own and
+// feeds it (the TUI's model, read from the UI's goroutine).
 type LagCollector struct {
-	table flows.LagTable[LagTrack]
+	table  *flows.LagTable
+	shared bool
+	// tracks are the series' pictures, by LagSeries.Index.
+	tracks flows.LagStates[LagTrack]
+}
+
+// UseLag implements flows.LagUser: it follows the Delivery's table.
+func (c *LagCollector) UseLag(t *flows.LagTable) bool {
+	c.table, c.shared = t, true
+	return true
+}
+
+func (c *LagCollector) own() *flows.LagTable {
+	if c.table == nil {
+		c.table = new(flows.LagTable)
+	}
+	return c.table
 }
 
 // OnRequest learns consumer groups.
-func (c *LagCollector) OnRequest(m *flows.Message) { c.table.Request(m) }
-
-// OnExchange samples a Fetch exchange.
-func (c *LagCollector) OnExchange(x *flows.Exchange) {
-	for _, s := range c.table.Fetch(x.Req, x.Resp) {
-		s.S.X.Add(s.P)
+func (c *LagCollector) OnRequest(m *flows.Message) {
+	if !c.shared {
+		c.own().Request(m)
 	}
 }
 
-// Dropped counts the samples of partitions not followed (the table was
-// full).
-func (c *LagCollector) Dropped() int64 { return c.table.Dropped }
+// OnExchange samples a Fetch exchange.
+func (c *LagCollector) OnExchange(x *flows.Exchange) {
+	samples := c.table.Samples()
+	if !c.shared {
+		samples = c.own().Fetch(x.Req, x.Resp)
+	}
+	for i := range samples {
+		s := &samples[i]
+		if !s.S.InAll {
+			continue
+		}
+		c.tracks.At(s.S.Index).Add(s.P)
+	}
+}
+
+// Dropped counts the partitions asked beyond the series followed (the
+// table was full).
+func (c *LagCollector) Dropped() int64 {
+	if c.table == nil {
+		return 0
+	}
+	return c.table.Dropped
+}
 
 // Rows returns the series for the report, topic ids and node ids named
 // from nodes (nil: as first known).
 func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 	out := []Lag{}
-	for _, s := range c.table.Series() {
+	for _, s := range c.table.Series(flows.RoleNone) {
+		t := c.tracks.Get(s.Index)
+		if t == nil || t.n == 0 {
+			continue // its samples never reached us (a handler before panicked)
+		}
 		k := &s.Key
 		l := Lag{Role: "consumer", Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
-			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: s.Samples,
-			First: lagPoint(s.X.First), Last: lagPoint(s.X.Last), Min: lagPoint(s.X.Min), Max: lagPoint(s.X.Max)}
+			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: t.n,
+			First: lagPoint(t.First), Last: lagPoint(t.Last), Min: lagPoint(t.Min), Max: lagPoint(t.Max)}
 		if l.Groups == nil {
 			l.Groups = []string{}
 		}
@@ -155,7 +195,7 @@ func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 				l.ServerNode = &id
 			}
 		}
-		for _, p := range s.X.Points() {
+		for _, p := range t.Points() {
 			l.Points = append(l.Points, lagPoint(p))
 		}
 		out = append(out, l)

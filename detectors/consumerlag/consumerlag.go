@@ -57,14 +57,17 @@ const slices = 5
 func New(p Params) detectors.Rule {
 	r := &rule{p: Params{Window: max(p.Window, slices*time.Millisecond), MinGrowth: max(p.MinGrowth, 1), MinFetches: max(p.MinFetches, 2)}}
 	r.slice = r.p.Window / slices
-	r.table.Only = flows.RoleConsumer
 	return r
 }
 
 type rule struct {
 	p     Params
 	slice time.Duration
-	table flows.LagTable[track]
+	// table is the Delivery's (UseLag): consumers' series are followed
+	// within its bound for consumers alone.
+	table *flows.LagTable
+	// tracks are the consumers' series, by flows.LagSeries.RoleIndex.
+	tracks flows.LagStates[track]
 }
 
 // track is one consumer partition: the slice under way, the episode under
@@ -141,13 +144,17 @@ func step(cur episode, s *slice) (next, ended episode) {
 	return episode{start: s.low, floor: s.low, latest: s.low, peak: s.highLow, last: s.last, fetches: s.fromLow}, cur
 }
 
-// Request implements detectors.RequestHook: consumer groups.
-func (r *rule) Request(_ *detectors.Pass, m *flows.Message) { r.table.Request(m) }
+// UseLag implements detectors.LagHook.
+func (r *rule) UseLag(t *flows.LagTable) { r.table = t }
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
-	for _, s := range r.table.Fetch(x.Req, x.Resp) {
-		r.add(&s.S.X, s.P)
+	for i := range x.Lag {
+		s := &x.Lag[i]
+		if s.S.Key.Replica >= 0 {
+			continue // a follower's
+		}
+		r.add(r.tracks.At(s.S.RoleIndex), s.P)
 	}
 }
 
@@ -181,7 +188,7 @@ func worse(a, b *episode) bool {
 
 // part is a partition's episode to report.
 type part struct {
-	s       *flows.LagSeries[track]
+	s       *flows.LagSeries
 	e       episode
 	ongoing bool
 	sev     detectors.Severity
@@ -201,8 +208,12 @@ func worst(a, b *part) bool {
 // runs.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var consumers lagev.Groups[flows.LagKey, part]
-	for _, s := range r.table.Series() {
-		t := s.X
+	for _, s := range r.table.Series(flows.RoleConsumer) {
+		tp := r.tracks.Get(s.RoleIndex)
+		if tp == nil {
+			continue // its samples never reached the rule (a handler before panicked)
+		}
+		t := *tp
 		cur, ended := step(t.cur, &t.sl)
 		r.keep(&t, &ended)
 		pt := part{s: s}

@@ -60,7 +60,7 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 		LagStart: e.start.Lag, LagMax: e.peak.Lag, LagEnd: e.last.Lag, FloorRise: e.rise(),
 		BehindSeconds: text.Seconds(e.behind()), GrowthPerSec: text.Rate(e.peak.Lag-e.start.Lag, e.peak.Time.Sub(e.start.Time)),
 		Fetches: e.fetches, OffsetFrom: e.start.Offset, OffsetTo: e.last.Offset, StillBehind: w.ongoing,
-		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.Dropped, p: r.p,
+		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.RoleDropped(flows.RoleConsumer), p: r.p,
 	}
 	if f.Groups == nil {
 		f.Groups = []string{}

@@ -8,6 +8,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -50,7 +51,7 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition,
 		TrailStart: u.first.Lag, TrailMax: u.most.Lag, TrailEnd: u.last.Lag, DurationSeconds: text.Seconds(u.length()),
 		Fetches: u.fetches, StillTrailing: u.end.Packet == 0, CatchingUp: u.catchingUp(),
-		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.Dropped, p: r.p,
+		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.RoleDropped(flows.RoleReplication), p: r.p,
 	}
 	if p.Nodes != nil {
 		f.LeaderNode = p.Nodes.Server(fl.leader)

@@ -46,14 +46,16 @@ type Params struct {
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	r := &rule{p: Params{MinLag: max(p.MinLag, 1), MinDuration: p.MinDuration}}
-	r.table.Only = flows.RoleReplication
-	return r
+	return &rule{p: Params{MinLag: max(p.MinLag, 1), MinDuration: p.MinDuration}}
 }
 
 type rule struct {
-	p     Params
-	table flows.LagTable[track]
+	p Params
+	// table is the Delivery's (UseLag): followers' series are followed
+	// within its bound for followers alone.
+	table *flows.LagTable
+	// tracks are the followers' series, by flows.LagSeries.RoleIndex.
+	tracks flows.LagStates[track]
 }
 
 // track is one follower partition: the run under way and the worst
@@ -76,10 +78,17 @@ func (u *run) catchingUp() bool         { return u.last.Lag*2 <= u.most.Lag && u
 func (u *run) longer(v *run) bool       { return !v.open() || u.length() > v.length() }
 func (r *rule) trailing(lag int64) bool { return lag >= int64(r.p.MinLag) }
 
+// UseLag implements detectors.LagHook.
+func (r *rule) UseLag(t *flows.LagTable) { r.table = t }
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
-	for _, s := range r.table.Fetch(x.Req, x.Resp) {
-		r.add(&s.S.X, s.P)
+	for i := range x.Lag {
+		s := &x.Lag[i]
+		if s.S.Key.Replica < 0 {
+			continue // a consumer's
+		}
+		r.add(r.tracks.At(s.S.RoleIndex), s.P)
 	}
 }
 
@@ -105,7 +114,7 @@ func (r *rule) add(t *track, p flows.LagPoint) {
 
 // part is a partition's run to report.
 type part struct {
-	s       *flows.LagSeries[track]
+	s       *flows.LagSeries
 	u       run
 	ongoing bool
 	sev     detectors.Severity
@@ -132,8 +141,11 @@ func worst(a, b *part) bool {
 // with a partition out of sync. It changes nothing.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var followers lagev.Groups[follower, part]
-	for _, s := range r.table.Series() {
-		t := &s.X
+	for _, s := range r.table.Series(flows.RoleReplication) {
+		t := r.tracks.Get(s.RoleIndex)
+		if t == nil {
+			continue // its samples never reached the rule (a handler before panicked)
+		}
 		pt := part{s: s}
 		switch {
 		case r.qualifies(&t.cur):

@@ -152,6 +152,20 @@ func TestFollowerOutOfSync(t *testing.T) {
 			},
 		},
 		{
+			// The lag table is shared with the report and consumerlag,
+			// but bounded per role: consumers' partitions filling the
+			// bound leave followers followed.
+			Name: "a consumer asking more partitions than the bound first: the follower out of sync is still seen",
+			Traffic: func(h *dt.Harness) {
+				many := func(int) []int64 { return make([]int64, flows.DefaultMaxLagSeries+1) }
+				h.Fetches(h.Conn("10.1.0.20:40000", leader), "app", -1, "clicks", 0, time.Second, 1, many, many)
+				f := newFetcher(h, leader)
+				f.run(25, trail(func(int) int64 { return 200 })) // 12 s
+				f.run(4, trail(inSync))
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"partitions": 1, "fetches": 25, "trail_max": 200}}},
+		},
+		{
 			Name: "per follower and leader: two partitions behind one leader, one behind another",
 			Traffic: func(h *dt.Harness) {
 				f := newFetcher(h, leader)
