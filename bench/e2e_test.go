@@ -289,3 +289,30 @@ func BenchmarkE2E(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteJSON times `--json` alone: encoding and indenting the
+// report of the small capture (several MB), analysed once before.
+func BenchmarkWriteJSON(b *testing.B) {
+	r, err := analyse(capturePath(b, "small"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n countWriter
+	if err := report.WriteJSON(&n, r); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := report.WriteJSON(io.Discard, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type countWriter int
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
