@@ -35,8 +35,11 @@ func analyse(t testing.TB, path string, cfg ModelConfig) (*Model, *pipeline.Resu
 		t.Fatal(err)
 	}
 	m := NewModel(cfg)
+	// One analyzer, as kfsniff runs the TUI (its live findings keep the
+	// pipeline on one): the model reads its connections' counters as
+	// events arrive, which workers would still be writing.
 	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
-		Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Detectors: set,
+		Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Detectors: set, Workers: 1,
 	})
 	m.Sync()
 	m.SetFindings(res.Report.Findings)

@@ -281,7 +281,7 @@ func TestModelConcurrent(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}})
+		pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Workers: 1}) // one analyzer, as kfsniff runs the TUI
 		m.Sync()
 	}()
 	var last uint64
@@ -505,7 +505,7 @@ func BenchmarkModelPipeline(b *testing.B) {
 				if withModel {
 					hs = append(hs, NewModel(ModelConfig{}))
 				}
-				pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Handlers: hs})
+				pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Handlers: hs, Workers: 1})
 				f.Close()
 			}
 		})
