@@ -191,14 +191,8 @@ func (n *Nodes) learnResponse(resp kmsg.Response) {
 				n.topics[t.TopicID] = *t.Topic
 			}
 		}
-	case *kmsg.FetchResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
-		}
-	case *kmsg.ProduceResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
-		}
+	case *kmsg.FetchResponse, *kmsg.ProduceResponse:
+		nodeEndpoints(r, n.learnEndpoint)
 	case *kmsg.DescribeQuorumResponse:
 		for _, nd := range r.Nodes {
 			for _, l := range nd.Listeners {
