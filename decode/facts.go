@@ -48,18 +48,10 @@ type LeaderHint struct {
 func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		for i := range r.Topics {
-			t := &r.Topics[i]
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				fn(LeaderHint{PartitionRef: PartitionRef{name, t.TopicID, p.Partition}, Leader: p.Leader, Epoch: p.LeaderEpoch,
-					ErrorCode: p.ErrorCode, Source: "metadata", Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas})
-			}
-		}
+		MetadataPartitions(r, func(ref PartitionRef, p *kmsg.MetadataResponseTopicPartition) {
+			fn(LeaderHint{PartitionRef: ref, Leader: p.Leader, Epoch: p.LeaderEpoch,
+				ErrorCode: p.ErrorCode, Source: "metadata", Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas})
+		})
 	case *kmsg.ProduceResponse:
 		if r.Version >= 10 {
 			hints(r, "produce", fn)

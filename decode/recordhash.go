@@ -63,10 +63,11 @@ func NewRecordHasher(limit int) *RecordHasher {
 // are malformed (the fingerprints of the records before the damage are
 // appended).
 func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) {
-	if b.Magic != 2 || len(b.Raw) < batchHeaderLen {
+	p := b.Payload()
+	if p == nil {
 		return dst, ErrNotHashable
 	}
-	recs, err := r.decompress(b.Codec(), b.Raw[batchHeaderLen:])
+	recs, err := r.decompress(b.Codec(), p)
 	if err != nil {
 		return dst, err
 	}

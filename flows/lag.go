@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kfsniff/kfsniff/decode"
 )
 
 // Lag on the wire. A fetcher's lag on a partition is the high watermark a
@@ -344,16 +342,8 @@ func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 // versions that name topics and those that give ids keeps one series),
 // else by id.
 func topicKey(req *Message, name string, id [16]byte) (string, [16]byte) {
-	if name != "" || id == [16]byte{} {
-		return name, [16]byte{}
-	}
-	if id == decode.ClusterMetadataTopicID {
-		return ClusterMetadataTopic, [16]byte{}
-	}
-	if req.Conn != nil && req.Conn.nodes != nil {
-		if n, ok := req.Conn.nodes.TopicName(id); ok {
-			return n, [16]byte{}
-		}
+	if n, ok := req.knownTopic(name, id); ok || id == [16]byte{} {
+		return n, [16]byte{}
 	}
 	return "", id
 }

@@ -11,19 +11,27 @@ func NodeEndpoint(resp kmsg.Response, id int32) string {
 	if id < 0 {
 		return ep
 	}
+	nodeEndpoints(resp, func(node int32, host string, port int32) {
+		if node == id {
+			ep = Endpoint(host, port)
+		}
+	})
+	return ep
+}
+
+// nodeEndpoints calls fn for each node endpoint a Produce or Fetch response
+// lists (KIP-951), in the response's order.
+func nodeEndpoints(resp kmsg.Response, fn func(id int32, host string, port int32)) {
 	switch r := resp.(type) {
 	case *kmsg.FetchResponse:
-		for _, b := range r.Brokers {
-			if b.NodeID == id {
-				ep = Endpoint(b.Host, b.Port)
-			}
+		for i := range r.Brokers {
+			b := &r.Brokers[i]
+			fn(b.NodeID, b.Host, b.Port)
 		}
 	case *kmsg.ProduceResponse:
-		for _, b := range r.Brokers {
-			if b.NodeID == id {
-				ep = Endpoint(b.Host, b.Port)
-			}
+		for i := range r.Brokers {
+			b := &r.Brokers[i]
+			fn(b.NodeID, b.Host, b.Port)
 		}
 	}
-	return ep
 }

@@ -113,14 +113,26 @@ func (n *Nodes) Server(ap netip.AddrPort) int32 {
 
 // ServerIDs returns every node id advertised at ap.
 func (n *Nodes) ServerIDs(ap netip.AddrPort) []int32 {
-	port := strconv.Itoa(int(ap.Port()))
-	ids := n.byEndpoint[joinHostPort(ap.Addr().Unmap().String(), port)]
-	if ap.Addr().IsLoopback() {
-		for _, id := range n.byEndpoint["localhost:"+port] {
+	addr, local := endpointsOf(ap)
+	ids := n.byEndpoint[addr]
+	if local != "" {
+		for _, id := range n.byEndpoint[local] {
 			ids = addID(append([]int32(nil), ids...), id)
 		}
 	}
 	return ids
+}
+
+// endpointsOf are the endpoints ("host:port") a broker may have advertised
+// ap as: its address, and "localhost" for a loopback one (local is ""
+// otherwise).
+func endpointsOf(ap netip.AddrPort) (addr, local string) {
+	port := strconv.Itoa(int(ap.Port()))
+	addr = joinHostPort(ap.Addr().Unmap().String(), port)
+	if ap.Addr().IsLoopback() {
+		local = "localhost:" + port
+	}
+	return addr, local
 }
 
 // Host returns the node id a client host speaks for (from its client ids
@@ -191,14 +203,8 @@ func (n *Nodes) learnResponse(resp kmsg.Response) {
 				n.topics[t.TopicID] = *t.Topic
 			}
 		}
-	case *kmsg.FetchResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
-		}
-	case *kmsg.ProduceResponse:
-		for _, b := range r.Brokers {
-			n.learnEndpoint(b.NodeID, b.Host, b.Port)
-		}
+	case *kmsg.FetchResponse, *kmsg.ProduceResponse:
+		nodeEndpoints(r, n.learnEndpoint)
 	case *kmsg.DescribeQuorumResponse:
 		for _, nd := range r.Nodes {
 			for _, l := range nd.Listeners {

@@ -58,7 +58,7 @@ func RoleOf(m *Message) Role {
 			if strings.HasPrefix(id, "raft-client-") {
 				return RoleRaft
 			}
-			if (r.Version <= 14 && r.ReplicaID >= 0) || (r.Version >= 15 && r.ReplicaState.ID >= 0) {
+			if id, _ := decode.FetchReplica(r); id >= 0 {
 				return RoleReplication
 			}
 			return RoleConsumer

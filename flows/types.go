@@ -5,7 +5,6 @@
 package flows
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/netip"
 	"time"
@@ -91,20 +90,30 @@ type BatchRef struct {
 // the name learned from Metadata, "__cluster_metadata" for KRaft's log, or
 // else the id in base64 as Kafka prints it.
 func (m *Message) TopicName(name string, id [16]byte) string {
+	if n, ok := m.knownTopic(name, id); ok {
+		return n
+	}
+	if id == [16]byte{} {
+		return "?"
+	}
+	return decode.TopicID(id)
+}
+
+// knownTopic is a topic's name: as given, or the name its id is known by
+// (KRaft's log, or learned from Metadata); false if neither.
+func (m *Message) knownTopic(name string, id [16]byte) (string, bool) {
 	switch {
 	case name != "":
-		return name
+		return name, true
 	case id == [16]byte{}:
-		return "?"
+		return "", false
 	case id == decode.ClusterMetadataTopicID:
-		return ClusterMetadataTopic
+		return ClusterMetadataTopic, true
 	}
 	if m.Conn != nil && m.Conn.nodes != nil {
-		if n, ok := m.Conn.nodes.TopicName(id); ok {
-			return n
-		}
+		return m.Conn.nodes.TopicName(id)
 	}
-	return base64.RawURLEncoding.EncodeToString(id[:])
+	return "", false
 }
 
 // Name is the API name of the message.
