@@ -136,8 +136,9 @@ func (kp *keeping) request(m *Message) {
 	k := kp.alloc()
 	k.frame = append(k.frame[:0], m.Frame[:frame]...)
 	k.size = 64 + len(k.frame)
+	k.prints = k.prints[:0] // a reused value held another request's
 	if len(m.Batches) > 0 {
-		k.prints = slices.Grow(k.prints[:0], len(kp.records))[:len(kp.records)]
+		k.prints = slices.Grow(k.prints, len(kp.records))[:len(kp.records)]
 		for j := range kp.records {
 			kp.fingerprint(&k.prints[j], &kp.records[j], m)
 			k.size += 16*len(k.prints[j].hashes) + 24*len(k.prints[j].spans)
