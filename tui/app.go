@@ -610,7 +610,7 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 		if front != "main" {
 			return ev
 		}
-		u.toggleLag()
+		u.showLag()
 	case 'p':
 		u.paused = !u.paused
 		u.tick(!u.paused)
