@@ -95,9 +95,6 @@ func capturePath(b *testing.B, name string) string {
 	return p
 }
 
-// analyse does what `kfsniff -r path --json --workers N` does: default
-// flows settings, every detector at its defaults, the JSON report encoded
-// (to io.Discard). workers 0 is the default (one per CPU).
 // flowsOnly runs flows alone over path on one goroutine: reading, TCP
 // reassembly, framing, decoding and pairing, with no handler (no
 // detector, no report), and returns its counters. It is what the full
@@ -124,6 +121,9 @@ func flowsOnly(path string) (*flows.Stats, error) {
 	return a.Stats(), nil
 }
 
+// analyse does what `kfsniff -r path --json --workers N` does: default
+// flows settings, every detector at its defaults, the JSON report encoded
+// (to io.Discard). workers 0 is the default (one per CPU).
 func analyse(path string, workers int) (*report.Report, error) {
 	f, err := capture.Open(path, 0)
 	if err != nil {
@@ -232,7 +232,7 @@ func BenchmarkE2E(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if st.Packets != int64(packets) {
+					if st.Packets != packets {
 						b.Fatalf("flows read %d packets, the floor %d", st.Packets, packets)
 					}
 				}

@@ -125,7 +125,8 @@ type client struct {
 	first, last time.Time
 	requests    int64
 	apis        []clientAPI
-	lastTopic   string // the topic name last added, not looked up again
+	lastTopic   string   // the topic name last added, not looked up again
+	lastTopicID [16]byte // the same for a topic named by id
 	apisCut     int64
 	topics      map[string]bool
 	topicIDs    map[[16]byte]bool
@@ -275,14 +276,18 @@ func (inv *inventory) exchange(x *flows.Exchange) {
 func (inv *inventory) addTopic(name string, id [16]byte) {
 	c := inv.cur
 	if name == "" && id != [16]byte{} {
-		if !c.topicIDs[id] && len(c.topics)+len(c.topicIDs) < maxClientTopics {
-			if c.topicIDs == nil {
-				c.topicIDs = map[[16]byte]bool{}
-			}
-			c.topicIDs[id] = true
-		} else if !c.topicIDs[id] {
-			c.topicsCut++
+		if id == c.lastTopicID || c.topicIDs[id] {
+			c.lastTopicID = id
+			return
 		}
+		if len(c.topics)+len(c.topicIDs) >= maxClientTopics {
+			c.topicsCut++
+			return
+		}
+		if c.topicIDs == nil {
+			c.topicIDs = map[[16]byte]bool{}
+		}
+		c.topicIDs[id] = true
 		return
 	}
 	if name == "" || name == c.lastTopic || c.topics[name] {

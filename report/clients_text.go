@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // clients prints the client inventory: who spoke, with which software,
@@ -96,11 +97,7 @@ func (p *printer) client(c *Client) {
 				how = append(how, fmt.Sprintf("InitProducerId x%d", c.InitProducerID))
 			}
 			if len(c.ProducerIDs) > 0 {
-				ids := make([]string, len(c.ProducerIDs))
-				for i, id := range c.ProducerIDs {
-					ids[i] = strconv.FormatInt(id, 10)
-				}
-				how = append(how, "producer ids "+strings.Join(ids, ", "))
+				how = append(how, "producer ids "+text.IDs(c.ProducerIDs, 0))
 			}
 			idem = "yes (" + strings.Join(how, ", ") + ")"
 		}

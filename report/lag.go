@@ -178,14 +178,13 @@ func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 			continue // its samples never reached us (a handler before panicked)
 		}
 		k := &s.Key
-		l := Lag{Role: "consumer", Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
+		l := Lag{Role: s.Role().String(), Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
 			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: t.n,
 			First: lagPoint(t.First), Last: lagPoint(t.Last), Min: lagPoint(t.Min), Max: lagPoint(t.Max)}
 		if l.Groups == nil {
 			l.Groups = []string{}
 		}
 		if k.Replica >= 0 {
-			l.Role = flows.RoleReplication.String()
 			id := k.Replica
 			l.ReplicaNode = &id
 		}

@@ -555,6 +555,11 @@ func (u *ui) setFocus(p pane) {
 	u.styleFocus()
 }
 
+// closeKeys are the pages shown over the main one, each with the keys
+// that close it besides Esc (those that open it, or the help's '?' and
+// the finding's 'i', either closing either).
+var closeKeys = map[string]string{"help": "?i", "finding": "?i", "lag": "l"}
+
 // keys handles the global keys; everything else goes to the focused
 // widget.
 func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
@@ -562,9 +567,8 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 		return ev // the prompt's own keys; Enter and Esc end it
 	}
 	front, _ := u.pages.GetFrontPage()
-	if front == "help" || front == "finding" || front == "lag" {
-		r := ev.Rune()
-		if ev.Key() == tcell.KeyEscape || ev.Key() == tcell.KeyRune && (front == "lag" && r == 'l' || front != "lag" && (r == '?' || r == 'i')) {
+	if closers, over := closeKeys[front]; over {
+		if ev.Key() == tcell.KeyEscape || ev.Key() == tcell.KeyRune && strings.ContainsRune(closers, ev.Rune()) {
 			u.pages.HidePage(front)
 			u.restoreFocus()
 			return nil
@@ -610,7 +614,7 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 		if front != "main" {
 			return ev
 		}
-		u.toggleLag()
+		u.showLag()
 	case 'p':
 		u.paused = !u.paused
 		u.tick(!u.paused)

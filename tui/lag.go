@@ -125,13 +125,9 @@ func (u *ui) buildLag() *tview.Table {
 	return u.lagTable
 }
 
-// toggleLag shows or hides the Lag page.
-func (u *ui) toggleLag() {
-	if front, _ := u.pages.GetFrontPage(); front == "lag" {
-		u.pages.HidePage("lag")
-		u.restoreFocus()
-		return
-	}
+// showLag shows the Lag page (keys closes it, as the other pages over the
+// main one).
+func (u *ui) showLag() {
 	u.refreshLag()
 	u.pages.ShowPage("lag")
 	u.app.SetFocus(u.lagTable)

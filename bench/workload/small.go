@@ -317,23 +317,18 @@ func newClient(i int) *client {
 	// cluster, where a consumer reading a fixed share of a busier
 	// partition would be the falling-behind consumer a detector reports.
 	ten, r := i/10/len(smallTopics), i%10
+	cl.server = netip.AddrPortFrom(netip.MustParseAddr(cl.broker.host), kafkaPort)
 	switch {
 	case r < 4:
-		cl.part = int32(ten*4+r) % smallPartitions
-	case r < 7:
-		cl.part = int32(ten*4+r-4) % smallPartitions
-	default:
-		cl.part = int32(ten*4+r) % smallPartitions
-	}
-	cl.server = netip.AddrPortFrom(netip.MustParseAddr(cl.broker.host), kafkaPort)
-	switch r := i % 10; {
-	case r < 4:
 		cl.role, cl.id = producer, fmt.Sprintf("producer-%04d", i%10000)
+		cl.part = int32(ten*4+r) % smallPartitions
 	case r < 7:
 		cl.role, cl.id = consumer, fmt.Sprintf("consumer-%04d", i%10000)
+		cl.part = int32(ten*4+r-4) % smallPartitions
 		cl.pos = logStartBase + logPreCapture // at the log's end: it keeps up
 	default:
 		cl.role, cl.id = member, fmt.Sprintf("consumer-%04d", i%10000)
+		cl.part = int32(ten*4+r) % smallPartitions
 		cl.group = fmt.Sprintf("group-%03d", (i/30)%1000)
 		cl.member = fmt.Sprintf("%s-%016x%016x", cl.id, uint64(i)*0x9e3779b97f4a7c15, uint64(i)^0xdeadbeefcafe)
 		cl.pos = logStartBase + logPreCapture
