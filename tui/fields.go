@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"reflect"
@@ -447,7 +446,7 @@ func msTime(ms int64) string {
 func quote(s string) string { return `"` + report.Clean(s) + `"` }
 
 func uuidStr(id [16]byte) string {
-	s := base64.RawURLEncoding.EncodeToString(id[:])
+	s := decode.TopicID(id)
 	if id == decode.ClusterMetadataTopicID {
 		s += " (" + flows.ClusterMetadataTopic + ")"
 	}
