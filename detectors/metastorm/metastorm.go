@@ -20,6 +20,7 @@ package metastorm
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +29,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internal/burst"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
@@ -104,11 +106,11 @@ type evid struct {
 }
 
 func (e evid) Evidence() detectors.Evidence {
-	what := "Metadata v" + itoa(int(e.ver)) + " request for "
+	what := "Metadata v" + strconv.Itoa(int(e.ver)) + " request for "
 	if e.all {
 		what += "all topics"
 	} else {
-		what += plural(e.topics, "topic", "topics")
+		what += text.Plural(e.topics, "topic", "topics")
 	}
 	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
 }
@@ -212,7 +214,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 	peak, peakAt := cl.win.Peak()
 	f := &Finding{
 		ClientID: cl.key.clientID, ClientHost: cl.key.host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
-		StormS: secs(best.Duration()), StormRate: rate(best), PeakPerSecond: peak, Ongoing: ongoing,
+		StormS: text.Seconds(best.Duration()), StormRate: rate(best), PeakPerSecond: peak, Ongoing: ongoing,
 		AllTopicsShare: share(cl.allTopics, cl.requests), MeanResponseBytes: mean(cl.respBytes, cl.responses),
 		MaxResponseBytes: cl.respMax,
 		storm:            best, storms: storms, peakAt: peakAt, requests: cl.requests, onError: cl.onError, conns: cl.conns.Len(),
