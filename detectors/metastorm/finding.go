@@ -37,8 +37,6 @@ type Finding struct {
 	dropped     int64
 }
 
-func rate(e burst.Episode) float64 { return text.Rate(int64(e.Events), e.Duration()) }
-
 func share(n, of int64) float64 {
 	if of == 0 {
 		return 0

@@ -214,7 +214,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 	peak, peakAt := cl.win.Peak()
 	f := &Finding{
 		ClientID: cl.key.clientID, ClientHost: cl.key.host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
-		StormS: text.Seconds(best.Duration()), StormRate: rate(best), PeakPerSecond: peak, Ongoing: ongoing,
+		StormS: text.Seconds(best.Duration()), StormRate: best.Rate(), PeakPerSecond: peak, Ongoing: ongoing,
 		AllTopicsShare: share(cl.allTopics, cl.requests), MeanResponseBytes: mean(cl.respBytes, cl.responses),
 		MaxResponseBytes: cl.respMax,
 		storm:            best, storms: storms, peakAt: peakAt, requests: cl.requests, onError: cl.onError, conns: cl.conns.Len(),

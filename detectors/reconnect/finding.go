@@ -47,8 +47,6 @@ type HostCount struct {
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-func burstRate(e burst.Episode) float64 { return text.Rate(int64(e.Events), e.Duration()) }
-
 func hosts(b *broker) []HostCount {
 	out := make([]HostCount, 0, len(b.hosts))
 	for h, n := range b.hosts {

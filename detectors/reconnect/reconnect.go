@@ -232,7 +232,7 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 	peak, peakAt := b.win.Peak()
 	f := &Finding{
 		Server: p.Label(b.server), Storm: storm, Ongoing: ongoing, BurstS: text.Seconds(best.Duration()),
-		BurstRate: burstRate(best), PeakPerSecond: peak, ChurnShare: round3(churn),
+		BurstRate: best.Rate(), PeakPerSecond: peak, ChurnShare: round3(churn),
 		Clients: hosts(b), burst: best, bursts: bursts, peakAt: peakAt, b: b, p: r.p, dropped: r.dropped,
 	}
 	f.MedianLifetimeS, f.MaxLifetimeS = lifetimes(b.lifetimes)
