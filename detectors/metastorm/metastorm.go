@@ -139,13 +139,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if x.Resp == nil || len(x.Resp.ErrorCodes) == 0 {
 			return
 		}
-		cl := r.clients[key{x.Req.ClientID, x.Conn.Client.Addr().Unmap()}]
+		// A client not seen asking for Metadata yet is added:
+		// the error is remembered for its first refreshes.
+		cl := r.client(x.Req, x.Conn)
 		if cl == nil {
-			// A client not seen asking for Metadata yet: remember
-			// the error for its first refreshes.
-			if cl = r.client(x.Req, x.Conn); cl == nil {
-				return
-			}
+			return
 		}
 		if x.Resp.Time.After(cl.creditUntil) {
 			cl.credit = 0
