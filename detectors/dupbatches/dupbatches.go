@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
@@ -101,6 +102,7 @@ type rule struct {
 	srcs       copies.Sources
 	scratch    []decode.RecordHash
 	found      []int64
+	crcLine    []byte // a CRC written for a run's md5
 	warm       uint64 // see table.Fifo.Warm
 }
 
@@ -158,7 +160,7 @@ type run struct {
 	orig                 origin
 	hasOrig              bool
 	conns                tally.IDs
-	ev                   detectors.Sampler[detectors.Evidence]
+	ev                   detectors.Sampler[repeatEv]
 	md5                  hash.Hash
 	ordered              bool
 	lastRep              int64
@@ -364,7 +366,8 @@ func (r *rule) repeat(p *part, c *copies.Copy, shift int64, byRecords bool, o *o
 		rn.ordered = false
 	}
 	rn.lastRep = base
-	fmt.Fprintf(rn.md5, "%d\n", b.CRC)
+	r.crcLine = append(strconv.AppendUint(r.crcLine[:0], uint64(b.CRC), 10), '\n')
+	rn.md5.Write(r.crcLine)
 	rn.when.Seen(c.Msg.Time)
 	rn.conns.Add(int32(c.Msg.Conn.ID))
 	if o != nil {
@@ -373,14 +376,35 @@ func (r *rule) repeat(p *part, c *copies.Copy, shift int64, byRecords bool, o *o
 			rn.orig, rn.hasOrig = *o, true
 		}
 	}
-	what := fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", c.Msg.Name(), base, b.CRC, b.Records, base-shift)
-	if byRecords {
-		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", c.Msg.Name(), base, b.CRC, b.Records, base-shift, last-shift)
+	rn.ev.Add(repeatEv{file: c.Msg.File, packet: c.Msg.Packet, conn: c.Msg.Conn.ID, key: c.Msg.Key, at: c.Base, base: base, shift: shift,
+		last: last, crc: b.CRC, records: b.Records, byRecords: byRecords, reversed: reversed})
+}
+
+// repeatEv is what the evidence of a repeat is made of, written only for
+// the few a finding lists.
+type repeatEv struct {
+	file                  int
+	packet                uint64
+	conn                  int
+	key                   int16
+	at, base, shift, last int64 // the copy's offset; the repeat's first and last offsets and its shift
+	crc                   uint32
+	records               int32
+	byRecords, reversed   bool
+}
+
+func (e repeatEv) Evidence() detectors.Evidence {
+	name := decode.Name(e.key)
+	var what string
+	switch {
+	case e.reversed:
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records), seen after its copy at %d", name, e.at, e.crc, e.records, e.base)
+	case e.byRecords:
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) holds the records of offsets %d-%d", name, e.base, e.crc, e.records, e.base-e.shift, e.last-e.shift)
+	default:
+		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", name, e.base, e.crc, e.records, e.base-e.shift)
 	}
-	if reversed {
-		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records), seen after its copy at %d", c.Msg.Name(), c.Base, b.CRC, b.Records, base)
-	}
-	rn.ev.Add(detectors.EvidenceAt(c.Msg, what))
+	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
 }
 
 // recordsComparable reports a batch whose records may be compared with

@@ -363,13 +363,14 @@ func (r *rule) finish(x *detectors.Exchange, sp *partition, h *decode.LeaderHint
 	sp.open = nil
 	r.open--
 	l.healed, l.newLeader = x.Resp.Time, h.Leader
-	l.healEv = detectors.EvidenceAt(x.Resp, fmt.Sprintf("Metadata v%d response from %s names leader %d for partition %d again",
-		x.Resp.Version, x.Resp.Conn.Server, h.Leader, h.Partition))
 	d := l.dur(time.Time{})
 	if d < r.p.Brief {
 		return // a normal election
 	}
 	if sp.worst == nil || d > sp.worst.dur(time.Time{}) {
+		// Only a kept stretch shows the answer that ended it.
+		l.healEv = detectors.EvidenceAt(x.Resp, fmt.Sprintf("Metadata v%d response from %s names leader %d for partition %d again",
+			x.Resp.Version, x.Resp.Conn.Server, h.Leader, h.Partition))
 		sp.worst = l
 	}
 }

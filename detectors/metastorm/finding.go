@@ -3,7 +3,6 @@ package metastorm
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,10 +37,6 @@ type Finding struct {
 	dropped     int64
 }
 
-func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
-
-func rate(e burst.Episode) float64 { return text.Rate(int64(e.Events), e.Duration()) }
-
 func share(n, of int64) float64 {
 	if of == 0 {
 		return 0
@@ -55,10 +50,6 @@ func mean(sum, n int64) int64 {
 	}
 	return sum / n
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func plural(n int, one, many string) string { return text.Plural(n, one, many) }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {

@@ -20,6 +20,7 @@ package metastorm
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +29,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internal/burst"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
@@ -104,11 +106,11 @@ type evid struct {
 }
 
 func (e evid) Evidence() detectors.Evidence {
-	what := "Metadata v" + itoa(int(e.ver)) + " request for "
+	what := "Metadata v" + strconv.Itoa(int(e.ver)) + " request for "
 	if e.all {
 		what += "all topics"
 	} else {
-		what += plural(e.topics, "topic", "topics")
+		what += text.Plural(e.topics, "topic", "topics")
 	}
 	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
 }
@@ -137,13 +139,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if x.Resp == nil || len(x.Resp.ErrorCodes) == 0 {
 			return
 		}
-		cl := r.clients[key{x.Req.ClientID, x.Conn.Client.Addr().Unmap()}]
+		// A client not seen asking for Metadata yet is added:
+		// the error is remembered for its first refreshes.
+		cl := r.client(x.Req, x.Conn)
 		if cl == nil {
-			// A client not seen asking for Metadata yet: remember
-			// the error for its first refreshes.
-			if cl = r.client(x.Req, x.Conn); cl == nil {
-				return
-			}
+			return
 		}
 		if x.Resp.Time.After(cl.creditUntil) {
 			cl.credit = 0
@@ -212,7 +212,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 	peak, peakAt := cl.win.Peak()
 	f := &Finding{
 		ClientID: cl.key.clientID, ClientHost: cl.key.host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
-		StormS: secs(best.Duration()), StormRate: rate(best), PeakPerSecond: peak, Ongoing: ongoing,
+		StormS: text.Seconds(best.Duration()), StormRate: best.Rate(), PeakPerSecond: peak, Ongoing: ongoing,
 		AllTopicsShare: share(cl.allTopics, cl.requests), MeanResponseBytes: mean(cl.respBytes, cl.responses),
 		MaxResponseBytes: cl.respMax,
 		storm:            best, storms: storms, peakAt: peakAt, requests: cl.requests, onError: cl.onError, conns: cl.conns.Len(),

@@ -100,19 +100,19 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		HeldS: text.Seconds(held), Ongoing: open, Rate: text.Rate(e.requests, dur), Shape: v.shape, LeaderID: v.leader,
 	}
 	if v.leader >= 0 {
-		f.LeaderEpoch, f.LeaderSource, f.LeaderEndpoint = ptr(v.epoch), v.source, v.endpoint
+		f.LeaderEpoch, f.LeaderSource, f.LeaderEndpoint = new(v.epoch), v.source, v.endpoint
 	}
 	if e.hasOffset {
-		f.FetchOffset = ptr(e.offset)
+		f.FetchOffset = new(e.offset)
 		if e.firstOffset != e.offset {
-			f.FirstFetchOffset = ptr(e.firstOffset)
+			f.FirstFetchOffset = new(e.firstOffset)
 		}
 	}
 	if e.hasReplica {
-		f.ReplicaID, f.ReplicaEpoch = ptr(e.replicaID), ptr(e.replicaEpoch)
+		f.ReplicaID, f.ReplicaEpoch = new(e.replicaID), new(e.replicaEpoch)
 	}
 	if e.metaSeen {
-		f.MetadataLeaderID = ptr(e.metaLeader)
+		f.MetadataLeaderID = new(e.metaLeader)
 		if e.metaServer.IsValid() {
 			f.MetadataServer = e.metaServer.String()
 		}
@@ -168,9 +168,6 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		Detail:   f,
 	}
 }
-
-// ptr points at a copy of v: a field present only sometimes.
-func ptr[T any](v T) *T { return &v }
 
 // tried lists the servers a run's requests went to, with their share.
 func tried(p *detectors.Pass, e *run) string {

@@ -2,7 +2,6 @@ package rebalance
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -45,10 +44,6 @@ type Finding struct {
 	dropped              int64
 	p                    Params
 }
-
-func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {

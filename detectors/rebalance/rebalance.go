@@ -27,12 +27,14 @@ package rebalance
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
@@ -118,7 +120,7 @@ func (e evid) Evidence() detectors.Evidence {
 	case e.code != 0:
 		what += " " + detectors.ErrorName(e.code)
 	case e.key == int16(kmsg.JoinGroup) && e.resp:
-		what += " generation " + itoa(int(e.gen))
+		what += " generation " + strconv.Itoa(int(e.gen))
 	}
 	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
 }
@@ -383,8 +385,8 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 		Group: g.id, Protocol: protocol, Rebalances: e.rebalances, Unexplained: unexplained(e),
 		GenerationFirst: e.genFirst, GenerationLast: e.genLast,
 		Joined: e.joined, Left: e.left, Fenced: e.fences, Members: append([]string(nil), e.named...),
-		Errors: e.codes.Parts(), UnsettledS: secs(e.unsettled), LongestUnsettledS: secs(e.longest),
-		EpisodeS: secs(e.last.Sub(e.start)), Ongoing: ongoing, Loop: loop, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
+		Errors: e.codes.Parts(), UnsettledS: text.Seconds(e.unsettled), LongestUnsettledS: text.Seconds(e.longest),
+		EpisodeS: text.Seconds(e.last.Sub(e.start)), Ongoing: ongoing, Loop: loop, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
 		episodes: episodes, unsettledD: e.unsettled, longestD: e.longest, start: e.start, last: e.last, p: r.p, dropped: r.dropped, errs: e.errors,
 	}
 	return detectors.Finding{

@@ -45,11 +45,7 @@ type HostCount struct {
 	Attempts int64  `json:"attempts"`
 }
 
-func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
-
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
-
-func burstRate(e burst.Episode) float64 { return text.Rate(int64(e.Events), e.Duration()) }
 
 func hosts(b *broker) []HostCount {
 	out := make([]HostCount, 0, len(b.hosts))
@@ -80,7 +76,7 @@ func lifetimes(ls []time.Duration) (median, longest float64) {
 	}
 	s := slices.Clone(ls)
 	slices.Sort(s)
-	return secs(s[len(s)/2]), secs(s[len(s)-1])
+	return text.Seconds(s[len(s)/2]), text.Seconds(s[len(s)-1])
 }
 
 func (f *Finding) hostList(max int) string {

@@ -26,6 +26,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internal/burst"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
@@ -230,8 +231,8 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 	}
 	peak, peakAt := b.win.Peak()
 	f := &Finding{
-		Server: p.Label(b.server), Storm: storm, Ongoing: ongoing, BurstS: secs(best.Duration()),
-		BurstRate: burstRate(best), PeakPerSecond: peak, ChurnShare: round3(churn),
+		Server: p.Label(b.server), Storm: storm, Ongoing: ongoing, BurstS: text.Seconds(best.Duration()),
+		BurstRate: best.Rate(), PeakPerSecond: peak, ChurnShare: round3(churn),
 		Clients: hosts(b), burst: best, bursts: bursts, peakAt: peakAt, b: b, p: r.p, dropped: r.dropped,
 	}
 	f.MedianLifetimeS, f.MaxLifetimeS = lifetimes(b.lifetimes)

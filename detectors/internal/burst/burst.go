@@ -6,7 +6,11 @@
 // busiest second.
 package burst
 
-import "time"
+import (
+	"time"
+
+	"github.com/kfsniff/kfsniff/internal/text"
+)
 
 // Episode is one burst: from the first event of the first full window to
 // the last event that kept the window full.
@@ -18,6 +22,9 @@ type Episode struct {
 
 // Duration is the episode's length.
 func (e Episode) Duration() time.Duration { return e.End.Sub(e.Start) }
+
+// Rate is the episode's events per second (text.Rate).
+func (e Episode) Rate() float64 { return text.Rate(int64(e.Events), e.Duration()) }
 
 // Window detects bursts of at least n events within span. The zero value
 // is not usable: make one with New.

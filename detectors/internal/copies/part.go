@@ -6,7 +6,6 @@
 package copies
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"strconv"
 
@@ -43,7 +42,7 @@ func (k Part) Name(n *flows.Nodes) string {
 			return name
 		}
 	}
-	return base64.RawURLEncoding.EncodeToString(k.ID[:])
+	return decode.TopicID(k.ID)
 }
 
 // Label is "topic-partition".

@@ -5,7 +5,6 @@
 package peers
 
 import (
-	"encoding/base64"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -67,7 +66,7 @@ func (p Partition) String() string {
 	if p.Topic != "" {
 		return p.Topic + "-" + strconv.Itoa(int(p.Part))
 	}
-	return "topic id " + base64.RawURLEncoding.EncodeToString(p.ID[:]) + " partition " + strconv.Itoa(int(p.Part))
+	return "topic id " + decode.TopicID(p.ID) + " partition " + strconv.Itoa(int(p.Part))
 }
 
 // Name is the topic for the findings' fields: its name, or its id in
@@ -76,7 +75,7 @@ func (p Partition) Name() string {
 	if p.Topic != "" {
 		return p.Topic
 	}
-	return base64.RawURLEncoding.EncodeToString(p.ID[:])
+	return decode.TopicID(p.ID)
 }
 
 // Key is one client's partition.
