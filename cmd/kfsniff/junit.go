@@ -87,12 +87,8 @@ func writeJUnit(path string, dirs []string, cases []*checkCase, start time.Time)
 			}
 			s.Tests++
 			total += c.Time
-			rel, err := filepath.Rel(dir, c.Name)
-			if err != nil {
-				rel = c.Name
-			}
-			class := filepath.ToSlash(filepath.Join(dir, filepath.Dir(rel)))
-			tc := junitCase{Name: filepath.ToSlash(rel), ClassName: class, Time: seconds(c.Time)}
+			// The capture's directory is the class, its file the test.
+			tc := junitCase{Name: filepath.Base(c.Name), ClassName: filepath.ToSlash(filepath.Dir(c.Name)), Time: seconds(c.Time)}
 			first, _, _ := strings.Cut(strings.TrimSpace(c.details()), "\n")
 			switch c.Result() {
 			case "FAIL":
