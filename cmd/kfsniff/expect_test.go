@@ -189,3 +189,26 @@ func TestExpectUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectDocExample: the example of docs/expect.md holds for the
+// capture it describes, and fails when its leader is wrong.
+func TestExpectDocExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "expect.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no JSON example in docs/expect.md")
+	}
+	file := writeFile(t, "example"+expect.Suffix, []byte(example))
+	capture := fixture("scenarios/observer-fetch-loop.pcap")
+	if code, out, errs := kfsniff(t, "--expect", file, "-r", capture); code != exitOK {
+		t.Errorf("the example does not hold: exit %d\n%s%s", code, out, errs)
+	}
+	wrong := writeFile(t, "wrong"+expect.Suffix, []byte(strings.Replace(example, `"leader_id": 1003`, `"leader_id": 1002`, 1)))
+	if code, out, _ := kfsniff(t, "--expect", wrong, "-r", capture); code != exitExpect || !strings.Contains(out, "field leader_id = 1003, want 1002") {
+		t.Errorf("leader 1002: exit %d\n%s", code, out)
+	}
+}
