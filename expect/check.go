@@ -14,12 +14,11 @@ import (
 
 // Report is what a comparison reads of a JSON report (docs/json.md).
 type Report struct {
-	Schema      string           `json:"schema"`
-	Totals      map[string]any   `json:"totals"`
-	APIs        []ReportAPI      `json:"apis"`
-	Connections []Connection     `json:"connections"`
-	Findings    []ReportFinding  `json:"findings"`
-	Capture     *json.RawMessage `json:"capture,omitempty"`
+	Schema      string          `json:"schema"`
+	Totals      map[string]any  `json:"totals"`
+	APIs        []ReportAPI     `json:"apis"`
+	Connections []Connection    `json:"connections"`
+	Findings    []ReportFinding `json:"findings"`
 }
 
 // ReportAPI is one entry of the report's apis[].
