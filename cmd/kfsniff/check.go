@@ -244,6 +244,10 @@ func (c *checkCase) check(ctx context.Context) {
 	if c.Problem != "" {
 		return
 	}
+	if ctx.Err() != nil {
+		c.Problem = "not checked: interrupted"
+		return
+	}
 	t := time.Now()
 	var out, errb bytes.Buffer
 	c.Code = run(ctx, []string{"--expect", c.Expect, "-r", c.Capture, "--workers", "1"}, strings.NewReader(""), &out, &errb)
