@@ -349,3 +349,51 @@ func TestCheckUsage(t *testing.T) {
 		t.Errorf("check --help: exit %d\n%s", code, out)
 	}
 }
+
+// TestCheckSharedHealthy: the public captures of ../shared/captures are
+// healthy traffic (pipeline's TestHealthyTrafficIsQuiet): given healthy
+// expectations beside links to them, kfsniff check holds; the three whose
+// clients use versions Kafka 4.0 removed must show that warning, and
+// only that.
+func TestCheckSharedHealthy(t *testing.T) {
+	shared, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "captures"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("no shared captures: %v", err)
+	}
+	kafka40 := map[string]bool{"go-sniffer/kafka.pcap": true, "deepflow/00-produce-v2.pcap": true, "arkime/kafka.pcap": true}
+	dir := t.TempDir()
+	paths, _ := filepath.Glob(filepath.Join(shared, "*", "*.pcap*"))
+	for _, p := range paths {
+		rel, _ := filepath.Rel(shared, p)
+		link := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, link); err != nil {
+			t.Fatal(err)
+		}
+		f := &expect.File{Format: expect.Format, Capture: rel, Findings: []expect.Finding{}, Others: expect.Others{Strict: "warning"},
+			Totals: &expect.Totals{Counts: map[string]int64{"decode_errors": 0}}}
+		if kafka40[filepath.ToSlash(rel)] {
+			f.Findings = append(f.Findings, expect.Finding{Detector: "kafka40-removed-versions", Severity: "warning", SeverityMax: "warning"})
+		}
+		b, err := f.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stem := strings.TrimSuffix(strings.TrimSuffix(link, ".pcap"), ".pcapng")
+		if err := os.WriteFile(stem+expect.Suffix, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(paths) < 14 {
+		t.Fatalf("only %d shared captures", len(paths))
+	}
+	code, out, errs := kfsniff(t, "check", dir)
+	if code != exitOK || !strings.Contains(out, "0 did not hold, 0 could not be checked") {
+		t.Errorf("exit %d:\n%s%s", code, out, errs)
+	}
+}
