@@ -9,6 +9,7 @@ FUZZFLAGS ?=
 BENCHTIME ?= 1s
 E2ETIME   ?= 2s
 E2ECOUNT  ?= 3
+JUNIT     ?=
 export CGO_ENABLED ?= 0
 
 .DEFAULT_GOAL := help
@@ -30,6 +31,7 @@ test: ## vet, build and run every test (what CI runs)
 	$(GO) vet ./...
 	$(GO) build ./...
 	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) run ./cmd/kfsniff check $(if $(JUNIT),--junit $(JUNIT)) fixtures/pcaps
 
 .PHONY: fixtures
 fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captures

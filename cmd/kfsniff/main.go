@@ -68,6 +68,7 @@ type Config struct {
 	FailOn       string
 	List         bool
 	Settings     []string
+	Expect       ExpectConfig
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -116,7 +117,7 @@ func (c *Config) Validate() error {
 	if stdin > 1 {
 		return errors.New("standard input (-r -) can be read only once")
 	}
-	return nil
+	return c.validateExpect()
 }
 
 const usageHead = `kfsniff: Kafka-aware packet capture analyser
@@ -126,6 +127,7 @@ Usage:
   kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
   kfsniff -D
   kfsniff --list-detectors
+  kfsniff check [--junit FILE] DIR...   (kfsniff check --help)
 
 Captures live (-i, Linux AF_PACKET; needs root or CAP_NET_RAW) or reads pcap
 or pcapng captures (gzip-compressed or not; "-" is standard input),
@@ -149,9 +151,14 @@ Exit codes:
      expression, unknown interface, no privilege to capture)
   3  a finding at or above --fail-on's severity (for CI:
      kfsniff -r incident.pcap --fail-on warning)
+  4  the --expect file does not hold (kfsniff check: a capture's
+     expectation does not hold or could not be checked)
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(ctx, args[1:], stdout, stderr)
+	}
 	var cfg Config
 	fs := pflag.NewFlagSet("kfsniff", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -181,6 +188,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
+	addExpectFlags(fs, &cfg.Expect)
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -209,6 +217,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return listInterfaces(stdout, stderr)
 	}
 	cfg.Filter = strings.Join(fs.Args(), " ")
+	if err := applyExpect(&cfg, fs); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	filter, err := capture.ParseFilter(cfg.Filter)
 	if err != nil {
 		if fs.NArg() == 1 {
@@ -377,6 +389,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
+	if cfg.Expect.File != "" {
+		return compareExpect(cfg, rep, code, stdout, stderr)
+	}
 	if !cfg.Frames {
 		if cfg.JSON {
 			err = report.WriteJSON(stdout, rep)
@@ -390,6 +405,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if live != nil {
 		liveSummary(stderr, res)
+	}
+	if cfg.Expect.Write != "" && code == exitOK {
+		if err := writeExpect(cfg, analysisOf(&cfg, fs), rep, res.Interrupted, stderr); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: --write-expect: %v\n", err)
+			return exitFailure
+		}
 	}
 	if code != exitOK {
 		return code
