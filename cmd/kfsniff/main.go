@@ -68,6 +68,8 @@ type Config struct {
 	FailOn       string
 	List         bool
 	Settings     []string
+	// HTML is the --html page's file (html.go).
+	HTML string
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -181,6 +183,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
+	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -221,6 +224,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := checkHTML(cfg); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -385,6 +392,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
+			return exitFailure
+		}
+	}
+	if cfg.HTML != "" {
+		if err := writeHTML(cfg.HTML, rep); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: --html: %v\n", err)
 			return exitFailure
 		}
 	}
