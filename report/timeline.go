@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"math/bits"
 	"net/netip"
 	"time"
@@ -55,9 +56,13 @@ type brokerLine struct {
 
 type timeline struct {
 	start   time.Time
+	startNs int64
 	width   time.Duration
 	used    int // buckets up to the last one counted in
 	started bool
+	// cur is the bucket last returned, for times in [curLo, curHi) ns.
+	cur          int
+	curLo, curHi int64
 
 	apis     [timelineKeys + 1]*apiLine // the last one: "other"
 	brokers  []*brokerLine              // in order of first request; the last may be "other"
@@ -75,28 +80,38 @@ func (l *timeline) init() {
 
 // bucket returns the bucket of capture time t, widening the buckets when
 // t is past the last one. Times before the first bucket (a capture whose
-// timestamps go back) count in the first.
+// timestamps go back) count in the first. Most events fall in the bucket
+// of the one before: that bucket's bounds are kept to skip the division.
 func (l *timeline) bucket(t time.Time) int {
+	ns := t.UnixNano()
+	if ns >= l.curLo && ns < l.curHi {
+		return l.cur
+	}
 	if !l.started {
 		l.start, l.started = t.Truncate(time.Second), true
+		l.startNs = l.start.UnixNano()
 	}
-	d := t.Sub(l.start)
-	if d < 0 {
-		d = 0
-	}
-	i := int64(d / l.width)
+	d := max(ns-l.startNs, 0)
+	w := int64(l.width)
+	i := d / w
 	if i >= MaxBuckets {
 		l.widen(i)
-		i = int64(d / l.width)
+		w = int64(l.width)
+		i = d / w
 	}
 	if int(i) >= l.used {
 		l.used = int(i) + 1
 	}
-	return int(i)
+	l.cur, l.curLo, l.curHi = int(i), l.startNs+i*w, l.startNs+(i+1)*w
+	if i == 0 {
+		l.curLo = math.MinInt64 // earlier times count in the first bucket
+	}
+	return l.cur
 }
 
 // widen doubles the width until bucket i (at the current width) fits.
 func (l *timeline) widen(i int64) {
+	l.curLo, l.curHi = 0, 0 // the bucket's bounds change
 	for i >= MaxBuckets {
 		l.width *= 2
 		i /= 2
