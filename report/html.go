@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"io"
 	"regexp"
 	"slices"
@@ -154,10 +155,11 @@ func brokerSeries(tl *Timeline, errors bool) []series {
 	return out
 }
 
+// brokerName names a server's line: its node id when known (the map and
+// the connections table give its address), else its endpoint.
 func brokerName(b BrokerLine) string {
 	if b.Node >= 0 {
-		n := b.Node
-		return nodeLabel(b.Server, &n)
+		return fmt.Sprintf("node %d", b.Node)
 	}
 	return b.Server
 }

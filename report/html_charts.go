@@ -146,7 +146,7 @@ func drawChart(c Chart, spans []Span, xmax float64) ([]byte, error) {
 			line.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(line)
-		leg.Add(cut(Clean(l.Name), 27), line)
+		leg.Add(cut(Clean(l.Name), 24), line)
 	}
 	if len(c.Lines) == 0 {
 		p.Title.Text += ": none"
