@@ -29,6 +29,10 @@ const (
 	// maxConnCache bounds the connection number -> broker line cache;
 	// connections numbered beyond it look their server up in a map.
 	maxConnCache = 1 << 20
+	// maxLatencyLines bounds the APIs whose latency is kept over time
+	// (134 KiB each), the first to be answered; the chart shows the 4
+	// with the most responses.
+	maxLatencyLines = 16
 )
 
 // Latency bins per bucket: 4 per power of two of microseconds (values
@@ -71,6 +75,7 @@ type timeline struct {
 	other    int32   // the "other" broker line + 1, once needed
 
 	toServer, toClient [MaxBuckets]int64
+	latencyLines       int
 }
 
 func (l *timeline) init() {
@@ -225,6 +230,10 @@ func (l *timeline) response(x *flows.Exchange) {
 		}
 	}
 	if a.latency == nil {
+		if l.latencyLines == maxLatencyLines {
+			return
+		}
+		l.latencyLines++
 		a.latency = new(latBuckets)
 	}
 	a.latency[i][latIndex(x.Latency())]++

@@ -162,3 +162,28 @@ func equal(a, b []int64) bool {
 	}
 	return true
 }
+
+// Latency over time is kept for the first maxLatencyLines APIs answered,
+// not for every key the wire names; their requests are all counted.
+func TestTimelineLatencyLinesBounded(t *testing.T) {
+	c := NewCollector()
+	cn := flows.MakeConn(netip.MustParseAddrPort("10.1.0.1:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+	for k := range int16(40) {
+		q := &flows.Message{Conn: &cn.ConnInfo, Key: k, Time: t0, Size: 20}
+		c.OnRequest(q)
+		c.OnExchange(&flows.Exchange{Conn: cn, Req: q, Resp: &flows.Message{Response: true, Key: k, Time: t0.Add(time.Millisecond), Size: 10}})
+	}
+	tl := c.Build(nil, &flows.Stats{}, nil, nil, nil).Timeline
+	withLatency := 0
+	for _, a := range tl.APIs {
+		if len(a.Latency) > 0 {
+			withLatency++
+		}
+		if total(a.Requests) != 1 {
+			t.Errorf("%s: %d requests, want 1", a.Name, total(a.Requests))
+		}
+	}
+	if len(tl.APIs) != 40 || withLatency != maxLatencyLines {
+		t.Errorf("%d API lines, %d with latency; want 40 and %d", len(tl.APIs), withLatency, maxLatencyLines)
+	}
+}
