@@ -312,11 +312,16 @@ func drawMap(m Map) ([]byte, float64, error) {
 			at[n.ID] = plotter.XY{X: float64(c), Y: float64(rows) - (float64(i)+0.5)*float64(rows)/float64(len(ns))}
 		}
 	}
-	lastCol := 1.0
+	firstCol, lastCol := 0.0, 1.0
 	if len(cols[2]) > 0 {
 		lastCol = 2
 	}
-	p.X.Min, p.X.Max = -1.3, lastCol+1.3
+	if len(cols[0]) == 0 {
+		firstCol = 1
+	}
+	// Room on the left for the clients' labels (right-aligned), on the
+	// right for the servers'.
+	p.X.Min, p.X.Max = firstCol-1.1, lastCol+0.9
 	p.Y.Min, p.Y.Max = -0.2, float64(rows)+0.2
 	// Edges: failing ones last, on top.
 	for _, failing := range []bool{false, true} {
@@ -348,8 +353,8 @@ func drawMap(m Map) ([]byte, float64, error) {
 		color color.Color
 	}{
 		{"client", draw.CircleGlyph{}, palette[0]},
-		{"broker", draw.SquareGlyph{}, palette[2]},
-		{"broker+controller", draw.SquareGlyph{}, palette[1]},
+		{"broker", draw.BoxGlyph{}, palette[2]},
+		{"broker+controller", draw.BoxGlyph{}, palette[1]},
 		{"controller", draw.PyramidGlyph{}, palette[1]},
 	}
 	for _, k := range kinds {
