@@ -40,7 +40,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 
 // CSP is the page's Content-Security-Policy: nothing may be fetched, only
 // the page's own script runs (by its hash), styles only inline.
-var CSP = "default-src 'none'; script-src 'sha256-" + scriptHash() + "'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+var CSP = "default-src 'none'; script-src 'sha256-" + scriptHash() + "'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 func scriptHash() string {
 	h := sha256.Sum256([]byte(pageScript))
