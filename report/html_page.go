@@ -104,6 +104,7 @@ type pageView struct {
 	Findings []findingView
 	Charts   []template.HTML
 	Spans    []Span
+	Origin   string
 	Map      template.HTML
 	MapNote  string
 	Tables   []table
@@ -243,6 +244,10 @@ func view(r *Report) (*pageView, error) {
 		v.Charts = append(v.Charts, template.HTML(svgID(svg, "chart-"+ch.ID, "chart", ch.Title)))
 	}
 	v.Spans = pg.Spans
+	v.Origin = pg.Origin.Format(TimeLayout) + " UTC"
+	if w := pg.Bucket; w != 1 {
+		v.Origin += fmt.Sprintf("; each point is %g s", w)
+	}
 	svg, _, err := drawMap(pg.Map)
 	if err != nil {
 		return nil, err
