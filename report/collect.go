@@ -20,6 +20,7 @@ type Collector struct {
 	exchanges              int64
 	inv                    *inventory // clients[] (clients.go)
 	lag                    LagCollector
+	timeline               timeline // Report.Timeline (timeline.go)
 }
 
 type apiKey struct{ key, version int16 }
@@ -35,7 +36,9 @@ const maxEvents = 1000
 
 // NewCollector returns an empty Collector.
 func NewCollector() *Collector {
-	return &Collector{apis: make(map[apiKey]*apiStats), inv: newInventory()}
+	c := &Collector{apis: make(map[apiKey]*apiStats), inv: newInventory()}
+	c.timeline.init()
+	return c
 }
 
 func (c *Collector) api(key, version int16) *apiStats {
@@ -56,6 +59,7 @@ func (c *Collector) UseLag(t *flows.LagTable) bool { return c.lag.UseLag(t) }
 func (c *Collector) OnRequest(m *flows.Message) {
 	c.inv.request(m)
 	c.lag.OnRequest(m)
+	c.timeline.request(m)
 	s := c.api(m.Key, m.Version)
 	s.requests++
 	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
@@ -67,6 +71,9 @@ func (c *Collector) OnRequest(m *flows.Message) {
 func (c *Collector) OnExchange(x *flows.Exchange) {
 	c.inv.exchange(x)
 	c.lag.OnExchange(x)
+	if x.Resp != nil {
+		c.timeline.response(x)
+	}
 	if x.Req == nil {
 		return // unmatched: counted per connection
 	}
@@ -191,6 +198,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	noteLoss(r.Findings, conns)
 	r.Clients, r.ClientsNotListed = c.inv.build(nodes), c.inv.cut
 	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
+	r.Timeline = c.timeline.build(nodes)
 	keys := make([]apiKey, 0, len(c.apis))
 	for k := range c.apis {
 		keys = append(keys, k)

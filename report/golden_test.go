@@ -43,7 +43,8 @@ const (
 type output struct {
 	ext                   string
 	frames, json, verbose bool
-	limit                 int // bytes kept in the golden; see fit
+	html                  bool // the HTML report's data (report.WriteHTMLData)
+	limit                 int  // bytes kept in the golden; see fit
 }
 
 var (
@@ -53,6 +54,9 @@ var (
 	framesJSON  = output{ext: "frames.jsonl", frames: true, json: true, limit: 48 << 10}
 	framesV     = output{ext: "frames-v.txt", frames: true, verbose: true, limit: 64 << 10}
 	framesVJSON = output{ext: "frames-v.jsonl", frames: true, json: true, verbose: true, limit: 64 << 10}
+	// htmlData: what the HTML report's charts and map draw (series,
+	// findings' spans, the map's nodes and edges), for the scenarios.
+	htmlData = output{ext: "html.json", html: true, limit: 200 << 10}
 )
 
 // What is written beyond the text and JSON reports, which every capture
@@ -173,7 +177,7 @@ func goldenCases(t *testing.T, withShared bool) []goldenCase {
 		}
 		outs := []output{textReport, jsonReport}
 		if strings.HasPrefix(stem, "scenarios/") {
-			outs = append(outs, framesText, framesJSON)
+			outs = append(outs, framesText, framesJSON, htmlData)
 		}
 		outs = append(outs, extraOutputs[c]...)
 		cases = append(cases, goldenCase{capture: c, stem: stem, outputs: outs})
@@ -287,6 +291,8 @@ func analyse(t *testing.T, c goldenCase, n int) (map[string][]byte, *report.Repo
 		case o.frames:
 			out[o.ext] = bufs[o.ext].Bytes()
 			continue
+		case o.html:
+			err = report.WriteHTMLData(&b, res.Report)
 		case o.json:
 			err = report.WriteJSON(&b, res.Report)
 		default:

@@ -33,6 +33,10 @@ type Report struct {
 	// LagDropped counts samples of partitions beyond its bound.
 	Lag        []Lag `json:"lag"`
 	LagDropped int64 `json:"lag_dropped,omitempty"`
+
+	// Timeline is the traffic over capture time (timeline.go), drawn by
+	// the HTML report; not in the JSON document.
+	Timeline *Timeline `json:"-"`
 }
 
 // WriteJSON writes r as the --json document: what a json.Encoder with

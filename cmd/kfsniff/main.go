@@ -69,6 +69,8 @@ type Config struct {
 	List         bool
 	Settings     []string
 	Expect       ExpectConfig
+	// HTML is the --html page's file (html.go).
+	HTML string
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -189,6 +191,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	addExpectFlags(fs, &cfg.Expect)
+	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -233,6 +236,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := checkHTML(cfg); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -400,6 +407,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
+			return exitFailure
+		}
+	}
+	if cfg.HTML != "" {
+		if err := writeHTML(cfg.HTML, rep); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: --html: %v\n", err)
 			return exitFailure
 		}
 	}

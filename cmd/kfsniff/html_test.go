@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// --html writes the page beside the text report, which is unchanged: the
+// page has the charts, the map, the tables and the capture's finding, and
+// no temporary file is left behind; with --json as well.
+func TestHTMLFlag(t *testing.T) {
+	capture := fixture("scenarios/mm2-replay.pcap")
+	page := filepath.Join(t.TempDir(), "incident.html")
+	code, out, errs := kfsniff(t, "-r", capture, "--html", page)
+	if code != exitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	_, plain, _ := kfsniff(t, "-r", capture)
+	if out != plain {
+		t.Errorf("--html changed the text report")
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", `<svg id="chart-requests-by-api"`, `<svg id="map"`, "duplicate-batches", "src.mm2_src-0: 257 batches", `id="table-connections"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the page has no %q", want)
+		}
+	}
+	if st, _ := os.Stat(page); st.Mode().Perm() != 0o644 {
+		t.Errorf("page mode %v, want 0644 like any report", st.Mode().Perm())
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(page), ".incident.html.*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	// With --json too: the JSON on stdout, the page written.
+	page2 := filepath.Join(t.TempDir(), "b.html")
+	if code, out, _ := kfsniff(t, "-r", capture, "--json", "--html", page2); code != exitOK || !strings.HasPrefix(out, "{") {
+		t.Errorf("--json --html: exit %d, stdout %.20q", code, out)
+	}
+	if _, err := os.Stat(page2); err != nil {
+		t.Error(err)
+	}
+}
+
+// --html never writes over an input or the -w capture, nor to stdout; an
+// unwritable place fails with exit 1 after the report.
+func TestHTMLRefusesToDestroy(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.pcap")
+	orig, err := os.ReadFile(fixture("basic.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.pcap")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-r", in, "--html", in},
+		{"-r", in, "--html", link},
+		{"-r", in, "--html", "-"},
+	} {
+		code, _, errs := kfsniff(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "--html") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming --html", args, code, errs)
+		}
+	}
+	if b, _ := os.ReadFile(in); !bytes.Equal(b, orig) {
+		t.Fatal("the input was changed")
+	}
+	code, out, errs := kfsniff(t, "-r", in, "--html", filepath.Join(dir, "no", "such", "dir", "x.html"))
+	if code != exitFailure || !strings.Contains(errs, "--html") || !strings.Contains(out, "kfsniff report") {
+		t.Errorf("unwritable page: exit %d, stderr %q; want 1 after the report", code, errs)
+	}
+}
+
+// A live capture writes the page when it ends, with its report.
+func TestHTMLAtEndOfLiveRun(t *testing.T) {
+	needLive(t)
+	page := filepath.Join(t.TempDir(), "live.html")
+	done, errw := startLive(t, context.Background(), nil, "-i", "lo", "--duration", "400ms", "--html", page, "port", "1")
+	r := wait(t, done, errw)
+	if r.code != exitOK || !strings.Contains(r.stdout, "kfsniff report") {
+		t.Fatalf("exit %d, stdout %.200q, stderr %s", r.code, r.stdout, errw)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`<svg id="chart-requests-by-api"`)) || !bytes.Contains(b, []byte("kfsniff report: lo")) {
+		t.Errorf("the live run's page lacks its charts or its interface: %.300s", b)
+	}
+}

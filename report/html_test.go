@@ -1,0 +1,178 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/net/html"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// hostile is a client id, topic and finding text that would be markup and
+// script if a page took it as HTML.
+const hostile = `</title></style></script><script>alert(1)</script><img src=x onerror=alert(2)><svg onload=alert(3)>"'&amp;`
+
+// hostileReport is the report of one client whose client id and topic are
+// hostile, with a finding quoting them, built as the pipeline builds one.
+func hostileReport(t *testing.T) *report.Report {
+	t.Helper()
+	t0 := time.Date(2026, 7, 20, 3, 0, 0, 0, time.UTC)
+	col := report.NewCollector()
+	dl := flows.NewDelivery(col)
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:9092"))
+	dl.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: t0}})
+	for i := range 5 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		tp := kmsg.NewMetadataRequestTopic()
+		tp.Topic = kmsg.StringPtr(hostile)
+		req.Topics = append(req.Topics, tp)
+		at := t0.Add(time.Duration(i) * time.Second)
+		q := flows.MakeRequest(c, at, int32(i), hostile, req)
+		dl.Deliver(&flows.Event{Req: q})
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = 12
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.ErrorCode = kmsg.StringPtr(hostile), 3
+		resp.Topics = append(resp.Topics, rt)
+		dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), resp)}})
+	}
+	c.ClientIDs = []string{hostile}
+	c.Requests, c.Responses, c.ErrorResponses = 5, 5, 5
+	f := detectors.Finding{Detector: "error-storm", Severity: detectors.Warning, Summary: "client " + hostile, First: t0, Last: t0.Add(4 * time.Second),
+		Conns: []int{c.ID}, Evidence: []detectors.Evidence{{Packet: 3, What: hostile}}, Explanation: hostile, Next: hostile,
+		Fields: map[string]any{"client_id": hostile}}
+	r := col.Build([]report.File{{Name: hostile + ".pcap", Format: "pcap"}}, &flows.Stats{FirstTime: t0, LastTime: t0.Add(5 * time.Second)},
+		[]*flows.Conn{c}, dl.Nodes(), []detectors.Finding{f})
+	return r
+}
+
+// A hostile client id, topic and finding text stay text: the page parses
+// to exactly one script (its own), no element carries an event handler,
+// no element the wire could have named (img, iframe...) exists, and the
+// strings are there as text, in the tables, the findings and the map.
+func TestHTMLHostileStaysText(t *testing.T) {
+	var b bytes.Buffer
+	if err := report.WriteHTML(&b, hostileReport(t)); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, texts, svgTexts := 0, 0, 0
+	var walk func(n *html.Node, inSVGText bool)
+	walk = func(n *html.Node, inSVGText bool) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "script":
+				scripts++
+			case "img", "iframe", "object", "embed", "link", "base", "form", "image", "foreignObject", "foreignobject":
+				t.Errorf("page has a <%s> element", n.Data)
+			case "text":
+				inSVGText = true
+			}
+			for _, a := range n.Attr {
+				if strings.HasPrefix(strings.ToLower(a.Key), "on") {
+					t.Errorf("<%s> has an event handler %s=%q", n.Data, a.Key, a.Val)
+				}
+				if strings.Contains(a.Val, "alert(") {
+					t.Errorf("<%s %s> holds the hostile string", n.Data, a.Key)
+				}
+			}
+		}
+		if n.Type == html.TextNode && strings.Contains(n.Data, "alert(") {
+			if n.Parent != nil && n.Parent.Data == "script" {
+				t.Errorf("the hostile string is inside a script: %.80q", n.Data)
+			}
+			texts++
+			if inSVGText {
+				svgTexts++
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, inSVGText)
+		}
+	}
+	walk(doc, false)
+	if scripts != 1 {
+		t.Errorf("%d script elements, want the page's own one", scripts)
+	}
+	// Title, file, summary, finding (summary, fields, evidence,
+	// explanation, next), connections, clients (id, topic), map table,
+	// and the map's label in the SVG.
+	if texts < 10 {
+		t.Errorf("the hostile string is text %d times, want it in the title, findings, tables and map", texts)
+	}
+	if svgTexts == 0 {
+		t.Errorf("the hostile client id is not a label of the map")
+	}
+	if !strings.Contains(b.String(), `content="default-src &#39;none&#39;; script-src &#39;sha256-`) {
+		t.Errorf("no Content-Security-Policy forbidding fetches and foreign scripts")
+	}
+}
+
+// The page's data (the charts' series) adds up to the report's own
+// counts: a reader comparing a chart with the APIs table sees the same
+// traffic. Checked on every scenario capture.
+func TestHTMLDataAgreesWithReport(t *testing.T) {
+	for _, capture := range captures(t, fixtures+"/scenarios") {
+		t.Run(capture, func(t *testing.T) {
+			_, rep := analyse(t, goldenCase{capture: capture}, 1)
+			var b bytes.Buffer
+			if err := report.WriteHTMLData(&b, rep); err != nil {
+				t.Fatal(err)
+			}
+			var pg report.Page
+			if err := json.Unmarshal(b.Bytes(), &pg); err != nil {
+				t.Fatal(err)
+			}
+			var reqs, errs int64
+			for _, a := range rep.APIs {
+				reqs += a.Requests
+				errs += a.ErrorResponses
+			}
+			for _, ch := range pg.Charts {
+				var n float64
+				for _, l := range ch.Lines {
+					for _, p := range l.Points {
+						n += p[1] * pg.Bucket
+					}
+				}
+				var want int64
+				switch ch.ID {
+				case "requests-by-api", "requests-by-broker":
+					want = reqs
+				case "errors-by-api", "errors-by-broker":
+					want = errs
+				default:
+					continue
+				}
+				if int64(n+0.5) != want {
+					t.Errorf("chart %s counts %.0f, the report %d", ch.ID, n, want)
+				}
+			}
+			var edgeReqs int64
+			for _, e := range pg.Map.Edges {
+				edgeReqs += e.Requests
+				if e.Failing != (e.Errors > 0 || e.Unanswered > 0 || e.Resets > 0 || e.Refused > 0) {
+					t.Errorf("edge %s -> %s failing=%v with %+v", e.From, e.To, e.Failing, e)
+				}
+			}
+			if edgeReqs != rep.Totals.Requests {
+				t.Errorf("map edges carry %d requests, the report %d", edgeReqs, rep.Totals.Requests)
+			}
+			if len(pg.Spans) != len(rep.Findings) {
+				t.Errorf("%d spans for %d findings", len(pg.Spans), len(rep.Findings))
+			}
+		})
+	}
+}
