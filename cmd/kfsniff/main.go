@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -126,6 +127,7 @@ Usage:
   kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
   kfsniff -D
   kfsniff --list-detectors
+  kfsniff --version
 
 Captures live (-i, Linux AF_PACKET; needs root or CAP_NET_RAW) or reads pcap
 or pcapng captures (gzip-compressed or not; "-" is standard input),
@@ -182,6 +184,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	help := fs.BoolP("help", "h", false, "show this help")
+	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
@@ -199,6 +202,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usageHead)
 		fs.PrintDefaults()
 		fmt.Fprint(stdout, usageTail)
+		return exitOK
+	}
+	if *version {
+		info, ok := debug.ReadBuildInfo()
+		writeVersion(stdout, info, ok)
 		return exitOK
 	}
 	if cfg.List {
