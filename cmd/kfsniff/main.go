@@ -184,6 +184,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	help := fs.BoolP("help", "h", false, "show this help")
+	recs := addRecordFlags(fs)
 	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -229,6 +230,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := recs.validate(&cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -359,6 +364,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				handlers = append(handlers, lineFlusher{frames})
 			}
 		}
+		handlers = append(handlers, recs.handlers()...)
 		if live != nil {
 			fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
 		}
@@ -385,6 +391,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
+	if recs.w != nil {
+		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
+			return max(c, code)
+		}
+		return exitOK
+	}
 	if !cfg.Frames {
 		if cfg.JSON {
 			err = report.WriteJSON(stdout, rep)
