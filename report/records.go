@@ -467,14 +467,26 @@ func printable(b []byte) bool {
 // (so that no byte can drive the terminal), other bytes in hex or base64
 // ("0x…" or "base64:…"), at most MaxBytes of them, "(null)" for null.
 func (rw *RecordWriter) appendBytes(l, b []byte) []byte {
+	return appendRecordBytes(l, b, rw.opt.MaxBytes, rw.opt.Base64)
+}
+
+// RecordBytes shows a record's key, value or header value as --records
+// does: printable text escaped as Clean escapes it, other bytes as "0x"
+// and hex (or "base64:" and base64), at most max bytes, "(null)" for
+// null. The result is safe for a terminal.
+func RecordBytes(b []byte, max int, base64 bool) string {
+	return string(appendRecordBytes(nil, b, max, base64))
+}
+
+func appendRecordBytes(l, b []byte, max int, b64 bool) []byte {
 	if b == nil {
 		return append(l, "(null)"...)
 	}
-	shown := cutBytes(b, rw.opt.MaxBytes)
+	shown := cutBytes(b, max)
 	switch {
 	case printable(shown):
-		l = append(l, clean(string(shown), rw.opt.MaxBytes)...)
-	case rw.opt.Base64:
+		l = append(l, clean(string(shown), max)...)
+	case b64:
 		l = append(l, "base64:"...)
 		l = base64.StdEncoding.AppendEncode(l, shown)
 	default:
