@@ -185,6 +185,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	recs := addRecordFlags(fs)
+	progCfg := addProgressFlags(fs)
 	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -368,7 +369,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if live != nil {
 			fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
 		}
-		res = start(ctx, uiAdditions{Handlers: handlers})
+		pl := newProgress(&cfg, recs, files, stdout, stderr)
+		opt.ProgressEvery, opt.Warn = progCfg.every, pl.around(opt.Warn)
+		res = start(ctx, uiAdditions{Handlers: handlers, Progress: pl.callback()})
 		if frames != nil {
 			if err := frames.Flush(); err != nil {
 				fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
