@@ -89,6 +89,9 @@ type RecordOptions struct {
 	// Decompress bounds the decompressed records of one batch (default
 	// 16 MiB).
 	Decompress int
+	// Stream flushes the output after each exchange that printed
+	// records (a live capture).
+	Stream bool
 }
 
 // DefaultRecordFormat is the line --records prints without
@@ -115,10 +118,16 @@ type RecordStats struct {
 	Batches int64
 	// NotKept are Produce requests whose frame was no longer kept at
 	// their response (over flows' bounds): their records are not shown.
-	NotKept int64
-	// Undecoded are batches whose records could not be listed: over the
-	// decompression bound, malformed, or compressed legacy messages.
-	Undecoded int64
+	// FirstNotKept is the first one's packet.
+	NotKept      int64
+	FirstNotKept PacketRef
+	// Undecoded are batches whose records could not be listed (some of
+	// them, or none): over the decompression bound, malformed, or
+	// compressed legacy messages. FirstUndecoded is the first one's
+	// packet, UndecodedErr why.
+	Undecoded      int64
+	FirstUndecoded PacketRef
+	UndecodedErr   string
 }
 
 // RecordWriter prints the records of Produce requests and Fetch responses
@@ -257,6 +266,9 @@ func (rw *RecordWriter) OnExchange(x *flows.Exchange) {
 	if p := x.Resp; p != nil && p.Key == 1 && len(p.Batches) > 0 {
 		rw.fetched(p)
 	}
+	if rw.opt.Stream && rw.w.Buffered() > 0 && rw.err == nil {
+		rw.err = rw.w.Flush()
+	}
 }
 
 // produce re-reads the request's batches from its kept frame and prints
@@ -276,17 +288,17 @@ func (rw *RecordWriter) produce(x *flows.Exchange) {
 	})
 	frame := q.Frame
 	if frame == nil || q.Size-decode.SizeLen > len(frame) {
-		rw.stats.NotKept++
+		rw.notKept(q)
 		return
 	}
 	h, err := decode.ParseRequestHeader(frame)
 	if err != nil {
-		rw.stats.NotKept++
+		rw.notKept(q)
 		return
 	}
 	body, err := decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
 	if err != nil || body == nil {
-		rw.stats.NotKept++
+		rw.notKept(q)
 		return
 	}
 	i := 0
@@ -360,15 +372,25 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 		}
 		rw.stats.Records++
 		if rw.opt.JSON {
-			rw.writeJSON(m, topic, ref.Partition, known, off, code, b.Codec(), r)
+			rw.writeJSON(m, topic, ref.Partition, known, off, code, b, r)
 		} else {
 			rw.writeText(m, topic, ref.Partition, known, off, code, r)
 		}
 		return rw.err == nil
 	})
 	if err != nil {
+		if rw.stats.Undecoded == 0 {
+			rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
+		}
 		rw.stats.Undecoded++
 	}
+}
+
+func (rw *RecordWriter) notKept(q *flows.Message) {
+	if rw.stats.NotKept == 0 {
+		rw.stats.FirstNotKept = PacketRef{q.File, q.Packet}
+	}
+	rw.stats.NotKept++
 }
 
 func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, known bool, off int64, code int16, r *decode.Record) {
@@ -535,7 +557,9 @@ type recordJSON struct {
 	ValueSize int64        `json:"value_size"`
 	Headers   []headerJSON `json:"headers"`
 	Truncated bool         `json:"truncated,omitempty"`
-	Error     string       `json:"error,omitempty"`
+	// BadCRC marks a record of a batch whose checksum does not verify.
+	BadCRC bool   `json:"bad_crc,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 type headerJSON struct {
@@ -560,10 +584,10 @@ func jsonBytes(b []byte, max int) (text *string, b64 string, cut bool) {
 	return nil, base64.StdEncoding.EncodeToString(b), cut
 }
 
-func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, codec decode.Codec, r *decode.Record) {
+func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, b *decode.Batch, r *decode.Record) {
 	j := &rw.rec
 	*j = recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
-		ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: codec.String(),
+		ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
 		KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: rw.hdrs[:0]}
 	if known {
 		j.Offset = &off
@@ -587,13 +611,13 @@ func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, kn
 		j.Headers = append(j.Headers, hj)
 	}
 	rw.hdrs = j.Headers[:0]
-	b, err := json.Marshal(j)
+	line, err := json.Marshal(j)
 	if err != nil {
 		rw.err = err
 		return
 	}
-	b = append(b, '\n')
-	if _, err := rw.w.Write(b); err != nil {
+	line = append(line, '\n')
+	if _, err := rw.w.Write(line); err != nil {
 		rw.err = err
 	}
 }

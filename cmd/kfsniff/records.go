@@ -75,7 +75,8 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 			}
 		}
 	}
-	opt := report.RecordOptions{Format: rc.format, JSON: cfg.JSON, Base64: rc.base64, MaxBytes: rc.maxBytes, MaxFrame: cfg.MaxFrame}
+	opt := report.RecordOptions{Format: rc.format, JSON: cfg.JSON, Base64: rc.base64, MaxBytes: rc.maxBytes, MaxFrame: cfg.MaxFrame,
+		Stream: cfg.Live.Interface != ""}
 	opt.Filter.Topics, opt.Filter.Partitions = rc.topics, rc.partitions
 	if rc.offsets != "" {
 		if err := report.ParseOffsets(rc.offsets, &opt.Filter); err != nil {
@@ -140,10 +141,12 @@ func (rc *recordsConfig) finish(ctx context.Context, cfg *Config, opt pipeline.O
 	}
 	st := rc.w.Stats()
 	if st.NotKept > 0 {
-		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d Produce requests are not shown: their frames were no longer kept when their responses came (flows' bounds)\n", st.NotKept)
+		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d Produce requests are not shown (the first at packet %s): their frames were no longer kept when their responses came (flows' bounds)\n",
+			st.NotKept, packetRef(st.FirstNotKept))
 	}
 	if st.Undecoded > 0 {
-		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d batches could not be listed (past the decompression bound, malformed, or compressed legacy messages)\n", st.Undecoded)
+		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d batches could not be listed in full (the first at packet %s: %s)\n",
+			st.Undecoded, packetRef(st.FirstUndecoded), report.Clean(st.UndecodedErr))
 	}
 	return failOn(cfg.FailOn, res.Report, stderr)
 }
@@ -165,4 +168,11 @@ func findingFilter(f *detectors.Finding) report.RecordFilter {
 		}
 	}
 	return flt
+}
+
+func packetRef(p report.PacketRef) string {
+	if p.File > 0 {
+		return fmt.Sprintf("%d:%d", p.File, p.Packet)
+	}
+	return strconv.FormatUint(p.Packet, 10)
 }

@@ -28,6 +28,7 @@ type recordLine struct {
 	KeyB64    string  `json:"key_base64"`
 	Value     *string `json:"value"`
 	ValueB64  string  `json:"value_base64"`
+	BadCRC    bool    `json:"bad_crc"`
 	Headers   []struct {
 		Key      string  `json:"key"`
 		Value    *string `json:"value"`
@@ -281,5 +282,79 @@ func TestRecordsUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestRecordsHostile: on the adversarial corpus --records exits as the
+// report does, prints nothing that could drive a terminal, writes valid
+// JSON Lines, and says what it could not list: the decompression bomb's
+// two Produce requests of four batches each inflate past the bound, and
+// are counted with the packet of the first.
+func TestRecordsHostile(t *testing.T) {
+	files, _ := filepath.Glob(fixture(filepath.Join("hostile", "*.pcap*")))
+	if len(files) < 10 {
+		t.Fatalf("%d hostile captures", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			want, _, _ := kfsniff(t, "-r", f)
+			code, out, errOut := kfsniff(t, "-r", f, "--records")
+			if code != want {
+				t.Errorf("exit %d, the report's %d; stderr %q", code, want, errOut)
+			}
+			for _, b := range []string{out, errOut} {
+				if err := termcheck.Safe([]byte(b)); err != nil {
+					t.Error(err)
+				}
+			}
+			_, js, _ := kfsniff(t, "-r", f, "--records", "--json")
+			recordLines(t, js)
+			if filepath.Base(f) == "decompression-bomb.pcap" &&
+				(out != "" || !strings.Contains(errOut, "the records of 8 batches could not be listed in full (the first at packet ")) {
+				t.Errorf("decompression bomb: stdout %q, stderr %q", out, errOut)
+			}
+		})
+	}
+}
+
+// TestRecordsBadCRC: in the replica divergence scenario the observer's
+// copy of batch 3 (offsets 234-311) has one byte of record 10 changed
+// and a CRC that no longer verifies (fixtures/gen, repCorrupt): its
+// records are flagged bad_crc, and the changed record is the one whose
+// value differs from what the producer wrote ("lifecycle_test-%05d"
+// padded with dots to 200 bytes).
+func TestRecordsBadCRC(t *testing.T) {
+	code, out, errOut := kfsniff(t, "-r", fixture(filepath.Join("scenarios", "replica-divergence.pcap")), "--records", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var bad []int64
+	var changed []string
+	for _, l := range recordLines(t, out) {
+		if l.Offset == nil {
+			t.Fatalf("record without an offset: %+v", l)
+		}
+		o := *l.Offset
+		v := string(bytesOf(t, l.Value, l.ValueB64))
+		w := fmt.Sprintf("lifecycle_test-%05d", o)
+		w += strings.Repeat(".", 200-len(w))
+		if v != w {
+			changed = append(changed, fmt.Sprintf("%s packet %d offset %d bad_crc %v", l.API, l.Packet, o, l.BadCRC))
+		}
+		if l.BadCRC {
+			bad = append(bad, o)
+		}
+	}
+	if len(bad) != 78 || bad[0] != 234 || bad[77] != 311 {
+		t.Errorf("records flagged bad_crc: %v; want offsets 234-311", bad)
+	}
+	found := false
+	for _, c := range changed {
+		if strings.Contains(c, "offset 244 bad_crc true") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("changed records: %v; want offset 244 in the batch whose CRC fails", changed)
 	}
 }
