@@ -81,6 +81,9 @@ type treeBuilder struct {
 	// recs lists the records of the batches shown, decompressed within
 	// its bound; made at the first batch.
 	recs *decode.RecordHasher
+	// request is set while a request's fields are added: the offsets of
+	// its records are the producer's (from 0), not the log's.
+	request bool
 }
 
 // Bounds of the records listed in the detail: per batch, and bytes of
@@ -155,7 +158,9 @@ func (b *treeBuilder) requestNode(x *Exchange, frame []byte) *treeNode {
 			return n
 		}
 	}
+	b.request = true // a request's records are at offsets of its own
 	b.fields(n, reflect.ValueOf(body).Elem())
+	b.request = false
 	return n
 }
 
@@ -463,7 +468,11 @@ func (b *treeBuilder) recordNodes(parent *treeNode, bt *decode.Batch) {
 			return false
 		}
 		shown++
-		line := fmt.Sprintf("offset %d  %s  key %s  value %s", r.Offset, msTime(r.Timestamp),
+		at := fmt.Sprintf("offset %d", r.Offset)
+		if b.request {
+			at = fmt.Sprintf("record %d", r.Offset-bt.BaseOffset) // the response gives the log's offsets
+		}
+		line := fmt.Sprintf("%s  %s  key %s  value %s", at, msTime(r.Timestamp),
 			report.RecordBytes(r.Key, recordBytes, false), report.RecordBytes(r.Value, recordBytes, false))
 		rn := n.add(b.node(line, kindPlain))
 		for i, h := range r.Headers {

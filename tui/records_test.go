@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdamore/tcell/v2"
+
 	"github.com/kfsniff/kfsniff/fixtures/record"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
 )
@@ -69,5 +71,55 @@ func TestDetailShowsRecords(t *testing.T) {
 	}
 	if !strings.Contains(text, "header bin = 0x001bff") || !strings.Contains(text, "header null = (null)") {
 		t.Errorf("binary and null header values not shown as such:\n%s", text)
+	}
+}
+
+// TestDetailProduceRecords: in a Produce request the records are listed
+// by their place in the batch (the log's offsets come with the
+// response), with what the producer wrote.
+func TestDetailProduceRecords(t *testing.T) {
+	base := filepath.Join("..", "fixtures", "pcaps", record.CompressedDir, "compressed-kgo-gzip")
+	sc, err := record.ReadSidecar(base + ".counts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := analyse(t, base+".pcap", ModelConfig{})
+	for _, x := range m.AppendExchanges(nil, 0, 0) {
+		if x.Key != 0 {
+			continue
+		}
+		req, resp := m.Frames(&x)
+		text := detailTree(&x, req, resp).String()
+		for i, r := range sc.Sent.Records {
+			if r.Key == nil || r.Value == nil || strings.ContainsAny(string(r.Value), "\x00\x1b") {
+				continue
+			}
+			if want := fmt.Sprintf("record %d  %s  key %s  value %s\n", i, msTime(r.Timestamp), r.Key, r.Value); !strings.Contains(text, want) {
+				t.Errorf("tree lacks %q:\n%s", want, text)
+			}
+		}
+		return
+	}
+	t.Fatal("no Produce exchange")
+}
+
+// TestViewDetailRecords: on the screen, the detail of the Produce
+// exchange (Enter after filtering) lists its records under the batch.
+func TestViewDetailRecords(t *testing.T) {
+	m, _ := analyse(t, filepath.Join("..", "fixtures", "pcaps", record.CompressedDir, "compressed-kgo-lz4.pcap"), ModelConfig{})
+	done := make(chan struct{})
+	close(done)
+	s := startUI(t, Options{Model: m, Done: done})
+	s.waitFor("ENDED")
+	s.typeText("/api:=Produce")
+	s.key(tcell.KeyEnter)
+	s.waitFor("Exchanges: all (1) filter: api:=Produce")
+	s.key(tcell.KeyEnter)
+	scr := s.waitFor("Decoded", "records (16 listed)")
+	if l := line(scr, "record 0 "); !strings.Contains(l, "record 0  2026-01-01 00:00:00.000  key order-0000") {
+		t.Errorf("first record's line %q:\n%s", l, scr)
+	}
+	if err := termcheck.Safe([]byte(scr)); err != nil {
+		t.Error(err)
 	}
 }
