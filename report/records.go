@@ -99,11 +99,7 @@ type RecordOptions struct {
 const DefaultRecordFormat = `%a %t[%p]@%o %T key=%k value=%s headers=%h packet %n\n`
 
 // RecordFormatHelp documents the --records-format tokens.
-const RecordFormatHelp = `%t topic, %p partition, %o offset (? when unknown: a Produce without its
-response), %T timestamp (ms since the epoch), %k key, %K key length (-1 for
-null), %s value, %S value length, %h headers (key=value,...), %a API
-(Produce or Fetch), %n packet, %c connection, %i client id, %e the
-partition's error in the response (or -), \n newline, \t tab, %% percent`
+const RecordFormatHelp = `%t topic, %p partition, %o offset (? when unknown: a Produce without its response), %T timestamp (ms since the epoch), %k key, %K key length (-1 for null), %s value, %S value length, %h headers (key=value,...), %a API (Produce or Fetch), %n packet, %c connection, %i client id, %e the partition's error in the response (or -), \n newline, \t tab, %% percent`
 
 // Bounds of what is shown.
 const (

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -356,5 +357,61 @@ func TestRecordsBadCRC(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("changed records: %v; want offset 244 in the batch whose CRC fails", changed)
+	}
+}
+
+// TestRecordsUnknownOffsets: a Produce the broker refused or never
+// answered has no offset: its records are printed with a null offset
+// (and the refusal's error), one Produce request per refusal and per
+// unanswered request the recordings' sidecars count (kgo against kfake
+// refusing with NOT_LEADER_OR_FOLLOWER; a broker swallowing Produce).
+func TestRecordsUnknownOffsets(t *testing.T) {
+	var side struct {
+		Observed struct {
+			NotLeader  int   `json:"not_leader_responses"`
+			Other      int   `json:"other_produce_responses"`
+			Unanswered []any `json:"unanswered"`
+		} `json:"observed"`
+	}
+	for _, tc := range []struct {
+		name, err string
+		want      func() int
+	}{
+		{"notleader-kgo", "NOT_LEADER_OR_FOLLOWER", func() int { return side.Observed.NotLeader }},
+		{"unanswered-kgo", "", func() int { return len(side.Observed.Unanswered) }},
+	} {
+		b, err := os.ReadFile(fixture(filepath.Join("clients", tc.name+".json")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		side.Observed.Unanswered = nil
+		if err := json.Unmarshal(b, &side); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := kfsniff(t, "-r", fixture(filepath.Join("clients", tc.name+".pcap")), "--records", "--json")
+		if code != exitOK {
+			t.Fatalf("%s: exit %d, stderr %q", tc.name, code, errOut)
+		}
+		unknown := map[uint64]bool{}
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%s: %v: %s", tc.name, err, l)
+			}
+			lines = append(lines, m)
+		}
+		for _, m := range lines {
+			if m["api"] != "Produce" || m["offset"] != nil {
+				continue
+			}
+			if e, _ := m["error"].(string); e != tc.err {
+				t.Errorf("%s: a record without an offset has error %q, want %q", tc.name, e, tc.err)
+			}
+			unknown[uint64(m["packet"].(float64))] = true
+		}
+		if want := tc.want(); len(unknown) != want || want == 0 {
+			t.Errorf("%s: records without an offset in %d Produce requests, the sidecar counts %d", tc.name, len(unknown), want)
+		}
 	}
 }
