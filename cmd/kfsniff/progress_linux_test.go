@@ -154,4 +154,19 @@ func TestNoProgressOffTerminal(t *testing.T) {
 	if code != exitOK || term != "" || !strings.HasPrefix(out2, "{") {
 		t.Errorf("--json: exit %d, terminal got %q", code, term)
 	}
+
+	// Records printed to the terminal that stderr is on: the line would
+	// cut through them.
+	ctl, tty := openPty(t)
+	defer ctl.Close()
+	got = make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(ctl)
+		got <- b
+	}()
+	code = run(context.Background(), []string{"--progress-interval", "1ns", "-r", plain, "--records"}, strings.NewReader(""), tty, tty)
+	tty.Close()
+	if b := <-got; code != exitOK || bytes.Contains(b, []byte("kfsniff: reading")) || !bytes.Contains(b, []byte("Produce src.mm2_src[0]@0 ")) {
+		t.Errorf("--records on the terminal: exit %d, terminal got %.300q", code, b)
+	}
 }
