@@ -3,6 +3,7 @@ package decode
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 )
 
 // Record is one record of a batch, decompressed. Key, Value and the
@@ -67,7 +68,7 @@ func (r *RecordHasher) Records(b *Batch, fn func(*Record) bool) error {
 		}
 		body = body[k:]
 		delta, k := varint(body)
-		if k <= 0 {
+		if k <= 0 || delta < 0 || delta > math.MaxInt32 {
 			return errRecord
 		}
 		body = body[k:]

@@ -3,11 +3,13 @@ package decode_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/internal/fuzzing"
 )
 
 // TestRecordsEveryCodec: the records a client packed with each codec
@@ -74,4 +76,38 @@ func TestRecordsBounded(t *testing.T) {
 	if err := h.Records(&plain, func(*decode.Record) bool { n++; return true }); err == nil || n != len(src)-1 {
 		t.Errorf("damaged: %d records, %v; want %d and an error", n, err, len(src)-1)
 	}
+}
+
+// FuzzRecords: on any batch the iterator lists records exactly where the
+// fingerprints are made (the same count, the same outcome: they read the
+// same bytes), never more than the batch says it holds, and each record's
+// offset is in the batch's range of deltas from its base.
+func FuzzRecords(f *testing.F) {
+	for _, codec := range codecs {
+		f.Add(compressed(f, codec, sourceRecords(0, 3)).Raw)
+	}
+	h := decode.NewRecordHasher(1 << 16)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		defer fuzzing.Input("FuzzRecords", raw)()
+		_, _ = decode.ScanBatches(raw, func(b *decode.Batch) {
+			n := 0
+			err := h.Records(b, func(r *decode.Record) bool {
+				n++
+				if r.Offset < b.BaseOffset || r.Offset-b.BaseOffset > math.MaxInt32 {
+					t.Fatalf("offset %d outside the batch at %d", r.Offset, b.BaseOffset)
+				}
+				return true
+			})
+			if n > max(int(b.Records), 0) {
+				t.Fatalf("%d records listed of %d", n, b.Records)
+			}
+			if b.Magic < 2 {
+				return
+			}
+			hs, herr := h.Hashes(b, nil)
+			if (err == nil) != (herr == nil) || (err == nil && len(hs) != n) {
+				t.Fatalf("records: %d, %v; fingerprints: %d, %v", n, err, len(hs), herr)
+			}
+		})
+	})
 }
