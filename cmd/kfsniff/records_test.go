@@ -255,6 +255,11 @@ func TestRecordsFindingDuplicates(t *testing.T) {
 			again[n] = true
 		}
 	}
+	// A finding about exchanges without records says so.
+	code, out2, errOut2 := kfsniff(t, "-r", fixture(filepath.Join("scenarios", "observer-fetch-loop.pcap")), "--finding", "1")
+	if code != exitOK || out2 != "" || !strings.Contains(errOut2, "finding 1: the exchanges its evidence names carry no records") {
+		t.Errorf("a finding without records: exit %d, stdout %q, stderr %q", code, out2, errOut2)
+	}
 	if len(first) == 0 || len(again) == 0 {
 		t.Fatalf("%d records of the first copy, %d of the replay", len(first), len(again))
 	}
