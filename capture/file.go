@@ -79,6 +79,29 @@ type File struct {
 	buf    []byte
 	pcap   pcapState
 	ng     *ngState
+	// in counts the bytes taken from the input as it is (compressed
+	// when gzip) into raw, the buffer over it, for progress.
+	in  *countingReader
+	raw *bufio.Reader
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// Read returns how many packets have been read so far and how many bytes
+// of the input as it is (the compressed file for gzip) have been used.
+// Call it from the goroutine reading the file.
+func (f *File) Read() (packets uint64, inputBytes int64) {
+	return f.n, f.in.n - int64(f.raw.Buffered())
 }
 
 // Open opens a capture file ("-" is standard input) and reads its header.
@@ -112,7 +135,9 @@ func Open(name string, index int) (*File, error) {
 
 // NewFile reads a capture from r; name is used in messages.
 func NewFile(name string, index int, r io.Reader) (*File, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	in := &countingReader{r: r}
+	br := bufio.NewReaderSize(in, 1<<20)
+	raw := br
 	magic, _ := br.Peek(4)
 	gz := ""
 	if len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -124,7 +149,7 @@ func NewFile(name string, index int, r io.Reader) (*File, error) {
 		magic, _ = br.Peek(4)
 		gz = " gzip"
 	}
-	f := &File{Name: name, index: index, r: br}
+	f := &File{Name: name, index: index, r: br, in: in, raw: raw}
 	if len(magic) < 4 {
 		if len(magic) == 0 {
 			return nil, fmt.Errorf("%w: %s: empty file, not a capture", ErrUnusable, name)

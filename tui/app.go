@@ -104,6 +104,12 @@ type ui struct {
 	lag      lagContent
 	lagTable *tview.Table
 
+	// timeline shows in place of the Stats pane while showTimeline
+	// (the `t` key); timelineW is the width it was drawn for.
+	timeline     *tview.TextView
+	showTimeline bool
+	timelineW    int
+
 	promptKind  promptKind
 	paused      bool
 	ended       bool
@@ -153,6 +159,14 @@ func (u *ui) build() {
 			u.xs.follow = follow
 			u.tables[paneExchanges].SetTitle(u.exchangesTitle())
 		}
+		if u.showTimeline && !u.selecting {
+			u.refreshTimeline(0) // the selected exchange's API
+		}
+	})
+	u.tables[paneConns].SetSelectionChangedFunc(func(int, int) {
+		if u.showTimeline {
+			u.refreshTimeline(0) // the selected connection
+		}
 	})
 	u.tables[paneFindings].SetSelectedFunc(func(row, _ int) { u.openFinding(row - 1) })
 	u.tables[paneStats].SetSelectedFunc(func(row, _ int) { u.openAPI(row - 1) })
@@ -160,11 +174,15 @@ func (u *ui) build() {
 	// Stacked like termshark's panes; Connections, Findings and Stats are
 	// as tall as their rows (up to a cap, then they scroll), Exchanges
 	// take the rest.
+	u.timeline = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
+	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ").
+		SetBorderColor(colorBlur).SetTitleColor(colorBlur)
 	u.main = tview.NewFlex().SetDirection(tview.FlexRow).
 		AddItem(u.tables[paneConns], 3, 0, true).
 		AddItem(u.tables[paneExchanges], 0, 1, false).
 		AddItem(u.tables[paneFindings], 3, 0, false).
-		AddItem(u.tables[paneStats], 3, 0, false)
+		AddItem(u.tables[paneStats], 3, 0, false).
+		AddItem(u.timeline, 0, 0, false)
 
 	u.detailHead = tview.NewTextView().SetDynamicColors(true)
 	u.detailHead.SetBorder(true).SetTitle(" Exchange ")
@@ -204,6 +222,9 @@ func (u *ui) build() {
 	u.app.SetBeforeDrawFunc(func(screen tcell.Screen) bool {
 		w, _ := screen.Size()
 		u.layoutDetail(w >= wideDetail)
+		if u.showTimeline && w != u.timelineW {
+			u.refreshTimeline(w)
+		}
 		return false
 	})
 
@@ -290,6 +311,9 @@ const helpText = `
   [yellow]i[-]            Findings: the finding in full
   [yellow]l[-]            lag: each consumer's and follower's high watermark
                minus fetch offset, per partition, over time
+  [yellow]t[-]            timeline in place of Stats: requests and errors per
+               second, all, of the selected connection and of the
+               selected exchange's API, and the findings' spans
   [yellow]j k g G[-]      down, up, first, last (arrows, PgUp, PgDn too);
                Exchanges follow the newest while the last row is selected
   [yellow]q[-]            quit (Ctrl-C too): the report is printed
@@ -369,6 +393,9 @@ func (u *ui) tick(force bool) {
 			u.refreshStats()
 			if front, _ := u.pages.GetFrontPage(); front == "lag" {
 				u.refreshLag()
+			}
+			if u.showTimeline {
+				u.refreshTimeline(0)
 			}
 		}
 	}
@@ -521,8 +548,13 @@ func (u *ui) connLabel(id int) string {
 // maxPaneRows caps the rows of the panes sized to their content.
 var maxPaneRows = [numPanes]int{paneConns: 10, paneFindings: 6, paneStats: 8}
 
-// fit sizes a pane to its rows, up to its cap.
+// fit sizes a pane to its rows, up to its cap (the Stats pane to none
+// while the timeline takes its place).
 func (u *ui) fit(p pane, rows int) {
+	if p == paneStats && u.showTimeline {
+		u.main.ResizeItem(u.tables[p], 0, 0)
+		return
+	}
 	u.main.ResizeItem(u.tables[p], min(rows, maxPaneRows[p])+3, 0)
 }
 
@@ -593,7 +625,11 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 			}
 			return nil
 		}
-		u.setFocus(pane((int(u.focus) + d + int(numPanes)) % int(numPanes)))
+		next := pane((int(u.focus) + d + int(numPanes)) % int(numPanes))
+		if next == paneStats && u.showTimeline { // hidden: the timeline is in its place
+			next = pane((int(next) + d + int(numPanes)) % int(numPanes))
+		}
+		u.setFocus(next)
 		return nil
 	case tcell.KeyEscape:
 		u.back()
@@ -615,6 +651,11 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 			return ev
 		}
 		u.showLag()
+	case 't':
+		if front != "main" {
+			return ev
+		}
+		u.toggleTimeline()
 	case 'p':
 		u.paused = !u.paused
 		u.tick(!u.paused)

@@ -1,7 +1,8 @@
 // Package tui is kfsniff's terminal UI: connections, exchanges, the detail
-// of one exchange (decoded field by field, and in hex), findings, per-API
-// stats and a status line, refreshed a few times a second while a capture
-// runs. It is the only package that imports tview and tcell.
+// of one exchange (decoded field by field, its records decompressed, and in
+// hex), findings, per-API stats or a timeline, and a status line,
+// refreshed a few times a second while a capture runs. It is the only
+// package that imports tview and tcell.
 //
 // # Shape
 //
@@ -11,15 +12,16 @@
 //   - Model is a flows handler (OnRequest, OnExchange, OnConnEvent). The
 //     pipeline's goroutine writes to it; the UI's goroutine reads it
 //     through snapshot methods that copy (Conns, AppendExchanges, Frames,
-//     Stats, Findings, Status, Evidence). One mutex guards it; a handler
+//     Stats, Findings, Status, Evidence, Timeline). One mutex guards it; a handler
 //     call copies a few values and the frame bytes (which are valid only
 //     during the call) and allocates nothing once its buffers are warm.
 //     The model never calls the UI.
 //   - What it keeps is bounded (ModelConfig): the last History exchanges
 //     over all connections, the last ConnHistory per connection, MaxConns
 //     connections, and FrameBytes of frame copies in a ring (older frames
-//     read as "no longer kept", never as other bytes). Totals keep
-//     counting.
+//     read as "no longer kept", never as other bytes), and Timeline
+//     seconds of per-second counts in rings (overall, per API, per
+//     connection). Totals keep counting.
 //   - The UI pulls snapshots on a ticker (Options.Refresh, 250ms) through
 //     app.QueueUpdateDraw, at most one refresh queued at a time, and never
 //     per event. The Connections and Exchanges tables implement
@@ -73,7 +75,11 @@
 // detail or help, leaves a drill-down, clears the filter); / filters the
 // exchanges (see Filter); p pauses the display while the capture
 // continues; w saves the capture so far; i shows a finding in full; l shows
-// each consumer's and follower's lag per partition (Model.Lag); 1..9,
+// each consumer's and follower's lag per partition (Model.Lag); t shows the
+// timeline in place of the Stats pane (Model.Timeline: requests and error
+// responses per second of capture time, overall, of the selected connection
+// and of the selected exchange's API, as sparklines, with the findings'
+// spans on the same axis, ending at the newest packet); 1..9,
 // 0, < and > sort the connections; j k g G and the arrows move; q quits.
 // The exchanges follow the newest while the last row is selected.
 package tui

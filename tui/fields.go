@@ -78,7 +78,21 @@ const (
 type treeBuilder struct {
 	nodes int
 	cut   bool
+	// recs lists the records of the batches shown, decompressed within
+	// its bound; made at the first batch.
+	recs *decode.RecordHasher
+	// request is set while a request's fields are added: the offsets of
+	// its records are the producer's (from 0), not the log's.
+	request bool
 }
+
+// Bounds of the records listed in the detail: per batch, and bytes of
+// one key or value shown, and the decompressed size of one batch.
+const (
+	maxRecords       = 100
+	recordBytes      = 256
+	recordDecompress = 16 << 20
+)
 
 func (b *treeBuilder) node(text string, kind nodeKind) *treeNode {
 	b.nodes++
@@ -144,7 +158,9 @@ func (b *treeBuilder) requestNode(x *Exchange, frame []byte) *treeNode {
 			return n
 		}
 	}
+	b.request = true // a request's records are at offsets of its own
 	b.fields(n, reflect.ValueOf(body).Elem())
+	b.request = false
 	return n
 }
 
@@ -414,6 +430,7 @@ func (b *treeBuilder) batch(i int, bt *decode.Batch) *treeNode {
 	n.add(b.node(crc, kind))
 	n.add(b.node(fmt.Sprintf("magic %d, codec %s", bt.Magic, bt.Codec()), kindPlain))
 	if bt.Magic < 2 {
+		b.recordNodes(n, bt)
 		return n
 	}
 	n.add(b.node(fmt.Sprintf("partition leader epoch %d", bt.PartitionLeaderEpoch), kindPlain))
@@ -433,7 +450,46 @@ func (b *treeBuilder) batch(i int, bt *decode.Batch) *treeNode {
 	if len(flags) > 0 {
 		n.add(b.node(strings.Join(flags, ", "), kindPlain))
 	}
+	b.recordNodes(n, bt)
 	return n
+}
+
+// recordNodes lists a batch's records, decompressed: offset, timestamp,
+// key, value and headers, text as text and other bytes in hex, as
+// --records prints them.
+func (b *treeBuilder) recordNodes(parent *treeNode, bt *decode.Batch) {
+	if b.recs == nil {
+		b.recs = decode.NewRecordHasher(recordDecompress)
+	}
+	n := parent.add(b.node("records", kindPlain))
+	shown := 0
+	err := b.recs.Records(bt, func(r *decode.Record) bool {
+		if shown == maxRecords || b.full() {
+			return false
+		}
+		shown++
+		at := fmt.Sprintf("offset %d", r.Offset)
+		if b.request {
+			at = fmt.Sprintf("record %d", r.Offset-bt.BaseOffset) // the response gives the log's offsets
+		}
+		line := fmt.Sprintf("%s  %s  key %s  value %s", at, msTime(r.Timestamp),
+			report.RecordBytes(r.Key, recordBytes, false), report.RecordBytes(r.Value, recordBytes, false))
+		rn := n.add(b.node(line, kindPlain))
+		for i, h := range r.Headers {
+			if i == maxElems || b.full() {
+				break
+			}
+			rn.add(b.node("header "+report.RecordBytes(h.Key, recordBytes, false)+" = "+report.RecordBytes(h.Value, recordBytes, false), kindPlain))
+		}
+		return true
+	})
+	n.Text = fmt.Sprintf("records (%d listed)", shown)
+	if int(bt.Records) > shown && err == nil {
+		n.add(b.node(fmt.Sprintf("… %d more records", int(bt.Records)-shown), kindDim))
+	}
+	if err != nil {
+		n.add(b.node("records not listed: "+err.Error(), kindDim))
+	}
 }
 
 func msTime(ms int64) string {

@@ -36,6 +36,11 @@ type ModelConfig struct {
 	// MaxFrame is how much of one frame is kept (default 1 MiB); a longer
 	// frame is shown in hex up to there and not decoded.
 	MaxFrame int
+	// Timeline is how many seconds of per-second counts (requests, error
+	// responses) are kept, overall, per API and per connection, for the
+	// timeline (default 300): 16 bytes a second each, 4.7 KiB per
+	// connection at the default, allocated at its first request.
+	Timeline int
 }
 
 // Defaults of ModelConfig.
@@ -64,6 +69,9 @@ func (c ModelConfig) withDefaults() ModelConfig {
 		c.MaxFrame = DefaultMaxFrame
 	}
 	c.MaxFrame = min(c.MaxFrame, c.FrameBytes)
+	if c.Timeline <= 0 {
+		c.Timeline = DefaultTimeline
+	}
 	return c
 }
 
@@ -242,6 +250,7 @@ type Model struct {
 	counters Counters
 	status   Status
 	rate     window
+	tl       secRing // per second, for the timeline
 	// lag follows consumers' and followers' lag (lag.go).
 	lag report.LagCollector
 }
@@ -256,6 +265,7 @@ type connState struct {
 	hist      []Exchange
 	histHead  int
 	win       window
+	tl        secRing
 	labelDue  time.Time
 }
 
@@ -263,6 +273,7 @@ type apiState struct {
 	requests, responses, errorResponses, unanswered int64
 	errors                                          map[int16]int64
 	latency                                         hist.Histogram
+	tl                                              secRing
 }
 
 // NewModel returns an empty model.
@@ -387,9 +398,13 @@ func (m *Model) OnRequest(msg *flows.Message) {
 	if cs := m.conns[msg.Conn.ID]; cs != nil && &cs.c.ConnInfo == msg.Conn {
 		cs.upgrade(msg)
 		cs.win.add(msg.Time)
+		cs.tl.add(msg.Time, m.cfg.Timeline, false)
 		cs.refresh(msg.Time)
 	}
-	m.api(msg.Key).requests++
+	a := m.api(msg.Key)
+	a.requests++
+	a.tl.add(msg.Time, m.cfg.Timeline, false)
+	m.tl.add(msg.Time, m.cfg.Timeline, false)
 	m.lag.OnRequest(msg)
 	m.status.Requests++
 	m.seen(msg)
@@ -484,6 +499,9 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 			if len(p.ErrorCodes) > 0 {
 				a.errorResponses++
 				m.status.Errors++
+				for _, r := range [...]*secRing{&m.tl, &a.tl, &cs.tl} {
+					r.add(p.Time, m.cfg.Timeline, true)
+				}
 				if a.errors == nil {
 					a.errors = make(map[int16]int64)
 				}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -130,6 +131,7 @@ Usage:
   kfsniff -D
   kfsniff --list-detectors
   kfsniff check [--junit FILE] DIR...   (kfsniff check --help)
+  kfsniff --version
 
 Captures live (-i, Linux AF_PACKET; needs root or CAP_NET_RAW) or reads pcap
 or pcapng captures (gzip-compressed or not; "-" is standard input),
@@ -193,6 +195,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	addExpectFlags(fs, &cfg.Expect)
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	help := fs.BoolP("help", "h", false, "show this help")
+	recs := addRecordFlags(fs)
+	progCfg := addProgressFlags(fs)
+	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
@@ -210,6 +215,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usageHead)
 		fs.PrintDefaults()
 		fmt.Fprint(stdout, usageTail)
+		return exitOK
+	}
+	if *version {
+		info, ok := debug.ReadBuildInfo()
+		writeVersion(stdout, info, ok)
 		return exitOK
 	}
 	if cfg.List {
@@ -240,6 +250,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if err := checkHTML(cfg); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := recs.validate(&cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -370,10 +384,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				handlers = append(handlers, lineFlusher{frames})
 			}
 		}
+		handlers = append(handlers, recs.handlers()...)
 		if live != nil {
 			fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
 		}
-		res = start(ctx, uiAdditions{Handlers: handlers})
+		pl := newProgress(&cfg, recs, files, stdout, stderr)
+		opt.ProgressEvery, opt.Warn = progCfg.every, pl.around(opt.Warn)
+		res = start(ctx, uiAdditions{Handlers: handlers, Progress: pl.callback()})
 		if frames != nil {
 			if err := frames.Flush(); err != nil {
 				fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
@@ -396,6 +413,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
+	if recs.w != nil {
+		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
+			return max(c, code)
+		}
+		return exitOK
+	}
 	if cfg.Expect.File != "" {
 		return compareExpect(cfg, rep, code, stdout, stderr)
 	}

@@ -1,0 +1,633 @@
+package report
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// RecordFilter selects the records --records prints. Empty fields match
+// all.
+type RecordFilter struct {
+	Topics     []string
+	Partitions []int32
+	// From and To bound the offsets, inclusive, when HasFrom and HasTo
+	// are set. Records whose offset is unknown (a Produce without its
+	// response) do not match a bound.
+	From, To       int64
+	HasFrom, HasTo bool
+	// Packets, if set, keeps only the exchanges whose request or response
+	// completed at one of these packets (a finding's evidence).
+	Packets map[PacketRef]bool
+}
+
+// PacketRef is a packet of one input file.
+type PacketRef struct {
+	File   int
+	Packet uint64
+}
+
+// ParseOffsets parses an offset range: "100-200", "100-" (from 100),
+// "-200" (up to 200) or "150" (that offset only).
+func ParseOffsets(spec string, f *RecordFilter) error {
+	spec = strings.TrimSpace(spec)
+	from, to, isRange := strings.Cut(spec, "-")
+	if !isRange {
+		to = from
+	}
+	var err error
+	if from != "" {
+		if f.From, err = strconv.ParseInt(from, 10, 64); err != nil || f.From < 0 {
+			return fmt.Errorf("offset range %q: want FROM-TO, FROM-, -TO or one offset", spec)
+		}
+		f.HasFrom = true
+	}
+	if to != "" {
+		if f.To, err = strconv.ParseInt(to, 10, 64); err != nil || f.To < 0 {
+			return fmt.Errorf("offset range %q: want FROM-TO, FROM-, -TO or one offset", spec)
+		}
+		f.HasTo = true
+	}
+	if !f.HasFrom && !f.HasTo {
+		return fmt.Errorf("offset range %q is empty", spec)
+	}
+	if f.HasFrom && f.HasTo && f.From > f.To {
+		return fmt.Errorf("offset range %q ends before it begins", spec)
+	}
+	return nil
+}
+
+// RecordOptions configure a RecordWriter.
+type RecordOptions struct {
+	Filter RecordFilter
+	// Format is the line format (RecordFormatHelp lists its tokens);
+	// empty: DefaultRecordFormat. Not used for JSON.
+	Format string
+	JSON   bool
+	// Base64 shows bytes that are not printable text in base64 rather
+	// than hex (text output; JSON always uses base64).
+	Base64 bool
+	// MaxBytes is how many bytes of one key, value or header value are
+	// shown (default 4096); the rest is counted, not shown.
+	MaxBytes int
+	// MaxFrame is the largest request frame kept until its response
+	// gives the offsets of the records it produced.
+	MaxFrame int
+	// Decompress bounds the decompressed records of one batch (default
+	// 16 MiB).
+	Decompress int
+	// Stream flushes the output after each exchange that printed
+	// records (a live capture).
+	Stream bool
+}
+
+// DefaultRecordFormat is the line --records prints without
+// --records-format.
+const DefaultRecordFormat = `%a %t[%p]@%o %T key=%k value=%s headers=%h packet %n\n`
+
+// RecordFormatHelp documents the --records-format tokens.
+const RecordFormatHelp = `%t topic, %p partition, %o offset (? when unknown: a Produce without its response), %T timestamp (ms since the epoch), %k key, %K key length (-1 for null), %s value, %S value length, %h headers (key=value,...), %a API (Produce or Fetch), %n packet, %c connection, %i client id, %e the partition's error in the response (or -), \n newline, \t tab, %% percent`
+
+// Bounds of what is shown.
+const (
+	defaultRecordBytes      = 4096
+	defaultRecordDecompress = 16 << 20
+	maxRecordHeaders        = 64
+)
+
+// RecordStats count what a RecordWriter printed and could not print.
+type RecordStats struct {
+	Records int64
+	Batches int64
+	// NotKept are Produce requests whose frame was no longer kept at
+	// their response (over flows' bounds): their records are not shown.
+	// FirstNotKept is the first one's packet.
+	NotKept      int64
+	FirstNotKept PacketRef
+	// Undecoded are batches whose records could not be listed (some of
+	// them, or none): over the decompression bound, malformed, or
+	// compressed legacy messages. FirstUndecoded is the first one's
+	// packet, UndecodedErr why.
+	Undecoded      int64
+	FirstUndecoded PacketRef
+	UndecodedErr   string
+}
+
+// RecordWriter prints the records of Produce requests and Fetch responses
+// as lines of a kcat-like format or as JSON Lines. It is a flows handler:
+// Produce records are printed at their exchange, when the response has
+// given their offsets (flows keeps the request's frame until then,
+// Keeper); Fetch records at theirs. Wire bytes are shown as text when
+// they are printable UTF-8 (escaped as report.Clean escapes), else in hex
+// or base64; JSON strings are escaped by encoding/json.
+type RecordWriter struct {
+	w      *bufio.Writer
+	opt    RecordOptions
+	format []formatPart
+	h      *decode.RecordHasher
+	err    error
+	stats  RecordStats
+	line   []byte
+	bases  []int64
+	codes  []int16
+	batch  int
+	rec    recordJSON
+	hdrs   []headerJSON
+}
+
+type formatPart struct {
+	lit  string
+	verb byte // 0 for a literal
+}
+
+// NewRecordWriter returns a writer to w, or an error naming a bad token
+// of the format.
+func NewRecordWriter(w io.Writer, opt RecordOptions) (*RecordWriter, error) {
+	if opt.MaxBytes <= 0 {
+		opt.MaxBytes = defaultRecordBytes
+	}
+	if opt.Decompress <= 0 {
+		opt.Decompress = defaultRecordDecompress
+	}
+	if opt.MaxFrame <= 0 {
+		opt.MaxFrame = flows.DefaultConfig().MaxFrame
+	}
+	if opt.Format == "" {
+		opt.Format = DefaultRecordFormat
+	}
+	parts, err := parseRecordFormat(opt.Format)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordWriter{w: bufio.NewWriterSize(w, 64<<10), opt: opt, format: parts, h: decode.NewRecordHasher(opt.Decompress),
+		hdrs: make([]headerJSON, 0, 8)}, nil
+}
+
+func parseRecordFormat(s string) ([]formatPart, error) {
+	var parts []formatPart
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			parts = append(parts, formatPart{lit: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '%' && c != '\\' || i == len(s)-1 {
+			if c == '%' {
+				return nil, errors.New("format ends with a lone %")
+			}
+			lit.WriteByte(c)
+			continue
+		}
+		i++
+		n := s[i]
+		if c == '\\' {
+			switch n {
+			case 'n':
+				lit.WriteByte('\n')
+			case 't':
+				lit.WriteByte('\t')
+			case '\\':
+				lit.WriteByte('\\')
+			default:
+				lit.WriteByte('\\')
+				lit.WriteByte(n)
+			}
+			continue
+		}
+		switch n {
+		case '%':
+			lit.WriteByte('%')
+		case 't', 'p', 'o', 'T', 'k', 'K', 's', 'S', 'h', 'a', 'n', 'c', 'i', 'e':
+			flush()
+			parts = append(parts, formatPart{verb: n})
+		default:
+			return nil, fmt.Errorf("unknown format token %%%c (known: %%t %%p %%o %%T %%k %%K %%s %%S %%h %%a %%n %%c %%i %%e %%%%)", n)
+		}
+	}
+	flush()
+	return parts, nil
+}
+
+// Keep implements flows.Keeper: a Produce request's frame is kept until
+// its response gives the offsets of its records.
+func (rw *RecordWriter) Keep() []flows.Keep { return []flows.Keep{{Frame: rw.opt.MaxFrame}} }
+
+// Stats returns the counts so far.
+func (rw *RecordWriter) Stats() RecordStats { return rw.stats }
+
+// Flush writes out what is buffered and returns the first write error.
+func (rw *RecordWriter) Flush() error {
+	if err := rw.w.Flush(); err != nil && rw.err == nil {
+		rw.err = err
+	}
+	return rw.err
+}
+
+// OnExchange prints the records of a Produce request (with the offsets
+// its response gave) or of a Fetch response.
+func (rw *RecordWriter) OnExchange(x *flows.Exchange) {
+	if rw.err != nil {
+		return
+	}
+	if f := rw.opt.Filter.Packets; f != nil {
+		hit := false
+		for _, m := range [2]*flows.Message{x.Req, x.Resp} {
+			if m != nil && f[PacketRef{m.File, m.Packet}] {
+				hit = true
+			}
+		}
+		if !hit {
+			return
+		}
+	}
+	if q := x.Req; q != nil && q.Key == 0 && len(q.Batches) > 0 {
+		rw.produce(x)
+	}
+	if p := x.Resp; p != nil && p.Key == 1 && len(p.Batches) > 0 {
+		rw.fetched(p)
+	}
+	if rw.opt.Stream && rw.w.Buffered() > 0 && rw.err == nil {
+		rw.err = rw.w.Flush()
+	}
+}
+
+// produce re-reads the request's batches from its kept frame and prints
+// their records at the offsets the response gave (unknown without one,
+// or when the partition was refused).
+func (rw *RecordWriter) produce(x *flows.Exchange) {
+	q := x.Req
+	if !rw.wantAny(q) {
+		return
+	}
+	rw.bases, rw.codes = rw.bases[:0], rw.codes[:0]
+	for range q.Batches {
+		rw.bases, rw.codes = append(rw.bases, -1), append(rw.codes, 0)
+	}
+	flows.ProducedBatches(q, x.Resp, func(i int, _ *flows.BatchRef, base int64, code int16) {
+		rw.bases[i], rw.codes[i] = base, code
+	})
+	frame := q.Frame
+	if frame == nil || q.Size-decode.SizeLen > len(frame) {
+		rw.notKept(q)
+		return
+	}
+	h, err := decode.ParseRequestHeader(frame)
+	if err != nil {
+		rw.notKept(q)
+		return
+	}
+	body, err := decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+	if err != nil || body == nil {
+		rw.notKept(q)
+		return
+	}
+	i := 0
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) == 0 {
+			return
+		}
+		decode.ScanBatches(rs.Records, func(b *decode.Batch) {
+			if i >= len(q.Batches) {
+				return
+			}
+			ref := &q.Batches[i]
+			base, code := rw.bases[i], rw.codes[i]
+			i++
+			if !rw.wantPartition(q, ref) {
+				return
+			}
+			known := base >= 0
+			rw.batchRecords(q, ref, b, known, base-b.BaseOffset, code)
+		})
+	})
+}
+
+// fetched prints the records of a Fetch response.
+func (rw *RecordWriter) fetched(p *flows.Message) {
+	for i := range p.Batches {
+		ref := &p.Batches[i]
+		if !rw.wantPartition(p, ref) {
+			continue
+		}
+		rw.batchRecords(p, ref, &ref.Batch, true, 0, 0)
+	}
+}
+
+func (rw *RecordWriter) wantAny(m *flows.Message) bool {
+	for i := range m.Batches {
+		if rw.wantPartition(m, &m.Batches[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (rw *RecordWriter) wantPartition(m *flows.Message, b *flows.BatchRef) bool {
+	f := &rw.opt.Filter
+	if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, b.Partition) {
+		return false
+	}
+	if len(f.Topics) > 0 && !slices.Contains(f.Topics, m.TopicName(b.Topic, b.TopicID)) {
+		return false
+	}
+	return true
+}
+
+// batchRecords prints the records of one batch; shift moves the offsets
+// the batch carries to those the broker gave (a Produce's).
+func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *decode.Batch, known bool, shift int64, code int16) {
+	f := &rw.opt.Filter
+	if known && (f.HasFrom && b.LastOffset()+shift < f.From || f.HasTo && b.BaseOffset+shift > f.To) {
+		return
+	}
+	if !known && (f.HasFrom || f.HasTo) {
+		return
+	}
+	rw.stats.Batches++
+	topic := m.TopicName(ref.Topic, ref.TopicID)
+	err := rw.h.Records(b, func(r *decode.Record) bool {
+		off := r.Offset + shift
+		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To) {
+			return true
+		}
+		rw.stats.Records++
+		if rw.opt.JSON {
+			rw.writeJSON(m, topic, ref.Partition, known, off, code, b, r)
+		} else {
+			rw.writeText(m, topic, ref.Partition, known, off, code, r)
+		}
+		return rw.err == nil
+	})
+	if err != nil {
+		if rw.stats.Undecoded == 0 {
+			rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
+		}
+		rw.stats.Undecoded++
+	}
+}
+
+func (rw *RecordWriter) notKept(q *flows.Message) {
+	if rw.stats.NotKept == 0 {
+		rw.stats.FirstNotKept = PacketRef{q.File, q.Packet}
+	}
+	rw.stats.NotKept++
+}
+
+func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, known bool, off int64, code int16, r *decode.Record) {
+	l := rw.line[:0]
+	for _, p := range rw.format {
+		switch p.verb {
+		case 0:
+			l = append(l, p.lit...)
+		case 't':
+			l = append(l, Clean(topic)...)
+		case 'p':
+			l = strconv.AppendInt(l, int64(part), 10)
+		case 'o':
+			if known {
+				l = strconv.AppendInt(l, off, 10)
+			} else {
+				l = append(l, '?')
+			}
+		case 'T':
+			l = strconv.AppendInt(l, r.Timestamp, 10)
+		case 'k':
+			l = rw.appendBytes(l, r.Key)
+		case 'K':
+			l = strconv.AppendInt(l, nullableLen(r.Key), 10)
+		case 's':
+			l = rw.appendBytes(l, r.Value)
+		case 'S':
+			l = strconv.AppendInt(l, nullableLen(r.Value), 10)
+		case 'h':
+			for i, h := range r.Headers {
+				if i == maxRecordHeaders {
+					l = fmt.Appendf(l, ",…%d more", len(r.Headers)-i)
+					break
+				}
+				if i > 0 {
+					l = append(l, ',')
+				}
+				l = rw.appendBytes(l, h.Key)
+				l = append(l, '=')
+				l = rw.appendBytes(l, h.Value)
+			}
+		case 'a':
+			l = append(l, m.Name()...)
+		case 'n':
+			l = append(l, packetStr(m.File, m.Packet)...)
+		case 'c':
+			l = strconv.AppendInt(l, int64(m.Conn.ID), 10)
+		case 'i':
+			l = append(l, Clean(m.ClientID)...)
+		case 'e':
+			if code != 0 {
+				l = append(l, decode.ErrorName(code)...)
+			} else {
+				l = append(l, '-')
+			}
+		}
+	}
+	rw.line = l
+	if _, err := rw.w.Write(l); err != nil {
+		rw.err = err
+	}
+}
+
+func packetStr(file int, n uint64) string {
+	if file > 0 {
+		return strconv.Itoa(file) + ":" + strconv.FormatUint(n, 10)
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+func nullableLen(b []byte) int64 {
+	if b == nil {
+		return -1
+	}
+	return int64(len(b))
+}
+
+// printable reports whether b is UTF-8 text a person can read: no
+// control characters but tab, newline and carriage return.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if r == '\t' || r == '\n' || r == '\r' {
+			continue
+		}
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendBytes shows wire bytes: printable text escaped as Clean does
+// (so that no byte can drive the terminal), other bytes in hex or base64
+// ("0x…" or "base64:…"), at most MaxBytes of them, "(null)" for null.
+func (rw *RecordWriter) appendBytes(l, b []byte) []byte {
+	return appendRecordBytes(l, b, rw.opt.MaxBytes, rw.opt.Base64)
+}
+
+// RecordBytes shows a record's key, value or header value as --records
+// does: printable text escaped as Clean escapes it, other bytes as "0x"
+// and hex (or "base64:" and base64), at most max bytes, "(null)" for
+// null. The result is safe for a terminal.
+func RecordBytes(b []byte, max int, base64 bool) string {
+	return string(appendRecordBytes(nil, b, max, base64))
+}
+
+func appendRecordBytes(l, b []byte, max int, b64 bool) []byte {
+	if b == nil {
+		return append(l, "(null)"...)
+	}
+	shown := cutBytes(b, max)
+	switch {
+	case printable(shown):
+		l = append(l, clean(string(shown), max)...)
+	case b64:
+		l = append(l, "base64:"...)
+		l = base64.StdEncoding.AppendEncode(l, shown)
+	default:
+		l = append(l, "0x"...)
+		l = hex.AppendEncode(l, shown)
+	}
+	if len(shown) < len(b) {
+		l = fmt.Appendf(l, "…(%d bytes)", len(b))
+	}
+	return l
+}
+
+// cutBytes cuts b to at most max bytes, at a rune's start when the cut
+// would split a UTF-8 sequence (so that text stays text).
+func cutBytes(b []byte, max int) []byte {
+	if len(b) <= max {
+		return b
+	}
+	n := max
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(b[n]); i++ {
+		n--
+	}
+	return b[:n]
+}
+
+// recordJSON is one line of --records --json.
+type recordJSON struct {
+	API       string `json:"api"`
+	File      int    `json:"file"`
+	Packet    uint64 `json:"packet"`
+	Conn      int    `json:"conn"`
+	Time      string `json:"time"`
+	ClientID  string `json:"client_id,omitempty"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Offset is null when unknown (a Produce without its response, or
+	// refused: Error).
+	Offset    *int64       `json:"offset"`
+	Timestamp int64        `json:"timestamp"`
+	Codec     string       `json:"codec"`
+	Key       *string      `json:"key"`
+	KeyB64    string       `json:"key_base64,omitempty"`
+	KeySize   int64        `json:"key_size"`
+	Value     *string      `json:"value"`
+	ValueB64  string       `json:"value_base64,omitempty"`
+	ValueSize int64        `json:"value_size"`
+	Headers   []headerJSON `json:"headers"`
+	Truncated bool         `json:"truncated,omitempty"`
+	// BadCRC marks a record of a batch whose checksum does not verify.
+	BadCRC bool   `json:"bad_crc,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+type headerJSON struct {
+	Key      string  `json:"key"`
+	Value    *string `json:"value"`
+	ValueB64 string  `json:"value_base64,omitempty"`
+}
+
+// jsonBytes sets text (printable UTF-8) or b64 (any other bytes) from b,
+// cut to max bytes; both unset for null.
+func jsonBytes(b []byte, max int) (text *string, b64 string, cut bool) {
+	if b == nil {
+		return nil, "", false
+	}
+	if len(b) > max {
+		b, cut = cutBytes(b, max), true
+	}
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, "", cut
+	}
+	return nil, base64.StdEncoding.EncodeToString(b), cut
+}
+
+func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, b *decode.Batch, r *decode.Record) {
+	j := &rw.rec
+	*j = recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
+		ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
+		KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: rw.hdrs[:0]}
+	if known {
+		j.Offset = &off
+	}
+	if code != 0 {
+		j.Error = decode.ErrorName(code)
+	}
+	var c1, c2 bool
+	j.Key, j.KeyB64, c1 = jsonBytes(r.Key, rw.opt.MaxBytes)
+	j.Value, j.ValueB64, c2 = jsonBytes(r.Value, rw.opt.MaxBytes)
+	j.Truncated = c1 || c2
+	for i, h := range r.Headers {
+		if i == maxRecordHeaders {
+			j.Truncated = true
+			break
+		}
+		hj := headerJSON{Key: string(h.Key)}
+		var c bool
+		hj.Value, hj.ValueB64, c = jsonBytes(h.Value, rw.opt.MaxBytes)
+		j.Truncated = j.Truncated || c
+		j.Headers = append(j.Headers, hj)
+	}
+	rw.hdrs = j.Headers[:0]
+	line, err := json.Marshal(j)
+	if err != nil {
+		rw.err = err
+		return
+	}
+	line = append(line, '\n')
+	if _, err := rw.w.Write(line); err != nil {
+		rw.err = err
+	}
+}
+
+// SetFinding narrows the records to those behind a finding: the
+// exchanges of its evidence packets, and its topic and partition where
+// the command line did not choose them.
+func (rw *RecordWriter) SetFinding(f RecordFilter) {
+	flt := &rw.opt.Filter
+	flt.Packets = f.Packets
+	if len(flt.Topics) == 0 {
+		flt.Topics = f.Topics
+	}
+	if len(flt.Partitions) == 0 {
+		flt.Partitions = f.Partitions
+	}
+}
