@@ -68,6 +68,7 @@ type Config struct {
 	FailOn       string
 	List         bool
 	Settings     []string
+	MetricsAddr  string
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -116,7 +117,7 @@ func (c *Config) Validate() error {
 	if stdin > 1 {
 		return errors.New("standard input (-r -) can be read only once")
 	}
-	return nil
+	return validMetricsAddr(c.MetricsAddr)
 }
 
 const usageHead = `kfsniff: Kafka-aware packet capture analyser
@@ -181,6 +182,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", metricsUsage)
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -318,12 +320,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer writer.Close()
 		opt.Sinks = append(opt.Sinks, writer)
 	}
+	ms, err := startMetrics(cfg.MetricsAddr, live != nil, dets, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	defer ms.close()
 	start := func(ctx context.Context, add uiAdditions) *pipeline.Result {
 		o := opt
 		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
 		o.Sinks = append(append([]capture.Sink{}, opt.Sinks...), add.Sinks...)
 		o.Progress = add.Progress
 		o.LiveFindings = add.LiveFindings
+		ms.wrap(&o)
 		if live != nil {
 			return pipeline.RunSource(ctx, live, o)
 		}
@@ -362,6 +371,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 		}
 	}
+	ms.finish(res)
 	if res.Interrupted && live == nil {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# metrics/promtool.sh: prints the path of promtool, installing Debian's
+# prometheus package first when it is missing (the metrics tests check
+# kfsniff's /metrics with `promtool check metrics`).
+#
+# The package is large (about 19 MB to download, 96 MB installed, with a
+# few JavaScript libraries for Prometheus's web UI): installed once per
+# machine, about 20-40 s on CI (measured in metrics/README section of
+# BENCHMARKS.md). Installing needs root and Debian's package mirror; where
+# either is missing the script says so and exits 1. Prometheus's own
+# service is not started by this script (containers' policy-rc.d keeps
+# apt from starting it; the tests only run promtool).
+set -euo pipefail
+
+if p=$(command -v promtool); then
+	echo "$p"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+	echo "promtool is missing; install it with: apt-get install -y --no-install-recommends prometheus (as root, on Debian)" >&2
+	exit 1
+fi
+{
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y --no-install-recommends prometheus ||
+		{ apt-get update && apt-get install -y --no-install-recommends prometheus; }
+} >&2
+command -v promtool
