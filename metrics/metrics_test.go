@@ -1,8 +1,13 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -12,6 +17,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/capture"
@@ -322,4 +329,90 @@ func TestConnectionRoles(t *testing.T) {
 	if s.Sum("kfsniff_connections_opened_total", nil) != 2 || s.Sum("kfsniff_connections_closed_total", nil) != 1 {
 		t.Errorf("opened %v, closed %v; want 2, 1", s.Sum("kfsniff_connections_opened_total", nil), s.Sum("kfsniff_connections_closed_total", nil))
 	}
+}
+
+// TestNativeHistograms: a scraper that asks for the protobuf format (as
+// Prometheus does with native histograms enabled) gets the latency as a
+// native histogram (exponential schema, populated spans) besides the
+// classic buckets; one asking for text gets the classic buckets.
+func TestNativeHistograms(t *testing.T) {
+	m := metrics.New(metrics.Config{})
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := conn("10.0.0.1:40000", "10.1.0.1:9092")
+	for i := range 100 {
+		req, _ := metadata(c, at, int32(i), "app")
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(12)
+		m.OnRequest(req)
+		m.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Duration(i+1)*time.Millisecond), resp)})
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	get := func(accept string) (*http.Response, []byte) {
+		r, _ := http.NewRequest("GET", srv.URL, nil)
+		r.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, body := get(`application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.ResponseFormat(resp.Header))
+	var h *dto.Histogram
+	for {
+		var f dto.MetricFamily
+		if err := dec.Decode(&f); err != nil {
+			break
+		}
+		if f.GetName() == "kfsniff_response_latency_seconds" {
+			h = f.GetMetric()[0].GetHistogram()
+		}
+	}
+	if h == nil {
+		t.Fatalf("no latency histogram in the protobuf scrape (%s)", resp.Header.Get("Content-Type"))
+	}
+	if h.GetSampleCount() != 100 || h.Schema == nil || len(h.GetPositiveSpan()) == 0 || len(h.GetBucket()) != len(metrics.LatencyBuckets) {
+		t.Errorf("histogram: %d samples, schema %v, %d spans, %d classic buckets; want 100, a native schema with spans, and the classic buckets",
+			h.GetSampleCount(), h.Schema, len(h.GetPositiveSpan()), len(h.GetBucket()))
+	}
+	// Half of the latencies (1 to 100 ms) are at most 50 ms: the native
+	// buckets hold them where they belong.
+	var below, n float64
+	idx := int32(0)
+	base := math.Pow(2, math.Pow(2, float64(-h.GetSchema())))
+	deltas := h.GetPositiveDelta()
+	var count int64
+	d := 0
+	for _, sp := range h.GetPositiveSpan() {
+		idx += sp.GetOffset()
+		for j := uint32(0); j < sp.GetLength(); j++ {
+			count += deltas[d]
+			d++
+			if upper := math.Pow(base, float64(idx)); upper <= 0.0505 {
+				below += float64(count)
+			}
+			n += float64(count)
+			idx++
+		}
+	}
+	if n != 100 || below < 45 || below > 55 {
+		t.Errorf("native buckets: %v samples, %v at most ~50 ms; want 100 and about 50", n, below)
+	}
+	_, text := get("text/plain")
+	if !bytes.Contains(text, []byte(`kfsniff_response_latency_seconds_bucket{api="Metadata",broker="10.1.0.1:9092",le="0.05"} 50`)) {
+		t.Errorf("text scrape lacks the classic bucket le=0.05 with 50 samples:\n%s", grepLines(text, "latency_seconds_bucket"))
+	}
+}
+
+func grepLines(b []byte, s string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
