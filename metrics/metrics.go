@@ -159,15 +159,18 @@ type series struct {
 	reqBytes, respBytes  prometheus.Counter
 	latency              prometheus.Observer
 	errs                 []errChild
+	unknownErr           prometheus.Counter
 	folded               bool
 }
 
 type errChild struct {
-	code int32 // unknownCode for codes kmsg does not name
+	code int16
 	c    prometheus.Counter
 }
 
-const unknownCode = -1 << 20
+// maxErrChildren bounds a series' error codes found by code; codes Kafka
+// does not define past it are named again each time.
+const maxErrChildren = 64
 
 type client struct {
 	requests, errors prometheus.Counter
@@ -378,18 +381,24 @@ func keysKnown() int {
 }
 
 func (s *series) errCounter(m *Metrics, code int16) prometheus.Counter {
-	name := decode.ErrorName(code)
-	key := int32(code)
-	if strings.HasPrefix(name, "UNKNOWN_ERROR_CODE_") {
-		key, name = unknownCode, "UNKNOWN_ERROR_CODE"
-	}
 	for _, e := range s.errs {
-		if e.code == key {
+		if e.code == code {
 			return e.c
 		}
 	}
-	c := m.errorCodes.WithLabelValues(s.api, s.version, s.broker, name)
-	s.errs = append(s.errs, errChild{key, c})
+	name := decode.ErrorName(code)
+	var c prometheus.Counter
+	if strings.HasPrefix(name, "UNKNOWN_ERROR_CODE_") {
+		if s.unknownErr == nil {
+			s.unknownErr = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, "UNKNOWN_ERROR_CODE")
+		}
+		c = s.unknownErr
+	} else {
+		c = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, name)
+	}
+	if len(s.errs) < maxErrChildren {
+		s.errs = append(s.errs, errChild{code, c})
+	}
 	return c
 }
 
