@@ -147,8 +147,8 @@ func errorsAndOld(ctx context.Context, seeds []string, counts *kafkaCounts, cl *
 // The scrape passes `promtool check metrics`; its counts per API (requests,
 // responses, error codes by name) are the report's for the same run; the
 // findings gauge shows the live finding of kafka40-removed-versions before
-// the capture ends; the kernel's counters are there. After the run, the
-// port is closed.
+// the capture ends; the kernel's counters are there; every metric the
+// Grafana dashboard queries is there. After the run, the port is closed.
 func TestLiveMetrics(t *testing.T) {
 	needLive(t)
 	tool := promtool(t)
@@ -190,6 +190,7 @@ func TestLiveMetrics(t *testing.T) {
 		}
 	}
 	checkMetrics(t, tool, body)
+	dashboardMetrics(t, s)
 	counts.mu.Lock()
 	wrote := maps.Clone(counts.writes)
 	counts.mu.Unlock()
@@ -295,6 +296,25 @@ func TestLiveMetrics(t *testing.T) {
 	for _, id := range []string{"kfsniff-live-producer", "kfsniff-live-consumer", "kfsniff-metrics-errors", "kfsniff-metrics-old"} {
 		if clients[id] == 0 {
 			t.Errorf("no requests of client id %s in %v", id, clients)
+		}
+	}
+}
+
+// dashboardMetrics checks that every metric the Grafana dashboard queries
+// is in a live scrape.
+func dashboardMetrics(t *testing.T, s promtest.Scrape) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "grafana", "kfsniff.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := promtest.ReadDashboard(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range d.Metrics() {
+		if !s.Has(n) {
+			t.Errorf("docs/grafana/kfsniff.json queries %s, which a live scrape lacks", n)
 		}
 	}
 }

@@ -4,8 +4,10 @@
 package promtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -138,4 +140,97 @@ func matches(m *dto.Metric, match map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Dashboard is the PromQL of a Grafana dashboard's panels.
+type Dashboard struct {
+	Title string
+	// Exprs are the panels' queries, Grafana's variables left in.
+	Exprs []string
+}
+
+var metricName = regexp.MustCompile(`\bkfsniff_[a-z0-9_]+`)
+
+// ReadDashboard reads a Grafana dashboard JSON (panels, rows' panels) and
+// returns its queries. A panel target without an expression is an error.
+func ReadDashboard(data []byte) (*Dashboard, error) {
+	type panel struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var d struct {
+		Title  string            `json:"title"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	out := &Dashboard{Title: d.Title}
+	var walk func([]json.RawMessage) error
+	walk = func(ps []json.RawMessage) error {
+		for _, raw := range ps {
+			var p panel
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return fmt.Errorf("dashboard panel: %w", err)
+			}
+			if p.Type != "row" && len(p.Targets) == 0 {
+				return fmt.Errorf("dashboard panel %q has no query", p.Title)
+			}
+			for _, t := range p.Targets {
+				if strings.TrimSpace(t.Expr) == "" {
+					return fmt.Errorf("dashboard panel %q has a target without an expression", p.Title)
+				}
+				out.Exprs = append(out.Exprs, t.Expr)
+			}
+			if err := walk(p.Panels); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return out, walk(d.Panels)
+}
+
+// Metrics returns the kfsniff_* series names the queries use, sorted.
+func (d *Dashboard) Metrics() []string {
+	seen := map[string]bool{}
+	for _, e := range d.Exprs {
+		for _, n := range metricName.FindAllString(e, -1) {
+			seen[n] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PromQL returns the queries with Grafana's variables replaced by values
+// Prometheus accepts: a rate interval, match-all regexes.
+func (d *Dashboard) PromQL() []string {
+	r := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h",
+		"$instance", ".*", "$api", ".*", "$broker", ".*")
+	out := make([]string, len(d.Exprs))
+	for i, e := range d.Exprs {
+		out[i] = r.Replace(e)
+	}
+	return out
+}
+
+// RulesFile writes the queries as Prometheus recording rules, for
+// `promtool check rules` to parse them.
+func RulesFile(exprs []string) []byte {
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, e := range exprs {
+		q, _ := json.Marshal(e) // a JSON string is a YAML string
+		fmt.Fprintf(&b, "      - record: dashboard:query_%d\n        expr: %s\n", i+1, q)
+	}
+	return []byte(b.String())
 }
