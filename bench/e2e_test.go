@@ -152,7 +152,7 @@ func analyseWith(path string, workers int, withMetrics bool) (*report.Report, er
 	if withMetrics {
 		m := metrics.New(metrics.Config{})
 		opt.Handlers = []flows.Handler{m}
-		opt.Progress = func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live, p.Last) }
+		opt.Progress = func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) }
 	}
 	res := pipeline.Run(context.Background(), []*capture.File{f}, opt)
 	if warn != nil {

@@ -82,7 +82,7 @@ func TestDashboard(t *testing.T) {
 	m := metrics.New(cfg)
 	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
 		Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Detectors: dets,
-		Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live, p.Last) },
+		Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) },
 	})
 	m.Findings(res.Report.Findings)
 	srv := httptest.NewServer(m.Handler())

@@ -52,7 +52,8 @@ type Config struct {
 	// IdleAfter: a connection with no request for this long (capture
 	// time) no longer counts as open in kfsniff_connections, even without
 	// a FIN or RST captured. Default 10 minutes, Kafka's
-	// connections.max.idle.ms: the broker has closed it by then.
+	// connections.max.idle.ms: the broker has closed it by then. The
+	// connections are looked at as requests come, every eighth of it.
 	IdleAfter time.Duration
 	// Live registers the kernel's counters of a live capture.
 	Live bool
@@ -117,6 +118,7 @@ type Metrics struct {
 	lastCS     *connState
 	scratch    connState // for connections past MaxConns
 	findingSet map[findingKey]int
+	nextAge    time.Time // capture time of the next look for idle connections
 	// the capture's counters as last added
 	sawPackets, sawBytes int64
 	sawLive              capture.LiveStats
@@ -446,6 +448,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 		m.folded[foldClient].Inc()
 	}
 	cs.last = msg.Time
+	m.age(msg.Time)
 	if r := msg.Role; r > flows.RoleNone && int(r) < numRoles && cs.tracked && m.connsByRole[r] != nil {
 		if bit := uint16(1) << r; cs.roles&bit == 0 {
 			cs.roles |= bit
@@ -525,11 +528,12 @@ func (m *Metrics) drop(cs *connState) {
 }
 
 // Capture takes the analysis's counters as they stand (cumulative:
-// packets and bytes analysed, the kernel's counters of a live capture,
-// nil otherwise) and the capture time of the last packet, which ages the
-// connections idle for Config.IdleAfter out of kfsniff_connections. Call
-// it on the goroutine running the analysis (pipeline.Options.Progress).
-func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats, last time.Time) {
+// packets and bytes analysed, and the kernel's counters of a live capture,
+// nil otherwise). It touches nothing the handler does, so it may run on
+// another goroutine than the handler's (pipeline.Options.Progress runs on
+// the reading goroutine, the handlers on the merging one when sharded),
+// but not concurrently with itself.
+func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats) {
 	if packets > m.sawPackets {
 		m.packets.Add(float64(packets - m.sawPackets))
 		m.sawPackets = packets
@@ -548,10 +552,16 @@ func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats, last ti
 			m.sawLive.Dropped = live.Dropped
 		}
 	}
-	if last.IsZero() {
+}
+
+// age takes the connections idle for Config.IdleAfter at capture time now
+// out of kfsniff_connections, every eighth of IdleAfter at most.
+func (m *Metrics) age(now time.Time) {
+	if now.Before(m.nextAge) {
 		return
 	}
-	cut := last.Add(-m.cfg.IdleAfter)
+	m.nextAge = now.Add(m.cfg.IdleAfter / 8)
+	cut := now.Add(-m.cfg.IdleAfter)
 	for ci, cs := range m.conns {
 		if cs.last.Before(cut) {
 			m.drop(cs)

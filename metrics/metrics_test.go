@@ -76,7 +76,7 @@ func TestAgreesWithReport(t *testing.T) {
 				m := metrics.New(metrics.Config{})
 				res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
 					Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Workers: workers,
-					Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live, p.Last) },
+					Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) },
 				})
 				s := gather(t, m)
 				r := res.Report
@@ -317,13 +317,17 @@ func TestConnectionRoles(t *testing.T) {
 	if got := roles(); got["metadata"] != 1 || got["consumer"] != 0 || got["producer"] != 1 {
 		t.Errorf("after the consumer closed: roles %v; want metadata 1, producer 1", got)
 	}
-	m.Capture(10, 1000, nil, at.Add(90*time.Second)) // the producer's last request was 40 s ago
-	if got := roles(); got["producer"] != 1 {
-		t.Errorf("roles %v 40 s after the producer's last request; want it still open", got)
+	// Requests on a third connection move the capture's clock on.
+	other := conn("10.0.0.3:40000", "10.1.0.2:9092")
+	req, _ := metadata(other, at.Add(90*time.Second), 8, "app")
+	m.OnRequest(req) // the producer's last request was 40 s ago
+	if got := roles(); got["producer"] != 1 || got["metadata"] != 2 {
+		t.Errorf("roles %v 40 s after the producer's last request; want it and the new connection open", got)
 	}
-	m.Capture(10, 1000, nil, at.Add(111*time.Second))
-	if got := roles(); got["metadata"] != 0 || got["producer"] != 0 {
-		t.Errorf("roles %v after 61 s idle; want none", got)
+	req, _ = metadata(other, at.Add(111*time.Second), 9, "app")
+	m.OnRequest(req)
+	if got := roles(); got["metadata"] != 1 || got["producer"] != 0 {
+		t.Errorf("roles %v after the producer's connection was 61 s idle; want only the new connection's metadata", got)
 	}
 	s := gather(t, m)
 	if s.Sum("kfsniff_connections_opened_total", nil) != 2 || s.Sum("kfsniff_connections_closed_total", nil) != 1 {

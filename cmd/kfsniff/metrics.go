@@ -84,11 +84,7 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 	o.Handlers = append(o.Handlers, flows.Handler(s.m))
 	progress := o.Progress
 	o.Progress = func(p pipeline.Progress) {
-		now := p.Last
-		if p.Live != nil && !p.Done {
-			now = time.Now() // a quiet live capture still ages its connections
-		}
-		s.m.Capture(p.Packets, p.Bytes, p.Live, now)
+		s.m.Capture(p.Packets, p.Bytes, p.Live)
 		if progress != nil {
 			progress(p)
 		}

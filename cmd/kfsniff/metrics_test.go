@@ -171,7 +171,8 @@ func TestLiveMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Scrape until the counts settle (the ring hands partly filled blocks
-	// over after 50 ms) and the live findings (every 2 s) are in.
+	// over after 50 ms), the live findings (every 2 s) are in and the
+	// closed clients' connections have left the gauge.
 	var s promtest.Scrape
 	var body []byte
 	var requests float64
@@ -182,11 +183,12 @@ func TestLiveMetrics(t *testing.T) {
 		n := s.Sum("kfsniff_requests_total", nil)
 		settled := n > 0 && n == requests
 		requests = n
-		if settled && s.Sum("kfsniff_findings", map[string]string{"detector": "kafka40-removed-versions"}) > 0 {
+		roles := s.By("kfsniff_connections", nil, "role")
+		if settled && s.Sum("kfsniff_findings", map[string]string{"detector": "kafka40-removed-versions"}) > 0 && roles["consumer"] == 0 && roles["group"] == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 15 s: %v requests, findings %v\n%s", n, s.By("kfsniff_findings", nil, "detector", "severity"), errw)
+			t.Fatalf("after 15 s: %v requests, findings %v, connections by role %v (the consumers' closed)\n%s", n, s.By("kfsniff_findings", nil, "detector", "severity"), roles, errw)
 		}
 	}
 	checkMetrics(t, tool, body)
