@@ -3,10 +3,11 @@
 # prometheus package first when it is missing (the metrics tests check
 # kfsniff's /metrics with `promtool check metrics`).
 #
-# The package is large (about 19 MB to download, 96 MB installed, with a
-# few JavaScript libraries for Prometheus's web UI): installed once per
-# machine, about 20-40 s on CI (measured in metrics/README section of
-# BENCHMARKS.md). Installing needs root and Debian's package mirror; where
+# The package is large: 22.5 MB to download, 332 MB on disk with its 11
+# dependencies (JavaScript libraries for Prometheus's web UI, which
+# --no-install-recommends does not drop: they are Depends). Installing it
+# took 28 s on the development machine (2 vCPUs, Debian's mirror), once
+# per machine. Installing needs root and Debian's package mirror; where
 # either is missing the script says so and exits 1. Prometheus's own
 # service is not started by this script (containers' policy-rc.d keeps
 # apt from starting it; the tests only run promtool).
