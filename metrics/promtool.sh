@@ -8,9 +8,11 @@
 # --no-install-recommends does not drop: they are Depends). Installing it
 # took 28 s on the development machine (2 vCPUs, Debian's mirror), once
 # per machine. Installing needs root and Debian's package mirror; where
-# either is missing the script says so and exits 1. Prometheus's own
-# service is not started by this script (containers' policy-rc.d keeps
-# apt from starting it; the tests only run promtool).
+# either is missing the script says so and exits 1. The tests only run
+# promtool; on a host with systemd, Debian's package also enables and
+# starts a Prometheus server on :9090 (in containers such as CI's,
+# policy-rc.d keeps apt from starting services): install promtool
+# yourself there first if you do not want that.
 set -euo pipefail
 
 if p=$(command -v promtool); then
