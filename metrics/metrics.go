@@ -114,8 +114,10 @@ type Metrics struct {
 	clients    map[string]*client
 	otherCli   *client
 	conns      map[*flows.ConnInfo]*connState
-	lastCI     *flows.ConnInfo // one-entry cache in front of conns
-	lastCS     *connState
+	// recent is a direct-mapped cache in front of conns, by connection
+	// number: with thousands of connections interleaved, the map lookup
+	// was a cache miss per event.
+	recent     []recentConn
 	scratch    connState // for connections past MaxConns
 	findingSet map[findingKey]int
 	nextAge    time.Time // capture time of the next look for idle connections
@@ -137,6 +139,14 @@ var foldNames = [numFolds]string{"broker", "client_id", "series"}
 
 // numRoles is flows' roles (flows.Role is a uint8 below 16).
 const numRoles = 16
+
+// recentSize is the number of entries of Metrics.recent (a power of 2).
+const recentSize = 4096
+
+type recentConn struct {
+	ci *flows.ConnInfo
+	cs *connState
+}
 
 type findingKey struct {
 	detector string
@@ -200,6 +210,7 @@ func New(cfg Config) *Metrics {
 		brokers:    map[string]*broker{},
 		clients:    map[string]*client{},
 		conns:      map[*flows.ConnInfo]*connState{},
+		recent:     make([]recentConn, recentSize),
 		findingSet: map[findingKey]int{},
 		nkeys:      keysKnown(),
 	}
@@ -290,8 +301,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // state returns the connection's state, made on its first message.
 func (m *Metrics) state(ci *flows.ConnInfo) *connState {
-	if ci == m.lastCI {
-		return m.lastCS
+	e := &m.recent[ci.ID&(recentSize-1)]
+	if e.ci == ci {
+		return e.cs
 	}
 	cs := m.conns[ci]
 	if cs == nil {
@@ -303,7 +315,7 @@ func (m *Metrics) state(ci *flows.ConnInfo) *connState {
 		cs = &connState{broker: m.broker(ci.Server.String()), tracked: true}
 		m.conns[ci] = cs
 	}
-	m.lastCI, m.lastCS = ci, cs
+	e.ci, e.cs = ci, cs
 	return cs
 }
 
@@ -513,8 +525,12 @@ func (m *Metrics) forget(ci *flows.ConnInfo) {
 	}
 	m.drop(cs)
 	delete(m.conns, ci)
-	if m.lastCI == ci {
-		m.lastCI, m.lastCS = nil, nil
+	m.unrecent(ci)
+}
+
+func (m *Metrics) unrecent(ci *flows.ConnInfo) {
+	if e := &m.recent[ci.ID&(recentSize-1)]; e.ci == ci {
+		*e = recentConn{}
 	}
 }
 
@@ -566,9 +582,9 @@ func (m *Metrics) age(now time.Time) {
 		if cs.last.Before(cut) {
 			m.drop(cs)
 			delete(m.conns, ci)
+			m.unrecent(ci)
 		}
 	}
-	m.lastCI, m.lastCS = nil, nil
 }
 
 // Findings sets the findings gauges to the findings as they stand
