@@ -19,6 +19,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/metrics"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
 )
@@ -125,6 +126,13 @@ func flowsOnly(path string) (*flows.Stats, error) {
 // flows settings, every detector at its defaults, the JSON report encoded
 // (to io.Discard). workers 0 is the default (one per CPU).
 func analyse(path string, workers int) (*report.Report, error) {
+	return analyseWith(path, workers, false)
+}
+
+// analyseWith is analyse, with the Prometheus metrics handler beside the
+// report's collector (and fed the progress counters) when withMetrics is
+// set, as `--metrics-addr` adds it.
+func analyseWith(path string, workers int, withMetrics bool) (*report.Report, error) {
 	f, err := capture.Open(path, 0)
 	if err != nil {
 		return nil, err
@@ -135,12 +143,18 @@ func analyse(path string, workers int) (*report.Report, error) {
 		return nil, err
 	}
 	var warn error
-	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
+	opt := pipeline.Options{
 		Flows:     flows.DefaultConfig(),
 		Detectors: dets,
 		Warn:      func(err error) { warn = err },
 		Workers:   workers,
-	})
+	}
+	if withMetrics {
+		m := metrics.New(metrics.Config{})
+		opt.Handlers = []flows.Handler{m}
+		opt.Progress = func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) }
+	}
+	res := pipeline.Run(context.Background(), []*capture.File{f}, opt)
 	if warn != nil {
 		return nil, warn
 	}
@@ -243,20 +257,23 @@ func BenchmarkE2E(b *testing.B) {
 				}
 			})
 
-			// kfsniff-1: one worker; kfsniff: the default, one per CPU.
-			var one rate
+			// kfsniff-1: one worker; kfsniff: the default, one per CPU;
+			// kfsniff-1-metrics: one worker and the metrics handler
+			// (--metrics-addr), to compare with kfsniff-1.
+			var one, withMetrics rate
 			for _, v := range []struct {
 				name    string
 				workers int
 				r       *rate
-			}{{"kfsniff-1", 1, &one}, {"kfsniff", 0, &kf}} {
+				metrics bool
+			}{{"kfsniff-1", 1, &one, false}, {"kfsniff-1-metrics", 1, &withMetrics, true}, {"kfsniff", 0, &kf, false}} {
 				b.Run(v.name, func(b *testing.B) {
 					b.SetBytes(size)
 					b.ReportAllocs()
 					var before, after runtime.MemStats
 					runtime.ReadMemStats(&before)
 					for b.Loop() {
-						r, err := analyse(path, v.workers)
+						r, err := analyseWith(path, v.workers, v.metrics)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -284,6 +301,10 @@ func BenchmarkE2E(b *testing.B) {
 				if one.secs > 0 {
 					fmt.Printf("E2E %s one worker: %.1f MB/s %.0f pkts/s, %.3f of the floor; the default is %.2fx one worker\n",
 						shape, one.mbs(), one.pps(), one.mbs()/fl.mbs(), kf.mbs()/one.mbs())
+					if withMetrics.secs > 0 {
+						fmt.Printf("E2E %s one worker with metrics: %.1f MB/s %.0f pkts/s, %.3f of one worker without%s\n",
+							shape, withMetrics.mbs(), withMetrics.pps(), withMetrics.mbs()/one.mbs(), load())
+					}
 				}
 			}
 		})

@@ -71,7 +71,8 @@ type Config struct {
 	Settings     []string
 	Expect       ExpectConfig
 	// HTML is the --html page's file (html.go).
-	HTML string
+	HTML        string
+	MetricsAddr string
 }
 
 // Validate checks the settings that flags cannot check by type.
@@ -119,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if stdin > 1 {
 		return errors.New("standard input (-r -) can be read only once")
+	}
+	if err := validMetricsAddr(c.MetricsAddr); err != nil {
+		return err
 	}
 	return c.validateExpect()
 }
@@ -194,6 +198,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	addExpectFlags(fs, &cfg.Expect)
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", metricsUsage)
 	help := fs.BoolP("help", "h", false, "show this help")
 	recs := addRecordFlags(fs)
 	progCfg := addProgressFlags(fs)
@@ -351,12 +356,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer writer.Close()
 		opt.Sinks = append(opt.Sinks, writer)
 	}
+	ms, err := startMetrics(cfg.MetricsAddr, live != nil, dets, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	defer ms.close()
 	start := func(ctx context.Context, add uiAdditions) *pipeline.Result {
 		o := opt
 		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
 		o.Sinks = append(append([]capture.Sink{}, opt.Sinks...), add.Sinks...)
 		o.Progress = add.Progress
 		o.LiveFindings = add.LiveFindings
+		ms.wrap(&o)
 		if live != nil {
 			return pipeline.RunSource(ctx, live, o)
 		}
@@ -398,6 +410,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 		}
 	}
+	ms.finish(res)
 	if res.Interrupted && live == nil {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}

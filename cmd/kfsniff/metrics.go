@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/metrics"
+	"github.com/kfsniff/kfsniff/pipeline"
+)
+
+// metricsUsage is --metrics-addr's help.
+const metricsUsage = "serve Prometheus metrics on `[HOST]:PORT` at /metrics while the analysis runs (:0 picks a free port; the address is printed on stderr)"
+
+// validMetricsAddr checks --metrics-addr's form at parse time.
+func validMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--metrics-addr %q: want [HOST]:PORT, e.g. :9464 or 127.0.0.1:9464", addr)
+	}
+	return nil
+}
+
+// metricsServer is the /metrics endpoint and the handler feeding it.
+type metricsServer struct {
+	m   *metrics.Metrics
+	srv *http.Server
+	// served is closed when the server's goroutine returns.
+	served chan struct{}
+}
+
+// startMetrics listens on addr (nothing when addr is empty) before the
+// analysis starts, so that a port in use is a usage error, and says where
+// it serves on stderr.
+func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer) (*metricsServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %v", err)
+	}
+	cfg := metrics.Config{Live: live}
+	for _, a := range dets.Analyzers() {
+		cfg.Detectors = append(cfg.Detectors, a.Name)
+	}
+	m := metrics.New(cfg)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, `kfsniff: metrics at /metrics`)
+	})
+	s := &metricsServer{m: m, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, served: make(chan struct{})}
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "kfsniff: metrics server: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(stderr, "kfsniff: serving metrics on http://%s/metrics\n", ln.Addr())
+	return s, nil
+}
+
+// wrap adds the metrics to a run's options: the handler beside the
+// others, the capture's counters on each progress call and the findings
+// on each live snapshot, chained before the front end's own callbacks.
+// Live findings make the analysis run on one worker, as with the TUI.
+func (s *metricsServer) wrap(o *pipeline.Options) {
+	if s == nil {
+		return
+	}
+	o.Handlers = append(o.Handlers, flows.Handler(s.m))
+	progress := o.Progress
+	o.Progress = func(p pipeline.Progress) {
+		s.m.Capture(p.Packets, p.Bytes, p.Live)
+		if progress != nil {
+			progress(p)
+		}
+	}
+	findings := o.LiveFindings
+	o.LiveFindings = func(fs []detectors.Finding) {
+		s.m.Findings(fs)
+		if findings != nil {
+			findings(fs)
+		}
+	}
+}
+
+// finish sets the final findings and stops serving.
+func (s *metricsServer) finish(res *pipeline.Result) {
+	if s == nil {
+		return
+	}
+	if res != nil && res.Report != nil {
+		s.m.Findings(res.Report.Findings)
+	}
+	s.close()
+}
+
+func (s *metricsServer) close() {
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s.srv.Shutdown(ctx) != nil {
+		s.srv.Close()
+	}
+	<-s.served
+}
