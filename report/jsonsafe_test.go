@@ -73,7 +73,9 @@ func TestJSONNonFinite(t *testing.T) {
 	if issues != nil {
 		t.Errorf("issues %v: NaN and infinities are documented, not issues", issues)
 	}
-	var doc struct{ Entries []struct{ Values []struct{ Value any } } }
+	var doc struct {
+		Entries []struct{ Values []struct{ Value any } }
+	}
 	if err := json.Unmarshal(got, &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, got)
 	}

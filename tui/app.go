@@ -12,7 +12,6 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
-
 )
 
 // Options configure Run.
