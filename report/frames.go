@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +32,11 @@ func ParseAPIs(spec string) (map[int16]bool, error) {
 		if part == "" {
 			continue
 		}
-		if n, err := strconv.Atoi(part); err == nil {
+		if n, err := strconv.ParseInt(part, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			// A key kmsg knows: an int16 cast took 65537 for Fetch (1).
+			if n < 0 || n > math.MaxInt16 || !decode.KnownKey(int16(n)) {
+				return nil, fmt.Errorf("unknown API key %s (kfsniff decodes the keys kmsg knows, 0 to %d; or use a name such as Fetch)", part, maxKnownKey())
+			}
 			out[int16(n)] = true
 			continue
 		}
@@ -46,6 +52,17 @@ func ParseAPIs(spec string) (map[int16]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxKnownKey is the highest API key kmsg knows.
+func maxKnownKey() int16 {
+	k := int16(0)
+	for i := int16(0); i < 1000; i++ {
+		if decode.KnownKey(i) {
+			k = i
+		}
+	}
+	return k
 }
 
 func (f *FrameFilter) match(m *flows.Message) bool {

@@ -35,6 +35,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	catchSIGPIPE()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -224,6 +225,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
+	if err := checkModes(cfg, fs); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v (see kfsniff --help)\n", err)
+		return exitUsage
+	}
+	if err := refuseOverwrite(cfg, stdin); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	ctx, out := watchPipe(ctx, stdout)
+	stdout = out
+	warnJSON := &jsonWarner{w: stderr}
+	defer warnJSON.done()
 	if cfg.TUI && !haveTUI() {
 		fmt.Fprintln(stderr, "kfsniff: TUI not available in this build")
 		return exitUsage
@@ -345,6 +358,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var frames *report.FrameWriter
 		if cfg.Frames {
 			frames = report.NewFrameWriter(stdout, filterFrames, cfg.JSON, cfg.Verbose)
+			frames.Warn = warnJSON.frame
 			handlers = append(handlers, frames)
 			if live != nil {
 				// Stream: each line goes out as it is decoded.
@@ -356,13 +370,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		res = start(ctx, uiAdditions{Handlers: handlers})
 		if frames != nil {
-			if err := frames.Flush(); err != nil {
+			if err := frames.Flush(); err != nil && !out.broken() {
 				fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 				return exitFailure
 			}
 		}
 	}
-	if res.Interrupted && live == nil {
+	if res.Interrupted && live == nil && !out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
 	code := exitOK
@@ -376,12 +390,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code = exitFailure
 	}
 
+	if out.broken() {
+		return pipeClosed(stderr, cfg, res, live != nil)
+	}
 	rep := res.Report
 	if !cfg.Frames {
 		if cfg.JSON {
-			err = report.WriteJSON(stdout, rep)
+			err = report.WriteJSONWarn(stdout, rep, warnJSON.report)
 		} else {
 			err = report.WriteText(stdout, rep)
+		}
+		if out.broken() {
+			return pipeClosed(stderr, Config{Write: cfg.Write}, res, live != nil)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
