@@ -40,5 +40,7 @@ func literal(s string) string {
 // restyle the UI.
 func safe(s string) string { return literal(report.Clean(s)) }
 
-// safeText is safe for prose quoting wire strings (a finding's summary).
-func safeText(s string) string { return literal(report.CleanText(s)) }
+// safeText is safe for a detector's prose quoting wire strings (a
+// finding's summary, evidence, explanation), which quoted them already:
+// backslashes are not doubled (report.CleanProseText).
+func safeText(s string) string { return literal(report.CleanProseText(s)) }
