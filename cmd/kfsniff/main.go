@@ -401,7 +401,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = report.WriteText(stdout, rep)
 		}
 		if out.broken() {
-			return pipeClosed(stderr, Config{Write: cfg.Write}, res, live != nil)
+			return pipeClosed(stderr, cfg, res, live != nil)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)

@@ -56,7 +56,13 @@ func (p *pipeOut) broken() bool { return p.closed.Load() }
 // is said on stderr (the -w file, already closed whole, holds those
 // packets), with tcpdump's counts when live and, since --frames prints no
 // report, the report; exit 0, as tcpdump does.
+// A reader that goes away while the report is written (its first lines
+// were all it wanted) gets one line.
 func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) int {
+	if !cfg.Frames {
+		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", res.Report.Capture.Packets)
+		return exitOK
+	}
 	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets", res.Report.Capture.Packets)
 	if cfg.Write != "" {
 		fmt.Fprintf(stderr, " (all written to %s)", report.Clean(cfg.Write))
@@ -65,8 +71,6 @@ func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) i
 	if live {
 		liveSummary(stderr, res)
 	}
-	if cfg.Frames {
-		report.WriteText(stderr, res.Report)
-	}
+	report.WriteText(stderr, res.Report)
 	return exitOK
 }
