@@ -67,7 +67,9 @@ func init() {
 			if err := report.WriteJSONWarn(&b, r, func(i report.JSONIssue) { issues = append(issues, i) }); err != nil {
 				t.Fatal(err)
 			}
-			var doc struct{ Capture struct{ First, Last time.Time } }
+			var doc struct {
+				Capture struct{ First, Last time.Time }
+			}
 			if err := json.Unmarshal(b.Bytes(), &doc); err != nil || doc.Capture.Last.Year() != 9999 || doc.Capture.First.Year() != 0 {
 				t.Errorf("JSON capture %+v (%v): want the times clamped to years 0 and 9999", doc.Capture, err)
 			}
