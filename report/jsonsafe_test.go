@@ -53,6 +53,7 @@ func TestSafeEncoderSameAsJSON(t *testing.T) {
 	if n < 500 {
 		t.Fatalf("only %d messages compared", n)
 	}
+	t.Logf("%d kmsg messages compared", n)
 }
 
 // TestJSONNonFinite: NaN and the infinities, which encoding/json refuses,
