@@ -234,7 +234,7 @@ func TestUsageAtParseTime(t *testing.T) {
 		{[]string{"-o", "error-storm.min-rate=-1"}, "out of range"},
 		{[]string{"-o", "error-storm.min-responses=-3"}, "out of range: want a count of at least 0"},
 		{[]string{"-o", "broker-fenced-while-alive.near=2"}, "want a number from 0 to 1"},
-		{[]string{"-o", "reconnect-storm.min-churn=1.5"}, "want a number from 0 to 1"},
+		{[]string{"-o", "reconnect-storm.min-churn=-0.5"}, "want a number of at least 0"},
 		{[]string{"-o", "duplicate-batches.max-decompressed=NaN"}, "not a size"},
 	} {
 		args := append([]string{"-r", basic}, tc.args...)

@@ -47,7 +47,7 @@ type Params struct {
 	Window     time.Duration `param:"window" doc:"the sliding window connection attempts are counted in"`
 	MinConns   int           `param:"min-conns" doc:"connection attempts to one broker within window that make a burst"`
 	ShortLived time.Duration `param:"short-lived" unit:"ms" doc:"a connection closed sooner than this after opening churned"`
-	MinChurn   float64       `param:"min-churn" range:"0,1" doc:"share of a broker's attempts that churned for its burst to be a storm rather than info"`
+	MinChurn   float64       `param:"min-churn" doc:"share of a broker's attempts that churned for its burst to be a storm rather than info"`
 }
 
 // Bounds of what the rule keeps.
