@@ -193,6 +193,13 @@ func TestWriteOntoInput(t *testing.T) {
 		t.Errorf("-r - -w hard.pcap < in.pcap: exit %d, stderr %q", code, errb.String())
 	}
 	unchanged("stdin")
+	// The UI's save key: the same check, its own words.
+	if err := refuseSave(hard, []string{sym}, nil); err == nil || !strings.Contains(err.Error(), "is the input "+sym+": saving there would destroy it") {
+		t.Errorf("save onto the input: %v", err)
+	}
+	if err := refuseSave(filepath.Join(dir, "new.pcap"), []string{in}, nil); err != nil {
+		t.Errorf("save to a new file refused: %v", err)
+	}
 	// Another file is written as before.
 	other := filepath.Join(dir, "out.pcap")
 	if code, _, errs := kfsniff(t, "-r", in, "-w", other); code != exitOK || errs != "" {

@@ -347,7 +347,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// terminal when no other output was asked for.
 	var res *pipeline.Result
 	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
-		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Start: start})
+		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start})
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitFailure
