@@ -418,12 +418,13 @@ func TestPipeClosedFile(t *testing.T) {
 		t.Errorf("read all %d packets: the run did not stop when its reader went away", total)
 	}
 	t.Logf("stopped after %d of %d packets", n, total)
-	// The report (larger than the pipe here): the reader took the lines
-	// it wanted; one line says so, exit 0.
+	// The report: the reader took the lines it wanted; exit 0, and one
+	// line saying so if the reader had gone before the report was all
+	// written (whether the pipe still had room for it is a race).
 	first, code, stderr = pipeRun(t, nil, "-r", in)
 	if want := fmt.Sprintf("kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", total); code != exitOK ||
-		first != "kfsniff report (kfsniff/v1)\n" || stderr != want {
-		t.Errorf("report | head -1: exit %d, first %q, stderr %q; want exit 0 and %q", code, first, stderr, want)
+		first != "kfsniff report (kfsniff/v1)\n" || stderr != want && stderr != "" {
+		t.Errorf("report | head -1: exit %d, first %q, stderr %q; want exit 0 and nothing or %q", code, first, stderr, want)
 	}
 }
 

@@ -391,7 +391,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	if out.broken() {
-		return pipeClosed(stderr, cfg, res, live != nil)
+		pipeClosed(stderr, cfg, res, live != nil)
+		return code
 	}
 	rep := res.Report
 	if !cfg.Frames {
@@ -401,7 +402,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = report.WriteText(stdout, rep)
 		}
 		if out.broken() {
-			return pipeClosed(stderr, cfg, res, live != nil)
+			pipeClosed(stderr, cfg, res, live != nil)
+			return code
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)

@@ -55,13 +55,14 @@ func (p *pipeOut) broken() bool { return p.closed.Load() }
 // pipeClosed ends a run whose stdout's reader went away: what was read
 // is said on stderr (the -w file, already closed whole, holds those
 // packets), with tcpdump's counts when live and, since --frames prints no
-// report, the report; exit 0, as tcpdump does.
+// report, the report. The run then exits 0, as tcpdump does, unless the
+// -w file could not be written.
 // A reader that goes away while the report is written (its first lines
 // were all it wanted) gets one line.
-func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) int {
+func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) {
 	if !cfg.Frames {
 		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", res.Report.Capture.Packets)
-		return exitOK
+		return
 	}
 	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets", res.Report.Capture.Packets)
 	if cfg.Write != "" {
@@ -72,5 +73,4 @@ func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) i
 		liveSummary(stderr, res)
 	}
 	report.WriteText(stderr, res.Report)
-	return exitOK
 }
