@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -362,6 +363,12 @@ func msStr(v float64, n int64) string {
 }
 
 func seconds(s float64) string {
+	if math.Abs(s) >= math.MaxInt64/float64(time.Second) {
+		// As long as a Duration holds (292 years; pcapng offsets can put
+		// packets further apart): the conversion would wrap to a
+		// negative one.
+		return "more than 292 years"
+	}
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
 
