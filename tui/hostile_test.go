@@ -333,3 +333,21 @@ func TestLiteral(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLiteral: whatever the wire string, tview's parser reads no tag in
+// it once it has gone through safe: the text it keeps is the string
+// report.Clean made, character for character.
+func FuzzLiteral(f *testing.F) {
+	for _, s := range hostileTags() {
+		f.Add(s)
+	}
+	f.Add(`["a"]["b"][red]x[-][::-][:::-]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		c := report.Clean(s)
+		tv := tview.NewTextView().SetDynamicColors(true).SetRegions(true)
+		tv.SetText(safe(s))
+		if got := strings.ReplaceAll(tv.GetText(true), tagBreak, ""); got != c {
+			t.Fatalf("%q drawn as %q", c, got)
+		}
+	})
+}
