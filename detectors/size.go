@@ -50,7 +50,7 @@ func parseBytes(s string, unit Bytes) (Bytes, error) {
 		s = "1"
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || f*float64(unit) > math.MaxInt64/2 {
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) || f*float64(unit) > math.MaxInt64/2 { // !(f >= 0): NaN too
 		return 0, errors.New("not a size (e.g. 16MiB, 512KiB, 300B)")
 	}
 	return Bytes(f * float64(unit)), nil

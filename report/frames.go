@@ -2,9 +2,12 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +32,11 @@ func ParseAPIs(spec string) (map[int16]bool, error) {
 		if part == "" {
 			continue
 		}
-		if n, err := strconv.Atoi(part); err == nil {
+		if n, err := strconv.ParseInt(part, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			// A key kmsg knows: an int16 cast took 65537 for Fetch (1).
+			if n < 0 || n > math.MaxInt16 || !decode.KnownKey(int16(n)) {
+				return nil, fmt.Errorf("unknown API key %s (kfsniff decodes the keys kmsg knows, 0 to %d; or use a name such as Fetch)", part, maxKnownKey())
+			}
 			out[int16(n)] = true
 			continue
 		}
@@ -45,6 +52,17 @@ func ParseAPIs(spec string) (map[int16]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxKnownKey is the highest API key kmsg knows.
+func maxKnownKey() int16 {
+	k := int16(0)
+	for i := int16(0); i < 1000; i++ {
+		if decode.KnownKey(i) {
+			k = i
+		}
+	}
+	return k
 }
 
 func (f *FrameFilter) match(m *flows.Message) bool {
@@ -77,12 +95,18 @@ func (f *FrameFilter) match(m *flows.Message) bool {
 // FrameWriter prints one line per request and per response as they are
 // decoded, as text or (JSON true) as JSON Lines.
 type FrameWriter struct {
+	// Warn, if set, is told of every value written otherwise than it is
+	// (jsonsafe.go: a time outside years 0-9999, a value whose encoding
+	// failed), with the frame's packet number; the line is still written.
+	Warn func(error)
+
 	w       *bufio.Writer
 	filter  FrameFilter
 	json    bool
 	verbose bool
 	enc     *json.Encoder
-	err     error
+	line1   bytes.Buffer // the JSON line being encoded
+	err     error        // the first write error: output stops there
 }
 
 // NewFrameWriter returns a FrameWriter; call Flush at the end.
@@ -90,7 +114,7 @@ func NewFrameWriter(w io.Writer, filter FrameFilter, asJSON, verbose bool) *Fram
 	bw := bufio.NewWriterSize(w, 64<<10)
 	fw := &FrameWriter{w: bw, filter: filter, json: asJSON, verbose: verbose}
 	if asJSON {
-		fw.enc = json.NewEncoder(SafeJSONWriter{bw})
+		fw.enc = json.NewEncoder(&fw.line1)
 		fw.enc.SetEscapeHTML(false)
 	}
 	return fw
@@ -243,7 +267,18 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 				l.Body = m.Resp
 			}
 		}
-		fw.err = fw.enc.Encode(&l)
+		fw.line1.Reset()
+		out := fw.line1.Bytes()
+		if err := fw.enc.Encode(&l); err == nil {
+			out = fw.line1.Bytes()
+		} else {
+			var issues []JSONIssue
+			out, issues = marshalWalk(&l)
+			fw.warn(m, issues)
+		}
+		if _, err := fw.w.Write(SafeJSON(out)); err != nil {
+			fw.err = err
+		}
 		return
 	}
 	arrow, kind := "->", "req "
@@ -284,11 +319,30 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		}
 		if body != nil && (m.Req != nil || m.Resp != nil) {
 			js, err := json.MarshalIndent(body, "        ", "  ")
-			if err == nil {
-				// encoding/json escapes C0 controls and invalid
-				// UTF-8; SafeJSON escapes the C1 ones it leaves.
-				fmt.Fprintf(fw.w, "        %s\n", SafeJSON(js))
+			if err != nil {
+				compact, issues := marshalWalk(body)
+				fw.warn(m, issues)
+				var b bytes.Buffer
+				json.Indent(&b, bytes.TrimSuffix(compact, []byte{'\n'}), "        ", "  ")
+				js = b.Bytes()
 			}
+			// encoding/json escapes C0 controls and invalid UTF-8;
+			// SafeJSON escapes the C1 ones it leaves.
+			fmt.Fprintf(fw.w, "        %s\n", SafeJSON(js))
 		}
+	}
+}
+
+// warn tells Warn of the values of m's line written otherwise.
+func (fw *FrameWriter) warn(m *flows.Message, issues []JSONIssue) {
+	if fw.Warn == nil {
+		return
+	}
+	kind := "request"
+	if m.Response {
+		kind = "response"
+	}
+	for _, i := range issues {
+		fw.Warn(fmt.Errorf("packet %s (%s v%d %s): %s: %s", pkt(m.File, m.Packet), Clean(decode.Name(m.Key)), m.Version, kind, i.Path, i.What))
 	}
 }

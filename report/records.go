@@ -503,7 +503,7 @@ func appendRecordBytes(l, b []byte, max int, b64 bool) []byte {
 	shown := cutBytes(b, max)
 	switch {
 	case printable(shown):
-		l = append(l, clean(string(shown), max)...)
+		l = append(l, clean(string(shown), max, true)...)
 	case b64:
 		l = append(l, "base64:"...)
 		l = base64.StdEncoding.AppendEncode(l, shown)

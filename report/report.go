@@ -44,12 +44,24 @@ type Report struct {
 // they are, a newline at the end), made safe for a terminal by SafeJSON.
 // It encodes compact and indents with appendIndent, which gives the same
 // bytes several times faster than the Encoder's own indenting.
-func WriteJSON(w io.Writer, r *Report) error {
+func WriteJSON(w io.Writer, r *Report) error { return WriteJSONWarn(w, r, nil) }
+
+// WriteJSONWarn is WriteJSON telling warn of every value that could not
+// be written as it is (jsonsafe.go: a time outside years 0-9999, a value
+// whose encoding failed), each written otherwise: the document is always
+// whole.
+func WriteJSONWarn(w io.Writer, r *Report, warn func(JSONIssue)) error {
 	var compact copyWriter
 	enc := json.NewEncoder(&compact)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil {
-		return err
+		var issues []JSONIssue
+		compact, issues = marshal(r)
+		for _, i := range issues {
+			if warn != nil {
+				warn(i)
+			}
+		}
 	}
 	// SafeJSON changes only runes inside strings, appendIndent only the
 	// space between tokens: either order gives the same bytes, and this

@@ -14,17 +14,20 @@ const maxField = 256
 // characters (ESC included), invalid UTF-8 and non-printing runes are shown
 // as Go escapes (\x1b, \u200b), and very long strings are cut with "…".
 // Packet data must never drive the terminal.
-func Clean(s string) string { return clean(s, maxField) }
+func Clean(s string) string { return clean(s, maxField, true) }
 
 // maxText bounds a detector's explanation, which quotes wire strings.
 const maxText = 4096
 
 // CleanText is Clean for prose that quotes wire strings (a finding's
 // explanation): escaped the same way, cut only past maxText.
-func CleanText(s string) string { return clean(s, maxText) }
+func CleanText(s string) string { return clean(s, maxText, true) }
 
-func clean(s string, limit int) string {
-	if safe(s, limit) {
+// clean escapes s for a terminal, cut at limit runes; slash doubles
+// backslashes, so that an escape written here cannot be confused with the
+// same characters in the string (prose.go leaves them).
+func clean(s string, limit int, slash bool) string {
+	if safe(s, limit, slash) {
 		return s
 	}
 	var b strings.Builder
@@ -40,7 +43,7 @@ func clean(s string, limit int) string {
 			b.WriteString(`\x`)
 			b.WriteByte(hexDigit(s[i] >> 4))
 			b.WriteByte(hexDigit(s[i] & 0xf))
-		case r == '\\':
+		case r == '\\' && slash:
 			b.WriteString(`\\`)
 		case r < 0x80 && (r < 0x20 || r == 0x7f):
 			b.WriteString(`\x`)
@@ -64,13 +67,13 @@ func clean(s string, limit int) string {
 func hexDigit(b byte) byte { return "0123456789abcdef"[b&0xf] }
 
 // safe reports whether s needs no escaping (the common case, no allocation).
-func safe(s string, limit int) bool {
+func safe(s string, limit int, slash bool) bool {
 	if len(s) > limit {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '\\' {
+		if c < 0x20 || c >= 0x7f || c == '\\' && slash {
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -56,7 +57,7 @@ func (p *printer) overview(r *Report) {
 	p.f("What is wrong (%d findings; details under Findings)\n", n)
 	for _, f := range r.Findings {
 		if f.Severity >= detectors.Warning {
-			p.f("  %-7s %s\n", strings.ToUpper(f.Severity.String()), Clean(f.Summary))
+			p.f("  %-7s %s\n", strings.ToUpper(f.Severity.String()), CleanProse(f.Summary))
 		}
 	}
 	p.f("\n")
@@ -277,7 +278,7 @@ func (p *printer) findings(r *Report) {
 		return
 	}
 	for _, f := range r.Findings {
-		p.f("  [%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Detector, Clean(f.Summary))
+		p.f("  [%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Detector, CleanProse(f.Summary))
 		if !f.First.IsZero() {
 			p.f("    when: %s .. %s UTC (%s)\n", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
 		}
@@ -297,7 +298,7 @@ func (p *printer) findings(r *Report) {
 			p.f("    fields: %s\n", strings.Join(parts, " "))
 		}
 		for _, e := range f.Evidence {
-			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), Clean(e.What))
+			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), CleanProse(e.What))
 		}
 		if l := f.CaptureLoss; l != nil {
 			ids := make([]string, len(l.Conns))
@@ -308,10 +309,10 @@ func (p *printer) findings(r *Report) {
 				l.Gaps, bytesHuman(l.Bytes), strings.Join(ids, ", "))
 		}
 		if f.Explanation != "" {
-			p.para("what it means: ", CleanText(f.Explanation))
+			p.para("what it means: ", CleanProseText(f.Explanation))
 		}
 		if f.Next != "" {
-			p.para("check next: ", CleanText(f.Next))
+			p.para("check next: ", CleanProseText(f.Next))
 		}
 	}
 }
@@ -362,6 +363,12 @@ func msStr(v float64, n int64) string {
 }
 
 func seconds(s float64) string {
+	if math.Abs(s) >= math.MaxInt64/float64(time.Second) {
+		// As long as a Duration holds (292 years; pcapng offsets can put
+		// packets further apart): the conversion would wrap to a
+		// negative one.
+		return "more than 292 years"
+	}
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
 

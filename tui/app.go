@@ -12,8 +12,6 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
-
-	"github.com/kfsniff/kfsniff/report"
 )
 
 // Options configure Run.
@@ -527,7 +525,7 @@ func (u *ui) exchangesTitle() string {
 	}
 	fmt.Fprintf(&b, " (%d)", len(x.rows))
 	if !x.filter.Empty() {
-		fmt.Fprintf(&b, " filter: %s", tview.Escape(report.Clean(x.filter.String())))
+		fmt.Fprintf(&b, " filter: %s", safe(x.filter.String()))
 	}
 	if !x.follow && x.scope.kind != scopeEvidence {
 		b.WriteString(" [scrolled: G follows]")
@@ -823,12 +821,12 @@ func (u *ui) openDetail(i int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s", x.Conn, u.connLabel(x.Conn))
 	if x.ClientID != "" {
-		fmt.Fprintf(&b, "   client id %s", tview.Escape(quote(x.ClientID)))
+		fmt.Fprintf(&b, "   client id %s", literal(quote(x.ClientID)))
 	}
 	if x.Role.String() != "" {
 		fmt.Fprintf(&b, "   role [%s]%s[-]", roleColorName(x.Role), x.Role)
 	}
-	fmt.Fprintf(&b, "\n%s v%d corr %d", x.API(), x.Version, x.Correlation)
+	fmt.Fprintf(&b, "\n%s v%d corr %d", safe(x.API()), x.Version, x.Correlation)
 	if x.ReqPacket != 0 {
 		fmt.Fprintf(&b, "   request packet %s (%d B)", pktStr(x.File, x.ReqPacket), x.ReqSize)
 	}
@@ -846,7 +844,7 @@ func (u *ui) openDetail(i int) {
 			b.WriteString(" ([green]CRC ok[-])")
 		}
 	}
-	fmt.Fprintf(&b, "   [%s]%s[-]", color.String(), tview.Escape(res))
+	fmt.Fprintf(&b, "   [%s]%s[-]", color.String(), literal(res))
 	u.detailHead.SetText(b.String())
 	u.pages.SwitchToPage("detail")
 	u.app.SetFocus(u.tree)

@@ -29,9 +29,10 @@
 //     rendered. The Exchanges list fetches only the exchanges newer than
 //     its last refresh (Model.AppendExchanges with since).
 //   - Every wire-derived string (client ids, topics, hosts, field values,
-//     findings quoting them) goes through report.Clean and tview.Escape
-//     before display: packet data can neither drive the terminal nor
-//     restyle the UI. The hex view shows bytes with style tags disabled.
+//     findings quoting them) goes through report.Clean and literal
+//     (sanitize.go: every '[' made literal, whatever tag tview would read,
+//     URL and region tags included) before display: packet data can
+//     neither drive the terminal nor restyle the UI. The hex view shows bytes with style tags disabled.
 //
 // # Contract with the caller (cmd/kfsniff)
 //

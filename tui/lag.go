@@ -58,9 +58,9 @@ func (c *lagContent) GetCell(row, col int) *tview.TableCell {
 	switch col {
 	case 0:
 		if l.ReplicaNode != nil {
-			return cell(fmt.Sprintf("follower node %d (%s %s)", *l.ReplicaNode, tview.Escape(quote(l.ClientID)), l.Client), colorText)
+			return cell(fmt.Sprintf("follower node %d (%s %s)", *l.ReplicaNode, literal(quote(l.ClientID)), safe(l.Client)), colorText)
 		}
-		return cell(fmt.Sprintf("consumer %s %s", tview.Escape(quote(l.ClientID)), l.Client), colorText)
+		return cell(fmt.Sprintf("consumer %s %s", literal(quote(l.ClientID)), safe(l.Client)), colorText)
 	case 1:
 		switch {
 		case l.ReplicaNode != nil:
@@ -70,7 +70,7 @@ func (c *lagContent) GetCell(row, col int) *tview.TableCell {
 		}
 		gs := make([]string, len(l.Groups))
 		for i, g := range l.Groups {
-			gs[i] = tview.Escape(quote(g))
+			gs[i] = literal(quote(g))
 		}
 		return cell(strings.Join(gs, ","), colorText)
 	case 2:

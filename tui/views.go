@@ -15,17 +15,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/report"
 )
-
-// safe makes a wire-derived string safe to show: control characters and
-// escape sequences escaped (report.Clean), and tview's style tags
-// neutralised, so packet data can neither drive the terminal nor restyle
-// the UI.
-func safe(s string) string { return tview.Escape(report.Clean(s)) }
-
-// safeText is safe for prose quoting wire strings (a finding's summary).
-func safeText(s string) string { return tview.Escape(report.CleanText(s)) }
 
 // Colours.
 var (
@@ -371,7 +361,7 @@ func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
 	case 3:
 		return numCell("#"+strconv.Itoa(x.Conn), colorText)
 	case 4:
-		return cell(x.API(), roleColor(x.Role))
+		return cell(safe(x.API()), roleColor(x.Role))
 	case 5:
 		if x.Key < 0 {
 			return numCell("-", colorDim)
@@ -405,7 +395,7 @@ func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
 		return numCell(msStr(x.Latency)+" ms", colorText)
 	case 11:
 		text, color := result(x)
-		return cell(text, color)
+		return cell(literal(text), color)
 	case 12:
 		req, resp := "-", "-"
 		if x.ReqSize > 0 {
@@ -513,7 +503,7 @@ func (c *statsContent) GetCell(row, col int) *tview.TableCell {
 	n := func(v int64) *tview.TableCell { return numCell(strconv.FormatInt(v, 10), colorText) }
 	switch col {
 	case 0:
-		return cell(s.Name, colorText)
+		return cell(safe(s.Name), colorText)
 	case 1:
 		return n(s.Requests)
 	case 2:
@@ -540,7 +530,7 @@ func (c *statsContent) GetCell(row, col int) *tview.TableCell {
 		}
 		parts := make([]string, 0, len(s.Errors))
 		for _, e := range s.Errors {
-			parts = append(parts, fmt.Sprintf("%s=%d", e.Name, e.Count))
+			parts = append(parts, fmt.Sprintf("%s=%d", safe(e.Name), e.Count))
 		}
 		return cell(strings.Join(parts, " "), colorBad)
 	}
@@ -551,7 +541,7 @@ func (c *statsContent) GetCell(row, col int) *tview.TableCell {
 
 // treeView converts the detail tree to tview nodes, escaping every line.
 func treeView(n *treeNode) *tview.TreeNode {
-	t := tview.NewTreeNode(tview.Escape(n.Text)).SetExpanded(true).SetReference(n)
+	t := tview.NewTreeNode(literal(n.Text)).SetExpanded(true).SetReference(n)
 	switch n.Kind {
 	case kindHeading:
 		t.SetColor(colorHeading)

@@ -36,6 +36,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	catchSIGPIPE()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -258,6 +259,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
+	if err := checkModes(cfg, fs); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v (see kfsniff --help)\n", err)
+		return exitUsage
+	}
+	if err := refuseOverwrite(cfg, stdin); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	ctx, out := watchPipe(ctx, stdout)
+	stdout = out
+	warnJSON := &jsonWarner{w: stderr}
+	defer warnJSON.done()
 	if err := recs.validate(&cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
@@ -379,7 +392,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// terminal when no other output was asked for.
 	var res *pipeline.Result
 	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
-		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Start: start})
+		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start})
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitFailure
@@ -390,6 +403,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var frames *report.FrameWriter
 		if cfg.Frames {
 			frames = report.NewFrameWriter(stdout, filterFrames, cfg.JSON, cfg.Verbose)
+			frames.Warn = warnJSON.frame
 			handlers = append(handlers, frames)
 			if live != nil {
 				// Stream: each line goes out as it is decoded.
@@ -404,14 +418,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		opt.ProgressEvery, opt.Warn = progCfg.every, pl.around(opt.Warn)
 		res = start(ctx, uiAdditions{Handlers: handlers, Progress: pl.callback()})
 		if frames != nil {
-			if err := frames.Flush(); err != nil {
+			if err := frames.Flush(); err != nil && !out.broken() {
 				fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 				return exitFailure
 			}
 		}
 	}
 	ms.finish(res)
-	if res.Interrupted && live == nil {
+	if res.Interrupted && live == nil && !out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
 	code := exitOK
@@ -425,6 +439,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code = exitFailure
 	}
 
+	if out.broken() {
+		pipeClosed(stderr, cfg, res, live != nil)
+		return code
+	}
 	rep := res.Report
 	if recs.w != nil {
 		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
@@ -437,9 +455,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if !cfg.Frames {
 		if cfg.JSON {
-			err = report.WriteJSON(stdout, rep)
+			err = report.WriteJSONWarn(stdout, rep, warnJSON.report)
 		} else {
 			err = report.WriteText(stdout, rep)
+		}
+		if out.broken() {
+			pipeClosed(stderr, cfg, res, live != nil)
+			return code
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)

@@ -21,6 +21,10 @@ type uiSession struct {
 	// 9092" or "a.pcap, b.pcap".
 	Source string
 	Live   bool
+	// Inputs are the -r files (and Stdin, for "-"): the save key never
+	// writes onto one.
+	Inputs []string
+	Stdin  io.Reader
 	// Start runs the analysis as configured on the command line (-i or
 	// -r, filter, -w, -c, --duration, detectors) with the front end's
 	// additions, and returns when the input ends, -c or --duration is
@@ -75,7 +79,13 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 		m.Sync()
 		m.SetFindings(res.Report.Findings)
 	}()
-	err = tui.Run(ctx, tui.Options{Title: s.Source, Model: m, Save: sp.save, Done: done})
+	save := func(path string) error {
+		if err := refuseSave(path, s.Inputs, s.Stdin); err != nil {
+			return err
+		}
+		return sp.save(path)
+	}
+	err = tui.Run(ctx, tui.Options{Title: s.Source, Model: m, Save: save, Done: done})
 	cancel()
 	<-done
 	return res, err

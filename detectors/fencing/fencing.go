@@ -51,7 +51,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 // Params are the rule's thresholds.
 type Params struct {
 	SessionTimeout time.Duration `param:"session-timeout" unit:"ms" doc:"the controllers' broker.session.timeout.ms: a broker whose heartbeat they have not processed for this long is fenced"`
-	Near           float64       `param:"near" doc:"fraction of session-timeout from which a heartbeat's round trip, or the gap between two heartbeats of a broker, is approaching it"`
+	Near           float64       `param:"near" range:"0,1" doc:"fraction of session-timeout from which a heartbeat's round trip, or the gap between two heartbeats of a broker, is approaching it"`
 }
 
 // New makes the rule.

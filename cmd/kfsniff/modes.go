@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// checkModes rejects, before anything is opened, the combinations of
+// flags that would fail later or be silently ignored: the terminal UI
+// with another output (--frames --tui failed with "open /dev/tty" after
+// reading the input), the UI without a terminal, --frames' filters
+// without --frames, the live capture's settings without -i.
+func checkModes(cfg Config, fs *pflag.FlagSet) error {
+	if cfg.TUI {
+		for _, o := range []struct {
+			on   bool
+			flag string
+		}{{cfg.Frames, "--frames"}, {cfg.JSON, "--json"}} {
+			if o.on {
+				return fmt.Errorf("--tui and %s are two different outputs: give one (the UI shows frames and the report follows it)", o.flag)
+			}
+		}
+		if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+			return fmt.Errorf("--tui needs a terminal: %v", err)
+		} else {
+			tty.Close()
+		}
+	}
+	var set []string
+	if !cfg.Frames {
+		for _, name := range []string{"verbose", "api", "client-id", "conn", "errors"} {
+			if fs.Changed(name) {
+				set = append(set, flagName(fs, name))
+			}
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("%s: only with --frames (selects and details its lines)", strings.Join(set, ", "))
+		}
+	}
+	if cfg.Live.Interface == "" {
+		for _, name := range []string{"snapshot-length", "buffer-size", "no-promiscuous-mode"} {
+			if fs.Changed(name) {
+				set = append(set, flagName(fs, name))
+			}
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("%s: only with -i (a setting of live capture)", strings.Join(set, ", "))
+		}
+	}
+	return nil
+}
+
+// flagName is how a flag is written: "-v" for one with a shorthand.
+func flagName(fs *pflag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil && f.Shorthand != "" {
+		return "-" + f.Shorthand
+	}
+	return "--" + name
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// refuseOverwrite refuses -w onto an input, before anything is opened for
+// writing: the same file by inode, whatever the name (a hard link, a
+// symbolic link, another path), and standard input when it is a file
+// (kfsniff -r - -w x.pcap < x.pcap). Writing would truncate the capture
+// being read (kfsniff -r X -w X turned a 25.7 MB capture into 1 MB, exit 0).
+func refuseOverwrite(cfg Config, stdin io.Reader) error {
+	if in, ok := inputAt(cfg.Write, cfg.Files, stdin); ok {
+		return fmt.Errorf("-w %s: that file is the input %s; writing to it would destroy the capture: write to another file", cfg.Write, in)
+	}
+	return nil
+}
+
+// inputAt returns the input (as named on the command line) that path is,
+// if it is one.
+func inputAt(path string, files []string, stdin io.Reader) (string, bool) {
+	if path == "" {
+		return "", false
+	}
+	out, err := os.Stat(path)
+	if err != nil {
+		return "", false // a new file cannot be an input; creating it says what else is wrong
+	}
+	for _, name := range files {
+		var in fs.FileInfo
+		if name == "-" {
+			f, ok := stdin.(interface{ Stat() (fs.FileInfo, error) })
+			if !ok {
+				continue
+			}
+			if in, err = f.Stat(); err != nil || !in.Mode().IsRegular() {
+				continue
+			}
+			name = "- (standard input)"
+		} else if in, err = os.Stat(name); err != nil {
+			continue // opening it will say what is wrong
+		}
+		if os.SameFile(in, out) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// refuseSave is the UI's save key's check: the capture so far is never
+// saved onto an input.
+func refuseSave(path string, files []string, stdin io.Reader) error {
+	if in, ok := inputAt(path, files, stdin); ok {
+		return fmt.Errorf("%s is the input %s: saving there would destroy it; choose another name", path, in)
+	}
+	return nil
+}

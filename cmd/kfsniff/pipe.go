@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// catchSIGPIPE makes a write to a standard output whose reader has gone
+// (kfsniff ... | head -1) fail with EPIPE instead of killing kfsniff with
+// SIGPIPE (exit 141, the -w file cut mid-record and no report): Go kills
+// a program that writes to a broken stdout unless it asks for the signal.
+// The signal itself needs nothing more: stdout's next write fails and
+// pipeOut ends the run.
+func catchSIGPIPE() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
+// pipeOut is standard output as run writes to it: the first write that
+// fails with EPIPE (the reader went away) cancels the analysis, as
+// tcpdump stops when its reader does.
+type pipeOut struct {
+	w      io.Writer
+	cancel context.CancelFunc
+	closed atomic.Bool
+}
+
+// watchPipe returns ctx, cancelled when stdout's reader goes away, and
+// stdout to write to.
+func watchPipe(ctx context.Context, stdout io.Writer) (context.Context, *pipeOut) {
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, &pipeOut{w: stdout, cancel: cancel}
+}
+
+func (p *pipeOut) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if err != nil && errors.Is(err, syscall.EPIPE) {
+		p.closed.Store(true)
+		p.cancel()
+	}
+	return n, err
+}
+
+// broken reports whether stdout's reader went away.
+func (p *pipeOut) broken() bool { return p.closed.Load() }
+
+// pipeClosed ends a run whose stdout's reader went away: what was read
+// is said on stderr (the -w file, already closed whole, holds those
+// packets), with tcpdump's counts when live and, since --frames prints no
+// report, the report. The run then exits 0, as tcpdump does, unless the
+// -w file could not be written.
+// A reader that goes away while the report is written (its first lines
+// were all it wanted) gets one line.
+func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) {
+	if !cfg.Frames {
+		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", res.Report.Capture.Packets)
+		return
+	}
+	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets", res.Report.Capture.Packets)
+	if cfg.Write != "" {
+		fmt.Fprintf(stderr, " (all written to %s)", report.Clean(cfg.Write))
+	}
+	fmt.Fprintln(stderr)
+	if live {
+		liveSummary(stderr, res)
+	}
+	report.WriteText(stderr, res.Report)
+}
