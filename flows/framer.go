@@ -506,7 +506,7 @@ func (f *framer) request(frame []byte) bool {
 		c.problem(m.File, m.Packet, m.Err.Error())
 	case !known:
 		c.UnknownAPIs++
-		a.stats.UnknownAPIs[UnknownAPI{h.Key, h.Version}]++
+		a.stats.countUnknown(UnknownAPI{h.Key, h.Version}, 1)
 		if decode.KnownKey(h.Key) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w (max v%d)", decode.Name(h.Key), h.Version, h.Correlation, decode.ErrUnknownVersion, decode.MaxVersion(h.Key))
 		} else {
@@ -526,7 +526,11 @@ func (f *framer) request(frame []byte) bool {
 	m.Role = RoleOf(m)
 	c.Roles[m.Role]++
 	c.Requests++
-	c.APIs[h.Key]++
+	if decode.KnownKey(h.Key) {
+		c.APIs[h.Key]++
+	} else {
+		c.APIs[UnknownKey]++ // one entry for every key kmsg does not know
+	}
 	a.emitRequest(m)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		c.NoResponse++

@@ -33,8 +33,9 @@ func (s *Stats) Add(o *Stats) {
 		s.UnknownAPIs = make(map[UnknownAPI]int)
 	}
 	for k, v := range o.UnknownAPIs {
-		s.UnknownAPIs[k] += v
+		s.countUnknown(k, v)
 	}
+	s.UnknownAPIsNotListed += o.UnknownAPIsNotListed
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
 	s.KeptDropped += o.KeptDropped
@@ -73,4 +74,24 @@ func (c *Conn) Abandon(file int, packet uint64, why string) {
 	c.Broken = true
 	c.BrokenPacket, c.BrokenFile, c.BrokenWhy = packet, file, why
 	c.problem(file, packet, "internal error, connection abandoned: "+why)
+}
+
+// MaxUnknownAPIs bounds the (key, version) pairs Stats.UnknownAPIs lists.
+const MaxUnknownAPIs = 256
+
+// UnknownKey is the key under which Conn.APIs counts the requests of every
+// key kmsg does not know.
+const UnknownKey int16 = -1
+
+// countUnknown counts n requests of the unknown pair k: listed while the
+// table has room, else in UnknownAPIsNotListed.
+func (s *Stats) countUnknown(k UnknownAPI, n int) {
+	if s.UnknownAPIs == nil {
+		s.UnknownAPIs = make(map[UnknownAPI]int)
+	}
+	if _, ok := s.UnknownAPIs[k]; ok || len(s.UnknownAPIs) < MaxUnknownAPIs {
+		s.UnknownAPIs[k] += n
+		return
+	}
+	s.UnknownAPIsNotListed += int64(n)
 }
