@@ -354,6 +354,11 @@ read:
 	}
 	res.Stats, res.Conns, res.Nodes = an.results()
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
+	if opt.Detectors != nil {
+		for k, n := range opt.Detectors.Cut() {
+			res.Report.Totals.BoundsReached[k] += n
+		}
+	}
 	if res.Live != nil {
 		d := res.Live.Dropped
 		res.Report.Capture.Drops = &d

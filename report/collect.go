@@ -38,8 +38,18 @@ func NewCollector() *Collector {
 	return &Collector{apis: make(map[apiKey]*apiStats), inv: newInventory()}
 }
 
+// unknownRow is the one API row of every (key, version) pair kmsg cannot
+// decode: a pair from the wire would otherwise be a row, with its
+// histogram, each (the pairs are listed, bounded, in
+// Totals.UnknownAPIs). The rows of known pairs are bounded by kmsg's
+// table.
+var unknownRow = apiKey{-1, -1}
+
 func (c *Collector) api(key, version int16) *apiStats {
 	k := apiKey{key, version}
+	if !decode.KnownVersion(key, version) {
+		k = unknownRow
+	}
 	s := c.apis[k]
 	if s == nil {
 		s = &apiStats{}
@@ -151,6 +161,20 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	if t.UnknownAPIs == nil {
 		t.UnknownAPIs = []UnknownAPI{}
 	}
+	t.BoundsReached = map[string]int64{}
+	bound := func(name string, n int64) {
+		if n > 0 {
+			t.BoundsReached[name] += n
+		}
+	}
+	bound("unknown_apis_not_listed", st.UnknownAPIsNotListed)
+	if nodes != nil {
+		d := nodes.Dropped()
+		bound("node_ids_dropped", d.IDs)
+		bound("node_endpoints_dropped", d.Endpoints)
+		bound("topic_ids_dropped", d.Topics)
+		bound("metadata_brokers_dropped", d.Brokers)
+	}
 	ev := &st.Evicted
 	t.EvictedConnections, t.IdleEvicted = ev.Conns, st.IdleEvicted
 	t.Requests += int64(ev.Requests)
@@ -201,8 +225,12 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	r.APIs = make([]API, 0, len(keys))
 	for _, k := range keys {
 		s := c.apis[k]
+		name := decode.Name(k.key)
+		if k == unknownRow {
+			name = UnknownAPIName
+		}
 		a := API{
-			Key: k.key, Name: decode.Name(k.key), Version: k.version,
+			Key: k.key, Name: name, Version: k.version,
 			Requests: s.requests, Responses: s.responses, ErrorResponses: s.errorResponses,
 			DecodeErrors: s.decodeErrors, Unanswered: s.unanswered, Errors: map[string]int64{},
 			Latency: Latency{P50: ms(s.latency.Quantile(0.5)), P99: ms(s.latency.Quantile(0.99)), Max: ms(s.latency.Max())},
@@ -235,7 +263,11 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		Closed: c.Closed, Reset: c.Reset,
 	}
 	for k, n := range c.APIs {
-		out.APIs[decode.Name(k)] += n
+		name := decode.Name(k)
+		if k == flows.UnknownKey {
+			name = UnknownAPIName
+		}
+		out.APIs[name] += n
 	}
 	if d, ok := c.OneSided(); ok {
 		out.OneSided = "client->server"
