@@ -337,6 +337,9 @@ read:
 			break
 		}
 	}
+	if sh, ok := an.(*sharded); ok && stop == StopInterrupted {
+		sh.interrupt()
+	}
 	an.Close()
 	if err := flushSinks(opt.Sinks); err != nil && res.Err == nil {
 		res.Err, stop = err, StopError

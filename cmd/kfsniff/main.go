@@ -181,6 +181,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
+	var limits findingLimits
+	limits.register(fs)
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
@@ -256,6 +258,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	dets, err := detectors.NewSet(all.Analyzers(), settings)
 	if err != nil {
 		fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
+		return exitUsage
+	}
+	if err := limits.apply(dets); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v (see kfsniff --help)\n", err)
 		return exitUsage
 	}
 
