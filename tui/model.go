@@ -346,6 +346,9 @@ func labels(c *flows.Conn) (client, server string) {
 	return c.Client.String(), c.Server.String()
 }
 
+// unknownKey is the Stats entry of every API key kmsg does not know.
+const unknownKey int16 = -32768
+
 func (m *Model) api(key int16) *apiState {
 	if key >= 0 && int(key) < len(m.apis) {
 		a := m.apis[key]
@@ -354,6 +357,11 @@ func (m *Model) api(key int16) *apiState {
 			m.apis[key] = a
 		}
 		return a
+	}
+	if key != -1 {
+		// A key kmsg does not know, from the wire: one entry for all
+		// (each would cost a histogram).
+		key = unknownKey
 	}
 	if m.other == nil {
 		m.other = make(map[int16]*apiState)
@@ -819,7 +827,10 @@ func (m *Model) Stats() []APIStats {
 			ErrorResponses: a.errorResponses, Unanswered: a.unanswered,
 			P50: a.latency.Quantile(0.5), P99: a.latency.Quantile(0.99), Max: a.latency.Max(),
 		}
-		if key < 0 {
+		switch {
+		case key == unknownKey:
+			s.Name = "unknown"
+		case key < 0:
 			s.Name = "unmatched"
 		}
 		for code, n := range a.errors {
