@@ -107,8 +107,19 @@ func (mg *merger) add(f *detectors.Finding) {
 		}
 		m.Nodes = ns.Sorted()
 		m.Evidence = append(m.Evidence, f.Evidence...)
+		if len(m.Evidence) > maxMergedEvidence {
+			// Thinned as it grows, not only at the end: a loop over
+			// tens of thousands of partitions brings that many
+			// findings' evidence.
+			detectors.SortEvidence(m.Evidence)
+			m.Evidence = thin(m.Evidence, maxMergedEvidence/4)
+		}
 	}
 }
+
+// maxMergedEvidence bounds the evidence a merged finding holds while it
+// is merged (it keeps 2+detectors.MaxMiddle in the end).
+const maxMergedEvidence = 64
 
 // done finishes the merged findings, the summary of those not kept last.
 func (mg *merger) done() []detectors.Finding {
