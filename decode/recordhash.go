@@ -55,8 +55,8 @@ type HasherCounts struct {
 	// OverFrame and OverRun those refused for the frame's or the run's
 	// budget.
 	OverCap, OverFrame, OverRun int64
-	// In and Out are the compressed bytes offered and the bytes they
-	// decompressed to.
+	// In is the compressed bytes offered (refused ones included), Out
+	// the bytes decompressed.
 	In, Out int64
 }
 
@@ -122,10 +122,10 @@ func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) 
 	}
 	codec := b.Codec()
 	if codec != CodecNone {
+		r.counts.In += int64(len(p)) // offered, whether refused or not
 		if err := r.spent(); err != nil {
 			return dst, err
 		}
-		r.counts.In += int64(len(p))
 	}
 	recs, err := r.decompress(codec, p)
 	if codec != CodecNone {

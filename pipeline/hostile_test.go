@@ -396,10 +396,12 @@ var hostileCases = map[string]hostileCase{
 			b := r.Totals.BoundsReached
 			frame, run := b["duplicate-batches.batches_over_frame_budget"], b["duplicate-batches.batches_over_run_budget"]
 			inflated := int64(gen.ZstdProduces*gen.ZstdBatches) - frame - run
-			// 4 batches of 16 MiB fill a frame's 64 MiB; the run's 256 MiB
-			// (and 64 times a few KB) takes 16 or 17.
-			if b["duplicate-batches.batches_over_cap"] != 0 || frame < gen.ZstdBatches-4 || run == 0 || inflated < 16 || inflated > 17 {
-				t.Errorf("bounds reached %v: %d batches inflated; want none over the cap, some over each budget, 16 or 17 inflated", b, inflated)
+			// 4 batches of 16 MiB fill a frame's 64 MiB; the run's
+			// 256 MiB and 64 times the compressed bytes (under 600 a
+			// batch) take 16 to 25.
+			most := (256<<20+64*600*gen.ZstdProduces*gen.ZstdBatches)/(16<<20) + 1
+			if b["duplicate-batches.batches_over_cap"] != 0 || frame < gen.ZstdBatches-4 || run == 0 || inflated < 16 || inflated > int64(most) {
+				t.Errorf("bounds reached %v: %d batches inflated; want none over the cap, some over each budget, 16 to %d inflated", b, inflated, most)
 			}
 			// The same batch at new offsets: a replay, still found by
 			// CRC, every batch after the first a duplicate.
