@@ -193,8 +193,25 @@ func FuzzRecordHasher(f *testing.F) {
 		f.Add(compressed(f, codec, sourceRecords(0, 3)).Raw)
 	}
 	h := decode.NewRecordHasher(1 << 16)
+	// budgeted has budgets of a few batches' worth: whatever the input,
+	// it decompresses at most its run budget plus one batch's cap, and
+	// per frame (each input is one) its frame budget plus one cap.
+	const limit, frameBudget, runBudget = 1 << 16, 1 << 17, 1 << 19
+	budgeted := decode.NewRecordHasher(limit)
+	budgeted.SetBudget(decode.Budget{Frame: frameBudget, Run: runBudget, Ratio: 4})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		defer fuzzing.Input("FuzzRecordHasher", raw)()
+		budgeted.StartFrame()
+		before := budgeted.Counts()
+		_, _ = decode.ScanBatches(raw, func(b *decode.Batch) {
+			if hs, err := budgeted.Hashes(b, nil); errors.Is(err, decode.ErrOverBudget) && len(hs) != 0 {
+				t.Fatalf("%d fingerprints of a batch refused for the budget", len(hs))
+			}
+		})
+		c := budgeted.Counts()
+		if c.Out-before.Out > frameBudget+limit || c.Out > runBudget+4*c.In+limit {
+			t.Fatalf("decompressed %d bytes in this frame, %d in all for %d compressed: past the budgets", c.Out-before.Out, c.Out, c.In)
+		}
 		_, _ = decode.ScanBatches(raw, func(b *decode.Batch) {
 			hs, err := h.Hashes(b, nil)
 			switch {

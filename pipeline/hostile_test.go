@@ -542,6 +542,7 @@ func TestHostileBounds(t *testing.T) {
 				t.Errorf("took %v, more than %v", m.elapsed, limit)
 			}
 			tc.check(t, m.report)
+			checkBounds(t, m.report)
 		})
 	}
 }
