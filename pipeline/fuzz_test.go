@@ -154,8 +154,10 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 // for all unknown ones, whose requests are the unknown pairs listed plus
 // those counted as not listed; at most the limits' findings of a rule and
 // in all, plus one summary per rule cut, whose counts are the findings not
-// listed; nothing counted under bounds_reached is zero.
+// listed; evidence of a finding sampled; nothing counted under
+// bounds_reached is zero.
 func checkBounds(t testing.TB, r *report.Report) {
+	const maxEvidence = 32
 	t.Helper()
 	seen := map[[2]int16]bool{}
 	var unknown int64
@@ -184,6 +186,11 @@ func checkBounds(t testing.TB, r *report.Report) {
 	var findings int
 	var notListed int64
 	for _, f := range r.Findings {
+		// Evidence is sampled (detectors.Sampler: the first, the last,
+		// a few between), with a few more of a rule's own at most.
+		if len(f.Evidence) > maxEvidence {
+			t.Fatalf("%s finding with %d pieces of evidence", f.Detector, len(f.Evidence))
+		}
 		if f.Fields["not_listed"] == true {
 			notListed += f.Counts["not_listed"]
 			continue
