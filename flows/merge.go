@@ -1,5 +1,11 @@
 package flows
 
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
 // Add adds the counters of o, another analyzer's over other connections
 // of the same capture (see Config.Deferred), to s.
 func (s *Stats) Add(o *Stats) {
@@ -32,8 +38,12 @@ func (s *Stats) Add(o *Stats) {
 	if s.UnknownAPIs == nil {
 		s.UnknownAPIs = make(map[UnknownAPI]int)
 	}
-	for k, v := range o.UnknownAPIs {
-		s.countUnknown(k, v)
+	// In order, so that which pairs are listed past the bound does not
+	// depend on the map's.
+	for _, k := range slices.SortedFunc(maps.Keys(o.UnknownAPIs), func(a, b UnknownAPI) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version))
+	}) {
+		s.countUnknown(k, o.UnknownAPIs[k])
 	}
 	s.UnknownAPIsNotListed += o.UnknownAPIsNotListed
 	s.InternalErrors += o.InternalErrors
