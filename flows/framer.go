@@ -666,7 +666,20 @@ func (f *framer) infer(m *Message, frame []byte) bool {
 }
 
 func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
+	// A response names a few distinct codes, found by a linear search;
+	// past linearCodes (a response can name tens of thousands of codes,
+	// one per topic: a search per code was quadratic), by an index.
+	var idx map[int16]int
 	decode.ErrorCodes(resp, func(code int16) {
+		if idx != nil {
+			if i, ok := idx[code]; ok {
+				out[i].Count++
+				return
+			}
+			idx[code] = len(out)
+			out = append(out, ErrorCount{Code: code, Count: 1})
+			return
+		}
 		for i := range out {
 			if out[i].Code == code {
 				out[i].Count++
@@ -674,9 +687,19 @@ func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
 			}
 		}
 		out = append(out, ErrorCount{Code: code, Count: 1})
+		if len(out) > linearCodes {
+			idx = make(map[int16]int, 2*len(out))
+			for i := range out {
+				idx[out[i].Code] = i
+			}
+		}
 	})
 	return out
 }
+
+// linearCodes is how many distinct error codes of a response are counted
+// by a linear search before an index is built.
+const linearCodes = 16
 
 // scanBatches records the record batches of a Produce request or Fetch
 // response.

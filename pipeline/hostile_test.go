@@ -425,6 +425,36 @@ var hostileCases = map[string]hostileCase{
 			}
 		},
 	},
+	"error-codes.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: 9, responses: 9})
+			// Each response names every code once (0 is no error): those
+			// Kafka defines by name, the first 16 others by number, the
+			// rest under one name.
+			var defined, undefined int64
+			for i := range gen.ErrorCodeTopics {
+				switch code := int16(uint16(i)); {
+				case code == 0:
+				case decode.KnownError(code):
+					defined++
+				default:
+					undefined++
+				}
+			}
+			if len(r.APIs) != 3 {
+				t.Fatalf("%d API rows, want Metadata, CreateTopics, DeleteTopics", len(r.APIs))
+			}
+			for _, a := range r.APIs {
+				if int64(len(a.Errors)) != defined+16+1 || a.Errors[report.OtherErrorsName] != 3*(undefined-16) {
+					t.Errorf("%s: %d error names, %d %s; want %d names, %d undefined", a.Name, len(a.Errors),
+						a.Errors[report.OtherErrorsName], report.OtherErrorsName, defined+17, 3*(undefined-16))
+				}
+			}
+			if r.Totals.BoundsReached["error-storm.errors_not_followed"] == 0 {
+				t.Errorf("bounds reached %v: error-storm followed every (API, error code) pair", r.Totals.BoundsReached)
+			}
+		},
+	},
 }
 
 // TestHostileCorpusCovered keeps the table above and the corpus in step.

@@ -28,7 +28,12 @@ type apiStats struct {
 	requests, responses, errorResponses, decodeErrors, unanswered int64
 	errors                                                        map[int16]int64
 	latency                                                       hist.Histogram
+	undefined                                                     int // codes Kafka does not define in errors
 }
+
+// maxUndefinedErrors bounds the error codes Kafka does not define that an
+// API row names by number; the rest are counted as OtherErrorsName.
+const maxUndefinedErrors = 16
 
 // maxEvents bounds the connection events listed (counts stay exact).
 const maxEvents = 1000
@@ -37,6 +42,10 @@ const maxEvents = 1000
 func NewCollector() *Collector {
 	return &Collector{apis: make(map[apiKey]*apiStats), inv: newInventory()}
 }
+
+// otherErrors is the key under which an API row counts the error codes
+// Kafka does not define (decode.KnownError).
+const otherErrors int16 = -32768
 
 // unknownRow is the one API row of every (key, version) pair kmsg cannot
 // decode: a pair from the wire would otherwise be a row, with its
@@ -99,7 +108,20 @@ func (c *Collector) OnExchange(x *flows.Exchange) {
 			s.errors = make(map[int16]int64)
 		}
 		for _, e := range x.Resp.ErrorCodes {
-			s.errors[e.Code] += int64(e.Count)
+			code := e.Code
+			if !decode.KnownError(code) {
+				// The codes Kafka does not define: the first few by
+				// their number, the rest under one name (a response
+				// can name thousands, each would be an entry).
+				if _, seen := s.errors[code]; !seen {
+					if s.undefined >= maxUndefinedErrors {
+						code = otherErrors
+					} else {
+						s.undefined++
+					}
+				}
+			}
+			s.errors[code] += int64(e.Count)
 		}
 	}
 	s.latency.Add(x.Latency())
@@ -236,7 +258,11 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 			Latency: Latency{P50: ms(s.latency.Quantile(0.5)), P99: ms(s.latency.Quantile(0.99)), Max: ms(s.latency.Max())},
 		}
 		for code, n := range s.errors {
-			a.Errors[decode.ErrorName(code)] += n
+			name := decode.ErrorName(code)
+			if code == otherErrors {
+				name = OtherErrorsName
+			}
+			a.Errors[name] += n
 		}
 		r.APIs = append(r.APIs, a)
 	}

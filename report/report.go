@@ -149,6 +149,11 @@ type Totals struct {
 	BoundsReached map[string]int64 `json:"bounds_reached,omitempty"`
 }
 
+// OtherErrorsName is the name, in an API row's errors, of the error codes
+// Kafka does not define beyond the first 16 of the row, named by number
+// (a code from the wire would otherwise be an entry each).
+const OtherErrorsName = "UNDEFINED_ERROR_CODES"
+
 // UnknownAPIName names the API row (key -1, version -1) of every request
 // whose key and version kmsg cannot decode, and the requests of unknown
 // keys in a connection's APIs.

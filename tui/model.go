@@ -263,6 +263,7 @@ type apiState struct {
 	requests, responses, errorResponses, unanswered int64
 	errors                                          map[int16]int64
 	latency                                         hist.Histogram
+	undefined                                       int // codes Kafka does not define in errors
 }
 
 // NewModel returns an empty model.
@@ -346,8 +347,13 @@ func labels(c *flows.Conn) (client, server string) {
 	return c.Client.String(), c.Server.String()
 }
 
-// unknownKey is the Stats entry of every API key kmsg does not know.
-const unknownKey int16 = -32768
+// unknownKey is the Stats entry of every API key kmsg does not know,
+// undefinedErrors an entry's count of every error code Kafka does not
+// define.
+const (
+	unknownKey      int16 = -32768
+	undefinedErrors int16 = -32768
+)
 
 func (m *Model) api(key int16) *apiState {
 	if key >= 0 && int(key) < len(m.apis) {
@@ -496,7 +502,17 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 					a.errors = make(map[int16]int64)
 				}
 				for _, e := range p.ErrorCodes {
-					a.errors[e.Code] += int64(e.Count)
+					code := e.Code
+					if _, seen := a.errors[code]; !seen && !decode.KnownError(code) {
+						// Codes Kafka does not define: the first few by
+						// number, the rest as one entry.
+						if a.undefined >= 16 {
+							code = undefinedErrors
+						} else {
+							a.undefined++
+						}
+					}
+					a.errors[code] += int64(e.Count)
 				}
 			}
 		}
@@ -834,7 +850,11 @@ func (m *Model) Stats() []APIStats {
 			s.Name = "unmatched"
 		}
 		for code, n := range a.errors {
-			s.Errors = append(s.Errors, ErrorCount{Name: decode.ErrorName(code), Code: code, Count: n})
+			name := decode.ErrorName(code)
+			if code == undefinedErrors {
+				name = "UNDEFINED_ERROR_CODES"
+			}
+			s.Errors = append(s.Errors, ErrorCount{Name: name, Code: code, Count: n})
 		}
 		sort.Slice(s.Errors, func(i, j int) bool {
 			if s.Errors[i].Count != s.Errors[j].Count {
