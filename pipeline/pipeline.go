@@ -306,6 +306,15 @@ read:
 		if err == io.EOF {
 			break
 		}
+		if err != nil && ctx.Err() != nil {
+			// A source that gives up when the run is stopped (a read
+			// blocked on a pipe): stopped, not broken.
+			stop = StopInterrupted
+			if errors.Is(context.Cause(ctx), errDuration) {
+				stop = StopDuration
+			}
+			break
+		}
 		if err != nil {
 			fileErr(rfiles, err)
 			if opt.Warn != nil {

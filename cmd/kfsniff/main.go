@@ -298,7 +298,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		for i, name := range cfg.Files {
 			var f *capture.File
 			if name == "-" {
-				f, err = capture.NewFile("-", i, stdin)
+				f, err = capture.NewFile("-", i, newInterruptible(ctx, stdin))
 			} else {
 				f, err = capture.Open(name, i)
 			}
