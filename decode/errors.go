@@ -25,6 +25,18 @@ func ErrorName(code int16) string {
 	return "UNKNOWN_ERROR_CODE_" + itoa(int(code))
 }
 
+// KnownError reports whether code is an error code Kafka defines (kerr's
+// table, and 0): the codes ErrorName does not call UNKNOWN_ERROR_CODE_N.
+// A table keyed by error codes from the wire keeps one entry for the
+// others, lest each code be an entry.
+func KnownError(code int16) bool {
+	if code == 0 || code == 6 {
+		return true
+	}
+	e := kerr.TypedErrorForCode(code)
+	return e != nil && e.Code == code
+}
+
 // ErrorCode returns the code of an error name as ErrorName gives it, and
 // false for a name it does not give.
 func ErrorCode(name string) (int16, bool) {

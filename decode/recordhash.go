@@ -32,23 +32,52 @@ type RecordHash struct {
 var (
 	ErrOverCap     = errors.New("records decompress past the cap")
 	ErrNotHashable = errors.New("not a magic 2 batch")
+	// ErrOverBudget says that the batch was not decompressed: its frame's
+	// or the run's decompression budget (Budget) was spent.
+	ErrOverBudget = errors.New("decompression budget spent")
 )
+
+// Budget bounds decompression beyond one batch's cap, so that batches
+// each within it cannot add up to hours (a few hundred bytes of zstd
+// inflate to the cap): at most Frame bytes for the batches of one frame
+// (StartFrame), and over the run at most Run bytes plus Ratio times the
+// compressed bytes offered so far (time linear in the input). A batch is
+// decompressed if the budget is not spent when it starts (so one batch's
+// cap is the most a budget is passed by); past it, batches are refused
+// with ErrOverBudget and counted (Counts). Zero fields: no such bound.
+type Budget struct {
+	Frame, Run, Ratio int64
+}
+
+// HasherCounts are what a RecordHasher refused and what it decompressed.
+type HasherCounts struct {
+	// OverCap counts batches whose records passed the per-batch cap;
+	// OverFrame and OverRun those refused for the frame's or the run's
+	// budget.
+	OverCap, OverFrame, OverRun int64
+	// In is the compressed bytes offered (refused ones included), Out
+	// the bytes decompressed.
+	In, Out int64
+}
 
 // RecordHasher decompresses record batches (gzip, snappy in both the raw
 // and the xerial framing, lz4 frames, zstd) into one reused buffer, never
 // past its bound, and fingerprints their records. It keeps its decoders
 // for reuse; it is not safe for concurrent use.
 type RecordHasher struct {
-	seed  maphash.Seed
-	max   int
-	out   bytes.Buffer
-	lim   io.LimitedReader
-	src   bytes.Reader
-	gz    *gzip.Reader
-	lz    *lz4.Reader
-	zs    *zstd.Decoder
-	zbuf  []byte
-	canon []byte // a record's content in its minimal encoding
+	seed   maphash.Seed
+	max    int
+	budget Budget
+	frame  int64 // decompressed since StartFrame
+	counts HasherCounts
+	out    bytes.Buffer
+	lim    io.LimitedReader
+	src    bytes.Reader
+	gz     *gzip.Reader
+	lz     *lz4.Reader
+	zs     *zstd.Decoder
+	zbuf   []byte
+	canon  []byte // a record's content in its minimal encoding
 }
 
 // NewRecordHasher returns a hasher that decompresses at most limit bytes of
@@ -57,17 +86,59 @@ func NewRecordHasher(limit int) *RecordHasher {
 	return &RecordHasher{seed: maphash.MakeSeed(), max: max(limit, 1)}
 }
 
+// SetBudget sets the decompression budget beyond the per-batch cap.
+func (r *RecordHasher) SetBudget(b Budget) { r.budget = b }
+
+// StartFrame starts the budget of a new frame: the batches of one
+// Produce request or Fetch response.
+func (r *RecordHasher) StartFrame() { r.frame = 0 }
+
+// Counts returns what the hasher refused and decompressed so far.
+func (r *RecordHasher) Counts() HasherCounts { return r.counts }
+
+// spent reports which budget, if any, refuses the next batch.
+func (r *RecordHasher) spent() error {
+	b := &r.budget
+	switch {
+	case b.Frame > 0 && r.frame >= b.Frame:
+		r.counts.OverFrame++
+		return ErrOverBudget
+	case (b.Run > 0 || b.Ratio > 0) && r.counts.Out >= b.Run+b.Ratio*r.counts.In:
+		r.counts.OverRun++
+		return ErrOverBudget
+	}
+	return nil
+}
+
 // Hashes appends to dst the fingerprints of b's records, in order. b.Raw
 // must be valid (it is read during the call and not kept). The error is
-// ErrNotHashable, ErrOverCap (nothing appended), or says why the records
-// are malformed (the fingerprints of the records before the damage are
-// appended).
+// ErrNotHashable, ErrOverCap or ErrOverBudget (nothing appended), or says
+// why the records are malformed (the fingerprints of the records before
+// the damage are appended).
 func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) {
 	p := b.Payload()
 	if p == nil {
 		return dst, ErrNotHashable
 	}
-	recs, err := r.decompress(b.Codec(), p)
+	codec := b.Codec()
+	if codec != CodecNone {
+		r.counts.In += int64(len(p)) // offered, whether refused or not
+		if err := r.spent(); err != nil {
+			return dst, err
+		}
+	}
+	recs, err := r.decompress(codec, p)
+	if codec != CodecNone {
+		// What it cost, refused or not (a batch past the cap cost the
+		// cap).
+		n := int64(len(recs))
+		if errors.Is(err, ErrOverCap) {
+			n = int64(r.max)
+			r.counts.OverCap++
+		}
+		r.frame += n
+		r.counts.Out += n
+	}
 	if err != nil {
 		return dst, err
 	}
@@ -126,7 +197,11 @@ func (r *RecordHasher) decompress(codec Codec, src []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
-		if cap(out) <= r.max {
+		// Kept for the next batch, as large as the cap's growth by
+		// append makes it (a 16 MiB batch is then decompressed into
+		// it, not into a new buffer each time: the garbage of a
+		// run of large batches passed the heap bound).
+		if cap(out) <= r.max+r.max/2 {
 			r.zbuf = out
 		}
 		return out, nil

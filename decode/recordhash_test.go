@@ -193,8 +193,25 @@ func FuzzRecordHasher(f *testing.F) {
 		f.Add(compressed(f, codec, sourceRecords(0, 3)).Raw)
 	}
 	h := decode.NewRecordHasher(1 << 16)
+	// budgeted has budgets of a few batches' worth: whatever the input,
+	// it decompresses at most its run budget plus one batch's cap, and
+	// per frame (each input is one) its frame budget plus one cap.
+	const limit, frameBudget, runBudget = 1 << 16, 1 << 17, 1 << 19
+	budgeted := decode.NewRecordHasher(limit)
+	budgeted.SetBudget(decode.Budget{Frame: frameBudget, Run: runBudget, Ratio: 4})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		defer fuzzing.Input("FuzzRecordHasher", raw)()
+		budgeted.StartFrame()
+		before := budgeted.Counts()
+		_, _ = decode.ScanBatches(raw, func(b *decode.Batch) {
+			if hs, err := budgeted.Hashes(b, nil); errors.Is(err, decode.ErrOverBudget) && len(hs) != 0 {
+				t.Fatalf("%d fingerprints of a batch refused for the budget", len(hs))
+			}
+		})
+		c := budgeted.Counts()
+		if c.Out-before.Out > frameBudget+limit || c.Out > runBudget+4*c.In+limit {
+			t.Fatalf("decompressed %d bytes in this frame, %d in all for %d compressed: past the budgets", c.Out-before.Out, c.Out, c.In)
+		}
 		_, _ = decode.ScanBatches(raw, func(b *decode.Batch) {
 			hs, err := h.Hashes(b, nil)
 			switch {
@@ -226,5 +243,69 @@ func BenchmarkRecordHasher(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecordHashesBudget: past a frame's budget the rest of its batches
+// are refused (ErrOverBudget, counted) until the next frame; past the
+// run's budget (its fixed part and a multiple of the compressed bytes
+// offered) every compressed batch is; uncompressed batches cost nothing.
+func TestRecordHashesBudget(t *testing.T) {
+	for name, codec := range codecs {
+		if name == "none" {
+			continue
+		}
+		b := compressed(t, codec, sourceRecords(0, 50))
+		h := decode.NewRecordHasher(1 << 16)
+		if _, err := h.Hashes(&b, nil); err != nil {
+			t.Fatal(err)
+		}
+		size := h.Counts().Out // what one batch decompresses to
+		// A frame of 3 batches' worth; the run 7 batches' (no ratio).
+		h = decode.NewRecordHasher(1 << 16)
+		h.SetBudget(decode.Budget{Frame: 3 * size, Run: 7 * size})
+		var got []string
+		for frame := range 3 {
+			h.StartFrame()
+			s := ""
+			for range 4 {
+				hs, err := h.Hashes(&b, nil)
+				switch {
+				case err == nil && len(hs) == 50:
+					s += "+"
+				case errors.Is(err, decode.ErrOverBudget) && len(hs) == 0:
+					s += "-"
+				default:
+					t.Fatalf("%s frame %d: %d fingerprints, %v", name, frame, len(hs), err)
+				}
+			}
+			got = append(got, s)
+		}
+		c := h.Counts()
+		if want := []string{"+++-", "+++-", "+---"}; !slices.Equal(got, want) || c.OverFrame != 2 || c.OverRun != 3 || c.Out != 7*size {
+			t.Errorf("%s: batches by frame %v (+ decompressed), counts %+v; want %v, 2 over the frame's budget, 3 over the run's, %d bytes out",
+				name, got, c, want, 7*size)
+		}
+		// The ratio: each compressed byte offered adds Ratio bytes.
+		h = decode.NewRecordHasher(1 << 16)
+		h.SetBudget(decode.Budget{Ratio: size / int64(len(b.Payload()))})
+		n := 0
+		for range 10 {
+			if _, err := h.Hashes(&b, nil); err == nil {
+				n++
+			}
+		}
+		if n != 10 && size%int64(len(b.Payload())) == 0 || n < 9 {
+			t.Errorf("%s: %d of 10 batches within a ratio of their own inflation", name, n)
+		}
+	}
+	// Uncompressed batches are read as they are: no budget applies.
+	b := compressed(t, codecs["none"], sourceRecords(0, 50))
+	h := decode.NewRecordHasher(1 << 16)
+	h.SetBudget(decode.Budget{Frame: 1, Run: 1})
+	for range 3 {
+		if hs, err := h.Hashes(&b, nil); err != nil || len(hs) != 50 {
+			t.Errorf("uncompressed batch: %d fingerprints, %v", len(hs), err)
+		}
 	}
 }

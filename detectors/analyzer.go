@@ -116,4 +116,11 @@ type (
 	Snapshotter interface {
 		Snapshot(p *Pass) []Finding
 	}
+	// Bounded is a rule that says what its bounds kept out of its
+	// judgement, by name (counts; zero ones are left out): the report
+	// lists them under bounds_reached as "rule.name", so that nothing a
+	// bound cut goes unsaid even when no finding mentions it.
+	Bounded interface {
+		Cut() map[string]int64
+	}
 )

@@ -83,6 +83,10 @@ type Finding struct {
 	// Detail is the rule's own finding, if it has a type of its own: the
 	// Set makes Summary, Explanation, Next and Fields from it.
 	Detail Detail `json:"-"`
+
+	// notListed, in a finding a rule returns (NotListed.Summary), is
+	// what the rule left out: the Set folds it into its summary.
+	notListed *cut
 }
 
 // Detail is a rule's own finding: typed fields, which become the finding's

@@ -25,6 +25,12 @@ type Pass struct {
 	// SYN-ACK), Kafka or not: set for Findings and Snapshot only; nil
 	// when not known.
 	Listeners *flows.Listeners
+	// MaxFindings, at Findings and Snapshot, is how many findings the
+	// Set lists of one rule (0: no limit). A rule that makes one finding
+	// per key may stop keeping them past it, counting the rest in a
+	// NotListed whose Summary it returns with them: the Set lists at
+	// most that many anyway, and this way they are never all in memory.
+	MaxFindings int
 }
 
 // Label shows a server address with its node id when known.

@@ -21,6 +21,62 @@ type Set struct {
 	e ConnEvent
 	// lag is the Delivery's lag table, if a rule follows lag (LagHook).
 	lag *flows.LagTable
+	// limits bound the findings listed.
+	limits Limits
+	// notListed counts the findings the limits left out of the last
+	// Findings or Snapshot.
+	notListed int64
+}
+
+// Limits bound the findings a run lists: at most PerRule of each rule and
+// Total in all, the most severe and earliest first. The rest are counted,
+// and summarised by one finding per rule that had findings cut (its
+// severity the worst of them, so that --fail-on still sees them).
+type Limits struct {
+	PerRule, Total int
+}
+
+// DefaultLimits are the limits of a Set unless SetLimits changes them:
+// a capture of a large incident gives a few dozen findings (the rules
+// merge a client's partitions and topics); thousands are hostile traffic
+// or a capture of many incidents, which a filter splits better.
+var DefaultLimits = Limits{PerRule: 200, Total: 1000}
+
+// SetLimits changes the limits on the findings listed (0: the default).
+func (s *Set) SetLimits(l Limits) {
+	if l.PerRule <= 0 {
+		l.PerRule = DefaultLimits.PerRule
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultLimits.Total
+	}
+	s.limits = l
+}
+
+// Limits returns the limits in force.
+func (s *Set) Limits() Limits { return s.limits }
+
+// Cut returns what bounds kept out: the findings not listed by the last
+// Findings ("findings_not_listed") and what each rule's bounds kept out
+// of its judgement (Bounded), as "rule.name"; counts of zero are left
+// out.
+func (s *Set) Cut() map[string]int64 {
+	out := map[string]int64{}
+	if s.notListed > 0 {
+		out["findings_not_listed"] = s.notListed
+	}
+	for i, r := range s.rules {
+		b, ok := r.(Bounded)
+		if !ok {
+			continue
+		}
+		for k, n := range b.Cut() {
+			if n > 0 {
+				out[s.analyzers[i].Name+"."+k] += n
+			}
+		}
+	}
+	return out
 }
 
 // NewSet makes the rules of the analyzers, with their parameters changed by
@@ -33,7 +89,7 @@ func NewSet(analyzers []*Analyzer, settings map[string]map[string]string) (*Set,
 			}
 		}
 	}
-	s := &Set{analyzers: analyzers}
+	s := &Set{analyzers: analyzers, limits: DefaultLimits}
 	for _, a := range analyzers {
 		r, err := a.New(settings[a.Name])
 		if err != nil {
@@ -141,12 +197,33 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 	}
 	var out []Finding
 	generic := map[int]bool{}
+	cuts := map[string]*cut{}
+	p.MaxFindings = s.limits.PerRule
 	for i, r := range s.rules {
 		var fs []Finding
 		if sn, ok := r.(Snapshotter); ok && snapshot {
 			fs = sn.Snapshot(&p)
 		} else {
 			fs = r.Findings(&p)
+		}
+		// A rule's own summary of what it did not list.
+		kept := fs[:0]
+		for j := range fs {
+			if c := fs[j].notListed; c != nil {
+				cutOf(cuts, s.analyzers[i].Name).absorb(c)
+				continue
+			}
+			kept = append(kept, fs[j])
+		}
+		clear(fs[len(kept):])
+		fs = kept
+		if len(fs) > s.limits.PerRule {
+			sortFindings(fs)
+			for j := range fs[s.limits.PerRule:] {
+				cutOf(cuts, s.analyzers[i].Name).add(&fs[s.limits.PerRule+j])
+			}
+			clear(fs[s.limits.PerRule:])
+			fs = fs[:s.limits.PerRule]
 		}
 		for _, f := range fs {
 			if f.Detector == "" {
@@ -178,6 +255,28 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 			}
 		}
 	}
+	sortFindings(out)
+	if len(out) > s.limits.Total {
+		for i := range out[s.limits.Total:] {
+			f := &out[s.limits.Total+i]
+			cutOf(cuts, f.Detector).add(f)
+		}
+		clear(out[s.limits.Total:])
+		out = out[:s.limits.Total]
+	}
+	s.notListed = 0
+	if len(cuts) > 0 {
+		for name, c := range cuts {
+			s.notListed += c.n
+			out = append(out, c.finding(name, s.limits))
+		}
+		sortFindings(out)
+	}
+	return out
+}
+
+// sortFindings orders findings most severe first, then by time and rule.
+func sortFindings(out []Finding) {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := &out[i], &out[j]
 		if a.Severity != b.Severity {
@@ -188,5 +287,4 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 		}
 		return a.Detector < b.Detector
 	})
-	return out
 }

@@ -129,8 +129,12 @@ type Stats struct {
 	LastTime      time.Time
 	// FirstBad is the first undecodable packet, for the report.
 	FirstBad Problem
-	// UnknownAPIs counts request frames kmsg cannot decode, by "key N vV".
-	UnknownAPIs map[UnknownAPI]int
+	// UnknownAPIs counts request frames kmsg cannot decode, by key and
+	// version, for the first MaxUnknownAPIs pairs; UnknownAPIsNotListed
+	// counts the requests of further pairs (a wire value keys this
+	// table: each pair would cost an entry).
+	UnknownAPIs          map[UnknownAPI]int
+	UnknownAPIsNotListed int64
 	// InternalErrors counts recovered panics (connections abandoned);
 	// FirstInternal places the first met outside any connection (one met
 	// on a connection is on it: Conn.Broken).

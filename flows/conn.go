@@ -78,7 +78,9 @@ type Conn struct {
 
 	// ClientIDs in order of first use (at most maxClientIDs kept).
 	ClientIDs []string
-	// Requests counts request frames by API key.
+	// APIs counts request frames by API key; those of keys kmsg does
+	// not know under UnknownKey (a key from the wire would otherwise be
+	// an entry each).
 	APIs map[int16]int
 	// Roles counts requests by role.
 	Roles RoleSet

@@ -506,7 +506,7 @@ func (f *framer) request(frame []byte) bool {
 		c.problem(m.File, m.Packet, m.Err.Error())
 	case !known:
 		c.UnknownAPIs++
-		a.stats.UnknownAPIs[UnknownAPI{h.Key, h.Version}]++
+		a.stats.countUnknown(UnknownAPI{h.Key, h.Version}, 1)
 		if decode.KnownKey(h.Key) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w (max v%d)", decode.Name(h.Key), h.Version, h.Correlation, decode.ErrUnknownVersion, decode.MaxVersion(h.Key))
 		} else {
@@ -526,7 +526,11 @@ func (f *framer) request(frame []byte) bool {
 	m.Role = RoleOf(m)
 	c.Roles[m.Role]++
 	c.Requests++
-	c.APIs[h.Key]++
+	if decode.KnownKey(h.Key) {
+		c.APIs[h.Key]++
+	} else {
+		c.APIs[UnknownKey]++ // one entry for every key kmsg does not know
+	}
 	a.emitRequest(m)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		c.NoResponse++
@@ -662,7 +666,20 @@ func (f *framer) infer(m *Message, frame []byte) bool {
 }
 
 func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
+	// A response names a few distinct codes, found by a linear search;
+	// past linearCodes (a response can name tens of thousands of codes,
+	// one per topic: a search per code was quadratic), by an index.
+	var idx map[int16]int
 	decode.ErrorCodes(resp, func(code int16) {
+		if idx != nil {
+			if i, ok := idx[code]; ok {
+				out[i].Count++
+				return
+			}
+			idx[code] = len(out)
+			out = append(out, ErrorCount{Code: code, Count: 1})
+			return
+		}
 		for i := range out {
 			if out[i].Code == code {
 				out[i].Count++
@@ -670,9 +687,19 @@ func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
 			}
 		}
 		out = append(out, ErrorCount{Code: code, Count: 1})
+		if len(out) > linearCodes {
+			idx = make(map[int16]int, 2*len(out))
+			for i := range out {
+				idx[out[i].Code] = i
+			}
+		}
 	})
 	return out
 }
+
+// linearCodes is how many distinct error codes of a response are counted
+// by a linear search before an index is built.
+const linearCodes = 16
 
 // scanBatches records the record batches of a Produce request or Fetch
 // response.

@@ -179,6 +179,7 @@ func (kp *keeping) request(m *Message) {
 // fingerprint fills p with need's fingerprints of m's batches.
 func (kp *keeping) fingerprint(p *prints, need *Keep, m *Message) {
 	p.h = need.Records
+	p.h.StartFrame()
 	p.hashes = p.hashes[:0]
 	p.spans = slices.Grow(p.spans[:0], len(m.Batches))[:len(m.Batches)]
 	for i := range m.Batches {

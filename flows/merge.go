@@ -1,5 +1,11 @@
 package flows
 
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
 // Add adds the counters of o, another analyzer's over other connections
 // of the same capture (see Config.Deferred), to s.
 func (s *Stats) Add(o *Stats) {
@@ -32,9 +38,14 @@ func (s *Stats) Add(o *Stats) {
 	if s.UnknownAPIs == nil {
 		s.UnknownAPIs = make(map[UnknownAPI]int)
 	}
-	for k, v := range o.UnknownAPIs {
-		s.UnknownAPIs[k] += v
+	// In order, so that which pairs are listed past the bound does not
+	// depend on the map's.
+	for _, k := range slices.SortedFunc(maps.Keys(o.UnknownAPIs), func(a, b UnknownAPI) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version))
+	}) {
+		s.countUnknown(k, o.UnknownAPIs[k])
 	}
+	s.UnknownAPIsNotListed += o.UnknownAPIsNotListed
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
 	s.KeptDropped += o.KeptDropped
@@ -73,4 +84,24 @@ func (c *Conn) Abandon(file int, packet uint64, why string) {
 	c.Broken = true
 	c.BrokenPacket, c.BrokenFile, c.BrokenWhy = packet, file, why
 	c.problem(file, packet, "internal error, connection abandoned: "+why)
+}
+
+// MaxUnknownAPIs bounds the (key, version) pairs Stats.UnknownAPIs lists.
+const MaxUnknownAPIs = 256
+
+// UnknownKey is the key under which Conn.APIs counts the requests of every
+// key kmsg does not know.
+const UnknownKey int16 = -1
+
+// countUnknown counts n requests of the unknown pair k: listed while the
+// table has room, else in UnknownAPIsNotListed.
+func (s *Stats) countUnknown(k UnknownAPI, n int) {
+	if s.UnknownAPIs == nil {
+		s.UnknownAPIs = make(map[UnknownAPI]int)
+	}
+	if _, ok := s.UnknownAPIs[k]; ok || len(s.UnknownAPIs) < MaxUnknownAPIs {
+		s.UnknownAPIs[k] += n
+		return
+	}
+	s.UnknownAPIsNotListed += int64(n)
 }

@@ -2,7 +2,7 @@ package flows
 
 import (
 	"net/netip"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,7 +24,20 @@ type Nodes struct {
 	endpoints map[int32][]string
 	// topics maps topic ids to names, from Metadata responses.
 	topics map[[16]byte]string
+	// dropped counts what the bounds kept out.
+	dropped NodesDropped
 }
+
+// NodesDropped counts what Nodes did not learn, to stay within its bounds
+// (a wire value keys each table): node ids beyond maxIDs at one endpoint
+// or client host, endpoints, node ids with endpoints and topic ids beyond
+// maxNodeEntries, brokers of one response beyond MaxBrokersPerResponse.
+type NodesDropped struct {
+	IDs, Endpoints, Topics, Brokers int64
+}
+
+// Dropped returns what the bounds kept out.
+func (n *Nodes) Dropped() NodesDropped { return n.dropped }
 
 func newNodes() *Nodes {
 	return &Nodes{
@@ -35,18 +48,37 @@ func newNodes() *Nodes {
 	}
 }
 
-// maxNodeEntries bounds each table against hostile traffic.
-const maxNodeEntries = 65536
+// maxNodeEntries bounds each table against hostile traffic;
+// maxIDs the node ids of one endpoint or client host (more than a few is
+// already a listener conflict), MaxBrokersPerResponse the brokers learned
+// from one Metadata or DescribeCluster response.
+const (
+	maxNodeEntries        = 65536
+	maxIDs                = 64
+	MaxBrokersPerResponse = 4096
+)
 
-func addID(ids []int32, id int32) []int32 {
-	for _, x := range ids {
-		if x == id {
-			return ids
-		}
+// addID inserts id into the sorted ids, in O(log n) plus a copy of at most
+// maxIDs; ok is false if ids were full (id not added).
+func addID(ids []int32, id int32) (_ []int32, ok bool) {
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids, true
 	}
-	ids = append(ids, id)
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
+	if len(ids) >= maxIDs {
+		return ids, false
+	}
+	return slices.Insert(ids, i, id), true
+}
+
+// add is addID on the ids under key in m, counting ids it cannot add.
+func addTo[K comparable](n *Nodes, m map[K][]int32, k K, id int32) {
+	ids, ok := addID(m[k], id)
+	if !ok {
+		n.dropped.IDs++
+		return
+	}
+	m[k] = ids
 }
 
 // Endpoint joins host and port as Kafka advertises them.
@@ -63,12 +95,20 @@ func joinHostPort(host, port string) string {
 
 // learnEndpoint records that node id is advertised at host:port.
 func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
-	if id < 0 || host == "" || len(n.byEndpoint) >= maxNodeEntries {
+	if id < 0 || host == "" {
 		return
 	}
 	ep := Endpoint(host, port)
-	n.byEndpoint[ep] = addID(n.byEndpoint[ep], id)
-	eps := n.endpoints[id]
+	if _, ok := n.byEndpoint[ep]; !ok && len(n.byEndpoint) >= maxNodeEntries {
+		n.dropped.Endpoints++
+		return
+	}
+	addTo(n, n.byEndpoint, ep, id)
+	eps, ok := n.endpoints[id]
+	if !ok && len(n.endpoints) >= maxNodeEntries {
+		n.dropped.Endpoints++
+		return
+	}
 	for _, e := range eps {
 		if e == ep {
 			return
@@ -80,10 +120,14 @@ func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
 }
 
 func (n *Nodes) learnHost(addr netip.Addr, id int32) {
-	if id < 0 || len(n.byHost) >= maxNodeEntries {
+	if id < 0 {
 		return
 	}
-	n.byHost[addr] = addID(n.byHost[addr], id)
+	if _, ok := n.byHost[addr]; !ok && len(n.byHost) >= maxNodeEntries {
+		n.dropped.Endpoints++
+		return
+	}
+	addTo(n, n.byHost, addr, id)
 }
 
 // AtEndpoint returns the node ids advertised at "host:port".
@@ -115,10 +159,11 @@ func (n *Nodes) Server(ap netip.AddrPort) int32 {
 func (n *Nodes) ServerIDs(ap netip.AddrPort) []int32 {
 	addr, local := endpointsOf(ap)
 	ids := n.byEndpoint[addr]
-	if local != "" {
-		for _, id := range n.byEndpoint[local] {
-			ids = addID(append([]int32(nil), ids...), id)
-		}
+	if lids := n.byEndpoint[local]; local != "" && len(lids) > 0 {
+		// Both lists are sorted: their union, sorted.
+		ids = append(append([]int32(nil), ids...), lids...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
 	}
 	return ids
 }
@@ -195,13 +240,34 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 
 // learnResponse learns from a response: advertised brokers and endpoints.
 func (n *Nodes) learnResponse(resp kmsg.Response) {
-	Brokers(resp, n.learnEndpoint)
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		for _, t := range r.Topics {
-			if t.Topic != nil && t.TopicID != ([16]byte{}) && len(n.topics) < maxNodeEntries {
-				n.topics[t.TopicID] = *t.Topic
+		for i := range r.Brokers {
+			if i == MaxBrokersPerResponse {
+				n.dropped.Brokers += int64(len(r.Brokers) - i)
+				break
 			}
+			b := &r.Brokers[i]
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
+		}
+		for _, t := range r.Topics {
+			if t.Topic == nil || t.TopicID == ([16]byte{}) {
+				continue
+			}
+			if _, ok := n.topics[t.TopicID]; ok || len(n.topics) < maxNodeEntries {
+				n.topics[t.TopicID] = *t.Topic
+			} else {
+				n.dropped.Topics++
+			}
+		}
+	case *kmsg.DescribeClusterResponse:
+		for i := range r.Brokers {
+			if i == MaxBrokersPerResponse {
+				n.dropped.Brokers += int64(len(r.Brokers) - i)
+				break
+			}
+			b := &r.Brokers[i]
+			n.learnEndpoint(b.NodeID, b.Host, b.Port)
 		}
 	case *kmsg.FetchResponse, *kmsg.ProduceResponse:
 		nodeEndpoints(r, n.learnEndpoint)

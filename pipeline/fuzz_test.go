@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
@@ -133,6 +134,7 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 			t.Fatalf("skipped bytes %q: %d", reason, n)
 		}
 	}
+	checkBounds(t, r)
 	// As --json writes it: whole whatever the values (NaN, times outside
 	// years 0-9999 are written otherwise, report/jsonsafe.go).
 	var doc bytes.Buffer
@@ -149,4 +151,65 @@ func analyseConfig(t testing.TB, file *capture.File, set func(*flows.Config)) *o
 	}
 	out.text = text.Bytes()
 	return out
+}
+
+// checkBounds checks what the bounds on wire-multiplied tables promise,
+// for any input: an API row per known (key, version) pair at most and one
+// for all unknown ones, whose requests are the unknown pairs listed plus
+// those counted as not listed; at most the limits' findings of a rule and
+// in all, plus one summary per rule cut, whose counts are the findings not
+// listed; evidence of a finding sampled; nothing counted under
+// bounds_reached is zero.
+func checkBounds(t testing.TB, r *report.Report) {
+	const maxEvidence = 32
+	t.Helper()
+	seen := map[[2]int16]bool{}
+	var unknown int64
+	for _, a := range r.APIs {
+		k := [2]int16{a.Key, a.Version}
+		if seen[k] {
+			t.Fatalf("two API rows for key %d v%d", a.Key, a.Version)
+		}
+		seen[k] = true
+		switch {
+		case a.Name == report.UnknownAPIName && a.Key == -1 && a.Version == -1:
+			unknown = a.Requests
+		case !decode.KnownVersion(a.Key, a.Version):
+			t.Fatalf("an API row of its own for the unknown pair key %d v%d", a.Key, a.Version)
+		}
+	}
+	listed := r.Totals.BoundsReached["unknown_apis_not_listed"]
+	for _, u := range r.Totals.UnknownAPIs {
+		listed += int64(u.Count)
+	}
+	if len(r.Totals.UnknownAPIs) > flows.MaxUnknownAPIs || listed != unknown {
+		t.Fatalf("%d unknown pairs listed, %d requests counted; the unknown row has %d", len(r.Totals.UnknownAPIs), listed, unknown)
+	}
+	l := detectors.DefaultLimits
+	perRule := map[string]int{}
+	var findings int
+	var notListed int64
+	for _, f := range r.Findings {
+		// Evidence is sampled (detectors.Sampler: the first, the last,
+		// a few between), with a few more of a rule's own at most.
+		if len(f.Evidence) > maxEvidence {
+			t.Fatalf("%s finding with %d pieces of evidence", f.Detector, len(f.Evidence))
+		}
+		if f.Fields["not_listed"] == true {
+			notListed += f.Counts["not_listed"]
+			continue
+		}
+		findings++
+		if perRule[f.Detector]++; perRule[f.Detector] > l.PerRule {
+			t.Fatalf("more than %d %s findings listed", l.PerRule, f.Detector)
+		}
+	}
+	if findings > l.Total || notListed != r.Totals.BoundsReached["findings_not_listed"] {
+		t.Fatalf("%d findings listed, %d counted by summaries, %d findings_not_listed", findings, notListed, r.Totals.BoundsReached["findings_not_listed"])
+	}
+	for k, n := range r.Totals.BoundsReached {
+		if n <= 0 {
+			t.Fatalf("bounds_reached %s: %d", k, n)
+		}
+	}
 }

@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
@@ -325,6 +328,133 @@ var hostileCases = map[string]hostileCase{
 			}
 		},
 	},
+	"api-pairs.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: gen.APIPairs, responses: gen.APIPairs})
+			// Every pair is unknown (versions from 1000 up): one row.
+			if len(r.APIs) != 1 || r.APIs[0].Name != report.UnknownAPIName || r.APIs[0].Requests != gen.APIPairs ||
+				r.APIs[0].Responses != gen.APIPairs {
+				t.Errorf("%d API rows (first %+v), want one %q row of %d requests and responses", len(r.APIs), r.APIs[0], report.UnknownAPIName, gen.APIPairs)
+			}
+			listed := 0
+			for _, u := range r.Totals.UnknownAPIs {
+				listed += u.Count
+			}
+			if len(r.Totals.UnknownAPIs) != flows.MaxUnknownAPIs || int64(listed)+r.Totals.BoundsReached["unknown_apis_not_listed"] != gen.APIPairs {
+				t.Errorf("unknown APIs: %d pairs listed (%d requests), %d requests not listed; want %d pairs and all %d requests counted",
+					len(r.Totals.UnknownAPIs), listed, r.Totals.BoundsReached["unknown_apis_not_listed"], flows.MaxUnknownAPIs, gen.APIPairs)
+			}
+			// slow-responses judges the keys kmsg knows and counts the rest.
+			var unknownKeys int64
+			for i := range gen.APIPairs {
+				if k, _ := gen.APIPair(i); !decode.KnownKey(k) {
+					unknownKeys++
+				}
+			}
+			if n := r.Totals.BoundsReached["slow-responses.unknown_api_exchanges"]; n != unknownKeys {
+				t.Errorf("slow-responses left out %d exchanges of unknown keys, want %d", n, unknownKeys)
+			}
+			// A connection counts unknown keys under one name.
+			if c := r.Connections[0]; len(c.APIs) > kmsg.MaxKey+2 || c.APIs[report.UnknownAPIName] != int(unknownKeys) {
+				t.Errorf("connection APIs: %d names, %d %s; want at most %d names, %d unknown", len(c.APIs), c.APIs[report.UnknownAPIName],
+					report.UnknownAPIName, kmsg.MaxKey+2, unknownKeys)
+			}
+		},
+	},
+	"notleader-topics.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: gen.NotLeaderRounds, responses: gen.NotLeaderRounds})
+			// Each topic is a loop of its own (and a stalled fetch):
+			// the first of each rule are listed, the rest counted by a
+			// summary finding of the rule.
+			l := detectors.DefaultLimits
+			listed, summaries := map[string]int{}, map[string]int64{}
+			for _, f := range r.Findings {
+				if f.Fields["not_listed"] == true {
+					summaries[f.Detector] = f.Counts["not_listed"]
+					continue
+				}
+				listed[f.Detector]++
+			}
+			for _, rule := range []string{"not-leader-loop", "stalled-fetch"} {
+				if listed[rule] != l.PerRule || summaries[rule] != gen.NotLeaderTopics-int64(l.PerRule) {
+					t.Errorf("%s: %d findings listed, summary of %d more; want %d and %d", rule, listed[rule], summaries[rule],
+						l.PerRule, gen.NotLeaderTopics-l.PerRule)
+				}
+			}
+			if len(r.Findings) > l.Total+len(summaries) {
+				t.Errorf("%d findings, more than the %d listed and %d summaries", len(r.Findings), l.Total, len(summaries))
+			}
+			if n := r.Totals.BoundsReached["findings_not_listed"]; n != summaries["not-leader-loop"]+summaries["stalled-fetch"] {
+				t.Errorf("findings_not_listed %d, want the summaries' %v", n, summaries)
+			}
+		},
+	},
+	"zstd-budget.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: gen.ZstdProduces, responses: gen.ZstdProduces})
+			b := r.Totals.BoundsReached
+			frame, run := b["duplicate-batches.batches_over_frame_budget"], b["duplicate-batches.batches_over_run_budget"]
+			inflated := int64(gen.ZstdProduces*gen.ZstdBatches) - frame - run
+			// 4 batches of 16 MiB fill a frame's 64 MiB; the run's
+			// 256 MiB and 64 times the compressed bytes (under 600 a
+			// batch) take 16 to 25.
+			most := (256<<20+64*600*gen.ZstdProduces*gen.ZstdBatches)/(16<<20) + 1
+			if b["duplicate-batches.batches_over_cap"] != 0 || frame < gen.ZstdBatches-4 || run == 0 || inflated < 16 || inflated > int64(most) {
+				t.Errorf("bounds reached %v: %d batches inflated; want none over the cap, some over each budget, 16 to %d inflated", b, inflated, most)
+			}
+			// The same batch at new offsets: a replay, still found by
+			// CRC, every batch after the first a duplicate.
+			if f := finding(t, r, "duplicate-batches"); f != nil && f.Counts["batches"] != gen.ZstdProduces*gen.ZstdBatches {
+				t.Errorf("duplicate-batches counts %v, want all %d batches placed", f.Counts, gen.ZstdProduces*gen.ZstdBatches)
+			}
+		},
+	},
+	"metadata-brokers.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: 1, responses: 1})
+			b := r.Totals.BoundsReached
+			if b["metadata_brokers_dropped"] != gen.MetadataBrokers-flows.MaxBrokersPerResponse ||
+				b["advertised-listener-conflict.brokers_not_judged"] != gen.MetadataBrokers-flows.MaxBrokersPerResponse ||
+				b["node_ids_dropped"] != flows.MaxBrokersPerResponse-64 || b["topic_ids_dropped"] != gen.MetadataTopics-65536 {
+				t.Errorf("bounds reached %v", b)
+			}
+			f := finding(t, r, "advertised-listener-conflict")
+			if f != nil && !strings.Contains(f.Summary, "10.0.0.2:9092") {
+				t.Errorf("listener conflict %q does not name the endpoint", f.Summary)
+			}
+		},
+	},
+	"error-codes.pcap": {
+		check: func(t *testing.T, r *report.Report) {
+			wantTotals(t, r, totals{conns: 1, requests: 9, responses: 9})
+			// Each response names every code once (0 is no error): those
+			// Kafka defines by name, the first 16 others by number, the
+			// rest under one name.
+			var defined, undefined int64
+			for i := range gen.ErrorCodeTopics {
+				switch code := int16(uint16(i)); {
+				case code == 0:
+				case decode.KnownError(code):
+					defined++
+				default:
+					undefined++
+				}
+			}
+			if len(r.APIs) != 3 {
+				t.Fatalf("%d API rows, want Metadata, CreateTopics, DeleteTopics", len(r.APIs))
+			}
+			for _, a := range r.APIs {
+				if int64(len(a.Errors)) != defined+16+1 || a.Errors[report.OtherErrorsName] != 3*(undefined-16) {
+					t.Errorf("%s: %d error names, %d %s; want %d names, %d undefined", a.Name, len(a.Errors),
+						a.Errors[report.OtherErrorsName], report.OtherErrorsName, defined+17, 3*(undefined-16))
+				}
+			}
+			if r.Totals.BoundsReached["error-storm.errors_not_followed"] == 0 {
+				t.Errorf("bounds reached %v: error-storm followed every (API, error code) pair", r.Totals.BoundsReached)
+			}
+		},
+	},
 }
 
 // TestHostileCorpusCovered keeps the table above and the corpus in step.
@@ -442,6 +572,7 @@ func TestHostileBounds(t *testing.T) {
 				t.Errorf("took %v, more than %v", m.elapsed, limit)
 			}
 			tc.check(t, m.report)
+			checkBounds(t, m.report)
 		})
 	}
 }

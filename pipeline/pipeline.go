@@ -306,6 +306,15 @@ read:
 		if err == io.EOF {
 			break
 		}
+		if err != nil && ctx.Err() != nil {
+			// A source that gives up when the run is stopped (a read
+			// blocked on a pipe): stopped, not broken.
+			stop = StopInterrupted
+			if errors.Is(context.Cause(ctx), errDuration) {
+				stop = StopDuration
+			}
+			break
+		}
 		if err != nil {
 			fileErr(rfiles, err)
 			if opt.Warn != nil {
@@ -337,6 +346,9 @@ read:
 			break
 		}
 	}
+	if sh, ok := an.(*sharded); ok && stop == StopInterrupted {
+		sh.interrupt()
+	}
 	an.Close()
 	if err := flushSinks(opt.Sinks); err != nil && res.Err == nil {
 		res.Err, stop = err, StopError
@@ -354,6 +366,11 @@ read:
 	}
 	res.Stats, res.Conns, res.Nodes = an.results()
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
+	if opt.Detectors != nil {
+		for k, n := range opt.Detectors.Cut() {
+			res.Report.Totals.BoundsReached[k] += n
+		}
+	}
 	if res.Live != nil {
 		d := res.Live.Dropped
 		res.Report.Capture.Drops = &d

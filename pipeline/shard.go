@@ -84,7 +84,10 @@ type brokenConn struct {
 }
 
 type sharded struct {
-	n       int
+	n int
+	// stopped, set when the run is interrupted, makes the workers skip
+	// the rounds still queued (see interrupt).
+	stopped atomic.Bool
 	sharder *flows.Sharder
 	routeFn func(int, *flows.Work) // route, made once
 	clock   flows.FlushClock
@@ -148,7 +151,7 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
 	wcfg.BufferBudget = share(cfg.BufferBudget, n)
 	for i := 0; i < n; i++ {
-		w := &worker{in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
+		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
 		c := wcfg
 		c.Sink = w.sink
 		w.an = flows.New(c)
@@ -234,6 +237,12 @@ func (s *sharded) send() {
 // Tick is not used: live captures run one analyzer (see run).
 func (s *sharded) Tick(time.Time) {}
 
+// interrupt makes the workers skip the packets read but not yet
+// analysed: the rounds queued for them (a few MiB of packets) can take
+// seconds on hostile traffic, and a run stops within a second of Ctrl-C.
+// The report is of the packets analysed (Stats.Packets).
+func (s *sharded) interrupt() { s.stopped.Store(true) }
+
 // Close ends the analysis: the workers close their analyzers at the
 // capture's last TCP packet and the merger delivers what is left.
 func (s *sharded) Close() {
@@ -267,13 +276,14 @@ func (s *sharded) Close() {
 
 // worker runs one analyzer over its rounds.
 type worker struct {
-	an   *flows.Analyzer
-	work flows.Work
-	in   chan *shardIn
-	out  chan []stamped
-	evs  []stamped
-	at   stamped // the place of the events now sunk
-	free chan<- *shardIn
+	an      *flows.Analyzer
+	work    flows.Work
+	stopped *atomic.Bool
+	in      chan *shardIn
+	out     chan []stamped
+	evs     []stamped
+	at      stamped // the place of the events now sunk
+	free    chan<- *shardIn
 	// spent takes event slices back from the merger for reuse
 	spent chan []stamped
 }
@@ -316,6 +326,9 @@ func (w *worker) run() {
 			return
 		}
 		for i := range b.items {
+			if w.stopped.Load() {
+				break // interrupted: the rest of what was read is not analysed
+			}
 			it := &b.items[i]
 			w.at = stamped{seq: it.seq, flush: it.flush}
 			switch {

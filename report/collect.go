@@ -29,7 +29,12 @@ type apiStats struct {
 	requests, responses, errorResponses, decodeErrors, unanswered int64
 	errors                                                        map[int16]int64
 	latency                                                       hist.Histogram
+	undefined                                                     int // codes Kafka does not define in errors
 }
+
+// maxUndefinedErrors bounds the error codes Kafka does not define that an
+// API row names by number; the rest are counted as OtherErrorsName.
+const maxUndefinedErrors = 16
 
 // maxEvents bounds the connection events listed (counts stay exact).
 const maxEvents = 1000
@@ -41,8 +46,22 @@ func NewCollector() *Collector {
 	return c
 }
 
+// otherErrors is the key under which an API row counts the error codes
+// Kafka does not define (decode.KnownError).
+const otherErrors int16 = -32768
+
+// unknownRow is the one API row of every (key, version) pair kmsg cannot
+// decode: a pair from the wire would otherwise be a row, with its
+// histogram, each (the pairs are listed, bounded, in
+// Totals.UnknownAPIs). The rows of known pairs are bounded by kmsg's
+// table.
+var unknownRow = apiKey{-1, -1}
+
 func (c *Collector) api(key, version int16) *apiStats {
 	k := apiKey{key, version}
+	if !decode.KnownVersion(key, version) {
+		k = unknownRow
+	}
 	s := c.apis[k]
 	if s == nil {
 		s = &apiStats{}
@@ -96,7 +115,20 @@ func (c *Collector) OnExchange(x *flows.Exchange) {
 			s.errors = make(map[int16]int64)
 		}
 		for _, e := range x.Resp.ErrorCodes {
-			s.errors[e.Code] += int64(e.Count)
+			code := e.Code
+			if !decode.KnownError(code) {
+				// The codes Kafka does not define: the first few by
+				// their number, the rest under one name (a response
+				// can name thousands, each would be an entry).
+				if _, seen := s.errors[code]; !seen {
+					if s.undefined >= maxUndefinedErrors {
+						code = otherErrors
+					} else {
+						s.undefined++
+					}
+				}
+			}
+			s.errors[code] += int64(e.Count)
 		}
 	}
 	s.latency.Add(x.Latency())
@@ -158,6 +190,20 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	if t.UnknownAPIs == nil {
 		t.UnknownAPIs = []UnknownAPI{}
 	}
+	t.BoundsReached = map[string]int64{}
+	bound := func(name string, n int64) {
+		if n > 0 {
+			t.BoundsReached[name] += n
+		}
+	}
+	bound("unknown_apis_not_listed", st.UnknownAPIsNotListed)
+	if nodes != nil {
+		d := nodes.Dropped()
+		bound("node_ids_dropped", d.IDs)
+		bound("node_endpoints_dropped", d.Endpoints)
+		bound("topic_ids_dropped", d.Topics)
+		bound("metadata_brokers_dropped", d.Brokers)
+	}
 	ev := &st.Evicted
 	t.EvictedConnections, t.IdleEvicted = ev.Conns, st.IdleEvicted
 	t.Requests += int64(ev.Requests)
@@ -209,14 +255,22 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	r.APIs = make([]API, 0, len(keys))
 	for _, k := range keys {
 		s := c.apis[k]
+		name := decode.Name(k.key)
+		if k == unknownRow {
+			name = UnknownAPIName
+		}
 		a := API{
-			Key: k.key, Name: decode.Name(k.key), Version: k.version,
+			Key: k.key, Name: name, Version: k.version,
 			Requests: s.requests, Responses: s.responses, ErrorResponses: s.errorResponses,
 			DecodeErrors: s.decodeErrors, Unanswered: s.unanswered, Errors: map[string]int64{},
 			Latency: Latency{P50: ms(s.latency.Quantile(0.5)), P99: ms(s.latency.Quantile(0.99)), Max: ms(s.latency.Max())},
 		}
 		for code, n := range s.errors {
-			a.Errors[decode.ErrorName(code)] += n
+			name := decode.ErrorName(code)
+			if code == otherErrors {
+				name = OtherErrorsName
+			}
+			a.Errors[name] += n
 		}
 		r.APIs = append(r.APIs, a)
 	}
@@ -243,7 +297,11 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		Closed: c.Closed, Reset: c.Reset,
 	}
 	for k, n := range c.APIs {
-		out.APIs[decode.Name(k)] += n
+		name := decode.Name(k)
+		if k == flows.UnknownKey {
+			name = UnknownAPIName
+		}
+		out.APIs[name] += n
 	}
 	if d, ok := c.OneSided(); ok {
 		out.OneSided = "client->server"

@@ -156,7 +156,24 @@ type Totals struct {
 	// compared their batches by CRC only, so a replay of them with new
 	// batch boundaries goes unseen.
 	FingerprintsDropped int64 `json:"record_fingerprints_dropped,omitempty"`
+	// BoundsReached counts what a bound on something the wire can
+	// multiply kept out, by bound (docs/json.md lists them): requests of
+	// unknown APIs beyond the pairs listed, node ids, endpoints, topic ids
+	// and brokers not learned, findings not listed, and what each rule's
+	// bounds kept out of its judgement ("rule.name"). Empty when none was
+	// reached.
+	BoundsReached map[string]int64 `json:"bounds_reached,omitempty"`
 }
+
+// OtherErrorsName is the name, in an API row's errors, of the error codes
+// Kafka does not define beyond the first 16 of the row, named by number
+// (a code from the wire would otherwise be an entry each).
+const OtherErrorsName = "UNDEFINED_ERROR_CODES"
+
+// UnknownAPIName names the API row (key -1, version -1) of every request
+// whose key and version kmsg cannot decode, and the requests of unknown
+// keys in a connection's APIs.
+const UnknownAPIName = "unknown"
 
 // UnknownAPI counts requests of a key or version kmsg cannot decode.
 type UnknownAPI struct {

@@ -118,6 +118,9 @@ func (p *printer) capture(r *Report) {
 			parts = append(parts, fmt.Sprintf("key %d v%d x%d", u.Key, u.Version, u.Count))
 		}
 		p.f(", unknown APIs: %s", strings.Join(parts, ", "))
+		if n := t.BoundsReached["unknown_apis_not_listed"]; n > 0 {
+			p.f(" and %d requests of further pairs not listed", n)
+		}
 	}
 	if len(t.SkippedBytes) > 0 {
 		p.f(", skipped bytes: %s", kv64(t.SkippedBytes))
@@ -155,6 +158,9 @@ func (p *printer) capture(r *Report) {
 	add(t.FingerprintsDropped, "Produce requests whose record fingerprints were dropped before their response (too many waiting: duplicate-batches compared those by CRC only)")
 	if len(other) > 0 {
 		p.f("  Other: %s\n", strings.Join(other, ", "))
+	}
+	if len(t.BoundsReached) > 0 {
+		p.f("  Bounds reached (kept out to bound memory and time; ROBUSTNESS.md): %s\n", kv64(t.BoundsReached))
 	}
 }
 

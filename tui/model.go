@@ -274,6 +274,7 @@ type apiState struct {
 	errors                                          map[int16]int64
 	latency                                         hist.Histogram
 	tl                                              secRing
+	undefined                                       int // codes Kafka does not define in errors
 }
 
 // NewModel returns an empty model.
@@ -357,6 +358,14 @@ func labels(c *flows.Conn) (client, server string) {
 	return c.Client.String(), c.Server.String()
 }
 
+// unknownKey is the Stats entry of every API key kmsg does not know,
+// undefinedErrors an entry's count of every error code Kafka does not
+// define.
+const (
+	unknownKey      int16 = -32768
+	undefinedErrors int16 = -32768
+)
+
 func (m *Model) api(key int16) *apiState {
 	if key >= 0 && int(key) < len(m.apis) {
 		a := m.apis[key]
@@ -365,6 +374,11 @@ func (m *Model) api(key int16) *apiState {
 			m.apis[key] = a
 		}
 		return a
+	}
+	if key != -1 {
+		// A key kmsg does not know, from the wire: one entry for all
+		// (each would cost a histogram).
+		key = unknownKey
 	}
 	if m.other == nil {
 		m.other = make(map[int16]*apiState)
@@ -506,7 +520,17 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 					a.errors = make(map[int16]int64)
 				}
 				for _, e := range p.ErrorCodes {
-					a.errors[e.Code] += int64(e.Count)
+					code := e.Code
+					if _, seen := a.errors[code]; !seen && !decode.KnownError(code) {
+						// Codes Kafka does not define: the first few by
+						// number, the rest as one entry.
+						if a.undefined >= 16 {
+							code = undefinedErrors
+						} else {
+							a.undefined++
+						}
+					}
+					a.errors[code] += int64(e.Count)
 				}
 			}
 		}
@@ -837,11 +861,18 @@ func (m *Model) Stats() []APIStats {
 			ErrorResponses: a.errorResponses, Unanswered: a.unanswered,
 			P50: a.latency.Quantile(0.5), P99: a.latency.Quantile(0.99), Max: a.latency.Max(),
 		}
-		if key < 0 {
+		switch {
+		case key == unknownKey:
+			s.Name = "unknown"
+		case key < 0:
 			s.Name = "unmatched"
 		}
 		for code, n := range a.errors {
-			s.Errors = append(s.Errors, ErrorCount{Name: decode.ErrorName(code), Code: code, Count: n})
+			name := decode.ErrorName(code)
+			if code == undefinedErrors {
+				name = "UNDEFINED_ERROR_CODES"
+			}
+			s.Errors = append(s.Errors, ErrorCount{Name: name, Code: code, Count: n})
 		}
 		sort.Slice(s.Errors, func(i, j int) bool {
 			if s.Errors[i].Count != s.Errors[j].Count {

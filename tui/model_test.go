@@ -511,3 +511,25 @@ func BenchmarkModelPipeline(b *testing.B) {
 		})
 	}
 }
+
+// TestModelUnknownKeys: requests of thousands of API keys kmsg does not
+// know make one "unknown" row of the stats, not a row (and a latency
+// histogram) each.
+func TestModelUnknownKeys(t *testing.T) {
+	m := NewModel(ModelConfig{})
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.0.0.2:9092"))
+	m.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server})
+	at := time.Date(2024, 5, 6, 14, 0, 0, 0, time.UTC)
+	const n = 5000
+	for i := range n {
+		key := int16(1000 + i)
+		q := &flows.Message{Conn: &c.ConnInfo, Packet: uint64(2*i + 1), Time: at, Key: key, Version: 0, Correlation: int32(i)}
+		m.OnRequest(q)
+		p := &flows.Message{Conn: &c.ConnInfo, Response: true, Packet: uint64(2*i + 2), Time: at.Add(time.Millisecond), Key: key, Correlation: int32(i)}
+		m.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: p})
+	}
+	st := m.Stats()
+	if len(st) != 1 || st[0].Name != "unknown" || st[0].Requests != n || st[0].Responses != n {
+		t.Errorf("stats %d rows (first %+v), want one unknown row of %d requests and responses", len(st), st[0], n)
+	}
+}

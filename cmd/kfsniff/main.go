@@ -200,6 +200,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	addExpectFlags(fs, &cfg.Expect)
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", metricsUsage)
+	var limits findingLimits
+	limits.register(fs)
 	help := fs.BoolP("help", "h", false, "show this help")
 	recs := addRecordFlags(fs)
 	progCfg := addProgressFlags(fs)
@@ -309,6 +311,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: -o: %v\n", err)
 		return exitUsage
 	}
+	if err := limits.apply(dets); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v (see kfsniff --help)\n", err)
+		return exitUsage
+	}
 
 	opt := pipeline.Options{
 		Flows:     fcfg,
@@ -343,7 +349,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		for i, name := range cfg.Files {
 			var f *capture.File
 			if name == "-" {
-				f, err = capture.NewFile("-", i, stdin)
+				f, err = capture.NewFile("-", i, newInterruptible(ctx, stdin))
 			} else {
 				f, err = capture.Open(name, i)
 			}

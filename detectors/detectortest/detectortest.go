@@ -46,6 +46,10 @@ func New(t testing.TB, settings map[string]map[string]string, analyzers ...*dete
 	return &Harness{t: t, set: set, dl: flows.NewDelivery(set), corr: map[*flows.Conn]int32{}}
 }
 
+// SetLimits changes the limits on the findings listed (a run's are
+// detectors.DefaultLimits), for a test of a rule's own bound beyond them.
+func (h *Harness) SetLimits(l detectors.Limits) { h.set.SetLimits(l) }
+
 // Nodes are the node identities learned from the events so far.
 func (h *Harness) Nodes() *flows.Nodes { return h.dl.Nodes() }
 

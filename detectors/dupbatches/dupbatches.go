@@ -52,19 +52,35 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"partition, after a lost acknowledgement: a misconfiguration that bit). Never info: the records are " +
 		"in the log twice however short the failure that caused it.",
 	Recorded: []string{"fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
-}, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB, MaxBatches: 200000,
+}, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB,
+	MaxFrameDecompressed: 64 * detectors.MiB, MaxRunDecompressed: 256 * detectors.MiB, MaxInflation: 64, MaxBatches: 200000,
 	MaxRecords: 250000, MaxPartitions: 10000}, New)
 
 // Params are the rule's thresholds and bounds.
 type Params struct {
-	MinBatches      int             `param:"min-batches" doc:"duplicated batches in one partition before it is reported"`
-	ReplayBatches   int             `param:"replay-batches" doc:"batches appended again at one offset shift that make an MM2-style replay, an error; fewer are a warning (a producer resending its in-flight batches, at most 5 by default, after a lost acknowledgement)"`
-	ReplayRecords   int             `param:"replay-records" doc:"records written twice in one partition that make an error whatever the pattern; fewer, in fewer than replay-batches batches at one shift, are a warning"`
-	CompareRecords  bool            `param:"compare-records" doc:"also compare decoded records to catch copies whose CRC differs (re-batched, recompressed, another producer id); false: compare CRCs only"`
-	MaxDecompressed detectors.Bytes `param:"max-decompressed" unit:"MiB" alias:"max-decompressed-mib" doc:"largest decompressed records section of one batch that is compared by records; larger batches are compared by CRC only and counted as batches_over_cap"`
-	MaxBatches      int             `param:"max-batches" doc:"batch fingerprints (CRC, record count, size) remembered over all partitions; the oldest are forgotten first (counted as forgotten_batches)"`
-	MaxRecords      int             `param:"max-records" doc:"record fingerprints remembered over all partitions for the comparison by records (about 50 bytes each); the oldest are forgotten first"`
-	MaxPartitions   int             `param:"max-partitions" doc:"partitions followed; batches of further partitions are not checked"`
+	MinBatches           int             `param:"min-batches" doc:"duplicated batches in one partition before it is reported"`
+	ReplayBatches        int             `param:"replay-batches" doc:"batches appended again at one offset shift that make an MM2-style replay, an error; fewer are a warning (a producer resending its in-flight batches, at most 5 by default, after a lost acknowledgement)"`
+	ReplayRecords        int             `param:"replay-records" doc:"records written twice in one partition that make an error whatever the pattern; fewer, in fewer than replay-batches batches at one shift, are a warning"`
+	CompareRecords       bool            `param:"compare-records" doc:"also compare decoded records to catch copies whose CRC differs (re-batched, recompressed, another producer id); false: compare CRCs only"`
+	MaxDecompressed      detectors.Bytes `param:"max-decompressed" unit:"MiB" alias:"max-decompressed-mib" doc:"largest decompressed records section of one batch that is compared by records; larger batches are compared by CRC only and counted as batches_over_cap"`
+	MaxFrameDecompressed detectors.Bytes `param:"max-decompressed-frame" unit:"MiB" doc:"decompressed bytes of the batches of one frame (a Produce request, a Fetch response) compared by records; the frame's further batches are compared by CRC only and counted as batches_over_budget (bounds_reached: duplicate-batches.batches_over_frame_budget)"`
+	MaxRunDecompressed   detectors.Bytes `param:"max-decompressed-run" unit:"MiB" doc:"decompressed bytes over the whole run compared by records, beyond max-inflation times the compressed bytes read; further batches are compared by CRC only and counted as batches_over_budget (bounds_reached: duplicate-batches.batches_over_run_budget)"`
+	MaxInflation         int             `param:"max-inflation" doc:"how many decompressed bytes each compressed byte read adds to the run's budget (max-decompressed-run), so that decompression time stays linear in the capture's size; real record batches compress 2 to 10 times"`
+	MaxBatches           int             `param:"max-batches" doc:"batch fingerprints (CRC, record count, size) remembered over all partitions; the oldest are forgotten first (counted as forgotten_batches)"`
+	MaxRecords           int             `param:"max-records" doc:"record fingerprints remembered over all partitions for the comparison by records (about 50 bytes each); the oldest are forgotten first"`
+	MaxPartitions        int             `param:"max-partitions" doc:"partitions followed; batches of further partitions are not checked"`
+}
+
+// Cut implements detectors.Bounded: batches not decompressed for the
+// per-batch cap or the budgets, over all partitions (a finding counts
+// those of its partition only, and there may be none).
+func (r *rule) Cut() map[string]int64 {
+	if r.hasher == nil {
+		return nil
+	}
+	c := r.hasher.Counts()
+	return map[string]int64{"batches_over_cap": c.OverCap, "batches_over_frame_budget": c.OverFrame,
+		"batches_over_run_budget": c.OverRun}
 }
 
 // maxShifts bounds the shifts detailed per partition.
@@ -84,6 +100,8 @@ func New(p Params) detectors.Rule {
 	})
 	if p.CompareRecords {
 		r.hasher = decode.NewRecordHasher(int(max(p.MaxDecompressed, 1)))
+		r.hasher.SetBudget(decode.Budget{Frame: int64(p.MaxFrameDecompressed), Run: int64(p.MaxRunDecompressed),
+			Ratio: int64(max(p.MaxInflation, 0))})
 	}
 	return r
 }
@@ -134,15 +152,18 @@ type recKey struct {
 func (k recKey) Hash(seed uint64) uint64 { return table.Mix64(k.h^seed, uint64(k.part)) }
 
 type part struct {
-	key      copies.Part
-	idx      uint32
-	seen     copies.Ranges
-	batches  int64
-	records  int64
-	overCap  int64
-	badRecs  int64
-	runs     map[int64]*run
-	dropRuns int64 // repeats at further shifts than maxShifts, not detailed
+	key     copies.Part
+	idx     uint32
+	seen    copies.Ranges
+	batches int64
+	records int64
+	overCap int64
+	// overBudget counts batches not decompressed for the frame's or the
+	// run's budget (decode.Budget), compared by CRC only.
+	overBudget int64
+	badRecs    int64
+	runs       map[int64]*run
+	dropRuns   int64 // repeats at further shifts than maxShifts, not detailed
 }
 
 // run is the repeats at one offset shift in one partition.
@@ -181,6 +202,9 @@ func (r *rule) Keep() flows.Keep {
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp == nil {
 		return
+	}
+	if r.hasher != nil {
+		r.hasher.StartFrame() // a Fetch response's batches are fingerprinted here
 	}
 	r.srcs.Copies(x.Req, x.Resp, r.copyOf)
 }
@@ -281,6 +305,9 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	switch {
 	case errors.Is(err, decode.ErrOverCap):
 		p.overCap++
+		return
+	case errors.Is(err, decode.ErrOverBudget):
+		p.overBudget++
 		return
 	case errors.Is(err, decode.ErrNotHashable):
 		return

@@ -203,6 +203,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 	for name, n := range map[string]int64{
 		"duplicate_batches_by_records":       byRecords,
 		"batches_over_cap":                   pt.overCap,
+		"batches_over_budget":                pt.overBudget,
 		"undecodable_batches":                pt.badRecs,
 		"repeats_at_other_shifts":            pt.dropRuns,
 		"forgotten_batches":                  r.crcs.Evicted(),

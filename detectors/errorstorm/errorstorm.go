@@ -73,6 +73,8 @@ const (
 	// maxClients bounds the clients whose rate is tracked; errors of
 	// further clients are counted but cannot start a storm.
 	maxClients = 4096
+	// maxGroups bounds the (API, error code) pairs followed.
+	maxGroups = 1024
 	// maxWindow bounds the responses a client's window holds.
 	maxWindow = 1 << 14
 )
@@ -94,8 +96,10 @@ type rule struct {
 	window       time.Duration
 	k            int // responses a window must hold
 	groups       map[groupKey]*group
-	apiResponses tally.APIs
-	clients      int
+	// groupsDropped counts the error codes of responses beyond maxGroups.
+	groupsDropped int64
+	apiResponses  tally.APIs
+	clients       int
 	// failing lists, by API and client, the clients with an open spell
 	// (one per error code), for a success to end them.
 	failing map[failKey][]*client
@@ -158,6 +162,11 @@ type hit struct {
 	conn *flows.ConnInfo
 }
 
+// Cut implements detectors.Bounded.
+func (r *rule) Cut() map[string]int64 {
+	return map[string]int64{"errors_not_followed": r.groupsDropped}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil {
@@ -176,6 +185,12 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	gk := groupKey{x.Req.Key, ec.Code}
 	g := r.groups[gk]
 	if g == nil {
+		if len(r.groups) >= maxGroups {
+			// An (API, error) pair from the wire would be a group each:
+			// one response can carry thousands of error codes.
+			r.groupsDropped++
+			return
+		}
 		g = &group{groupKey: gk, clients: make(map[clientKey]*client), clientIDs: make(map[string]bool)}
 		r.groups[gk] = g
 	}

@@ -97,6 +97,14 @@ type rule struct {
 	// partitions refused at one and not yet answered without error.
 	at        map[netip.AddrPort]*issue
 	openParts int
+	// brokersDropped counts brokers of responses past
+	// flows.MaxBrokersPerResponse, not judged.
+	brokersDropped int64
+}
+
+// Cut implements detectors.Bounded.
+func (r *rule) Cut() map[string]int64 {
+	return map[string]int64{"brokers_not_judged": r.brokersDropped}
 }
 
 type broker struct {
@@ -131,6 +139,10 @@ func newIssue(endpoint string) *issue {
 }
 
 func (r *rule) add(id int32, host string, port int32) {
+	if len(r.scratch) >= flows.MaxBrokersPerResponse {
+		r.brokersDropped++ // a response's brokers are judged up to the bound flows learns
+		return
+	}
 	r.scratch = append(r.scratch, broker{host: host, key: canonicalHost(host), port: port, id: id})
 }
 
@@ -238,7 +250,7 @@ func (r *rule) sharedAt(x *detectors.Exchange, bs []broker) {
 		}
 		ids.Add(b.id)
 	}
-	is.seen(x, fmt.Sprintf("%s response from %s lists nodes %s at %s", x.Resp.Name(), x.Conn.Server, text.IDs(ids.Sorted(), 0), ep))
+	is.seen(x, fmt.Sprintf("%s response from %s lists nodes %s at %s", x.Resp.Name(), x.Conn.Server, text.IDs(ids.Sorted(), maxIDs), ep))
 }
 
 // seen counts a response showing the issue.

@@ -315,6 +315,7 @@ func TestListenerConflictFinding(t *testing.T) {
 // followed, and the findings say how many responses that left out.
 func TestListenerConflictBound(t *testing.T) {
 	h := dt.New(t, nil, listenerconflict.Analyzer)
+	h.SetLimits(detectors.Limits{PerRule: 2000, Total: 2000}) // the rule's own bound, not the Set's
 	var brokers []kmsg.MetadataResponseBroker
 	for i := range 1030 {
 		host := fmt.Sprintf("kafka-%d.example", i)

@@ -33,20 +33,53 @@ func keyOf(f *Finding) loopKey {
 // several partitions of a topic into one, in the place of the first, so
 // that a producer stuck on a broker's fifty partitions is one finding,
 // not fifty. Counts are summed; the text describes the first partition.
+//
+// The findings are merged as they are made (add), so that past max
+// findings (Pass.MaxFindings, 0: no limit) those of further loops are
+// counted (cut) and dropped rather than all kept until the end: a client
+// refused on tens of thousands of topics would otherwise hold a finding
+// per topic in memory at once.
+type merger struct {
+	groups  map[loopKey]int // the group's finding in out
+	out     []detectors.Finding
+	max     int
+	cut     detectors.NotListed
+	cutKeys map[loopKey]bool
+}
+
+func newMerger(max int) *merger {
+	return &merger{groups: map[loopKey]int{}, max: max, cutKeys: map[loopKey]bool{}}
+}
+
+// merge merges in at once (tests, and no limit).
 func merge(in []detectors.Finding) []detectors.Finding {
-	groups := map[loopKey]int{} // the group's finding in out
-	var out []detectors.Finding
+	m := newMerger(0)
 	for i := range in {
-		f := &in[i]
-		d := f.Detail.(*Finding)
-		k := keyOf(d)
-		at, ok := groups[k]
-		if !ok {
-			groups[k] = len(out)
-			out = append(out, *f)
-			continue
+		m.add(&in[i])
+	}
+	return m.done()
+}
+
+func (mg *merger) add(f *detectors.Finding) {
+	d := f.Detail.(*Finding)
+	k := keyOf(d)
+	at, ok := mg.groups[k]
+	if !ok {
+		if mg.max > 0 && len(mg.out) >= mg.max {
+			if mg.cutKeys[k] {
+				mg.cut.Also(f)
+			} else {
+				mg.cutKeys[k] = true
+				mg.cut.Add(f)
+			}
+			return
 		}
-		m := &out[at]
+		mg.groups[k] = len(mg.out)
+		mg.out = append(mg.out, *f)
+		return
+	}
+	{
+		m := &mg.out[at]
 		md := m.Detail.(*Finding)
 		if md.merged == nil {
 			md.merged = []int32{md.Partition}
@@ -74,7 +107,23 @@ func merge(in []detectors.Finding) []detectors.Finding {
 		}
 		m.Nodes = ns.Sorted()
 		m.Evidence = append(m.Evidence, f.Evidence...)
+		if len(m.Evidence) > maxMergedEvidence {
+			// Thinned as it grows, not only at the end: a loop over
+			// tens of thousands of partitions brings that many
+			// findings' evidence.
+			detectors.SortEvidence(m.Evidence)
+			m.Evidence = thin(m.Evidence, maxMergedEvidence/4)
+		}
 	}
+}
+
+// maxMergedEvidence bounds the evidence a merged finding holds while it
+// is merged (it keeps 2+detectors.MaxMiddle in the end).
+const maxMergedEvidence = 64
+
+// done finishes the merged findings, the summary of those not kept last.
+func (mg *merger) done() []detectors.Finding {
+	out := mg.out
 	for i := range out {
 		m := &out[i]
 		md := m.Detail.(*Finding)
@@ -96,7 +145,7 @@ func merge(in []detectors.Finding) []detectors.Finding {
 		detectors.SortEvidence(m.Evidence)
 		m.Evidence = thin(m.Evidence, 2+detectors.MaxMiddle)
 	}
-	return out
+	return append(out, mg.cut.Summary()...)
 }
 
 // byPartition sorts merged partitions with their answer counts.

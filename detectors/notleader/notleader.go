@@ -366,7 +366,7 @@ func (r *rule) qualifies(e *run) bool {
 // Findings implements detectors.Rule: one per loop, those of a client
 // over several partitions of a topic merged.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var out []detectors.Finding
+	m := newMerger(p.MaxFindings)
 	for _, k := range r.runs.Report(func(a, b *run) bool {
 		if !a.first.Equal(b.first) {
 			return a.first.Before(b.first)
@@ -375,8 +375,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
 			burst := r.p.BurstResponses > 0 && k.E.notLeader >= int64(r.p.BurstResponses)
-			out = append(out, finding(p, k.E, v, k.Open, burst))
+			f := finding(p, k.E, v, k.Open, burst)
+			m.add(&f)
 		}
 	}
-	return merge(out)
+	return m.done()
 }

@@ -80,6 +80,13 @@ type rule struct {
 	apis  map[int16]*api
 	byKey [128]*api // apis by key, for the usual keys: no map lookup per exchange
 	kept  int
+	// unknown counts exchanges of keys kmsg does not know, not judged.
+	unknown int64
+}
+
+// Cut implements detectors.Bounded.
+func (r *rule) Cut() map[string]int64 {
+	return map[string]int64{"unknown_api_exchanges": r.unknown}
 }
 
 // api is what is known of one API's exchanges.
@@ -109,6 +116,12 @@ type exchange struct {
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Req.Key == int16(kmsg.JoinGroup) {
+		return
+	}
+	if !decode.KnownKey(x.Req.Key) {
+		// Keys from the wire would be a histogram each: an API kmsg
+		// does not know is not judged, only counted (Cut).
+		r.unknown++
 		return
 	}
 	lat := x.Latency()

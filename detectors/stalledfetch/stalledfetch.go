@@ -260,9 +260,22 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		}
 		return a.key.Less(b.key)
 	})
-	out := make([]detectors.Finding, 0, len(ws))
-	for _, w := range ws {
-		out = append(out, finding(p, w.E, w.Open))
+	// Past the findings the Set lists (Pass.MaxFindings), the rest are
+	// counted as they are made, not kept: tens of thousands of stalled
+	// partitions would otherwise be as many findings in memory at once.
+	var cut detectors.NotListed
+	n := len(ws)
+	if p.MaxFindings > 0 {
+		n = min(n, p.MaxFindings)
 	}
-	return out
+	out := make([]detectors.Finding, 0, n)
+	for _, w := range ws {
+		f := finding(p, w.E, w.Open)
+		if p.MaxFindings > 0 && len(out) >= p.MaxFindings {
+			cut.Add(&f)
+			continue
+		}
+		out = append(out, f)
+	}
+	return append(out, cut.Summary()...)
 }

@@ -69,6 +69,8 @@ const (
 	// maxTail bounds the requests kept per connection while their fate
 	// is open; older ones beyond it count as unanswered.
 	maxTail = 1024
+	// maxGroupIDs bounds the client ids a group names.
+	maxGroupIDs = 64
 	// defaultMaxWait is assumed for a Fetch whose body was lost.
 	defaultMaxWait = 500 * time.Millisecond
 	// maxEvidenceReqs bounds the requests a group keeps for evidence.
@@ -92,6 +94,16 @@ var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight",
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*group)}
+}
+
+// Cut implements detectors.Bounded: requests whose client id was not
+// named, past maxGroupIDs in their group.
+func (r *rule) Cut() map[string]int64 {
+	n := r.info.idsNotNamed
+	for _, g := range r.warn {
+		n += g.idsNotNamed
+	}
+	return map[string]int64{"client_ids_not_named": n}
 }
 
 type rule struct {
@@ -135,7 +147,8 @@ type group struct {
 	n           int64
 	reasons     [reasons]int64
 	byAPI       map[string]int64
-	clientIDs   map[string]bool
+	clientIDs   map[string]bool // at most maxGroupIDs
+	idsNotNamed int64           // requests of further client ids
 	conns       tally.Conns
 	first, last time.Time
 	oldest      request
@@ -156,8 +169,16 @@ func (g *group) add(r request, reason int) {
 	}
 	g.n++
 	g.reasons[reason]++
-	g.byAPI[decode.Name(r.key)]++
-	g.clientIDs[r.clientID] = true
+	if decode.KnownKey(r.key) {
+		g.byAPI[decode.Name(r.key)]++
+	} else {
+		g.byAPI["unknown"]++ // one entry for the keys from the wire kmsg does not know
+	}
+	if len(g.clientIDs) < maxGroupIDs || g.clientIDs[r.clientID] {
+		g.clientIDs[r.clientID] = true
+	} else {
+		g.idsNotNamed++
+	}
 	g.conns.Add(r.conn)
 	if g.n == 1 || r.t.Before(g.first) {
 		g.first = r.t
