@@ -446,7 +446,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	if out.broken() {
-		pipeClosed(stderr, cfg, res, live != nil)
+		pipeClosed(stderr, cfg, res, writer, live != nil)
 		return code
 	}
 	rep := res.Report
@@ -466,7 +466,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = report.WriteText(stdout, rep)
 		}
 		if out.broken() {
-			pipeClosed(stderr, cfg, res, live != nil)
+			pipeClosed(stderr, cfg, res, writer, live != nil)
 			return code
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kfsniff/kfsniff/capture"
 	"io"
 	"os"
 	"os/signal"
@@ -59,14 +60,16 @@ func (p *pipeOut) broken() bool { return p.closed.Load() }
 // -w file could not be written.
 // A reader that goes away while the report is written (its first lines
 // were all it wanted) gets one line.
-func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, live bool) {
+// The -w file holds every packet read past the filter, also those read but
+// not analysed when the stop came (several workers skip what is queued).
+func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, w *capture.Writer, live bool) {
 	if !cfg.Frames {
 		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", res.Report.Capture.Packets)
 		return
 	}
-	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets", res.Report.Capture.Packets)
-	if cfg.Write != "" {
-		fmt.Fprintf(stderr, " (all written to %s)", report.Clean(cfg.Write))
+	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets analysed", res.Report.Capture.Packets)
+	if w != nil {
+		fmt.Fprintf(stderr, " (%d written to %s)", w.Packets(), report.Clean(cfg.Write))
 	}
 	fmt.Fprintln(stderr)
 	if live {
