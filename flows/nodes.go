@@ -238,15 +238,21 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 	}
 }
 
+// brokersTaken is how many of the listed brokers of one response are
+// learned (MaxBrokersPerResponse at most); the rest are counted dropped.
+func (n *Nodes) brokersTaken(listed int) int {
+	if listed > MaxBrokersPerResponse {
+		n.dropped.Brokers += int64(listed - MaxBrokersPerResponse)
+		return MaxBrokersPerResponse
+	}
+	return listed
+}
+
 // learnResponse learns from a response: advertised brokers and endpoints.
 func (n *Nodes) learnResponse(resp kmsg.Response) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		for i := range r.Brokers {
-			if i == MaxBrokersPerResponse {
-				n.dropped.Brokers += int64(len(r.Brokers) - i)
-				break
-			}
+		for i := range n.brokersTaken(len(r.Brokers)) {
 			b := &r.Brokers[i]
 			n.learnEndpoint(b.NodeID, b.Host, b.Port)
 		}
@@ -261,11 +267,7 @@ func (n *Nodes) learnResponse(resp kmsg.Response) {
 			}
 		}
 	case *kmsg.DescribeClusterResponse:
-		for i := range r.Brokers {
-			if i == MaxBrokersPerResponse {
-				n.dropped.Brokers += int64(len(r.Brokers) - i)
-				break
-			}
+		for i := range n.brokersTaken(len(r.Brokers)) {
 			b := &r.Brokers[i]
 			n.learnEndpoint(b.NodeID, b.Host, b.Port)
 		}
