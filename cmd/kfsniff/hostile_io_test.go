@@ -410,11 +410,16 @@ func checkPipeClosed(t *testing.T, code int, stderr, out string) int {
 func TestPipeClosedFile(t *testing.T) {
 	in := fixture(filepath.Join("scenarios", "observer-fetch-loop.pcap"))
 	out := filepath.Join(t.TempDir(), "out.pcap")
-	first, code, stderr := pipeRun(t, nil, "-r", in, "--frames", "-w", out)
+	page := filepath.Join(t.TempDir(), "out.html")
+	first, code, stderr := pipeRun(t, nil, "-r", in, "--frames", "-w", out, "--html", page)
 	if !strings.Contains(first, "corr=") {
 		t.Errorf("first line %q is not a frame", first)
 	}
 	n := checkPipeClosed(t, code, stderr, out)
+	// The other files asked for are written too, of what was analysed.
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "</html>") {
+		t.Errorf("--html page not written when the reader went away: %v", err)
+	}
 	total := readBack(t, in)
 	if n >= total {
 		t.Errorf("read all %d packets: the run did not stop when its reader went away", total)

@@ -445,11 +445,27 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code = exitFailure
 	}
 
-	if out.broken() {
-		pipeClosed(stderr, cfg, res, writer, live != nil)
+	rep := res.Report
+	// The files asked for are written whatever became of standard output.
+	outputs := func(code int) int {
+		if cfg.HTML != "" {
+			if err := writeHTML(cfg.HTML, rep); err != nil {
+				fmt.Fprintf(stderr, "kfsniff: --html: %v\n", err)
+				return exitFailure
+			}
+		}
+		if cfg.Expect.Write != "" && code == exitOK {
+			if err := writeExpect(cfg, analysisOf(&cfg, fs), rep, res.Interrupted, stderr); err != nil {
+				fmt.Fprintf(stderr, "kfsniff: --write-expect: %v\n", err)
+				return exitFailure
+			}
+		}
 		return code
 	}
-	rep := res.Report
+	if out.broken() {
+		pipeClosed(stderr, cfg, res, writer, live != nil)
+		return outputs(code)
+	}
 	if recs.w != nil {
 		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
 			return max(c, code)
@@ -467,29 +483,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		if out.broken() {
 			pipeClosed(stderr, cfg, res, writer, live != nil)
-			return code
+			return outputs(code)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: writing output: %v\n", err)
 			return exitFailure
 		}
 	}
-	if cfg.HTML != "" {
-		if err := writeHTML(cfg.HTML, rep); err != nil {
-			fmt.Fprintf(stderr, "kfsniff: --html: %v\n", err)
-			return exitFailure
-		}
-	}
 	if live != nil {
 		liveSummary(stderr, res)
 	}
-	if cfg.Expect.Write != "" && code == exitOK {
-		if err := writeExpect(cfg, analysisOf(&cfg, fs), rep, res.Interrupted, stderr); err != nil {
-			fmt.Fprintf(stderr, "kfsniff: --write-expect: %v\n", err)
-			return exitFailure
-		}
-	}
-	if code != exitOK {
+	if code = outputs(code); code != exitOK {
 		return code
 	}
 	return failOn(cfg.FailOn, rep, stderr)
