@@ -263,7 +263,13 @@ func (e *Exporter) Close() Stats {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
 		err := e.cl.Flush(ctx)
 		cancel()
-		e.cl.Close() // fails what is left; promises have run when it returns
+		e.cl.Close() // fails what is left, its promises on kgo's goroutine
+		for wait := time.Now().Add(5 * time.Second); e.inflight.Load() > 0 && time.Now().Before(wait); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := e.inflight.Swap(0); n > 0 {
+			e.failed.Add(n) // promises never called: not delivered
+		}
 		e.closeStats = e.Stats()
 		e.closeStats.Pending = 0
 		if err != nil && e.closeStats.LastError == "" {

@@ -66,7 +66,12 @@ type exportRecord struct {
 // nothing more comes for a while.
 func consumeAll(t *testing.T, seeds []string, n int, topics ...string) []shipped {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return consumeWith(t, seeds, n, nil, topics...)
+}
+
+func consumeWith(t *testing.T, seeds []string, n int, opts []kgo.Opt, topics ...string) []shipped {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
