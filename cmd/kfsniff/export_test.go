@@ -62,8 +62,8 @@ type exportRecord struct {
 	} `json:"finding"`
 }
 
-// consumeAll reads topics from the start until n records have come or
-// nothing more comes for a while.
+// consumeAll reads topics from the start until n records have come (n <
+// 0: until two polls of a second find nothing more), 20 s at most.
 func consumeAll(t *testing.T, seeds []string, n int, topics ...string) []shipped {
 	t.Helper()
 	return consumeWith(t, seeds, n, nil, topics...)
@@ -78,10 +78,18 @@ func consumeWith(t *testing.T, seeds []string, n int, opts []kgo.Opt, topics ...
 	defer cl.Close()
 	var out []shipped
 	deadline := time.Now().Add(20 * time.Second)
-	for len(out) < n && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	empty := 0
+	for (n < 0 || len(out) < n) && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
+		if fs.NumRecords() == 0 {
+			if empty++; n < 0 && empty >= 2 {
+				break // all there is, read
+			}
+		} else {
+			empty = 0
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			s := shipped{key: string(r.Key), partition: r.Partition, topic: r.Topic}
 			if err := json.Unmarshal(r.Value, &s.rec); err != nil {
