@@ -99,15 +99,17 @@ type Exporter struct {
 	dropped, failed atomic.Int64
 	lastErr         atomic.Pointer[string]
 	promise         func(*kgo.Record, error)
-	recs            sync.Pool
-	buf             []byte
-	parts           []part
-	index           map[partKey]int
-	clusters        map[netip.AddrPort]string
-	clientIDs       map[int]string
-	batches         []batchOut
-	closeOnce       sync.Once
-	closeStats      Stats
+	// send is ship, or a test's sink for the records as encoded.
+	send       func(topic string, key, value []byte)
+	recs       sync.Pool
+	buf        []byte
+	parts      []part
+	index      map[partKey]int
+	clusters   map[netip.AddrPort]string
+	clientIDs  map[int]string
+	batches    []batchOut
+	closeOnce  sync.Once
+	closeStats Stats
 }
 
 // partKey names a partition within one exchange: by name, and by id
@@ -196,6 +198,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	e.limit.Store(int64(cfg.Buffer))
 	e.promise = e.delivered
+	e.send = e.ship
 	e.recs.New = func() any { return new(kgo.Record) }
 	return e, nil
 }
@@ -328,7 +331,7 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	}
 	b = append(b, '}')
 	e.buf = b
-	e.ship(e.cfg.Topic, b[:k], b[k:])
+	e.send(e.cfg.Topic, b[:k], b[k:])
 }
 
 // OnExchange ships an exchange: one record per partition for Produce and
@@ -376,7 +379,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		}
 		b = append(b, '}')
 		e.buf = b
-		e.ship(e.cfg.Topic, b[:k], b[k:])
+		e.send(e.cfg.Topic, b[:k], b[k:])
 		return
 	}
 	for i := range e.parts {
@@ -389,7 +392,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		b = e.partFields(b, p)
 		b = append(b, '}')
 		e.buf = b
-		e.ship(e.cfg.Topic, b[:k], b[k:])
+		e.send(e.cfg.Topic, b[:k], b[k:])
 	}
 }
 
@@ -671,7 +674,7 @@ func (e *Exporter) Findings(fs []detectors.Finding) {
 			e.failed.Add(1)
 			continue
 		}
-		e.ship(e.cfg.FindingsTopic, []byte(key), v)
+		e.send(e.cfg.FindingsTopic, []byte(key), v)
 	}
 }
 

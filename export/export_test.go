@@ -1,0 +1,282 @@
+package export
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// batch is a record batch (magic 2) of n records from base, its CRC
+// computed here, as a producer would.
+func batch(base int64, n int, pid int64, seq int32) ([]byte, uint32) {
+	rb := kmsg.RecordBatch{FirstOffset: base, Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
+		ProducerID: pid, ProducerEpoch: 0, FirstSequence: seq, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000000,
+		Records: make([]byte, 40*n)}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
+	crc := crc32.Checksum(b[21:], castagnoli)
+	binary.BigEndian.PutUint32(b[17:21], crc)
+	return b, crc
+}
+
+// traffic is a round of exchanges: a Produce of two partitions (batches
+// with CRCs) answered with offsets, a Fetch answered with a partition's
+// batch and one's error, and a Metadata.
+type traffic struct {
+	x    []*flows.Exchange
+	crcs map[string][]uint32 // topic/partition -> CRCs sent
+}
+
+func newTraffic(clientID string) *traffic {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.1.0.1:9092"))
+	tr := &traffic{crcs: map[string][]uint32{}}
+
+	p := kmsg.NewPtrProduceRequest()
+	p.SetVersion(9)
+	p.Acks = -1
+	pr := kmsg.NewPtrProduceResponse()
+	pr.SetVersion(9)
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "orders"
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic = "orders"
+	for part := range int32(2) {
+		b1, c1 := batch(0, 5, 77, 10*part)
+		b2, c2 := batch(0, 3, 77, 10*part+5)
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition = part
+		pp.Records = append(b1, b2...)
+		pt.Partitions = append(pt.Partitions, pp)
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.Partition = part
+		rp.BaseOffset = 100 * int64(part+1)
+		rt.Partitions = append(rt.Partitions, rp)
+		tr.crcs["orders/"+string(rune('0'+part))] = []uint32{c1, c2}
+	}
+	p.Topics = append(p.Topics, pt)
+	pr.Topics = append(pr.Topics, rt)
+
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(11)
+	f.ReplicaID = 2
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "orders"
+	for part := range int32(2) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset = part, 40
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	f.Topics = append(f.Topics, ft)
+	fr := kmsg.NewPtrFetchResponse()
+	fr.SetVersion(11)
+	frt := kmsg.NewFetchResponseTopic()
+	frt.Topic = "orders"
+	fb, fc := batch(40, 4, 77, 40)
+	fp0 := kmsg.NewFetchResponseTopicPartition()
+	fp0.Partition, fp0.HighWatermark, fp0.LastStableOffset, fp0.RecordBatches = 0, 44, 44, fb
+	fp1 := kmsg.NewFetchResponseTopicPartition()
+	fp1.Partition, fp1.ErrorCode, fp1.HighWatermark, fp1.LastStableOffset = 1, 6, -1, -1
+	frt.Partitions = append(frt.Partitions, fp0, fp1)
+	fr.Topics = append(fr.Topics, frt)
+	tr.crcs["fetch orders/0"] = []uint32{fc}
+
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	mr := kmsg.NewPtrMetadataResponse()
+	mr.SetVersion(12)
+	id := "cluster-A"
+	mr.ClusterID = &id
+
+	for j, pair := range []struct {
+		req  kmsg.Request
+		resp kmsg.Response
+	}{{md, mr}, {p, pr}, {f, fr}} {
+		req := flows.MakeRequest(c, at, int32(j), clientID, pair.req)
+		tr.x = append(tr.x, &flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Duration(j+1)*time.Millisecond), pair.resp)})
+	}
+	return tr
+}
+
+func (tr *traffic) run(e *Exporter) {
+	for _, x := range tr.x {
+		e.OnExchange(x)
+	}
+}
+
+type sent struct{ topic, key, value string }
+
+// capturing makes an exporter whose records are kept, not shipped (its
+// client is never used: nothing connects).
+func capturing(t testing.TB) (*Exporter, *[]sent) {
+	e, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topic: "ship", Agent: "host-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cl.Close() })
+	var out []sent
+	e.send = func(topic string, key, value []byte) { out = append(out, sent{topic, string(key), string(value)}) }
+	return e, &out
+}
+
+// TestExchangeRecords: one record per partition, keyed topic/partition,
+// with the exchange's common fields; the batches' CRCs are the
+// producer's, a produced batch carries the offset the response gave it;
+// the Metadata exchange is keyed by client id and teaches the cluster id
+// that the later records carry.
+func TestExchangeRecords(t *testing.T) {
+	e, out := capturing(t)
+	tr := newTraffic("app-1")
+	tr.run(e)
+	type rec struct {
+		V         int    `json:"v"`
+		Type      string `json:"type"`
+		Agent     string `json:"agent"`
+		Cluster   string `json:"cluster"`
+		API       int16  `json:"api"`
+		Corr      int32  `json:"corr"`
+		ClientID  string `json:"client_id"`
+		Latency   int64  `json:"latency_ns"`
+		Parts     int    `json:"parts"`
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Error     *int16 `json:"error"`
+		HW        *int64 `json:"high_watermark"`
+		Fetch     *int64 `json:"fetch_offset"`
+		Replica   *int32 `json:"replica"`
+		Batches   []struct {
+			Offset     *int64 `json:"offset"`
+			BaseOffset *int64 `json:"base_offset"`
+			CRC        uint32 `json:"crc"`
+			Records    int32  `json:"records"`
+			ProducerID int64  `json:"producer_id"`
+			Sequence   int32  `json:"base_sequence"`
+		} `json:"batches"`
+	}
+	if len(*out) != 5 {
+		t.Fatalf("%d records; want Metadata 1, Produce 2, Fetch 2", len(*out))
+	}
+	var rs []rec
+	for _, s := range *out {
+		var r rec
+		if err := json.Unmarshal([]byte(s.value), &r); err != nil {
+			t.Fatalf("%s: %v", s.value, err)
+		}
+		if s.topic != "ship" || r.V != SchemaVersion || r.Agent != "host-a" || r.Type != "exchange" {
+			t.Errorf("record %+v on %s", r, s.topic)
+		}
+		rs = append(rs, r)
+	}
+	if (*out)[0].key != "app-1" || rs[0].API != 3 || rs[0].Cluster != "cluster-A" {
+		t.Errorf("Metadata record keyed %q, %+v", (*out)[0].key, rs[0])
+	}
+	for i, s := range (*out)[1:] {
+		r := rs[i+1]
+		if want := r.Topic + "/" + string(rune('0'+r.Partition)); s.key != want || r.Parts != 2 || r.Cluster != "cluster-A" || r.Latency <= 0 {
+			t.Errorf("record %d keyed %q: %+v", i+1, s.key, r)
+		}
+	}
+	for i, r := range rs[1:3] {
+		crcs := tr.crcs[r.Topic+"/"+string(rune('0'+r.Partition))]
+		if len(r.Batches) != 2 || r.Batches[0].CRC != crcs[0] || r.Batches[1].CRC != crcs[1] {
+			t.Fatalf("Produce record %d batches %+v; CRCs sent %v", i, r.Batches, crcs)
+		}
+		base := 100 * int64(r.Partition+1)
+		if *r.Batches[0].Offset != base || *r.Batches[1].Offset != base+5 || r.Batches[1].Sequence != 10*r.Partition+5 || r.Batches[0].ProducerID != 77 {
+			t.Errorf("Produce record %d: offsets %d, %d (want %d, %d), sequence %d", i, *r.Batches[0].Offset, *r.Batches[1].Offset, base, base+5, r.Batches[1].Sequence)
+		}
+	}
+	f0, f1 := rs[3], rs[4]
+	if *f0.Replica != 2 || *f0.Fetch != 40 || *f0.HW != 44 || *f0.Error != 0 || len(f0.Batches) != 1 || f0.Batches[0].CRC != tr.crcs["fetch orders/0"][0] || *f0.Batches[0].BaseOffset != 40 {
+		t.Errorf("Fetch partition 0: %+v", f0)
+	}
+	if *f1.Error != 6 || f1.HW != nil || len(f1.Batches) != 0 || *f1.Fetch != 40 {
+		t.Errorf("Fetch partition 1 (NOT_LEADER_OR_FOLLOWER, no high watermark): %+v", f1)
+	}
+}
+
+// TestOwnTrafficNotShipped: the exporter's own client id (the agent
+// capturing its own shipping) is not shipped, or every record would make
+// another.
+func TestOwnTrafficNotShipped(t *testing.T) {
+	e, out := capturing(t)
+	newTraffic("kfsniff-export").run(e)
+	if len(*out) != 0 {
+		t.Errorf("%d records of the exporter's own exchanges shipped", len(*out))
+	}
+}
+
+// TestHotPathAllocs: once warm, encoding an exchange's records allocates
+// nothing (the records' copies for kgo are made in ship, measured by
+// BenchmarkShip).
+func TestHotPathAllocs(t *testing.T) {
+	e, _ := capturing(t)
+	n := 0
+	e.send = func(string, []byte, []byte) { n++ }
+	tr := newTraffic("app-1")
+	tr.run(e)
+	if a := testing.AllocsPerRun(100, func() { tr.run(e) }); a != 0 {
+		t.Errorf("%v allocations per round of %d exchanges; want 0", a, len(tr.x))
+	}
+	if n == 0 {
+		t.Fatal("nothing encoded")
+	}
+}
+
+// TestStringsEscaped: wire strings become valid JSON that a terminal
+// printing it (kcat) cannot be driven by: controls, C1, bidi and
+// separators escaped, invalid UTF-8 replaced.
+func TestStringsEscaped(t *testing.T) {
+	in := "a\"b\\c\n\x1b[31m\u009b\u202e\u2028\xff\xfe z é"
+	b := appendString(nil, in)
+	if !json.Valid(b) || !utf8.Valid(b) {
+		t.Fatalf("%q is not valid JSON", b)
+	}
+	for _, r := range string(b) {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x202e || r == 0x2028 {
+			t.Errorf("%q left in %q", r, b)
+		}
+	}
+	var back string
+	json.Unmarshal(b, &back)
+	if want := strings.ToValidUTF8(in, "\ufffd\ufffd"); back != want {
+		t.Errorf("read back %q, want %q", back, want)
+	}
+}
+
+// BenchmarkShip is --export's cost per exchange with a real sink (kfake):
+// encoding, the copy for kgo, kgo's buffering and batching.
+func BenchmarkShip(b *testing.B) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "ship"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	e, err := New(Config{Brokers: c.ListenAddrs(), Topic: "ship", Agent: "bench", Buffer: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := newTraffic("app-1")
+	tr.run(e)
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.run(e)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(tr.x)), "ns/exchange")
+	st := e.Close()
+	if st.Dropped+st.Failed > 0 {
+		b.Logf("%d dropped, %d failed of %d", st.Dropped, st.Failed, st.Records+st.Dropped+st.Failed)
+	}
+}
