@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -98,7 +99,10 @@ type Exporter struct {
 	sent, findings  atomic.Int64
 	dropped, failed atomic.Int64
 	lastErr         atomic.Pointer[string]
-	promise         func(*kgo.Record, error)
+	// connErr is the last failure to connect to the sink (dial, TLS,
+	// SASL), cleared by a success: what "client closed" hides.
+	connErr atomic.Pointer[string]
+	promise func(*kgo.Record, error)
 	// send is ship, or a test's sink for the records as encoded.
 	send       func(topic string, key, value []byte)
 	recs       sync.Pool
@@ -184,23 +188,32 @@ func New(cfg Config) (*Exporter, error) {
 		opts = append(opts, kgo.SASL(cfg.SASL))
 	}
 	opts = append(opts, cfg.Opts...)
+	e := &Exporter{}
+	opts = append(opts, kgo.WithHooks(connectHook{e}))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("export: %v", err)
 	}
-	e := &Exporter{
-		cfg:       cfg,
-		cl:        cl,
-		sink:      "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic,
-		index:     map[partKey]int{},
-		clusters:  map[netip.AddrPort]string{},
-		clientIDs: map[int]string{},
-	}
+	e.cfg, e.cl = cfg, cl
+	e.sink = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
+	e.index, e.clusters, e.clientIDs = map[partKey]int{}, map[netip.AddrPort]string{}, map[int]string{}
 	e.limit.Store(int64(cfg.Buffer))
 	e.promise = e.delivered
 	e.send = e.ship
 	e.recs.New = func() any { return new(kgo.Record) }
 	return e, nil
+}
+
+// connectHook keeps the last failure to reach the sink.
+type connectHook struct{ e *Exporter }
+
+func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		h.e.connErr.Store(nil)
+		return
+	}
+	s := err.Error()
+	h.e.connErr.Store(&s)
 }
 
 // delivered is kgo's promise for every record: counts, and the record
@@ -250,6 +263,11 @@ func (e *Exporter) Stats() Stats {
 	}
 	if p := e.lastErr.Load(); p != nil {
 		s.LastError = *p
+	}
+	if p := e.connErr.Load(); p != nil {
+		// Records waiting for an unreachable sink fail as "client
+		// closed" at the end: the reason is the connection's.
+		s.LastError = "sink unreachable: " + *p
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -347,5 +348,41 @@ func TestExportMirrorReplay(t *testing.T) {
 	}
 	if float64(gotRecords) != records || float64(dups) != dupBatches {
 		t.Errorf("%s/%v: produced batches shipped hold %d records and %d repeated CRCs; the finding counts %v records, %v duplicate batches", topic, part, gotRecords, dups, records, dupBatches)
+	}
+}
+
+// TestExportSinkUnreachable: a sink that never answers does not stop the
+// analysis: the report is the one without --export, plus its line saying
+// that nothing was delivered and why, within the flush timeout.
+func TestExportSinkUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	code, plain, _ := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"))
+	start := time.Now()
+	code2, out, stderr := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"), "--export", "kafka://"+addr+"/ship", "--export-flush-timeout", "1s")
+	if code2 != code {
+		t.Fatalf("exit %d with an unreachable sink, %d without --export: %s", code2, code, stderr)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %s with a 1 s flush timeout", took)
+	}
+	var line string
+	rest := out
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "  Export to ") {
+			line = l
+			rest = strings.Replace(out, l+"\n", "", 1)
+		}
+	}
+	want := "  Export to kafka://" + addr + "/ship: 0 records shipped (0 findings to ship.findings), 0 dropped (buffer full), "
+	if !strings.HasPrefix(line, want) || strings.Contains(line, " 0 failed") || !strings.Contains(line, "last error: sink unreachable: ") || !strings.Contains(line, "refused") {
+		t.Errorf("export line %q; want %q, the records failed and the last error", line, want)
+	}
+	if rest != plain {
+		t.Errorf("the report with an unreachable sink differs from the one without --export beyond the export line")
 	}
 }
