@@ -63,6 +63,9 @@ type Config struct {
 	// client id are not shipped (the agent capturing its own shipping
 	// would ship records about records). "kfsniff-export" when empty.
 	ClientID string
+	// Compression is the batches' codec: zstd (the default), lz4,
+	// snappy, gzip or none.
+	Compression string
 	// FlushTimeout bounds the wait for the sink at Close (10 s when 0).
 	FlushTimeout time.Duration
 	// Opts are more kgo options (tests).
@@ -171,7 +174,6 @@ func New(cfg Config) (*Exporter, error) {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.Topic),
-		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.ProducerLinger(50 * time.Millisecond),
 		// The limits are the exporter's own (limit, below); these are
 		// kgo's, set just above so that TryProduce never blocks.
@@ -181,6 +183,12 @@ func New(cfg Config) (*Exporter, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
 	}
+	codec, err := Codec(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	// A sink too old for the codec gets the batches uncompressed.
+	opts = append(opts, kgo.ProducerBatchCompression(codec, kgo.NoCompression()))
 	if cfg.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
 	}
@@ -214,6 +222,23 @@ func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ ne
 	}
 	s := err.Error()
 	h.e.connErr.Store(&s)
+}
+
+// Codec is the compression a --export-compression name stands for.
+func Codec(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "zstd":
+		return kgo.ZstdCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want zstd, lz4, snappy, gzip or none", name)
 }
 
 // delivered is kgo's promise for every record: counts, and the record

@@ -24,6 +24,7 @@ type exportConfig struct {
 	Agent         string
 	Buffer        int
 	FlushTimeout  time.Duration
+	Compression   string
 	ConfigFile    string
 	sec           export.Security
 
@@ -38,6 +39,7 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 	fs.StringVar(&c.Agent, "agent-id", "", "with --export: this host's `NAME` in every record (default: the hostname)")
 	fs.IntVar(&c.Buffer, "export-buffer", export.DefaultBuffer, "with --export: records that may wait for the sink; past it they are dropped and counted")
 	fs.DurationVar(&c.FlushTimeout, "export-flush-timeout", 10*time.Second, "with --export: how long the end of the run waits for the sink to take what is buffered")
+	fs.StringVar(&c.Compression, "export-compression", "zstd", "with --export: the batches' `CODEC`: zstd, lz4 (less CPU, larger batches), snappy, gzip or none")
 	fs.StringVar(&c.ConfigFile, "export-config", "", "with --export: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
 	fs.BoolVar(&c.sec.TLS, "export-tls", false, "with --export: TLS to the sink")
 	fs.StringVar(&c.sec.CAFile, "export-ca", "", "with --export: PEM `FILE` of the CAs to trust (implies --export-tls)")
@@ -50,7 +52,7 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 }
 
 // exportFlagsWithout are the flags that mean nothing without --export.
-var exportFlagsWithout = []string{"export-findings-topic", "agent-id", "export-buffer", "export-flush-timeout", "export-config",
+var exportFlagsWithout = []string{"export-findings-topic", "agent-id", "export-buffer", "export-flush-timeout", "export-compression", "export-config",
 	"export-tls", "export-ca", "export-cert", "export-key", "export-sasl-mechanism", "export-sasl-user", "export-sasl-password"}
 
 // validate checks the flags at parse time and reads the properties file.
@@ -72,6 +74,9 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 	}
 	if c.Buffer <= 0 {
 		return fmt.Errorf("--export-buffer must be positive, got %d", c.Buffer)
+	}
+	if _, err := export.Codec(c.Compression); err != nil {
+		return fmt.Errorf("--export-compression: %v", err)
 	}
 	if c.FlushTimeout < 0 {
 		return fmt.Errorf("--export-flush-timeout must not be negative, got %s", c.FlushTimeout)
@@ -127,7 +132,7 @@ func (c *exportConfig) start(stderr io.Writer) (*exporter, error) {
 	}
 	x, err := export.New(export.Config{
 		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
-		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout,
+		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
 		TLS: tc, SASL: mech,
 	})
 	if err != nil {

@@ -158,6 +158,7 @@ func TestExportConfigUsage(t *testing.T) {
 		{[]string{"--export", "kafka://127.0.0.1:9092/bad topic"}, "topic"},
 		{[]string{"--agent-id", "x"}, "--agent-id needs --export"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-buffer", "0"}, "--export-buffer"},
+		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-compression", "brotli"}, "--export-compression"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-config", jks}, "PEM"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-config", mech}, "GSSAPI"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-config", filepath.Join(dir, "missing")}, "--export-config"},
