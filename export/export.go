@@ -425,18 +425,38 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		e.send(e.cfg.Topic, b[:k], b[k:])
 		return
 	}
+	records := 0
+	for i := range e.parts {
+		records += chunks(&e.parts[i])
+	}
 	for i := range e.parts {
 		p := &e.parts[i]
-		b := append(e.buf[:0], p.name...)
-		b = append(b, '/')
-		b = appendIntRaw(b, int64(p.key.part))
-		k := len(b)
-		b = e.exchangeFields(b, x, m, len(e.parts))
-		b = e.partFields(b, p)
-		b = append(b, '}')
-		e.buf = b
-		e.send(e.cfg.Topic, b[:k], b[k:])
+		for c := range chunks(p) {
+			b := append(e.buf[:0], p.name...)
+			b = append(b, '/')
+			b = appendIntRaw(b, int64(p.key.part))
+			k := len(b)
+			b = e.exchangeFields(b, x, m, records)
+			b = e.partFields(b, p, c)
+			b = append(b, '}')
+			e.buf = b
+			e.send(e.cfg.Topic, b[:k], b[k:])
+		}
 	}
+}
+
+// maxBatchesPerRecord splits a partition's batches over several records
+// past it, so that a record stays far below the sink's default maximum
+// message size (1 MiB; a batch takes about 330 bytes of JSON).
+const maxBatchesPerRecord = 512
+
+// chunks is how many records a partition takes: one, or one per
+// maxBatchesPerRecord batches.
+func chunks(p *part) int {
+	if !p.hasBatch {
+		return 1
+	}
+	return max(1, (p.lastBatch-p.firstBatch+maxBatchesPerRecord-1)/maxBatchesPerRecord)
 }
 
 // common appends the key of a record without partitions: the client id,
@@ -523,7 +543,7 @@ func status(x *flows.Exchange) string {
 }
 
 // partFields appends one partition's fields and its batches.
-func (e *Exporter) partFields(b []byte, p *part) []byte {
+func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	b = appendStr(b, "topic", p.name)
 	b = appendInt(b, "partition", int64(p.key.part))
 	if p.hasFetchOffset {
@@ -551,12 +571,17 @@ func (e *Exporter) partFields(b []byte, p *part) []byte {
 	if !p.hasBatch {
 		return b
 	}
+	first := p.firstBatch + chunk*maxBatchesPerRecord
+	last := min(p.lastBatch, first+maxBatchesPerRecord)
+	if chunk > 0 || last < p.lastBatch {
+		b = appendInt(b, "batch_index", int64(first-p.firstBatch))
+	}
 	b = appendField(b, "batches")
 	b = append(b, '[')
-	for i := p.firstBatch; i < p.lastBatch; i++ {
+	for i := first; i < last; i++ {
 		bo := &e.batches[i]
 		bt := &bo.b.Batch
-		if i > p.firstBatch {
+		if i > first {
 			b = append(b, ',')
 		}
 		b = append(b, '{')

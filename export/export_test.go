@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,58 @@ func TestExchangeRecords(t *testing.T) {
 	}
 }
 
+// TestManyBatchesSplit: a partition's batches past 512 go on more
+// records (batch_index says where each starts), so that no record nears
+// the sink's maximum message size; every batch is shipped once, in order.
+func TestManyBatchesSplit(t *testing.T) {
+	e, out := capturing(t)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.1.0.1:9092"))
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(11)
+	f.ReplicaID = -1
+	fr := kmsg.NewPtrFetchResponse()
+	fr.SetVersion(11)
+	frt := kmsg.NewFetchResponseTopic()
+	frt.Topic = "big"
+	fp := kmsg.NewFetchResponseTopicPartition()
+	var crcs []uint32
+	for i := range 1100 {
+		b, crc := batch(int64(i), 1, -1, -1)
+		fp.RecordBatches = append(fp.RecordBatches, b...)
+		crcs = append(crcs, crc)
+	}
+	frt.Partitions = append(frt.Partitions, fp)
+	fr.Topics = append(fr.Topics, frt)
+	req := flows.MakeRequest(c, at, 1, "consumer", f)
+	e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), fr)})
+	if len(*out) != 3 {
+		t.Fatalf("%d records for 1100 batches; want 3", len(*out))
+	}
+	var got []uint32
+	for i, s := range *out {
+		var r struct {
+			Parts   int `json:"parts"`
+			Index   int `json:"batch_index"`
+			Batches []struct {
+				CRC uint32 `json:"crc"`
+			} `json:"batches"`
+		}
+		if err := json.Unmarshal([]byte(s.value), &r); err != nil {
+			t.Fatal(err)
+		}
+		if s.key != "big/0" || r.Parts != 3 || r.Index != 512*i || len(s.value) > 256<<10 {
+			t.Errorf("record %d: key %q, parts %d, batch_index %d, %d bytes", i, s.key, r.Parts, r.Index, len(s.value))
+		}
+		for _, b := range r.Batches {
+			got = append(got, b.CRC)
+		}
+	}
+	if !slices.Equal(got, crcs) {
+		t.Errorf("%d CRCs shipped, not the 1100 of the response in order", len(got))
+	}
+}
+
 // TestOwnTrafficNotShipped: the exporter's own client id (the agent
 // capturing its own shipping) is not shipped, or every record would make
 // another.
@@ -279,4 +332,18 @@ func BenchmarkShip(b *testing.B) {
 	if st.Dropped+st.Failed > 0 {
 		b.Logf("%d dropped, %d failed of %d", st.Dropped, st.Failed, st.Records+st.Dropped+st.Failed)
 	}
+}
+
+// BenchmarkEncode is the exporter's own work per exchange on the
+// analysis goroutine, without kgo: partitions gathered, JSON appended.
+func BenchmarkEncode(b *testing.B) {
+	e, _ := capturing(b)
+	e.send = func(string, []byte, []byte) {}
+	tr := newTraffic("app-1")
+	tr.run(e)
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.run(e)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(tr.x)), "ns/exchange")
 }
