@@ -68,6 +68,9 @@ type Config struct {
 	Compression string
 	// FlushTimeout bounds the wait for the sink at Close (10 s when 0).
 	FlushTimeout time.Duration
+	// Waiting, if set, is told when Close has waited a second for the
+	// sink and goes on waiting: how many records, for how much longer.
+	Waiting func(pending int64, upTo time.Duration)
 	// Opts are more kgo options (tests).
 	Opts []kgo.Opt
 }
@@ -307,7 +310,17 @@ func (e *Exporter) Dropped() int64 { return e.dropped.Load() + e.failed.Load() }
 func (e *Exporter) Close() Stats {
 	e.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
-		err := e.cl.Flush(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.cl.Flush(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Second):
+			if e.cfg.Waiting != nil {
+				e.cfg.Waiting(e.inflight.Load(), e.cfg.FlushTimeout-time.Second)
+			}
+			err = <-done
+		}
 		cancel()
 		e.cl.Close() // fails what is left, its promises on kgo's goroutine
 		for wait := time.Now().Add(5 * time.Second); e.inflight.Load() > 0 && time.Now().Before(wait); {

@@ -134,6 +134,9 @@ func (c *exportConfig) start(stderr io.Writer) (*exporter, error) {
 		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
 		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
 		TLS: tc, SASL: mech,
+		Waiting: func(pending int64, upTo time.Duration) {
+			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout)\n", upTo.Round(time.Second), pending)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--export: %v", err)

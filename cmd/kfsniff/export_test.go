@@ -357,7 +357,8 @@ func TestExportMirrorReplay(t *testing.T) {
 
 // TestExportSinkUnreachable: a sink that never answers does not stop the
 // analysis: the report is the one without --export, plus its line saying
-// that nothing was delivered and why, within the flush timeout.
+// that nothing was delivered and why, within the flush timeout, of which
+// stderr gives word once the wait passes a second.
 func TestExportSinkUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -367,12 +368,15 @@ func TestExportSinkUnreachable(t *testing.T) {
 	ln.Close() // nothing listens there now
 	code, plain, _ := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"))
 	start := time.Now()
-	code2, out, stderr := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"), "--export", "kafka://"+addr+"/ship", "--export-flush-timeout", "1s")
+	code2, out, stderr := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"), "--export", "kafka://"+addr+"/ship", "--export-flush-timeout", "2s")
 	if code2 != code {
 		t.Fatalf("exit %d with an unreachable sink, %d without --export: %s", code2, code, stderr)
 	}
 	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("took %s with a 1 s flush timeout", took)
+		t.Errorf("took %s with a 2 s flush timeout", took)
+	}
+	if !strings.Contains(stderr, "kfsniff: --export: waiting up to 1s for the sink to take ") {
+		t.Errorf("no word of the wait for the sink on stderr: %q", stderr)
 	}
 	var line string
 	rest := out
