@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kfsniff/kfsniff/internal/promtest"
 )
 
 // gate is a listener for kfake that can cut the sink off: while down,
@@ -72,8 +74,8 @@ func produceAs(ctx context.Context, seeds []string, id string, n int) error {
 // TestLiveExportSinkOutage captures kgo traffic on lo with --export to a
 // kfake sink that goes down mid-capture and comes back: the capture goes
 // on (every Produce kgo wrote is in the report), the records the buffer
-// could not hold are dropped and counted (Prometheus counter while it
-// runs, the report at the end), and records of traffic after the sink's
+// could not hold are dropped and counted (the Prometheus counter while it
+// runs, in a scrape that passes promtool, and the report at the end), and records of traffic after the sink's
 // return reach it.
 func TestLiveExportSinkOutage(t *testing.T) {
 	needLive(t)
@@ -138,14 +140,17 @@ func TestLiveExportSinkOutage(t *testing.T) {
 	// The exporter's buffer (50) is full: the rest dropped, and counted
 	// while the capture runs.
 	var dropped float64
+	var body []byte
 	for deadline := time.Now().Add(15 * time.Second); dropped == 0; time.Sleep(200 * time.Millisecond) {
-		s, _ := scrape(t, url)
+		var s promtest.Scrape
+		s, body = scrape(t, url)
 		dropped = s.Sum("kfsniff_export_dropped_total", nil)
 		if time.Now().After(deadline) {
 			t.Fatalf("no shipping drops scraped with the sink down:\n%s", errw)
 		}
 	}
 	t.Logf("sink down for %s, %v records dropped", time.Since(outage).Round(time.Millisecond), dropped)
+	checkMetrics(t, promtool(t), body)
 
 	// Back up: once kgo has reconnected and delivered what the buffer
 	// held, traffic after the outage is shipped whole.
