@@ -112,7 +112,7 @@ type Exporter struct {
 	// send is ship, or a test's sink for the records as encoded.
 	send       func(topic string, key, value []byte)
 	recs       sync.Pool
-	buf        []byte
+	buf, head  []byte
 	parts      []part
 	index      map[partKey]int
 	clusters   map[netip.AddrPort]string
@@ -442,6 +442,8 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	for i := range e.parts {
 		records += chunks(&e.parts[i])
 	}
+	// The exchange's fields once, copied into each partition's record.
+	e.head = e.exchangeFields(e.head[:0], x, m, records)
 	for i := range e.parts {
 		p := &e.parts[i]
 		for c := range chunks(p) {
@@ -449,7 +451,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 			b = append(b, '/')
 			b = appendIntRaw(b, int64(p.key.part))
 			k := len(b)
-			b = e.exchangeFields(b, x, m, records)
+			b = append(b, e.head...)
 			b = e.partFields(b, p, c)
 			b = append(b, '}')
 			e.buf = b
