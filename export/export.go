@@ -110,14 +110,16 @@ type Exporter struct {
 	connErr atomic.Pointer[string]
 	promise func(*kgo.Record, error)
 	// send is ship, or a test's sink for the records as encoded.
-	send       func(topic string, key, value []byte)
-	recs       sync.Pool
-	buf, head  []byte
-	parts      []part
-	index      map[partKey]int
-	clusters   map[netip.AddrPort]string
-	clientIDs  map[int]string
-	batches    []batchOut
+	send      func(topic string, key, value []byte)
+	recs      sync.Pool
+	buf, head []byte
+	parts     []part
+	index     map[partKey]int
+	clusters  map[netip.AddrPort]string
+	clientIDs map[int]string
+	batches   []batchOut
+	// raised are the live findings shipped (LiveFindings).
+	raised     map[string]bool
 	closeOnce  sync.Once
 	closeStats Stats
 }
@@ -733,32 +735,65 @@ func (e *Exporter) learnCluster(ci *flows.ConnInfo, resp kmsg.Response) {
 
 // findingRecord is a finding as shipped.
 type findingRecord struct {
-	V       int                `json:"v"`
-	Type    string             `json:"type"`
-	Agent   string             `json:"agent"`
+	V     int    `json:"v"`
+	Type  string `json:"type"`
+	Agent string `json:"agent"`
+	// State is "raised" when a live capture's snapshot first shows the
+	// finding, "final" for the report's findings at the end of the run.
+	State   string             `json:"state"`
 	Finding *detectors.Finding `json:"finding"`
 }
 
-// Findings ships each finding once, keyed by its first partition
-// (topic/partition) when it names one, else by its detector. Called at
-// the end of a run with the report's findings.
-func (e *Exporter) Findings(fs []detectors.Finding) {
+// maxRaised bounds the live findings remembered as shipped.
+const maxRaised = 4096
+
+// LiveFindings ships the findings of a live capture's snapshot (every 2 s)
+// that no earlier snapshot showed, as "raised": a finding is known by its
+// detector, its start and its first connection or partition. Past 4096
+// of them, only the final findings are shipped.
+func (e *Exporter) LiveFindings(fs []detectors.Finding) {
+	if e.raised == nil {
+		e.raised = map[string]bool{}
+	}
 	for i := range fs {
 		f := &fs[i]
-		var key string
-		if len(f.Subject.Partitions) > 0 {
-			p := f.Subject.Partitions[0]
-			key = fmt.Sprintf("%s/%d", p.Topic, p.Partition)
-		} else {
-			key = f.Detector
+		id := f.Detector + "|" + strconv.FormatInt(f.First.UnixNano(), 10) + "|" + findingKey(f)
+		if len(f.Conns) > 0 {
+			id += "|" + strconv.Itoa(f.Conns[0])
 		}
-		v, err := json.Marshal(findingRecord{V: SchemaVersion, Type: "finding", Agent: e.cfg.Agent, Finding: f})
-		if err != nil {
-			e.failed.Add(1)
+		if e.raised[id] || len(e.raised) >= maxRaised {
 			continue
 		}
-		e.send(e.cfg.FindingsTopic, []byte(key), v)
+		e.raised[id] = true
+		e.shipFinding(f, "raised")
 	}
+}
+
+// Findings ships each finding of the report at the end of a run, as
+// "final".
+func (e *Exporter) Findings(fs []detectors.Finding) {
+	for i := range fs {
+		e.shipFinding(&fs[i], "final")
+	}
+}
+
+// shipFinding ships one finding keyed by its first partition
+// (topic/partition) when it names one, else by its detector.
+func (e *Exporter) shipFinding(f *detectors.Finding, state string) {
+	v, err := json.Marshal(findingRecord{V: SchemaVersion, Type: "finding", Agent: e.cfg.Agent, State: state, Finding: f})
+	if err != nil {
+		e.failed.Add(1)
+		return
+	}
+	e.send(e.cfg.FindingsTopic, []byte(findingKey(f)), v)
+}
+
+func findingKey(f *detectors.Finding) string {
+	if len(f.Subject.Partitions) > 0 {
+		p := f.Subject.Partitions[0]
+		return p.Topic + "/" + strconv.Itoa(int(p.Partition))
+	}
+	return f.Detector
 }
 
 func appendIntRaw(b []byte, v int64) []byte { return strconv.AppendInt(b, v, 10) }

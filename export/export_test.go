@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -346,4 +347,36 @@ func BenchmarkEncode(b *testing.B) {
 		tr.run(e)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(tr.x)), "ns/exchange")
+}
+
+// TestLiveFindingsRaisedOnce: a finding is shipped as "raised" by the
+// first snapshot that shows it, not again by the next ones, and with the
+// others as "final" at the end.
+func TestLiveFindingsRaisedOnce(t *testing.T) {
+	e, out := capturing(t)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := detectors.Finding{Detector: "notleader", First: at, Conns: []int{3}, Summary: "a",
+		Subject: detectors.Subject{Partitions: []detectors.TopicPartition{{Topic: "orders", Partition: 2}}}}
+	b := detectors.Finding{Detector: "throttled", First: at.Add(time.Second), Summary: "b"}
+	e.LiveFindings([]detectors.Finding{a})
+	a.Summary = "a, grown" // the same finding, its counts grown
+	e.LiveFindings([]detectors.Finding{a, b})
+	e.Findings([]detectors.Finding{a, b})
+	var got []string
+	for _, s := range *out {
+		var r struct {
+			State   string `json:"state"`
+			Finding struct {
+				Detector string `json:"detector"`
+			} `json:"finding"`
+		}
+		if err := json.Unmarshal([]byte(s.value), &r); err != nil || s.topic != "ship.findings" {
+			t.Fatalf("%s on %s: %v", s.value, s.topic, err)
+		}
+		got = append(got, s.key+" "+r.State+" "+r.Finding.Detector)
+	}
+	want := []string{"orders/2 raised notleader", "throttled raised throttled", "orders/2 final notleader", "throttled final throttled"}
+	if !slices.Equal(got, want) {
+		t.Errorf("shipped %q\nwant    %q", got, want)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/export"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/metrics"
@@ -117,12 +118,13 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 
 // exporter is a run's shipping, nil without --export.
 type exporter struct {
-	x *export.Exporter
+	x    *export.Exporter
+	live bool
 }
 
 // startExport makes the exporter (its client connects lazily: an
 // unreachable sink is counted, not fatal) and says where it ships.
-func (c *exportConfig) start(stderr io.Writer) (*exporter, error) {
+func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 	if c.URL == "" {
 		return nil, nil
 	}
@@ -143,15 +145,27 @@ func (c *exportConfig) start(stderr io.Writer) (*exporter, error) {
 	}
 	st := x.Stats()
 	fmt.Fprintf(stderr, "kfsniff: shipping to %s (findings to %s) as agent %s\n", report.Clean(st.Sink), st.FindingsTopic, report.Clean(c.Agent))
-	return &exporter{x: x}, nil
+	return &exporter{x: x, live: live}, nil
 }
 
-// wrap adds the exporter to a run's handlers.
+// wrap adds the exporter to a run's handlers and, live, ships findings
+// as the detectors' snapshots raise them (chained before the front
+// end's own callback; a live capture runs on one worker anyway).
 func (e *exporter) wrap(o *pipeline.Options) {
 	if e == nil {
 		return
 	}
 	o.Handlers = append(o.Handlers, flows.Handler(e.x))
+	if !e.live {
+		return
+	}
+	findings := o.LiveFindings
+	o.LiveFindings = func(fs []detectors.Finding) {
+		e.x.LiveFindings(fs)
+		if findings != nil {
+			findings(fs)
+		}
+	}
 }
 
 // metrics registers the shipping counters on the metrics endpoint.

@@ -75,7 +75,9 @@ func produceAs(ctx context.Context, seeds []string, id string, n int) error {
 // kfake sink that goes down mid-capture and comes back: the capture goes
 // on (every Produce kgo wrote is in the report), the records the buffer
 // could not hold are dropped and counted (the Prometheus counter while it
-// runs, in a scrape that passes promtool, and the report at the end), and records of traffic after the sink's
+// runs, in a scrape that passes promtool, and the report at the end),
+// records of traffic after the sink's return reach it, and a finding is
+// shipped as the live snapshot raises it., and records of traffic after the sink's
 // return reach it.
 func TestLiveExportSinkOutage(t *testing.T) {
 	needLive(t)
@@ -171,6 +173,26 @@ func TestLiveExportSinkOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitShipped("after-outage", 20)
+
+	// A finding while the capture runs: versions Kafka 4.0 removed. It is
+	// shipped when a snapshot raises it, before the capture ends.
+	old, err := errorsAndOldVersions(wctx, seeds, &kafkaCounts{writes: map[int16]int{}, reads: map[int16]int{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		raised := false
+		for _, s := range consumeAll(t, sinkSeeds, -1, "ship.findings") {
+			raised = raised || (s.rec.State == "raised" && s.rec.Finding != nil && s.rec.Finding.Detector == "kafka40-removed-versions")
+		}
+		if raised {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no kafka40-removed-versions finding raised on the findings topic 20 s into the capture\n%s", errw)
+		}
+	}
 
 	cancel()
 	r := wait(t, done, errw)

@@ -57,6 +57,7 @@ type exportRecord struct {
 		ProducerID  int64  `json:"producer_id"`
 	} `json:"batches"`
 	Errors  [][2]int64 `json:"errors"`
+	State   string     `json:"state"`
 	Finding *struct {
 		Detector string         `json:"detector"`
 		Summary  string         `json:"summary"`
@@ -167,8 +168,8 @@ func shipScenario(t *testing.T, capture string, extra ...string) (rep reportWith
 		t.Errorf("%d findings read back, the export counted %d, the report has %d", len(findings), rep.Export.Findings, len(rep.Findings))
 	}
 	for i, f := range findings {
-		if f.rec.Type != "finding" || f.rec.Finding == nil {
-			t.Errorf("findings topic record %d: type %q, no finding", i, f.rec.Type)
+		if f.rec.Type != "finding" || f.rec.Finding == nil || f.rec.State != "final" {
+			t.Errorf("findings topic record %d: type %q, state %q, finding %v; want the final findings of a file", i, f.rec.Type, f.rec.State, f.rec.Finding)
 			continue
 		}
 		if i < len(rep.Findings) && (f.rec.Finding.Detector != rep.Findings[i].Detector || f.rec.Finding.Summary != rep.Findings[i].Summary) {

@@ -367,7 +367,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	defer ms.close()
-	xs, err := exp.start(stderr)
+	xs, err := exp.start(live != nil, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
