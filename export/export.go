@@ -145,6 +145,12 @@ type part struct {
 	baseOffset            int64
 	firstBatch, lastBatch int // range in Exporter.batches, lastBatch exclusive
 	hasBatch              bool
+	// ListOffsets: the timestamp asked, the offset answered and its
+	// leader epoch; OffsetCommit: the offset committed and its epoch.
+	timestamp, offset       int64
+	offsetEpoch             int32
+	hasTimestamp, hasOffset bool
+	committed               bool
 }
 
 // batchOut is one batch header with the offset the log gave it.
@@ -392,9 +398,9 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	e.send(e.cfg.Topic, b[:k], b[k:])
 }
 
-// OnExchange ships an exchange: one record per partition for Produce and
-// Fetch (keyed topic/partition), one record keyed by client id for the
-// rest.
+// OnExchange ships an exchange: one record per partition for Produce,
+// Fetch, ListOffsets and OffsetCommit (keyed topic/partition), one record
+// keyed by client id for the rest.
 func (e *Exporter) OnExchange(x *flows.Exchange) {
 	m := x.Req
 	if m == nil {
@@ -535,6 +541,10 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 			if r.TransactionID != nil {
 				b = appendStr(b, "txn_id", *r.TransactionID)
 			}
+		case *kmsg.OffsetCommitRequest:
+			b = appendStr(b, "group", r.Group)
+		case *kmsg.ListOffsetsRequest:
+			b = appendInt(b, "replica", int64(r.ReplicaID))
 		}
 	}
 	if parts > 0 {
@@ -565,6 +575,19 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	b = appendInt(b, "partition", int64(p.key.part))
 	if p.hasFetchOffset {
 		b = appendInt(b, "fetch_offset", p.fetchOffset)
+	}
+	if p.hasTimestamp {
+		b = appendInt(b, "timestamp", p.timestamp)
+	}
+	if p.hasOffset {
+		if p.committed {
+			b = appendInt(b, "committed_offset", p.offset)
+		} else {
+			b = appendInt(b, "offset", p.offset)
+		}
+		if p.offsetEpoch >= 0 {
+			b = appendInt(b, "offset_leader_epoch", int64(p.offsetEpoch))
+		}
 	}
 	if p.answered {
 		b = appendInt(b, "error", int64(p.err))
@@ -628,9 +651,10 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	return append(b, ']')
 }
 
-// collect gathers the exchange's partitions (Produce and Fetch) into
-// e.parts, in request order then response order, with their answers and
-// batches. Nothing is allocated once the slices and map have grown.
+// collect gathers the exchange's partitions (Produce, Fetch, ListOffsets,
+// OffsetCommit) into e.parts, in request order then response order, with
+// their answers, offsets and batches. Nothing is allocated once the
+// slices and map have grown.
 func (e *Exporter) collect(x *flows.Exchange) {
 	e.parts = e.parts[:0]
 	e.batches = e.batches[:0]
@@ -657,6 +681,23 @@ func (e *Exporter) collect(x *flows.Exchange) {
 				pp := add(p)
 				pp.fetchOffset, pp.hasFetchOffset = off, true
 			})
+		case *kmsg.ListOffsetsRequest:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: t.Partitions[j].Partition})
+					pp.timestamp, pp.hasTimestamp = t.Partitions[j].Timestamp, true
+				}
+			}
+		case *kmsg.OffsetCommitRequest:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					q := &t.Partitions[j]
+					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: q.Partition})
+					pp.offset, pp.offsetEpoch, pp.hasOffset, pp.committed = q.Offset, q.LeaderEpoch, true, true
+				}
+			}
 		}
 	}
 	if x.Resp != nil {
@@ -674,6 +715,29 @@ func (e *Exporter) collect(x *flows.Exchange) {
 					p.logStart = r.Topics[a.TopicIndex].Partitions[a.Index].LogStartOffset
 				}
 			})
+		case *kmsg.ListOffsetsResponse:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					q := &t.Partitions[j]
+					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: q.Partition})
+					pp.answered, pp.err = true, q.ErrorCode
+					switch {
+					case r.Version >= 1:
+						pp.offset, pp.offsetEpoch, pp.hasOffset = q.Offset, q.LeaderEpoch, q.ErrorCode == 0
+					case len(q.OldStyleOffsets) > 0:
+						pp.offset, pp.offsetEpoch, pp.hasOffset = q.OldStyleOffsets[0], -1, q.ErrorCode == 0
+					}
+				}
+			}
+		case *kmsg.OffsetCommitResponse:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: t.Partitions[j].Partition})
+					pp.answered, pp.err = true, t.Partitions[j].ErrorCode
+				}
+			}
 		}
 	}
 	// Batches: a Produce request's, with the offsets the response gave

@@ -380,3 +380,93 @@ func TestLiveFindingsRaisedOnce(t *testing.T) {
 		t.Errorf("shipped %q\nwant    %q", got, want)
 	}
 }
+
+// TestOffsetRecords: ListOffsets and OffsetCommit are split per partition
+// too, with the timestamp asked and the offset answered, the offset a
+// group committed, and each partition's error.
+func TestOffsetRecords(t *testing.T) {
+	e, out := capturing(t)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.1.0.1:9092"))
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(7)
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	for part := range int32(2) {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = part, -1
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	lr := kmsg.NewPtrListOffsetsResponse()
+	lr.SetVersion(7)
+	lrt := kmsg.NewListOffsetsResponseTopic()
+	lrt.Topic = "orders"
+	p0 := kmsg.NewListOffsetsResponseTopicPartition()
+	p0.Partition, p0.Offset, p0.LeaderEpoch = 0, 1234, 5
+	p1 := kmsg.NewListOffsetsResponseTopicPartition()
+	p1.Partition, p1.ErrorCode = 1, 6
+	lrt.Partitions = append(lrt.Partitions, p0, p1)
+	lr.Topics = append(lr.Topics, lrt)
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.SetVersion(8)
+	oc.Group = "billing"
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "orders"
+	op := kmsg.NewOffsetCommitRequestTopicPartition()
+	op.Partition, op.Offset, op.LeaderEpoch = 0, 1200, 5
+	ot.Partitions = append(ot.Partitions, op)
+	oc.Topics = append(oc.Topics, ot)
+	or := kmsg.NewPtrOffsetCommitResponse()
+	or.SetVersion(8)
+	ort := kmsg.NewOffsetCommitResponseTopic()
+	ort.Topic = "orders"
+	orp := kmsg.NewOffsetCommitResponseTopicPartition()
+	orp.Partition, orp.ErrorCode = 0, 27 // REBALANCE_IN_PROGRESS
+	ort.Partitions = append(ort.Partitions, orp)
+	or.Topics = append(or.Topics, ort)
+
+	for j, pair := range []struct {
+		req  kmsg.Request
+		resp kmsg.Response
+	}{{lo, lr}, {oc, or}} {
+		req := flows.MakeRequest(c, at, int32(j), "app", pair.req)
+		e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), pair.resp)})
+	}
+	type rec struct {
+		API       int16  `json:"api"`
+		Parts     int    `json:"parts"`
+		Partition int32  `json:"partition"`
+		Group     string `json:"group"`
+		Timestamp *int64 `json:"timestamp"`
+		Offset    *int64 `json:"offset"`
+		Committed *int64 `json:"committed_offset"`
+		Epoch     *int32 `json:"offset_leader_epoch"`
+		Error     *int16 `json:"error"`
+	}
+	var rs []rec
+	var keys []string
+	for _, s := range *out {
+		var r rec
+		if err := json.Unmarshal([]byte(s.value), &r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+		keys = append(keys, s.key)
+	}
+	if !slices.Equal(keys, []string{"orders/0", "orders/1", "orders/0"}) {
+		t.Fatalf("keys %q; want ListOffsets' two partitions and OffsetCommit's one", keys)
+	}
+	if r := rs[0]; r.API != 2 || r.Parts != 2 || *r.Timestamp != -1 || *r.Offset != 1234 || *r.Epoch != 5 || *r.Error != 0 {
+		t.Errorf("ListOffsets partition 0: %+v", r)
+	}
+	if r := rs[1]; *r.Error != 6 || r.Offset != nil || *r.Timestamp != -1 {
+		t.Errorf("ListOffsets partition 1, refused: %+v", r)
+	}
+	if r := rs[2]; r.API != 8 || r.Group != "billing" || *r.Committed != 1200 || *r.Epoch != 5 || *r.Error != 27 || r.Offset != nil {
+		t.Errorf("OffsetCommit: %+v", r)
+	}
+}
