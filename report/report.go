@@ -33,6 +33,8 @@ type Report struct {
 	// LagDropped counts samples of partitions beyond its bound.
 	Lag        []Lag `json:"lag"`
 	LagDropped int64 `json:"lag_dropped,omitempty"`
+	// Export is what --export shipped (export.go); absent without it.
+	Export *Export `json:"export,omitempty"`
 
 	// Timeline is the traffic over capture time (timeline.go), drawn by
 	// the HTML report; not in the JSON document.

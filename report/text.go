@@ -97,6 +97,7 @@ func (p *printer) capture(r *Report) {
 	if c.Drops != nil {
 		p.f("  kernel dropped %d packets during the capture\n", *c.Drops)
 	}
+	p.export(r.Export)
 	t := &r.Totals
 	p.f("  Kafka: %d connections, %d requests, %d responses (%d with errors), %d unmatched responses, %d unanswered requests",
 		t.KafkaConnections, t.Requests, t.Responses, t.ErrorResponses, t.UnmatchedResponses, t.UnansweredRequests)

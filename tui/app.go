@@ -412,6 +412,13 @@ func (u *ui) refreshStatus() {
 		}
 		fmt.Fprintf(&b, "%s[%s]%d dropped[-]", sep, c, st.Drops)
 	}
+	if st.Export {
+		c := "-"
+		if st.ExportDropped > 0 {
+			c = "red"
+		}
+		fmt.Fprintf(&b, "%s[%s]%d export dropped[-]", sep, c, st.ExportDropped)
+	}
 	fmt.Fprintf(&b, "%s%d Kafka connections", sep, st.Conns)
 	if st.Refused > 0 || st.SYNsLost > 0 {
 		fmt.Fprintf(&b, " ([orange]%d refused, %d unanswered SYN[-])", st.Refused, st.SYNsLost)

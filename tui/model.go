@@ -208,6 +208,10 @@ type Counters struct {
 	Drops int64
 	// Live is true while a live capture runs.
 	Live bool
+	// Export is true with --export; ExportDropped counts the records
+	// shipping dropped or failed to deliver.
+	Export        bool
+	ExportDropped int64
 }
 
 // Status is the model's totals for the status line.

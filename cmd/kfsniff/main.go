@@ -204,6 +204,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	limits.register(fs)
 	help := fs.BoolP("help", "h", false, "show this help")
 	recs := addRecordFlags(fs)
+	exp := addExportFlags(fs)
 	progCfg := addProgressFlags(fs)
 	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
@@ -274,6 +275,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	warnJSON := &jsonWarner{w: stderr}
 	defer warnJSON.done()
 	if err := recs.validate(&cfg, stdout); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := exp.validate(fs, stderr); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -381,6 +386,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	defer ms.close()
+	xs, err := exp.start(live != nil, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	defer xs.close()
+	xs.metrics(ms)
 	start := func(ctx context.Context, add uiAdditions) *pipeline.Result {
 		o := opt
 		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
@@ -388,6 +400,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		o.Progress = add.Progress
 		o.LiveFindings = add.LiveFindings
 		ms.wrap(&o)
+		xs.wrap(&o)
 		if live != nil {
 			return pipeline.RunSource(ctx, live, o)
 		}
@@ -398,7 +411,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// terminal when no other output was asked for.
 	var res *pipeline.Result
 	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
-		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start})
+		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start, ExportDropped: xs.dropped()})
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitFailure
@@ -431,6 +444,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	ms.finish(res)
+	xs.finish(res)
 	if res.Interrupted && live == nil && !out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}

@@ -31,6 +31,8 @@ type uiSession struct {
 	// reached, or ctx is cancelled (the UI's quit key), with the final
 	// result, whose report the command prints after the UI closes.
 	Start func(ctx context.Context, add uiAdditions) *pipeline.Result
+	// ExportDropped, with --export, counts the records shipping lost.
+	ExportDropped func() int64
 }
 
 // uiAdditions are what a front end adds to the analysis. Handlers and
@@ -70,6 +72,9 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 				c := tui.Counters{Packets: p.Packets, Bytes: p.Bytes, Live: s.Live && !p.Done}
 				if p.Live != nil {
 					c.Drops = int64(p.Live.Dropped)
+				}
+				if s.ExportDropped != nil {
+					c.Export, c.ExportDropped = true, s.ExportDropped()
 				}
 				m.SetCounters(c)
 				m.Sync() // Progress runs on the pipeline goroutine

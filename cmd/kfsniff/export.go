@@ -1,0 +1,213 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/export"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/metrics"
+	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// exportConfig is --export's flags (docs/export.md).
+type exportConfig struct {
+	URL           string
+	FindingsTopic string
+	Agent         string
+	Buffer        int
+	FlushTimeout  time.Duration
+	Compression   string
+	ConfigFile    string
+	sec           export.Security
+
+	brokers []string
+	topic   string
+}
+
+func addExportFlags(fs *pflag.FlagSet) *exportConfig {
+	c := &exportConfig{}
+	fs.StringVar(&c.URL, "export", "", "ship every exchange, connection event and finding to Kafka, `kafka://HOST:PORT[,HOST:PORT]/TOPIC` (docs/export.md); the capture never waits for the sink")
+	fs.StringVar(&c.FindingsTopic, "export-findings-topic", "", "with --export: the findings' `TOPIC` (default: the export topic + .findings)")
+	fs.StringVar(&c.Agent, "agent-id", "", "with --export: this host's `NAME` in every record (default: the hostname)")
+	fs.IntVar(&c.Buffer, "export-buffer", export.DefaultBuffer, "with --export: records that may wait for the sink; past it they are dropped and counted")
+	fs.DurationVar(&c.FlushTimeout, "export-flush-timeout", 10*time.Second, "with --export: how long the end of the run waits for the sink to take what is buffered")
+	fs.StringVar(&c.Compression, "export-compression", "zstd", "with --export: the batches' `CODEC`: zstd, lz4 (less CPU, larger batches), snappy, gzip or none")
+	fs.StringVar(&c.ConfigFile, "export-config", "", "with --export: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
+	fs.BoolVar(&c.sec.TLS, "export-tls", false, "with --export: TLS to the sink")
+	fs.StringVar(&c.sec.CAFile, "export-ca", "", "with --export: PEM `FILE` of the CAs to trust (implies --export-tls)")
+	fs.StringVar(&c.sec.CertFile, "export-cert", "", "with --export: client certificate PEM `FILE` (implies --export-tls)")
+	fs.StringVar(&c.sec.KeyFile, "export-key", "", "with --export: client key PEM `FILE`")
+	fs.StringVar(&c.sec.Mechanism, "export-sasl-mechanism", "", "with --export: SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&c.sec.User, "export-sasl-user", "", "with --export: SASL `USER`")
+	fs.StringVar(&c.sec.Password, "export-sasl-password", "", "with --export: SASL `PASSWORD` (better: $KFSNIFF_EXPORT_SASL_PASSWORD or --export-config, which other users cannot read in the process list)")
+	return c
+}
+
+// exportFlagsWithout are the flags that mean nothing without --export.
+var exportFlagsWithout = []string{"export-findings-topic", "agent-id", "export-buffer", "export-flush-timeout", "export-compression", "export-config",
+	"export-tls", "export-ca", "export-cert", "export-key", "export-sasl-mechanism", "export-sasl-user", "export-sasl-password"}
+
+// validate checks the flags at parse time and reads the properties file.
+func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
+	if c.URL == "" {
+		for _, name := range exportFlagsWithout {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s needs --export", name)
+			}
+		}
+		return nil
+	}
+	var err error
+	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {
+		return fmt.Errorf("--export %v", err)
+	}
+	if c.FindingsTopic != "" && !export.ValidTopic(c.FindingsTopic) {
+		return fmt.Errorf("--export-findings-topic %q is not a Kafka topic name", c.FindingsTopic)
+	}
+	if c.Buffer <= 0 {
+		return fmt.Errorf("--export-buffer must be positive, got %d", c.Buffer)
+	}
+	if _, err := export.Codec(c.Compression); err != nil {
+		return fmt.Errorf("--export-compression: %v", err)
+	}
+	if c.FlushTimeout < 0 {
+		return fmt.Errorf("--export-flush-timeout must not be negative, got %s", c.FlushTimeout)
+	}
+	if c.Agent == "" {
+		if c.Agent, err = os.Hostname(); err != nil || c.Agent == "" {
+			return errors.New("--export: the hostname is unknown; give --agent-id")
+		}
+	}
+	if c.sec.Password == "" {
+		c.sec.Password = os.Getenv("KFSNIFF_EXPORT_SASL_PASSWORD")
+	}
+	if c.sec.CAFile != "" || c.sec.CertFile != "" {
+		c.sec.TLS = true
+	}
+	sec := c.sec
+	if c.ConfigFile != "" {
+		f, err := os.Open(c.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("--export-config: %v", err)
+		}
+		fileSec, ignored, err := export.ReadProperties(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--export-config %s: %v", c.ConfigFile, err)
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(stderr, "kfsniff: --export-config: ignored %s (kfsniff sets its own producer settings)\n", report.Clean(strings.Join(ignored, ", ")))
+		}
+		sec = fileSec.Merge(c.sec)
+	}
+	c.sec = sec
+	if _, _, err := c.sec.Build(); err != nil {
+		return fmt.Errorf("--export: %v", err)
+	}
+	return nil
+}
+
+// exporter is a run's shipping, nil without --export.
+type exporter struct {
+	x    *export.Exporter
+	live bool
+}
+
+// startExport makes the exporter (its client connects lazily: an
+// unreachable sink is counted, not fatal) and says where it ships.
+func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
+	if c.URL == "" {
+		return nil, nil
+	}
+	tc, mech, err := c.sec.Build()
+	if err != nil {
+		return nil, fmt.Errorf("--export: %v", err)
+	}
+	x, err := export.New(export.Config{
+		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
+		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
+		TLS: tc, SASL: mech,
+		Waiting: func(pending int64, upTo time.Duration) {
+			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout)\n", upTo.Round(time.Second), pending)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--export: %v", err)
+	}
+	st := x.Stats()
+	fmt.Fprintf(stderr, "kfsniff: shipping to %s (findings to %s) as agent %s\n", report.Clean(st.Sink), st.FindingsTopic, report.Clean(c.Agent))
+	return &exporter{x: x, live: live}, nil
+}
+
+// wrap adds the exporter to a run's handlers and, live, ships findings
+// as the detectors' snapshots raise them (chained before the front
+// end's own callback; a live capture runs on one worker anyway).
+func (e *exporter) wrap(o *pipeline.Options) {
+	if e == nil {
+		return
+	}
+	o.Handlers = append(o.Handlers, flows.Handler(e.x))
+	if !e.live {
+		return
+	}
+	findings := o.LiveFindings
+	o.LiveFindings = func(fs []detectors.Finding) {
+		e.x.LiveFindings(fs)
+		if findings != nil {
+			findings(fs)
+		}
+	}
+}
+
+// metrics registers the shipping counters on the metrics endpoint.
+func (e *exporter) metrics(ms *metricsServer) {
+	if e == nil || ms == nil {
+		return
+	}
+	ms.m.Shipping(func() metrics.ShippingCounts {
+		s := e.x.Stats()
+		return metrics.ShippingCounts{Records: s.Records, Dropped: s.Dropped, Failed: s.Failed}
+	})
+}
+
+// dropped is the status line's count (nil without --export).
+func (e *exporter) dropped() func() int64 {
+	if e == nil {
+		return nil
+	}
+	return e.x.Dropped
+}
+
+// finish ships the report's findings, waits for the sink (up to the
+// flush timeout) and puts the counts in the report.
+func (e *exporter) finish(res *pipeline.Result) {
+	if e == nil {
+		return
+	}
+	if res != nil && res.Report != nil {
+		e.x.Findings(res.Report.Findings)
+	}
+	s := e.x.Close()
+	if res != nil && res.Report != nil {
+		res.Report.Export = &report.Export{
+			Sink: s.Sink, Topic: s.Topic, FindingsTopic: s.FindingsTopic,
+			Records: s.Records, Findings: s.Findings, Dropped: s.Dropped, Failed: s.Failed, LastError: s.LastError,
+		}
+	}
+}
+
+// close closes the client if finish was not reached.
+func (e *exporter) close() {
+	if e != nil {
+		e.x.Close()
+	}
+}

@@ -1,0 +1,863 @@
+// Package export ships what one host's capture sees to Kafka: each
+// exchange as compact JSON records (one per partition it touches), each
+// connection event and each finding, produced with franz-go's kgo
+// (docs/export.md is the schema). It is a flows handler beside the
+// report's collector; the capture never waits for the sink: records go
+// through a bounded buffer and are dropped, and counted, when it is full.
+//
+// It imports flows, decode and detectors; nothing imports it but the
+// command and the benchmarks.
+package export
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// SchemaVersion is the "v" of every record (docs/export.md).
+const SchemaVersion = 1
+
+// DefaultBuffer is how many records may wait for the sink by default.
+const DefaultBuffer = 65536
+
+// maxBufferedBytes bounds the bytes waiting for the sink, whatever the
+// record count: 64 MiB.
+const maxBufferedBytes = 64 << 20
+
+// Config says where and how to ship.
+type Config struct {
+	// Brokers are the sink's seed brokers (host:port).
+	Brokers []string
+	// Topic gets exchanges and connection events; FindingsTopic the
+	// findings (Topic + ".findings" when empty).
+	Topic, FindingsTopic string
+	// Agent names this host in every record (the hostname by default,
+	// chosen by the command).
+	Agent string
+	// Buffer is how many records may wait for the sink; past it records
+	// are dropped (DefaultBuffer when 0).
+	Buffer int
+	// TLS, when set, is the sink connection's TLS configuration.
+	TLS *tls.Config
+	// SASL, when set, authenticates to the sink.
+	SASL sasl.Mechanism
+	// ClientID is the exporter's own Kafka client id; exchanges of this
+	// client id are not shipped (the agent capturing its own shipping
+	// would ship records about records). "kfsniff-export" when empty.
+	ClientID string
+	// Compression is the batches' codec: zstd (the default), lz4,
+	// snappy, gzip or none.
+	Compression string
+	// FlushTimeout bounds the wait for the sink at Close (10 s when 0).
+	FlushTimeout time.Duration
+	// Waiting, if set, is told when Close has waited a second for the
+	// sink and goes on waiting: how many records, for how much longer.
+	Waiting func(pending int64, upTo time.Duration)
+	// Opts are more kgo options (tests).
+	Opts []kgo.Opt
+}
+
+// Stats are the shipping counts, also the report's "export" object.
+type Stats struct {
+	Sink          string `json:"sink"`
+	Topic         string `json:"topic"`
+	FindingsTopic string `json:"findings_topic"`
+	// Records were acknowledged by the sink (Findings of them findings).
+	Records  int64 `json:"records"`
+	Findings int64 `json:"findings"`
+	// Dropped never reached the sink's client: the buffer was full (the
+	// sink slow or down). Failed were given to it and not delivered: the
+	// sink refused them or was still unreachable when the run ended.
+	Dropped int64 `json:"dropped"`
+	Failed  int64 `json:"failed"`
+	// Pending are still waiting (only while the capture runs).
+	Pending int64 `json:"pending,omitempty"`
+	// LastError is the last delivery error, if any.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Exporter is the flows handler that ships. Its On* methods run on the
+// analysis goroutine; Stats and the delivery callbacks on any.
+type Exporter struct {
+	cfg  Config
+	cl   *kgo.Client
+	sink string
+
+	inflight, limit atomic.Int64
+	sent, findings  atomic.Int64
+	dropped, failed atomic.Int64
+	lastErr         atomic.Pointer[string]
+	// connErr is the last failure to connect to the sink (dial, TLS,
+	// SASL), cleared by a success: what "client closed" hides.
+	connErr atomic.Pointer[string]
+	promise func(*kgo.Record, error)
+	// send is ship, or a test's sink for the records as encoded.
+	send      func(topic string, key, value []byte)
+	recs      sync.Pool
+	buf, head []byte
+	parts     []part
+	index     map[partKey]int
+	clusters  map[netip.AddrPort]string
+	clientIDs map[int]string
+	batches   []batchOut
+	// raised are the live findings shipped (LiveFindings).
+	raised     map[string]bool
+	closeOnce  sync.Once
+	closeStats Stats
+}
+
+// partKey names a partition within one exchange: by name, and by id
+// only where the name is not known (a request may name a topic by id, its
+// batches by the name Metadata gave it).
+type partKey struct {
+	topic string
+	part  int32
+}
+
+// part is what one exchange says of one partition.
+type part struct {
+	key                   partKey
+	name                  string
+	fetchOffset           int64
+	hasFetchOffset        bool
+	answered              bool
+	err                   int16
+	leader, epoch         int32
+	hw, lso, logStart     int64
+	baseOffset            int64
+	firstBatch, lastBatch int // range in Exporter.batches, lastBatch exclusive
+	hasBatch              bool
+	// ListOffsets: the timestamp asked, the offset answered and its
+	// leader epoch; OffsetCommit: the offset committed and its epoch.
+	timestamp, offset       int64
+	offsetEpoch             int32
+	hasTimestamp, hasOffset bool
+	committed               bool
+}
+
+// batchOut is one batch header with the offset the log gave it.
+type batchOut struct {
+	b      *flows.BatchRef
+	offset int64 // Produce: the offset the response gave, -1 if none
+}
+
+// maxTracked bounds the cluster-id and client-id tables.
+const maxTracked = 16384
+
+// New makes an exporter and its kgo client. The client connects lazily:
+// an unreachable sink is not an error here, its records are dropped or
+// fail and are counted.
+func New(cfg Config) (*Exporter, error) {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
+		return nil, errors.New("export: no brokers or no topic")
+	}
+	if cfg.FindingsTopic == "" {
+		cfg.FindingsTopic = cfg.Topic + ".findings"
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = DefaultBuffer
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "kfsniff-export"
+	}
+	if cfg.FlushTimeout <= 0 {
+		cfg.FlushTimeout = 10 * time.Second
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.ProducerLinger(50 * time.Millisecond),
+		// The limits are the exporter's own (limit, below); these are
+		// kgo's, set just above so that TryProduce never blocks.
+		kgo.MaxBufferedRecords(cfg.Buffer + 1),
+		kgo.MaxBufferedBytes(maxBufferedBytes),
+		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowAutoTopicCreation(),
+	}
+	codec, err := Codec(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	// A sink too old for the codec gets the batches uncompressed.
+	opts = append(opts, kgo.ProducerBatchCompression(codec, kgo.NoCompression()))
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
+	}
+	if cfg.SASL != nil {
+		opts = append(opts, kgo.SASL(cfg.SASL))
+	}
+	opts = append(opts, cfg.Opts...)
+	e := &Exporter{}
+	opts = append(opts, kgo.WithHooks(connectHook{e}))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("export: %v", err)
+	}
+	e.cfg, e.cl = cfg, cl
+	e.sink = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
+	e.index, e.clusters, e.clientIDs = map[partKey]int{}, map[netip.AddrPort]string{}, map[int]string{}
+	e.limit.Store(int64(cfg.Buffer))
+	e.promise = e.delivered
+	e.send = e.ship
+	e.recs.New = func() any { return new(kgo.Record) }
+	return e, nil
+}
+
+// connectHook keeps the last failure to reach the sink.
+type connectHook struct{ e *Exporter }
+
+func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		h.e.connErr.Store(nil)
+		return
+	}
+	s := err.Error()
+	h.e.connErr.Store(&s)
+}
+
+// Codec is the compression a --export-compression name stands for.
+func Codec(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "zstd":
+		return kgo.ZstdCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want zstd, lz4, snappy, gzip or none", name)
+}
+
+// delivered is kgo's promise for every record: counts, and the record
+// back to the pool.
+func (e *Exporter) delivered(r *kgo.Record, err error) {
+	e.inflight.Add(-1)
+	switch {
+	case err == nil:
+		e.sent.Add(1)
+		if r.Topic == e.cfg.FindingsTopic {
+			e.findings.Add(1)
+		}
+	case errors.Is(err, kgo.ErrMaxBuffered):
+		e.dropped.Add(1)
+	default:
+		e.failed.Add(1)
+		s := err.Error()
+		e.lastErr.Store(&s)
+	}
+	buf := r.Value[:0]
+	*r = kgo.Record{Value: buf}
+	e.recs.Put(r)
+}
+
+// ship hands key and value (copied) to kgo without ever blocking: past
+// the buffer's bound the record is dropped and counted.
+func (e *Exporter) ship(topic string, key, value []byte) {
+	if e.inflight.Load() >= e.limit.Load() {
+		e.dropped.Add(1)
+		return
+	}
+	e.inflight.Add(1)
+	r := e.recs.Get().(*kgo.Record)
+	data := append(r.Value[:0], key...)
+	data = append(data, value...)
+	r.Key, r.Value = data[:len(key):len(key)], data[len(key):]
+	r.Topic = topic
+	e.cl.TryProduce(context.Background(), r, e.promise)
+}
+
+// Stats returns the counts so far.
+func (e *Exporter) Stats() Stats {
+	s := Stats{
+		Sink: e.sink, Topic: e.cfg.Topic, FindingsTopic: e.cfg.FindingsTopic,
+		Records: e.sent.Load(), Findings: e.findings.Load(),
+		Dropped: e.dropped.Load(), Failed: e.failed.Load(), Pending: e.inflight.Load(),
+	}
+	if p := e.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	if p := e.connErr.Load(); p != nil {
+		// Records waiting for an unreachable sink fail as "client
+		// closed" at the end: the reason is the connection's.
+		s.LastError = "sink unreachable: " + *p
+	}
+	return s
+}
+
+// Dropped is what did not reach the sink so far (dropped and failed): the
+// number the status line shows.
+func (e *Exporter) Dropped() int64 { return e.dropped.Load() + e.failed.Load() }
+
+// Close waits up to the flush timeout for what is buffered to be
+// delivered, then closes the client (what is still waiting fails and is
+// counted), and returns the final counts.
+func (e *Exporter) Close() Stats {
+	e.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
+		done := make(chan error, 1)
+		go func() { done <- e.cl.Flush(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Second):
+			if e.cfg.Waiting != nil {
+				e.cfg.Waiting(e.inflight.Load(), e.cfg.FlushTimeout-time.Second)
+			}
+			err = <-done
+		}
+		cancel()
+		e.cl.Close() // fails what is left, its promises on kgo's goroutine
+		for wait := time.Now().Add(5 * time.Second); e.inflight.Load() > 0 && time.Now().Before(wait); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := e.inflight.Swap(0); n > 0 {
+			e.failed.Add(n) // promises never called: not delivered
+		}
+		e.closeStats = e.Stats()
+		e.closeStats.Pending = 0
+		if err != nil && e.closeStats.LastError == "" {
+			e.closeStats.LastError = "not delivered before the flush timeout (" + e.cfg.FlushTimeout.String() + ")"
+		}
+	})
+	return e.closeStats
+}
+
+// OnConnEvent ships a connection's opening, closing, refusal or
+// unanswered SYNs, keyed by its client id when known (else "@" and the
+// client's address).
+func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
+	id := 0
+	if ev.Conn != nil {
+		id = ev.Conn.ID
+	}
+	clientID, known := e.clientIDs[id]
+	if id != 0 && ev.Kind == flows.ConnClosed {
+		delete(e.clientIDs, id)
+	}
+	if known && clientID == e.cfg.ClientID {
+		return
+	}
+	b := e.buf[:0]
+	if known {
+		b = append(b, clientID...)
+	} else {
+		b = append(b, '@')
+		b = ev.Client.Addr().AppendTo(b)
+	}
+	k := len(b)
+	b = append(b, '{')
+	b = appendInt(b, "v", SchemaVersion)
+	b = appendStr(b, "type", "conn")
+	b = appendStr(b, "agent", e.cfg.Agent)
+	if c := e.clusters[ev.Server]; c != "" {
+		b = appendStr(b, "cluster", c)
+	}
+	b = appendInt(b, "ts_ns", ev.Time.UnixNano())
+	b = appendStr(b, "event", ev.Kind.String())
+	if id != 0 {
+		b = appendInt(b, "conn", int64(id))
+	}
+	b = appendAddr(b, "client", ev.Client)
+	b = appendAddr(b, "server", ev.Server)
+	if known {
+		b = appendStr(b, "client_id", clientID)
+	}
+	if ev.Attempts > 0 {
+		b = appendInt(b, "attempts", int64(ev.Attempts))
+	}
+	b = appendInt(b, "pkt", int64(ev.Packet))
+	if ev.File > 0 {
+		b = appendInt(b, "file", int64(ev.File))
+	}
+	b = append(b, '}')
+	e.buf = b
+	e.send(e.cfg.Topic, b[:k], b[k:])
+}
+
+// OnExchange ships an exchange: one record per partition for Produce,
+// Fetch, ListOffsets and OffsetCommit (keyed topic/partition), one record
+// keyed by client id for the rest.
+func (e *Exporter) OnExchange(x *flows.Exchange) {
+	m := x.Req
+	if m == nil {
+		m = x.Resp
+	}
+	if m == nil || x.Conn == nil {
+		return
+	}
+	if m.ClientID == e.cfg.ClientID {
+		return
+	}
+	ci := &x.Conn.ConnInfo
+	if m.ClientID != "" && len(e.clientIDs) < maxTracked {
+		if _, ok := e.clientIDs[ci.ID]; !ok {
+			e.clientIDs[ci.ID] = m.ClientID
+		}
+	}
+	if x.Resp != nil {
+		e.learnCluster(ci, x.Resp.Resp)
+	}
+	e.collect(x)
+	if len(e.parts) == 0 {
+		b := e.common(e.buf[:0], x, m)
+		k := len(b)
+		b = e.exchangeFields(b, x, m, 0)
+		if x.Resp != nil && len(x.Resp.ErrorCodes) > 0 {
+			b = appendField(b, "errors")
+			b = append(b, '[')
+			for i, c := range x.Resp.ErrorCodes {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, '[')
+				b = appendIntRaw(b, int64(c.Code))
+				b = append(b, ',')
+				b = appendIntRaw(b, int64(c.Count))
+				b = append(b, ']')
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+		e.buf = b
+		e.send(e.cfg.Topic, b[:k], b[k:])
+		return
+	}
+	records := 0
+	for i := range e.parts {
+		records += chunks(&e.parts[i])
+	}
+	// The exchange's fields once, copied into each partition's record.
+	e.head = e.exchangeFields(e.head[:0], x, m, records)
+	for i := range e.parts {
+		p := &e.parts[i]
+		for c := range chunks(p) {
+			b := append(e.buf[:0], p.name...)
+			b = append(b, '/')
+			b = appendIntRaw(b, int64(p.key.part))
+			k := len(b)
+			b = append(b, e.head...)
+			b = e.partFields(b, p, c)
+			b = append(b, '}')
+			e.buf = b
+			e.send(e.cfg.Topic, b[:k], b[k:])
+		}
+	}
+}
+
+// maxBatchesPerRecord splits a partition's batches over several records
+// past it, so that a record stays far below the sink's default maximum
+// message size (1 MiB; a batch takes about 330 bytes of JSON).
+const maxBatchesPerRecord = 512
+
+// chunks is how many records a partition takes: one, or one per
+// maxBatchesPerRecord batches.
+func chunks(p *part) int {
+	if !p.hasBatch {
+		return 1
+	}
+	return max(1, (p.lastBatch-p.firstBatch+maxBatchesPerRecord-1)/maxBatchesPerRecord)
+}
+
+// common appends the key of a record without partitions: the client id,
+// "@" and the client's address when the request has none.
+func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte {
+	if m.ClientID != "" {
+		return append(b, m.ClientID...)
+	}
+	b = append(b, '@')
+	return x.Conn.Client.Addr().AppendTo(b)
+}
+
+// exchangeFields opens the record and appends the exchange's own fields.
+func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message, parts int) []byte {
+	ci := &x.Conn.ConnInfo
+	b = append(b, '{')
+	b = appendInt(b, "v", SchemaVersion)
+	b = appendStr(b, "type", "exchange")
+	b = appendStr(b, "agent", e.cfg.Agent)
+	if c := e.clusters[ci.Server]; c != "" {
+		b = appendStr(b, "cluster", c)
+	}
+	b = appendInt(b, "ts_ns", m.Time.UnixNano())
+	if lat := x.Latency(); x.Req != nil && x.Resp != nil {
+		b = appendInt(b, "latency_ns", int64(lat))
+	}
+	b = appendInt(b, "conn", int64(ci.ID))
+	b = appendAddr(b, "client", ci.Client)
+	b = appendAddr(b, "server", ci.Server)
+	if n := ci.Nodes(); n != nil {
+		if id := n.Server(ci.Server); id >= 0 {
+			b = appendInt(b, "node", int64(id))
+		}
+	}
+	b = appendStr(b, "client_id", m.ClientID)
+	b = appendInt(b, "api", int64(m.Key))
+	b = appendInt(b, "ver", int64(m.Version))
+	b = appendInt(b, "corr", int64(m.Correlation))
+	if r := m.Role.String(); r != "" {
+		b = appendStr(b, "role", r)
+	}
+	b = appendStr(b, "status", status(x))
+	if x.Req != nil {
+		b = appendInt(b, "req_pkt", int64(x.Req.Packet))
+	}
+	if x.Resp != nil {
+		b = appendInt(b, "resp_pkt", int64(x.Resp.Packet))
+	}
+	if m.File > 0 {
+		b = appendInt(b, "file", int64(m.File))
+	}
+	if x.Req != nil {
+		switch r := x.Req.Req.(type) {
+		case *kmsg.FetchRequest:
+			id, _ := decode.FetchReplica(r)
+			b = appendInt(b, "replica", int64(id))
+		case *kmsg.ProduceRequest:
+			b = appendInt(b, "acks", int64(r.Acks))
+			if r.TransactionID != nil {
+				b = appendStr(b, "txn_id", *r.TransactionID)
+			}
+		case *kmsg.OffsetCommitRequest:
+			b = appendStr(b, "group", r.Group)
+		case *kmsg.ListOffsetsRequest:
+			b = appendInt(b, "replica", int64(r.ReplicaID))
+		}
+	}
+	if parts > 0 {
+		b = appendInt(b, "parts", int64(parts))
+	}
+	return b
+}
+
+func status(x *flows.Exchange) string {
+	switch {
+	case x.Req == nil:
+		return "unmatched"
+	case x.NoResponse:
+		return "no_response"
+	case x.OneSided:
+		return "one_sided"
+	case x.Unanswered:
+		return "unanswered"
+	case x.Resp == nil:
+		return "unanswered"
+	}
+	return "answered"
+}
+
+// partFields appends one partition's fields and its batches.
+func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
+	b = appendStr(b, "topic", p.name)
+	b = appendInt(b, "partition", int64(p.key.part))
+	if p.hasFetchOffset {
+		b = appendInt(b, "fetch_offset", p.fetchOffset)
+	}
+	if p.hasTimestamp {
+		b = appendInt(b, "timestamp", p.timestamp)
+	}
+	if p.hasOffset {
+		if p.committed {
+			b = appendInt(b, "committed_offset", p.offset)
+		} else {
+			b = appendInt(b, "offset", p.offset)
+		}
+		if p.offsetEpoch >= 0 {
+			b = appendInt(b, "offset_leader_epoch", int64(p.offsetEpoch))
+		}
+	}
+	if p.answered {
+		b = appendInt(b, "error", int64(p.err))
+		if p.hw >= 0 {
+			b = appendInt(b, "high_watermark", p.hw)
+		}
+		if p.lso >= 0 {
+			b = appendInt(b, "last_stable_offset", p.lso)
+		}
+		if p.logStart >= 0 {
+			b = appendInt(b, "log_start_offset", p.logStart)
+		}
+		if p.baseOffset >= 0 {
+			b = appendInt(b, "base_offset", p.baseOffset)
+		}
+		if p.leader >= 0 {
+			b = appendInt(b, "leader", int64(p.leader))
+			b = appendInt(b, "leader_epoch", int64(p.epoch))
+		}
+	}
+	if !p.hasBatch {
+		return b
+	}
+	first := p.firstBatch + chunk*maxBatchesPerRecord
+	last := min(p.lastBatch, first+maxBatchesPerRecord)
+	if chunk > 0 || last < p.lastBatch {
+		b = appendInt(b, "batch_index", int64(first-p.firstBatch))
+	}
+	b = appendField(b, "batches")
+	b = append(b, '[')
+	for i := first; i < last; i++ {
+		bo := &e.batches[i]
+		bt := &bo.b.Batch
+		if i > first {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		if bo.offset != -2 {
+			// A Produce request's batch: the offset the log gave it.
+			b = appendInt(b, "offset", bo.offset)
+		} else {
+			b = appendInt(b, "base_offset", bt.BaseOffset)
+		}
+		b = appendInt(b, "last_offset_delta", int64(bt.LastOffsetDelta))
+		b = appendInt(b, "records", int64(bt.Records))
+		b = appendUint(b, "crc", uint64(bt.CRC))
+		if !bt.CRCOK {
+			b = appendBool(b, "crc_ok", false)
+		}
+		b = appendInt(b, "magic", int64(bt.Magic))
+		b = appendInt(b, "leader_epoch", int64(bt.PartitionLeaderEpoch))
+		b = appendInt(b, "producer_id", bt.ProducerID)
+		b = appendInt(b, "producer_epoch", int64(bt.ProducerEpoch))
+		b = appendInt(b, "base_sequence", int64(bt.BaseSequence))
+		b = appendInt(b, "attributes", int64(bt.Attributes))
+		b = appendInt(b, "bytes", int64(bt.Length))
+		b = appendInt(b, "first_ts", bt.FirstTimestamp)
+		b = appendInt(b, "max_ts", bt.MaxTimestamp)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// collect gathers the exchange's partitions (Produce, Fetch, ListOffsets,
+// OffsetCommit) into e.parts, in request order then response order, with
+// their answers, offsets and batches. Nothing is allocated once the
+// slices and map have grown.
+func (e *Exporter) collect(x *flows.Exchange) {
+	e.parts = e.parts[:0]
+	e.batches = e.batches[:0]
+	clear(e.index)
+	var name *flows.Message = x.Req
+	if name == nil {
+		name = x.Resp
+	}
+	add := func(p decode.PartitionRef) *part {
+		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Partition}
+		if i, ok := e.index[k]; ok {
+			return &e.parts[i]
+		}
+		e.index[k] = len(e.parts)
+		e.parts = append(e.parts, part{key: k, name: k.topic, hw: -1, lso: -1, logStart: -1, baseOffset: -1, leader: -1})
+		return &e.parts[len(e.parts)-1]
+	}
+	if x.Req != nil {
+		switch r := x.Req.Req.(type) {
+		case *kmsg.ProduceRequest:
+			decode.RequestPartitions(r, func(p decode.PartitionRef) { add(p) })
+		case *kmsg.FetchRequest:
+			decode.FetchOffsets(r, func(p decode.PartitionRef, off int64) {
+				pp := add(p)
+				pp.fetchOffset, pp.hasFetchOffset = off, true
+			})
+		case *kmsg.ListOffsetsRequest:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: t.Partitions[j].Partition})
+					pp.timestamp, pp.hasTimestamp = t.Partitions[j].Timestamp, true
+				}
+			}
+		case *kmsg.OffsetCommitRequest:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					q := &t.Partitions[j]
+					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: q.Partition})
+					pp.offset, pp.offsetEpoch, pp.hasOffset, pp.committed = q.Offset, q.LeaderEpoch, true, true
+				}
+			}
+		}
+	}
+	if x.Resp != nil {
+		switch r := x.Resp.Resp.(type) {
+		case *kmsg.ProduceResponse, *kmsg.FetchResponse:
+			decode.PartitionAnswers(r, func(a decode.PartitionAnswer) {
+				p := add(a.PartitionRef)
+				p.answered, p.err, p.hw, p.lso = true, a.ErrorCode, a.HighWatermark, a.LastStableOffset
+				p.leader, p.epoch = a.Leader, a.Epoch
+				switch r := r.(type) {
+				case *kmsg.ProduceResponse:
+					p.baseOffset = r.Topics[a.TopicIndex].Partitions[a.Index].BaseOffset
+					p.logStart = r.Topics[a.TopicIndex].Partitions[a.Index].LogStartOffset
+				case *kmsg.FetchResponse:
+					p.logStart = r.Topics[a.TopicIndex].Partitions[a.Index].LogStartOffset
+				}
+			})
+		case *kmsg.ListOffsetsResponse:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					q := &t.Partitions[j]
+					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: q.Partition})
+					pp.answered, pp.err = true, q.ErrorCode
+					switch {
+					case r.Version >= 1:
+						pp.offset, pp.offsetEpoch, pp.hasOffset = q.Offset, q.LeaderEpoch, q.ErrorCode == 0
+					case len(q.OldStyleOffsets) > 0:
+						pp.offset, pp.offsetEpoch, pp.hasOffset = q.OldStyleOffsets[0], -1, q.ErrorCode == 0
+					}
+				}
+			}
+		case *kmsg.OffsetCommitResponse:
+			for i := range r.Topics {
+				t := &r.Topics[i]
+				for j := range t.Partitions {
+					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: t.Partitions[j].Partition})
+					pp.answered, pp.err = true, t.Partitions[j].ErrorCode
+				}
+			}
+		}
+	}
+	// Batches: a Produce request's, with the offsets the response gave
+	// them, and a Fetch response's, each under its partition.
+	if x.Req != nil && len(x.Req.Batches) > 0 {
+		for i := range x.Req.Batches {
+			e.batches = append(e.batches, batchOut{b: &x.Req.Batches[i], offset: -1})
+		}
+		flows.ProducedBatches(x.Req, x.Resp, func(i int, _ *flows.BatchRef, base int64, _ int16) {
+			e.batches[i].offset = base
+		})
+	}
+	if x.Resp != nil && len(x.Resp.Batches) > 0 {
+		for i := range x.Resp.Batches {
+			e.batches = append(e.batches, batchOut{b: &x.Resp.Batches[i], offset: -2})
+		}
+	}
+	for i := range e.batches {
+		bo := &e.batches[i]
+		p := add(decode.PartitionRef{Topic: bo.b.Topic, TopicID: bo.b.TopicID, Partition: bo.b.Partition})
+		if !p.hasBatch {
+			p.hasBatch, p.firstBatch = true, i
+		}
+		// A partition's batches are consecutive on the wire; a second
+		// run of one (a malformed request) is not shipped.
+		if p.lastBatch != 0 && p.lastBatch != i {
+			continue
+		}
+		p.lastBatch = i + 1
+	}
+}
+
+// learnCluster remembers the cluster id a Metadata or DescribeCluster
+// response names, for its server and every broker it lists by address.
+func (e *Exporter) learnCluster(ci *flows.ConnInfo, resp kmsg.Response) {
+	var id string
+	var brokers []kmsg.MetadataResponseBroker
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		if r.ClusterID == nil {
+			return
+		}
+		id, brokers = *r.ClusterID, r.Brokers
+	case *kmsg.DescribeClusterResponse:
+		id = r.ClusterID
+	default:
+		return
+	}
+	if id == "" || e.clusters[ci.Server] == id || len(e.clusters) >= maxTracked {
+		return
+	}
+	e.clusters[ci.Server] = id
+	for _, b := range brokers {
+		if a, err := netip.ParseAddr(b.Host); err == nil && b.Port > 0 && b.Port < 65536 && len(e.clusters) < maxTracked {
+			e.clusters[netip.AddrPortFrom(a, uint16(b.Port))] = id
+		}
+	}
+}
+
+// findingRecord is a finding as shipped.
+type findingRecord struct {
+	V     int    `json:"v"`
+	Type  string `json:"type"`
+	Agent string `json:"agent"`
+	// State is "raised" when a live capture's snapshot first shows the
+	// finding, "final" for the report's findings at the end of the run.
+	State   string             `json:"state"`
+	Finding *detectors.Finding `json:"finding"`
+}
+
+// maxRaised bounds the live findings remembered as shipped.
+const maxRaised = 4096
+
+// LiveFindings ships the findings of a live capture's snapshot (every 2 s)
+// that no earlier snapshot showed, as "raised": a finding is known by its
+// detector, its start and its first connection or partition. Past 4096
+// of them, only the final findings are shipped.
+func (e *Exporter) LiveFindings(fs []detectors.Finding) {
+	if e.raised == nil {
+		e.raised = map[string]bool{}
+	}
+	for i := range fs {
+		f := &fs[i]
+		id := f.Detector + "|" + strconv.FormatInt(f.First.UnixNano(), 10) + "|" + findingKey(f)
+		if len(f.Conns) > 0 {
+			id += "|" + strconv.Itoa(f.Conns[0])
+		}
+		if e.raised[id] || len(e.raised) >= maxRaised {
+			continue
+		}
+		e.raised[id] = true
+		e.shipFinding(f, "raised")
+	}
+}
+
+// Findings ships each finding of the report at the end of a run, as
+// "final".
+func (e *Exporter) Findings(fs []detectors.Finding) {
+	for i := range fs {
+		e.shipFinding(&fs[i], "final")
+	}
+}
+
+// shipFinding ships one finding keyed by its first partition
+// (topic/partition) when it names one, else by its detector.
+func (e *Exporter) shipFinding(f *detectors.Finding, state string) {
+	v, err := json.Marshal(findingRecord{V: SchemaVersion, Type: "finding", Agent: e.cfg.Agent, State: state, Finding: f})
+	if err != nil {
+		e.failed.Add(1)
+		return
+	}
+	e.send(e.cfg.FindingsTopic, []byte(findingKey(f)), v)
+}
+
+func findingKey(f *detectors.Finding) string {
+	if len(f.Subject.Partitions) > 0 {
+		p := f.Subject.Partitions[0]
+		return p.Topic + "/" + strconv.Itoa(int(p.Partition))
+	}
+	return f.Detector
+}
+
+func appendIntRaw(b []byte, v int64) []byte { return strconv.AppendInt(b, v, 10) }
