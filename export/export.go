@@ -315,9 +315,25 @@ func (e *Exporter) Dropped() int64 { return e.dropped.Load() + e.failed.Load() }
 // Close waits up to the flush timeout for what is buffered to be
 // delivered, then closes the client (what is still waiting fails and is
 // counted), and returns the final counts.
-func (e *Exporter) Close() Stats {
+func (e *Exporter) Close() Stats { return e.CloseAbort(nil) }
+
+// CloseAbort is Close cut short when abort is closed (kfsniff closes it on
+// a second Ctrl-C): what the sink has not taken by then is counted failed.
+func (e *Exporter) CloseAbort(abort <-chan struct{}) Stats {
 	e.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
+		aborted := false
+		if abort != nil {
+			stopped := make(chan struct{})
+			defer close(stopped)
+			go func() {
+				select {
+				case <-abort:
+					cancel()
+				case <-stopped:
+				}
+			}()
+		}
 		done := make(chan error, 1)
 		go func() { done <- e.cl.Flush(ctx) }()
 		var err error
@@ -329,6 +345,13 @@ func (e *Exporter) Close() Stats {
 			}
 			err = <-done
 		}
+		if abort != nil {
+			select {
+			case <-abort:
+				aborted = true
+			default:
+			}
+		}
 		cancel()
 		e.cl.Close() // fails what is left, its promises on kgo's goroutine
 		for wait := time.Now().Add(5 * time.Second); e.inflight.Load() > 0 && time.Now().Before(wait); {
@@ -339,7 +362,9 @@ func (e *Exporter) Close() Stats {
 		}
 		e.closeStats = e.Stats()
 		e.closeStats.Pending = 0
-		if err != nil && e.closeStats.LastError == "" {
+		if aborted && err != nil {
+			e.closeStats.LastError = "flush cut short by Ctrl-C"
+		} else if err != nil && e.closeStats.LastError == "" {
 			e.closeStats.LastError = "not delivered before the flush timeout (" + e.cfg.FlushTimeout.String() + ")"
 		}
 	})

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -137,7 +139,7 @@ func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
 		TLS: tc, SASL: mech,
 		Waiting: func(pending int64, upTo time.Duration) {
-			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout)\n", upTo.Round(time.Second), pending)
+			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout; Ctrl-C to stop waiting)\n", upTo.Round(time.Second), pending)
 		},
 	})
 	if err != nil {
@@ -196,7 +198,9 @@ func (e *exporter) finish(res *pipeline.Result) {
 	if res != nil && res.Report != nil {
 		e.x.Findings(res.Report.Findings)
 	}
-	s := e.x.Close()
+	abort, stop := interrupts()
+	s := e.x.CloseAbort(abort)
+	stop()
 	if res != nil && res.Report != nil {
 		res.Report.Export = &report.Export{
 			Sink: s.Sink, Topic: s.Topic, FindingsTopic: s.FindingsTopic,
@@ -209,5 +213,26 @@ func (e *exporter) finish(res *pipeline.Result) {
 func (e *exporter) close() {
 	if e != nil {
 		e.x.Close()
+	}
+}
+
+// interrupts returns a channel closed by the next SIGINT or SIGTERM, until
+// stop: while the exporter waits for the sink, Ctrl-C (a second one, if the
+// first ended the capture) stops the wait, which main's signal context
+// would swallow.
+func interrupts() (abort <-chan struct{}, stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	ab, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+			close(ab)
+		case <-done:
+		}
+	}()
+	return ab, func() {
+		signal.Stop(sig)
+		close(done)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,5 +105,64 @@ func TestSIGINTStops(t *testing.T) {
 				t.Errorf("no report of what was analysed:\n%.500s", stdout.String())
 			}
 		})
+	}
+}
+
+// TestSIGINTStopsExportWait: at the end of a run whose --export sink is
+// unreachable, kfsniff waits up to --export-flush-timeout for it, and says
+// so; Ctrl-C then stops the wait at once (main's signal context had
+// swallowed it: the wait ran its whole timeout), the records not taken
+// are counted failed and the report says why.
+func TestSIGINTStopsExportWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary: skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "kfsniff")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cmd := exec.Command(bin, "-r", fixture("scenarios/mm2-replay.pcap"), "--no-tui",
+		"--export", "kafka://"+addr+"/ship", "--export-flush-timeout", "60s")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	var waiting bool
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "waiting up to") && strings.Contains(sc.Text(), "Ctrl-C to stop waiting") {
+			waiting = true
+			break
+		}
+	}
+	if !waiting {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("no word of the wait for the sink on stderr")
+	}
+	sent := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	go io.Copy(io.Discard, errPipe)
+	err = cmd.Wait()
+	took := time.Since(sent)
+	if err != nil {
+		t.Errorf("exit: %v; want 0", err)
+	}
+	if took > stopBound {
+		t.Errorf("stopped %s after SIGINT; want within %s (the flush timeout was 60 s)", took.Round(time.Millisecond), stopBound)
+	}
+	if !strings.Contains(stdout.String(), "last error: flush cut short by Ctrl-C") {
+		t.Errorf("the report's export line does not say the wait was cut short:\n%s", stdout.String())
 	}
 }
