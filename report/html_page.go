@@ -237,7 +237,7 @@ func view(r *Report) (*pageView, error) {
 		xmax = max(xmax, s.To)
 	}
 	for _, ch := range pg.Charts {
-		svg, err := drawChart(ch, pg.Spans, xmax)
+		svg, err := drawChart(ch, pg.Spans, xmax, pg.Bucket)
 		if err != nil {
 			return nil, err
 		}
