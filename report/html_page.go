@@ -77,8 +77,11 @@ type table struct {
 }
 
 type findingView struct {
-	N           int
-	F           detectors.Finding
+	N int
+	F detectors.Finding
+	// Summary and the texts below are cleaned as the text report cleans
+	// a detector's prose (CleanProse).
+	Summary     string
 	When        string
 	Conns       []cell
 	Nodes       string
@@ -172,7 +175,7 @@ func view(r *Report) (*pageView, error) {
 	bySev := map[detectors.Severity]int{}
 	for i, f := range r.Findings {
 		bySev[f.Severity]++
-		fv := findingView{N: i + 1, F: f, Explanation: CleanText(f.Explanation), Next: CleanText(f.Next)}
+		fv := findingView{N: i + 1, F: f, Summary: CleanProse(f.Summary), Explanation: CleanProseText(f.Explanation), Next: CleanProseText(f.Next)}
 		if !f.First.IsZero() {
 			fv.When = fmt.Sprintf("%s .. %s UTC (%s)", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
 		}
@@ -204,7 +207,7 @@ func view(r *Report) (*pageView, error) {
 			if e.Conn > 0 {
 				s += fmt.Sprintf(" (connection #%d)", e.Conn)
 			}
-			fv.Evidence = append(fv.Evidence, s+": "+Clean(e.What))
+			fv.Evidence = append(fv.Evidence, s+": "+CleanProse(e.What))
 		}
 		if l := f.CaptureLoss; l != nil {
 			fv.Loss = fmt.Sprintf("capture loss: %d gaps (%s lost) on connections %v during this finding: its counts may be low", l.Gaps, bytesHuman(l.Bytes), l.Conns)
