@@ -193,7 +193,9 @@ func (l lineThumb) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(draw.LineStyle(l), c.Min.X, y, c.Max.X, y)
 }
 
-// cappedTicks keeps the ticks at or below max.
+// cappedTicks are the ticks of the axis up to max: chosen for that range
+// (ticks chosen for the whole axis, bars included, may all fall among the
+// bars, leaving the data without a labelled tick).
 type cappedTicks struct {
 	plot.Ticker
 	max float64
@@ -201,7 +203,7 @@ type cappedTicks struct {
 
 func (c cappedTicks) Ticks(min, max float64) []plot.Tick {
 	var out []plot.Tick
-	for _, t := range c.Ticker.Ticks(min, max) {
+	for _, t := range c.Ticker.Ticks(min, math.Min(max, c.max)) {
 		if t.Value <= c.max {
 			out = append(out, t)
 		}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -41,5 +42,43 @@ func TestChartDrawsLoneAndSeparatePoints(t *testing.T) {
 	}
 	if lines, dots := strokes(svg, blue); lines != 2 || dots != 1 {
 		t.Errorf("points at 0, 1 and 3600 s: %d lines, %d dots; want 2 (the legend's and 0-1) and 1 (3600)", lines, dots)
+	}
+}
+
+// svgNumbers are the texts of an SVG that are numbers (the axes' labels).
+func svgNumbers(svg []byte) []float64 {
+	var out []float64
+	for _, m := range regexp.MustCompile(`(?s)<text[^>]*>([^<]*)</text>`).FindAllSubmatch(svg, -1) {
+		if v, err := strconv.ParseFloat(string(m[1]), 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// The y axis of a chart with findings' bars above the data is labelled
+// within the data's range: a rate peaking at 2/s under four bars had
+// only "0.00" on its axis (the labelled ticks fell among the bars and
+// were dropped), so a reader could not tell 2/s from 2000/s.
+func TestChartYAxisLabelledUnderSpans(t *testing.T) {
+	var pts [][2]float64
+	for i := range 190 {
+		pts = append(pts, [2]float64{float64(i) * 8, 2})
+	}
+	c := Chart{ID: "requests-by-api", Unit: "per second", Lines: []Line{{Name: "Metadata", Points: pts}}}
+	spans := []Span{{Finding: 1, Severity: "error", From: 10, To: 600}, {Finding: 2, Severity: "error", From: 900, To: 1500},
+		{Finding: 3, Severity: "warning", From: 900, To: 1500}, {Finding: 4, Severity: "info", From: 900, To: 1500}}
+	svg, err := drawChart(c, spans, 1520, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y []float64
+	for _, v := range svgNumbers(svg) {
+		if v > 0 && v <= 2*1.08 { // the x axis's labels are 0 and 500 up
+			y = append(y, v)
+		}
+	}
+	if len(y) == 0 {
+		t.Errorf("the y axis has no label above 0 within the data (0..2/s); labels %v", svgNumbers(svg))
 	}
 }
