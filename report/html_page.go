@@ -114,6 +114,22 @@ type pageView struct {
 	Edges    table
 }
 
+// tally counts findings by severity, a summary of findings the bounds did
+// not list (detectors' Limits) as the findings it counts.
+func tally(fs []detectors.Finding) map[detectors.Severity]int64 {
+	out := map[detectors.Severity]int64{}
+	for _, f := range fs {
+		if cut, _ := f.Fields["not_listed"].(bool); cut {
+			for _, s := range severityOrder {
+				out[s] += f.Counts[s.String()]
+			}
+			continue
+		}
+		out[f.Severity]++
+	}
+	return out
+}
+
 // WriteHTML writes r as one self-contained HTML page.
 func WriteHTML(w io.Writer, r *Report) error {
 	v, err := view(r)
@@ -172,9 +188,8 @@ func view(r *Report) (*pageView, error) {
 	if c.Drops != nil {
 		v.Totals = append(v.Totals, num("kernel drops", int64(*c.Drops), true))
 	}
-	bySev := map[detectors.Severity]int{}
+	bySev := tally(r.Findings)
 	for i, f := range r.Findings {
-		bySev[f.Severity]++
 		fv := findingView{N: i + 1, F: f, Summary: CleanProse(f.Summary), Explanation: CleanProseText(f.Explanation), Next: CleanProseText(f.Next)}
 		if !f.First.IsZero() {
 			fv.When = fmt.Sprintf("%s .. %s UTC (%s)", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))

@@ -225,3 +225,29 @@ func TestHTMLFindingProseAsText(t *testing.T) {
 		}
 	}
 }
+
+// The counts of findings on the page and in the text report's overview
+// include the findings the bounds did not list (their summary finding
+// counts them): a capture with 40,000 NOT_LEADER findings under
+// --max-findings-per-rule 1 said "2 warning".
+func TestFindingCountsIncludeNotListed(t *testing.T) {
+	r := hostileReport(t) // one warning
+	r.Findings = append(r.Findings, detectors.Finding{Detector: "not-leader", Severity: detectors.Warning,
+		Summary: "39999 more not-leader findings not listed (0 error, 39999 warning, 0 info)",
+		Counts:  map[string]int64{"not_listed": 39999, "error": 0, "warning": 39999, "info": 0},
+		Fields:  map[string]any{"not_listed": true, "per_rule": 1, "total": 1000}})
+	var page, text bytes.Buffer
+	if err := report.WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Findings: 40000 warning"; !strings.Contains(page.String(), want) {
+		i := strings.Index(page.String(), "Findings: ")
+		t.Errorf("page: want %q, got %.40q", want, page.String()[i:])
+	}
+	if want := "What is wrong (40000 findings"; !strings.Contains(text.String(), want) {
+		t.Errorf("text: want %q, got %.40q", want, text.String())
+	}
+}
