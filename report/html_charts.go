@@ -77,7 +77,10 @@ func newPlot() *plot.Plot {
 // below, one bar per finding above it (a Gantt strip over the same time
 // axis, so that "when did it start" lines up with the traffic), the
 // legend on the right.
-func drawChart(c Chart, spans []Span, xmax float64) ([]byte, error) {
+// step is the width of a point (the timeline's bucket, in seconds): points
+// further apart than that have no data between them, and no line joins
+// them.
+func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 	p := newPlot()
 	p.Title.Text = c.Title
 	p.X.Label.Text = "seconds from the first Kafka frame"
@@ -136,17 +139,31 @@ func drawChart(c Chart, spans []Span, xmax float64) ([]byte, error) {
 			}
 			xys[i] = plotter.XY{X: pt[0], Y: y}
 		}
-		line, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.ID, err)
-		}
-		line.LineStyle.Color = colorOf(l.Color)
-		line.LineStyle.Width = vg.Points(1.5)
+		style := draw.LineStyle{Color: colorOf(l.Color), Width: vg.Points(1.5)}
 		if l.Dashed {
-			line.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			style.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
-		p.Add(line)
-		leg.Add(cut(Clean(l.Name), 24), line)
+		for _, run := range runs(xys, step) {
+			// A run of one point (a capture of one second, a bucket
+			// with responses between buckets without) is a dot: a
+			// line through one point draws nothing.
+			if len(run) == 1 {
+				s, err := plotter.NewScatter(run)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", c.ID, err)
+				}
+				s.GlyphStyle = draw.GlyphStyle{Shape: draw.CircleGlyph{}, Color: style.Color, Radius: vg.Points(1.8)}
+				p.Add(s)
+				continue
+			}
+			line, err := plotter.NewLine(run)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.ID, err)
+			}
+			line.LineStyle = style
+			p.Add(line)
+		}
+		leg.Add(cut(Clean(l.Name), 24), lineThumb(style))
 	}
 	if len(c.Lines) == 0 {
 		p.Title.Text += ": none"
@@ -154,7 +171,31 @@ func drawChart(c Chart, spans []Span, xmax float64) ([]byte, error) {
 	return render(p, leg, ChartWidth, ChartHeight)
 }
 
-// cappedTicks keeps the ticks at or below max.
+// runs splits points into runs of consecutive buckets (at most step
+// apart).
+func runs(xys plotter.XYs, step float64) []plotter.XYs {
+	var out []plotter.XYs
+	from := 0
+	for i := 1; i <= len(xys); i++ {
+		if i == len(xys) || xys[i].X-xys[i-1].X > step*1.001 {
+			out = append(out, xys[from:i])
+			from = i
+		}
+	}
+	return out
+}
+
+// lineThumb is a legend entry drawn as a short line in style.
+type lineThumb draw.LineStyle
+
+func (l lineThumb) Thumbnail(c *draw.Canvas) {
+	y := c.Center().Y
+	c.StrokeLine2(draw.LineStyle(l), c.Min.X, y, c.Max.X, y)
+}
+
+// cappedTicks are the ticks of the axis up to max: chosen for that range
+// (ticks chosen for the whole axis, bars included, may all fall among the
+// bars, leaving the data without a labelled tick).
 type cappedTicks struct {
 	plot.Ticker
 	max float64
@@ -162,7 +203,7 @@ type cappedTicks struct {
 
 func (c cappedTicks) Ticks(min, max float64) []plot.Tick {
 	var out []plot.Tick
-	for _, t := range c.Ticker.Ticks(min, max) {
+	for _, t := range c.Ticker.Ticks(min, math.Min(max, c.max)) {
 		if t.Value <= c.max {
 			out = append(out, t)
 		}

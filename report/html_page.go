@@ -77,8 +77,11 @@ type table struct {
 }
 
 type findingView struct {
-	N           int
-	F           detectors.Finding
+	N int
+	F detectors.Finding
+	// Summary and the texts below are cleaned as the text report cleans
+	// a detector's prose (CleanProse).
+	Summary     string
 	When        string
 	Conns       []cell
 	Nodes       string
@@ -109,6 +112,22 @@ type pageView struct {
 	MapNote  string
 	Tables   []table
 	Edges    table
+}
+
+// tally counts findings by severity, a summary of findings the bounds did
+// not list (detectors' Limits) as the findings it counts.
+func tally(fs []detectors.Finding) map[detectors.Severity]int64 {
+	out := map[detectors.Severity]int64{}
+	for _, f := range fs {
+		if cut, _ := f.Fields["not_listed"].(bool); cut {
+			for _, s := range severityOrder {
+				out[s] += f.Counts[s.String()]
+			}
+			continue
+		}
+		out[f.Severity]++
+	}
+	return out
 }
 
 // WriteHTML writes r as one self-contained HTML page.
@@ -169,10 +188,9 @@ func view(r *Report) (*pageView, error) {
 	if c.Drops != nil {
 		v.Totals = append(v.Totals, num("kernel drops", int64(*c.Drops), true))
 	}
-	bySev := map[detectors.Severity]int{}
+	bySev := tally(r.Findings)
 	for i, f := range r.Findings {
-		bySev[f.Severity]++
-		fv := findingView{N: i + 1, F: f, Explanation: CleanText(f.Explanation), Next: CleanText(f.Next)}
+		fv := findingView{N: i + 1, F: f, Summary: CleanProse(f.Summary), Explanation: CleanProseText(f.Explanation), Next: CleanProseText(f.Next)}
 		if !f.First.IsZero() {
 			fv.When = fmt.Sprintf("%s .. %s UTC (%s)", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
 		}
@@ -204,7 +222,7 @@ func view(r *Report) (*pageView, error) {
 			if e.Conn > 0 {
 				s += fmt.Sprintf(" (connection #%d)", e.Conn)
 			}
-			fv.Evidence = append(fv.Evidence, s+": "+Clean(e.What))
+			fv.Evidence = append(fv.Evidence, s+": "+CleanProse(e.What))
 		}
 		if l := f.CaptureLoss; l != nil {
 			fv.Loss = fmt.Sprintf("capture loss: %d gaps (%s lost) on connections %v during this finding: its counts may be low", l.Gaps, bytesHuman(l.Bytes), l.Conns)
@@ -237,7 +255,7 @@ func view(r *Report) (*pageView, error) {
 		xmax = max(xmax, s.To)
 	}
 	for _, ch := range pg.Charts {
-		svg, err := drawChart(ch, pg.Spans, xmax)
+		svg, err := drawChart(ch, pg.Spans, xmax, pg.Bucket)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -174,5 +175,79 @@ func TestHTMLDataAgreesWithReport(t *testing.T) {
 				t.Errorf("%d spans for %d findings", len(pg.Spans), len(rep.Findings))
 			}
 		})
+	}
+}
+
+// A finding's prose reads on the page as in the text report: its summary
+// is cleaned like the rest (a right-to-left override from the wire does
+// not turn the line around, an escape byte is shown as \x1b), and wire
+// strings the detector quoted keep their single backslashes (summary,
+// evidence, explanation and next steps as the text report prints them).
+func TestHTMLFindingProseAsText(t *testing.T) {
+	r := hostileReport(t)
+	quoted := fmt.Sprintf("%q", `a\b`)
+	f := &r.Findings[0]
+	f.Summary = "client " + quoted + " on topic \u202eexe.txt\x1b[31m"
+	f.Evidence[0].What = "request from " + quoted
+	f.Explanation = "the client " + quoted + " is refused"
+	f.Next = "check " + quoted
+	var page, text bytes.Buffer
+	if err := report.WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(&page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			all.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if strings.ContainsAny(all.String(), "\u202e\x1b") {
+		t.Errorf("the page's text holds a right-to-left override or an escape byte from a finding")
+	}
+	for _, want := range []string{`client "a\\b" on topic \u202eexe.txt\x1b[31m`, `request from "a\\b"`, `the client "a\\b" is refused`, `check "a\\b"`} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("the text report does not print %q", want)
+		}
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("the text report prints %q, the page does not", want)
+		}
+	}
+}
+
+// The counts of findings on the page and in the text report's overview
+// include the findings the bounds did not list (their summary finding
+// counts them): a capture with 40,000 NOT_LEADER findings under
+// --max-findings-per-rule 1 said "2 warning".
+func TestFindingCountsIncludeNotListed(t *testing.T) {
+	r := hostileReport(t) // one warning
+	r.Findings = append(r.Findings, detectors.Finding{Detector: "not-leader", Severity: detectors.Warning,
+		Summary: "39999 more not-leader findings not listed (0 error, 39999 warning, 0 info)",
+		Counts:  map[string]int64{"not_listed": 39999, "error": 0, "warning": 39999, "info": 0},
+		Fields:  map[string]any{"not_listed": true, "per_rule": 1, "total": 1000}})
+	var page, text bytes.Buffer
+	if err := report.WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Findings: 40000 warning"; !strings.Contains(page.String(), want) {
+		i := strings.Index(page.String(), "Findings: ")
+		t.Errorf("page: want %q, got %.40q", want, page.String()[i:])
+	}
+	if want := "What is wrong (40000 findings"; !strings.Contains(text.String(), want) {
+		t.Errorf("text: want %q, got %.40q", want, text.String())
 	}
 }

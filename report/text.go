@@ -44,14 +44,10 @@ func (p *printer) f(format string, args ...any) {
 // above, for the reader at 3 a.m.; details follow at the end.
 func (p *printer) overview(r *Report) {
 	p.f("kfsniff report (%s)\n\n", r.Schema)
-	n := 0
-	for _, f := range r.Findings {
-		if f.Severity >= detectors.Warning {
-			n++
-		}
-	}
+	by := tally(r.Findings)
+	n := by[detectors.Error] + by[detectors.Warning]
 	if n == 0 {
-		p.f("No problems found (%d informational findings).\n\n", len(r.Findings))
+		p.f("No problems found (%d informational findings).\n\n", by[detectors.Info])
 		return
 	}
 	p.f("What is wrong (%d findings; details under Findings)\n", n)
