@@ -101,3 +101,28 @@ func TestHTMLAtEndOfLiveRun(t *testing.T) {
 		t.Errorf("the live run's page lacks its charts or its interface: %.300s", b)
 	}
 }
+
+// --html is "also": with --records, --finding and --expect (holding or
+// not) the page is written too, not silently skipped.
+func TestHTMLWithOtherViews(t *testing.T) {
+	capture := fixture("scenarios/mm2-replay.pcap")
+	dir := t.TempDir()
+	for i, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--records"}, exitOK},
+		{[]string{"--finding", "1"}, exitOK},
+		{[]string{"--expect", fixture("scenarios/mm2-replay.expect.json")}, exitOK},
+		{[]string{"--expect", fixture("scenarios/healthy-group.expect.json")}, exitExpect},
+	} {
+		page := filepath.Join(dir, string(rune('a'+i))+".html")
+		code, _, errs := kfsniff(t, append([]string{"-r", capture, "--html", page}, c.args...)...)
+		if code != c.code {
+			t.Errorf("%q: exit %d, want %d; stderr %q", c.args, code, c.code, errs)
+		}
+		if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("duplicate-batches")) {
+			t.Errorf("%q: the page was not written (%v)", c.args, err)
+		}
+	}
+}

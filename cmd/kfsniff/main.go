@@ -481,13 +481,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return outputs(code)
 	}
 	if recs.w != nil {
-		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
-			return max(c, code)
-		}
-		return exitOK
+		return outputs(max(recs.finish(ctx, &cfg, opt, res, stderr), code))
 	}
 	if cfg.Expect.File != "" {
-		return compareExpect(cfg, rep, code, stdout, stderr)
+		return outputs(compareExpect(cfg, rep, code, stdout, stderr))
 	}
 	if !cfg.Frames {
 		if cfg.JSON {
