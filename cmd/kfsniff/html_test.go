@@ -126,3 +126,30 @@ func TestHTMLWithOtherViews(t *testing.T) {
 		}
 	}
 }
+
+// Two outputs into one file are refused before anything is written: the
+// second replaced the first (-w x --write-expect x left JSON where the
+// capture was asked for, exit 0), whether the file exists yet or not.
+func TestOutputsIntoOneFileRefused(t *testing.T) {
+	capture := fixture("scenarios/mm2-replay.pcap")
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old")
+	if err := os.WriteFile(old, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{filepath.Join(dir, "new"), old} {
+		for _, pair := range [][2]string{{"-w", "--write-expect"}, {"-w", "--html"}, {"--html", "--write-expect"}} {
+			args := []string{"-r", capture, pair[0], name, pair[1], filepath.Dir(name) + "/./" + filepath.Base(name)}
+			code, _, errs := kfsniff(t, args...)
+			if code != exitUsage || !strings.Contains(errs, pair[1]) {
+				t.Errorf("%q: exit %d, stderr %q; want 2, refused", args, code, errs)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+		t.Error("a refused run wrote the file")
+	}
+	if b, _ := os.ReadFile(old); string(b) != "keep" {
+		t.Error("a refused run changed the existing file")
+	}
+}
