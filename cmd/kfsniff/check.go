@@ -116,6 +116,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			expect.Suffix, strings.Join(fs.Args(), ", "))
 		return exitUsage
 	}
+	if *junit != "" {
+		if err := refuseJUnitOver(*junit, cases); err != nil {
+			fmt.Fprintf(stderr, "kfsniff check: %v\n", err)
+			return exitUsage
+		}
+	}
 
 	start := time.Now()
 	work := make(chan *checkCase)
@@ -178,6 +184,24 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitExpect
 	}
 	return exitOK
+}
+
+// refuseJUnitOver refuses a --junit file that is one of the captures or
+// expectations checked: check --junit DIR/x.pcap DIR replaced the capture
+// with the XML, exit 0.
+func refuseJUnitOver(name string, cases []*checkCase) error {
+	out, err := os.Stat(name)
+	if err != nil {
+		return nil // a new file
+	}
+	for _, c := range cases {
+		for _, in := range []string{c.Capture, c.Expect} {
+			if st, err := os.Stat(in); in != "" && err == nil && os.SameFile(st, out) {
+				return fmt.Errorf("--junit %s is %s, which the check reads: writing the results would destroy it; give another file name", report.Clean(name), report.Clean(in))
+			}
+		}
+	}
+	return nil
 }
 
 // findCases lists the expectations under dir and the captures beside
