@@ -278,7 +278,7 @@ func (c *checkCase) check(ctx context.Context) {
 	c.Time = time.Since(t)
 	c.Out, c.Err = out.String(), errb.String()
 	if c.Code != exitOK && c.Code != exitExpect && lfsPointer(c.Capture) {
-		c.Err += "kfsniff: " + c.Capture + " is a Git LFS pointer, not the capture: fetch it (git lfs pull) before the check\n"
+		c.Err += "kfsniff: " + report.Clean(c.Capture) + " is a Git LFS pointer, not the capture: fetch it (git lfs pull) before the check\n"
 	}
 }
 
@@ -286,7 +286,7 @@ func (c *checkCase) check(ctx context.Context) {
 // not be checked.
 func (c *checkCase) details() string {
 	if c.Problem != "" {
-		return c.Expect + ": " + c.Problem
+		return report.Clean(c.Expect) + ": " + report.CleanText(c.Problem)
 	}
 	if c.Code != exitOK && c.Code != exitExpect {
 		return strings.TrimRight(c.Out+c.Err, "\n") + fmt.Sprintf("\n(exit %d)", c.Code)

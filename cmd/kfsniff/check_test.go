@@ -419,3 +419,23 @@ func TestCheckSharedHealthy(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", code, out, errs)
 	}
 }
+
+// A file name under the checked folder never drives the terminal: an
+// expectation without its capture was named raw in the details line.
+func TestCheckCleansFileNames(t *testing.T) {
+	dir := t.TempDir()
+	exp, err := os.ReadFile(fixture("scenarios/mm2-replay.expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x\x1b[31mred"+expect.Suffix), exp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := kfsniff(t, "check", dir)
+	if code != exitExpect || !strings.Contains(out, "no capture beside it") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 4 and the missing capture", code, out, errs)
+	}
+	if strings.ContainsRune(out+errs, 0x1b) {
+		t.Errorf("an escape reached the terminal:\n%q", out)
+	}
+}
