@@ -481,7 +481,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return code
 	}
 	if out.broken() {
-		pipeClosed(stderr, cfg, res, writer, live != nil)
+		pipeClosed(stderr, cfg, recs, res, writer, live != nil)
 		return outputs(code)
 	}
 	if recs.w != nil {
@@ -497,7 +497,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = report.WriteText(stdout, rep)
 		}
 		if out.broken() {
-			pipeClosed(stderr, cfg, res, writer, live != nil)
+			pipeClosed(stderr, cfg, recs, res, writer, live != nil)
 			return outputs(code)
 		}
 		if err != nil {
