@@ -449,6 +449,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ms.finish(res)
 	xs.finish(res)
+	if cfg.Frames || recs.w != nil || cfg.Expect.File != "" {
+		xs.say(res, stderr)
+	}
 	if res.Interrupted && live == nil && !out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
