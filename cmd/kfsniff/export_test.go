@@ -402,5 +402,10 @@ func TestExportSinkUnreachable(t *testing.T) {
 		if !strings.Contains(stderr, "kfsniff: --export to kafka://"+addr+"/ship: 0 records shipped") || !strings.Contains(stderr, "last error: sink unreachable: ") {
 			t.Errorf("%q: stderr %q; want the shipping counts", view, stderr)
 		}
+		// A flush timeout of 1 s is over when the word of the wait would
+		// come: it said "waiting up to 0s".
+		if strings.Contains(stderr, "waiting up to") {
+			t.Errorf("%q with --export-flush-timeout 1s: stderr %q", view, stderr)
+		}
 	}
 }
