@@ -146,6 +146,24 @@ func TestOutputsIntoOneFileRefused(t *testing.T) {
 			}
 		}
 	}
+	// Nor onto the --expect file read.
+	exp := filepath.Join(dir, "x.expect.json")
+	orig, err := os.ReadFile(fixture("scenarios/mm2-replay.expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exp, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"-w", "--html"} {
+		code, _, errs := kfsniff(t, "-r", capture, "--expect", exp, flag, exp)
+		if code != exitUsage || !strings.Contains(errs, flag+" "+exp) {
+			t.Errorf("--expect X %s X: exit %d, stderr %q; want 2, refused", flag, code, errs)
+		}
+	}
+	if b, _ := os.ReadFile(exp); !bytes.Equal(b, orig) {
+		t.Error("a refused run changed the expectation")
+	}
 	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
 		t.Error("a refused run wrote the file")
 	}

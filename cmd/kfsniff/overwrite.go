@@ -61,11 +61,12 @@ func refuseSave(path string, files []string, stdin io.Reader) error {
 }
 
 // refuseSameOutput refuses two outputs into one file (-w, --html,
-// --write-expect): the last written replaced the other, so that
-// -w x --write-expect x left an expectation where the capture was asked
-// for, with exit 0. The same name, or the same existing file by inode.
+// --write-expect), or an output onto the --expect file read: the last
+// written replaced the other, so that -w x --write-expect x left an
+// expectation where the capture was asked for, with exit 0. The same
+// name, or the same existing file by inode.
 func refuseSameOutput(cfg Config) error {
-	outs := []struct{ flag, name string }{{"-w", cfg.Write}, {"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}}
+	outs := []struct{ flag, name string }{{"--expect", cfg.Expect.File}, {"-w", cfg.Write}, {"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}}
 	for i, a := range outs {
 		for _, b := range outs[i+1:] {
 			if a.name == "" || b.name == "" || a.name == "-" || b.name == "-" {
@@ -78,7 +79,7 @@ func refuseSameOutput(cfg Config) error {
 				}
 			}
 			if same {
-				return fmt.Errorf("%s %s and %s %s are one file: one would replace the other; give each its own name", a.flag, a.name, b.flag, b.name)
+				return fmt.Errorf("%s %s and %s %s are one file: writing one would destroy the other; give each its own name", a.flag, a.name, b.flag, b.name)
 			}
 		}
 	}
