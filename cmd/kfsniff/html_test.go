@@ -78,7 +78,23 @@ func TestHTMLRefusesToDestroy(t *testing.T) {
 	if b, _ := os.ReadFile(in); !bytes.Equal(b, orig) {
 		t.Fatal("the input was changed")
 	}
+	// A directory that does not exist is said before the analysis (it
+	// was said after it, however long it took, exit 1).
 	code, out, errs := kfsniff(t, "-r", in, "--html", filepath.Join(dir, "no", "such", "dir", "x.html"))
+	if code != exitUsage || !strings.Contains(errs, "--html") || out != "" {
+		t.Errorf("page in a missing directory: exit %d, stdout %.30q, stderr %q; want 2 before the report", code, out, errs)
+	}
+	code, out, errs = kfsniff(t, "-r", in, "--write-expect", filepath.Join(dir, "no", "such", "dir", "x.expect.json"))
+	if code != exitUsage || !strings.Contains(errs, "--write-expect") || out != "" {
+		t.Errorf("expectation in a missing directory: exit %d, stdout %.30q, stderr %q; want 2 before the report", code, out, errs)
+	}
+	// A page that cannot be put in place (a directory there) fails after
+	// the report, exit 1.
+	taken := filepath.Join(dir, "taken.html")
+	if err := os.Mkdir(taken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = kfsniff(t, "-r", in, "--html", taken)
 	if code != exitFailure || !strings.Contains(errs, "--html") || !strings.Contains(out, "kfsniff report") {
 		t.Errorf("unwritable page: exit %d, stderr %q; want 1 after the report", code, errs)
 	}

@@ -274,6 +274,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
+	if err := refuseMissingDir(cfg); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	ctx, out := watchPipe(ctx, stdout)
 	stdout = out
 	warnJSON := &jsonWarner{w: stderr}

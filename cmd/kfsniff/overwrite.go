@@ -85,3 +85,22 @@ func refuseSameOutput(cfg Config) error {
 	}
 	return nil
 }
+
+// refuseMissingDir refuses, before the analysis, an --html or
+// --write-expect file whose directory does not exist: they are written at
+// the end, and a long analysis ended in "no such file or directory",
+// exit 1 (-w is created at the start and says so then).
+func refuseMissingDir(cfg Config) error {
+	for _, o := range []struct{ flag, name string }{{"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}} {
+		if o.name == "" || o.name == "-" {
+			continue
+		}
+		dir := filepath.Dir(o.name)
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("%s %s: %v", o.flag, o.name, err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("%s %s: %s is not a directory", o.flag, o.name, dir)
+		}
+	}
+	return nil
+}
