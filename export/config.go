@@ -277,6 +277,11 @@ func (s Security) Merge(o Security) Security {
 // used).
 func (s Security) Build() (*tls.Config, sasl.Mechanism, error) {
 	var tc *tls.Config
+	if s.KeyFile != "" && s.CertFile == "" {
+		// Without TLS asked for, the key was ignored and the agent
+		// shipped in plaintext.
+		return nil, nil, errors.New("a client key without its certificate: give --export-cert (ssl.certificate.location)")
+	}
 	useTLS := s.TLS || s.CAFile != "" || s.CertFile != "" || s.Insecure
 	if s.Protocol == "PLAINTEXT" || s.Protocol == "SASL_PLAINTEXT" {
 		if s.CAFile != "" || s.CertFile != "" {

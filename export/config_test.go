@@ -66,6 +66,7 @@ func TestSecurityBuild(t *testing.T) {
 		{User: "u"},
 		{TLS: true, CAFile: "/nonexistent/ca.pem"},
 		{Protocol: "PLAINTEXT", CAFile: "/ca.pem"},
+		{KeyFile: "/client.key"}, // was: plaintext, the key ignored
 	} {
 		if _, _, err := bad.Build(); err == nil {
 			t.Errorf("%+v: no error", bad)

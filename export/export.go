@@ -340,7 +340,7 @@ func (e *Exporter) CloseAbort(abort <-chan struct{}) Stats {
 		select {
 		case err = <-done:
 		case <-time.After(time.Second):
-			if e.cfg.Waiting != nil {
+			if e.cfg.Waiting != nil && e.cfg.FlushTimeout > time.Second {
 				e.cfg.Waiting(e.inflight.Load(), e.cfg.FlushTimeout-time.Second)
 			}
 			err = <-done

@@ -116,6 +116,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			expect.Suffix, strings.Join(fs.Args(), ", "))
 		return exitUsage
 	}
+	if *junit != "" {
+		if err := refuseJUnitOver(*junit, cases); err != nil {
+			fmt.Fprintf(stderr, "kfsniff check: %v\n", err)
+			return exitUsage
+		}
+	}
 
 	start := time.Now()
 	work := make(chan *checkCase)
@@ -178,6 +184,24 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitExpect
 	}
 	return exitOK
+}
+
+// refuseJUnitOver refuses a --junit file that is one of the captures or
+// expectations checked: check --junit DIR/x.pcap DIR replaced the capture
+// with the XML, exit 0.
+func refuseJUnitOver(name string, cases []*checkCase) error {
+	out, err := os.Stat(name)
+	if err != nil {
+		return nil // a new file
+	}
+	for _, c := range cases {
+		for _, in := range []string{c.Capture, c.Expect} {
+			if st, err := os.Stat(in); in != "" && err == nil && os.SameFile(st, out) {
+				return fmt.Errorf("--junit %s is %s, which the check reads: writing the results would destroy it; give another file name", report.Clean(name), report.Clean(in))
+			}
+		}
+	}
+	return nil
 }
 
 // findCases lists the expectations under dir and the captures beside
@@ -254,7 +278,7 @@ func (c *checkCase) check(ctx context.Context) {
 	c.Time = time.Since(t)
 	c.Out, c.Err = out.String(), errb.String()
 	if c.Code != exitOK && c.Code != exitExpect && lfsPointer(c.Capture) {
-		c.Err += "kfsniff: " + c.Capture + " is a Git LFS pointer, not the capture: fetch it (git lfs pull) before the check\n"
+		c.Err += "kfsniff: " + report.Clean(c.Capture) + " is a Git LFS pointer, not the capture: fetch it (git lfs pull) before the check\n"
 	}
 }
 
@@ -262,7 +286,7 @@ func (c *checkCase) check(ctx context.Context) {
 // not be checked.
 func (c *checkCase) details() string {
 	if c.Problem != "" {
-		return c.Expect + ": " + c.Problem
+		return report.Clean(c.Expect) + ": " + report.CleanText(c.Problem)
 	}
 	if c.Code != exitOK && c.Code != exitExpect {
 		return strings.TrimRight(c.Out+c.Err, "\n") + fmt.Sprintf("\n(exit %d)", c.Code)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"io"
@@ -325,6 +326,21 @@ func TestCheckCannotCheck(t *testing.T) {
 // TestCheckUsage: what kfsniff check refuses before analysing anything.
 func TestCheckUsage(t *testing.T) {
 	empty := t.TempDir()
+	paired := t.TempDir()
+	orig, err := os.ReadFile(fixture("scenarios/mm2-replay.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := os.ReadFile(fixture("scenarios/mm2-replay.expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(paired, "a.pcap"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(paired, "a.expect.json"), exp, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -336,6 +352,9 @@ func TestCheckUsage(t *testing.T) {
 		{"no expectation", []string{"check", empty}, "no NAME.expect.json"},
 		{"bad jobs", []string{"check", "--jobs", "0", empty}, "--jobs"},
 		{"unknown flag", []string{"check", "--nope", empty}, "unknown flag"},
+		// It replaced the capture with the XML, exit 0.
+		{"junit over a capture", []string{"check", "--junit", filepath.Join(paired, "a.pcap"), paired}, "--junit"},
+		{"junit over an expectation", []string{"check", "--junit", filepath.Join(paired, "a.expect.json"), paired}, "--junit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := kfsniff(t, tc.args...)
@@ -343,6 +362,9 @@ func TestCheckUsage(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errs, tc.want)
 			}
 		})
+	}
+	if b, _ := os.ReadFile(filepath.Join(paired, "a.pcap")); !bytes.Equal(b, orig) {
+		t.Error("check --junit changed the capture it checked")
 	}
 	code, out, _ := kfsniff(t, "check", "--help")
 	if code != exitOK || !strings.Contains(out, "--junit") || !strings.Contains(out, "NAME.expect.json") {
@@ -395,5 +417,25 @@ func TestCheckSharedHealthy(t *testing.T) {
 	code, out, errs := kfsniff(t, "check", dir)
 	if code != exitOK || !strings.Contains(out, "0 did not hold, 0 could not be checked") {
 		t.Errorf("exit %d:\n%s%s", code, out, errs)
+	}
+}
+
+// A file name under the checked folder never drives the terminal: an
+// expectation without its capture was named raw in the details line.
+func TestCheckCleansFileNames(t *testing.T) {
+	dir := t.TempDir()
+	exp, err := os.ReadFile(fixture("scenarios/mm2-replay.expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x\x1b[31mred"+expect.Suffix), exp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := kfsniff(t, "check", dir)
+	if code != exitExpect || !strings.Contains(out, "no capture beside it") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 4 and the missing capture", code, out, errs)
+	}
+	if strings.ContainsRune(out+errs, 0x1b) {
+		t.Errorf("an escape reached the terminal:\n%q", out)
 	}
 }

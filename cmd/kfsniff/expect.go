@@ -52,6 +52,12 @@ func (c *Config) validateExpect() error {
 		return fmt.Errorf("%s reads captures: give -r FILE, not -i", flag)
 	case c.Frames || c.TUI:
 		return fmt.Errorf("%s compares or writes the report's findings: not with --frames or --tui", flag)
+	case e.Write != "" && (c.Count > 0 || c.Duration > 0):
+		// The expectation of a part of the capture: kfsniff check and
+		// --expect analyse all of it, and it did not hold.
+		return errors.New("--write-expect writes what the whole capture shows: not with -c or --duration")
+	case e.Write == "-":
+		return errors.New("--write-expect -: the report goes to standard output; give the expectation a file name (NAME.expect.json beside NAME.pcap)")
 	case e.File != "" && c.JSON:
 		return errors.New("--expect prints the comparison, not the report: run without --json (or without --expect for the report)")
 	}

@@ -159,6 +159,12 @@ func TestExpectUsage(t *testing.T) {
 		{"missing file", []string{"-r", basic, "--expect", filepath.Join(t.TempDir(), "nope.json")}, "no such file"},
 		{"other format", []string{"-r", basic, "--expect", bad}, `format "kfsniff-expect/v2"`},
 		{"over the capture", []string{"-r", basic, "--write-expect", basic}, "is the capture read by -r"},
+		// It wrote a file named "-" in the current directory.
+		{"to stdout", []string{"-r", basic, "--write-expect", "-"}, "--write-expect -"},
+		// It wrote the findings of the first N packets, which the
+		// capture then failed.
+		{"count", []string{"-r", basic, "-c", "10", "--write-expect", filepath.Join(t.TempDir(), "c.expect.json")}, "not with -c"},
+		{"duration", []string{"-r", basic, "--duration", "1s", "--write-expect", filepath.Join(t.TempDir(), "d.expect.json")}, "not with -c"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := kfsniff(t, tc.args...)

@@ -209,6 +209,22 @@ func (e *exporter) finish(res *pipeline.Result) {
 	}
 }
 
+// say puts the shipping counts on stderr, for the views that print no
+// report (--frames, --records, --expect): the report's line was all that
+// told of records dropped or never delivered.
+func (e *exporter) say(res *pipeline.Result, stderr io.Writer) {
+	if e == nil || res == nil || res.Report == nil || res.Report.Export == nil {
+		return
+	}
+	x := res.Report.Export
+	fmt.Fprintf(stderr, "kfsniff: --export to %s: %d records shipped (%d findings to %s), %d dropped (buffer full), %d failed",
+		report.Clean(x.Sink), x.Records, x.Findings, report.Clean(x.FindingsTopic), x.Dropped, x.Failed)
+	if x.LastError != "" {
+		fmt.Fprintf(stderr, " (last error: %s)", report.Clean(x.LastError))
+	}
+	fmt.Fprintln(stderr)
+}
+
 // close closes the client if finish was not reached.
 func (e *exporter) close() {
 	if e != nil {

@@ -394,4 +394,18 @@ func TestExportSinkUnreachable(t *testing.T) {
 	if rest != plain {
 		t.Errorf("the report with an unreachable sink differs from the one without --export beyond the export line")
 	}
+	// The views that print no report say it on stderr (they said nothing
+	// of the records never delivered).
+	for _, view := range [][]string{{"--frames"}, {"--records"}, {"--expect", fixture("scenarios/mm2-replay.expect.json")}} {
+		args := append([]string{"-r", fixture("scenarios/mm2-replay.pcap"), "--export", "kafka://" + addr + "/ship", "--export-flush-timeout", "1s"}, view...)
+		_, _, stderr := kfsniff(t, args...)
+		if !strings.Contains(stderr, "kfsniff: --export to kafka://"+addr+"/ship: 0 records shipped") || !strings.Contains(stderr, "last error: sink unreachable: ") {
+			t.Errorf("%q: stderr %q; want the shipping counts", view, stderr)
+		}
+		// A flush timeout of 1 s is over when the word of the wait would
+		// come: it said "waiting up to 0s".
+		if strings.Contains(stderr, "waiting up to") {
+			t.Errorf("%q with --export-flush-timeout 1s: stderr %q", view, stderr)
+		}
+	}
 }

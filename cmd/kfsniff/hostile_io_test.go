@@ -480,3 +480,17 @@ func TestJSONWarnerBound(t *testing.T) {
 		t.Errorf("warnings:\n%s", b.String())
 	}
 }
+
+// TestPipeClosedRecords: kfsniff -r X --records -w out | head -1 stops the
+// analysis as --frames does, and says so with the packets written (it said
+// "during the report", though no report was being printed and out held
+// only part of X).
+func TestPipeClosedRecords(t *testing.T) {
+	in := fixture(filepath.Join("scenarios", "mm2-replay.pcap"))
+	out := filepath.Join(t.TempDir(), "out.pcap")
+	first, code, stderr := pipeRun(t, nil, "-r", in, "--records", "-w", out)
+	if !strings.HasPrefix(first, "Produce ") {
+		t.Errorf("first line %q is not a record", first)
+	}
+	checkPipeClosed(t, code, stderr, out)
+}

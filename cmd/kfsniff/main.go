@@ -270,6 +270,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
+	if err := refuseSameOutput(cfg); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	if err := refuseMissingDir(cfg); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	ctx, out := watchPipe(ctx, stdout)
 	stdout = out
 	warnJSON := &jsonWarner{w: stderr}
@@ -445,6 +453,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ms.finish(res)
 	xs.finish(res)
+	if cfg.Frames || recs.w != nil || cfg.Expect.File != "" {
+		xs.say(res, stderr)
+	}
 	if res.Interrupted && live == nil && !out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
@@ -477,17 +488,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return code
 	}
 	if out.broken() {
-		pipeClosed(stderr, cfg, res, writer, live != nil)
+		pipeClosed(stderr, cfg, recs, res, writer, live != nil)
 		return outputs(code)
 	}
 	if recs.w != nil {
-		if c := recs.finish(ctx, &cfg, opt, res, stderr); c != exitOK || code != exitOK {
-			return max(c, code)
-		}
-		return exitOK
+		return outputs(max(recs.finish(ctx, &cfg, opt, res, stderr), code))
 	}
 	if cfg.Expect.File != "" {
-		return compareExpect(cfg, rep, code, stdout, stderr)
+		return outputs(compareExpect(cfg, rep, code, stdout, stderr))
 	}
 	if !cfg.Frames {
 		if cfg.JSON {
@@ -496,7 +504,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = report.WriteText(stdout, rep)
 		}
 		if out.broken() {
-			pipeClosed(stderr, cfg, res, writer, live != nil)
+			pipeClosed(stderr, cfg, recs, res, writer, live != nil)
 			return outputs(code)
 		}
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // refuseOverwrite refuses -w onto an input, before anything is opened for
@@ -55,6 +56,51 @@ func inputAt(path string, files []string, stdin io.Reader) (string, bool) {
 func refuseSave(path string, files []string, stdin io.Reader) error {
 	if in, ok := inputAt(path, files, stdin); ok {
 		return fmt.Errorf("%s is the input %s: saving there would destroy it; choose another name", path, in)
+	}
+	return nil
+}
+
+// refuseSameOutput refuses two outputs into one file (-w, --html,
+// --write-expect), or an output onto the --expect file read: the last
+// written replaced the other, so that -w x --write-expect x left an
+// expectation where the capture was asked for, with exit 0. The same
+// name, or the same existing file by inode.
+func refuseSameOutput(cfg Config) error {
+	outs := []struct{ flag, name string }{{"--expect", cfg.Expect.File}, {"-w", cfg.Write}, {"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}}
+	for i, a := range outs {
+		for _, b := range outs[i+1:] {
+			if a.name == "" || b.name == "" || a.name == "-" || b.name == "-" {
+				continue
+			}
+			same := filepath.Clean(a.name) == filepath.Clean(b.name)
+			if x, err := os.Stat(a.name); err == nil {
+				if y, err := os.Stat(b.name); err == nil && os.SameFile(x, y) {
+					same = true
+				}
+			}
+			if same {
+				return fmt.Errorf("%s %s and %s %s are one file: writing one would destroy the other; give each its own name", a.flag, a.name, b.flag, b.name)
+			}
+		}
+	}
+	return nil
+}
+
+// refuseMissingDir refuses, before the analysis, an --html or
+// --write-expect file whose directory does not exist: they are written at
+// the end, and a long analysis ended in "no such file or directory",
+// exit 1 (-w is created at the start and says so then).
+func refuseMissingDir(cfg Config) error {
+	for _, o := range []struct{ flag, name string }{{"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}} {
+		if o.name == "" || o.name == "-" {
+			continue
+		}
+		dir := filepath.Dir(o.name)
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("%s %s: %v", o.flag, o.name, err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("%s %s: %s is not a directory", o.flag, o.name, dir)
+		}
 	}
 	return nil
 }

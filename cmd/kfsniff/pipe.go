@@ -62,9 +62,17 @@ func (p *pipeOut) broken() bool { return p.closed.Load() }
 // were all it wanted) gets one line.
 // The -w file holds every packet read past the filter, also those read but
 // not analysed when the stop came (several workers skip what is queued).
-func pipeClosed(stderr io.Writer, cfg Config, res *pipeline.Result, w *capture.Writer, live bool) {
-	if !cfg.Frames {
-		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during the report (%d packets analysed)\n", res.Report.Capture.Packets)
+//
+// --records streams as --frames does (it stopped the analysis, which the
+// message called "during the report"); --finding's records come after
+// the analysis.
+func pipeClosed(stderr io.Writer, cfg Config, recs *recordsConfig, res *pipeline.Result, w *capture.Writer, live bool) {
+	if !cfg.Frames && (recs.w == nil || recs.finding > 0) {
+		what := "the report"
+		if recs.w != nil {
+			what = "the records"
+		}
+		fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader during %s (%d packets analysed)\n", what, res.Report.Capture.Packets)
 		return
 	}
 	fmt.Fprintf(stderr, "kfsniff: standard output closed by its reader; stopped after %d packets analysed", res.Report.Capture.Packets)

@@ -27,12 +27,13 @@ type recordsConfig struct {
 	base64     bool
 	maxBytes   int
 
-	w *report.RecordWriter
+	fs *pflag.FlagSet
+	w  *report.RecordWriter
 }
 
 // addRecordFlags registers the --records flags.
 func addRecordFlags(fs *pflag.FlagSet) *recordsConfig {
-	rc := &recordsConfig{}
+	rc := &recordsConfig{fs: fs}
 	fs.BoolVar(&rc.on, "records", false, "print the records of Produce requests and Fetch responses (decompressed) instead of the report; with --json: JSON Lines")
 	fs.StringVar(&rc.format, "records-format", "", "with --records: the line `FORMAT`, as kcat -f: "+report.RecordFormatHelp+" (default \""+report.DefaultRecordFormat+"\")")
 	fs.StringArrayVar(&rc.topics, "records-topic", nil, "with --records: only the records of `TOPIC`; repeatable")
@@ -47,7 +48,10 @@ func addRecordFlags(fs *pflag.FlagSet) *recordsConfig {
 // validate checks the record flags against the rest of the command line
 // and builds the writer (nil when --records is off).
 func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
-	if rc.finding != 0 {
+	if rc.fs.Changed("finding") {
+		if rc.finding <= 0 {
+			return fmt.Errorf("--finding counts from 1 (the report's first finding), got %d", rc.finding)
+		}
 		rc.on = true
 	}
 	if !rc.on {
@@ -63,8 +67,6 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 		return errors.New("--records prints to standard output; the TUI shows the records of an exchange in its detail pane")
 	case cfg.Expect.File != "" || cfg.Expect.Write != "":
 		return errors.New("--records prints records, --expect and --write-expect compare the report: give one")
-	case rc.finding < 0:
-		return fmt.Errorf("--finding must be positive, got %d", rc.finding)
 	case rc.maxBytes <= 0:
 		return fmt.Errorf("--records-max-bytes must be positive, got %d", rc.maxBytes)
 	case rc.finding > 0 && cfg.Live.Interface != "":

@@ -283,6 +283,9 @@ func TestRecordsUsage(t *testing.T) {
 		{[]string{"-r", pcap, "--records", "--records-offsets", "9-3"}, "ends before it begins"},
 		{[]string{"-r", pcap, "--records-topic", "t"}, "go with --records"},
 		{[]string{"-r", pcap, "--finding", "7"}, "the report has 0 findings"},
+		// --finding 0 printed the report as if --finding were not given.
+		{[]string{"-r", pcap, "--finding", "0"}, "--finding counts from 1"},
+		{[]string{"-r", pcap, "--finding", "-1"}, "--finding counts from 1"},
 		{[]string{"-r", pcap, "--records", "--write-expect", filepath.Join(t.TempDir(), "x.expect.json")}, "compare the report"},
 	} {
 		code, _, errOut := kfsniff(t, tc.args...)
