@@ -72,8 +72,11 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {
 		return fmt.Errorf("--export %v", err)
 	}
-	if c.FindingsTopic != "" && !export.ValidTopic(c.FindingsTopic) {
+	if fs.Changed("export-findings-topic") && !export.ValidTopic(c.FindingsTopic) {
 		return fmt.Errorf("--export-findings-topic %q is not a Kafka topic name", c.FindingsTopic)
+	}
+	if c.FindingsTopic == c.topic && c.topic != "" {
+		return fmt.Errorf("--export-findings-topic %q is the export topic: findings would be mixed with the exchanges", c.FindingsTopic)
 	}
 	if c.Buffer <= 0 {
 		return fmt.Errorf("--export-buffer must be positive, got %d", c.Buffer)

@@ -163,6 +163,8 @@ func TestExportConfigUsage(t *testing.T) {
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-config", mech}, "GSSAPI"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-config", filepath.Join(dir, "missing")}, "--export-config"},
 		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-sasl-user", "u"}, "mechanism"},
+		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-findings-topic", ""}, "not a Kafka topic name"},
+		{[]string{"--export", "kafka://127.0.0.1:9092/ship", "--export-findings-topic", "ship"}, "is the export topic"},
 	} {
 		code, stdout, stderr := kfsniff(t, append([]string{"-r", fixture("basic.pcap")}, tc.args...)...)
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {

@@ -135,7 +135,7 @@ Usage:
   kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
   kfsniff -D
   kfsniff --list-detectors
-  kfsniff check [--junit FILE] DIR...   (kfsniff check --help)
+  kfsniff check [--junit FILE] [--jobs N] DIR...   (kfsniff check --help)
   kfsniff --version
 
 Captures live (-i, Linux AF_PACKET; needs root or CAP_NET_RAW) or reads pcap

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -69,6 +70,8 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 		return errors.New("--records prints records, --expect and --write-expect compare the report: give one")
 	case rc.maxBytes <= 0:
 		return fmt.Errorf("--records-max-bytes must be positive, got %d", rc.maxBytes)
+	case slices.ContainsFunc(rc.partitions, func(p int32) bool { return p < 0 }):
+		return fmt.Errorf("--records-partition takes partition numbers (0 and up), got %v", rc.partitions)
 	case rc.finding > 0 && cfg.Live.Interface != "":
 		return errors.New("--finding reads the capture twice (analysis, then records): give -r FILE, not -i")
 	}

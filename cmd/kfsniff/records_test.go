@@ -287,6 +287,7 @@ func TestRecordsUsage(t *testing.T) {
 		{[]string{"-r", pcap, "--finding", "0"}, "--finding counts from 1"},
 		{[]string{"-r", pcap, "--finding", "-1"}, "--finding counts from 1"},
 		{[]string{"-r", pcap, "--records", "--write-expect", filepath.Join(t.TempDir(), "x.expect.json")}, "compare the report"},
+		{[]string{"-r", pcap, "--records", "--records-partition", "0,-1"}, "partition numbers"},
 	} {
 		code, _, errOut := kfsniff(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
