@@ -12,6 +12,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/expect"
 	"github.com/kfsniff/kfsniff/report"
 )
@@ -96,6 +99,20 @@ func applyExpect(c *Config, fs *pflag.FlagSet) error {
 	a := f.Analysis
 	if a == nil {
 		return nil
+	}
+	// The file's own settings are checked here, so that an error names
+	// the file rather than reading as the command line's.
+	settings := map[string]map[string]string{}
+	for _, o := range a.Options {
+		if err := detectors.ParseSetting(o, settings); err != nil {
+			return fmt.Errorf("--expect %s: analysis.options: %v", c.Expect.File, err)
+		}
+	}
+	if _, err := detectors.NewSet(all.Analyzers(), settings); err != nil {
+		return fmt.Errorf("--expect %s: analysis.options: %v", c.Expect.File, err)
+	}
+	if _, err := capture.ParseFilter(a.Filter); err != nil {
+		return fmt.Errorf("--expect %s: analysis.filter %q: %v", c.Expect.File, a.Filter, err)
 	}
 	c.Settings = append(slices.Clone(a.Options), c.Settings...)
 	if a.Ports != "" && !fs.Changed("ports") {

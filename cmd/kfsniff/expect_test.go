@@ -147,6 +147,8 @@ func TestExpectUsage(t *testing.T) {
 	basic := fixture("basic.pcap")
 	good := fixture("basic" + expect.Suffix)
 	bad := writeFile(t, "bad"+expect.Suffix, []byte(`{"format": "kfsniff-expect/v2", "findings": []}`))
+	badOption := writeFile(t, "option"+expect.Suffix, []byte(`{"format": "kfsniff-expect/v1", "analysis": {"options": ["nosuch.param=1"]}}`))
+	badFilter := writeFile(t, "filter"+expect.Suffix, []byte(`{"format": "kfsniff-expect/v1", "analysis": {"filter": "port port"}}`))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -158,6 +160,9 @@ func TestExpectUsage(t *testing.T) {
 		{"json", []string{"-r", basic, "--expect", good, "--json"}, "without --json"},
 		{"missing file", []string{"-r", basic, "--expect", filepath.Join(t.TempDir(), "nope.json")}, "no such file"},
 		{"other format", []string{"-r", basic, "--expect", bad}, `format "kfsniff-expect/v2"`},
+		// The file's own settings: the error names the file, not -o.
+		{"file's option", []string{"-r", basic, "--expect", badOption}, "option" + expect.Suffix + ": analysis.options: unknown detector setting"},
+		{"file's filter", []string{"-r", basic, "--expect", badFilter}, "filter" + expect.Suffix + ": analysis.filter"},
 		{"over the capture", []string{"-r", basic, "--write-expect", basic}, "is the capture read by -r"},
 		// It wrote a file named "-" in the current directory.
 		{"to stdout", []string{"-r", basic, "--write-expect", "-"}, "--write-expect -"},
