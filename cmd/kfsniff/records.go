@@ -148,7 +148,11 @@ func (rc *recordsConfig) finish(ctx context.Context, cfg *Config, opt pipeline.O
 	}
 	st := rc.w.Stats()
 	if rc.finding > 0 && st.Records == 0 {
-		fmt.Fprintf(stderr, "kfsniff: finding %d: the exchanges its evidence names carry no records (of its topic and partition)\n", rc.finding)
+		if len(rc.topics) > 0 || len(rc.partitions) > 0 || rc.offsets != "" {
+			fmt.Fprintf(stderr, "kfsniff: finding %d: no record of the exchanges its evidence names passes --records-topic, --records-partition and --records-offsets\n", rc.finding)
+		} else {
+			fmt.Fprintf(stderr, "kfsniff: finding %d: the exchanges its evidence names carry no records (of its topic and partition)\n", rc.finding)
+		}
 	}
 	if st.NotKept > 0 {
 		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d Produce requests are not shown (the first at packet %s): their frames were no longer kept when their responses came (flows' bounds)\n",

@@ -260,6 +260,11 @@ func TestRecordsFindingDuplicates(t *testing.T) {
 	if code != exitOK || out2 != "" || !strings.Contains(errOut2, "finding 1: the exchanges its evidence names carry no records") {
 		t.Errorf("a finding without records: exit %d, stdout %q, stderr %q", code, out2, errOut2)
 	}
+	// Records the user's filter removed are not said to be missing.
+	code, out2, errOut2 = kfsniff(t, "-r", fixture(filepath.Join("scenarios", "mm2-replay.pcap")), "--finding", "1", "--records-topic", "other")
+	if code != exitOK || out2 != "" || !strings.Contains(errOut2, "finding 1: no record of the exchanges its evidence names passes --records-topic") {
+		t.Errorf("a finding whose records the filter removed: exit %d, stdout %q, stderr %q", code, out2, errOut2)
+	}
 	if len(first) == 0 || len(again) == 0 {
 		t.Fatalf("%d records of the first copy, %d of the replay", len(first), len(again))
 	}
