@@ -34,10 +34,7 @@ func TestSIGINTStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and large inputs: skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "kfsniff")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildKfsniff(t)
 	for _, tc := range []struct {
 		input string
 		args  []string
@@ -117,10 +114,7 @@ func TestSIGINTStopsExportWait(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary: skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "kfsniff")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildKfsniff(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -165,4 +159,15 @@ func TestSIGINTStopsExportWait(t *testing.T) {
 	if !strings.Contains(stdout.String(), "last error: flush cut short by Ctrl-C") {
 		t.Errorf("the report's export line does not say the wait was cut short:\n%s", stdout.String())
 	}
+}
+
+// buildKfsniff builds the binary into a temporary directory, for the tests
+// that signal a process of its own.
+func buildKfsniff(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kfsniff")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
