@@ -75,23 +75,24 @@ type Config struct {
 	Opts []kgo.Opt
 }
 
-// Stats are the shipping counts, also the report's "export" object.
+// Stats are the shipping counts; the command copies them into the
+// report's Export (report/export.go), whose JSON documents them.
 type Stats struct {
-	Sink          string `json:"sink"`
-	Topic         string `json:"topic"`
-	FindingsTopic string `json:"findings_topic"`
+	Sink          string
+	Topic         string
+	FindingsTopic string
 	// Records were acknowledged by the sink (Findings of them findings).
-	Records  int64 `json:"records"`
-	Findings int64 `json:"findings"`
+	Records  int64
+	Findings int64
 	// Dropped never reached the sink's client: the buffer was full (the
 	// sink slow or down). Failed were given to it and not delivered: the
 	// sink refused them or was still unreachable when the run ended.
-	Dropped int64 `json:"dropped"`
-	Failed  int64 `json:"failed"`
+	Dropped int64
+	Failed  int64
 	// Pending are still waiting (only while the capture runs).
-	Pending int64 `json:"pending,omitempty"`
+	Pending int64
 	// LastError is the last delivery error, if any.
-	LastError string `json:"last_error,omitempty"`
+	LastError string
 }
 
 // Exporter is the flows handler that ships. Its On* methods run on the
