@@ -25,7 +25,10 @@ import (
 // same batch shipped by two agents (the producer's host and the broker's)
 // is remembered once, as the first shipped it; a consumer fetching a
 // batch again is measured once (by client endpoint and client id), each
-// consumer once.
+// consumer once. A fetched batch whose produce was not read yet (records
+// of several agents do not arrive in the order things happened) waits for
+// it, up to 65536 of them; those still waiting at the end, or pushed out,
+// count as unmatched.
 //
 // Memory is bounded: the most recent Window produced batches, across
 // partitions, are remembered; older ones are evicted and counted. Latencies
@@ -43,6 +46,11 @@ type E2E struct {
 	seed   maphash.Seed
 
 	pending []pendingLatency
+	// waits are consumers' fetched batches whose produce was not read
+	// yet, a ring indexed by waiting.
+	waits   []waiting
+	wnext   int
+	waiting map[waitKey][]int32
 
 	produced, evicted, fetched, topicsOver int64
 }
@@ -96,6 +104,8 @@ type topicStats struct {
 	h                                           hist.Histogram
 	batches, negative                           int64
 	skewUnknown, ambiguous, mismatch, unmatched int64
+	// waiting counts its fetched batches waiting for their produce.
+	waiting int64
 }
 
 // pendingLatency is a latency between two agents waiting for their
@@ -113,7 +123,7 @@ func NewE2E(batches int, skew *Skew) *E2E {
 	if batches <= 0 {
 		batches = DefaultBatches
 	}
-	return &E2E{skew: skew, window: batches, parts: map[partKey]*partIndex{}, topics: map[topicKey]*topicStats{}, seed: maphash.MakeSeed()}
+	return &E2E{skew: skew, window: batches, parts: map[partKey]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{}, seed: maphash.MakeSeed()}
 }
 
 // Add takes one record: the batches of a Produce request are remembered,
@@ -191,6 +201,9 @@ func (e *E2E) remember(r *Record, b *Batch) {
 		p.byCRC[b.CRC] = append(p.byCRC[b.CRC], int32(slot))
 	}
 	p.n++
+	if len(e.waiting) > 0 {
+		e.arrived(slot)
+	}
 }
 
 // forget drops the batch in a ring slot from its partition's index.
@@ -275,35 +288,120 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 		}
 		return
 	case found == nil:
-		if t != nil {
-			t.unmatched++
-		}
+		// The produce may come later: records of several agents do
+		// not arrive in the order things happened.
+		e.wait(r, b, resp, t)
 		return
 	}
-	found.fetched = true
-	c := maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V)
-	for _, have := range found.consumers[:found.nconsumers] {
-		if have == c {
+	e.measure(found, maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), r.Agent, resp, t)
+}
+
+// measure is the latency of a produced batch fetched by a consumer (its
+// hash) on agent at resp, once per consumer.
+func (e *E2E) measure(x *produced, consumer uint64, agent string, resp int64, t *topicStats) {
+	x.fetched = true
+	for _, have := range x.consumers[:x.nconsumers] {
+		if have == consumer {
 			return // fetched again by the same consumer
 		}
 	}
-	if found.nconsumers < maxConsumers {
-		found.consumers[found.nconsumers] = c
-		found.nconsumers++
+	if x.nconsumers < maxConsumers {
+		x.consumers[x.nconsumers] = consumer
+		x.nconsumers++
 	}
 	if t == nil {
 		e.topicsOver++
 		return
 	}
-	raw := resp - found.ts
-	if found.agent == r.Agent {
+	raw := resp - x.ts
+	if x.agent == agent {
 		t.add(raw)
 		return
 	}
 	if len(e.pending) >= maxPending {
 		e.fold()
 	}
-	e.pending = append(e.pending, pendingLatency{t: t, producer: found.agent, consumer: r.Agent, raw: raw})
+	e.pending = append(e.pending, pendingLatency{t: t, producer: x.agent, consumer: agent, raw: raw})
+}
+
+// maxWaiting bounds the fetched batches waiting for their produce.
+const maxWaiting = 65536
+
+// waitKey finds the fetched batches waiting for a produce.
+type waitKey struct {
+	part partKey
+	crc  uint32
+}
+
+// waiting is a consumer's fetched batch no produce was known for yet.
+type waiting struct {
+	key      waitKey
+	cluster  string
+	agent    string
+	offset   int64 // -1: unknown
+	consumer uint64
+	resp     int64
+	t        *topicStats
+	live     bool
+}
+
+// wait keeps a fetched batch for a produce read later, evicting the
+// oldest waiting (counted unmatched) when full.
+func (e *E2E) wait(r *Record, b *Batch, resp int64, t *topicStats) {
+	if t == nil {
+		return
+	}
+	w := waiting{key: waitKey{partKey{r.Topic, r.Partition}, b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
+		consumer: maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), resp: resp, t: t, live: true}
+	if b.BaseOffset.Set {
+		w.offset = b.BaseOffset.V
+	}
+	var slot int
+	if len(e.waits) < maxWaiting {
+		e.waits = append(e.waits, waiting{})
+		slot = len(e.waits) - 1
+	} else {
+		slot = e.wnext
+		e.wnext = (e.wnext + 1) % maxWaiting
+		if old := &e.waits[slot]; old.live {
+			old.t.waiting--
+			old.t.unmatched++
+			e.unwait(slot)
+		}
+	}
+	e.waits[slot] = w
+	e.waiting[w.key] = append(e.waiting[w.key], int32(slot))
+	t.waiting++
+}
+
+// unwait drops a waiting fetch from the index.
+func (e *E2E) unwait(slot int) {
+	w := &e.waits[slot]
+	l := slices.DeleteFunc(e.waiting[w.key], func(i int32) bool { return int(i) == slot })
+	if len(l) == 0 {
+		delete(e.waiting, w.key)
+	} else {
+		e.waiting[w.key] = l
+	}
+	w.live = false
+}
+
+// arrived measures the fetches that waited for a batch just produced.
+func (e *E2E) arrived(slot int) {
+	x := &e.ring[slot]
+	for _, i := range slices.Clone(e.waiting[waitKey{x.key, x.crc}]) {
+		w := &e.waits[i]
+		if !compatible(w.cluster, x.cluster) || x.offset >= 0 && w.offset >= 0 && x.offset != w.offset {
+			continue
+		}
+		w.t.waiting--
+		t := w.t
+		if x.cluster != "" && w.cluster == "" {
+			t = e.topic(topicKey{x.cluster, x.key.topic})
+		}
+		e.measure(x, w.consumer, w.agent, w.resp, t)
+		e.unwait(int(i))
+	}
 }
 
 // topic is a topic's stats, nil past maxTopics.
@@ -361,7 +459,8 @@ type TopicLatency struct {
 	// Not measured: SkewUnknown (two agents whose offset is unknown),
 	// Ambiguous (a CRC produced twice, the offset not telling),
 	// Mismatch (the offset produced with another CRC), Unmatched (no
-	// produce remembered).
+	// produce remembered: evicted, never captured, or not read yet, the
+	// fetch waiting for it).
 	SkewUnknown, Ambiguous, Mismatch, Unmatched int64
 }
 
@@ -377,7 +476,7 @@ func (e *E2E) Topics() []TopicLatency {
 	out := make([]TopicLatency, 0, len(e.order))
 	for _, t := range e.order {
 		out = append(out, TopicLatency{Cluster: t.key.cluster, Topic: t.key.topic, Latency: t.h, Negative: t.negative,
-			SkewUnknown: t.skewUnknown, Ambiguous: t.ambiguous, Mismatch: t.mismatch, Unmatched: t.unmatched})
+			SkewUnknown: t.skewUnknown, Ambiguous: t.ambiguous, Mismatch: t.mismatch, Unmatched: t.unmatched + t.waiting})
 	}
 	for i, t := range e.order {
 		byTopic[t] = &out[i]
