@@ -106,3 +106,9 @@ func shipBuilt(t testing.TB) [][]byte {
 	defer s.mu.Unlock()
 	return s.vals
 }
+
+// fixCRC recomputes a batch's CRC after its bytes were changed.
+func fixCRC(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
+	return b
+}

@@ -43,10 +43,10 @@ func near(got, want, tol time.Duration) bool { return got >= want-tol && got <= 
 // connection's capture point up to 150 us further either way): the offset
 // is found within the 150 us, from every exchange both shipped.
 func TestSkewFound(t *testing.T) {
-	const ahead = 1234567 * time.Microsecond
+	const shift = 1234567 * time.Microsecond
 	by := splitCapture(t, manyConns, 30,
 		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
-		agentView{"host-b", func(s int) bool { return s%3 != 1 }, func(s int) time.Duration { return ahead + jitter(s) }})
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, ahead(shift)})
 	recs := merged(t, by)
 	st := NewStats(Limits{})
 	for i := range recs {
@@ -58,8 +58,8 @@ func TestSkewFound(t *testing.T) {
 	if !oka || !okb {
 		t.Fatalf("offsets unknown: host-a %v, host-b %v", oka, okb)
 	}
-	if got := ob - oa; !near(got, ahead, 150*time.Microsecond) {
-		t.Errorf("host-b's clock found %v ahead of host-a's; it is %v (±150us)", got, ahead)
+	if got := ob - oa; !near(got, shift, 150*time.Microsecond) {
+		t.Errorf("host-b's clock found %v ahead of host-a's; it is %v (±150us)", got, shift)
 	}
 	wantSamples, wantConns := shared(recs, "host-a", "host-b")
 	if wantSamples < 50 || wantConns < 3 {
@@ -99,7 +99,7 @@ func TestSkewFound(t *testing.T) {
 func TestSkewUnknown(t *testing.T) {
 	by := splitCapture(t, manyConns, 30,
 		agentView{"host-a", func(s int) bool { return s%2 == 0 }, none},
-		agentView{"host-b", func(s int) bool { return s%2 == 1 }, func(int) time.Duration { return 3 * time.Second }})
+		agentView{"host-b", func(s int) bool { return s%2 == 1 }, func(int, bool) time.Duration { return 3 * time.Second }})
 	recs := merged(t, by)
 	st := NewStats(Limits{})
 	for i := range recs {
@@ -137,8 +137,8 @@ func TestSkewChained(t *testing.T) {
 	const bAhead, cBehind = 1200 * time.Millisecond, -700 * time.Millisecond
 	by := splitCapture(t, manyConns, 30,
 		agentView{"host-a", func(s int) bool { return s%5 == 0 || s%5 == 2 || s%5 == 3 }, none},
-		agentView{"host-b", func(s int) bool { return s%5 <= 1 }, func(s int) time.Duration { return bAhead + jitter(s) }},
-		agentView{"host-c", func(s int) bool { return s%5 == 1 || s%5 == 4 }, func(s int) time.Duration { return cBehind + jitter(s+7) }})
+		agentView{"host-b", func(s int) bool { return s%5 <= 1 }, ahead(bAhead)},
+		agentView{"host-c", func(s int) bool { return s%5 == 1 || s%5 == 4 }, func(s int, _ bool) time.Duration { return cBehind + jitter(s+7) }})
 	recs := merged(t, by)
 	st := NewStats(Limits{})
 	for i := range recs {
@@ -166,10 +166,10 @@ func TestSkewChained(t *testing.T) {
 // exchanges are evicted unmatched, counted; the estimate comes from what
 // the window held, and is still right.
 func TestSkewWindowEvicts(t *testing.T) {
-	const ahead = 2 * time.Second
+	const shift = 2 * time.Second
 	by := splitCapture(t, manyConns, 30,
 		agentView{"host-a", func(s int) bool { return true }, none},
-		agentView{"host-b", func(s int) bool { return true }, func(int) time.Duration { return ahead }})
+		agentView{"host-b", func(s int) bool { return true }, func(int, bool) time.Duration { return shift }})
 	st := NewStats(Limits{Window: 16})
 	var answeredA int64
 	for _, name := range []string{"host-a", "host-b"} {
@@ -190,7 +190,43 @@ func TestSkewWindowEvicts(t *testing.T) {
 	if evicted < answeredA-16 || evicted >= exchanges {
 		t.Errorf("%d evicted of %d exchanges (host-a offered %d to a window of 16)", evicted, exchanges, answeredA)
 	}
-	if o, ok := st.Skew().Offset("host-b"); !ok || o != ahead && o != -ahead {
-		t.Errorf("offset %v %v from what the window held; want ±%v", o, ok, ahead)
+	if o, ok := st.Skew().Offset("host-b"); !ok || o != shift && o != -shift {
+		t.Errorf("offset %v %v from what the window held; want ±%v", o, ok, shift)
+	}
+}
+
+// TestSkewAcrossNetwork: the second agent sits across a network from the
+// first, 400 us each way: it sees every packet to the server 400 us later
+// than the first agent, every packet back 400 us earlier, its clock 2.5 s
+// ahead. The request times alone would put it 2.5004 s ahead; the
+// response times alone 2.4996 s; both together, as NTP does, find 2.5 s
+// (within 10 us), and the delay says what separates the two captures.
+func TestSkewAcrossNetwork(t *testing.T) {
+	const shift, oneWay = 2500 * time.Millisecond, 400 * time.Microsecond
+	by := splitCapture(t, manyConns, 30,
+		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, func(_ int, toServer bool) time.Duration {
+			if toServer {
+				return shift + oneWay
+			}
+			return shift - oneWay
+		}})
+	recs := merged(t, by)
+	st := NewStats(Limits{})
+	for i := range recs {
+		st.Add(&recs[i])
+	}
+	est := st.Skew().Estimates()
+	a, oka := est["host-a"]
+	b, okb := est["host-b"]
+	if !oka || !okb {
+		t.Fatalf("offsets unknown: %+v", est)
+	}
+	off, delay := b.Offset-a.Offset, max(a.Delay, b.Delay)
+	if !near(off, shift, 10*time.Microsecond) {
+		t.Errorf("host-b found %v ahead of host-a; it is %v (the one-way delay of %v cancelled)", off, shift, oneWay)
+	}
+	if !near(delay, 2*oneWay, 10*time.Microsecond) {
+		t.Errorf("delay %v; the captures are %v apart each way", delay, oneWay)
 	}
 }

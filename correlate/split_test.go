@@ -3,6 +3,7 @@ package correlate
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"slices"
@@ -20,17 +21,20 @@ import (
 // some shards (the Sharder deals a capture's connections into shards, both
 // directions of one to the same shard), by a clock that differs from the
 // capture's by shift (per shard: per connection, as the capture points of
-// two hosts differ by connection).
+// two hosts differ by connection; and per direction, as a host across a
+// network sees what goes to the server later and what comes back
+// earlier).
 type agentView struct {
 	name  string
 	sees  func(shard int) bool
-	shift func(shard int) time.Duration
+	shift func(shard int, toServer bool) time.Duration
 }
 
 // splitCapture deals a committed capture's connections among agents, as if
 // each had captured on its own host with its own clock, writes each
-// agent's capture (pcap, packets in the order of its clock) and ships it
-// through the analysis and the real exporter: the records of each agent.
+// agent's capture (pcap, the packets in the capture's order, their
+// timestamps shifted) and ships it through the analysis and the real
+// exporter: the records of each agent.
 func splitCapture(t testing.TB, path string, shards int, views ...agentView) map[string][][]byte {
 	t.Helper()
 	f, err := capture.Open(path, 0)
@@ -39,9 +43,6 @@ func splitCapture(t testing.TB, path string, shards int, views ...agentView) map
 	}
 	defer f.Close()
 	sh := flows.NewSharder(shards, flows.DefaultConfig())
-	type kept struct {
-		p capture.Packet
-	}
 	per := make([][]capture.Packet, len(views))
 	var p capture.Packet
 	for {
@@ -59,7 +60,7 @@ func splitCapture(t testing.TB, path string, shards int, views ...agentView) map
 				if v.sees(shard) {
 					q := *w.Packet
 					q.Data = slices.Clone(q.Data)
-					q.Time = q.Time.Add(v.shift(shard))
+					q.Time = q.Time.Add(v.shift(shard, toServer(t, &q)))
 					per[i] = append(per[i], q)
 				}
 			}
@@ -67,7 +68,6 @@ func splitCapture(t testing.TB, path string, shards int, views ...agentView) map
 	}
 	out := map[string][][]byte{}
 	for i, v := range views {
-		slices.SortStableFunc(per[i], func(a, b capture.Packet) int { return a.Time.Compare(b.Time) })
 		var buf bytes.Buffer
 		w, err := capture.NewWriter(&buf, false, f.Links[0], 262144, "")
 		if err != nil {
@@ -147,4 +147,26 @@ func jitter(shard int) time.Duration {
 	return time.Duration((shard*7919)%301-150) * time.Microsecond
 }
 
-func none(int) time.Duration { return 0 }
+func none(int, bool) time.Duration { return 0 }
+
+// ahead is a clock ahead by d plus each connection's jitter.
+func ahead(d time.Duration) func(int, bool) time.Duration {
+	return func(s int, _ bool) time.Duration { return d + jitter(s) }
+}
+
+// toServer says whether a packet of the real clients' captures (Ethernet,
+// IPv4, TCP; kfake listening on ports below the clients') goes to the
+// server.
+func toServer(t testing.TB, p *capture.Packet) bool {
+	d := p.Data
+	if p.Link != 1 || len(d) < 14+20 || d[12] != 0x08 || d[13] != 0 {
+		return false // not Ethernet and IPv4: the test's captures are
+	}
+	ip := d[14:]
+	ihl := int(ip[0]&0xf) * 4
+	if ip[9] != 6 || len(ip) < ihl+4 {
+		return false
+	}
+	src, dst := binary.BigEndian.Uint16(ip[ihl:]), binary.BigEndian.Uint16(ip[ihl+2:])
+	return dst < src
+}
