@@ -324,8 +324,8 @@ func (e *E2E) measure(x *produced, consumer uint64, agent string, resp int64, t 
 	e.pending = append(e.pending, pendingLatency{t: t, producer: x.agent, consumer: agent, raw: raw})
 }
 
-// maxWaiting bounds the fetched batches waiting for their produce.
-const maxWaiting = 65536
+// maxWaitingFetches bounds the fetched batches waiting for their produce.
+const maxWaitingFetches = 65536
 
 // waitKey finds the fetched batches waiting for a produce.
 type waitKey struct {
@@ -357,12 +357,12 @@ func (e *E2E) wait(r *Record, b *Batch, resp int64, t *topicStats) {
 		w.offset = b.BaseOffset.V
 	}
 	var slot int
-	if len(e.waits) < maxWaiting {
+	if len(e.waits) < maxWaitingFetches {
 		e.waits = append(e.waits, waiting{})
 		slot = len(e.waits) - 1
 	} else {
 		slot = e.wnext
-		e.wnext = (e.wnext + 1) % maxWaiting
+		e.wnext = (e.wnext + 1) % maxWaitingFetches
 		if old := &e.waits[slot]; old.live {
 			old.t.waiting--
 			old.t.unmatched++
@@ -453,8 +453,8 @@ func (e *E2E) fold() {
 type TopicLatency struct {
 	Cluster, Topic string
 	// Latency holds the measured latencies (negative ones as zero,
-	// counted in Negative).
-	Latency  hist.Histogram
+	// counted in Negative); read only, valid until the next Add.
+	Latency  *hist.Histogram
 	Negative int64
 	// Not measured: SkewUnknown (two agents whose offset is unknown),
 	// Ambiguous (a CRC produced twice, the offset not telling),
@@ -469,17 +469,31 @@ type TopicLatency struct {
 // snapshot: the waiting ones wait on).
 func (e *E2E) Topics() []TopicLatency {
 	var est map[string]Estimate
+	waiting := map[*topicStats]*hist.Histogram{}
 	if len(e.pending) > 0 {
 		est = e.skew.Estimates()
+		for i := range e.pending {
+			t := e.pending[i].t
+			if waiting[t] == nil {
+				h := t.h // a copy, the waiting ones added to it
+				waiting[t] = &h
+			}
+		}
 	}
-	byTopic := map[*topicStats]*TopicLatency{}
+	byTopic := make(map[*topicStats]*TopicLatency, len(waiting))
 	out := make([]TopicLatency, 0, len(e.order))
 	for _, t := range e.order {
-		out = append(out, TopicLatency{Cluster: t.key.cluster, Topic: t.key.topic, Latency: t.h, Negative: t.negative,
+		h := waiting[t]
+		if h == nil {
+			h = &t.h
+		}
+		out = append(out, TopicLatency{Cluster: t.key.cluster, Topic: t.key.topic, Latency: h, Negative: t.negative,
 			SkewUnknown: t.skewUnknown, Ambiguous: t.ambiguous, Mismatch: t.mismatch, Unmatched: t.unmatched + t.waiting})
 	}
 	for i, t := range e.order {
-		byTopic[t] = &out[i]
+		if waiting[t] != nil {
+			byTopic[t] = &out[i]
+		}
 	}
 	for i := range e.pending {
 		p := &e.pending[i]

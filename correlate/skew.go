@@ -17,7 +17,7 @@ import (
 // cancels when it is the same both ways, and the error is at most half the
 // difference of the two latencies when it is not (the delay reported).
 // The estimate of a pair of agents is the median of its samples (the most
-// recent 4096), with their interquartile range as its spread.
+// recent 1024), with their interquartile range as its spread.
 //
 // Offsets are given relative to a reference agent: the one with the most
 // records so far (ties: the first name in order). An agent that saw no
@@ -26,8 +26,9 @@ import (
 // its offset is unknown.
 //
 // Memory is bounded: each agent's answered exchanges wait for a partner in
-// a window of the most recent Window of them; older ones are evicted and
-// counted. Not safe for concurrent use.
+// a window of the most recent Window of them (and 262144 across agents);
+// older ones are evicted and counted. At most 256 agents are followed.
+// Not safe for concurrent use.
 type Skew struct {
 	window int
 	agents map[string]int32
@@ -39,16 +40,28 @@ type Skew struct {
 	pairs   map[[2]int32]*pair
 
 	exchanges, matched, evicted int64
+	// total is how many exchanges wait, across agents.
+	total int
 }
 
 // DefaultWindow is how many exchanges per agent wait for a partner.
-const DefaultWindow = 65536
+const DefaultWindow = 16384
+
+// maxWaiting bounds the exchanges waiting across agents (about 200 bytes
+// each): past it an agent's oldest make room, the busiest agent's when
+// the new one's agent has none waiting.
+const maxWaiting = 1 << 18
 
 // maxAgents bounds the agents followed (names come from the records).
-const maxAgents = 1024
+const maxAgents = 256
 
-// maxSamples is how many recent samples a pair of agents keeps.
-const maxSamples = 4096
+// maxSamples is how many recent samples a pair of agents keeps;
+// maxPairs how many pairs of agents keep samples (others' are counted
+// as matched, not kept).
+const (
+	maxSamples = 1024
+	maxPairs   = 4096
+)
 
 // maxPairConns bounds the distinct connections counted per pair.
 const maxPairConns = 4096
@@ -161,6 +174,10 @@ func (s *Skew) sample(x, y *obs, k xkey) {
 	id := [2]int32{x.agent, y.agent}
 	p := s.pairs[id]
 	if p == nil {
+		if len(s.pairs) >= maxPairs {
+			s.matched++
+			return
+		}
 		p = &pair{conns: map[[2]string]struct{}{}}
 		s.pairs[id] = p
 	}
@@ -189,24 +206,46 @@ func (s *Skew) sample(x, y *obs, k xkey) {
 }
 
 // push puts an exchange in its agent's window, evicting the oldest when
-// full.
+// full (or when all the agents' windows together are).
 func (s *Skew) push(a int32, k xkey) {
+	if s.total >= maxWaiting {
+		victim := a
+		if s.rings[a].size == 0 {
+			for i := range s.rings {
+				if s.rings[i].size > s.rings[victim].size {
+					victim = int32(i)
+				}
+			}
+		}
+		s.pop(victim)
+	}
 	rg := &s.rings[a]
 	if rg.keys == nil {
 		rg.keys = make([]xkey, 0, min(s.window, 1024))
 	}
-	if rg.size < s.window {
-		if len(rg.keys) < s.window {
-			rg.keys = append(rg.keys, k)
-		} else {
-			rg.keys[(rg.head+rg.size)%s.window] = k
-		}
-		rg.size++
+	if rg.size == s.window {
+		s.pop(a)
+	}
+	if len(rg.keys) < s.window {
+		rg.keys = append(rg.keys, k)
+	} else {
+		rg.keys[(rg.head+rg.size)%s.window] = k
+	}
+	rg.size++
+	s.total++
+}
+
+// pop evicts an agent's oldest waiting exchange.
+func (s *Skew) pop(a int32) {
+	rg := &s.rings[a]
+	if rg.size == 0 {
 		return
 	}
 	old := rg.keys[rg.head]
-	rg.keys[rg.head] = k
+	rg.keys[rg.head] = xkey{}
 	rg.head = (rg.head + 1) % s.window
+	rg.size--
+	s.total--
 	s.drop(a, old)
 }
 
