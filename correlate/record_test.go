@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -237,6 +238,15 @@ func TestRoundTrip(t *testing.T) {
 	sort.Strings(extra)
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("fields never shipped: %v; shipped, not in docs/export.md: %v", missing, extra)
+	}
+	doc, err := os.ReadFile("../docs/export.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range documented {
+		if name := strings.TrimPrefix(k, "batches."); !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/export.md does not name %s", name)
+		}
 	}
 	if types[TypeExchange] == 0 || types[TypeConn] == 0 || types[TypeFinding] == 0 {
 		t.Errorf("record types read: %v; want exchanges, connection events and findings", types)
