@@ -36,8 +36,9 @@
 //   - Skew (clock offsets) and E2E (producer-to-consumer latency) are
 //     Stats' parts, usable alone; Stats.Skew().Offset(agent) gives an
 //     agent's offset from the reference agent's clock for a caller that
-//     wants to put another agent's times on one clock (it computes every
-//     estimate: call it now and then, not per record).
+//     wants to put another agent's times on one clock (cheap enough for
+//     every record: the estimates are cached, computed again as samples
+//     grow; the reference agent, once chosen, stays).
 package correlate
 
 import (

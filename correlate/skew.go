@@ -20,7 +20,8 @@ import (
 // recent 1024), with their interquartile range as its spread.
 //
 // Offsets are given relative to a reference agent: the one with the most
-// records so far (ties: the first name in order). An agent that saw no
+// records (ties: the first name in order) when offsets were first
+// estimated, kept from then on. An agent that saw no
 // connection with the reference is reached through others when it can be
 // (its offset to one agent plus that agent's to the reference: Via), else
 // its offset is unknown.
@@ -42,6 +43,12 @@ type Skew struct {
 	exchanges, matched, evicted int64
 	// total is how many exchanges wait, across agents.
 	total int
+	// ref is the reference agent once offsets were estimated (-1
+	// before); cache the estimates Offset gives, computed at cachedAt
+	// samples.
+	ref      int32
+	cache    map[string]Estimate
+	cachedAt int64
 }
 
 // DefaultWindow is how many exchanges per agent wait for a partner.
@@ -106,7 +113,7 @@ func NewSkew(window int) *Skew {
 	if window <= 0 {
 		window = DefaultWindow
 	}
-	return &Skew{window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
+	return &Skew{ref: -1, window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
 }
 
 // agent is the index of an agent, added if there is room (-1 past
@@ -286,8 +293,19 @@ type Estimate struct {
 }
 
 // Reference is the agent offsets are relative to: the one with the most
-// records (ties: the first name in order); "" before any record.
+// records (ties: the first name in order) when offsets were first
+// estimated (two agents had an exchange in common), and from then on,
+// so that an agent's corrected times do not jump when another agent
+// overtakes it; before that the one with the most records so far; ""
+// before any record.
 func (s *Skew) Reference() string {
+	if s.ref >= 0 {
+		return s.names[s.ref]
+	}
+	return s.mostRecords()
+}
+
+func (s *Skew) mostRecords() string {
 	best := int32(-1)
 	for i := range s.names {
 		if best < 0 || s.records[i] > s.records[best] || s.records[i] == s.records[best] && s.names[i] < s.names[best] {
@@ -301,10 +319,16 @@ func (s *Skew) Reference() string {
 }
 
 // Offset is agent's clock offset from the reference's, false when it
-// cannot be estimated (the reference's own is 0, true). It computes every
-// estimate (Estimates): call it now and then, not for every record.
+// cannot be estimated (the reference's own is 0, true): subtract it from
+// the agent's times to put them on the reference's clock. Cheap enough
+// for every record: the estimates are computed again only once samples
+// have grown by an eighth since the last time (16 at least, 1024 at
+// most), so an offset lags its newest samples by that much.
 func (s *Skew) Offset(agent string) (time.Duration, bool) {
-	e, ok := s.Estimates()[agent]
+	if s.cache == nil || s.matched-s.cachedAt >= min(max(16, s.cachedAt/8), maxSamples) {
+		s.cache, s.cachedAt = s.Estimates(), s.matched
+	}
+	e, ok := s.cache[agent]
 	return e.Offset, ok
 }
 
@@ -329,6 +353,9 @@ func (p *pair) estimate() link {
 // the best sampled of equal length.
 func (s *Skew) Estimates() map[string]Estimate {
 	out := map[string]Estimate{}
+	if s.ref < 0 && len(s.pairs) > 0 {
+		s.ref = s.agents[s.mostRecords()]
+	}
 	ref := s.Reference()
 	if ref == "" {
 		return out
