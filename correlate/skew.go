@@ -8,7 +8,7 @@ import (
 
 // Skew estimates the clock offsets between agents from the exchanges two
 // agents both captured: the same client and server endpoints, API key and
-// correlation id, answered, shipped by each. As NTP does, with A's
+// version, correlation id and client id, answered, shipped by each. As NTP does, with A's
 // request and response times and B's of the same exchange,
 //
 //	offset(B - A) = ((tB_req - tA_req) + (tB_resp - tA_resp)) / 2
@@ -73,11 +73,14 @@ const (
 // maxPairConns bounds the distinct connections counted per pair.
 const maxPairConns = 4096
 
-// xkey names one exchange whichever agent captured it.
+// xkey names one exchange whichever agent captured it: the endpoints,
+// API key and version, correlation id and client id (the last two make a
+// chance meeting of two connections on the same addresses, a port used
+// again or two hosts' loopback, unlikely to pass for one exchange).
 type xkey struct {
-	client, server string
-	api            int16
-	corr           int32
+	client, server, clientID string
+	api, ver                 int16
+	corr                     int32
 }
 
 // obs is one agent's capture of an exchange.
@@ -146,7 +149,7 @@ func (s *Skew) Add(r *Record) {
 	if r.Type != TypeExchange || r.Status != "answered" || !r.Latency.Set || r.Client == "" || r.Server == "" {
 		return
 	}
-	k := xkey{r.Client, r.Server, r.API, r.Corr}
+	k := xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}
 	resp := r.TS + r.Latency.V
 	sl := s.waiting[k]
 	if sl == nil {

@@ -23,7 +23,7 @@ func shared(recs []Record, a, b string) (exchanges int, conns int) {
 	for i := range recs {
 		r := &recs[i]
 		if r.Type == TypeExchange && r.Status == "answered" && r.Latency.Set && seen[r.Agent] != nil {
-			seen[r.Agent][xkey{r.Client, r.Server, r.API, r.Corr}] = true
+			seen[r.Agent][xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}] = true
 		}
 	}
 	cs := map[[2]string]bool{}
