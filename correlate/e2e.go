@@ -161,6 +161,9 @@ func (e *E2E) Add(r *Record) {
 		}
 		resp := r.TS + r.Latency.V
 		for i := range r.Batches {
+			if r.Batches[i].Attributes&0x20 != 0 {
+				continue // a control batch: the broker wrote it, no producer
+			}
 			e.lookup(r, &r.Batches[i], resp)
 		}
 	}
@@ -207,11 +210,6 @@ func (e *E2E) remember(r *Record, b *Batch) {
 			return
 		}
 	}
-	p := e.parts[k]
-	if p == nil {
-		p = &partIndex{byOffset: map[int64][]int32{}, byCRC: map[uint32][]int32{}}
-		e.parts[k] = p
-	}
 	e.produced++
 	var slot int
 	if len(e.ring) < e.window {
@@ -220,7 +218,12 @@ func (e *E2E) remember(r *Record, b *Batch) {
 	} else {
 		slot = e.next
 		e.next = (e.next + 1) % e.window
-		e.forget(slot)
+		e.forget(slot) // before looking the partition up: it may go
+	}
+	p := e.parts[k]
+	if p == nil {
+		p = &partIndex{byOffset: map[int64][]int32{}, byCRC: map[uint32][]int32{}}
+		e.parts[k] = p
 	}
 	e.ring[slot] = produced{part: p, key: k, alt: alt, cluster: r.Cluster, agent: r.Agent, client: r.Client, offset: offset, crc: b.CRC,
 		producerID: b.ProducerID, sequence: b.BaseSequence, ts: r.TS, live: true}
