@@ -79,3 +79,40 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from the golden:\n%s", name, got)
 	}
 }
+
+// TestSectionHostileNames: agent, cluster and topic names come from the
+// records: the text report escapes them (no terminal control reaches
+// it), the JSON keeps them.
+func TestSectionHostileNames(t *testing.T) {
+	evil := "\x1b[2J\u202eagent\u009b"
+	st := NewStats(Limits{})
+	for _, a := range []string{evil, "plain"} {
+		p, c := newBuilder(t, a, "10.0.0.1:4000"), newBuilder(t, a, "10.0.0.2:4000")
+		p.produce(0, 10, batchAt(0, 7))
+		c.fetch(20, batchAt(10, 7))
+		for _, rs := range [][]Record{p.records(), c.records()} {
+			for i := range rs {
+				st.Add(&rs[i])
+			}
+		}
+	}
+	rep := &report.Report{Correlation: st.Section()}
+	var text, js bytes.Buffer
+	if err := report.WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(text.String(), "\x1b\u202e\u009b") {
+		t.Errorf("control characters reach the text report:\n%q", text.String())
+	}
+	if err := report.WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Correlation struct {
+			Agents []struct{ Agent string }
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Correlation.Agents) != 2 || back.Correlation.Agents[0].Agent != evil {
+		t.Errorf("JSON agents %+v (%v); want the name kept", back.Correlation.Agents, err)
+	}
+}
