@@ -94,7 +94,9 @@ func fields(r *Record) map[string]any {
 	num("parts", int64(r.Parts))
 	o64("batch_index", Opt[int64]{int64(r.BatchIndex.V), r.BatchIndex.Set})
 	str("topic", r.Topic)
-	str("topic_id", r.TopicID)
+	if r.TopicID != "" {
+		str("topic_id", r.TopicID)
+	}
 	num("partition", int64(r.Partition))
 	o64("fetch_offset", r.FetchOffset)
 	o64("timestamp", r.Timestamp)
