@@ -35,6 +35,9 @@ type Report struct {
 	LagDropped int64 `json:"lag_dropped,omitempty"`
 	// Export is what --export shipped (export.go); absent without it.
 	Export *Export `json:"export,omitempty"`
+	// Correlation is what several agents' shipped records showed
+	// together (correlation.go); absent for capture files.
+	Correlation *Correlation `json:"correlation,omitempty"`
 
 	// Timeline is the traffic over capture time (timeline.go), drawn by
 	// the HTML report; not in the JSON document.

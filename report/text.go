@@ -25,6 +25,7 @@ func WriteText(w io.Writer, r *Report) error {
 	p.events(r)
 	p.clients(r)
 	p.lag(r)
+	p.correlation(r.Correlation)
 	p.findings(r)
 	return p.err
 }

@@ -1,0 +1,114 @@
+package correlate
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// batchBytes is a record batch (magic 2) of n records from base, its CRC
+// computed as a producer computes it.
+func batchBytes(base int64, n int, pid int64, seq int32) ([]byte, uint32) {
+	rb := kmsg.RecordBatch{FirstOffset: base, Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
+		ProducerID: pid, FirstSequence: seq, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000000,
+		Records: make([]byte, 40*n)}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
+	crc := crc32.Checksum(b[21:], castagnoli)
+	binary.BigEndian.PutUint32(b[17:21], crc)
+	return b, crc
+}
+
+// shipBuilt ships, through the real exporter, the exchanges no scenario
+// capture has: a transactional Produce read from a second -r file, a
+// ListOffsets answered with an offset, and a Fetch of more than 512
+// batches (split over records with batch_index).
+func shipBuilt(t testing.TB) [][]byte {
+	var s shippedValues
+	x := exporter(t, "built", &s)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.1.0.1:9092"))
+	c.ID = 1
+	send := func(corr int32, req kmsg.Request, resp kmsg.Response, file int) {
+		m := flows.MakeRequest(c, at, corr, "built-app", req)
+		m.File, m.Packet = file, 2*uint64(corr)+1
+		r := flows.MakeResponse(m, at.Add(time.Millisecond), resp)
+		r.File, r.Packet = file, m.Packet+1
+		x.OnExchange(&flows.Exchange{Conn: c, Req: m, Resp: r})
+	}
+
+	p := kmsg.NewPtrProduceRequest()
+	p.SetVersion(9)
+	p.Acks = -1
+	txn := "txn-1"
+	p.TransactionID = &txn
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "orders"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records, _ = batchBytes(0, 3, 9, 0)
+	pt.Partitions = append(pt.Partitions, pp)
+	p.Topics = append(p.Topics, pt)
+	pr := kmsg.NewPtrProduceResponse()
+	pr.SetVersion(9)
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic = "orders"
+	rp := kmsg.NewProduceResponseTopicPartition()
+	rp.BaseOffset = 70
+	rt.Partitions = append(rt.Partitions, rp)
+	pr.Topics = append(pr.Topics, rt)
+	send(1, p, pr, 1)
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(7)
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	lr := kmsg.NewPtrListOffsetsResponse()
+	lr.SetVersion(7)
+	lrt := kmsg.NewListOffsetsResponseTopic()
+	lrt.Topic = "orders"
+	lrp := kmsg.NewListOffsetsResponseTopicPartition()
+	lrp.Offset, lrp.LeaderEpoch = 1234, 5
+	lrt.Partitions = append(lrt.Partitions, lrp)
+	lr.Topics = append(lr.Topics, lrt)
+	send(2, lo, lr, 0)
+
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(11)
+	f.ReplicaID = -1
+	fr := kmsg.NewPtrFetchResponse()
+	fr.SetVersion(11)
+	frt := kmsg.NewFetchResponseTopic()
+	frt.Topic = "big"
+	fp := kmsg.NewFetchResponseTopicPartition()
+	for i := range 600 {
+		b, _ := batchBytes(int64(i), 1, -1, -1)
+		fp.RecordBatches = append(fp.RecordBatches, b...)
+	}
+	frt.Partitions = append(frt.Partitions, fp)
+	fr.Topics = append(fr.Topics, frt)
+	send(3, f, fr, 0)
+
+	x.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.vals
+}
+
+// fixCRC recomputes a batch's CRC after its bytes were changed.
+func fixCRC(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
+	return b
+}

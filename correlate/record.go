@@ -1,0 +1,824 @@
+// Package correlate reads back what kfsniff agents ship with --export
+// (docs/export.md, schema version 1) and estimates what only several
+// hosts' records together show: the clock skew between the agents, and
+// the producer-to-consumer latency of the same batch across hosts.
+//
+// What a consumer of the export topic can rely on:
+//
+//   - Parse turns one record's value into a Record, or an error. An error
+//     is either ErrVersion (a "v" other than 1, or none) or malformed JSON
+//     or a field of the wrong type (ErrMalformed): the caller counts it as
+//     a warning and goes on. Unknown fields are skipped (fields may be
+//     added within version 1); an unknown "type" is not an error, the
+//     Record comes back with that Type and no more than the common fields
+//     filled in, for the caller to ignore.
+//   - A Record holds every field docs/export.md lists. A field the
+//     document says may be absent, where zero is a valid value, is an
+//     Opt (Set false when absent); JSON null reads as absent. Strings
+//     absent read as "" (the document never gives "" a meaning of its
+//     own, except client_id and txn_id, which are Opts). A finding's
+//     object is kept as its JSON bytes (Record.Finding): detectors.Severity
+//     has no UnmarshalText, so decoding it into a detectors.Finding takes
+//     a type of the caller's.
+//   - Parse keeps no reference to its input: the caller may reuse the
+//     buffer (a kgo record's Value) at once. It is safe for concurrent
+//     use; a Record is a plain value.
+//   - Stats (stats.go) is the single entry point for the estimates:
+//     NewStats(Limits{}), then Add for every record Parse returned and
+//     Unreadable for every error it returned, then Section for the
+//     report's correlation section (report.Correlation; it may be called
+//     again later, Stats goes on). Records may come in any order within
+//     bounded windows (per agent for the clocks, across partitions for
+//     the batches): reading the export topic's partitions as they come,
+//     or merged by time, both do. Memory is bounded whatever the records
+//     say. Stats, Skew and E2E are not safe for concurrent use: one
+//     goroutine adds, or the caller locks.
+//   - Skew (clock offsets) and E2E (producer-to-consumer latency) are
+//     Stats' parts, usable alone; Stats.Skew().Offset(agent) gives an
+//     agent's offset from the reference agent's clock for a caller that
+//     wants to put another agent's times on one clock (cheap enough for
+//     every record: the estimates are cached, computed again as samples
+//     grow; the reference agent, once chosen, stays).
+package correlate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// SchemaVersion is the version of the records this package reads.
+const SchemaVersion = 1
+
+// The record types (the "type" field).
+const (
+	TypeExchange = "exchange"
+	TypeConn     = "conn"
+	TypeFinding  = "finding"
+)
+
+// Errors of Parse, wrapped with the detail (errors.Is tells them apart).
+var (
+	// ErrVersion: the record's "v" is not 1 (or missing).
+	ErrVersion = errors.New("not a schema version 1 record")
+	// ErrMalformed: not a JSON object, or a known field of the wrong
+	// type or out of its range.
+	ErrMalformed = errors.New("malformed record")
+)
+
+// Opt is a field the schema may leave out where zero means something.
+type Opt[T any] struct {
+	V   T
+	Set bool
+}
+
+// Record is one shipped record of schema version 1, exchange, connection
+// event or finding. The JSON name of each field is in its comment; see
+// docs/export.md for what each means.
+type Record struct {
+	V       int    // v
+	Type    string // type: TypeExchange, TypeConn, TypeFinding or one a later agent added
+	Agent   string // agent
+	Cluster string // cluster ("" when unknown)
+	TS      int64  // ts_ns: Unix nanoseconds, the agent's clock (exchanges and connection events)
+	// Latency is latency_ns, set only when request and response were
+	// both captured.
+	Latency  Opt[int64]
+	Conn     int    // conn, from 1 (0: absent, a refusal or unanswered SYN)
+	Client   string // client: "IP:PORT" or "[IPv6]:PORT"
+	Server   string // server
+	Node     Opt[int32]
+	ClientID Opt[string] // client_id ("" for null; absent on a connection event before any request)
+	API      int16       // api
+	Ver      int16       // ver
+	Corr     int32       // corr
+	Role     string      // role ("" when absent: connection set-up)
+	Status   string      // status: answered, unanswered, no_response, one_sided, unmatched
+	ReqPkt   int64       // req_pkt (0: absent, no request captured)
+	RespPkt  int64       // resp_pkt (0: absent, no response captured)
+	File     int         // file: the -r file's index (0: the first, or absent)
+	Replica  Opt[int32]  // replica: Fetch and ListOffsets
+	Acks     Opt[int16]  // acks: Produce
+	TxnID    Opt[string] // txn_id: Produce
+	Group    string      // group: OffsetCommit
+	// Errors are the error codes of an exchange not split by partition.
+	Errors []ErrorCount // errors
+
+	// The fields of a record split by partition (Parts > 0).
+	Parts            int        // parts: the records the exchange was split into (0: not split)
+	BatchIndex       Opt[int]   // batch_index: the index of Batches[0] among the partition's, when they took several records
+	Topic            string     // topic
+	TopicID          string     // topic_id: the topic's id in base64, when the wire named it by id
+	Partition        int32      // partition
+	FetchOffset      Opt[int64] // fetch_offset
+	Timestamp        Opt[int64] // timestamp: ListOffsets
+	Offset           Opt[int64] // offset: ListOffsets
+	CommittedOffset  Opt[int64] // committed_offset: OffsetCommit
+	OffsetEpoch      Opt[int32] // offset_leader_epoch
+	Error            Opt[int16] // error
+	HighWatermark    Opt[int64] // high_watermark
+	LastStableOffset Opt[int64] // last_stable_offset
+	LogStartOffset   Opt[int64] // log_start_offset
+	BaseOffset       Opt[int64] // base_offset: Produce
+	Leader           Opt[int32] // leader
+	LeaderEpoch      Opt[int32] // leader_epoch
+	Batches          []Batch    // batches
+
+	// A connection event's fields (and Conn, Client, Server, ClientID,
+	// Cluster, TS, File above).
+	Event    string // event: opened, closed, recognised, refused, syn-unanswered
+	Attempts int    // attempts (0: absent)
+	Pkt      int64  // pkt
+
+	// A finding's fields.
+	State string // state: raised or final
+	// Finding is the finding object as shipped (json.md's finding),
+	// its own copy of the bytes, for json.Unmarshal.
+	Finding []byte // finding
+}
+
+// ErrorCount is one of an exchange's error codes and how often it came.
+type ErrorCount struct {
+	Code  int16
+	Count int64
+}
+
+// Batch is one record batch header of a partition record.
+type Batch struct {
+	// Offset is a Produce batch's log offset (-1 when the partition was
+	// refused); BaseOffset a Fetch batch's header base offset. A batch
+	// has one or the other.
+	Offset          Opt[int64] // offset
+	BaseOffset      Opt[int64] // base_offset
+	LastOffsetDelta int32      // last_offset_delta
+	Records         int32      // records
+	CRC             uint32     // crc
+	// CRCBad is true when the batch's bytes did not match its CRC
+	// ("crc_ok": false).
+	CRCBad        bool
+	Magic         int8  // magic
+	LeaderEpoch   int32 // leader_epoch
+	ProducerID    int64 // producer_id
+	ProducerEpoch int16 // producer_epoch
+	BaseSequence  int32 // base_sequence
+	Attributes    int16 // attributes
+	Bytes         int32 // bytes
+	FirstTS       int64 // first_ts: Unix milliseconds
+	MaxTS         int64 // max_ts
+}
+
+// RespTS is the capture time of the response (TS plus the latency), and
+// whether it is known.
+func (r *Record) RespTS() (int64, bool) {
+	if !r.Latency.Set {
+		return 0, false
+	}
+	return r.TS + r.Latency.V, true
+}
+
+// Parse reads one record (a kgo record's Value). It keeps no reference to
+// b. See the package documentation for its errors.
+func Parse(b []byte) (Record, error) {
+	var r Record
+	d := decoder{b: b}
+	d.record(&r)
+	if d.err == nil {
+		d.ws()
+		if d.i != len(d.b) {
+			d.fail("data after the object")
+		}
+	}
+	if d.err != nil {
+		return Record{}, d.err
+	}
+	if !d.hasV || r.V != SchemaVersion {
+		if !d.hasV {
+			return Record{}, fmt.Errorf("%w: no \"v\"", ErrVersion)
+		}
+		return Record{}, fmt.Errorf("%w: v %d", ErrVersion, r.V)
+	}
+	if r.Type == "" {
+		return Record{}, fmt.Errorf("%w: no \"type\"", ErrMalformed)
+	}
+	return r, nil
+}
+
+// decoder is a JSON reader for the shapes of the schema: one pass, no
+// reflection, strings allocated only for the fields kept. encoding/json
+// into a struct cost about four times as much (BenchmarkParse).
+type decoder struct {
+	b    []byte
+	i    int
+	err  error
+	hasV bool
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, d.i)
+	}
+}
+
+func (d *decoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek is the next byte after white space, 0 at the end.
+func (d *decoder) peek() byte {
+	d.ws()
+	if d.i < len(d.b) {
+		return d.b[d.i]
+	}
+	return 0
+}
+
+func (d *decoder) lit(s string) bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
+		d.i += len(s)
+		return true
+	}
+	d.fail("want " + s)
+	return false
+}
+
+// null consumes a null if one is next.
+func (d *decoder) null() bool {
+	if d.peek() == 'n' {
+		return d.lit("null")
+	}
+	return false
+}
+
+// object calls field for each key of an object, positioned at its value,
+// which field must consume (skip, or a typed read).
+func (d *decoder) object(field func(key []byte)) {
+	if d.peek() != '{' {
+		d.fail("want an object")
+		return
+	}
+	d.i++
+	if d.peek() == '}' {
+		d.i++
+		return
+	}
+	for d.err == nil {
+		if d.peek() != '"' {
+			d.fail("want a key")
+			return
+		}
+		k := d.rawString()
+		if d.peek() != ':' {
+			d.fail("want ':'")
+			return
+		}
+		d.i++
+		d.ws()
+		field(k)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return
+		default:
+			d.fail("want ',' or '}'")
+		}
+	}
+}
+
+// array calls elem for each element of an array (null: none).
+func (d *decoder) array(elem func()) {
+	if d.null() {
+		return
+	}
+	if d.peek() != '[' {
+		d.fail("want an array")
+		return
+	}
+	d.i++
+	if d.peek() == ']' {
+		d.i++
+		return
+	}
+	for d.err == nil {
+		d.ws()
+		elem()
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return
+		default:
+			d.fail("want ',' or ']'")
+		}
+	}
+}
+
+// rawString returns a string's bytes as they are in the input, escapes
+// and all, for comparing keys (the schema's keys have none).
+func (d *decoder) rawString() []byte {
+	start := d.i + 1
+	end, _ := d.scanString()
+	if d.err != nil {
+		return nil
+	}
+	return d.b[start : end-1]
+}
+
+// scanString moves past a string, checking its escapes, and says whether
+// it has escapes or bytes that are not plain ASCII.
+func (d *decoder) scanString() (end int, special bool) {
+	i := d.i + 1
+	for i < len(d.b) {
+		c := d.b[i]
+		switch {
+		case c == '"':
+			d.i = i + 1
+			return d.i, special
+		case c == '\\':
+			special = true
+			if i+1 >= len(d.b) {
+				d.fail("unterminated string")
+				return 0, false
+			}
+			switch d.b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(d.b) || !isHex4(d.b[i+2:i+6]) {
+					d.i = i
+					d.fail("bad \\u escape")
+					return 0, false
+				}
+				i += 6
+			default:
+				d.i = i
+				d.fail("bad escape")
+				return 0, false
+			}
+		case c < 0x20:
+			d.i = i
+			d.fail("control character in string")
+			return 0, false
+		default:
+			if c >= utf8.RuneSelf {
+				special = true
+			}
+			i++
+		}
+	}
+	d.fail("unterminated string")
+	return 0, false
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// str reads a string value (null reads as "", absent).
+func (d *decoder) str() (string, bool) {
+	if d.null() {
+		return "", false
+	}
+	if d.peek() != '"' {
+		d.fail("want a string")
+		return "", false
+	}
+	start := d.i + 1
+	end, special := d.scanString()
+	if d.err != nil {
+		return "", false
+	}
+	raw := d.b[start : end-1]
+	if !special {
+		return string(raw), true
+	}
+	return unescape(raw), true
+}
+
+// unescape decodes a string's escapes (already checked) as encoding/json
+// does: invalid UTF-8 and lone surrogates become U+FFFD.
+func unescape(raw []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			if c < utf8.RuneSelf {
+				sb.WriteByte(c)
+				i++
+				continue
+			}
+			r, n := utf8.DecodeRune(raw[i:])
+			sb.WriteRune(r) // RuneError for invalid bytes
+			i += n
+			continue
+		}
+		switch e := raw[i+1]; e {
+		case 'u':
+			r := hex4(raw[i+2 : i+6])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					if r2 := utf16.DecodeRune(r, hex4(raw[i+2:i+6])); r2 != utf8.RuneError {
+						sb.WriteRune(r2)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			sb.WriteRune(r)
+		default:
+			switch e {
+			case 'b':
+				e = '\b'
+			case 'f':
+				e = '\f'
+			case 'n':
+				e = '\n'
+			case 'r':
+				e = '\r'
+			case 't':
+				e = '\t'
+			}
+			sb.WriteByte(e) // '"', '\\' and '/' are themselves
+			i += 2
+		}
+	}
+	return sb.String()
+}
+
+// integer reads an integer within [lo, hi]; ok false on null (absent).
+func (d *decoder) integer(lo, hi int64) (int64, bool) {
+	if d.null() || d.err != nil {
+		return 0, false
+	}
+	i := d.i
+	neg := false
+	if i < len(d.b) && d.b[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	var u uint64
+	for i < len(d.b) && d.b[i] >= '0' && d.b[i] <= '9' {
+		if u > (math.MaxUint64-9)/10 {
+			d.fail("integer out of range")
+			return 0, false
+		}
+		u = u*10 + uint64(d.b[i]-'0')
+		i++
+	}
+	if i == start || (d.b[start] == '0' && i-start > 1) {
+		d.fail("want an integer")
+		return 0, false
+	}
+	if i < len(d.b) && (d.b[i] == '.' || d.b[i] == 'e' || d.b[i] == 'E') {
+		d.fail("want an integer, not a fraction")
+		return 0, false
+	}
+	var v int64
+	switch {
+	case !neg && u <= math.MaxInt64:
+		v = int64(u)
+	case neg && u <= 1<<63:
+		v = -int64(u-1) - 1
+	default:
+		d.fail("integer out of range")
+		return 0, false
+	}
+	if v < lo || v > hi {
+		d.fail("integer out of range")
+		return 0, false
+	}
+	d.i = i
+	return v, true
+}
+
+func (d *decoder) i64() int64 {
+	v, _ := d.integer(math.MinInt64, math.MaxInt64)
+	return v
+}
+
+func (d *decoder) i32() int32 {
+	v, _ := d.integer(math.MinInt32, math.MaxInt32)
+	return int32(v)
+}
+
+func (d *decoder) i16() int16 {
+	v, _ := d.integer(math.MinInt16, math.MaxInt16)
+	return int16(v)
+}
+
+func (d *decoder) optI64(o *Opt[int64]) {
+	o.V, o.Set = d.integer(math.MinInt64, math.MaxInt64)
+}
+
+func (d *decoder) optI32(o *Opt[int32]) {
+	v, ok := d.integer(math.MinInt32, math.MaxInt32)
+	o.V, o.Set = int32(v), ok
+}
+
+func (d *decoder) optI16(o *Opt[int16]) {
+	v, ok := d.integer(math.MinInt16, math.MaxInt16)
+	o.V, o.Set = int16(v), ok
+}
+
+func (d *decoder) optStr(o *Opt[string]) { o.V, o.Set = d.str() }
+
+func (d *decoder) plainStr() string {
+	s, _ := d.str()
+	return s
+}
+
+func (d *decoder) boolean() (v, ok bool) {
+	switch d.peek() {
+	case 't':
+		return true, d.lit("true")
+	case 'f':
+		return false, d.lit("false")
+	case 'n':
+		d.lit("null")
+		return false, false
+	}
+	d.fail("want true or false")
+	return false, false
+}
+
+// maxDepth bounds the nesting skip follows (a finding's evidence nests a
+// few levels; a hostile record must not recurse without end).
+const maxDepth = 64
+
+// skip moves past any value, checking it is JSON.
+func (d *decoder) skip(depth int) {
+	if depth > maxDepth {
+		d.fail("nested too deep")
+		return
+	}
+	switch c := d.peek(); {
+	case c == '{':
+		d.object(func([]byte) { d.skip(depth + 1) })
+	case c == '[':
+		d.array(func() { d.skip(depth + 1) })
+	case c == '"':
+		d.scanString()
+	case c == 't':
+		d.lit("true")
+	case c == 'f':
+		d.lit("false")
+	case c == 'n':
+		d.lit("null")
+	case c == '-' || c >= '0' && c <= '9':
+		d.number()
+	default:
+		d.fail("want a value")
+	}
+}
+
+// number moves past a JSON number (RFC 8259's grammar).
+func (d *decoder) number() {
+	i := d.i
+	if i < len(d.b) && d.b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(d.b) && d.b[i] >= '0' && d.b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	start := i
+	if n := digits(); n == 0 || (d.b[start] == '0' && n > 1) {
+		d.fail("bad number")
+		return
+	}
+	if i < len(d.b) && d.b[i] == '.' {
+		i++
+		if digits() == 0 {
+			d.fail("bad number")
+			return
+		}
+	}
+	if i < len(d.b) && (d.b[i] == 'e' || d.b[i] == 'E') {
+		i++
+		if i < len(d.b) && (d.b[i] == '+' || d.b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			d.fail("bad number")
+			return
+		}
+	}
+	d.i = i
+}
+
+// record reads the top-level object into r.
+func (d *decoder) record(r *Record) {
+	d.object(func(k []byte) {
+		switch string(k) {
+		case "v":
+			v, ok := d.integer(math.MinInt32, math.MaxInt32)
+			r.V, d.hasV = int(v), ok
+		case "type":
+			r.Type = d.plainStr()
+		case "agent":
+			r.Agent = d.plainStr()
+		case "cluster":
+			r.Cluster = d.plainStr()
+		case "ts_ns":
+			r.TS = d.i64()
+		case "latency_ns":
+			d.optI64(&r.Latency)
+		case "conn":
+			r.Conn = int(d.i32())
+		case "client":
+			r.Client = d.plainStr()
+		case "server":
+			r.Server = d.plainStr()
+		case "node":
+			d.optI32(&r.Node)
+		case "client_id":
+			d.optStr(&r.ClientID)
+		case "api":
+			r.API = d.i16()
+		case "ver":
+			r.Ver = d.i16()
+		case "corr":
+			r.Corr = d.i32()
+		case "role":
+			r.Role = d.plainStr()
+		case "status":
+			r.Status = d.plainStr()
+		case "req_pkt":
+			r.ReqPkt = d.i64()
+		case "resp_pkt":
+			r.RespPkt = d.i64()
+		case "file":
+			r.File = int(d.i32())
+		case "replica":
+			d.optI32(&r.Replica)
+		case "acks":
+			d.optI16(&r.Acks)
+		case "txn_id":
+			d.optStr(&r.TxnID)
+		case "group":
+			r.Group = d.plainStr()
+		case "errors":
+			d.array(func() {
+				var e ErrorCount
+				n := 0
+				d.array(func() {
+					switch n {
+					case 0:
+						e.Code = d.i16()
+					case 1:
+						e.Count = d.i64()
+					default:
+						d.fail("want [code, count]")
+					}
+					n++
+				})
+				if n != 2 {
+					d.fail("want [code, count]")
+				}
+				r.Errors = append(r.Errors, e)
+			})
+		case "parts":
+			r.Parts = int(d.i32())
+		case "batch_index":
+			v, ok := d.integer(0, math.MaxInt32)
+			r.BatchIndex = Opt[int]{int(v), ok}
+		case "topic":
+			r.Topic = d.plainStr()
+		case "topic_id":
+			r.TopicID = d.plainStr()
+		case "partition":
+			r.Partition = d.i32()
+		case "fetch_offset":
+			d.optI64(&r.FetchOffset)
+		case "timestamp":
+			d.optI64(&r.Timestamp)
+		case "offset":
+			d.optI64(&r.Offset)
+		case "committed_offset":
+			d.optI64(&r.CommittedOffset)
+		case "offset_leader_epoch":
+			d.optI32(&r.OffsetEpoch)
+		case "error":
+			d.optI16(&r.Error)
+		case "high_watermark":
+			d.optI64(&r.HighWatermark)
+		case "last_stable_offset":
+			d.optI64(&r.LastStableOffset)
+		case "log_start_offset":
+			d.optI64(&r.LogStartOffset)
+		case "base_offset":
+			d.optI64(&r.BaseOffset)
+		case "leader":
+			d.optI32(&r.Leader)
+		case "leader_epoch":
+			d.optI32(&r.LeaderEpoch)
+		case "batches":
+			d.array(func() {
+				r.Batches = append(r.Batches, Batch{})
+				d.batch(&r.Batches[len(r.Batches)-1])
+			})
+		case "event":
+			r.Event = d.plainStr()
+		case "attempts":
+			r.Attempts = int(d.i32())
+		case "pkt":
+			r.Pkt = d.i64()
+		case "state":
+			r.State = d.plainStr()
+		case "finding":
+			start := d.i
+			d.skip(1)
+			if d.err == nil && string(d.b[start:d.i]) != "null" {
+				r.Finding = append([]byte(nil), d.b[start:d.i]...)
+			}
+		default:
+			d.skip(1)
+		}
+	})
+}
+
+func (d *decoder) batch(b *Batch) {
+	d.object(func(k []byte) {
+		switch string(k) {
+		case "offset":
+			d.optI64(&b.Offset)
+		case "base_offset":
+			d.optI64(&b.BaseOffset)
+		case "last_offset_delta":
+			b.LastOffsetDelta = d.i32()
+		case "records":
+			b.Records = d.i32()
+		case "crc":
+			v, _ := d.integer(0, math.MaxUint32)
+			b.CRC = uint32(v)
+		case "crc_ok":
+			v, ok := d.boolean()
+			b.CRCBad = ok && !v
+		case "magic":
+			v, _ := d.integer(math.MinInt8, math.MaxInt8)
+			b.Magic = int8(v)
+		case "leader_epoch":
+			b.LeaderEpoch = d.i32()
+		case "producer_id":
+			b.ProducerID = d.i64()
+		case "producer_epoch":
+			b.ProducerEpoch = d.i16()
+		case "base_sequence":
+			b.BaseSequence = d.i32()
+		case "attributes":
+			b.Attributes = d.i16()
+		case "bytes":
+			b.Bytes = d.i32()
+		case "first_ts":
+			b.FirstTS = d.i64()
+		case "max_ts":
+			b.MaxTS = d.i64()
+		default:
+			d.skip(1)
+		}
+	})
+}
