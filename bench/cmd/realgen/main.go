@@ -98,7 +98,7 @@ func run(args []string) int {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		t0 := time.Now()
 		path := filepath.Join(c.dir, w+".pcap")
-		what, packets, err := capture(ctx, path, func(ctx context.Context, env *record.Env) (string, error) {
+		what, packets, err := recordCapture(ctx, path, func(ctx context.Context, env *record.Env) (string, error) {
 			if w == "bulk" {
 				return bulk(ctx, env, c)
 			}
@@ -119,9 +119,9 @@ func run(args []string) int {
 	return 0
 }
 
-// capture runs fn against a 3-broker kfake cluster behind a streaming proxy
+// recordCapture runs fn against a 3-broker kfake cluster behind a streaming proxy
 // writing path, and renames the pcap into place once it is complete.
-func capture(ctx context.Context, path string, fn func(context.Context, *record.Env) (string, error), isBulk bool) (what string, packets int, err error) {
+func recordCapture(ctx context.Context, path string, fn func(context.Context, *record.Env) (string, error), isBulk bool) (what string, packets int, err error) {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -307,6 +307,13 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 // requests were refused.
 func storm(ctx context.Context, env *record.Env, c config) (string, error) {
 	const topic = "storm"
+	// Two partitions led by each broker, so every recording has the same
+	// shape: each Produce request carries two partitions.
+	for p := range int32(6) {
+		if err := env.Cluster.MoveTopicPartition(topic, p, p%3); err != nil {
+			return "", fmt.Errorf("move %s/%d to node %d: %w", topic, p, p%3, err)
+		}
+	}
 	ti := env.Cluster.TopicInfo(topic)
 	pis := env.Cluster.PartitionInfos(topic)
 	if ti == nil || len(pis) == 0 {
