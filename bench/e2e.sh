@@ -115,11 +115,12 @@ echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the runs"
 median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 # measure NAME CMD...: runs CMD under /usr/bin/time -v, stdout to
-# $work/NAME.out; appends "wall_seconds max_rss_kib" to $work/NAME.runs.
+# $work/NAME.out; appends "wall_seconds max_rss_kib cpu_seconds" (user +
+# system) to $work/NAME.runs.
 measure() {
 	local name=$1
 	shift
-	local t0 t1 rss
+	local t0 t1 rss cpu
 	t0=$(date +%s%N)
 	/usr/bin/time -v -o "$work/time.txt" "$@" > "$work/$name.out" 2> "$work/$name.err" || {
 		echo "e2e.sh: $name failed: $*" >&2
@@ -128,7 +129,8 @@ measure() {
 	}
 	t1=$(date +%s%N)
 	rss=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$work/time.txt")
-	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", (b-a)/1e9}') $rss" >> "$work/$name.runs"
+	cpu=$(awk -F: '/User time|System time/ {s += $2} END {printf "%.3f", s}' "$work/time.txt")
+	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", (b-a)/1e9}') $rss $cpu" >> "$work/$name.runs"
 }
 
 # run_tool TOOL FILE: one measured run of TOOL on FILE.
@@ -195,18 +197,21 @@ for name in $captures; do
 	for tool in $tools; do
 		wall=$(cut -d' ' -f1 "$work/$tool.runs" | median)
 		rss=$(cut -d' ' -f2 "$work/$tool.runs" | sort -g | tail -1)
+		cpu=$(cut -d' ' -f3 "$work/$tool.runs" | median)
 		all=$(cut -d' ' -f1 "$work/$tool.runs" | tr '\n' ' ')
-		eval "${tool}_wall=$wall ${tool}_rss=$rss"
-		rows+=("$(awk -v s="$name" -v t="$tool" -v w="$wall" -v z="$size" -v p="$packets" -v r="$rss" -v a="$all" \
-			'BEGIN {printf "%-6s %-8s %9.1f %9d %8.3f %9.1f %11.0f %9.1f   %s", s, t, z/1e6, p, w, z/w/1e6, p/w, r/1024, a}')")
+		eval "${tool}_wall=$wall ${tool}_rss=$rss ${tool}_cpu=$cpu"
+		rows+=("$(awk -v s="$name" -v t="$tool" -v w="$wall" -v c="$cpu" -v z="$size" -v p="$packets" -v r="$rss" -v a="$all" \
+			'BEGIN {printf "%-6s %-8s %9.1f %9d %8.3f %8.3f %9.1f %11.0f %9.1f   %s", s, t, z/1e6, p, w, c, z/w/1e6, p/w, r/1024, a}')")
 	done
 	rows+=("$(awk -v s="$name" -v f="$floor_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v n="$(nproc)" \
 		'BEGIN {printf "%-6s kfsniff/floor throughput: %.3f (the floor is %.1fx faster); one worker: %.3f; default (%d CPUs) / one worker: %.2fx", s, f/k, k/f, f/o, n, o/k}')")
+	rows+=("$(awk -v s="$name" -v f="$floor_cpu" -v k="$kfsniff_cpu" -v o="$kfsniff1_cpu" \
+		'BEGIN {printf "%-6s by CPU time (user + system, less sensitive to load): floor / kfsniff %.3f, floor / kfsniff one worker %.3f", s, f/k, f/o}')")
 	if [ "$TSHARK" = 1 ]; then
-		rows+=("$(awk -v s="$name" -v t="$tshark_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v tr="$tshark_rss" -v kr="$kfsniff_rss" \
-			'BEGIN {printf "%-6s kfsniff is %.1fx faster than tshark (one worker: %.1fx); peak RSS kfsniff/tshark %.3f", s, t/k, t/o, kr/tr}')")
+		rows+=("$(awk -v s="$name" -v t="$tshark_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v tr="$tshark_rss" -v kr="$kfsniff_rss" -v tc="$tshark_cpu" -v kc="$kfsniff_cpu" -v oc="$kfsniff1_cpu" \
+			'BEGIN {printf "%-6s kfsniff is %.1fx faster than tshark (one worker: %.1fx; by CPU time %.1fx and %.1fx); peak RSS kfsniff/tshark %.3f", s, t/k, t/o, tc/kc, tc/oc, kr/tr}')")
 	else
-		tshark_wall=0 tshark_rss=0
+		tshark_wall=0 tshark_rss=0 tshark_cpu=0
 	fi
 	if [ -n "$BASE" ]; then
 		rows+=("$(awk -v s="$name" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v b="$base_wall" -v c="$base1_wall" \
@@ -237,18 +242,19 @@ if [ "$STARTUP_RUNS" -gt 0 ]; then
 	for tool in $st_tools; do
 		wall=$(cut -d' ' -f1 "$work/$tool.runs" | median)
 		rss=$(cut -d' ' -f2 "$work/$tool.runs" | sort -g | tail -1)
-		eval "st_${tool}_wall=$wall st_${tool}_rss=$rss"
-		rows+=("$(awk -v s="start" -v t="$tool" -v w="$wall" -v r="$rss" -v z="$(stat -c %s "$STARTUP_FILE")" \
-			'BEGIN {printf "%-6s %-8s %9.3f %9s %8.4f %9s %11s %9.1f   (median of the start-up runs)", s, t, z/1e6, "", w, "", "", r/1024}')")
+		cpu=$(cut -d' ' -f3 "$work/$tool.runs" | median)
+		eval "st_${tool}_wall=$wall st_${tool}_rss=$rss st_${tool}_cpu=$cpu"
+		rows+=("$(awk -v s="start" -v t="$tool" -v w="$wall" -v c="$cpu" -v r="$rss" -v z="$(stat -c %s "$STARTUP_FILE")" \
+			'BEGIN {printf "%-6s %-8s %9.3f %9s %8.4f %8.3f %9s %11s %9.1f   (median of the start-up runs)", s, t, z/1e6, "", w, c, "", "", r/1024}')")
 	done
-	startup=$(awk -v s="$STARTUP_FILE" -v n="$STARTUP_RUNS" -v f="$st_floor_wall" -v k="$st_kfsniff_wall" -v r="$st_kfsniff_rss" '
-		BEGIN { printf "| start-up: `%s`, median of %d runs | %.1f ms | %.1f ms | %.2f %s | %.0f MiB |", s, n, f*1000, k*1000, k/f, (k/f <= 1.5 ? "PASS" : "**MISS**"), r/1024 }')
+	startup=$(awk -v s="$STARTUP_FILE" -v n="$STARTUP_RUNS" -v f="$st_floor_wall" -v k="$st_kfsniff_wall" -v r="$st_kfsniff_rss" -v fc="$st_floor_cpu" -v kc="$st_kfsniff_cpu" '
+		BEGIN { printf "| start-up: `%s`, median of %d runs | %.1f ms | %.1f ms | %.2f %s | %.0f / %.0f ms, %.2f | %.0f MiB |", s, n, f*1000, k*1000, k/f, (k/f <= 1.5 ? "PASS" : "**MISS**"), fc*1000, kc*1000, (fc > 0 ? kc/fc : 0), r/1024 }')
 fi
 echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) after the runs"
 
 echo
-echo "== results (median of $RUNS alternating runs; RSS: largest of the runs)"
-printf "%-6s %-8s %9s %9s %8s %9s %11s %9s   %s\n" capture program file_MB packets wall_s MB/s packets/s RSS_MiB "all wall times (s)"
+echo "== results (median of $RUNS alternating runs; cpu_s: user + system; RSS: largest of the runs)"
+printf "%-6s %-8s %9s %9s %8s %8s %9s %11s %9s   %s\n" capture program file_MB packets wall_s cpu_s MB/s packets/s RSS_MiB "all wall times (s)"
 for r in "${rows[@]}"; do
 	echo "$r"
 done
@@ -263,7 +269,7 @@ for r in "${md[@]}"; do
 done
 if [ -n "$startup" ]; then
 	echo
-	echo "| start-up | floor | kfsniff | kfsniff ÷ floor (≤ 1.5) | kfsniff peak RSS |"
-	echo "|---|---|---|---|---|"
+	echo "| start-up | floor | kfsniff | kfsniff ÷ floor (≤ 1.5) | CPU time: floor / kfsniff, ratio | kfsniff peak RSS |"
+	echo "|---|---|---|---|---|---|"
 	echo "$startup"
 fi
