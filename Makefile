@@ -44,7 +44,7 @@ bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: bench-e2e
-bench-e2e: ## end to end on generated captures: Go benchmark (ratio to the floor), then bench/e2e.sh (binary, peak RSS)
+bench-e2e: ## end to end on generated and real-client captures: Go benchmark (ratio to the floor), then bench/e2e.sh (binary against the floor and tshark, peak RSS, issue 14 targets)
 	$(GO) test -run '^$$' -bench E2E -benchmem -benchtime $(E2ETIME) -count $(E2ECOUNT) -timeout 60m ./bench
 	bench/e2e.sh
 

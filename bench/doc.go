@@ -5,8 +5,10 @@
 // (bench/floor: the same file only read and decoded to TCP).
 //
 //	make bench-e2e     Go benchmarks (MB/s, packets/s, ratio to the floor,
-//	                   allocations), then bench/e2e.sh (the built binary:
-//	                   wall time and peak RSS)
+//	                   allocations), then bench/e2e.sh (the built binary,
+//	                   the floor and tshark on the generated shapes and on
+//	                   real kgo captures recorded by bench/cmd/realgen:
+//	                   wall time, peak RSS, issue 14's targets)
 //	make bench-tshark  bench/compare-tshark.sh: kfsniff against tshark's
 //	                   Kafka dissector on the same captures
 //
