@@ -45,7 +45,10 @@ type ConnInfo struct {
 	File        int
 	FirstPacket uint64
 	FirstSeen   time.Time
-	nodes       *Nodes
+	// Agent is the host that captured the connection, for a connection
+	// rebuilt from shipped records (remote.go); "" for a capture's own.
+	Agent string
+	nodes *Nodes
 }
 
 // Nodes returns the node identities learned in this analysis.
