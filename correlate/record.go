@@ -96,6 +96,7 @@ type Record struct {
 	Parts            int        // parts: the records the exchange was split into (0: not split)
 	BatchIndex       Opt[int]   // batch_index: the index of Batches[0] among the partition's, when they took several records
 	Topic            string     // topic
+	TopicID          string     // topic_id: the topic's id in base64, when the wire named it by id
 	Partition        int32      // partition
 	FetchOffset      Opt[int64] // fetch_offset
 	Timestamp        Opt[int64] // timestamp: ListOffsets
@@ -712,6 +713,8 @@ func (d *decoder) record(r *Record) {
 			r.BatchIndex = Opt[int]{int(v), ok}
 		case "topic":
 			r.Topic = d.plainStr()
+		case "topic_id":
+			r.TopicID = d.plainStr()
 		case "partition":
 			r.Partition = d.i32()
 		case "fetch_offset":

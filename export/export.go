@@ -135,8 +135,12 @@ type partKey struct {
 
 // part is what one exchange says of one partition.
 type part struct {
-	key                   partKey
-	name                  string
+	key  partKey
+	name string
+	// id is the topic's id when the wire named it by id (shipped as
+	// topic_id, so that a reader can join the records of an agent that
+	// never learned the name with those of one that did).
+	id                    [16]byte
 	fetchOffset           int64
 	hasFetchOffset        bool
 	answered              bool
@@ -598,6 +602,9 @@ func status(x *flows.Exchange) string {
 // partFields appends one partition's fields and its batches.
 func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	b = appendStr(b, "topic", p.name)
+	if p.id != ([16]byte{}) {
+		b = appendStr(b, "topic_id", decode.TopicID(p.id))
+	}
 	b = appendInt(b, "partition", int64(p.key.part))
 	if p.hasFetchOffset {
 		b = appendInt(b, "fetch_offset", p.fetchOffset)
@@ -692,10 +699,13 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	add := func(p decode.PartitionRef) *part {
 		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Partition}
 		if i, ok := e.index[k]; ok {
+			if e.parts[i].id == ([16]byte{}) {
+				e.parts[i].id = p.TopicID
+			}
 			return &e.parts[i]
 		}
 		e.index[k] = len(e.parts)
-		e.parts = append(e.parts, part{key: k, name: k.topic, hw: -1, lso: -1, logStart: -1, baseOffset: -1, leader: -1})
+		e.parts = append(e.parts, part{key: k, name: k.topic, id: p.TopicID, hw: -1, lso: -1, logStart: -1, baseOffset: -1, leader: -1})
 		return &e.parts[len(e.parts)-1]
 	}
 	if x.Req != nil {
