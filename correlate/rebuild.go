@@ -3,6 +3,7 @@ package correlate
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/netip"
 	"reflect"
 	"time"
@@ -249,7 +250,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		m.FirstPacket = m.Packet
 		c.Attach(m)
 		m.Req = request(r, topic, id)
-		if m.Req == nil {
+		if m.Req == nil && !decode.KnownVersion(r.API, r.Ver) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w", decode.Name(r.API), r.Ver, r.Corr, decode.ErrUnknownVersion)
 		}
 		if r.API == int16(kmsg.Produce) {
@@ -347,6 +348,9 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 	case kmsg.Fetch:
 		q := kmsg.NewPtrFetchRequest()
 		q.Version = r.Ver
+		// MaxWaitMillis is not shipped: the longest, so that no rule
+		// takes a long poll for a slow or lost answer.
+		q.MaxWaitMillis = math.MaxInt32
 		rep := opt(r.Replica, -1)
 		if r.Ver >= 15 {
 			q.ReplicaID, q.ReplicaState.ID = -1, rep
@@ -388,12 +392,29 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 		}
 		return q
 	}
+	if !emptyBody(r.API) {
+		return nil
+	}
 	q := kmsg.RequestForKey(r.API)
 	if q == nil {
 		return nil
 	}
 	q.SetVersion(r.Ver)
 	return q
+}
+
+// emptyBody reports the APIs whose body, not shipped, is rebuilt empty:
+// those where an empty body says nothing false and its one error code
+// is what the rules read (SASL). Any other API's body would mislead
+// (an empty Metadata request asks for every topic, an empty
+// InitProducerId response gives producer id 0, an empty JoinGroup names
+// group ""): it is left out, as a body flows could not decode.
+func emptyBody(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return true
+	}
+	return false
 }
 
 // response rebuilds a response body, as request does.
@@ -472,14 +493,16 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		}
 		return q
 	}
+	if !emptyBody(r.API) {
+		return nil
+	}
 	q := kmsg.ResponseForKey(r.API)
 	if q == nil {
 		return nil
 	}
 	q.SetVersion(r.Ver)
 	if len(r.Errors) == 1 && r.Errors[0].Count == 1 {
-		// The response's one error code: where the API has a top-level
-		// ErrorCode, it is most likely that one (rules read it there).
+		// The response's one error code is its top-level ErrorCode.
 		if f := reflect.ValueOf(q).Elem().FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 && f.CanSet() {
 			f.SetInt(int64(r.Errors[0].Code))
 		}
@@ -521,8 +544,9 @@ func batches(r *Record, topic string, id [16]byte, produce bool) []flows.BatchRe
 			FirstTimestamp: b.FirstTS, MaxTimestamp: b.MaxTS, ProducerID: b.ProducerID,
 			ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, Records: b.Records,
 		}
-		if d.CRCOK {
-			d.ComputedCRC = b.CRC
+		d.ComputedCRC = b.CRC
+		if b.CRCBad {
+			d.ComputedCRC = b.ComputedCRC
 		}
 		if !produce {
 			d.BaseOffset = opt(b.BaseOffset, opt(b.Offset, 0))

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"container/heap"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -100,6 +101,13 @@ type Source struct {
 	// partition holds every agent's records of its keys.
 	mergers map[int32]*Merger
 	late    int64 // of mergers dropped
+	// across holds what the partitions' merges released until no
+	// partition still behind could give an earlier record: the
+	// partitions' records, merged in time across them.
+	across Merger
+	// pushed is when each partition's merge last took a record (wall
+	// clock): one quiet for Window gives what it holds.
+	pushed map[int32]time.Time
 	// Skew, if set, is the records' clock correction (Stats' Skew);
 	// Observe, if set, sees every record parsed, Unreadable every error
 	// of Parse (Stats.Add, Stats.Unreadable).
@@ -125,6 +133,7 @@ type Source struct {
 type partState struct {
 	next    int64 // next offset to read
 	end     int64 // end offset when assigned, -1 until known
+	hw      int64 // the high watermark the last fetch gave
 	pending bool  // its start and end are still to be asked
 }
 
@@ -155,7 +164,8 @@ func Open(cfg SourceConfig) (*Source, error) {
 		}
 		return s.Skew(agent)
 	}
-	s.mergers = map[int32]*Merger{}
+	s.mergers, s.pushed = map[int32]*Merger{}, map[int32]time.Time{}
+	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("kfsniff-correlate"),
@@ -238,6 +248,9 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 			s.late += m.Late
 			delete(s.mergers, p)
 		}
+		if s.cfg.Group != "" {
+			s.counts.Dropped += int64(s.across.Drop(p))
+		}
 		s.revoked = append(s.revoked, p)
 		lost = append(lost, p)
 	}
@@ -277,7 +290,11 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		if s.cfg.Group != "" && st == nil {
 			return // revoked since the fetch
 		}
-		if st != nil && r.Offset+1 > st.next {
+		if st == nil {
+			st = &partState{end: -1, pending: true}
+			s.parts[r.Partition] = st
+		}
+		if r.Offset+1 > st.next {
 			st.next = r.Offset + 1
 		}
 		s.counts.Records++
@@ -322,6 +339,12 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			s.mergers[r.Partition] = m
 		}
 		s.out = m.Push(Item{Lane: lane, At: at, Rec: &rec}, s.out)
+		s.pushed[r.Partition] = time.Now()
+	})
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if st := s.parts[p.Partition]; st != nil && p.HighWatermark > st.hw {
+			st.hw = p.HighWatermark
+		}
 	})
 	s.counts.Late = s.late
 	for _, m := range s.mergers {
@@ -335,9 +358,48 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.out = s.flush(s.out)
 		s.ended = true
 		end = io.EOF
+	} else {
+		s.out = s.release(s.out)
 	}
 	b.Items = s.rebuild(s.out, b.Items)
 	return b, end
+}
+
+// release moves what the partitions' merges let go into the merge
+// across partitions, and returns what no partition still behind its
+// high watermark (or not yet asked where it starts) can precede: a
+// correlator catching up reads one partition's hours before another's,
+// which must not make the second's records late.
+func (s *Source) release(items []Item) []Item {
+	for _, it := range items {
+		s.across.held = append(s.across.held, it)
+	}
+	heap.Init(&s.across.held)
+	bound := int64(math.MaxInt64)
+	now := time.Now()
+	for p, st := range s.parts {
+		behind := st.pending || st.next < max(st.end, st.hw)
+		m := s.mergers[p]
+		if !behind && m != nil && m.Held() > 0 && now.Sub(s.pushed[p]) >= s.cfg.Window {
+			// Quiet: what it holds can wait no longer.
+			for _, it := range m.Flush(nil) {
+				heap.Push(&s.across.held, it)
+			}
+		}
+		if !behind && (m == nil || m.Held() == 0) {
+			continue
+		}
+		if m == nil || !m.outSet {
+			return items[:0] // nothing known of it yet
+		}
+		// Its later records come at m.out or after (or late).
+		bound = min(bound, m.out)
+	}
+	out := items[:0]
+	for len(s.across.held) > 0 && (s.across.held[0].At <= bound || len(s.across.held) > s.across.Max) {
+		out = append(out, heap.Pop(&s.across.held).(Item))
+	}
+	return out
 }
 
 // Flush returns every record still held (the end of the run).
@@ -355,13 +417,16 @@ func (s *Source) Flush() Ready {
 // flush appends what every partition's merge holds, in time order
 // across them.
 func (s *Source) flush(out []Item) []Item {
-	all := Merger{Window: math.MaxInt64} // holds all until Flush
+	s.across.held = append(s.across.held, out...)
+	out = out[:0]
 	for _, m := range s.mergers {
-		for _, it := range m.Flush(nil) {
-			out = all.Push(it, out)
-		}
+		s.across.held = append(s.across.held, m.Flush(nil)...)
 	}
-	return all.Flush(out)
+	heap.Init(&s.across.held)
+	for len(s.across.held) > 0 {
+		out = append(out, heap.Pop(&s.across.held).(Item))
+	}
+	return out
 }
 
 func (s *Source) rebuild(items []Item, out []Routed) []Routed {
@@ -451,7 +516,7 @@ func (s *Source) resolve(ctx context.Context) error {
 			pending = append(pending, p)
 		}
 	}
-	if len(pending) == 0 || !s.cfg.UntilEnd {
+	if len(pending) == 0 {
 		return nil
 	}
 	start, err := s.offsets(ctx, pending, -2)

@@ -463,3 +463,40 @@ func TestCorrelateFramesAndMalformed(t *testing.T) {
 		t.Errorf("--frames --json: %d batches in the responses, want broker 3's 5", n)
 	}
 }
+
+// TestCorrelateSameAsFile: a capture shipped by one agent and read back
+// gives the findings the file gives, for every capture whose rules the
+// shipped records feed (docs/export.md, "Correlating": the rules that see
+// less are listed there, with the captures showing it).
+func TestCorrelateSameAsFile(t *testing.T) {
+	for _, capture := range []string{
+		"scenarios/follower-out-of-sync.pcap", "scenarios/healthy-group.pcap", "scenarios/mm2-replay.pcap",
+		"scenarios/replica-divergence.pcap", "scenarios/replica-identity.pcap",
+		"clients/kafka40-librdkafka.pcap", "clients/metadata-storm-kgo.pcap", "clients/mm2-replay-kgo.pcap",
+		"clients/mm2-replay-sarama.pcap", "clients/not-enough-replicas-kgo.pcap", "clients/not-enough-replicas-sarama.pcap",
+		"clients/producer-sequence-kgo.pcap", "clients/producer-sequence-librdkafka.pcap", "clients/reconnect-storm-kgo.pcap",
+		"clients/refused-bootstrap-kgo.pcap", "clients/refused-bootstrap-librdkafka.pcap", "clients/refused-bootstrap-sarama.pcap",
+		"clients/slow-kgo.pcap",
+		"clients/slow-sarama.pcap", "clients/stalled-fetch-sarama.pcap",
+	} {
+		t.Run(capture, func(t *testing.T) {
+			code, stdout, stderr := kfsniff(t, "-r", fixture(capture), "--json")
+			if code != exitOK {
+				t.Fatalf("file: exit %d: %s", code, stderr)
+			}
+			var file corrReport
+			if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+				t.Fatal(err)
+			}
+			url, _ := newSink(t, 3)
+			agent(t, url, capture, "host-a")
+			rep, _ := correlateJSON(t, "-r", url, "--until-end")
+			if got, want := summaries(rep.Findings), summaries(file.Findings); !slices.Equal(got, want) {
+				t.Errorf("read back from Kafka:\n  %s\nthe file:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+			if len(rep.Connections) != len(file.Connections) {
+				t.Errorf("%d connections read back, the file has %d", len(rep.Connections), len(file.Connections))
+			}
+		})
+	}
+}
