@@ -208,7 +208,8 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 	}
 	res := pipeline.RunRemote(ctx, remoteSource{c.src}, c.Group != "", c.newSet, o)
 	res.Report.Correlation = c.stats.Section()
-	c.done = true
+	// -c leaves records read but not reported: nothing is committed.
+	c.done = res.Stop != pipeline.StopCount
 	return res
 }
 
@@ -218,7 +219,11 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 		return
 	}
 	n := c.src.Counts()
-	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d agents (%d exchanges, %d connection events)", n.Records, len(n.Agents), n.Exchanges, n.ConnEvents)
+	agents := "agents"
+	if len(n.Agents) == 1 {
+		agents = "agent"
+	}
+	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d %s (%d exchanges, %d connection events)", n.Records, len(n.Agents), agents, n.Exchanges, n.ConnEvents)
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
 	}
