@@ -3,6 +3,7 @@ package correlate
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // benchValues are the records the exporter ships for a scenario capture
@@ -87,4 +88,71 @@ func BenchmarkParseEncodingJSON(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkStats is the correlator's cost per record besides reading it:
+// Stats.Add of two agents' records of a real client's capture (clocks
+// matched, batches remembered and fetched), in a steady state: the
+// capture's records again and again, each round's correlation ids,
+// times and offsets moved on so that they are new exchanges and batches
+// (windows full, evicting). Parse included in BenchmarkParseAndAdd.
+func BenchmarkStats(b *testing.B) {
+	recs := benchRecords(b)
+	b.ReportAllocs()
+	st := NewStats(Limits{})
+	var batches []Batch
+	i, round := 0, int64(0)
+	for b.Loop() {
+		r := recs[i]
+		r.Corr += int32(round << 12)
+		r.TS += round * int64(10*time.Second)
+		batches = append(batches[:0], r.Batches...)
+		for j := range batches {
+			batches[j].Offset.V += round << 20
+			batches[j].BaseOffset.V += round << 20
+		}
+		r.Batches = batches
+		st.Add(&r)
+		if i++; i == len(recs) {
+			i = 0
+			round++
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkParseAndAdd is Parse then Stats.Add, per record: what the
+// correlator spends per record of the topic before its detectors.
+func BenchmarkParseAndAdd(b *testing.B) {
+	by := splitCapture(b, "../fixtures/pcaps/clients/mm2-replay-kgo.pcap", 30,
+		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, ahead(time.Second)})
+	vals := append(by["host-a"], by["host-b"]...)
+	var size int64
+	for _, v := range vals {
+		size += int64(len(v))
+	}
+	b.SetBytes(size / int64(len(vals)))
+	b.ReportAllocs()
+	st := NewStats(Limits{})
+	i := 0
+	for b.Loop() {
+		r, err := Parse(vals[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		st.Add(&r)
+		if i++; i == len(vals) {
+			i = 0
+			st = NewStats(Limits{})
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func benchRecords(b *testing.B) []Record {
+	by := splitCapture(b, "../fixtures/pcaps/clients/mm2-replay-kgo.pcap", 30,
+		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, ahead(time.Second)})
+	return merged(b, by)
 }

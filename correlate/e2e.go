@@ -15,10 +15,12 @@ import (
 // response's capture time minus the produce request's, the two put on the
 // reference agent's clock by Skew's offsets.
 //
-// A fetched batch is the produced one when the partition (topic and
-// partition; the cluster too when both records name it) and the CRC are
-// the same and, when the produce response gave the batch its offset, the
-// offset too: the same CRC produced twice at two offsets (a replay) is
+// A fetched batch is the produced one when the partition (topic, by name
+// or by topic_id, whichever the records share: an agent that saw no
+// Metadata ships an id that another agent's record names; and partition;
+// the cluster too when both records name it) and the CRC are the same
+// and, when the produce response gave the batch its offset, the offset
+// too: the same CRC produced twice at two offsets (a replay) is
 // told apart by the offset. A batch produced without a known offset (the
 // response not captured, acks=0) is found by its CRC alone; when two such
 // batches share the CRC the fetch is counted ambiguous, not measured. The
@@ -42,8 +44,11 @@ type E2E struct {
 	next   int
 	parts  map[partKey]*partIndex
 	topics map[topicKey]*topicStats
-	order  []*topicStats
-	seed   maphash.Seed
+	// names and ids are the topic ids' names that records carrying both
+	// taught, each way.
+	names, ids map[string]string
+	order      []*topicStats
+	seed       maphash.Seed
 
 	pending []pendingLatency
 	// waits are consumers' fetched batches whose produce was not read
@@ -86,6 +91,7 @@ type partIndex struct {
 type produced struct {
 	part          *partIndex
 	key           partKey
+	alt           string // the topic's other key (by id beside a name)
 	cluster       string
 	agent         string
 	client        string
@@ -123,14 +129,22 @@ func NewE2E(batches int, skew *Skew) *E2E {
 	if batches <= 0 {
 		batches = DefaultBatches
 	}
-	return &E2E{skew: skew, window: batches, parts: map[partKey]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{}, seed: maphash.MakeSeed()}
+	return &E2E{skew: skew, window: batches, parts: map[partKey]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{},
+		names: map[string]string{}, ids: map[string]string{}, seed: maphash.MakeSeed()}
 }
 
 // Add takes one record: the batches of a Produce request are remembered,
 // those of a consumer's Fetch response looked up and measured; other
 // records are ignored.
 func (e *E2E) Add(r *Record) {
-	if r.Type != TypeExchange || r.Parts == 0 || len(r.Batches) == 0 {
+	if r.Type != TypeExchange || r.Parts == 0 {
+		return
+	}
+	if r.TopicID != "" && r.Topic != r.TopicID && len(e.names) < maxTopicIDs {
+		e.names[r.TopicID] = r.Topic
+		e.ids[r.Topic] = r.TopicID
+	}
+	if len(r.Batches) == 0 {
 		return
 	}
 	switch r.API {
@@ -147,6 +161,9 @@ func (e *E2E) Add(r *Record) {
 		}
 		resp := r.TS + r.Latency.V
 		for i := range r.Batches {
+			if r.Batches[i].Attributes&0x20 != 0 {
+				continue // a control batch: the broker wrote it, no producer
+			}
 			e.lookup(r, &r.Batches[i], resp)
 		}
 	}
@@ -154,34 +171,44 @@ func (e *E2E) Add(r *Record) {
 
 func compatible(a, b string) bool { return a == "" || b == "" || a == b }
 
+// maxTopicIDs bounds the topic ids whose names are remembered.
+const maxTopicIDs = 65536
+
+// topicKeys are the keys a record's partition is indexed under: by name
+// when its agent or another knew it, else by id ("#" and the id: no
+// topic name has a "#"); alt is the id's key beside a known name (the
+// same partition as another agent may have indexed it, by id, before the
+// name was learned); show is what the report calls the topic.
+func (e *E2E) topicKeys(r *Record) (key, alt, show string) {
+	name, id := r.Topic, r.TopicID
+	if id != "" && name == id {
+		name = e.names[id] // "" when no agent named it yet
+	}
+	if id == "" {
+		id = e.ids[name]
+	}
+	switch {
+	case name == "":
+		return "#" + id, "", id
+	case id != "":
+		return name, "#" + id, name
+	}
+	return name, "", name
+}
+
 // remember keeps a produced batch, unless it is one already remembered
 // (the same batch shipped by another agent, or sent again).
 func (e *E2E) remember(r *Record, b *Batch) {
-	k := partKey{r.Topic, r.Partition}
-	p := e.parts[k]
+	key, alt, _ := e.topicKeys(r)
+	k := partKey{key, r.Partition}
 	offset := int64(-1)
 	if b.Offset.Set && b.Offset.V >= 0 {
 		offset = b.Offset.V
 	}
-	if p != nil {
-		if offset >= 0 {
-			for _, i := range p.byOffset[offset] {
-				if x := &e.ring[i]; x.crc == b.CRC && compatible(x.cluster, r.Cluster) {
-					return
-				}
-			}
-		} else {
-			for _, i := range p.byCRC[b.CRC] {
-				x := &e.ring[i]
-				if x.producerID == b.ProducerID && x.sequence == b.BaseSequence && compatible(x.cluster, r.Cluster) &&
-					(b.ProducerID >= 0 || x.client == r.Client) {
-					return
-				}
-			}
+	for _, kk := range [2]string{key, alt} {
+		if kk != "" && e.known(e.parts[partKey{kk, r.Partition}], r, b, offset) {
+			return
 		}
-	} else {
-		p = &partIndex{byOffset: map[int64][]int32{}, byCRC: map[uint32][]int32{}}
-		e.parts[k] = p
 	}
 	e.produced++
 	var slot int
@@ -191,9 +218,14 @@ func (e *E2E) remember(r *Record, b *Batch) {
 	} else {
 		slot = e.next
 		e.next = (e.next + 1) % e.window
-		e.forget(slot)
+		e.forget(slot) // before looking the partition up: it may go
 	}
-	e.ring[slot] = produced{part: p, key: k, cluster: r.Cluster, agent: r.Agent, client: r.Client, offset: offset, crc: b.CRC,
+	p := e.parts[k]
+	if p == nil {
+		p = &partIndex{byOffset: map[int64][]int32{}, byCRC: map[uint32][]int32{}}
+		e.parts[k] = p
+	}
+	e.ring[slot] = produced{part: p, key: k, alt: alt, cluster: r.Cluster, agent: r.Agent, client: r.Client, offset: offset, crc: b.CRC,
 		producerID: b.ProducerID, sequence: b.BaseSequence, ts: r.TS, live: true}
 	if offset >= 0 {
 		p.byOffset[offset] = append(p.byOffset[offset], int32(slot))
@@ -204,6 +236,30 @@ func (e *E2E) remember(r *Record, b *Batch) {
 	if len(e.waiting) > 0 {
 		e.arrived(slot)
 	}
+}
+
+// known says whether a partition already holds this produced batch (the
+// same batch shipped by another agent, or sent again).
+func (e *E2E) known(p *partIndex, r *Record, b *Batch, offset int64) bool {
+	if p == nil {
+		return false
+	}
+	if offset >= 0 {
+		for _, i := range p.byOffset[offset] {
+			if x := &e.ring[i]; x.crc == b.CRC && compatible(x.cluster, r.Cluster) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, i := range p.byCRC[b.CRC] {
+		x := &e.ring[i]
+		if x.producerID == b.ProducerID && x.sequence == b.BaseSequence && compatible(x.cluster, r.Cluster) &&
+			(b.ProducerID >= 0 || x.client == r.Client) {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops the batch in a ring slot from its partition's index.
@@ -240,11 +296,20 @@ func (e *E2E) forget(slot int) {
 // measures it.
 func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 	e.fetched++
-	p := e.parts[partKey{r.Topic, r.Partition}]
+	key, alt, show := e.topicKeys(r)
+	var ps [2]*partIndex
+	for n, kk := range [2]string{key, alt} {
+		if kk != "" {
+			ps[n] = e.parts[partKey{kk, r.Partition}]
+		}
+	}
 	var found *produced
 	ambiguous, mismatch := false, false
-	if p != nil {
-		if b.BaseOffset.Set {
+	if b.BaseOffset.Set {
+		for _, p := range ps {
+			if p == nil || found != nil {
+				continue
+			}
 			for _, i := range p.byOffset[b.BaseOffset.V] {
 				x := &e.ring[i]
 				if !compatible(x.cluster, r.Cluster) {
@@ -257,10 +322,15 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 				mismatch = true
 			}
 		}
-		if found == nil {
+	}
+	if found == nil {
+		for _, p := range ps {
+			if p == nil {
+				continue
+			}
 			for _, i := range p.byCRC[b.CRC] {
 				x := &e.ring[i]
-				if !compatible(x.cluster, r.Cluster) {
+				if !compatible(x.cluster, r.Cluster) || x == found {
 					continue
 				}
 				if found != nil {
@@ -272,10 +342,15 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 		}
 	}
 	cluster := r.Cluster
-	if found != nil && found.cluster != "" {
-		cluster = found.cluster
+	if found != nil {
+		if found.cluster != "" {
+			cluster = found.cluster
+		}
+		if !strings.HasPrefix(found.key.topic, "#") {
+			show = found.key.topic
+		}
 	}
-	t := e.topic(topicKey{cluster, r.Topic})
+	t := e.topic(topicKey{cluster, show})
 	switch {
 	case ambiguous:
 		if t != nil {
@@ -290,7 +365,7 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 	case found == nil:
 		// The produce may come later: records of several agents do
 		// not arrive in the order things happened.
-		e.wait(r, b, resp, t)
+		e.wait(r, key, b, resp, t)
 		return
 	}
 	e.measure(found, maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), r.Agent, resp, t)
@@ -347,11 +422,11 @@ type waiting struct {
 
 // wait keeps a fetched batch for a produce read later, evicting the
 // oldest waiting (counted unmatched) when full.
-func (e *E2E) wait(r *Record, b *Batch, resp int64, t *topicStats) {
+func (e *E2E) wait(r *Record, key string, b *Batch, resp int64, t *topicStats) {
 	if t == nil {
 		return
 	}
-	w := waiting{key: waitKey{partKey{r.Topic, r.Partition}, b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
+	w := waiting{key: waitKey{partKey{key, r.Partition}, b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
 		consumer: maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), resp: resp, t: t, live: true}
 	if b.BaseOffset.Set {
 		w.offset = b.BaseOffset.V
@@ -386,21 +461,35 @@ func (e *E2E) unwait(slot int) {
 	w.live = false
 }
 
-// arrived measures the fetches that waited for a batch just produced.
+// arrived measures the fetches that waited for a batch just produced
+// (under its topic's name or id).
 func (e *E2E) arrived(slot int) {
 	x := &e.ring[slot]
-	for _, i := range slices.Clone(e.waiting[waitKey{x.key, x.crc}]) {
-		w := &e.waits[i]
-		if !compatible(w.cluster, x.cluster) || x.offset >= 0 && w.offset >= 0 && x.offset != w.offset {
+	for _, kk := range [2]string{x.key.topic, x.alt} {
+		if kk == "" {
 			continue
 		}
-		w.t.waiting--
-		t := w.t
-		if x.cluster != "" && w.cluster == "" {
-			t = e.topic(topicKey{x.cluster, x.key.topic})
+		for _, i := range slices.Clone(e.waiting[waitKey{partKey{kk, x.key.partition}, x.crc}]) {
+			w := &e.waits[i]
+			if !compatible(w.cluster, x.cluster) || x.offset >= 0 && w.offset >= 0 && x.offset != w.offset {
+				continue
+			}
+			w.t.waiting--
+			t := w.t
+			if named := !strings.HasPrefix(x.key.topic, "#"); x.cluster != "" && w.cluster == "" || named && t.key.topic != x.key.topic {
+				cluster := w.cluster
+				if x.cluster != "" {
+					cluster = x.cluster
+				}
+				show := t.key.topic
+				if named {
+					show = x.key.topic
+				}
+				t = e.topic(topicKey{cluster, show})
+			}
+			e.measure(x, w.consumer, w.agent, w.resp, t)
+			e.unwait(int(i))
 		}
-		e.measure(x, w.consumer, w.agent, w.resp, t)
-		e.unwait(int(i))
 	}
 }
 
@@ -466,38 +555,73 @@ type TopicLatency struct {
 
 // Topics are the latencies per topic (cluster, then topic name), those
 // waiting for a clock offset measured with the offsets known now (a
-// snapshot: the waiting ones wait on).
+// snapshot: the waiting ones wait on). A topic first seen by id is
+// listed by the name a record taught since, and a topic whose cluster an
+// agent did not know with the one cluster others named for it.
 func (e *E2E) Topics() []TopicLatency {
+	// Where each topic's counts go: its row's key now.
+	clusters := map[string][]string{} // topic name -> known clusters
+	final := func(t *topicStats) topicKey {
+		k := t.key
+		if n, ok := e.names[k.topic]; ok {
+			k.topic = n
+		}
+		return k
+	}
+	for _, t := range e.order {
+		if k := final(t); k.cluster != "" && !slices.Contains(clusters[k.topic], k.cluster) {
+			clusters[k.topic] = append(clusters[k.topic], k.cluster)
+		}
+	}
+	row := map[topicKey]int{}
+	into := make(map[*topicStats]int, len(e.order))
+	var members [][]*topicStats
+	for _, t := range e.order {
+		k := final(t)
+		if k.cluster == "" && len(clusters[k.topic]) == 1 {
+			k.cluster = clusters[k.topic][0]
+		}
+		i, ok := row[k]
+		if !ok {
+			i = len(members)
+			row[k] = i
+			members = append(members, nil)
+		}
+		members[i] = append(members[i], t)
+		into[t] = i
+	}
 	var est map[string]Estimate
-	waiting := map[*topicStats]*hist.Histogram{}
+	pending := make([]bool, len(members))
 	if len(e.pending) > 0 {
 		est = e.skew.Estimates()
 		for i := range e.pending {
-			t := e.pending[i].t
-			if waiting[t] == nil {
-				h := t.h // a copy, the waiting ones added to it
-				waiting[t] = &h
+			pending[into[e.pending[i].t]] = true
+		}
+	}
+	out := make([]TopicLatency, len(members))
+	for k, i := range row {
+		o := &out[i]
+		o.Cluster, o.Topic = k.cluster, k.topic
+		ms := members[i]
+		if len(ms) == 1 && !pending[i] {
+			o.Latency = &ms[0].h // no copy: read only
+		} else {
+			o.Latency = new(hist.Histogram)
+		}
+		for _, t := range ms {
+			if o.Latency != &t.h {
+				o.Latency.Merge(&t.h)
 			}
-		}
-	}
-	byTopic := make(map[*topicStats]*TopicLatency, len(waiting))
-	out := make([]TopicLatency, 0, len(e.order))
-	for _, t := range e.order {
-		h := waiting[t]
-		if h == nil {
-			h = &t.h
-		}
-		out = append(out, TopicLatency{Cluster: t.key.cluster, Topic: t.key.topic, Latency: h, Negative: t.negative,
-			SkewUnknown: t.skewUnknown, Ambiguous: t.ambiguous, Mismatch: t.mismatch, Unmatched: t.unmatched + t.waiting})
-	}
-	for i, t := range e.order {
-		if waiting[t] != nil {
-			byTopic[t] = &out[i]
+			o.Negative += t.negative
+			o.SkewUnknown += t.skewUnknown
+			o.Ambiguous += t.ambiguous
+			o.Mismatch += t.mismatch
+			o.Unmatched += t.unmatched + t.waiting
 		}
 	}
 	for i := range e.pending {
 		p := &e.pending[i]
-		o := byTopic[p.t]
+		o := &out[into[p.t]]
 		lat, ok := corrected(p, est)
 		switch {
 		case !ok:

@@ -16,14 +16,29 @@
 //     document says may be absent, where zero is a valid value, is an
 //     Opt (Set false when absent); JSON null reads as absent. Strings
 //     absent read as "" (the document never gives "" a meaning of its
-//     own, except client_id, which is an Opt).
+//     own, except client_id and txn_id, which are Opts). A finding's
+//     object is kept as its JSON bytes (Record.Finding): detectors.Severity
+//     has no UnmarshalText, so decoding it into a detectors.Finding takes
+//     a type of the caller's.
 //   - Parse keeps no reference to its input: the caller may reuse the
 //     buffer (a kgo record's Value) at once. It is safe for concurrent
 //     use; a Record is a plain value.
-//   - Stats (stats.go) is the single entry point for the estimates: Add
-//     every record (any order within a window of each agent's records;
-//     per partition in time order is what the topic gives), then Section
-//     for the report. Skew and E2E are its parts, usable alone.
+//   - Stats (stats.go) is the single entry point for the estimates:
+//     NewStats(Limits{}), then Add for every record Parse returned and
+//     Unreadable for every error it returned, then Section for the
+//     report's correlation section (report.Correlation; it may be called
+//     again later, Stats goes on). Records may come in any order within
+//     bounded windows (per agent for the clocks, across partitions for
+//     the batches): reading the export topic's partitions as they come,
+//     or merged by time, both do. Memory is bounded whatever the records
+//     say. Stats, Skew and E2E are not safe for concurrent use: one
+//     goroutine adds, or the caller locks.
+//   - Skew (clock offsets) and E2E (producer-to-consumer latency) are
+//     Stats' parts, usable alone; Stats.Skew().Offset(agent) gives an
+//     agent's offset from the reference agent's clock for a caller that
+//     wants to put another agent's times on one clock (cheap enough for
+//     every record: the estimates are cached, computed again as samples
+//     grow; the reference agent, once chosen, stays).
 package correlate
 
 import (

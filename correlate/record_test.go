@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -93,9 +94,7 @@ func fields(r *Record) map[string]any {
 	num("parts", int64(r.Parts))
 	o64("batch_index", Opt[int64]{int64(r.BatchIndex.V), r.BatchIndex.Set})
 	str("topic", r.Topic)
-	if r.TopicID != "" {
-		str("topic_id", r.TopicID)
-	}
+	str("topic_id", r.TopicID)
 	num("partition", int64(r.Partition))
 	o64("fetch_offset", r.FetchOffset)
 	o64("timestamp", r.Timestamp)
@@ -241,6 +240,15 @@ func TestRoundTrip(t *testing.T) {
 	sort.Strings(extra)
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("fields never shipped: %v; shipped, not in docs/export.md: %v", missing, extra)
+	}
+	doc, err := os.ReadFile("../docs/export.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range documented {
+		if name := strings.TrimPrefix(k, "batches."); !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/export.md does not name %s", name)
+		}
 	}
 	if types[TypeExchange] == 0 || types[TypeConn] == 0 || types[TypeFinding] == 0 {
 		t.Errorf("record types read: %v; want exchanges, connection events and findings", types)

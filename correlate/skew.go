@@ -8,7 +8,7 @@ import (
 
 // Skew estimates the clock offsets between agents from the exchanges two
 // agents both captured: the same client and server endpoints, API key and
-// correlation id, answered, shipped by each. As NTP does, with A's
+// version, correlation id and client id, answered, shipped by each. As NTP does, with A's
 // request and response times and B's of the same exchange,
 //
 //	offset(B - A) = ((tB_req - tA_req) + (tB_resp - tA_resp)) / 2
@@ -20,7 +20,8 @@ import (
 // recent 1024), with their interquartile range as its spread.
 //
 // Offsets are given relative to a reference agent: the one with the most
-// records so far (ties: the first name in order). An agent that saw no
+// records (ties: the first name in order) when offsets were first
+// estimated, kept from then on. An agent that saw no
 // connection with the reference is reached through others when it can be
 // (its offset to one agent plus that agent's to the reference: Via), else
 // its offset is unknown.
@@ -42,6 +43,12 @@ type Skew struct {
 	exchanges, matched, evicted int64
 	// total is how many exchanges wait, across agents.
 	total int
+	// ref is the reference agent once offsets were estimated (-1
+	// before); cache the estimates Offset gives, computed at cachedAt
+	// samples.
+	ref      int32
+	cache    map[string]Estimate
+	cachedAt int64
 }
 
 // DefaultWindow is how many exchanges per agent wait for a partner.
@@ -66,11 +73,14 @@ const (
 // maxPairConns bounds the distinct connections counted per pair.
 const maxPairConns = 4096
 
-// xkey names one exchange whichever agent captured it.
+// xkey names one exchange whichever agent captured it: the endpoints,
+// API key and version, correlation id and client id (the last two make a
+// chance meeting of two connections on the same addresses, a port used
+// again or two hosts' loopback, unlikely to pass for one exchange).
 type xkey struct {
-	client, server string
-	api            int16
-	corr           int32
+	client, server, clientID string
+	api, ver                 int16
+	corr                     int32
 }
 
 // obs is one agent's capture of an exchange.
@@ -106,7 +116,7 @@ func NewSkew(window int) *Skew {
 	if window <= 0 {
 		window = DefaultWindow
 	}
-	return &Skew{window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
+	return &Skew{ref: -1, window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
 }
 
 // agent is the index of an agent, added if there is room (-1 past
@@ -139,7 +149,7 @@ func (s *Skew) Add(r *Record) {
 	if r.Type != TypeExchange || r.Status != "answered" || !r.Latency.Set || r.Client == "" || r.Server == "" {
 		return
 	}
-	k := xkey{r.Client, r.Server, r.API, r.Corr}
+	k := xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}
 	resp := r.TS + r.Latency.V
 	sl := s.waiting[k]
 	if sl == nil {
@@ -286,8 +296,19 @@ type Estimate struct {
 }
 
 // Reference is the agent offsets are relative to: the one with the most
-// records (ties: the first name in order); "" before any record.
+// records (ties: the first name in order) when offsets were first
+// estimated (two agents had an exchange in common), and from then on,
+// so that an agent's corrected times do not jump when another agent
+// overtakes it; before that the one with the most records so far; ""
+// before any record.
 func (s *Skew) Reference() string {
+	if s.ref >= 0 {
+		return s.names[s.ref]
+	}
+	return s.mostRecords()
+}
+
+func (s *Skew) mostRecords() string {
 	best := int32(-1)
 	for i := range s.names {
 		if best < 0 || s.records[i] > s.records[best] || s.records[i] == s.records[best] && s.names[i] < s.names[best] {
@@ -301,10 +322,16 @@ func (s *Skew) Reference() string {
 }
 
 // Offset is agent's clock offset from the reference's, false when it
-// cannot be estimated (the reference's own is 0, true). It computes every
-// estimate (Estimates): call it now and then, not for every record.
+// cannot be estimated (the reference's own is 0, true): subtract it from
+// the agent's times to put them on the reference's clock. Cheap enough
+// for every record: the estimates are computed again only once samples
+// have grown by an eighth since the last time (16 at least, 1024 at
+// most), so an offset lags its newest samples by that much.
 func (s *Skew) Offset(agent string) (time.Duration, bool) {
-	e, ok := s.Estimates()[agent]
+	if s.cache == nil || s.matched-s.cachedAt >= min(max(16, s.cachedAt/8), maxSamples) {
+		s.cache, s.cachedAt = s.Estimates(), s.matched
+	}
+	e, ok := s.cache[agent]
 	return e.Offset, ok
 }
 
@@ -329,6 +356,9 @@ func (p *pair) estimate() link {
 // the best sampled of equal length.
 func (s *Skew) Estimates() map[string]Estimate {
 	out := map[string]Estimate{}
+	if s.ref < 0 && len(s.pairs) > 0 {
+		s.ref = s.agents[s.mostRecords()]
+	}
 	ref := s.Reference()
 	if ref == "" {
 		return out

@@ -23,7 +23,7 @@ func shared(recs []Record, a, b string) (exchanges int, conns int) {
 	for i := range recs {
 		r := &recs[i]
 		if r.Type == TypeExchange && r.Status == "answered" && r.Latency.Set && seen[r.Agent] != nil {
-			seen[r.Agent][xkey{r.Client, r.Server, r.API, r.Corr}] = true
+			seen[r.Agent][xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}] = true
 		}
 	}
 	cs := map[[2]string]bool{}
@@ -228,5 +228,68 @@ func TestSkewAcrossNetwork(t *testing.T) {
 	}
 	if !near(delay, 2*oneWay, 10*time.Microsecond) {
 		t.Errorf("delay %v; the captures are %v apart each way", delay, oneWay)
+	}
+}
+
+// TestSkewOffsetPerRecord: Offset called for every record, as a merge by
+// corrected time does, follows the estimate (cached, so cheap), and the
+// reference stays the agent chosen when offsets were first estimated
+// even when the other agent then ships many more records: corrected
+// times do not jump by the offset.
+func TestSkewOffsetPerRecord(t *testing.T) {
+	const shift = 1234567 * time.Microsecond
+	by := splitCapture(t, manyConns, 30,
+		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, ahead(shift)})
+	recs := merged(t, by)
+	sk := NewSkew(0)
+	ref := ""
+	for i := range recs {
+		sk.Add(&recs[i])
+		_, okA := sk.Offset("host-a")
+		_, okB := sk.Offset("host-b")
+		if okA && okB && ref == "" {
+			ref = sk.Reference()
+		}
+	}
+	if ref == "" {
+		t.Fatal("no offset while the records came")
+	}
+	other := "host-a"
+	if ref == "host-a" {
+		other = "host-b"
+	}
+	before, _ := sk.Offset(other)
+	for range 20000 {
+		sk.Add(&Record{V: 1, Type: TypeFinding, Agent: other})
+	}
+	if got := sk.Reference(); got != ref {
+		t.Errorf("reference moved from %s to %s when %s shipped more records", ref, got, other)
+	}
+	after, ok := sk.Offset(other)
+	if !ok || after != before {
+		t.Errorf("%s's offset %v, %v after its findings; was %v", other, after, ok, before)
+	}
+	if fresh := sk.Estimates()[other].Offset; !near(after, fresh, 150*time.Microsecond) || !near(after, shift, 150*time.Microsecond) && !near(after, -shift, 150*time.Microsecond) {
+		t.Errorf("cached offset %v, fresh %v, true ±%v", after, fresh, shift)
+	}
+}
+
+// BenchmarkOffset is Offset's cost per call once estimated (a merge by
+// corrected time calls it for every record).
+func BenchmarkOffset(b *testing.B) {
+	by := splitCapture(b, manyConns, 30,
+		agentView{"host-a", func(s int) bool { return s%3 != 2 }, none},
+		agentView{"host-b", func(s int) bool { return s%3 != 1 }, ahead(time.Second)})
+	recs := merged(b, by)
+	sk := NewSkew(0)
+	for i := range recs {
+		sk.Add(&recs[i])
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := sk.Offset("host-b"); !ok {
+			b.Fatal("unknown")
+		}
 	}
 }

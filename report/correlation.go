@@ -19,7 +19,8 @@ type Correlation struct {
 	Unreadable Unreadable `json:"unreadable"`
 	// Reference is the agent whose clock the others' offsets are
 	// measured against: the one with the most records (ties: the first
-	// name in order).
+	// name in order) when two agents' clocks were first compared, kept
+	// from then on.
 	Reference string `json:"reference,omitempty"`
 	// Agents are the agents read, by name.
 	Agents []CorrelationAgent `json:"agents"`
@@ -147,7 +148,7 @@ func (p *printer) correlation(c *Correlation) {
 	}
 	p.f(")\n")
 	if c.Reference != "" {
-		p.f("  Clocks are relative to agent %s (most records).\n", Clean(c.Reference))
+		p.f("  Clocks are relative to agent %s's (the agent with the most records when clocks were first compared).\n", Clean(c.Reference))
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  AGENT\tRECORDS\tEXCHANGES\tCONN EVENTS\tFINDINGS\tCLOCK OFFSET\n")
