@@ -487,6 +487,7 @@ func (s *Source) startAll(ctx context.Context) error {
 	topic := s.cfg.Topic
 	t.Topic = &topic
 	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.name, err)
@@ -495,6 +496,14 @@ func (s *Source) startAll(ctx context.Context) error {
 		return fmt.Errorf("reading %s: no such topic", s.name)
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && s.cfg.UntilEnd {
+			// Nothing shipped yet: the end is reached at once.
+			s.mu.Lock()
+			s.joined = true
+			s.mu.Unlock()
+			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, topic))
+			return nil
+		}
 		return fmt.Errorf("reading %s: topic %s: %w", s.name, topic, err)
 	}
 	s.mu.Lock()

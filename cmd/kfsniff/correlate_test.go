@@ -462,6 +462,12 @@ func TestCorrelateFramesAndMalformed(t *testing.T) {
 	if n != 5 {
 		t.Errorf("--frames --json: %d batches in the responses, want broker 3's 5", n)
 	}
+
+	// A topic nothing was shipped to yet: --until-end ends at once.
+	code, _, stderr = kfsniff(t, "-r", strings.TrimSuffix(url, "/corr")+"/nothing-yet", "--until-end", "--json")
+	if code != exitOK || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("a missing topic with --until-end: exit %d, want 0 and a warning:\n%s", code, stderr)
+	}
 }
 
 // TestCorrelateSameAsFile: a capture shipped by one agent and read back
@@ -496,6 +502,33 @@ func TestCorrelateSameAsFile(t *testing.T) {
 			}
 			if len(rep.Connections) != len(file.Connections) {
 				t.Errorf("%d connections read back, the file has %d", len(rep.Connections), len(file.Connections))
+			}
+		})
+	}
+}
+
+func TestCorrelateUsage(t *testing.T) {
+	props := writeFile(t, "client.properties", []byte("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n"))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"group without kafka input", []string{"-r", fixture("basic.pcap"), "--group", "g"}, "--group needs -r kafka://"},
+		{"until-end without kafka input", []string{"-r", fixture("basic.pcap"), "--until-end"}, "--until-end needs -r kafka://"},
+		{"a file beside the topic", []string{"-r", "kafka://127.0.0.1:1/t", "-r", fixture("basic.pcap")}, "no capture file beside it"},
+		{"a filter", []string{"-r", "kafka://127.0.0.1:1/t", "port", "9092"}, "a packet filter"},
+		{"-w", []string{"-r", "kafka://127.0.0.1:1/t", "-w", filepath.Join(t.TempDir(), "x.pcap")}, "no packets to write"},
+		{"--export", []string{"-r", "kafka://127.0.0.1:1/t", "--export", "kafka://127.0.0.1:1/u"}, "ship the records back"},
+		{"--records", []string{"-r", "kafka://127.0.0.1:1/t", "--records"}, "no payload"},
+		{"no topic", []string{"-r", "kafka://127.0.0.1:1"}, "-r "},
+		{"a JKS store", []string{"-r", "kafka://127.0.0.1:1/t", "--read-config", props}, "--read-config"},
+		{"SASL without a user", []string{"-r", "kafka://127.0.0.1:1/t", "--read-sasl-mechanism", "PLAIN"}, "-r kafka://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := kfsniff(t, tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q: want %d and %q", code, stderr, exitUsage, tc.want)
 			}
 		})
 	}

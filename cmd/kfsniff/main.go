@@ -133,6 +133,7 @@ const usageHead = `kfsniff: Kafka-aware packet capture analyser
 Usage:
   kfsniff -i IFACE [flags] [FILTER EXPRESSION]
   kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
+  kfsniff -r kafka://HOST:PORT[,HOST:PORT]/TOPIC [--group NAME] [--until-end] [flags]
   kfsniff -D
   kfsniff --list-detectors
   kfsniff check [--junit FILE] [--jobs N] DIR...   (kfsniff check --help)
