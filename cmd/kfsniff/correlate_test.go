@@ -20,7 +20,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/correlate"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/tui"
 )
 
 // The correlator's tests: real agents (kfsniff -r FILE --export) ship
@@ -532,4 +538,50 @@ func TestCorrelateUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCorrelateTUIModel: the terminal UI's model, fed by the correlator
+// as the command feeds it, lists the agent's connection, its exchanges
+// and the findings.
+func TestCorrelateTUIModel(t *testing.T) {
+	url, seeds := newSink(t, 2)
+	agent(t, url, "scenarios/replica-divergence.pcap", "leader-host", "not", "host", "172.31.3.3")
+	agent(t, url, "scenarios/replica-divergence.pcap", "follower-host", "host", "172.31.3.3")
+	src, err := correlate.Open(correlate.SourceConfig{Brokers: seeds, Topic: "corr", UntilEnd: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dets, err := detectors.NewSet(all.Analyzers(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tui.NewModel(tui.ModelConfig{})
+	res := pipeline.RunRemote(context.Background(), remoteSource{src}, false, nil,
+		pipeline.Options{Handlers: []flows.Handler{m}, Detectors: dets, LiveFindings: m.SetFindings})
+	m.Sync()
+	m.SetFindings(res.Report.Findings)
+	conns := m.Conns()
+	if len(conns) != 4 {
+		t.Fatalf("the TUI lists %d connections, want the 4 of both agents", len(conns))
+	}
+	n := 0
+	for _, c := range conns {
+		n += len(m.AppendExchanges(nil, c.ID, 0))
+	}
+	if n != 23 {
+		t.Errorf("the TUI holds %d exchanges, want the 23 shipped", n)
+	}
+	if got := findingsOf(toCorr(m.Findings()), "replica-divergence", isMismatch); len(got) != 1 {
+		t.Errorf("the TUI's findings: want the cross-host divergence, got %v", m.Findings())
+	}
+}
+
+func toCorr(fs []detectors.Finding) []corrFinding {
+	out := make([]corrFinding, len(fs))
+	for i, f := range fs {
+		b, _ := json.Marshal(f)
+		json.Unmarshal(b, &out[i])
+	}
+	return out
 }
