@@ -69,6 +69,15 @@ func (c *Conn) Attach(m *Message) {
 	m.Conn, m.conn = &c.ConnInfo, c
 }
 
+// Agent is the host that captured the message's connection, when it was
+// rebuilt from shipped records; "" for a capture's own.
+func (m *Message) Agent() string {
+	if m.conn == nil {
+		return ""
+	}
+	return m.conn.Agent
+}
+
 // ParseRole is the Role a shipped record names ("" is RoleNone).
 func ParseRole(s string) Role {
 	for r, name := range roleNames {

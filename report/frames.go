@@ -217,7 +217,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	if fw.json {
 		l := FrameLine{
 			Type: "request", File: m.File, Packet: m.Packet, FirstPacket: m.FirstPacket, Time: m.Time.UTC(),
-			Conn: c.ID, Agent: c.Agent, Client: c.Client.String(), Server: c.Server.String(),
+			Conn: c.ID, Agent: m.Agent(), Client: c.Client.String(), Server: c.Server.String(),
 			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.ClientID,
 			Size: m.Size, Summary: Summary(m), Role: m.Role.String(),
 		}
@@ -296,8 +296,8 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	}
 	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s %s %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
 		c.ID, client, arrow, server, api, ver, kind, m.Correlation)
-	if c.Agent != "" {
-		fmt.Fprintf(fw.w, " agent=%q", Clean(c.Agent))
+	if a := m.Agent(); a != "" {
+		fmt.Fprintf(fw.w, " agent=%q", Clean(a))
 	}
 	if m.ClientID != "" && !m.Response {
 		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
