@@ -158,7 +158,10 @@ type Batch struct {
 	CRC             uint32     // crc
 	// CRCBad is true when the batch's bytes did not match its CRC
 	// ("crc_ok": false).
-	CRCBad        bool
+	CRCBad bool
+	// ComputedCRC is the checksum of the batch's bytes when they did not
+	// match CRC ("crc_computed"), 0 if not shipped.
+	ComputedCRC   uint32
 	Magic         int8  // magic
 	LeaderEpoch   int32 // leader_epoch
 	ProducerID    int64 // producer_id
@@ -795,6 +798,9 @@ func (d *decoder) batch(b *Batch) {
 		case "crc":
 			v, _ := d.integer(0, math.MaxUint32)
 			b.CRC = uint32(v)
+		case "crc_computed":
+			v, _ := d.integer(0, math.MaxUint32)
+			b.ComputedCRC = uint32(v)
 		case "crc_ok":
 			v, ok := d.boolean()
 			b.CRCBad = ok && !v

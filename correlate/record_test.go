@@ -126,6 +126,7 @@ func fields(r *Record) map[string]any {
 			bn("crc", int64(b.CRC))
 			if b.CRCBad {
 				bm["crc_ok"] = false
+				bn("crc_computed", int64(b.ComputedCRC))
 			}
 			bn("magic", int64(b.Magic))
 			bn("leader_epoch", int64(b.LeaderEpoch))
@@ -192,7 +193,7 @@ var documented = strings.Fields(`v type agent cluster ts_ns latency_ns conn clie
 	api ver corr role status req_pkt resp_pkt file replica acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches
-	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok
+	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed
 	batches.magic batches.leader_epoch batches.producer_id batches.producer_epoch batches.base_sequence
 	batches.attributes batches.bytes batches.first_ts batches.max_ts
 	event attempts pkt state finding`)

@@ -669,6 +669,7 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 		b = appendUint(b, "crc", uint64(bt.CRC))
 		if !bt.CRCOK {
 			b = appendBool(b, "crc_ok", false)
+			b = appendUint(b, "crc_computed", uint64(bt.ComputedCRC))
 		}
 		b = appendInt(b, "magic", int64(bt.Magic))
 		b = appendInt(b, "leader_epoch", int64(bt.PartitionLeaderEpoch))

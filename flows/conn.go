@@ -72,6 +72,11 @@ type Conn struct {
 	// answered.
 	ClientBy ClientSide
 	TLS      bool
+	// Agent is the host that captured the connection, for a connection
+	// rebuilt from shipped records (remote.go); "" for a capture's own.
+	// (Here, not in ConnInfo, which handlers copy: a field more there
+	// cost every connection of a capture a size class.)
+	Agent string
 
 	LastPacket uint64
 	LastSeen   time.Time

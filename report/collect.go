@@ -283,7 +283,7 @@ func ms(d time.Duration) float64 {
 
 func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	out := Connection{
-		ID: c.ID, Client: c.Client.String(), Server: c.Server.String(),
+		ID: c.ID, Agent: c.Agent, Client: c.Client.String(), Server: c.Server.String(),
 		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),
 		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS,
 		ClientIDs: append([]string{}, c.ClientIDs...), APIs: map[string]int{},

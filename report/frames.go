@@ -161,6 +161,7 @@ type FrameLine struct {
 	FirstPacket uint64         `json:"first_packet"`
 	Time        time.Time      `json:"time"`
 	Conn        int            `json:"conn"`
+	Agent       string         `json:"agent,omitempty"`
 	Client      string         `json:"client"`
 	Server      string         `json:"server"`
 	Key         int16          `json:"key"`
@@ -216,7 +217,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	if fw.json {
 		l := FrameLine{
 			Type: "request", File: m.File, Packet: m.Packet, FirstPacket: m.FirstPacket, Time: m.Time.UTC(),
-			Conn: c.ID, Client: c.Client.String(), Server: c.Server.String(),
+			Conn: c.ID, Agent: m.Agent(), Client: c.Client.String(), Server: c.Server.String(),
 			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.ClientID,
 			Size: m.Size, Summary: Summary(m), Role: m.Role.String(),
 		}
@@ -295,6 +296,9 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	}
 	fmt.Fprintf(fw.w, "%6s %s #%d %s %s %s %s %s %s corr=%d", pkt(m.File, m.Packet), m.Time.UTC().Format("15:04:05.000000"),
 		c.ID, client, arrow, server, api, ver, kind, m.Correlation)
+	if a := m.Agent(); a != "" {
+		fmt.Fprintf(fw.w, " agent=%q", Clean(a))
+	}
 	if m.ClientID != "" && !m.Response {
 		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
 	}

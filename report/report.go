@@ -226,7 +226,10 @@ type Loss struct {
 
 // Connection is one Kafka connection.
 type Connection struct {
-	ID         int            `json:"id"`
+	ID int `json:"id"`
+	// Agent is the host that captured the connection, when the input is
+	// records shipped by several (kfsniff -r kafka://...).
+	Agent      string         `json:"agent,omitempty"`
 	Client     string         `json:"client"`
 	Server     string         `json:"server"`
 	Recognised string         `json:"recognised"`

@@ -201,6 +201,9 @@ func (p *printer) connections(r *Report) {
 			ids = []string{"(none)"}
 		}
 		p.f("  #%d %s -> %s  client-id %s\n", c.ID, nodeLabel(c.Client, c.ClientNode), nodeLabel(c.Server, c.ServerNode), strings.Join(ids, ","))
+		if c.Agent != "" {
+			p.f("     seen by agent %q\n", Clean(c.Agent))
+		}
 		if len(c.Roles) > 0 {
 			p.f("     roles: %s\n", strings.Join(c.Roles, ", "))
 		}

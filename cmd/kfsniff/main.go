@@ -133,6 +133,7 @@ const usageHead = `kfsniff: Kafka-aware packet capture analyser
 Usage:
   kfsniff -i IFACE [flags] [FILTER EXPRESSION]
   kfsniff -r FILE [-r FILE...] [flags] [FILTER EXPRESSION]
+  kfsniff -r kafka://HOST:PORT[,HOST:PORT]/TOPIC [--group NAME] [--until-end] [flags]
   kfsniff -D
   kfsniff --list-detectors
   kfsniff check [--junit FILE] [--jobs N] DIR...   (kfsniff check --help)
@@ -205,6 +206,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	help := fs.BoolP("help", "h", false, "show this help")
 	recs := addRecordFlags(fs)
 	exp := addExportFlags(fs)
+	cr := addCorrelateFlags(fs)
 	progCfg := addProgressFlags(fs)
 	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() {
@@ -290,6 +292,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
+	if err := cr.validate(&cfg, fs, exp, stderr); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	if cfg.TUI && !haveTUI() {
 		fmt.Fprintln(stderr, "kfsniff: TUI not available in this build")
 		return exitUsage
@@ -328,6 +334,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kfsniff: %v (see kfsniff --help)\n", err)
 		return exitUsage
 	}
+	cr.detectors(all.Analyzers(), settings, dets)
 
 	opt := pipeline.Options{
 		Flows:     fcfg,
@@ -357,7 +364,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		defer live.Close()
 		links = live.Links
-	} else {
+	} else if !cr.on() {
 		opt.Filter = filter
 		for i, name := range cfg.Files {
 			var f *capture.File
@@ -401,6 +408,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	defer xs.close()
 	xs.metrics(ms)
+	if cr.on() {
+		if err := cr.open(stderr); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+			return exitUsage
+		}
+		defer cr.close(stderr)
+	}
 	start := func(ctx context.Context, add uiAdditions) *pipeline.Result {
 		o := opt
 		o.Handlers = append(append([]flows.Handler{}, opt.Handlers...), add.Handlers...)
@@ -411,6 +425,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		xs.wrap(&o)
 		if live != nil {
 			return pipeline.RunSource(ctx, live, o)
+		}
+		if cr.on() {
+			return cr.run(ctx, o)
 		}
 		return pipeline.Run(ctx, files, o)
 	}
@@ -432,7 +449,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			frames = report.NewFrameWriter(stdout, filterFrames, cfg.JSON, cfg.Verbose)
 			frames.Warn = warnJSON.frame
 			handlers = append(handlers, frames)
-			if live != nil {
+			if live != nil || cr.on() {
 				// Stream: each line goes out as it is decoded.
 				handlers = append(handlers, lineFlusher{frames})
 			}
@@ -453,6 +470,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ms.finish(res)
 	xs.finish(res)
+	cr.say(res, stderr)
 	if cfg.Frames || recs.w != nil || cfg.Expect.File != "" {
 		xs.say(res, stderr)
 	}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kfsniff/kfsniff/correlate"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/export"
+	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// correlateConfig is -r kafka://HOST:PORT/TOPIC: the records agents
+// shipped with --export read back as the input (docs/export.md,
+// "Correlating").
+type correlateConfig struct {
+	URL            string
+	Group          string
+	UntilEnd       bool
+	Window         time.Duration
+	SessionTimeout time.Duration
+	ConfigFile     string
+	sec            export.Security
+
+	brokers []string
+	topic   string
+	// newSet makes a lane's detectors, as the command line set them.
+	newSet func() *detectors.Set
+	src    *correlate.Source
+	stats  *correlate.Stats
+	// done is set once the run has ended normally: its offsets may be
+	// committed after the report.
+	done bool
+}
+
+func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
+	c := &correlateConfig{}
+	fs.StringVar(&c.Group, "group", "", "with -r kafka://: share the topic's partitions with the other correlators of consumer group `NAME` (offsets committed after the report)")
+	fs.BoolVar(&c.UntilEnd, "until-end", false, "with -r kafka://: stop when every partition read has reached the end offset it had when assigned (in a group: and no rebalance came for --group-session-timeout + 2s)")
+	fs.DurationVar(&c.Window, "reorder-window", correlate.DefaultReorderWindow, "with -r kafka://: how far apart in capture time records may arrive and still be merged in order (later ones are counted late)")
+	fs.DurationVar(&c.SessionTimeout, "group-session-timeout", 45*time.Second, "with --group: the group session timeout: how soon the partitions of a correlator that died go to the others")
+	fs.StringVar(&c.ConfigFile, "read-config", "", "with -r kafka://: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
+	fs.BoolVar(&c.sec.TLS, "read-tls", false, "with -r kafka://: TLS to the Kafka read from")
+	fs.StringVar(&c.sec.CAFile, "read-ca", "", "with -r kafka://: PEM `FILE` of the CAs to trust (implies --read-tls)")
+	fs.StringVar(&c.sec.CertFile, "read-cert", "", "with -r kafka://: client certificate PEM `FILE` (implies --read-tls)")
+	fs.StringVar(&c.sec.KeyFile, "read-key", "", "with -r kafka://: client key PEM `FILE`")
+	fs.StringVar(&c.sec.Mechanism, "read-sasl-mechanism", "", "with -r kafka://: SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&c.sec.User, "read-sasl-user", "", "with -r kafka://: SASL `USER`")
+	fs.StringVar(&c.sec.Password, "read-sasl-password", "", "with -r kafka://: SASL `PASSWORD` (better: $KFSNIFF_READ_SASL_PASSWORD or --read-config)")
+	return c
+}
+
+// correlateFlags mean nothing without a kafka:// input.
+var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "read-config", "read-tls", "read-ca",
+	"read-cert", "read-key", "read-sasl-mechanism", "read-sasl-user", "read-sasl-password"}
+
+// isKafkaURL tells a topic to read back from a capture file's name.
+func isKafkaURL(name string) bool { return strings.HasPrefix(name, "kafka://") }
+
+// on reports a kafka:// input.
+func (c *correlateConfig) on() bool { return c != nil && c.URL != "" }
+
+// validate finds a kafka:// input among the -r's, checks what goes with
+// it and reads the properties file; a kafka:// input clears cfg.Files.
+func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportConfig, stderr io.Writer) error {
+	var urls []string
+	for _, f := range cfg.Files {
+		if isKafkaURL(f) {
+			urls = append(urls, f)
+		}
+	}
+	if len(urls) == 0 {
+		for _, name := range correlateFlags {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s needs -r kafka://HOST:PORT/TOPIC", name)
+			}
+		}
+		return nil
+	}
+	if len(cfg.Files) > 1 {
+		return errors.New("-r kafka://...: read one topic, and no capture file beside it")
+	}
+	c.URL = urls[0]
+	var err error
+	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {
+		return fmt.Errorf("-r %v", err)
+	}
+	switch {
+	case cfg.Filter != "":
+		return fmt.Errorf("-r kafka://: a packet filter (%q) selects packets; the records have none", cfg.Filter)
+	case cfg.Write != "":
+		return errors.New("-r kafka:// with -w: the records carry no packets to write")
+	case fs.Changed("records") || fs.Changed("finding"):
+		return errors.New("-r kafka:// with --records: the records shipped carry no payload (docs/export.md)")
+	case exp.URL != "":
+		return errors.New("-r kafka:// with --export: the correlator would ship the records back")
+	case c.Window < 0:
+		return fmt.Errorf("--reorder-window must not be negative, got %s", c.Window)
+	case c.SessionTimeout <= 0:
+		return fmt.Errorf("--group-session-timeout must be positive, got %s", c.SessionTimeout)
+	}
+	if c.sec.Password == "" {
+		c.sec.Password = os.Getenv("KFSNIFF_READ_SASL_PASSWORD")
+	}
+	if c.sec.CAFile != "" || c.sec.CertFile != "" {
+		c.sec.TLS = true
+	}
+	if c.ConfigFile != "" {
+		f, err := os.Open(c.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("--read-config: %v", err)
+		}
+		fileSec, ignored, err := export.ReadProperties(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--read-config %s: %v", c.ConfigFile, err)
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(stderr, "kfsniff: --read-config: ignored %s (kfsniff sets its own consumer settings)\n", report.Clean(strings.Join(ignored, ", ")))
+		}
+		c.sec = fileSec.Merge(c.sec)
+	}
+	if _, _, err := c.sec.Build(); err != nil {
+		return fmt.Errorf("-r kafka://: %v", err)
+	}
+	cfg.Files = nil
+	return nil
+}
+
+// detectors sets how each lane's detectors are made: as dets, from the
+// same settings (in a group, a partition's findings go with it when it
+// is revoked, so each has its own).
+func (c *correlateConfig) detectors(analyzers []*detectors.Analyzer, settings map[string]map[string]string, dets *detectors.Set) {
+	if !c.on() {
+		return
+	}
+	c.newSet = func() *detectors.Set {
+		s, err := detectors.NewSet(analyzers, settings)
+		if err != nil {
+			return nil // checked when dets was made
+		}
+		s.SetLimits(dets.Limits())
+		return s
+	}
+}
+
+// open makes the consumer; nothing is read before the analysis starts.
+func (c *correlateConfig) open(stderr io.Writer) error {
+	tc, mech, err := c.sec.Build()
+	if err != nil {
+		return fmt.Errorf("-r kafka://: %v", err)
+	}
+	warned := 0
+	src, err := correlate.Open(correlate.SourceConfig{
+		Brokers: c.brokers, Topic: c.topic, Group: c.Group, UntilEnd: c.UntilEnd,
+		SessionTimeout: c.SessionTimeout, Window: c.Window, TLS: tc, SASL: mech,
+		Warn: func(err error) {
+			warned++
+			fmt.Fprintf(stderr, "kfsniff: warning: %s\n", report.Clean(err.Error()))
+		},
+		Assigned: func(assigned, revoked []int32) {
+			if len(assigned) > 0 {
+				fmt.Fprintf(stderr, "kfsniff: group %s: reading partitions %s of %s\n", report.Clean(c.Group), partList(assigned), report.Clean(c.topic))
+			}
+			if len(revoked) > 0 {
+				fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s went to another correlator; their findings are its\n", report.Clean(c.Group), partList(revoked), report.Clean(c.topic))
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("-r %s: %v", report.Clean(c.URL), err)
+	}
+	c.stats = correlate.NewStats(correlate.Limits{})
+	src.Observe, src.Unreadable = c.stats.Add, c.stats.Unreadable
+	src.Skew = c.stats.Skew().Offset
+	c.src = src
+	how := "every partition from the start"
+	if c.Group != "" {
+		how = "in consumer group " + report.Clean(c.Group)
+	}
+	fmt.Fprintf(stderr, "kfsniff: correlating %s, %s\n", report.Clean(c.URL), how)
+	return nil
+}
+
+func partList(ps []int32) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// run is the analysis over the topic, as pipeline.Run's over files.
+func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline.Result {
+	warn := o.Warn
+	o.Warn = func(err error) {
+		if warn != nil {
+			warn(fmt.Errorf("-r %s: %w (trying again)", report.Clean(c.URL), err))
+		}
+	}
+	res := pipeline.RunRemote(ctx, remoteSource{c.src}, c.Group != "", c.newSet, o)
+	res.Report.Correlation = c.stats.Section()
+	// -c leaves records read but not reported: nothing is committed.
+	c.done = res.Stop != pipeline.StopCount
+	return res
+}
+
+// say puts what the correlator read on stderr.
+func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
+	if !c.on() || res == nil {
+		return
+	}
+	n := c.src.Counts()
+	agents := "agents"
+	if len(n.Agents) == 1 {
+		agents = "agent"
+	}
+	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d %s (%d exchanges, %d connection events)", n.Records, len(n.Agents), agents, n.Exchanges, n.ConnEvents)
+	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
+		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
+	}
+	if n.Late > 0 {
+		fmt.Fprintf(stderr, ", %d later than --reorder-window (merged out of order)", n.Late)
+	}
+	if n.Dropped > 0 {
+		fmt.Fprintf(stderr, ", %d held for partitions revoked", n.Dropped)
+	}
+	fmt.Fprintf(stderr, " (%s)\n", res.Stop)
+}
+
+// close commits, in a group, the offsets of what the report covered, and
+// leaves: deferred, it runs after the report is written. A run that did
+// not end normally commits nothing.
+func (c *correlateConfig) close(stderr io.Writer) {
+	if !c.on() || c.src == nil {
+		return
+	}
+	if c.done && c.Group != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := c.src.Commit(ctx); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: group %s: committing the offsets read: %v (the next correlator of the group reads them again)\n", report.Clean(c.Group), err)
+		}
+		cancel()
+	}
+	c.src.Close()
+}
+
+// remoteSource adapts correlate.Source to what the pipeline reads.
+type remoteSource struct{ *correlate.Source }
+
+func batchOf(r correlate.Ready) pipeline.RemoteBatch {
+	b := pipeline.RemoteBatch{Revoked: r.Revoked, Items: make([]pipeline.RemoteItem, len(r.Items))}
+	for i, it := range r.Items {
+		ev := it.Events
+		b.Items[i] = pipeline.RemoteItem{Lane: it.Lane, Opened: ev.Opened, Req: ev.Req, X: ev.X, Conn: ev.Conn}
+	}
+	return b
+}
+
+func (s remoteSource) Next(ctx context.Context) (pipeline.RemoteBatch, error) {
+	r, err := s.Source.Next(ctx)
+	return batchOf(r), err
+}
+
+func (s remoteSource) Flush() pipeline.RemoteBatch { return batchOf(s.Source.Flush()) }
+
+func (s remoteSource) Read() (records, bytes int64, first, last time.Time) {
+	n := s.Source.Counts()
+	first, last = s.Source.Span()
+	return n.Records, n.Bytes, first, last
+}

@@ -1,0 +1,557 @@
+package correlate
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net/netip"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Rebuilder turns shipped records back into what flows hands its
+// handlers: a connection per agent and connection number, messages with
+// the kmsg bodies the record has the data for, batches, error codes, and
+// connection events. Connections are numbered by the Rebuilder across
+// every Delivery it feeds, so that one connection has one number in the
+// report, --frames and the TUI whichever Kafka partition its records came
+// through.
+//
+// What a record cannot carry is not invented: a body is rebuilt for the
+// one partition a Produce, Fetch, ListOffsets or OffsetCommit record
+// names; the other APIs get an empty body of their version (the error
+// codes in ErrorCodes, and the only code of a response in its top-level
+// ErrorCode when the API has one); a batch failing its CRC has no
+// computed checksum (not shipped).
+type Rebuilder struct {
+	nodes *flows.Nodes
+	conns map[connKey]*flows.Conn
+	list  []*flows.Conn
+	// Skew, if set, is the offset to take off an agent's clock (its
+	// clock minus the reference's), false when not estimated.
+	Skew func(agent string) (time.Duration, bool)
+	// counted are the split exchanges whose request was counted, so
+	// that an exchange split into several records counts once; a
+	// bounded ring of keys.
+	counted map[exKey]struct{}
+	ring    []exKey
+	next    int
+}
+
+type connKey struct {
+	agent string
+	conn  int
+}
+
+type exKey struct {
+	agent string
+	conn  int
+	corr  int32
+	api   int16
+}
+
+// maxCounted bounds the split exchanges remembered.
+const maxCounted = 1 << 16
+
+// NewRebuilder returns a Rebuilder learning node identities into nodes.
+func NewRebuilder(nodes *flows.Nodes) *Rebuilder {
+	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}}
+}
+
+// Conns returns the connections rebuilt so far, by number.
+func (rb *Rebuilder) Conns() []*flows.Conn { return rb.list }
+
+// Events is what one record rebuilds to; each field may be nil.
+type Events struct {
+	// Opened is the opening of a connection seen for the first time
+	// (from its "opened" record or from any record of it), for the
+	// handlers that list connections.
+	Opened *flows.Event
+	// Req is the request, once per exchange (the first of its records).
+	Req *flows.Event
+	// X is the exchange.
+	X *flows.Event
+	// Conn is the connection event a "conn" record is.
+	Conn *flows.Event
+}
+
+// Learn takes from a record what helps rebuild others, before any is
+// rebuilt: a topic's name for its id (an agent that never saw a Metadata
+// response naming the topic ships its id alone, in the topic's place).
+func (rb *Rebuilder) Learn(r *Record) {
+	if r.TopicID == "" || r.Topic == "" || r.Topic == r.TopicID {
+		return
+	}
+	if id, ok := topicID(r.TopicID); ok {
+		rb.nodes.LearnTopic(id, r.Topic)
+	}
+}
+
+func topicID(s string) ([16]byte, bool) {
+	var id [16]byte
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return id, false
+	}
+	copy(id[:], b)
+	return id, true
+}
+
+// topic is the topic of a partition record: its name, as the agent
+// named it or as another agent's records taught; "" and the id when
+// neither knows the name.
+func (rb *Rebuilder) topic(r *Record) (string, [16]byte) {
+	id, ok := topicID(r.TopicID)
+	if !ok {
+		return r.Topic, id
+	}
+	if r.Topic != r.TopicID {
+		return r.Topic, id
+	}
+	if name, ok := rb.nodes.TopicName(id); ok {
+		return name, id
+	}
+	return "", id
+}
+
+// Time is a record's capture time, corrected by the agent's clock skew
+// when estimated.
+func (rb *Rebuilder) Time(r *Record) time.Time {
+	t := time.Unix(0, r.TS).UTC()
+	if rb.Skew != nil {
+		if d, ok := rb.Skew(r.Agent); ok {
+			t = t.Add(-d)
+		}
+	}
+	return t
+}
+
+// Rebuild turns one exchange or connection record into events; an error
+// says why a record cannot be used (its endpoints do not parse, a type
+// it does not know).
+func (rb *Rebuilder) Rebuild(r *Record) (Events, error) {
+	switch r.Type {
+	case TypeExchange:
+		return rb.exchange(r)
+	case TypeConn:
+		return rb.connEvent(r)
+	}
+	return Events{}, fmt.Errorf("record type %q is not an exchange or a connection event", r.Type)
+}
+
+func endpoints(r *Record) (client, server netip.AddrPort, err error) {
+	if client, err = netip.ParseAddrPort(r.Client); err != nil {
+		return client, server, fmt.Errorf("client %q: %v", r.Client, err)
+	}
+	if server, err = netip.ParseAddrPort(r.Server); err != nil {
+		return client, server, fmt.Errorf("server %q: %v", r.Server, err)
+	}
+	return client, server, nil
+}
+
+// conn returns the connection of a record, and an opening event when it
+// is seen for the first time.
+func (rb *Rebuilder) conn(r *Record, client, server netip.AddrPort, at time.Time) (*flows.Conn, *flows.Event) {
+	k := connKey{r.Agent, r.Conn}
+	if c := rb.conns[k]; c != nil {
+		return c, nil
+	}
+	c := flows.RemoteConn(r.Agent, len(rb.list)+1, client, server, at, rb.nodes)
+	c.File = r.File
+	c.FirstPacket = uint64(max(r.ReqPkt, r.Pkt, 0))
+	rb.conns[k] = c
+	rb.list = append(rb.list, c)
+	return c, &flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: client, Server: server,
+		File: r.File, Packet: c.FirstPacket, Time: at}}
+}
+
+func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
+	client, server, err := endpoints(r)
+	if err != nil {
+		return Events{}, err
+	}
+	at := rb.Time(r)
+	e := &flows.ConnEvent{Client: client, Server: server, File: r.File, Packet: uint64(max(r.Pkt, 0)), Time: at, Attempts: r.Attempts}
+	switch r.Event {
+	case "refused":
+		e.Kind = flows.ConnRefused
+		return Events{Conn: &flows.Event{Conn: e}}, nil
+	case "syn-unanswered":
+		e.Kind = flows.ConnUnanswered
+		return Events{Conn: &flows.Event{Conn: e}}, nil
+	case "opened":
+		e.Kind = flows.ConnOpened
+	case "closed":
+		e.Kind = flows.ConnClosed
+	case "recognised":
+		e.Kind = flows.ConnRecognised
+	default:
+		return Events{}, fmt.Errorf("connection event %q unknown", r.Event)
+	}
+	if r.Conn <= 0 {
+		return Events{}, fmt.Errorf("connection event %q without its connection number", r.Event)
+	}
+	var ev Events
+	c, opened := rb.conn(r, client, server, at)
+	e.Conn = c
+	if r.ClientID.Set && r.ClientID.V != "" {
+		c.CountClientID(r.ClientID.V)
+	}
+	c.Seen(at, e.Packet)
+	if e.Kind == flows.ConnClosed {
+		c.Closed = true
+	}
+	if e.Kind == flows.ConnOpened && opened != nil {
+		// The record is the opening itself.
+		ev.Opened = &flows.Event{Conn: e}
+		ev.Conn = ev.Opened
+		return ev, nil
+	}
+	ev.Opened = opened
+	ev.Conn = &flows.Event{Conn: e}
+	return ev, nil
+}
+
+func (rb *Rebuilder) exchange(r *Record) (Events, error) {
+	client, server, err := endpoints(r)
+	if err != nil {
+		return Events{}, err
+	}
+	if r.Conn <= 0 {
+		return Events{}, fmt.Errorf("exchange without its connection number")
+	}
+	at := rb.Time(r)
+	var ev Events
+	c, opened := rb.conn(r, client, server, at)
+	ev.Opened = opened
+	if r.Node.Set {
+		rb.nodes.LearnServer(server, r.Node.V)
+	}
+	x := &flows.Exchange{Conn: c}
+	clientID := ""
+	if r.ClientID.Set {
+		clientID = r.ClientID.V
+	}
+	role := flows.ParseRole(r.Role)
+	topic, id := rb.topic(r)
+	split := r.Parts > 0
+	reqAt, respAt := at, at
+	if lat, ok := r.Latency.V, r.Latency.Set; ok {
+		respAt = at.Add(time.Duration(lat))
+	}
+	if r.Status != "unmatched" {
+		m := &flows.Message{File: r.File, Packet: uint64(max(r.ReqPkt, 0)), Time: reqAt, FirstTime: reqAt,
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+		m.FirstPacket = m.Packet
+		c.Attach(m)
+		m.Req = request(r, topic, id)
+		if m.Req == nil && !decode.KnownVersion(r.API, r.Ver) {
+			m.Err = fmt.Errorf("%s v%d corr %d: %w", decode.Name(r.API), r.Ver, r.Corr, decode.ErrUnknownVersion)
+		}
+		if r.API == int16(kmsg.Produce) {
+			m.Batches = batches(r, topic, id, true)
+		}
+		x.Req = m
+		first := true
+		if split && r.Parts > 1 {
+			first = rb.firstPart(exKey{r.Agent, r.Conn, r.Corr, r.API})
+		}
+		if first && r.BatchIndex.V == 0 {
+			c.CountRequest(m, reqAt, m.Packet)
+			ev.Req = &flows.Event{Req: m}
+		}
+	}
+	switch r.Status {
+	case "answered", "unmatched":
+		if r.Status == "unmatched" {
+			respAt = at
+		}
+		m := &flows.Message{Response: true, File: r.File, Packet: uint64(max(r.RespPkt, 0)), Time: respAt, FirstTime: respAt,
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+		m.FirstPacket = m.Packet
+		c.Attach(m)
+		m.Resp = response(r, topic, id)
+		if r.API == int16(kmsg.Fetch) {
+			m.Batches = batches(r, topic, id, false)
+		}
+		m.ErrorCodes = errorCodes(r)
+		x.Resp = m
+	case "unanswered":
+		x.Unanswered = true
+	case "no_response":
+		x.NoResponse = true
+	case "one_sided":
+		x.OneSided = true
+	default:
+		return Events{}, fmt.Errorf("exchange status %q unknown", r.Status)
+	}
+	c.CountExchange(x)
+	ev.X = &flows.Event{X: x}
+	return ev, nil
+}
+
+// firstPart reports whether this is the first record seen of a split
+// exchange.
+func (rb *Rebuilder) firstPart(k exKey) bool {
+	if _, ok := rb.counted[k]; ok {
+		return false
+	}
+	if len(rb.ring) < maxCounted {
+		rb.ring = append(rb.ring, k)
+	} else {
+		delete(rb.counted, rb.ring[rb.next])
+		rb.ring[rb.next] = k
+		rb.next = (rb.next + 1) % maxCounted
+	}
+	rb.counted[k] = struct{}{}
+	return true
+}
+
+// opt returns o's value, or def when absent.
+func opt[T any](o Opt[T], def T) T {
+	if o.Set {
+		return o.V
+	}
+	return def
+}
+
+// request rebuilds a request body: the partition a split record names,
+// or an empty body of the API's version; nil for a key or version kmsg
+// does not know.
+func request(r *Record, topic string, id [16]byte) kmsg.Request {
+	if !decode.KnownVersion(r.API, r.Ver) {
+		return nil
+	}
+	split := r.Parts > 0
+	switch kmsg.Key(r.API) {
+	case kmsg.Produce:
+		q := kmsg.NewPtrProduceRequest()
+		q.Version, q.Acks = r.Ver, opt(r.Acks, -1)
+		if r.TxnID.Set {
+			id := r.TxnID.V
+			q.TransactionID = &id
+		}
+		if split {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Partition = r.Partition
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.Fetch:
+		q := kmsg.NewPtrFetchRequest()
+		q.Version = r.Ver
+		// MaxWaitMillis is not shipped: the longest, so that no rule
+		// takes a long poll for a slow or lost answer.
+		q.MaxWaitMillis = math.MaxInt32
+		rep := opt(r.Replica, -1)
+		if r.Ver >= 15 {
+			q.ReplicaID, q.ReplicaState.ID = -1, rep
+		} else {
+			q.ReplicaID = rep
+		}
+		if split && r.FetchOffset.Set {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.Partition, p.FetchOffset = r.Partition, r.FetchOffset.V
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.ListOffsets:
+		q := kmsg.NewPtrListOffsetsRequest()
+		q.Version, q.ReplicaID = r.Ver, opt(r.Replica, -1)
+		if split {
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = topic
+			p := kmsg.NewListOffsetsRequestTopicPartition()
+			p.Partition, p.Timestamp = r.Partition, opt(r.Timestamp, -1)
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.OffsetCommit:
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version, q.Group = r.Ver, r.Group
+		if split {
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewOffsetCommitRequestTopicPartition()
+			p.Partition, p.Offset = r.Partition, opt(r.CommittedOffset, -1)
+			p.LeaderEpoch = opt(r.OffsetEpoch, -1)
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	}
+	if !emptyBody(r.API) {
+		return nil
+	}
+	q := kmsg.RequestForKey(r.API)
+	if q == nil {
+		return nil
+	}
+	q.SetVersion(r.Ver)
+	return q
+}
+
+// emptyBody reports the APIs whose body, not shipped, is rebuilt empty:
+// those where an empty body says nothing false and its one error code
+// is what the rules read (SASL). Any other API's body would mislead
+// (an empty Metadata request asks for every topic, an empty
+// InitProducerId response gives producer id 0, an empty JoinGroup names
+// group ""): it is left out, as a body flows could not decode.
+func emptyBody(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return true
+	}
+	return false
+}
+
+// response rebuilds a response body, as request does.
+func response(r *Record, topic string, id [16]byte) kmsg.Response {
+	if !decode.KnownVersion(r.API, r.Ver) {
+		return nil
+	}
+	split := r.Parts > 0 && r.Error.Set
+	switch kmsg.Key(r.API) {
+	case kmsg.Produce:
+		q := kmsg.NewPtrProduceResponse()
+		q.Version = r.Ver
+		if split {
+			t := kmsg.NewProduceResponseTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition, p.ErrorCode = r.Partition, r.Error.V
+			p.BaseOffset = opt(r.BaseOffset, -1)
+			// A partition's later records (batch_index) start at their
+			// own first batch's offset.
+			if len(r.Batches) > 0 && r.Batches[0].Offset.Set && r.Batches[0].Offset.V >= 0 {
+				p.BaseOffset = r.Batches[0].Offset.V
+			}
+			p.LogStartOffset = opt(r.LogStartOffset, -1)
+			if r.Leader.Set {
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = r.Leader.V, opt(r.LeaderEpoch, -1)
+			}
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.Fetch:
+		q := kmsg.NewPtrFetchResponse()
+		q.Version = r.Ver
+		if split {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition, p.ErrorCode = r.Partition, r.Error.V
+			p.HighWatermark = opt(r.HighWatermark, -1)
+			p.LastStableOffset = opt(r.LastStableOffset, -1)
+			p.LogStartOffset = opt(r.LogStartOffset, -1)
+			if r.Leader.Set {
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = r.Leader.V, opt(r.LeaderEpoch, -1)
+			}
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.ListOffsets:
+		q := kmsg.NewPtrListOffsetsResponse()
+		q.Version = r.Ver
+		if split {
+			t := kmsg.NewListOffsetsResponseTopic()
+			t.Topic = topic
+			p := kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition, p.ErrorCode = r.Partition, r.Error.V
+			p.Offset, p.LeaderEpoch = opt(r.Offset, -1), opt(r.OffsetEpoch, -1)
+			if r.Ver == 0 && r.Offset.Set {
+				p.OldStyleOffsets = []int64{r.Offset.V}
+			}
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	case kmsg.OffsetCommit:
+		q := kmsg.NewPtrOffsetCommitResponse()
+		q.Version = r.Ver
+		if split {
+			t := kmsg.NewOffsetCommitResponseTopic()
+			t.Topic, t.TopicID = topic, id
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = r.Partition, r.Error.V
+			t.Partitions = append(t.Partitions, p)
+			q.Topics = append(q.Topics, t)
+		}
+		return q
+	}
+	if !emptyBody(r.API) {
+		return nil
+	}
+	q := kmsg.ResponseForKey(r.API)
+	if q == nil {
+		return nil
+	}
+	q.SetVersion(r.Ver)
+	if len(r.Errors) == 1 && r.Errors[0].Count == 1 {
+		// The response's one error code is its top-level ErrorCode.
+		if f := reflect.ValueOf(q).Elem().FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 && f.CanSet() {
+			f.SetInt(int64(r.Errors[0].Code))
+		}
+	}
+	return q
+}
+
+// errorCodes are a response's non-zero error codes: the partition's, or
+// those of an exchange not split by partition.
+func errorCodes(r *Record) []flows.ErrorCount {
+	if r.Parts > 0 {
+		if r.Error.Set && r.Error.V != 0 {
+			return []flows.ErrorCount{{Code: r.Error.V, Count: 1}}
+		}
+		return nil
+	}
+	var out []flows.ErrorCount
+	for _, e := range r.Errors {
+		if e.Code != 0 && e.Count > 0 {
+			out = append(out, flows.ErrorCount{Code: e.Code, Count: int(min(e.Count, 1<<31-1))})
+		}
+	}
+	return out
+}
+
+// batches are a record's batch headers as decode gives them: a Produce
+// request's with the base offset a producer sends (0; the broker's comes
+// with the response), a Fetch response's at their own.
+func batches(r *Record, topic string, id [16]byte, produce bool) []flows.BatchRef {
+	if len(r.Batches) == 0 {
+		return nil
+	}
+	out := make([]flows.BatchRef, len(r.Batches))
+	for i := range r.Batches {
+		b := &r.Batches[i]
+		d := decode.Batch{
+			Magic: b.Magic, Length: b.Bytes, PartitionLeaderEpoch: b.LeaderEpoch, CRC: b.CRC,
+			CRCOK: !b.CRCBad, Attributes: b.Attributes, LastOffsetDelta: b.LastOffsetDelta,
+			FirstTimestamp: b.FirstTS, MaxTimestamp: b.MaxTS, ProducerID: b.ProducerID,
+			ProducerEpoch: b.ProducerEpoch, BaseSequence: b.BaseSequence, Records: b.Records,
+		}
+		d.ComputedCRC = b.CRC
+		if b.CRCBad {
+			d.ComputedCRC = b.ComputedCRC
+		}
+		if !produce {
+			d.BaseOffset = opt(b.BaseOffset, opt(b.Offset, 0))
+		}
+		out[i] = flows.BatchRef{Topic: topic, TopicID: id, Partition: r.Partition, Batch: d}
+	}
+	return out
+}

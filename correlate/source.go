@@ -1,0 +1,647 @@
+package correlate
+
+import (
+	"container/heap"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// SourceConfig says which topic to read back and how.
+type SourceConfig struct {
+	Brokers []string
+	Topic   string
+	// Group, if set, shares the topic's partitions with the other
+	// correlators of the consumer group; else every partition is read
+	// from its start.
+	Group string
+	// UntilEnd ends the input when every partition assigned has reached
+	// the end offset it had when assigned; in a group, once no
+	// rebalance came for Quiet after that.
+	UntilEnd bool
+	// SessionTimeout is the group session's (45 s when 0); Quiet is
+	// SessionTimeout plus 2 s when 0.
+	SessionTimeout time.Duration
+	Quiet          time.Duration
+	// Window is the reorder window of the merge by time (DefaultReorderWindow
+	// when 0); MaxHeld bounds the records it holds (DefaultMaxHeld).
+	Window  time.Duration
+	MaxHeld int
+	TLS     *tls.Config
+	SASL    sasl.Mechanism
+	// Warn is told of each record that cannot be used (malformed, of
+	// another schema version): the first maxWarnings of them.
+	Warn func(error)
+	// Assigned is told of the partitions a group gave or took.
+	Assigned func(assigned, revoked []int32)
+	Opts     []kgo.Opt
+}
+
+// Defaults of the merge.
+const (
+	DefaultReorderWindow = 2 * time.Second
+	DefaultMaxHeld       = 200000
+	maxWarnings          = 20
+)
+
+// Counts are what the source read.
+type Counts struct {
+	Records, Bytes int64
+	// Exchanges and ConnEvents were rebuilt; Findings and Other skipped
+	// (finding records belong on the findings topic, other types are a
+	// later schema's).
+	Exchanges, ConnEvents, Findings, Other int64
+	// Malformed records are not JSON of the schema, or of another
+	// version (Version); Unusable parsed but could not be rebuilt.
+	Malformed, Version, Unusable int64
+	// Late were released out of order, past the reorder window.
+	Late int64
+	// Dropped were held for a partition revoked before their turn.
+	Dropped int64
+	Agents  []string
+	// Partitions are those read (held at the end, in a group).
+	Partitions []int32
+}
+
+// Routed is a record's events and its lane.
+type Routed struct {
+	Lane   int32
+	Events Events
+}
+
+// Ready is what one Next gives: the lanes whose state must be forgotten
+// (partitions revoked), then the records to deliver, in order.
+type Ready struct {
+	Revoked []int32
+	Items   []Routed
+}
+
+// Source reads an export topic back as events.
+type Source struct {
+	cfg   SourceConfig
+	cl    *kgo.Client
+	name  string
+	nodes *flows.Nodes
+	rb    *Rebuilder
+	// mergers merge each Kafka partition's records by time: one
+	// partition holds every agent's records of its keys.
+	mergers map[int32]*Merger
+	late    int64 // of mergers dropped
+	// across holds what the partitions' merges released until no
+	// partition still behind could give an earlier record: the
+	// partitions' records, merged in time across them.
+	across Merger
+	// pushed is when each partition's merge last took a record (wall
+	// clock): one quiet for Window gives what it holds.
+	pushed map[int32]time.Time
+	// Skew, if set, is the records' clock correction (Stats' Skew);
+	// Observe, if set, sees every record parsed, Unreadable every error
+	// of Parse (Stats.Add, Stats.Unreadable).
+	Skew       func(agent string) (time.Duration, bool)
+	Observe    func(r *Record)
+	Unreadable func(err error)
+
+	mu       sync.Mutex
+	parts    map[int32]*partState
+	revoked  []int32
+	changed  time.Time // last assignment change
+	joined   bool
+	ended    bool
+	counts   Counts
+	agents   map[string]bool
+	out      []Item
+	warnings int
+	first    time.Time
+	last     time.Time
+}
+
+// partState follows one partition for --until-end.
+type partState struct {
+	next    int64 // next offset to read
+	end     int64 // end offset when assigned, -1 until known
+	hw      int64 // the high watermark the last fetch gave
+	pending bool  // its start and end are still to be asked
+}
+
+// Open makes the consumer. It connects lazily; an unreachable Kafka shows
+// as no records (and the client's errors through Next).
+func Open(cfg SourceConfig) (*Source, error) {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
+		return nil, errors.New("no brokers or no topic")
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultReorderWindow
+	}
+	if cfg.MaxHeld <= 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 45 * time.Second
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = cfg.SessionTimeout + 2*time.Second
+	}
+	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{}}
+	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
+	s.rb = NewRebuilder(s.nodes)
+	s.rb.Skew = func(agent string) (time.Duration, bool) {
+		if s.Skew == nil {
+			return 0, false
+		}
+		return s.Skew(agent)
+	}
+	s.mergers, s.pushed = map[int32]*Merger{}, map[int32]time.Time{}
+	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID("kfsniff-correlate"),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
+	}
+	if cfg.SASL != nil {
+		opts = append(opts, kgo.SASL(cfg.SASL))
+	}
+	if cfg.Group != "" {
+		opts = append(opts,
+			kgo.ConsumerGroup(cfg.Group),
+			// Offsets are committed at the end, after the report, for
+			// the partitions held then: a correlator killed mid-way
+			// committed nothing, and its partitions are read again
+			// from the last report by whoever takes them.
+			kgo.DisableAutoCommit(),
+			kgo.SessionTimeout(cfg.SessionTimeout),
+			kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
+			kgo.BlockRebalanceOnPoll(),
+			kgo.OnPartitionsAssigned(s.assigned),
+			kgo.OnPartitionsRevoked(s.revoke),
+			kgo.OnPartitionsLost(s.revoke),
+		)
+	}
+	opts = append(opts, cfg.Opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	s.changed = time.Now()
+	return s, nil
+}
+
+// Name is the input as the report names it.
+func (s *Source) Name() string { return s.name }
+
+// Nodes are the node identities the records taught.
+func (s *Source) Nodes() *flows.Nodes { return s.nodes }
+
+// Conns are the connections rebuilt.
+func (s *Source) Conns() []*flows.Conn { return s.rb.Conns() }
+
+// Span is the corrected capture time of the first and last record.
+func (s *Source) Span() (first, last time.Time) { return s.first, s.last }
+
+func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var got []int32
+	for _, p := range m[s.cfg.Topic] {
+		s.parts[p] = &partState{end: -1, pending: true}
+		got = append(got, p)
+	}
+	s.joined, s.changed = true, time.Now()
+	if s.cfg.Assigned != nil && len(got) > 0 {
+		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		s.cfg.Assigned(got, nil)
+	}
+}
+
+// revoke forgets what a partition taken away gave: its records held,
+// and (through Next's Revoked) its lane's state. Its offsets were not
+// committed: its next owner reads it again from the last report.
+func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lost []int32
+	for _, p := range m[s.cfg.Topic] {
+		if _, ok := s.parts[p]; !ok {
+			continue
+		}
+		delete(s.parts, p)
+		if m := s.mergers[p]; m != nil {
+			s.counts.Dropped += int64(m.Held())
+			s.late += m.Late
+			delete(s.mergers, p)
+		}
+		if s.cfg.Group != "" {
+			s.counts.Dropped += int64(s.across.Drop(p))
+		}
+		s.revoked = append(s.revoked, p)
+		lost = append(lost, p)
+	}
+	s.changed = time.Now()
+	if s.cfg.Assigned != nil && len(lost) > 0 && !s.ended {
+		sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+		s.cfg.Assigned(nil, lost)
+	}
+}
+
+// Next waits for records (at most about a second, so that the caller
+// sees its context and clock) and returns those ready to deliver. At the
+// end of the input (UntilEnd) it returns what is left and io.EOF.
+func (s *Source) Next(ctx context.Context) (Ready, error) {
+	if s.cfg.Group == "" && !s.joined {
+		if err := s.startAll(ctx); err != nil {
+			return Ready{}, err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	fs := s.cl.PollFetches(pctx)
+	cancel()
+	defer s.cl.AllowRebalance()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b Ready
+	b.Revoked, s.revoked = s.revoked, nil
+	s.out = s.out[:0]
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		s.warn(fmt.Errorf("reading %s partition %d: %w", t, p, err))
+	})
+	fs.EachRecord(func(r *kgo.Record) {
+		st := s.parts[r.Partition]
+		if s.cfg.Group != "" && st == nil {
+			return // revoked since the fetch
+		}
+		if st == nil {
+			st = &partState{end: -1, pending: true}
+			s.parts[r.Partition] = st
+		}
+		if r.Offset+1 > st.next {
+			st.next = r.Offset + 1
+		}
+		s.counts.Records++
+		s.counts.Bytes += int64(len(r.Value))
+		rec, err := Parse(r.Value)
+		if err != nil {
+			if s.Unreadable != nil {
+				s.Unreadable(err)
+			}
+			if errors.Is(err, ErrVersion) {
+				s.counts.Version++
+			} else {
+				s.counts.Malformed++
+			}
+			s.warn(fmt.Errorf("%s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err))
+			return
+		}
+		if s.Observe != nil {
+			s.Observe(&rec)
+		}
+		s.rb.Learn(&rec)
+		switch rec.Type {
+		case TypeExchange, TypeConn:
+		case TypeFinding:
+			s.counts.Findings++
+			return
+		default:
+			s.counts.Other++
+			return
+		}
+		if !s.agents[rec.Agent] && len(s.agents) < 4096 {
+			s.agents[rec.Agent] = true
+		}
+		lane := int32(0)
+		if s.cfg.Group != "" {
+			lane = r.Partition
+		}
+		at := s.rb.Time(&rec).UnixNano()
+		m := s.mergers[r.Partition]
+		if m == nil {
+			m = &Merger{Window: s.cfg.Window, Max: s.cfg.MaxHeld}
+			s.mergers[r.Partition] = m
+		}
+		s.out = m.Push(Item{Lane: lane, At: at, Rec: &rec}, s.out)
+		s.pushed[r.Partition] = time.Now()
+	})
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if st := s.parts[p.Partition]; st != nil && p.HighWatermark > st.hw {
+			st.hw = p.HighWatermark
+		}
+	})
+	s.counts.Late = s.late
+	for _, m := range s.mergers {
+		s.counts.Late += m.Late
+	}
+	if err := s.resolve(ctx); err != nil && ctx.Err() == nil {
+		s.warn(err)
+	}
+	var end error
+	if s.cfg.UntilEnd && s.atEnd() {
+		s.out = s.flush(s.out)
+		s.ended = true
+		end = io.EOF
+	} else {
+		s.out = s.release(s.out)
+	}
+	b.Items = s.rebuild(s.out, b.Items)
+	return b, end
+}
+
+// release moves what the partitions' merges let go into the merge
+// across partitions, and returns what no partition still behind its
+// high watermark (or not yet asked where it starts) can precede: a
+// correlator catching up reads one partition's hours before another's,
+// which must not make the second's records late.
+func (s *Source) release(items []Item) []Item {
+	for _, it := range items {
+		s.across.held = append(s.across.held, it)
+	}
+	heap.Init(&s.across.held)
+	bound := int64(math.MaxInt64)
+	now := time.Now()
+	for p, st := range s.parts {
+		behind := st.pending || st.next < max(st.end, st.hw)
+		m := s.mergers[p]
+		if !behind && m != nil && m.Held() > 0 && now.Sub(s.pushed[p]) >= s.cfg.Window {
+			// Quiet: what it holds can wait no longer.
+			for _, it := range m.Flush(nil) {
+				heap.Push(&s.across.held, it)
+			}
+		}
+		if !behind && (m == nil || m.Held() == 0) {
+			continue
+		}
+		if m == nil || !m.outSet {
+			return items[:0] // nothing known of it yet
+		}
+		// Its later records come at m.out or after (or late).
+		bound = min(bound, m.out)
+	}
+	out := items[:0]
+	for len(s.across.held) > 0 && (s.across.held[0].At <= bound || len(s.across.held) > s.across.Max) {
+		out = append(out, heap.Pop(&s.across.held).(Item))
+	}
+	return out
+}
+
+// Flush returns every record still held (the end of the run).
+func (s *Source) Flush() Ready {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b Ready
+	b.Revoked, s.revoked = s.revoked, nil
+	s.out = s.flush(s.out[:0])
+	b.Items = s.rebuild(s.out, nil)
+	s.ended = true
+	return b
+}
+
+// flush appends what every partition's merge holds, in time order
+// across them.
+func (s *Source) flush(out []Item) []Item {
+	s.across.held = append(s.across.held, out...)
+	out = out[:0]
+	for _, m := range s.mergers {
+		s.across.held = append(s.across.held, m.Flush(nil)...)
+	}
+	heap.Init(&s.across.held)
+	for len(s.across.held) > 0 {
+		out = append(out, heap.Pop(&s.across.held).(Item))
+	}
+	return out
+}
+
+func (s *Source) rebuild(items []Item, out []Routed) []Routed {
+	for i := range items {
+		it := &items[i]
+		ev, err := s.rb.Rebuild(it.Rec)
+		if err != nil {
+			s.counts.Unusable++
+			s.warn(fmt.Errorf("agent %q: %w", it.Rec.Agent, err))
+			continue
+		}
+		if it.Rec.Type == TypeExchange {
+			s.counts.Exchanges++
+		} else {
+			s.counts.ConnEvents++
+		}
+		t := time.Unix(0, it.At).UTC()
+		if s.first.IsZero() || t.Before(s.first) {
+			s.first = t
+		}
+		if t.After(s.last) {
+			s.last = t
+		}
+		out = append(out, Routed{Lane: it.Lane, Events: ev})
+		items[i] = Item{}
+	}
+	return out
+}
+
+func (s *Source) warn(err error) {
+	s.warnings++
+	if s.cfg.Warn != nil && s.warnings <= maxWarnings {
+		s.cfg.Warn(err)
+	}
+}
+
+// Counts returns what was read so far.
+func (s *Source) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	for a := range s.agents {
+		c.Agents = append(c.Agents, a)
+	}
+	sort.Strings(c.Agents)
+	for p := range s.parts {
+		c.Partitions = append(c.Partitions, p)
+	}
+	sort.Slice(c.Partitions, func(i, j int) bool { return c.Partitions[i] < c.Partitions[j] })
+	return c
+}
+
+// startAll assigns every partition of the topic without a group, to
+// know the end offsets --until-end waits for.
+func (s *Source) startAll(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	topic := s.cfg.Topic
+	t.Topic = &topic
+	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.name, err)
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("reading %s: no such topic", s.name)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && s.cfg.UntilEnd {
+			// Nothing shipped yet: the end is reached at once.
+			s.mu.Lock()
+			s.joined = true
+			s.mu.Unlock()
+			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, topic))
+			return nil
+		}
+		return fmt.Errorf("reading %s: topic %s: %w", s.name, topic, err)
+	}
+	s.mu.Lock()
+	for _, p := range resp.Topics[0].Partitions {
+		s.parts[p.Partition] = &partState{end: -1, pending: true}
+	}
+	s.joined = true
+	s.mu.Unlock()
+	return nil
+}
+
+// resolve asks the start and end offsets of the partitions newly held:
+// the committed offset (or the log start) and the end offset. Called
+// with s.mu held.
+func (s *Source) resolve(ctx context.Context) error {
+	var pending []int32
+	for p, st := range s.parts {
+		if st.pending {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	start, err := s.offsets(ctx, pending, -2)
+	if err != nil {
+		return err
+	}
+	end, err := s.offsets(ctx, pending, -1)
+	if err != nil {
+		return err
+	}
+	var committed map[int32]int64
+	if s.cfg.Group != "" {
+		if committed, err = s.committed(ctx, pending); err != nil {
+			return err
+		}
+	}
+	for _, p := range pending {
+		st := s.parts[p]
+		e, ok := end[p]
+		if st == nil || !ok {
+			continue
+		}
+		from := start[p]
+		if c, ok := committed[p]; ok && c >= 0 {
+			from = c
+		}
+		st.end, st.pending = e, false
+		st.next = max(st.next, from)
+	}
+	return nil
+}
+
+// offsets lists the offsets of partitions at ts (-2 the log start, -1
+// the end).
+func (s *Source) offsets(ctx context.Context, parts []int32, ts int64) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = s.cfg.Topic
+	for _, p := range parts {
+		q := kmsg.NewListOffsetsRequestTopicPartition()
+		q.Partition, q.Timestamp, q.CurrentLeaderEpoch = p, ts, -1
+		t.Partitions = append(t.Partitions, q)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return nil, fmt.Errorf("listing the offsets of %s: %w", s.name, err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode == 0 {
+				out[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	return out, nil
+}
+
+// committed fetches the group's committed offsets of parts.
+func (s *Source) committed(ctx context.Context, parts []int32) (map[int32]int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = s.cfg.Group
+	t := kmsg.NewOffsetFetchRequestTopic()
+	t.Topic = s.cfg.Topic
+	t.Partitions = parts
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return nil, fmt.Errorf("fetching group %s's offsets: %w", s.cfg.Group, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetching group %s's offsets: %w", s.cfg.Group, err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode == 0 {
+				out[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	return out, nil
+}
+
+// atEnd reports whether every partition held has reached its end; in a
+// group, also that no rebalance came for Quiet. Called with s.mu held.
+func (s *Source) atEnd() bool {
+	if !s.joined {
+		return false
+	}
+	for _, st := range s.parts {
+		if st.pending || st.next < st.end {
+			return false
+		}
+	}
+	if s.cfg.Group != "" && time.Since(s.changed) < s.cfg.Quiet {
+		return false
+	}
+	return true
+}
+
+// Commit commits, in a group, the offsets of the records read of the
+// partitions held: to be called once their findings are reported.
+func (s *Source) Commit(ctx context.Context) error {
+	if s.cfg.Group == "" {
+		return nil
+	}
+	return s.cl.CommitUncommittedOffsets(ctx)
+}
+
+// Close leaves the group and closes the client.
+func (s *Source) Close() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.cl.Close()
+}

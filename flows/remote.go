@@ -1,0 +1,152 @@
+package flows
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// What a correlator needs from flows to hand exchanges rebuilt from
+// shipped records (docs/export.md) to the same handlers a capture feeds:
+// connections it numbers itself, messages tied to them, the counts flows
+// keeps per connection, and the node identities the records name.
+
+// NewNodes returns an empty table of node identities, to be shared by
+// the Deliveries of one correlator (NewRemoteDelivery).
+func NewNodes() *Nodes { return newNodes() }
+
+// LearnServer records that node id serves at ap: a shipped record's
+// "node", which its agent learned from traffic the correlator does not
+// see (Metadata bodies are not shipped).
+func (n *Nodes) LearnServer(ap netip.AddrPort, id int32) {
+	if id < 0 || !ap.IsValid() {
+		return
+	}
+	n.learnEndpoint(id, ap.Addr().Unmap().String(), int32(ap.Port()))
+}
+
+// LearnTopic records a topic id's name (a shipped record naming both).
+func (n *Nodes) LearnTopic(id [16]byte, name string) {
+	if id == ([16]byte{}) || name == "" {
+		return
+	}
+	if _, ok := n.topics[id]; ok || len(n.topics) < maxNodeEntries {
+		n.topics[id] = name
+	} else {
+		n.dropped.Topics++
+	}
+}
+
+// NewRemoteDelivery returns a Delivery to handlers that learns into
+// nodes and does not number connections: a correlator's connections are
+// numbered by RemoteConn, across the Deliveries it feeds. It keeps
+// nothing for the handlers (Keeper): the records carry no bytes.
+func NewRemoteDelivery(nodes *Nodes, handlers ...Handler) *Delivery {
+	d := newDelivery(handlers)
+	if nodes != nil {
+		d.nodes = nodes
+	}
+	// Nothing to keep: a rebuilt message has no frame or record bytes,
+	// and one message goes through several Deliveries.
+	d.keep = keeping{}
+	return d
+}
+
+// RemoteConn returns a connection another host captured: agent names the
+// host, id is the correlator's number for it, first the time of its first
+// record. Its counters are kept by Count.
+func RemoteConn(agent string, id int, client, server netip.AddrPort, first time.Time, nodes *Nodes) *Conn {
+	c := MakeConn(client, server)
+	c.ID, c.Agent, c.FirstSeen, c.LastSeen, c.nodes = id, agent, first, first, nodes
+	c.Recognised = ByPort
+	c.ClientBy = ClientByPairing
+	return c
+}
+
+// Attach ties m to c, as flows does for the messages it frames.
+func (c *Conn) Attach(m *Message) {
+	m.Conn, m.conn = &c.ConnInfo, c
+}
+
+// Agent is the host that captured the message's connection, when it was
+// rebuilt from shipped records; "" for a capture's own.
+func (m *Message) Agent() string {
+	if m.conn == nil {
+		return ""
+	}
+	return m.conn.Agent
+}
+
+// ParseRole is the Role a shipped record names ("" is RoleNone).
+func ParseRole(s string) Role {
+	for r, name := range roleNames {
+		if name == s {
+			return Role(r)
+		}
+	}
+	return RoleNone
+}
+
+// CountRequest counts a rebuilt request on c as the framer counts one.
+func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
+	c.Roles[m.Role]++
+	c.Requests++
+	if decode.KnownKey(m.Key) {
+		c.APIs[m.Key]++
+	} else {
+		c.APIs[UnknownKey]++
+	}
+	c.CountClientID(m.ClientID)
+	c.seen(at, packet)
+}
+
+// CountExchange counts what an exchange rebuilt from a record adds to c:
+// a response, an unmatched one, one never answered or not captured.
+func (c *Conn) CountExchange(x *Exchange) {
+	switch {
+	case x.Req == nil && x.Resp != nil:
+		c.Unmatched++
+	case x.NoResponse:
+		c.NoResponse++
+	case x.OneSided:
+		c.NotCaptured++
+	case x.Unanswered || x.Resp == nil:
+		c.Unanswered++
+	default:
+		c.Responses++
+		if len(x.Resp.ErrorCodes) > 0 {
+			c.ErrorResponses++
+		}
+	}
+	if x.Resp != nil {
+		c.seen(x.Resp.Time, x.Resp.Packet)
+	}
+}
+
+// Seen moves c's last activity to at (a connection event's).
+func (c *Conn) Seen(at time.Time, packet uint64) { c.seen(at, packet) }
+
+func (c *Conn) seen(at time.Time, packet uint64) {
+	if at.After(c.LastSeen) {
+		c.LastSeen, c.LastPacket = at, packet
+	}
+	if c.FirstSeen.IsZero() || at.Before(c.FirstSeen) {
+		c.FirstSeen = at
+	}
+}
+
+// CountClientID adds a client id to the connection's (a connection record names it).
+func (c *Conn) CountClientID(id string) {
+	if id == "" {
+		return
+	}
+	for _, s := range c.ClientIDs {
+		if s == id {
+			return
+		}
+	}
+	if len(c.ClientIDs) < maxClientIDs {
+		c.ClientIDs = append(c.ClientIDs, id)
+	}
+}

@@ -1,0 +1,213 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// RemoteSource is records shipped by agents read back as events
+// (correlate.Source, adapted by the command).
+type RemoteSource interface {
+	// Next waits a little for records and returns those ready, io.EOF
+	// at the end of the input (with the last ones).
+	Next(ctx context.Context) (RemoteBatch, error)
+	// Flush returns every record still held.
+	Flush() RemoteBatch
+	Name() string
+	Nodes() *flows.Nodes
+	Conns() []*flows.Conn
+	// Records and Bytes read so far; First and Last their capture times.
+	Read() (records, bytes int64, first, last time.Time)
+}
+
+// RemoteBatch is what Next gives: the lanes whose state goes (partitions
+// revoked), then the records to deliver, in order.
+type RemoteBatch struct {
+	Revoked []int32
+	Items   []RemoteItem
+}
+
+// RemoteItem is one record's events and its lane: Opened (a connection
+// seen for the first time: for the handlers listing connections), Req
+// (once per exchange), X and Conn; each may be nil.
+type RemoteItem struct {
+	Lane                 int32
+	Opened, Req, X, Conn *flows.Event
+}
+
+// lane is the detectors of one Kafka partition of the export topic in a
+// consumer group (one lane for all without a group): when the partition
+// is revoked, its state goes with it, so that the correlator taking the
+// partition over reports its findings, and this one does not.
+type lane struct {
+	set *detectors.Set
+	d   *flows.Delivery
+}
+
+// RunRemote analyses the records an export topic holds (kfsniff -r
+// kafka://...) as Run analyses packets: the rebuilt exchanges and
+// connection events go to the collector and opt.Handlers (--frames, the
+// TUI, metrics) through one Delivery, and to the detectors through a
+// Delivery per lane. Without a group, opt.Detectors is the one lane; in a
+// group, lanes are made by newSet, one per partition held. It stops at
+// the end of the input (UntilEnd), ctx, Options.Count records or
+// Options.Duration; then it delivers what the merge still holds and
+// builds the report.
+func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() *detectors.Set, opt Options) *Result {
+	collector := report.NewCollector()
+	nodes := src.Nodes()
+	shared := flows.NewRemoteDelivery(nodes, append([]flows.Handler{collector}, opt.Handlers...)...)
+	lanes := map[int32]*lane{}
+	laneOf := func(id int32) *lane {
+		if l := lanes[id]; l != nil {
+			return l
+		}
+		set := opt.Detectors
+		if group && newSet != nil {
+			set = newSet()
+		}
+		if set == nil {
+			return nil
+		}
+		l := &lane{set: set, d: flows.NewRemoteDelivery(nodes, set)}
+		lanes[id] = l
+		return l
+	}
+	res := &Result{Workers: 1}
+	if opt.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, opt.Duration, errDuration)
+		defer cancel()
+	}
+	findingsEvery := opt.LiveFindingsEvery
+	if findingsEvery <= 0 {
+		findingsEvery = 2 * time.Second
+	}
+	every := opt.ProgressEvery
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	began := time.Now()
+	lastProgress, lastFindings := began, began
+	stats := func() *flows.Stats {
+		records, bytes, first, last := src.Read()
+		return &flows.Stats{Packets: records, Bytes: bytes, FirstTime: first, LastTime: last}
+	}
+	pass := func() detectors.Pass {
+		st := stats()
+		return detectors.Pass{Nodes: nodes, Conns: src.Conns(), Listeners: flows.NewListeners(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+	}
+	findings := func(snapshot bool) []detectors.Finding {
+		ids := make([]int32, 0, len(lanes))
+		for id := range lanes {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		var out []detectors.Finding
+		for _, id := range ids {
+			if snapshot {
+				out = append(out, lanes[id].set.Snapshot(pass())...)
+			} else {
+				out = append(out, lanes[id].set.Findings(pass())...)
+			}
+		}
+		detectors.Sort(out)
+		return out
+	}
+	progress := func(done bool) {
+		if opt.Progress == nil {
+			return
+		}
+		st := stats()
+		opt.Progress(Progress{Packets: st.Packets, Bytes: st.Bytes, Kafka: len(src.Conns()), First: st.FirstTime, Last: st.LastTime,
+			Elapsed: time.Since(began), Done: done})
+	}
+	var n int64
+	deliver := func(b RemoteBatch) bool {
+		for _, id := range b.Revoked {
+			delete(lanes, id)
+		}
+		for i := range b.Items {
+			it := &b.Items[i]
+			ev := it
+			if ev.Opened != nil {
+				shared.Deliver(ev.Opened)
+			}
+			l := laneOf(it.Lane)
+			for _, e := range []*flows.Event{ev.Req, ev.X, ev.Conn} {
+				if e == nil {
+					continue
+				}
+				if e != ev.Opened {
+					shared.Deliver(e)
+				}
+				if l != nil {
+					l.d.Deliver(e)
+				}
+			}
+			n++
+			if opt.Count > 0 && n >= opt.Count {
+				return false
+			}
+		}
+		return true
+	}
+	stop := StopEnd
+read:
+	for {
+		select {
+		case <-ctx.Done():
+			stop = StopInterrupted
+			if errors.Is(context.Cause(ctx), errDuration) {
+				stop = StopDuration
+			}
+			break read
+		default:
+		}
+		b, err := src.Next(ctx)
+		if !deliver(b) {
+			stop = StopCount
+			break
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && ctx.Err() == nil {
+			if opt.Warn != nil {
+				opt.Warn(err)
+			}
+			time.Sleep(time.Second) // Kafka unreachable: try again
+		}
+		now := time.Now()
+		if opt.Progress != nil && now.Sub(lastProgress) >= every {
+			lastProgress = now
+			progress(false)
+		}
+		if opt.LiveFindings != nil && now.Sub(lastFindings) >= findingsEvery {
+			opt.LiveFindings(findings(true))
+			lastFindings = time.Now()
+		}
+	}
+	if stop != StopCount {
+		deliver(src.Flush())
+	}
+	res.Stop, res.Interrupted = stop, stop == StopInterrupted
+	progress(true)
+	fs := findings(false)
+	res.Stats, res.Conns, res.Nodes = stats(), src.Conns(), nodes
+	in := []report.File{{Name: src.Name(), Format: "kafka", Packets: res.Stats.Packets}}
+	res.Report = collector.Build(in, res.Stats, res.Conns, nodes, fs)
+	for _, l := range lanes {
+		for k, v := range l.set.Cut() {
+			res.Report.Totals.BoundsReached[k] += v
+		}
+	}
+	return res
+}
