@@ -36,7 +36,7 @@ import (
 // the flush of every connection when an ACK proves a hole lost; only then
 // can the output differ from one worker's.
 const (
-	roundPackets = 256
+	roundPackets = 2048
 	roundBytes   = 1 << 20
 	maxWorkers   = 8
 	inflight     = 2 // rounds queued per worker and per result channel
@@ -154,7 +154,8 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
 	wcfg.BufferBudget = share(cfg.BufferBudget, n)
 	for i := 0; i < n; i++ {
-		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan shardOut, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
+		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan shardOut, inflight), free: s.free, spent: make(chan []stamped, inflight+2),
+			pf: s.dl.Prefinger()}
 		c := wcfg
 		c.Sink = w.sink
 		w.an = flows.New(c)
@@ -297,6 +298,9 @@ type worker struct {
 	free    chan<- *shardIn
 	// spent takes event slices back from the merger for reuse
 	spent chan []stamped
+	// pf fingerprints the records of requests here rather than in the
+	// merger (flows.Prefinger)
+	pf *flows.Prefinger
 }
 
 // take returns an empty event slice, a used one if the merger gave one
@@ -314,6 +318,9 @@ func (w *worker) take() []stamped {
 const closeChunk = 4096
 
 func (w *worker) sink(ev flows.Event) {
+	if ev.Req != nil {
+		w.pf.Request(ev.Req)
+	}
 	st := w.at
 	st.ev = ev
 	w.evs = append(w.evs, st)
