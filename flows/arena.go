@@ -12,15 +12,17 @@ package flows
 // with it; what handlers keep is copied, see Keeper).
 
 // arenaChunk is the size of a chunk; frames over a quarter of it get a
-// buffer of their own (own).
-const arenaChunk = 1 << 20
+// buffer of their own (own). Every Seal starts a new chunk, so a worker
+// holds a chunk per round in flight, however little of it the round
+// used: chunks of 1 MiB made a run of small frames hold 20 MiB more heap.
+const arenaChunk = 256 << 10
 
 // arenaSpares bounds the chunks given back and not yet reused, and
 // arenaFilled the chunks remembered for Seal (an analyzer whose caller
 // never seals remembers no more).
 const (
-	arenaSpares = 8
-	arenaFilled = 64
+	arenaSpares = 4
+	arenaFilled = 256
 )
 
 type arena struct {
