@@ -21,7 +21,7 @@ const arenaChunk = 256 << 10
 // arenaFilled the chunks remembered for Seal (an analyzer whose caller
 // never seals remembers no more).
 const (
-	arenaSpares = 4
+	arenaSpares = 16
 	arenaFilled = 256
 )
 
