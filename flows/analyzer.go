@@ -198,7 +198,7 @@ type Analyzer struct {
 	lastFile   int
 	lastN      uint64
 	endTime    time.Time
-	arena      []byte
+	ar         arena
 	// spare takes big frame buffers back from the delivery; owned is the
 	// one just filled, for the message being made.
 	spare chan []byte
@@ -255,6 +255,7 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	a.nodes = a.dl.nodes
 	if cfg.Deferred {
 		a.spare = make(chan []byte, 8)
+		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, cfg.Shards)
 	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
@@ -816,14 +817,13 @@ func (a *Analyzer) shareOf(v int) string {
 
 // own returns frame in memory of its own for a deferred analyzer, whose
 // events outlive the reassembly buffers: small frames are carved from
-// shared chunks (freed together once their events are delivered), large
-// ones copied alone.
+// shared chunks (given back together once their events are delivered, see
+// arena.go), large ones copied alone.
 func (a *Analyzer) own(frame []byte) []byte {
 	if !a.cfg.Deferred {
 		return frame
 	}
-	const chunk = 1 << 20
-	if len(frame) > chunk/4 {
+	if len(frame) > arenaChunk/4 {
 		// A big frame gets a buffer of its own, one that the delivery
 		// gave back (see release) if one is big enough.
 		var b []byte
@@ -839,12 +839,10 @@ func (a *Analyzer) own(frame []byte) []byte {
 		a.owned = b
 		return b
 	}
-	if cap(a.arena)-len(a.arena) < len(frame) {
-		a.arena = make([]byte, 0, chunk)
-	}
-	start := len(a.arena)
-	a.arena = append(a.arena, frame...)
-	return a.arena[start:len(a.arena):len(a.arena)]
+	b := a.ar.take(len(frame))
+	start := len(b)
+	a.ar.cur = append(b, frame...)
+	return a.ar.cur[start:len(a.ar.cur):len(a.ar.cur)]
 }
 
 func (a *Analyzer) emitRequest(m *Message) { a.out(Event{Req: m}) }

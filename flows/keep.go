@@ -36,7 +36,8 @@ type Keep struct {
 	// compare with those it makes of other batches (a Fetch response's).
 	Records *decode.RecordHasher
 	// Batches, if set, chooses the batches whose records are
-	// fingerprinted (all of them if nil).
+	// fingerprinted (all of them if nil). It must depend on the batch
+	// only: a sharded analysis calls it on its workers too (Prefinger).
 	Batches func(b *BatchRef) bool
 }
 
@@ -140,7 +141,7 @@ func (kp *keeping) request(m *Message) {
 	if len(m.Batches) > 0 {
 		k.prints = slices.Grow(k.prints, len(kp.records))[:len(kp.records)]
 		for j := range kp.records {
-			kp.fingerprint(&k.prints[j], &kp.records[j], m)
+			kp.fingerprint(&k.prints[j], &kp.records[j], m, j)
 			k.size += 16*len(k.prints[j].hashes) + 24*len(k.prints[j].spans)
 		}
 	}
@@ -176,12 +177,19 @@ func (kp *keeping) request(m *Message) {
 	}
 }
 
-// fingerprint fills p with need's fingerprints of m's batches.
-func (kp *keeping) fingerprint(p *prints, need *Keep, m *Message) {
+// fingerprint fills p with need's fingerprints of m's batches: those
+// made ahead for the j-th Keep with Records, if a Prefinger made them
+// (taken as need's hasher would have made them, see decode.Replay), else
+// made here.
+func (kp *keeping) fingerprint(p *prints, need *Keep, m *Message, j int) {
 	p.h = need.Records
 	p.h.StartFrame()
 	p.hashes = p.hashes[:0]
 	p.spans = slices.Grow(p.spans[:0], len(m.Batches))[:len(m.Batches)]
+	var pre *preKeep
+	if m.pre != nil && j < len(m.pre.keeps) && len(m.pre.keeps[j].batches) == len(m.Batches) {
+		pre = &m.pre.keeps[j]
+	}
 	for i := range m.Batches {
 		b := &m.Batches[i]
 		if need.Batches != nil && !need.Batches(b) {
@@ -190,7 +198,11 @@ func (kp *keeping) fingerprint(p *prints, need *Keep, m *Message) {
 		}
 		from := len(p.hashes)
 		var err error
-		p.hashes, err = need.Records.Hashes(&b.Batch, p.hashes)
+		if pre != nil {
+			p.hashes, err = need.Records.Replay(&b.Batch, &pre.batches[i], pre.hashes, p.hashes)
+		} else {
+			p.hashes, err = need.Records.Hashes(&b.Batch, p.hashes)
+		}
 		p.spans[i] = printSpan{from: int32(from), to: int32(len(p.hashes)), err: err}
 	}
 }

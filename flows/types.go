@@ -70,6 +70,8 @@ type Message struct {
 	spare chan []byte
 	// kept is what handlers asked to keep until the exchange (Keeper).
 	kept *kept
+	// pre are fingerprints a worker made ahead for kept (Prefinger).
+	pre *preprints
 }
 
 // ErrorCount is an error code and how often it appears in one response.

@@ -54,7 +54,8 @@ type Options struct {
 	LiveFindings      func([]detectors.Finding)
 	LiveFindingsEvery time.Duration
 	// Workers is how many goroutines analyse connections, each its share
-	// of them (0: one per CPU, at most 8). The output is the same as with
+	// of them (0: one per CPU, at most 8; one for files under 16 MiB, see
+	// defaultWorkers). The output is the same as with
 	// one, except when connection bounds are reached (see shard.go).
 	// Live captures and runs with LiveFindings use one.
 	Workers int
@@ -177,6 +178,9 @@ func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 	rfiles := make([]report.File, len(files))
 	for i, f := range files {
 		rfiles[i] = report.File{Name: f.Name, Format: f.Format, LinkTypes: linkNames(f.Links)}
+	}
+	if opt.Workers == 0 {
+		opt.Workers = defaultWorkers(files)
 	}
 	return run(ctx, src, rfiles, opt)
 }

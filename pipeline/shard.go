@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +36,7 @@ import (
 // the flush of every connection when an ACK proves a hole lost; only then
 // can the output differ from one worker's.
 const (
-	roundPackets = 256
+	roundPackets = 1024
 	roundBytes   = 1 << 20
 	maxWorkers   = 8
 	inflight     = 2 // rounds queued per worker and per result channel
@@ -95,7 +98,7 @@ type sharded struct {
 	ans     []*flows.Analyzer
 	workers []*worker
 	in      []chan *shardIn
-	out     []chan []stamped
+	out     []chan shardOut
 	cur     []*shardIn
 	free    chan *shardIn
 	seq     uint64
@@ -151,7 +154,8 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
 	wcfg.BufferBudget = share(cfg.BufferBudget, n)
 	for i := 0; i < n; i++ {
-		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
+		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan shardOut, inflight), free: s.free, spent: make(chan []stamped, inflight+2),
+			pf: s.dl.Prefinger()}
 		c := wcfg
 		c.Sink = w.sink
 		w.an = flows.New(c)
@@ -160,7 +164,7 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 		s.in = append(s.in, w.in)
 		s.out = append(s.out, w.out)
 		s.cur = append(s.cur, s.batch())
-		go w.run()
+		go w.run(i)
 	}
 	go s.merge()
 	return s
@@ -274,18 +278,29 @@ func (s *sharded) Close() {
 	}
 }
 
+// shardOut is a worker's answer to one round: its events, and the
+// chunks their frames were copied into, which the merger gives back to
+// the worker's analyzer once it has delivered them (flows.Analyzer.Seal).
+type shardOut struct {
+	evs    []stamped
+	chunks [][]byte
+}
+
 // worker runs one analyzer over its rounds.
 type worker struct {
 	an      *flows.Analyzer
 	work    flows.Work
 	stopped *atomic.Bool
 	in      chan *shardIn
-	out     chan []stamped
+	out     chan shardOut
 	evs     []stamped
 	at      stamped // the place of the events now sunk
 	free    chan<- *shardIn
 	// spent takes event slices back from the merger for reuse
 	spent chan []stamped
+	// pf fingerprints the records of requests here rather than in the
+	// merger (flows.Prefinger)
+	pf *flows.Prefinger
 }
 
 // take returns an empty event slice, a used one if the merger gave one
@@ -303,25 +318,29 @@ func (w *worker) take() []stamped {
 const closeChunk = 4096
 
 func (w *worker) sink(ev flows.Event) {
+	if ev.Req != nil {
+		w.pf.Request(ev.Req)
+	}
 	st := w.at
 	st.ev = ev
 	w.evs = append(w.evs, st)
 	if st.seq == endSeq && len(w.evs) >= closeChunk {
-		w.out <- w.evs
+		w.out <- shardOut{evs: w.evs}
 		w.evs = nil
 	}
 }
 
 // run answers each round with its events (possibly none), and the end
 // with the events of Close in chunks; then closes out.
-func (w *worker) run() {
+func (w *worker) run(i int) {
 	defer close(w.out)
+	label("worker-" + strconv.Itoa(i))
 	for b := range w.in {
 		if b.end != nil {
 			w.at = stamped{seq: endSeq}
 			w.an.CloseAt(b.end.file, b.end.n, b.end.t)
 			if len(w.evs) > 0 {
-				w.out <- w.evs
+				w.out <- shardOut{evs: w.evs}
 			}
 			return
 		}
@@ -342,7 +361,7 @@ func (w *worker) run() {
 				w.an.Do(&w.work)
 			}
 		}
-		w.out <- w.evs
+		w.out <- shardOut{evs: w.evs, chunks: w.an.Seal(nil)}
 		w.evs = w.take()
 		clear(b.items) // no references into old data
 		b.items, b.data = b.items[:0], b.data[:0]
@@ -358,9 +377,11 @@ func (w *worker) run() {
 // merged as the workers send them.
 func (s *sharded) merge() {
 	defer close(s.done)
+	label("merger")
 	cur := make([][]stamped, s.n)
 	idx := make([]int, s.n)
 	open := make([]bool, s.n)
+	chunks := make([][][]byte, s.n)
 	for w := range open {
 		open[w] = true
 	}
@@ -371,24 +392,24 @@ func (s *sharded) merge() {
 			if !end || !open[w] {
 				return false
 			}
-			evs, ok := <-s.out[w]
+			o, ok := <-s.out[w]
 			if !ok {
 				open[w] = false
 				return false
 			}
-			cur[w], idx[w] = evs, 0
+			cur[w], idx[w] = o.evs, 0
 		}
 		return true
 	}
 	for {
 		end := false
 		for w := range s.out {
-			evs, ok := <-s.out[w]
+			o, ok := <-s.out[w]
 			if !ok {
 				open[w] = false
-				evs = nil
 			}
-			cur[w], idx[w] = evs, 0
+			evs := o.evs
+			cur[w], idx[w], chunks[w] = evs, 0, o.chunks
 			if len(evs) > 0 && evs[0].seq == endSeq || !ok {
 				end = true
 			}
@@ -416,6 +437,10 @@ func (s *sharded) merge() {
 			return
 		}
 		for w, evs := range cur {
+			if len(chunks[w]) > 0 {
+				s.ans[w].Recycle(chunks[w])
+				chunks[w] = nil
+			}
 			if cap(evs) > 0 {
 				select {
 				case s.workers[w].spent <- evs:
@@ -424,6 +449,13 @@ func (s *sharded) merge() {
 			}
 		}
 	}
+}
+
+// label names the goroutine's part in CPU profiles (pprof tags
+// "stage"), so that a profile tells the reader, the workers and the
+// merger apart.
+func label(stage string) {
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("stage", stage)))
 }
 
 // endSeq places the events of Close after every packet.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -110,18 +111,18 @@ func WriteHTMLData(w io.Writer, r *Report) error {
 	}
 	// A line's points on one line, as [x,y] pairs: the golden reads as a
 	// table of lines rather than a column of numbers.
-	b = pairRE.ReplaceAll(b, []byte("[$1,$2]"))
-	b = pointsRE.ReplaceAllFunc(b, func(m []byte) []byte {
-		return spaceRE.ReplaceAll(m, nil)
+	b = pairRE().ReplaceAll(b, []byte("[$1,$2]"))
+	b = pointsRE().ReplaceAllFunc(b, func(m []byte) []byte {
+		return spaceRE().ReplaceAll(m, nil)
 	})
 	_, err = w.Write(append(SafeJSON(b), '\n'))
 	return err
 }
 
 var (
-	pairRE   = regexp.MustCompile(`\[\s*(-?[0-9.e+-]+),\s*(-?[0-9.e+-]+)\s*\]`)
-	pointsRE = regexp.MustCompile(`"points": \[[\s\[\]0-9.e+,-]*\]`)
-	spaceRE  = regexp.MustCompile(`\n\s*`)
+	pairRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[\s*(-?[0-9.e+-]+),\s*(-?[0-9.e+-]+)\s*\]`) })
+	pointsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"points": \[[\s\[\]0-9.e+,-]*\]`) })
+	spaceRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\n\s*`) })
 )
 
 // series is a named count per bucket, before it becomes a line.

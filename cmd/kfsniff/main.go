@@ -37,6 +37,7 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	catchSIGPIPE()
+	warmGC()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -177,7 +178,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.IntVar(&cfg.MaxFrame, "max-frame", flows.DefaultConfig().MaxFrame, "largest Kafka frame in `bytes`; larger size prefixes are framing errors")
 	fs.IntVar(&cfg.BufferBudget, "buffer-budget", flows.DefaultConfig().BufferBudget, "`bytes` of partial frames buffered across all connections; over it the largest is dropped (skipped as budget); 0: no bound")
 	fs.IntVar(&cfg.MaxWaiting, "max-waiting", flows.DefaultConfig().MaxPendingTotal, "requests waiting for a response across all connections; over it the oldest are counted unanswered; 0: no bound")
-	fs.IntVar(&cfg.Workers, "workers", 0, "analyse connections on `N` goroutines (0: one per CPU, at most 8; live capture uses 1); the output is the same")
+	fs.IntVar(&cfg.Workers, "workers", 0, "analyse connections on `N` goroutines (0: one per CPU, at most 8; files under 16 MiB and live capture use 1); the output is the same")
 	fs.BoolVar(&cfg.Frames, "frames", false, "print one line per request and response instead of the report")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the report as one JSON document (with --frames: JSON Lines)")
 	fs.BoolVarP(&cfg.Verbose, "verbose", "v", false, "with --frames: also print every decoded field")

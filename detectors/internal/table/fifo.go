@@ -25,8 +25,9 @@ import (
 //     the probe chains long one sequential pass drops them all;
 //   - it holds no pointer of its own, so with pointer-free keys and values
 //     the garbage collector never scans it;
-//   - the ring and the index are allocated once, at the first insertion
-//     (see grow): a small capture touches, and so pays for, little of them.
+//   - the ring and the index are allocated small at the first insertion
+//     and at their full size at the second growth (see grow): a small
+//     capture allocates, and so pays for, little of them.
 //
 // Keys hash themselves with a per-table random seed (hostile traffic cannot
 // aim at one probe chain). Values are reached by pointer; a pointer is
@@ -245,10 +246,13 @@ func (t *Fifo[K, V]) sweep() {
 	t.nstale = 0
 }
 
-// grow makes room in the ring, at once for the whole limit if it is at
-// most fifoSizedOnce (memory the ring does not reach yet is not touched,
-// and a copy of the ring and the index at each doubling would cost more
-// than the tables' use on the benchmark), else doubling up to limit. The
+// grow makes room in the ring: fifoFirst entries at the first insertion,
+// then at once for the whole limit if it is at most fifoSizedOnce (a copy
+// of the ring and the index at each doubling would cost more than the
+// tables' use on the benchmark), else doubling up to limit. Tables of
+// small captures never grow past the first: tens of MB allocated at the
+// first insertion made the garbage collector run, and scan everything
+// else, during a run of a few hundred packets. The
 // index is rebuilt at fifoIndexFactor times the ring's capacity, half full
 // of live slots, so that stale ones are swept every limit/2 insertions or
 // so. The ring is not full yet, so every slot is live. The new index is
@@ -258,6 +262,9 @@ func (t *Fifo[K, V]) grow() {
 	n := min(max(2*cap(t.ents), 16), t.limit)
 	if t.limit <= fifoSizedOnce {
 		n = t.limit
+		if cap(t.ents) == 0 {
+			n = min(t.limit, fifoFirst)
+		}
 	}
 	ents := make([]fifoEnt[K, V], len(t.ents), n)
 	copy(ents, t.ents)
@@ -311,6 +318,8 @@ func Mix64(a, b uint64) uint64 {
 const (
 	// fifoIndexFactor is the index's size over the ring's capacity.
 	fifoIndexFactor = 2
-	// fifoSizedOnce is the largest limit allocated at the first insertion.
+	// fifoSizedOnce is the largest limit allocated at once, at the
+	// second growth; fifoFirst the entries of the first.
 	fifoSizedOnce = 1 << 20
+	fifoFirst     = 1 << 12
 )
