@@ -117,6 +117,8 @@ type sharded struct {
 
 	stats flows.Stats
 	conns []*flows.Conn
+	// merged counts the rounds whose events were delivered.
+	merged atomic.Uint64
 }
 
 func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
@@ -139,6 +141,8 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	}
 	wcfg := cfg
 	wcfg.Deferred = true
+	// A round's packets stay until its events are delivered (run).
+	wcfg.StablePackets = true
 	// The reader learns the listening endpoints for every worker, at
 	// each packet's place, so that all agree on what was known when.
 	s.listeners = flows.NewListeners()
@@ -151,7 +155,7 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
 	wcfg.BufferBudget = share(cfg.BufferBudget, n)
 	for i := 0; i < n; i++ {
-		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2)}
+		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan []stamped, inflight), free: s.free, spent: make(chan []stamped, inflight+2), merged: &s.merged}
 		c := wcfg
 		c.Sink = w.sink
 		w.an = flows.New(c)
@@ -286,6 +290,13 @@ type worker struct {
 	free    chan<- *shardIn
 	// spent takes event slices back from the merger for reuse
 	spent chan []stamped
+	// held are the rounds whose events the merger may not have
+	// delivered yet (their frames may be views of their packets:
+	// flows.Config.StablePackets); rounds counts the rounds sent, merged
+	// those the merger delivered.
+	held   []*shardIn
+	rounds uint64
+	merged *atomic.Uint64
 }
 
 // take returns an empty event slice, a used one if the merger gave one
@@ -344,11 +355,17 @@ func (w *worker) run() {
 		}
 		w.out <- w.evs
 		w.evs = w.take()
-		clear(b.items) // no references into old data
-		b.items, b.data = b.items[:0], b.data[:0]
-		select {
-		case w.free <- b:
-		default:
+		w.rounds++
+		w.held = append(w.held, b)
+		for len(w.held) > 0 && w.rounds-uint64(len(w.held)) < w.merged.Load() {
+			b := w.held[0]
+			w.held = append(w.held[:0], w.held[1:]...)
+			clear(b.items) // no references into old data
+			b.items, b.data = b.items[:0], b.data[:0]
+			select {
+			case w.free <- b:
+			default:
+			}
 		}
 	}
 }
@@ -415,6 +432,7 @@ func (s *sharded) merge() {
 		if end {
 			return
 		}
+		s.merged.Add(1)
 		for w, evs := range cur {
 			if cap(evs) > 0 {
 				select {
