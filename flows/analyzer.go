@@ -274,7 +274,7 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	// its events; it never reads them itself.
 	a.nodes = a.dl.nodes
 	if cfg.Deferred {
-		a.spare = make(chan []byte, 8)
+		a.spare = make(chan []byte, 16)
 	}
 	shards := max(1, cfg.Shards)
 	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
@@ -777,6 +777,9 @@ func (a *Analyzer) Close() {
 	}
 	a.phase = 3
 	a.closeSYNs()
+	// No frame is framed from here on: the buffers kept for the next
+	// ones go (the report is built next, with all else still there).
+	a.fpool, a.arena = framePool{}, nil
 	// What was kept for the handlers is known once the last exchange is
 	// delivered (a deferred analyzer delivers nothing: its Delivery
 	// keeps nothing).
@@ -856,14 +859,15 @@ func (a *Analyzer) own(frame []byte) []byte {
 		// frame, read when their exchange is delivered, later.)
 		return frame
 	}
+	if cap(a.lend) >= poolMin && &frame[0] == &a.lend[decode.SizeLen] {
+		// The frame is alone in its framer's buffer (complete), one
+		// the pool takes back: the message takes the buffer, and the
+		// framer another.
+		a.owned, a.lent = a.lend, true
+		return frame
+	}
 	const chunk = 1 << 20
 	if len(frame) > chunk/4 {
-		if a.lend != nil && &frame[0] == &a.lend[decode.SizeLen] {
-			// The frame is alone in its framer's buffer (complete):
-			// the message takes the buffer, and the framer another.
-			a.owned, a.lent = a.lend, true
-			return frame
-		}
 		// A big frame gets a buffer of its own, one that the delivery
 		// gave back (see release) if one is big enough.
 		b := a.getBuffer(len(frame))[:len(frame)]

@@ -77,13 +77,18 @@ func (f *framer) account() {
 	}
 }
 
-// keepBuffer is the capacity a framer keeps between frames, to avoid
-// allocating (and zeroing, and collecting) a buffer per frame split across
-// segments. Bigger buffers go back to the analyzer's pool once their frame
-// is done (frames of a megabyte are common: Produce and Fetch of big
-// batches); kept ones count against the budget, which releases idle ones
+// keepBuffer bounds the buffer a framer keeps while it holds the start
+// of a frame much smaller than the buffer (after a big frame); idleKeep
+// the buffer it keeps between frames, to avoid a trip to the pool for
+// every frame split across segments. Bigger buffers go back to the
+// analyzer's pool once their frame is done, so that buffers are held by
+// the frames being assembled, not by every connection that once had a big
+// frame; kept ones count against the budget, which releases idle ones
 // first.
-const keepBuffer = 2 << 20
+const (
+	keepBuffer = 2 << 20
+	idleKeep   = 4 << 10
+)
 
 // A frame split across segments is assembled once, in a buffer of its
 // whole size taken when its first bytes arrive (its size prefix says how
@@ -117,27 +122,13 @@ func (f *framer) hold(rest []byte) {
 		f.buf = nil
 		f.account() // f holds nothing while room is looked for
 		if a.roomFor(total) {
-			f.buf = a.getBuffer(sizeClass(total))
+			f.buf = a.getBuffer(total)
 			a.putBuffer(old)
 		} else {
 			f.buf = old
 		}
 	}
 	f.buf = append(f.buf[:0], rest...)
-}
-
-// sizeClass rounds the buffers of small frames up to a power of two, so
-// that a connection's buffer, kept between frames, serves the next
-// slightly bigger frame too.
-func sizeClass(n int) int {
-	if n >= poolMin {
-		return n
-	}
-	c := 512
-	for c < n {
-		c *= 2
-	}
-	return c
 }
 
 // grow makes room in f.buf for extra more bytes. A frame whose size is
@@ -176,7 +167,10 @@ func (f *framer) grow(extra int) bool {
 // trim releases a buffer much bigger than what it holds needs (after a
 // big frame), brings the budget up to date and keeps it.
 func (f *framer) trim() {
-	if n := cap(f.buf); n > keepBuffer {
+	if n := cap(f.buf); len(f.buf) == 0 && n > idleKeep {
+		f.s.a.putBuffer(f.buf)
+		f.buf = nil
+	} else if n > keepBuffer {
 		want := len(f.buf)
 		if total, ok := f.frameTotal(f.buf); ok {
 			want = max(want, total)
@@ -185,7 +179,7 @@ func (f *framer) trim() {
 			old := f.buf
 			f.buf = nil
 			if len(old) > 0 {
-				f.buf = append(f.s.a.getBuffer(sizeClass(want)), old...)
+				f.buf = append(f.s.a.getBuffer(want), old...)
 			}
 			f.s.a.putBuffer(old)
 		}
@@ -217,12 +211,12 @@ const noBudgetTrust = 16 << 20
 // framers' buffers once their frame is done, and, for a deferred
 // analyzer, the buffers its messages took (own, Message.owned) once they
 // were delivered. It holds at most poolBuffers buffers, poolBytes in all
-// and no more than half the budget, besides the budget; smaller buffers
-// than poolMin are not kept.
+// and no more than an eighth of the budget, besides the budget; smaller
+// buffers than poolMin are not kept.
 const (
-	poolMin     = 64 << 10
-	poolBuffers = 8
-	poolBytes   = 32 << 20
+	poolMin     = idleKeep
+	poolBuffers = 64
+	poolBytes   = 8 << 20
 )
 
 type framePool struct {
@@ -261,7 +255,7 @@ func (a *Analyzer) putBuffer(b []byte) {
 	}
 	limit := poolBytes
 	if budget := a.cfg.BufferBudget; budget > 0 {
-		limit = min(limit, budget/2)
+		limit = min(limit, budget/8)
 	}
 	if c > limit {
 		return

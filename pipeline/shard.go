@@ -264,6 +264,14 @@ func (s *sharded) Close() {
 		close(in)
 	}
 	<-s.done
+	// The rounds' buffers are not needed for the report.
+	for len(s.free) > 0 {
+		<-s.free
+	}
+	s.cur = nil
+	for _, w := range s.workers {
+		w.held = nil
+	}
 	for _, an := range s.ans {
 		s.stats.Add(an.Stats())
 		s.conns = append(s.conns, an.Conns()...)
