@@ -60,9 +60,9 @@ type Config struct {
 	// StablePackets, with Deferred, says that the bytes of every packet
 	// given to the analyzer stay as they are until the events made at
 	// that packet have been delivered (the sharded engine keeps its
-	// rounds of packets so): a frame that lies whole in its packet is
-	// then handed on as a view of it instead of a copy, when nothing of
-	// it is used after its delivery (see stableView).
+	// rounds of packets so): a Produce request that lies whole in its
+	// packet is then handed on as a view of it instead of a copy, as
+	// nothing of it is used after its delivery (see own).
 	StablePackets bool
 	// Shards is how many analyzers split the connections of one capture
 	// among them (0 or 1: this one has them all); each keeps its share of
@@ -220,7 +220,7 @@ type Analyzer struct {
 	fpool framePool
 	// payload is the TCP payload of the packet being reassembled, with
 	// Config.StablePackets; view says that the frames now taken lie in
-	// it (stableView), and whether they are responses.
+	// it (stableView).
 	payload []byte
 	view    viewKind
 	// fixed bounds, this analyzer's share (Config.Shards)
@@ -849,14 +849,15 @@ func (a *Analyzer) own(frame []byte) []byte {
 	if !a.cfg.Deferred {
 		return frame
 	}
-	if a.view == viewResponses || a.view == viewRequests && len(frame) >= 2 && binary.BigEndian.Uint16(frame) == uint16(kmsg.Produce) {
+	if a.view == viewRequests && len(frame) >= 2 && binary.BigEndian.Uint16(frame) == uint16(kmsg.Produce) {
 		// In a packet that stays until the frame's events are
-		// delivered (Config.StablePackets): a response is released
-		// when its exchange is delivered, at this packet; a Produce
-		// request's decoded body keeps nothing of the frame once its
-		// records are released (decode.ReleaseRecords), when it is
-		// delivered. (Other requests' bodies may keep bytes of their
-		// frame, read when their exchange is delivered, later.)
+		// delivered (Config.StablePackets): a Produce request's
+		// decoded body keeps nothing of the frame once its records
+		// are released (decode.ReleaseRecords), when it is delivered.
+		// Other requests' bodies may keep bytes of their frame, read
+		// when their exchange is delivered, later; responses' bodies
+		// may be kept by what learns from them (a view there pinned
+		// whole rounds: churn-conns.pcap's heap grew by 40 MiB).
 		return frame
 	}
 	if cap(a.lend) >= poolMin && &frame[0] == &a.lend[decode.SizeLen] {
@@ -888,7 +889,6 @@ type viewKind uint8
 
 const (
 	viewNone viewKind = iota
-	viewResponses
 	viewRequests
 )
 
@@ -898,11 +898,8 @@ const (
 // (Config.StablePackets).
 func (a *Analyzer) stableView(f *framer, data []byte) viewKind {
 	pl := a.payload
-	if len(data) == 0 || len(pl) < len(data) || &data[len(data)-1] != &pl[len(pl)-1] {
+	if f.resp || len(data) == 0 || len(pl) < len(data) || &data[len(data)-1] != &pl[len(pl)-1] {
 		return viewNone
-	}
-	if f.resp {
-		return viewResponses
 	}
 	return viewRequests
 }
