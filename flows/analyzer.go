@@ -2,6 +2,7 @@ package flows
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/reassembly"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/decode"
@@ -55,6 +57,13 @@ type Config struct {
 	// (Flush); see Event and Delivery.
 	Deferred bool
 	Sink     func(Event)
+	// StablePackets, with Deferred, says that the bytes of every packet
+	// given to the analyzer stay as they are until the events made at
+	// that packet have been delivered (the sharded engine keeps its
+	// rounds of packets so): a Produce request that lies whole in its
+	// packet is then handed on as a view of it instead of a copy, as
+	// nothing of it is used after its delivery (see own).
+	StablePackets bool
 	// Shards is how many analyzers split the connections of one capture
 	// among them (0 or 1: this one has them all); each keeps its share of
 	// the fixed bounds (connection attempts, idle connections).
@@ -203,6 +212,17 @@ type Analyzer struct {
 	// one just filled, for the message being made.
 	spare chan []byte
 	owned []byte
+	// lend is the framer buffer holding exactly the frame being handed
+	// on (complete), which own may give to the message instead of a
+	// copy (lent says it did); fpool keeps big buffers for reuse.
+	lend  []byte
+	lent  bool
+	fpool framePool
+	// payload is the TCP payload of the packet being reassembled, with
+	// Config.StablePackets; view says that the frames now taken lie in
+	// it (stableView).
+	payload []byte
+	view    viewKind
 	// fixed bounds, this analyzer's share (Config.Shards)
 	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see
@@ -254,7 +274,7 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	// its events; it never reads them itself.
 	a.nodes = a.dl.nodes
 	if cfg.Deferred {
-		a.spare = make(chan []byte, 8)
+		a.spare = make(chan []byte, 16)
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, cfg.Shards)
@@ -611,7 +631,11 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	} else {
 		a.gens++
 	}
+	if a.cfg.StablePackets {
+		a.payload = t.Payload
+	}
 	a.asm.AssembleWithContext(netFlow(src, dst, gen), t, &a.ctx)
+	a.payload = nil
 	if maxStreams := a.cfg.MaxStreams; len(a.streams)+len(a.superseded) > maxStreams && len(a.born) > maxStreams/2 {
 		// Connection churn (SYN floods, port scans): the older half of
 		// the connections not heard from since they were created is
@@ -754,6 +778,9 @@ func (a *Analyzer) Close() {
 	}
 	a.phase = 3
 	a.closeSYNs()
+	// No frame is framed from here on: the buffers kept for the next
+	// ones go (the report is built next, with all else still there).
+	a.fpool, a.ar.cur = framePool{}, nil
 	// What was kept for the handlers is known once the last exchange is
 	// delivered (a deferred analyzer delivers nothing: its Delivery
 	// keeps nothing).
@@ -823,18 +850,28 @@ func (a *Analyzer) own(frame []byte) []byte {
 	if !a.cfg.Deferred {
 		return frame
 	}
+	if a.view == viewRequests && len(frame) >= 2 && binary.BigEndian.Uint16(frame) == uint16(kmsg.Produce) {
+		// In a packet that stays until the frame's events are
+		// delivered (Config.StablePackets): a Produce request's
+		// decoded body keeps nothing of the frame once its records
+		// are released (decode.ReleaseRecords), when it is delivered.
+		// Other requests' bodies may keep bytes of their frame, read
+		// when their exchange is delivered, later; responses' bodies
+		// may be kept by what learns from them (a view there pinned
+		// whole rounds: churn-conns.pcap's heap grew by 40 MiB).
+		return frame
+	}
+	if cap(a.lend) >= poolMin && &frame[0] == &a.lend[decode.SizeLen] {
+		// The frame is alone in its framer's buffer (complete), one
+		// the pool takes back: the message takes the buffer, and the
+		// framer another.
+		a.owned, a.lent = a.lend, true
+		return frame
+	}
 	if len(frame) > arenaChunk/4 {
 		// A big frame gets a buffer of its own, one that the delivery
 		// gave back (see release) if one is big enough.
-		var b []byte
-		select {
-		case b = <-a.spare:
-		default:
-		}
-		if cap(b) < len(frame) {
-			b = make([]byte, len(frame), len(frame)+len(frame)/8)
-		}
-		b = b[:len(frame)]
+		b := a.getBuffer(len(frame))[:len(frame)]
 		copy(b, frame)
 		a.owned = b
 		return b
@@ -843,6 +880,26 @@ func (a *Analyzer) own(frame []byte) []byte {
 	start := len(b)
 	a.ar.cur = append(b, frame...)
 	return a.ar.cur[start:len(a.ar.cur):len(a.ar.cur)]
+}
+
+// viewKind says which frames own may hand on as views (stableView).
+type viewKind uint8
+
+const (
+	viewNone viewKind = iota
+	viewRequests
+)
+
+// stableView returns the frames of data that own may hand on as they are,
+// for f: data is (the end of) the payload of the packet being reassembled,
+// which stays until the packet's events are delivered
+// (Config.StablePackets).
+func (a *Analyzer) stableView(f *framer, data []byte) viewKind {
+	pl := a.payload
+	if f.resp || len(data) == 0 || len(pl) < len(data) || &data[len(data)-1] != &pl[len(pl)-1] {
+		return viewNone
+	}
+	return viewRequests
 }
 
 func (a *Analyzer) emitRequest(m *Message) { a.out(Event{Req: m}) }

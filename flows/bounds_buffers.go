@@ -77,19 +77,67 @@ func (f *framer) account() {
 	}
 }
 
-// keepBuffer is the capacity a framer keeps between frames, to avoid
-// allocating (and zeroing, and collecting) a buffer per frame split across
-// segments: frames of a megabyte are common (Produce and Fetch of big
-// batches). Bigger buffers are released once their frame is done; kept
-// ones count against the budget, which releases idle ones first.
-const keepBuffer = 2 << 20
+// keepBuffer bounds the buffer a framer keeps while it holds the start
+// of a frame much smaller than the buffer (after a big frame); idleKeep
+// the buffer it keeps between frames, to avoid a trip to the pool for
+// every frame split across segments. Bigger buffers go back to the
+// analyzer's pool once their frame is done, so that buffers are held by
+// the frames being assembled, not by every connection that once had a big
+// frame; kept ones count against the budget, which releases idle ones
+// first.
+const (
+	keepBuffer = 2 << 20
+	idleKeep   = 4 << 10
+)
 
-// grow makes room in f.buf for extra more bytes. The buffer grows by
-// doubling, never beyond the size of the frame it holds (known from its
-// size prefix, checked against --max-frame) unless the bytes received are
-// more, so capacity stays within twice the bytes actually received. It
-// returns false if, to stay within the budget, f's own partial frame was
-// dropped instead (f.buf is then empty).
+// A frame split across segments is assembled once, in a buffer of its
+// whole size taken when its first bytes arrive (its size prefix says how
+// big; see hold), not in a buffer that doubles and copies what it holds
+// each time. The size prefix is the sender's word, so it gets that buffer
+// only if it fits in the budget beside the partial frames of the other
+// connections without dropping any of them (idle buffers may go): a lying
+// prefix takes at most what the budget has free, and reuses the pool's
+// buffers; otherwise the buffer grows as the bytes arrive, by doubling,
+// and a frame that does not fit is dropped as before.
+
+// frameTotal returns the size of the frame (size prefix included) at the
+// start of b, if b starts at a boundary (synced) and has its size prefix,
+// within --max-frame.
+func (f *framer) frameTotal(b []byte) (int, bool) {
+	size, ok := decode.FrameSize(b)
+	if !ok || !f.synced || size < 0 || int64(size) > int64(f.s.a.cfg.MaxFrame) {
+		return 0, false
+	}
+	return int(size) + decode.SizeLen, true
+}
+
+// hold keeps rest, the bytes of data after its last frame (the start of
+// a frame, or bytes a boundary may start in), in f.buf, which is empty:
+// in a buffer of the frame's size if that fits (see above), else in the
+// one f has.
+func (f *framer) hold(rest []byte) {
+	if total, ok := f.frameTotal(rest); ok && total > len(rest) && total > cap(f.buf) {
+		a := f.s.a
+		old := f.buf
+		f.buf = nil
+		f.account() // f holds nothing while room is looked for
+		if a.roomFor(total) {
+			f.buf = a.getBuffer(total)
+			a.putBuffer(old)
+		} else {
+			f.buf = old
+		}
+	}
+	f.buf = append(f.buf[:0], rest...)
+}
+
+// grow makes room in f.buf for extra more bytes. A frame whose size is
+// known (synced, within --max-frame) gets a buffer of its whole size if
+// that fits without dropping other partial frames; otherwise the buffer
+// grows by doubling, never beyond the size of the frame it holds unless
+// the bytes received are more, so capacity stays within twice the bytes
+// actually received. It returns false if, to stay within the budget, f's
+// own partial frame was dropped instead (f.buf is then empty).
 func (f *framer) grow(extra int) bool {
 	need := len(f.buf) + extra
 	if need <= cap(f.buf) {
@@ -97,33 +145,152 @@ func (f *framer) grow(extra int) bool {
 	}
 	a := f.s.a
 	n := 2 * cap(f.buf)
-	if size, ok := decode.FrameSize(f.buf); ok && f.synced && size >= 0 && int64(size) <= int64(a.cfg.MaxFrame) {
-		n = min(n, int(size)+decode.SizeLen)
+	if total, ok := f.frameTotal(f.buf); ok {
+		if total >= need && a.roomFor(total-cap(f.buf)) {
+			n = total
+		} else {
+			n = min(n, total)
+		}
 	}
 	n = max(n, need)
 	if !a.makeRoom(f, n-cap(f.buf)) {
 		f.dropForBudget()
 		return false
 	}
-	b := make([]byte, len(f.buf), n)
-	copy(b, f.buf)
+	b := append(a.getBuffer(n), f.buf...)
+	a.putBuffer(f.buf)
 	f.buf = b
 	f.account()
 	return true
 }
 
-// trim releases a buffer much bigger than what it holds (after a big
-// frame), brings the budget up to date and keeps it.
+// trim releases a buffer much bigger than what it holds needs (after a
+// big frame), brings the budget up to date and keeps it.
 func (f *framer) trim() {
-	if n := cap(f.buf); n > keepBuffer && len(f.buf) < n/4 {
-		if len(f.buf) == 0 {
+	if n := cap(f.buf); len(f.buf) == 0 && n > idleKeep {
+		f.s.a.putBuffer(f.buf)
+		f.buf = nil
+	} else if n > keepBuffer {
+		want := len(f.buf)
+		if total, ok := f.frameTotal(f.buf); ok {
+			want = max(want, total)
+		}
+		if want < n/4 {
+			old := f.buf
 			f.buf = nil
-		} else {
-			f.buf = append(make([]byte, 0, len(f.buf)), f.buf...)
+			if len(old) > 0 {
+				f.buf = append(f.s.a.getBuffer(want), old...)
+			}
+			f.s.a.putBuffer(old)
 		}
 	}
 	f.account()
 	f.s.a.makeRoom(nil, 0)
+}
+
+// roomFor reports whether extra more bytes fit in the budget, releasing
+// idle buffers if needed but dropping no partial frame.
+func (a *Analyzer) roomFor(extra int) bool {
+	budget := int64(a.cfg.BufferBudget)
+	if budget <= 0 {
+		// No budget: a size prefix alone gets no more than this.
+		return extra <= noBudgetTrust
+	}
+	b := &a.bufs
+	for b.used+int64(extra) > budget && len(b.h) > 0 && b.h[0].idle {
+		b.h[0].dropForBudget()
+	}
+	return b.used+int64(extra) <= budget
+}
+
+// noBudgetTrust is the largest buffer a size prefix gets before its bytes
+// arrive when there is no budget (--buffer-budget 0).
+const noBudgetTrust = 16 << 20
+
+// The analyzer's pool keeps buffers of big frames for the next ones:
+// framers' buffers once their frame is done, and, for a deferred
+// analyzer, the buffers its messages took (own, Message.owned) once they
+// were delivered. It holds at most poolBuffers buffers, poolBytes in all
+// and no more than an eighth of the budget, besides the budget; smaller
+// buffers than poolMin are not kept.
+const (
+	poolMin     = idleKeep
+	poolBuffers = 64
+	poolBytes   = 8 << 20
+)
+
+type framePool struct {
+	free  [][]byte
+	bytes int
+}
+
+// getBuffer returns an empty buffer of capacity n or a little more: the
+// smallest pooled one that fits and wastes less than n, else a new one.
+func (a *Analyzer) getBuffer(n int) []byte {
+	a.takeSpare()
+	p := &a.fpool
+	best := -1
+	for i, b := range p.free {
+		if c := cap(b); c >= n && c < 2*n && (best < 0 || c < cap(p.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return make([]byte, 0, n)
+	}
+	b := p.free[best]
+	last := len(p.free) - 1
+	p.free[best], p.free[last] = p.free[last], nil
+	p.free = p.free[:last]
+	p.bytes -= cap(b)
+	return b[:0]
+}
+
+// putBuffer gives b, no longer used, to the pool: kept if there is room,
+// in place of a smaller one if it is bigger, else left to the collector.
+func (a *Analyzer) putBuffer(b []byte) {
+	c := cap(b)
+	if c < poolMin {
+		return
+	}
+	limit := poolBytes
+	if budget := a.cfg.BufferBudget; budget > 0 {
+		limit = min(limit, budget/8)
+	}
+	if c > limit {
+		return
+	}
+	p := &a.fpool
+	for len(p.free) > 0 && (len(p.free) >= poolBuffers || p.bytes+c > limit) {
+		small := 0
+		for i := range p.free {
+			if cap(p.free[i]) < cap(p.free[small]) {
+				small = i
+			}
+		}
+		if cap(p.free[small]) >= c {
+			return
+		}
+		last := len(p.free) - 1
+		p.bytes -= cap(p.free[small])
+		p.free[small], p.free[last] = p.free[last], nil
+		p.free = p.free[:last]
+	}
+	p.free = append(p.free, b[:0])
+	p.bytes += c
+}
+
+// takeSpare moves the buffers the delivery gave back (deferred) into the
+// pool.
+func (a *Analyzer) takeSpare() {
+	for a.spare != nil {
+		select {
+		case b := <-a.spare:
+			a.putBuffer(b)
+		default:
+			return
+		}
+	}
 }
 
 // makeRoom releases idle buffers, then drops partial frames, largest
@@ -168,6 +335,7 @@ func (f *framer) dropForBudget() {
 	a := f.s.a
 	n := len(f.buf)
 	if n == 0 {
+		a.putBuffer(f.buf)
 		f.buf = nil
 		f.account()
 		return
@@ -202,6 +370,7 @@ func (f *framer) dropForBudget() {
 		f.synced, f.tentative = false, false
 	}
 	c.problem(f.startFile, f.startPkt, fmt.Sprintf("%s: partial frames buffered across connections passed the budget of %d bytes%s", what, a.cfg.BufferBudget, a.shareOf(a.cfg.BufferBudget)))
+	a.putBuffer(f.buf)
 	f.buf = nil
 	f.account()
 }

@@ -241,14 +241,16 @@ func TestBufferReleased(t *testing.T) {
 	}
 }
 
-// TestBufferGrowsToFrameSize: the buffer of a frame arriving in pieces
-// never holds more than the frame, nor much more than twice what arrived.
-func TestBufferGrowsToFrameSize(t *testing.T) {
+// TestBufferSizedFromPrefix: a frame arriving in pieces is assembled in
+// one buffer of exactly its size, taken when its first piece arrives (its
+// size prefix tells), and never copied to a bigger one as pieces come.
+func TestBufferSizedFromPrefix(t *testing.T) {
 	const size = 1_000_003
 	frame := bigProduce(1, size)
 	var fr *framer
-	got := 0
-	run(t, DefaultConfig(), func(w *gen.Writer) {
+	var first *byte
+	pieces := 0
+	a, ev := run(t, DefaultConfig(), func(w *gen.Writer) {
 		c := w.Conn(bClient(0), bBroker, bt0, gen.ConnOptions{})
 		c.Send(gen.ClientToServer, bt0.Add(time.Millisecond), frame)
 	}, func(a *Analyzer) {
@@ -260,13 +262,65 @@ func TestBufferGrowsToFrameSize(t *testing.T) {
 		if fr == nil || len(fr.buf) == 0 {
 			return
 		}
-		got = max(got, cap(fr.buf))
-		if cap(fr.buf) > size || cap(fr.buf) > 2*len(fr.buf)+4096 {
+		pieces++
+		if cap(fr.buf) != size {
 			t.Fatalf("buffer of %d bytes holding %d of a %d-byte frame", cap(fr.buf), len(fr.buf), size)
 		}
+		if first == nil {
+			first = &fr.buf[:1][0]
+		} else if &fr.buf[:1][0] != first {
+			t.Fatalf("frame moved to another buffer after %d bytes", len(fr.buf))
+		}
 	})
-	if got != size {
-		t.Errorf("largest buffer %d bytes, want the frame's %d", got, size)
+	if pieces < 10 || len(ev.requests) != 1 || ev.requests[0].Size != size || a.bufs.used != 0 {
+		t.Errorf("%d pieces buffered, %d requests, %d bytes buffered after Close; want the %d-byte frame in pieces, decoded",
+			pieces, len(ev.requests), a.bufs.used, size)
+	}
+}
+
+// TestBufferLyingPrefix: a size prefix is the sender's word. One that
+// claims more than the budget has free does not get a buffer of that size
+// before its bytes arrive (its buffer stays within twice what arrived),
+// and does not make the budget drop another connection's partial frame
+// that holds real bytes.
+func TestBufferLyingPrefix(t *testing.T) {
+	const budget, real, claim = 1 << 20, 700_000, 900_000
+	cfg := DefaultConfig()
+	cfg.BufferBudget = budget
+	honest := bigProduce(1, real)
+	liar := bigProduce(1, claim)[:5000]
+	var lf *framer
+	a, ev := run(t, cfg, func(w *gen.Writer) {
+		h := w.Conn(bClient(0), bBroker, bt0, gen.ConnOptions{})
+		l := w.Conn(bClient(1), bBroker, bt0, gen.ConnOptions{})
+		at := bt0.Add(time.Millisecond)
+		h.Send(gen.ClientToServer, at, honest[:real-1000])
+		l.Send(gen.ClientToServer, at.Add(time.Millisecond), liar[:100])
+		l.Send(gen.ClientToServer, at.Add(2*time.Millisecond), liar[100:])
+		h.Send(gen.ClientToServer, at.Add(3*time.Millisecond), honest[real-1000:])
+		h.Response(at.Add(4*time.Millisecond), 1, produceResp())
+	}, func(a *Analyzer) {
+		checkBuffers(t, budget)(a)
+		for _, s := range a.streams {
+			if s.conn != nil && s.conn.Client == bClient(1) {
+				lf = &s.fr[ToServer]
+			}
+		}
+		if lf != nil && len(lf.buf) > 0 && cap(lf.buf) > 2*len(lf.buf)+4096 {
+			t.Fatalf("a frame claiming %d bytes got a buffer of %d with %d bytes there", claim, cap(lf.buf), len(lf.buf))
+		}
+	})
+	if lf == nil {
+		t.Fatal("the second connection was not seen")
+	}
+	var h *Conn
+	for _, c := range a.Conns() {
+		if c.Client == bClient(0) {
+			h = c
+		}
+	}
+	if h == nil || h.Requests != 1 || h.Responses != 1 || len(h.Skipped) != 0 || len(ev.requests) != 1 || ev.requests[0].Size != real {
+		t.Errorf("honest connection %+v, %d requests delivered: want its %d-byte frame decoded, nothing skipped", h, len(ev.requests), real)
 	}
 }
 

@@ -212,6 +212,7 @@ func (f *framer) end() {
 		}
 		f.conn().skip(reason, len(f.buf))
 	}
+	f.s.a.putBuffer(f.buf)
 	f.buf = nil
 	f.account()
 	f.deliverDropped()
@@ -239,6 +240,22 @@ func (f *framer) feed(data []byte) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
 	owned := len(f.buf) > 0
+	// view: the frames that lie whole in data may be handed on as views
+	// of it even by a deferred analyzer (own).
+	view := viewNone
+	a.view, a.lend, a.lent = viewNone, nil, false // (after a panic)
+	if a.payload != nil {
+		view = a.stableView(f, data)
+	}
+	if owned && f.synced && !f.tentative {
+		if total, ok := f.frameTotal(f.buf); ok {
+			// The frame buffered is at a known boundary and its size is
+			// known: it takes only the bytes it lacks, and what follows
+			// it in data is framed where it lies.
+			f.complete(data, total, view, file, pkt, now)
+			return
+		}
+	}
 	// headAt: the bytes buffered begin where a delivery began.
 	headAt := owned && f.headAt
 	// segStart is where this delivery (normally one TCP segment) begins
@@ -256,7 +273,110 @@ func (f *framer) feed(data []byte) {
 		data = f.buf
 	} else {
 		f.startFile, f.startPkt, f.startTime = file, pkt, now
+		a.view = view
 	}
+	off := f.frames(data, segStart, headAt, file, pkt, now)
+	a.view = viewNone
+	rest := data[off:]
+	if len(rest) > scanLimit && !f.synced {
+		drop := len(rest) - scanLimit
+		f.conn().skip(f.scanReason(), drop)
+		rest = rest[drop:]
+	}
+	f.headAt = off == segStart || off == 0 && headAt
+	if owned {
+		n := copy(f.buf, rest)
+		f.buf = f.buf[:n]
+	} else {
+		f.hold(rest)
+	}
+	f.trim()
+}
+
+// complete goes on with the frame of total bytes buffered, synced at a
+// confirmed boundary, with data: the bytes it still lacks are added to
+// its buffer (sized for the whole frame, see hold and grow), and once it
+// is whole it is handed on from there, and the rest of data is framed as
+// a delivery of its own that began where the frame's bytes did (view:
+// as feed's).
+func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt uint64, now time.Time) {
+	need := total - len(f.buf)
+	if len(data) < need {
+		if !f.grow(len(data)) {
+			f.feed(data)
+			return
+		}
+		f.buf = append(f.buf, data...)
+		f.trim()
+		return
+	}
+	if !f.grow(need) {
+		f.feed(data)
+		return
+	}
+	segStart := len(f.buf)
+	f.buf = append(f.buf, data[:need]...)
+	a := f.s.a
+	if a.cfg.Deferred {
+		// A deferred analyzer may hand the buffer itself on with the
+		// message instead of copying the frame out of it (own).
+		a.lend = f.buf
+	}
+	frame := f.buf[decode.SizeLen:total:total]
+	var handled bool
+	if f.resp {
+		handled = f.response(frame)
+	} else {
+		handled = f.request(frame)
+	}
+	lent := a.lent
+	a.lend, a.lent = nil, false
+	if !handled {
+		// Only a frame at a guessed boundary is refused, and this one
+		// was not guessed; if one is, scan on from its second byte over
+		// it and the rest of data, as the buffering path does.
+		a.owned = nil
+		f.synced, f.tentative = false, false
+		f.conn().skip(f.scanReason(), 1)
+		f.buf = append(f.buf[:total], data[need:]...)
+		off := 1 + f.frames(f.buf[1:], segStart-1, false, file, pkt, now)
+		f.headAt = off == segStart
+		if rest := len(f.buf) - off; rest > scanLimit && !f.synced {
+			f.conn().skip(f.scanReason(), rest-scanLimit)
+			off += rest - scanLimit
+		}
+		f.buf = f.buf[:copy(f.buf, f.buf[off:])]
+		f.trim()
+		return
+	}
+	if lent {
+		f.buf = nil
+	} else {
+		f.buf = f.buf[:0]
+	}
+	f.everFramed, f.mid = true, false
+	f.startFile, f.startPkt, f.startTime = file, pkt, now
+	data = data[need:]
+	a.view = view
+	off := f.frames(data, -need, false, file, pkt, now)
+	a.view = viewNone
+	rest := data[off:]
+	if len(rest) > scanLimit && !f.synced {
+		drop := len(rest) - scanLimit
+		f.conn().skip(f.scanReason(), drop)
+		rest = rest[drop:]
+	}
+	f.headAt = false // rest does not begin where data did
+	f.hold(rest)
+	f.trim()
+}
+
+// frames takes the frames in data (segStart: where the delivery begins in
+// it; headAt: data begins where a delivery began) and returns how many
+// bytes it took or skipped; the rest is the start of a frame, or bytes a
+// boundary may start in.
+func (f *framer) frames(data []byte, segStart int, headAt bool, file int, pkt uint64, now time.Time) int {
+	a := f.s.a
 	off := 0
 	for off < len(data) {
 		if !f.synced {
@@ -311,20 +431,7 @@ func (f *framer) feed(data []byte) {
 		off += total
 		f.startFile, f.startPkt, f.startTime = file, pkt, now
 	}
-	rest := data[off:]
-	if len(rest) > scanLimit && !f.synced {
-		drop := len(rest) - scanLimit
-		f.conn().skip(f.scanReason(), drop)
-		rest = rest[drop:]
-	}
-	f.headAt = off == segStart || off == 0 && headAt
-	if owned {
-		n := copy(f.buf, rest)
-		f.buf = f.buf[:n]
-	} else {
-		f.buf = append(f.buf[:0], rest...)
-	}
-	f.trim()
+	return off
 }
 
 // badSize records a size prefix outside [min, --max-frame] and starts a scan.

@@ -120,6 +120,8 @@ type sharded struct {
 
 	stats flows.Stats
 	conns []*flows.Conn
+	// merged counts the rounds whose events were delivered.
+	merged atomic.Uint64
 }
 
 func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
@@ -142,6 +144,8 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	}
 	wcfg := cfg
 	wcfg.Deferred = true
+	// A round's packets stay until its events are delivered (run).
+	wcfg.StablePackets = true
 	// The reader learns the listening endpoints for every worker, at
 	// each packet's place, so that all agree on what was known when.
 	s.listeners = flows.NewListeners()
@@ -155,7 +159,7 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	wcfg.BufferBudget = share(cfg.BufferBudget, n)
 	for i := 0; i < n; i++ {
 		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan shardOut, inflight), free: s.free, spent: make(chan []stamped, inflight+2),
-			pf: s.dl.Prefinger()}
+			pf: s.dl.Prefinger(), merged: &s.merged}
 		c := wcfg
 		c.Sink = w.sink
 		w.an = flows.New(c)
@@ -264,6 +268,14 @@ func (s *sharded) Close() {
 		close(in)
 	}
 	<-s.done
+	// The rounds' buffers are not needed for the report.
+	for len(s.free) > 0 {
+		<-s.free
+	}
+	s.cur = nil
+	for _, w := range s.workers {
+		w.held = nil
+	}
 	for _, an := range s.ans {
 		s.stats.Add(an.Stats())
 		s.conns = append(s.conns, an.Conns()...)
@@ -301,6 +313,13 @@ type worker struct {
 	// pf fingerprints the records of requests here rather than in the
 	// merger (flows.Prefinger)
 	pf *flows.Prefinger
+	// held are the rounds whose events the merger may not have
+	// delivered yet (their frames may be views of their packets:
+	// flows.Config.StablePackets); rounds counts the rounds sent, merged
+	// those the merger delivered.
+	held   []*shardIn
+	rounds uint64
+	merged *atomic.Uint64
 }
 
 // take returns an empty event slice, a used one if the merger gave one
@@ -363,11 +382,17 @@ func (w *worker) run(i int) {
 		}
 		w.out <- shardOut{evs: w.evs, chunks: w.an.Seal(nil)}
 		w.evs = w.take()
-		clear(b.items) // no references into old data
-		b.items, b.data = b.items[:0], b.data[:0]
-		select {
-		case w.free <- b:
-		default:
+		w.rounds++
+		w.held = append(w.held, b)
+		for len(w.held) > 0 && w.rounds-uint64(len(w.held)) < w.merged.Load() {
+			b := w.held[0]
+			w.held = append(w.held[:0], w.held[1:]...)
+			clear(b.items) // no references into old data
+			b.items, b.data = b.items[:0], b.data[:0]
+			select {
+			case w.free <- b:
+			default:
+			}
 		}
 	}
 }
@@ -436,6 +461,7 @@ func (s *sharded) merge() {
 		if end {
 			return
 		}
+		s.merged.Add(1)
 		for w, evs := range cur {
 			if len(chunks[w]) > 0 {
 				s.ans[w].Recycle(chunks[w])
