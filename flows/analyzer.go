@@ -203,6 +203,8 @@ type Analyzer struct {
 	// one just filled, for the message being made.
 	spare chan []byte
 	owned []byte
+	// memoHeld is what the connections' memos hold (memo.go).
+	memoHeld int64
 	// fixed bounds, this analyzer's share (Config.Shards)
 	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see

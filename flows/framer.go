@@ -53,6 +53,8 @@ type framer struct {
 	// API is not known yet, until a request shows the connection's API
 	// (see keep).
 	stash []stashed
+	// memo is the bodies last decoded, for frames that repeat (memo.go).
+	memo *memo
 }
 
 // stashed is an unmatched response kept with a copy of its frame.
@@ -216,6 +218,7 @@ func (f *framer) end() {
 	f.account()
 	f.deliverDropped()
 	f.unstash()
+	f.forget()
 }
 
 // feed takes bytes in stream order; data is only valid during the call.
@@ -488,7 +491,7 @@ func (f *framer) request(frame []byte) bool {
 	var req kmsg.Request
 	known := decode.KnownVersion(h.Key, h.Version)
 	if known && headerErr == nil {
-		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		req, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
 	m := f.newMessage()
@@ -572,14 +575,10 @@ func (f *framer) response(frame []byte) bool {
 		// now proven.
 		c.ClientBy = ClientByPairing
 	}
-	var resp kmsg.Response
 	// A refused ApiVersions decodes in the v0 layout even at a version
 	// kmsg does not know; its header is the correlation id alone.
 	if decode.KnownVersion(req.Key, req.Version) || decode.UnsupportedVersionAnswer(req.Key, req.Version, frame[4:]) {
-		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)
-		if err == nil {
-			resp, err = decode.DecodeResponse(req.Key, req.Version, frame[hl:])
-		}
+		resp, codes, err := f.decodeResponse(req.Key, req.Version, frame)
 		if err != nil {
 			m.Err = fmt.Errorf("decode %s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, err)
 			c.DecodeErrors++
@@ -587,7 +586,7 @@ func (f *framer) response(frame []byte) bool {
 		} else {
 			m.Resp = resp
 			f.scanBatches(m, resp)
-			m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
+			m.ErrorCodes = codes
 			if len(m.ErrorCodes) > 0 {
 				c.ErrorResponses++
 			}

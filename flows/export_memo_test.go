@@ -1,0 +1,5 @@
+package flows
+
+// SetMemoCheck sets the memo's check (memoCheck) for the tests of
+// flows_test; nil removes it.
+func SetMemoCheck(fn func(key int16, response, changed bool)) { memoCheck = fn }

@@ -1,0 +1,237 @@
+package flows
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// memo keeps, per direction of a connection, the last bodies decoded by
+// API key and version, so that a frame whose bytes after the correlation
+// id equal those of an earlier one gets that body again instead of being
+// decoded: a client in a retry loop sends the same Metadata request and
+// gets the same Metadata answer, or the same NOT_LEADER_OR_FOLLOWER
+// Produce answer, thousands of times.
+//
+// A body remembered is decoded from the memo's own copy of the bytes,
+// which is never written again, so whatever in it aliases its bytes (kmsg
+// keeps bytes fields and unknown tags as slices of the input) stays valid
+// however long handlers keep it, on any goroutine. Bodies carrying record
+// sets (Produce requests, Fetch responses) are not remembered: their
+// record bytes are taken from them after delivery (ReleaseRecords). The
+// bodies and error counts handed out are shared by every message they are
+// handed to: handlers read them and never write them (TestMemoUnchanged
+// holds every handler to it).
+type memo struct {
+	slots [memoSlots]memoSlot
+	next  uint8 // the slot a new key and version takes
+}
+
+// memoSlot is one key and version's last body.
+type memoSlot struct {
+	key, version int16
+	used         bool
+	// misses counts frames in a row that did not match; past
+	// memoMisses, skip frames of this key are decoded without being
+	// copied (traffic that never repeats pays no copies).
+	misses uint8
+	skip   uint8
+	// b is the bytes after the correlation id the body was decoded
+	// from (its header's rest, then the body at b[at:]).
+	b     []byte
+	at    int
+	req   kmsg.Request
+	resp  kmsg.Response
+	codes []ErrorCount
+	// enc is the body's encoding when remembered (only with memoCheck).
+	enc []byte
+}
+
+const (
+	memoSlots = 4
+	// memoMaxFrame bounds the frames remembered, and memoBudget what
+	// one analyzer's memos hold together; past it no new body is
+	// remembered until a connection ends.
+	memoMaxFrame = 256 << 10
+	memoBudget   = 8 << 20
+	memoMisses   = 4
+	memoSkip     = 32
+)
+
+// memoCheck, set by tests only, re-encodes a body at every reuse and
+// tells it whether the body or its error counts changed since they were
+// remembered (a handler wrote to them).
+var memoCheck func(key int16, response, changed bool)
+
+// slot returns the slot of key and version, or nil.
+func (mm *memo) slot(key, version int16) *memoSlot {
+	for i := range mm.slots {
+		s := &mm.slots[i]
+		if s.used && s.key == key && s.version == version {
+			return s
+		}
+	}
+	return nil
+}
+
+// recall returns the slot whose bytes equal b (the frame after the
+// correlation id), or nil; a miss counts towards skipping.
+func (f *framer) recall(key, version int16, b []byte) *memoSlot {
+	if f.memo == nil {
+		return nil
+	}
+	s := f.memo.slot(key, version)
+	if s == nil {
+		return nil
+	}
+	if bytes.Equal(s.b, b) {
+		s.misses = 0
+		if memoCheck != nil {
+			memoCheck(key, s.resp != nil, s.changed())
+		}
+		return s
+	}
+	if s.skip > 0 {
+		s.skip--
+	} else if s.misses++; s.misses >= memoMisses {
+		s.misses, s.skip = 0, memoSkip
+	}
+	return nil
+}
+
+// copyFor returns a copy of b to decode from and remember, or nil if b
+// is not to be remembered: its key and version skipped after misses, too
+// large, or over the analyzer's budget.
+func (f *framer) copyFor(key, version int16, b []byte) []byte {
+	if len(b) > memoMaxFrame || f.s.a.memoHeld+int64(len(b)) > memoBudget {
+		return nil
+	}
+	if f.memo != nil {
+		if s := f.memo.slot(key, version); s != nil && s.skip > 0 {
+			return nil
+		}
+	}
+	return append([]byte(nil), b...)
+}
+
+// remember keeps a body decoded from b (a copy from copyFor) at b[at:].
+func (f *framer) remember(key, version int16, b []byte, at int, req kmsg.Request, resp kmsg.Response, codes []ErrorCount) {
+	if f.memo == nil {
+		f.memo = new(memo)
+	}
+	mm := f.memo
+	s := mm.slot(key, version)
+	if s == nil {
+		s = &mm.slots[mm.next]
+		mm.next = (mm.next + 1) % memoSlots
+	}
+	a := f.s.a
+	a.memoHeld += int64(len(b) - len(s.b))
+	misses := s.misses
+	if !s.used || s.key != key || s.version != version {
+		misses = 0
+	}
+	*s = memoSlot{key: key, version: version, used: true, misses: misses, b: b, at: at, req: req, resp: resp, codes: codes[:len(codes):len(codes)]}
+	if memoCheck != nil {
+		s.enc = s.encode()
+	}
+}
+
+// forget drops the direction's bodies from the analyzer's budget (the
+// connection ends).
+func (f *framer) forget() {
+	if f.memo == nil {
+		return
+	}
+	for i := range f.memo.slots {
+		f.s.a.memoHeld -= int64(len(f.memo.slots[i].b))
+	}
+	f.memo = nil
+}
+
+// changed reports whether the slot's body or error counts changed since
+// they were remembered.
+func (s *memoSlot) changed() bool {
+	var codes []ErrorCount
+	if s.resp != nil {
+		codes = errorCounts(s.resp, nil)
+	}
+	return !bytes.Equal(s.encode(), s.enc) || !slices.Equal(codes, s.codes)
+}
+
+func (s *memoSlot) encode() []byte {
+	if s.req != nil {
+		return s.req.AppendTo(nil)
+	}
+	return s.resp.AppendTo(nil)
+}
+
+// rememberable reports whether a decoded body may be remembered: not if it
+// carries record sets, whose bytes are dropped after delivery.
+func rememberable(body any) bool {
+	switch body.(type) {
+	case *kmsg.ProduceRequest, *kmsg.FetchResponse:
+		return false
+	}
+	return true
+}
+
+// decodeRequest decodes the body of a request frame whose header is h,
+// or recalls it.
+func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (kmsg.Request, error) {
+	const after = 8 // key, version, correlation id
+	if h.Key == 0 { // Produce: record sets
+		return decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+	}
+	rest := frame[after:]
+	if s := f.recall(h.Key, h.Version, rest); s != nil {
+		return s.req, nil
+	}
+	b := f.copyFor(h.Key, h.Version, rest)
+	if b == nil {
+		return decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+	}
+	req, err := decode.DecodeRequest(h.Key, h.Version, b[h.Len-after:])
+	if err == nil && rememberable(req) {
+		f.remember(h.Key, h.Version, b, h.Len-after, req, nil, nil)
+	}
+	return req, err
+}
+
+// decodeResponse decodes the body of a response frame to key at version
+// and counts its error codes, or recalls both.
+func (f *framer) decodeResponse(key, version int16, frame []byte) (kmsg.Response, []ErrorCount, error) {
+	const after = 4 // correlation id
+	hl, err := decode.ResponseHeaderLen(frame, key, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if key == 1 { // Fetch: record sets
+		resp, err := decode.DecodeResponse(key, version, frame[hl:])
+		if err != nil {
+			return resp, nil, err
+		}
+		return resp, errorCounts(resp, nil), nil
+	}
+	rest := frame[after:]
+	if s := f.recall(key, version, rest); s != nil {
+		return s.resp, s.codes, nil
+	}
+	b := f.copyFor(key, version, rest)
+	body := frame[hl:]
+	if b != nil {
+		body = b[hl-after:]
+	}
+	resp, err := decode.DecodeResponse(key, version, body)
+	if err != nil {
+		return resp, nil, err
+	}
+	codes := errorCounts(resp, nil)
+	if b != nil && rememberable(resp) {
+		f.remember(key, version, b, hl-after, nil, resp, codes)
+	}
+	return resp, codes, nil
+}
