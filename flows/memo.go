@@ -27,18 +27,22 @@ import (
 // holds every handler to it).
 type memo struct {
 	slots [memoSlots]memoSlot
-	next  uint8 // the slot a new key and version takes
+	// tick orders the slots' uses: a new body takes the least recently
+	// used slot (several for one key: a producer's answers differ by
+	// the partitions a request carried, and alternate).
+	tick uint32
+	// misses counts frames in a row that matched no slot; past
+	// memoMisses, the next skip frames are decoded without being
+	// copied (traffic that never repeats pays few copies).
+	misses uint8
+	skip   uint8
 }
 
-// memoSlot is one key and version's last body.
+// memoSlot is a body decoded earlier.
 type memoSlot struct {
 	key, version int16
 	used         bool
-	// misses counts frames in a row that did not match; past
-	// memoMisses, skip frames of this key are decoded without being
-	// copied (traffic that never repeats pays no copies).
-	misses uint8
-	skip   uint8
+	last         uint32 // memo.tick when last used
 	// b is the bytes after the correlation id the body was decoded
 	// from (its header's rest, then the body at b[at:]).
 	b     []byte
@@ -51,7 +55,7 @@ type memoSlot struct {
 }
 
 const (
-	memoSlots = 4
+	memoSlots = 8
 	// memoMaxFrame bounds the frames remembered, and memoBudget what
 	// one analyzer's memos hold together; past it no new body is
 	// remembered until a connection ends.
@@ -66,53 +70,40 @@ const (
 // remembered (a handler wrote to them).
 var memoCheck func(key int16, response, changed bool)
 
-// slot returns the slot of key and version, or nil.
-func (mm *memo) slot(key, version int16) *memoSlot {
+// recall returns the slot of key and version whose bytes equal b (the
+// frame after the correlation id), or nil; a miss counts towards
+// skipping.
+func (f *framer) recall(key, version int16, b []byte) *memoSlot {
+	mm := f.memo
+	if mm == nil {
+		return nil
+	}
 	for i := range mm.slots {
 		s := &mm.slots[i]
-		if s.used && s.key == key && s.version == version {
+		if s.used && s.key == key && s.version == version && bytes.Equal(s.b, b) {
+			mm.misses = 0
+			mm.tick++
+			s.last = mm.tick
+			if memoCheck != nil {
+				memoCheck(key, s.resp != nil, s.changed())
+			}
 			return s
 		}
 	}
-	return nil
-}
-
-// recall returns the slot whose bytes equal b (the frame after the
-// correlation id), or nil; a miss counts towards skipping.
-func (f *framer) recall(key, version int16, b []byte) *memoSlot {
-	if f.memo == nil {
-		return nil
-	}
-	s := f.memo.slot(key, version)
-	if s == nil {
-		return nil
-	}
-	if bytes.Equal(s.b, b) {
-		s.misses = 0
-		if memoCheck != nil {
-			memoCheck(key, s.resp != nil, s.changed())
-		}
-		return s
-	}
-	if s.skip > 0 {
-		s.skip--
-	} else if s.misses++; s.misses >= memoMisses {
-		s.misses, s.skip = 0, memoSkip
+	if mm.skip > 0 {
+		mm.skip--
+	} else if mm.misses++; mm.misses >= memoMisses {
+		mm.misses, mm.skip = 0, memoSkip
 	}
 	return nil
 }
 
 // copyFor returns a copy of b to decode from and remember, or nil if b
-// is not to be remembered: its key and version skipped after misses, too
-// large, or over the analyzer's budget.
-func (f *framer) copyFor(key, version int16, b []byte) []byte {
-	if len(b) > memoMaxFrame || f.s.a.memoHeld+int64(len(b)) > memoBudget {
+// is not to be remembered: frames skipped after misses, too large, or
+// over the analyzer's budget.
+func (f *framer) copyFor(b []byte) []byte {
+	if len(b) > memoMaxFrame || f.s.a.memoHeld+int64(len(b)) > memoBudget || f.memo != nil && f.memo.skip > 0 {
 		return nil
-	}
-	if f.memo != nil {
-		if s := f.memo.slot(key, version); s != nil && s.skip > 0 {
-			return nil
-		}
 	}
 	return append([]byte(nil), b...)
 }
@@ -123,18 +114,15 @@ func (f *framer) remember(key, version int16, b []byte, at int, req kmsg.Request
 		f.memo = new(memo)
 	}
 	mm := f.memo
-	s := mm.slot(key, version)
-	if s == nil {
-		s = &mm.slots[mm.next]
-		mm.next = (mm.next + 1) % memoSlots
+	s := &mm.slots[0]
+	for i := range mm.slots {
+		if mm.slots[i].last < s.last {
+			s = &mm.slots[i]
+		}
 	}
-	a := f.s.a
-	a.memoHeld += int64(len(b) - len(s.b))
-	misses := s.misses
-	if !s.used || s.key != key || s.version != version {
-		misses = 0
-	}
-	*s = memoSlot{key: key, version: version, used: true, misses: misses, b: b, at: at, req: req, resp: resp, codes: codes[:len(codes):len(codes)]}
+	f.s.a.memoHeld += int64(len(b) - len(s.b))
+	mm.tick++
+	*s = memoSlot{key: key, version: version, used: true, last: mm.tick, b: b, at: at, req: req, resp: resp, codes: codes[:len(codes):len(codes)]}
 	if memoCheck != nil {
 		s.enc = s.encode()
 	}
@@ -190,7 +178,7 @@ func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (kmsg.Reque
 	if s := f.recall(h.Key, h.Version, rest); s != nil {
 		return s.req, nil
 	}
-	b := f.copyFor(h.Key, h.Version, rest)
+	b := f.copyFor(rest)
 	if b == nil {
 		return decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
 	}
@@ -220,7 +208,7 @@ func (f *framer) decodeResponse(key, version int16, frame []byte) (kmsg.Response
 	if s := f.recall(key, version, rest); s != nil {
 		return s.resp, s.codes, nil
 	}
-	b := f.copyFor(key, version, rest)
+	b := f.copyFor(rest)
 	body := frame[hl:]
 	if b != nil {
 		body = b[hl-after:]
