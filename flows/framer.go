@@ -460,13 +460,27 @@ func (f *framer) confirm(frame, rest []byte, delivered bool) bool {
 	return true
 }
 
-// newMessage fills the position fields of a message completed now.
+// newMessage returns a message with the position fields of one completed
+// now.
 func (f *framer) newMessage() *Message {
+	m := new(Message)
+	f.place(m)
+	return m
+}
+
+// respExchange is a response and its exchange, allocated together.
+type respExchange struct {
+	m Message
+	x Exchange
+}
+
+// place fills the position fields of m, completed now.
+func (f *framer) place(m *Message) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
 	owned := a.owned
 	a.owned = nil
-	return &Message{
+	*m = Message{
 		owned:       owned,
 		spare:       a.spare,
 		Conn:        &f.conn().ConnInfo,
@@ -557,7 +571,9 @@ func (f *framer) response(frame []byte) bool {
 	// connection in request order.
 	req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 	f.tentative = false
-	m := f.newMessage()
+	ax := new(respExchange)
+	m := &ax.m
+	f.place(m)
 	m.Size = len(frame) + 4
 	m.Correlation = corr
 	m.Frame = frame
@@ -595,7 +611,8 @@ func (f *framer) response(frame []byte) bool {
 		m.Err = req.Err
 	}
 	c.Responses++
-	a.emit(&Exchange{Conn: c, Req: req, Resp: m})
+	ax.x = Exchange{Conn: c, Req: req, Resp: m}
+	a.emit(&ax.x)
 	return true
 }
 
@@ -705,16 +722,32 @@ const linearCodes = 16
 func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
 
 func scanBatches(m *Message, body any) {
+	// Room for a batch per record set, what producers send.
+	sets := 0
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) > 0 {
+			sets++
+		}
+	})
+	if sets == 0 {
+		return
+	}
+	m.Batches = make([]BatchRef, 0, sets)
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) == 0 {
 			return
 		}
 		topic := rs.Topic // named by id: see Delivery.nameTopics
-		_, err := decode.ScanBatches(rs.Records, func(b *decode.Batch) {
-			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
-		})
-		if err != nil {
+		it := decode.Batches(rs.Records)
+		var b decode.Batch
+		for it.Next(&b) {
+			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: b})
+		}
+		if it.Err != nil {
 			m.BatchErrors++
 		}
 	})
+	if len(m.Batches) == 0 {
+		m.Batches = nil // as without batches
+	}
 }
