@@ -503,9 +503,10 @@ func (f *framer) request(frame []byte) bool {
 	h, err := decode.ParseRequestHeader(frame)
 	headerErr := err
 	var req kmsg.Request
+	var shared bool
 	known := decode.KnownVersion(h.Key, h.Version)
 	if known && headerErr == nil {
-		req, err = f.decodeRequest(h, frame)
+		req, shared, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
 	m := f.newMessage()
@@ -513,6 +514,7 @@ func (f *framer) request(frame []byte) bool {
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
 	m.Frame = frame
+	m.shared = shared
 	switch {
 	case headerErr != nil && known:
 		// Key, version and correlation id are there (frames are at
@@ -594,13 +596,13 @@ func (f *framer) response(frame []byte) bool {
 	// A refused ApiVersions decodes in the v0 layout even at a version
 	// kmsg does not know; its header is the correlation id alone.
 	if decode.KnownVersion(req.Key, req.Version) || decode.UnsupportedVersionAnswer(req.Key, req.Version, frame[4:]) {
-		resp, codes, err := f.decodeResponse(req.Key, req.Version, frame)
+		resp, codes, shared, err := f.decodeResponse(req.Key, req.Version, frame)
 		if err != nil {
 			m.Err = fmt.Errorf("decode %s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, err)
 			c.DecodeErrors++
 			c.problem(m.File, m.Packet, m.Err.Error())
 		} else {
-			m.Resp = resp
+			m.Resp, m.shared = resp, shared
 			f.scanBatches(m, resp)
 			m.ErrorCodes = codes
 			if len(m.ErrorCodes) > 0 {

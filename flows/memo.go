@@ -18,13 +18,13 @@ import (
 //
 // A body remembered is decoded from the memo's own copy of the bytes,
 // which is never written again, so whatever in it aliases its bytes (kmsg
-// keeps bytes fields and unknown tags as slices of the input) stays valid
-// however long handlers keep it, on any goroutine. Bodies carrying record
-// sets (Produce requests, Fetch responses) are not remembered: their
-// record bytes are taken from them after delivery (ReleaseRecords). The
-// bodies and error counts handed out are shared by every message they are
-// handed to: handlers read them and never write them (TestMemoUnchanged
-// holds every handler to it).
+// keeps bytes fields, unknown tags and record sets as slices of the
+// input) stays valid however long handlers keep it, on any goroutine; the
+// record sets of such a body are not dropped after delivery
+// (Message.shared), as they do not pin a frame. The bodies and error
+// counts handed out are shared by every message they are handed to:
+// handlers read them and never write them (TestMemoUnchanged holds every
+// handler to it).
 type memo struct {
 	slots [memoSlots]memoSlot
 	// tick orders the slots' uses: a new body takes the least recently
@@ -33,9 +33,12 @@ type memo struct {
 	tick uint32
 	// misses counts frames in a row that matched no slot; past
 	// memoMisses, the next skip frames are decoded without being
-	// copied (traffic that never repeats pays few copies).
-	misses uint8
-	skip   uint8
+	// copied, backoff (doubling while nothing matches, up to
+	// memoMaxSkip) of them: traffic that never repeats, such as a
+	// producer's batches, pays few copies.
+	misses  uint8
+	skip    uint16
+	backoff uint16
 }
 
 // memoSlot is a body decoded earlier.
@@ -63,6 +66,7 @@ const (
 	memoBudget   = 8 << 20
 	memoMisses   = 4
 	memoSkip     = 32
+	memoMaxSkip  = 1024
 )
 
 // memoCheck, set by tests only, re-encodes a body at every reuse and
@@ -81,7 +85,7 @@ func (f *framer) recall(key, version int16, b []byte) *memoSlot {
 	for i := range mm.slots {
 		s := &mm.slots[i]
 		if s.used && s.key == key && s.version == version && bytes.Equal(s.b, b) {
-			mm.misses = 0
+			mm.misses, mm.backoff = 0, 0
 			mm.tick++
 			s.last = mm.tick
 			if memoCheck != nil {
@@ -93,7 +97,8 @@ func (f *framer) recall(key, version int16, b []byte) *memoSlot {
 	if mm.skip > 0 {
 		mm.skip--
 	} else if mm.misses++; mm.misses >= memoMisses {
-		mm.misses, mm.skip = 0, memoSkip
+		mm.backoff = min(max(2*mm.backoff, memoSkip), memoMaxSkip)
+		mm.misses, mm.skip = 0, mm.backoff
 	}
 	return nil
 }
@@ -157,69 +162,53 @@ func (s *memoSlot) encode() []byte {
 	return s.resp.AppendTo(nil)
 }
 
-// rememberable reports whether a decoded body may be remembered: not if it
-// carries record sets, whose bytes are dropped after delivery.
-func rememberable(body any) bool {
-	switch body.(type) {
-	case *kmsg.ProduceRequest, *kmsg.FetchResponse:
-		return false
-	}
-	return true
-}
-
 // decodeRequest decodes the body of a request frame whose header is h,
-// or recalls it.
-func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (kmsg.Request, error) {
+// or recalls it; shared says the body is the memo's (see Message.shared).
+func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (req kmsg.Request, shared bool, err error) {
 	const after = 8 // key, version, correlation id
-	if h.Key == 0 { // Produce: record sets
-		return decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
-	}
 	rest := frame[after:]
 	if s := f.recall(h.Key, h.Version, rest); s != nil {
-		return s.req, nil
+		return s.req, true, nil
 	}
 	b := f.copyFor(rest)
 	if b == nil {
-		return decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		return req, false, err
 	}
-	req, err := decode.DecodeRequest(h.Key, h.Version, b[h.Len-after:])
-	if err == nil && rememberable(req) {
-		f.remember(h.Key, h.Version, b, h.Len-after, req, nil, nil)
+	req, err = decode.DecodeRequest(h.Key, h.Version, b[h.Len-after:])
+	if err != nil {
+		return req, false, err
 	}
-	return req, err
+	f.remember(h.Key, h.Version, b, h.Len-after, req, nil, nil)
+	return req, true, nil
 }
 
 // decodeResponse decodes the body of a response frame to key at version
-// and counts its error codes, or recalls both.
-func (f *framer) decodeResponse(key, version int16, frame []byte) (kmsg.Response, []ErrorCount, error) {
+// and counts its error codes, or recalls both; shared as for
+// decodeRequest.
+func (f *framer) decodeResponse(key, version int16, frame []byte) (resp kmsg.Response, codes []ErrorCount, shared bool, err error) {
 	const after = 4 // correlation id
 	hl, err := decode.ResponseHeaderLen(frame, key, version)
 	if err != nil {
-		return nil, nil, err
-	}
-	if key == 1 { // Fetch: record sets
-		resp, err := decode.DecodeResponse(key, version, frame[hl:])
-		if err != nil {
-			return resp, nil, err
-		}
-		return resp, errorCounts(resp, nil), nil
+		return nil, nil, false, err
 	}
 	rest := frame[after:]
 	if s := f.recall(key, version, rest); s != nil {
-		return s.resp, s.codes, nil
+		return s.resp, s.codes, true, nil
 	}
 	b := f.copyFor(rest)
 	body := frame[hl:]
 	if b != nil {
 		body = b[hl-after:]
 	}
-	resp, err := decode.DecodeResponse(key, version, body)
+	resp, err = decode.DecodeResponse(key, version, body)
 	if err != nil {
-		return resp, nil, err
+		return resp, nil, false, err
 	}
-	codes := errorCounts(resp, nil)
-	if b != nil && rememberable(resp) {
-		f.remember(key, version, b, hl-after, nil, resp, codes)
+	codes = errorCounts(resp, nil)
+	if b == nil {
+		return resp, codes, false, nil
 	}
-	return resp, codes, nil
+	f.remember(key, version, b, hl-after, nil, resp, codes)
+	return resp, codes, true, nil
 }

@@ -119,8 +119,9 @@ func TestMemoUnchanged(t *testing.T) {
 }
 
 // TestMemoSameAsDecoding checks, on real clients' retry storms, that every
-// response handed to a handler, reused or not, is what kmsg decodes from
-// that response's own frame, with the same error counts.
+// request and response handed to a handler, reused or not, is what kmsg
+// decodes from its own frame (records included), with the same error
+// counts.
 func TestMemoSameAsDecoding(t *testing.T) {
 	for _, name := range []string{"notleader-kgo-nobackoff", "metadata-storm-kgo", "notleader-kafkajs", "notleader-sarama"} {
 		t.Run(name, func(t *testing.T) {
@@ -131,8 +132,8 @@ func TestMemoSameAsDecoding(t *testing.T) {
 				a.Packet(&pkts[i])
 			}
 			a.Close()
-			if h.compared < 10 {
-				t.Fatalf("only %d responses compared", h.compared)
+			if h.compared < 10 || h.requests < 10 {
+				t.Fatalf("only %d responses and %d requests compared", h.compared, h.requests)
 			}
 		})
 	}
@@ -140,8 +141,26 @@ func TestMemoSameAsDecoding(t *testing.T) {
 
 // freshDecoder decodes each response's frame again and compares.
 type freshDecoder struct {
-	t        *testing.T
-	compared int
+	t                  *testing.T
+	compared, requests int
+}
+
+func (h *freshDecoder) OnRequest(m *flows.Message) {
+	if m.Req == nil {
+		return
+	}
+	hd, err := decode.ParseRequestHeader(m.Frame)
+	if err != nil {
+		h.t.Fatalf("packet %d: %v", m.Packet, err)
+	}
+	want, err := decode.DecodeRequest(hd.Key, hd.Version, m.Frame[hd.Len:])
+	if err != nil {
+		h.t.Fatalf("packet %d: %v", m.Packet, err)
+	}
+	if a, b := reflect.ValueOf(want), reflect.ValueOf(m.Req); !kmsgtest.Same(a, b) {
+		h.t.Errorf("packet %d %s v%d corr %d: handed a body that differs from its frame's at %s", m.Packet, m.Name(), m.Version, m.Correlation, kmsgtest.FirstDiff(a, b, "req"))
+	}
+	h.requests++
 }
 
 func (h *freshDecoder) OnExchange(x *flows.Exchange) {

@@ -70,6 +70,10 @@ type Message struct {
 	spare chan []byte
 	// kept is what handlers asked to keep until the exchange (Keeper).
 	kept *kept
+	// shared: Req or Resp is a body of the framer's memo (memo.go),
+	// handed to other messages too; its record sets are not dropped
+	// after delivery, as they alias the memo's copy and not the frame.
+	shared bool
 }
 
 // ErrorCount is an error code and how often it appears in one response.
