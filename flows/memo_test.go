@@ -1,14 +1,18 @@
 package flows_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
+	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"github.com/kfsniff/kfsniff/metrics"
@@ -199,4 +204,59 @@ func (h *freshDecoder) OnExchange(x *flows.Exchange) {
 		}
 	}
 	h.compared++
+}
+
+// TestMemoBounded: 64 connections, each answered twice with its own
+// 200 KB Metadata answer (a large cluster's), remember no more than the
+// analyzer's budget together (8 MiB), and what they held is given back
+// when the connections end; every answer is what its frame decodes to.
+func TestMemoBounded(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := gen.NewWriter(&buf, gen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	tick := func() time.Time { now = now.Add(time.Millisecond); return now }
+	for i := range 64 {
+		c := w.Conn(netip.AddrPortFrom(client.Addr(), uint16(40000+i)), broker, tick(), gen.ConnOptions{})
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = 12
+		for j := range 2000 {
+			tp := kmsg.NewMetadataResponseTopic()
+			tp.Topic = kmsg.StringPtr(fmt.Sprintf("conn-%d-topic-%d-%s", i, j, strings.Repeat("x", 60)))
+			resp.Topics = append(resp.Topics, tp)
+		}
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		for corr := int32(1); corr <= 2; corr++ {
+			c.Request(tick(), corr, kmsg.StringPtr("big"), req)
+			if n := len(c.Response(tick(), corr, resp)); n < 150<<10 || n > 256<<10 {
+				t.Fatalf("a %d-byte answer, want 150-256 KB", n)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := capture.NewFile("t", 0, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &freshDecoder{t: t}
+	a := flows.New(flows.DefaultConfig(), h)
+	var p capture.Packet
+	for f.Next(&p) == nil {
+		a.Packet(&p)
+	}
+	if held := a.MemoHeld(); held > 8<<20 || held < 4<<20 {
+		t.Errorf("the memos hold %d bytes, want at most 8 MiB (and the budget used)", held)
+	}
+	a.Close()
+	if held := a.MemoHeld(); held != 0 {
+		t.Errorf("the memos hold %d bytes after every connection ended", held)
+	}
+	if h.compared != 128 {
+		t.Errorf("%d answers compared, want 128", h.compared)
+	}
 }
