@@ -53,8 +53,10 @@ type framer struct {
 	// API is not known yet, until a request shows the connection's API
 	// (see keep).
 	stash []stashed
-	// memo is the bodies last decoded, for frames that repeat (memo.go).
+	// memo is the bodies last decoded, for frames that repeat, seen the
+	// keys (modulo 64) decoded so far (memo.go).
 	memo *memo
+	seen uint64
 }
 
 // stashed is an unmatched response kept with a copy of its frame.

@@ -26,7 +26,7 @@ import (
 // handlers read them and never write them (TestMemoUnchanged holds every
 // handler to it).
 type memo struct {
-	slots [memoSlots]memoSlot
+	slots []memoSlot // up to memoSlots
 	// tick orders the slots' uses: a new body takes the least recently
 	// used slot (several for one key: a producer's answers differ by
 	// the partitions a request carried, and alternate).
@@ -60,13 +60,16 @@ type memoSlot struct {
 const (
 	memoSlots = 8
 	// memoMaxFrame bounds the frames remembered, and memoBudget what
-	// one analyzer's memos hold together; past it no new body is
-	// remembered until a connection ends.
-	memoMaxFrame = 256 << 10
-	memoBudget   = 8 << 20
-	memoMisses   = 4
-	memoSkip     = 32
-	memoMaxSkip  = 1024
+	// one analyzer's memos hold together (held: a slot, the copy and
+	// about memoBodyFactor times its size for the decoded body); past
+	// it no new body is remembered until a connection ends.
+	memoMaxFrame   = 256 << 10
+	memoBudget     = 8 << 20
+	memoSlotCost   = 160
+	memoBodyFactor = 4
+	memoMisses     = 4
+	memoSkip       = 32
+	memoMaxSkip    = 1024
 )
 
 // memoCheck, set by tests only, re-encodes a body at every reuse and
@@ -103,11 +106,18 @@ func (f *framer) recall(key, version int16, b []byte) *memoSlot {
 	return nil
 }
 
-// copyFor returns a copy of b to decode from and remember, or nil if b
-// is not to be remembered: frames skipped after misses, too large, or
-// over the analyzer's budget.
-func (f *framer) copyFor(b []byte) []byte {
-	if len(b) > memoMaxFrame || f.s.a.memoHeld+int64(len(b)) > memoBudget || f.memo != nil && f.memo.skip > 0 {
+// copyFor returns a copy of b, a frame of key, to decode from and
+// remember, or nil if b is not to be remembered: the first frame of its
+// key in the direction (most connections send an API once or twice: they
+// pay for no memo), frames skipped after misses, too large, or over the
+// analyzer's budget.
+func (f *framer) copyFor(key int16, b []byte) []byte {
+	bit := uint64(1) << (uint16(key) % 64)
+	if f.seen&bit == 0 {
+		f.seen |= bit
+		return nil
+	}
+	if len(b) > memoMaxFrame || f.s.a.memoHeld+held(b) > memoBudget || f.memo != nil && f.memo.skip > 0 {
 		return nil
 	}
 	return append([]byte(nil), b...)
@@ -119,19 +129,29 @@ func (f *framer) remember(key, version int16, b []byte, at int, req kmsg.Request
 		f.memo = new(memo)
 	}
 	mm := f.memo
-	s := &mm.slots[0]
-	for i := range mm.slots {
-		if mm.slots[i].last < s.last {
-			s = &mm.slots[i]
+	var s *memoSlot
+	if len(mm.slots) < memoSlots {
+		mm.slots = append(mm.slots, memoSlot{})
+		s = &mm.slots[len(mm.slots)-1]
+	} else {
+		s = &mm.slots[0]
+		for i := range mm.slots {
+			if mm.slots[i].last < s.last {
+				s = &mm.slots[i]
+			}
 		}
+		f.s.a.memoHeld -= held(s.b)
 	}
-	f.s.a.memoHeld += int64(len(b) - len(s.b))
+	f.s.a.memoHeld += held(b)
 	mm.tick++
 	*s = memoSlot{key: key, version: version, used: true, last: mm.tick, b: b, at: at, req: req, resp: resp, codes: codes[:len(codes):len(codes)]}
 	if memoCheck != nil {
 		s.enc = s.encode()
 	}
 }
+
+// held is what a slot remembering b is counted for in the budget.
+func held(b []byte) int64 { return memoSlotCost + memoBodyFactor*int64(len(b)) }
 
 // forget drops the direction's bodies from the analyzer's budget (the
 // connection ends).
@@ -140,7 +160,7 @@ func (f *framer) forget() {
 		return
 	}
 	for i := range f.memo.slots {
-		f.s.a.memoHeld -= int64(len(f.memo.slots[i].b))
+		f.s.a.memoHeld -= held(f.memo.slots[i].b)
 	}
 	f.memo = nil
 }
@@ -170,7 +190,7 @@ func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (req kmsg.R
 	if s := f.recall(h.Key, h.Version, rest); s != nil {
 		return s.req, true, nil
 	}
-	b := f.copyFor(rest)
+	b := f.copyFor(h.Key, rest)
 	if b == nil {
 		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
 		return req, false, err
@@ -196,7 +216,7 @@ func (f *framer) decodeResponse(key, version int16, frame []byte) (resp kmsg.Res
 	if s := f.recall(key, version, rest); s != nil {
 		return s.resp, s.codes, true, nil
 	}
-	b := f.copyFor(rest)
+	b := f.copyFor(key, rest)
 	body := frame[hl:]
 	if b != nil {
 		body = b[hl-after:]
