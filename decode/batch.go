@@ -104,73 +104,101 @@ type BatchScan struct {
 // means the bytes do not form batches (bad length or unknown magic); the
 // batches before it were still delivered.
 func ScanBatches(records []byte, fn func(*Batch)) (BatchScan, error) {
-	var s BatchScan
+	it := Batches(records)
 	var b Batch
-	for len(records) > 0 {
-		if len(records) < batchMagicOff+1 {
-			s.Truncated = true
-			return s, nil
-		}
-		length := int32(binary.BigEndian.Uint32(records[batchLengthOff:]))
-		magic := int8(records[batchMagicOff])
-		if magic < 0 || magic > 2 {
-			return s, ErrBatch
-		}
-		min := int32(legacyHeaderLen)
-		if magic == 2 {
-			min = batchHeaderLen - batchOverhead
-		}
-		if length < min {
-			return s, ErrBatch
-		}
-		total := int(length) + batchOverhead
-		if total > len(records) || total < 0 {
-			s.Truncated = true
-			return s, nil
-		}
-		raw := records[:total]
-		records = records[total:]
-		b = Batch{
-			Magic:      magic,
-			BaseOffset: int64(binary.BigEndian.Uint64(raw)),
-			Length:     length,
-			Raw:        raw,
-		}
-		if magic == 2 {
-			b.PartitionLeaderEpoch = int32(binary.BigEndian.Uint32(raw[12:]))
-			b.CRC = binary.BigEndian.Uint32(raw[batchCRCOff:])
-			b.ComputedCRC = crc32.Checksum(raw[batchAttrsOff:], castagnoli)
-			b.CRCOK = b.ComputedCRC == b.CRC
-			b.Attributes = int16(binary.BigEndian.Uint16(raw[21:]))
-			b.LastOffsetDelta = int32(binary.BigEndian.Uint32(raw[23:]))
-			b.FirstTimestamp = int64(binary.BigEndian.Uint64(raw[27:]))
-			b.MaxTimestamp = int64(binary.BigEndian.Uint64(raw[35:]))
-			b.ProducerID = int64(binary.BigEndian.Uint64(raw[43:]))
-			b.ProducerEpoch = int16(binary.BigEndian.Uint16(raw[51:]))
-			b.BaseSequence = int32(binary.BigEndian.Uint32(raw[53:]))
-			b.Records = int32(binary.BigEndian.Uint32(raw[57:]))
-		} else {
-			// Legacy message: offset, size, crc (IEEE over magic..end),
-			// magic, attributes, [timestamp], key, value.
-			b.CRC = binary.BigEndian.Uint32(raw[12:])
-			b.ComputedCRC = crc32.ChecksumIEEE(raw[16:])
-			b.CRCOK = b.ComputedCRC == b.CRC
-			b.Attributes = int16(raw[17])
-			b.Records = 1
-			b.ProducerID = -1
-			b.BaseSequence = -1
-			if magic == 1 && len(raw) >= 26 {
-				b.FirstTimestamp = int64(binary.BigEndian.Uint64(raw[18:]))
-				b.MaxTimestamp = b.FirstTimestamp
-			}
-		}
-		s.Batches++
-		if !b.CRCOK {
-			s.BadCRC++
-		}
+	for it.Next(&b) {
 		if fn != nil {
 			fn(&b)
 		}
 	}
-	return s, nil
+	return it.Scan, it.Err
+}
+
+// BatchIter walks the record batches of a records field as ScanBatches
+// does, into a Batch of the caller's (which need not be on the heap).
+type BatchIter struct {
+	rest []byte
+	// Scan counts what was walked so far; Err is ScanBatches' error
+	// once Next returned false.
+	Scan BatchScan
+	Err  error
+}
+
+// Batches returns an iterator over the batches in records.
+func Batches(records []byte) BatchIter { return BatchIter{rest: records} }
+
+// Next reads the next complete batch into b, and reports whether there
+// was one.
+func (it *BatchIter) Next(b *Batch) bool {
+	records := it.rest
+	s := &it.Scan
+	if len(records) == 0 {
+		return false
+	}
+	if len(records) < batchMagicOff+1 {
+		s.Truncated = true
+		it.rest = nil
+		return false
+	}
+	length := int32(binary.BigEndian.Uint32(records[batchLengthOff:]))
+	magic := int8(records[batchMagicOff])
+	if magic < 0 || magic > 2 {
+		it.Err, it.rest = ErrBatch, nil
+		return false
+	}
+	min := int32(legacyHeaderLen)
+	if magic == 2 {
+		min = batchHeaderLen - batchOverhead
+	}
+	if length < min {
+		it.Err, it.rest = ErrBatch, nil
+		return false
+	}
+	total := int(length) + batchOverhead
+	if total > len(records) || total < 0 {
+		s.Truncated = true
+		it.rest = nil
+		return false
+	}
+	raw := records[:total]
+	it.rest = records[total:]
+	*b = Batch{
+		Magic:      magic,
+		BaseOffset: int64(binary.BigEndian.Uint64(raw)),
+		Length:     length,
+		Raw:        raw,
+	}
+	if magic == 2 {
+		b.PartitionLeaderEpoch = int32(binary.BigEndian.Uint32(raw[12:]))
+		b.CRC = binary.BigEndian.Uint32(raw[batchCRCOff:])
+		b.ComputedCRC = crc32.Checksum(raw[batchAttrsOff:], castagnoli)
+		b.CRCOK = b.ComputedCRC == b.CRC
+		b.Attributes = int16(binary.BigEndian.Uint16(raw[21:]))
+		b.LastOffsetDelta = int32(binary.BigEndian.Uint32(raw[23:]))
+		b.FirstTimestamp = int64(binary.BigEndian.Uint64(raw[27:]))
+		b.MaxTimestamp = int64(binary.BigEndian.Uint64(raw[35:]))
+		b.ProducerID = int64(binary.BigEndian.Uint64(raw[43:]))
+		b.ProducerEpoch = int16(binary.BigEndian.Uint16(raw[51:]))
+		b.BaseSequence = int32(binary.BigEndian.Uint32(raw[53:]))
+		b.Records = int32(binary.BigEndian.Uint32(raw[57:]))
+	} else {
+		// Legacy message: offset, size, crc (IEEE over magic..end),
+		// magic, attributes, [timestamp], key, value.
+		b.CRC = binary.BigEndian.Uint32(raw[12:])
+		b.ComputedCRC = crc32.ChecksumIEEE(raw[16:])
+		b.CRCOK = b.ComputedCRC == b.CRC
+		b.Attributes = int16(raw[17])
+		b.Records = 1
+		b.ProducerID = -1
+		b.BaseSequence = -1
+		if magic == 1 && len(raw) >= 26 {
+			b.FirstTimestamp = int64(binary.BigEndian.Uint64(raw[18:]))
+			b.MaxTimestamp = b.FirstTimestamp
+		}
+	}
+	s.Batches++
+	if !b.CRCOK {
+		s.BadCRC++
+	}
+	return true
 }

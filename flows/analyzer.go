@@ -223,6 +223,8 @@ type Analyzer struct {
 	// it (stableView).
 	payload []byte
 	view    viewKind
+	// memoHeld is what the connections' memos hold (memo.go).
+	memoHeld int64
 	// fixed bounds, this analyzer's share (Config.Shards)
 	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see

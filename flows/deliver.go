@@ -238,7 +238,7 @@ func release(m *Message, body any) {
 		}
 		m.owned = nil
 	}
-	if body != nil {
+	if body != nil && !m.shared {
 		decodeRelease(body)
 	}
 	for i := range m.Batches {

@@ -53,6 +53,10 @@ type framer struct {
 	// API is not known yet, until a request shows the connection's API
 	// (see keep).
 	stash []stashed
+	// memo is the bodies last decoded, for frames that repeat, seen the
+	// keys (modulo 64) decoded so far (memo.go).
+	memo *memo
+	seen uint64
 }
 
 // stashed is an unmatched response kept with a copy of its frame.
@@ -217,6 +221,7 @@ func (f *framer) end() {
 	f.account()
 	f.deliverDropped()
 	f.unstash()
+	f.forget()
 }
 
 // feed takes bytes in stream order; data is only valid during the call.
@@ -564,13 +569,27 @@ func (f *framer) confirm(frame, rest []byte, delivered bool) bool {
 	return true
 }
 
-// newMessage fills the position fields of a message completed now.
+// newMessage returns a message with the position fields of one completed
+// now.
 func (f *framer) newMessage() *Message {
+	m := new(Message)
+	f.place(m)
+	return m
+}
+
+// respExchange is a response and its exchange, allocated together.
+type respExchange struct {
+	m Message
+	x Exchange
+}
+
+// place fills the position fields of m, completed now.
+func (f *framer) place(m *Message) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
 	owned := a.owned
 	a.owned = nil
-	return &Message{
+	*m = Message{
 		owned:       owned,
 		spare:       a.spare,
 		Conn:        &f.conn().ConnInfo,
@@ -593,9 +612,10 @@ func (f *framer) request(frame []byte) bool {
 	h, err := decode.ParseRequestHeader(frame)
 	headerErr := err
 	var req kmsg.Request
+	var shared bool
 	known := decode.KnownVersion(h.Key, h.Version)
 	if known && headerErr == nil {
-		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		req, shared, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
 	m := f.newMessage()
@@ -603,6 +623,7 @@ func (f *framer) request(frame []byte) bool {
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
 	m.Frame = frame
+	m.shared = shared
 	switch {
 	case headerErr != nil && known:
 		// Key, version and correlation id are there (frames are at
@@ -661,7 +682,9 @@ func (f *framer) response(frame []byte) bool {
 	// connection in request order.
 	req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 	f.tentative = false
-	m := f.newMessage()
+	ax := new(respExchange)
+	m := &ax.m
+	f.place(m)
 	m.Size = len(frame) + 4
 	m.Correlation = corr
 	m.Frame = frame
@@ -679,22 +702,18 @@ func (f *framer) response(frame []byte) bool {
 		// now proven.
 		c.ClientBy = ClientByPairing
 	}
-	var resp kmsg.Response
 	// A refused ApiVersions decodes in the v0 layout even at a version
 	// kmsg does not know; its header is the correlation id alone.
 	if decode.KnownVersion(req.Key, req.Version) || decode.UnsupportedVersionAnswer(req.Key, req.Version, frame[4:]) {
-		hl, err := decode.ResponseHeaderLen(frame, req.Key, req.Version)
-		if err == nil {
-			resp, err = decode.DecodeResponse(req.Key, req.Version, frame[hl:])
-		}
+		resp, codes, shared, err := f.decodeResponse(req.Key, req.Version, frame)
 		if err != nil {
 			m.Err = fmt.Errorf("decode %s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, err)
 			c.DecodeErrors++
 			c.problem(m.File, m.Packet, m.Err.Error())
 		} else {
-			m.Resp = resp
+			m.Resp, m.shared = resp, shared
 			f.scanBatches(m, resp)
-			m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
+			m.ErrorCodes = codes
 			if len(m.ErrorCodes) > 0 {
 				c.ErrorResponses++
 			}
@@ -703,7 +722,8 @@ func (f *framer) response(frame []byte) bool {
 		m.Err = req.Err
 	}
 	c.Responses++
-	a.emit(&Exchange{Conn: c, Req: req, Resp: m})
+	ax.x = Exchange{Conn: c, Req: req, Resp: m}
+	a.emit(&ax.x)
 	return true
 }
 
@@ -813,16 +833,32 @@ const linearCodes = 16
 func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
 
 func scanBatches(m *Message, body any) {
+	// Room for a batch per record set, what producers send.
+	sets := 0
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) > 0 {
+			sets++
+		}
+	})
+	if sets == 0 {
+		return
+	}
+	m.Batches = make([]BatchRef, 0, sets)
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) == 0 {
 			return
 		}
 		topic := rs.Topic // named by id: see Delivery.nameTopics
-		_, err := decode.ScanBatches(rs.Records, func(b *decode.Batch) {
-			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: *b})
-		})
-		if err != nil {
+		it := decode.Batches(rs.Records)
+		var b decode.Batch
+		for it.Next(&b) {
+			m.Batches = append(m.Batches, BatchRef{Topic: topic, TopicID: rs.TopicID, Partition: rs.Partition, Batch: b})
+		}
+		if it.Err != nil {
 			m.BatchErrors++
 		}
 	})
+	if len(m.Batches) == 0 {
+		m.Batches = nil // as without batches
+	}
 }

@@ -7,16 +7,33 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // the leader hint of NOT_LEADER_OR_FOLLOWER answers), "" if none or id is
 // negative. Should a response list id twice, its last entry counts.
 func NodeEndpoint(resp kmsg.Response, id int32) string {
-	ep := ""
+	return NodeEndpointOr(resp, id, "")
+}
+
+// NodeEndpointOr is NodeEndpoint, returning known, without allocating,
+// when the endpoint is known: a rule that keeps a leader's endpoint asks
+// for it at every answer of a retry loop, and it hardly ever changes.
+func NodeEndpointOr(resp kmsg.Response, id int32, known string) string {
 	if id < 0 {
-		return ep
+		return ""
 	}
-	nodeEndpoints(resp, func(node int32, host string, port int32) {
+	var host string
+	var port int32
+	found := false
+	nodeEndpoints(resp, func(node int32, h string, p int32) {
 		if node == id {
-			ep = Endpoint(host, port)
+			host, port, found = h, p, true
 		}
 	})
-	return ep
+	if !found {
+		return ""
+	}
+	var buf [64]byte
+	ep := appendEndpoint(buf[:0], host, port)
+	if string(ep) == known {
+		return known
+	}
+	return string(ep)
 }
 
 // nodeEndpoints calls fn for each node endpoint a Produce or Fetch response

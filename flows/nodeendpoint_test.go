@@ -30,3 +30,27 @@ func TestNodeEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeEndpointOr: the endpoint known is returned without allocating;
+// another, or none, is found as NodeEndpoint finds it.
+func TestNodeEndpointOr(t *testing.T) {
+	prod := kmsg.NewPtrProduceResponse()
+	prod.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 1, Host: "kafka-1.example", Port: 9092}, {NodeID: 2, Host: "::1", Port: 9093}}
+	for _, tc := range []struct {
+		id          int32
+		known, want string
+	}{
+		{1, "kafka-1.example:9092", "kafka-1.example:9092"},
+		{1, "kafka-1.example:9093", "kafka-1.example:9092"},
+		{2, "", "[::1]:9093"},
+		{3, "kafka-1.example:9092", ""},
+		{-1, "x:1", ""},
+	} {
+		if got := flows.NodeEndpointOr(prod, tc.id, tc.known); got != tc.want {
+			t.Errorf("node %d known %q: %q, want %q", tc.id, tc.known, got, tc.want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { flows.NodeEndpointOr(prod, 1, "kafka-1.example:9092") }); a != 0 {
+		t.Errorf("%.1f allocations to find the endpoint known, want 0", a)
+	}
+}

@@ -86,6 +86,19 @@ func Endpoint(host string, port int32) string {
 	return joinHostPort(host, strconv.Itoa(int(port)))
 }
 
+// appendEndpoint appends what Endpoint returns to b.
+func appendEndpoint(b []byte, host string, port int32) []byte {
+	if strings.Contains(host, ":") {
+		b = append(b, '[')
+		b = append(b, host...)
+		b = append(b, ']')
+	} else {
+		b = append(b, host...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(port), 10)
+}
+
 func joinHostPort(host, port string) string {
 	if strings.Contains(host, ":") {
 		return "[" + host + "]:" + port
@@ -98,7 +111,20 @@ func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
 	if id < 0 || host == "" {
 		return
 	}
-	ep := Endpoint(host, port)
+	// Known already (every answer of a retry loop names the same
+	// nodes): nothing to add, and no string to make.
+	var buf [64]byte
+	b := appendEndpoint(buf[:0], host, port)
+	if ids, ok := n.byEndpoint[string(b)]; ok {
+		if _, found := slices.BinarySearch(ids, id); found {
+			for _, e := range n.endpoints[id] {
+				if e == string(b) {
+					return
+				}
+			}
+		}
+	}
+	ep := string(b)
 	if _, ok := n.byEndpoint[ep]; !ok && len(n.byEndpoint) >= maxNodeEntries {
 		n.dropped.Endpoints++
 		return

@@ -89,3 +89,26 @@ func TestNodesInsertCost(t *testing.T) {
 }
 
 func netipFrom(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}) }
+
+// TestNodesRelearnFree: the same NOT_LEADER_OR_FOLLOWER answer, naming its
+// leader's endpoint, arrives thousands of times in a retry storm; once the
+// endpoint is known, learning it again makes no string, and the endpoint
+// and its node stay as learned (IPv4 name, IPv6 address).
+func TestNodesRelearnFree(t *testing.T) {
+	n := newNodes()
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 10
+	resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 1, Host: "kafka-1.example", Port: 9092}, {NodeID: 2, Host: "fe80::2", Port: 9093}}
+	n.learnResponse(resp)
+	if allocs := testing.AllocsPerRun(100, func() { n.learnResponse(resp) }); allocs != 0 {
+		t.Errorf("%.1f allocations to learn a known answer again, want 0", allocs)
+	}
+	for ep, id := range map[string]int32{"kafka-1.example:9092": 1, "[fe80::2]:9093": 2} {
+		if ids := n.AtEndpoint(ep); !slices.Equal(ids, []int32{id}) {
+			t.Errorf("%s: nodes %v, want [%d]", ep, ids, id)
+		}
+		if eps := n.EndpointsOf(id); !slices.Equal(eps, []string{ep}) {
+			t.Errorf("node %d: endpoints %v, want [%s]", id, eps, ep)
+		}
+	}
+}

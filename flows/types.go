@@ -72,6 +72,10 @@ type Message struct {
 	kept *kept
 	// pre are fingerprints a worker made ahead for kept (Prefinger).
 	pre *preprints
+	// shared: Req or Resp is a body of the framer's memo (memo.go),
+	// handed to other messages too; its record sets are not dropped
+	// after delivery, as they alias the memo's copy and not the frame.
+	shared bool
 }
 
 // ErrorCount is an error code and how often it appears in one response.

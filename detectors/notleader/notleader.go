@@ -269,7 +269,6 @@ func (r *rule) observe(o *obs) {
 	x := o.x
 	switch o.a.ErrorCode {
 	case notLeader, fencedLeader:
-		leaderEP := flows.NodeEndpoint(x.Resp.Resp, o.a.Leader)
 		if e != nil && (e.leader != o.a.Leader || e.epoch != o.a.Epoch) {
 			r.runs.Finish(o.key)
 			e = nil
@@ -291,8 +290,8 @@ func (r *rule) observe(o *obs) {
 			e.fenced++
 		}
 		e.last = x.Resp.Time
-		if leaderEP != "" {
-			e.leaderEP = leaderEP
+		if ep := flows.NodeEndpointOr(x.Resp.Resp, o.a.Leader, e.leaderEP); ep != "" {
+			e.leaderEP = ep
 		}
 		e.servers.Add(x.Conn.Server, 1, 1)
 		e.conns.Add(x.Conn)
