@@ -60,7 +60,7 @@ func (c *ConnInfo) Label() string {
 // its ID and node table come when its ConnOpened event is delivered
 // (Delivery).
 func MakeConn(client, server netip.AddrPort) *Conn {
-	return &Conn{ConnInfo: ConnInfo{Client: client, Server: server}, APIs: map[int16]int{}}
+	return &Conn{ConnInfo: ConnInfo{Client: client, Server: server}}
 }
 
 // Conn is one TCP connection carrying Kafka: its identity and what the
@@ -86,7 +86,7 @@ type Conn struct {
 	// APIs counts request frames by API key; those of keys kmsg does
 	// not know under UnknownKey (a key from the wire would otherwise be
 	// an entry each).
-	APIs map[int16]int
+	APIs APICounts
 	// Roles counts requests by role.
 	Roles RoleSet
 

@@ -655,9 +655,9 @@ func (f *framer) request(frame []byte) bool {
 	c.Roles[m.Role]++
 	c.Requests++
 	if decode.KnownKey(h.Key) {
-		c.APIs[h.Key]++
+		c.APIs.Add(h.Key)
 	} else {
-		c.APIs[UnknownKey]++ // one entry for every key kmsg does not know
+		c.APIs.Add(UnknownKey) // one entry for every key kmsg does not know
 	}
 	a.emitRequest(m)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {

@@ -93,9 +93,9 @@ func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
 	c.Roles[m.Role]++
 	c.Requests++
 	if decode.KnownKey(m.Key) {
-		c.APIs[m.Key]++
+		c.APIs.Add(m.Key)
 	} else {
-		c.APIs[UnknownKey]++
+		c.APIs.Add(UnknownKey)
 	}
 	c.CountClientID(m.ClientID)
 	c.seen(at, packet)

@@ -447,7 +447,6 @@ func (s *stream) start(how Recognition, by ClientSide) {
 			nodes:       a.nodes,
 		},
 		ClientBy:   by,
-		APIs:       make(map[int16]int),
 		waits:      &a.waits,
 		LastPacket: s.last.pkt,
 		LastSeen:   s.last.t,

@@ -296,12 +296,12 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		DatagramsLost: c.FragLost, FragBytesLost: c.FragLostBytes,
 		Closed: c.Closed, Reset: c.Reset,
 	}
-	for k, n := range c.APIs {
-		name := decode.Name(k)
-		if k == flows.UnknownKey {
+	for _, a := range c.APIs {
+		name := decode.Name(a.Key)
+		if a.Key == flows.UnknownKey {
 			name = UnknownAPIName
 		}
-		out.APIs[name] += n
+		out.APIs[name] += a.N
 	}
 	if d, ok := c.OneSided(); ok {
 		out.OneSided = "client->server"

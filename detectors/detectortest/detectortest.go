@@ -101,7 +101,7 @@ func (h *Harness) Request(m *flows.Message) {
 	for _, c := range h.conns {
 		if &c.ConnInfo == m.Conn {
 			c.Requests++
-			c.APIs[m.Key]++
+			c.APIs.Add(m.Key)
 			c.Roles[m.Role]++
 		}
 	}

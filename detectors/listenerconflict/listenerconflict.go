@@ -394,7 +394,7 @@ func (is *issue) clientStrings(keep func(netip.Addr) bool) []string {
 // node (not to any bootstrap address): Produce, Fetch, group membership.
 func nodeTraffic(c *flows.Conn) bool {
 	for _, k := range nodeKeys {
-		if c.APIs[int16(k)] > 0 {
+		if c.APIs.Get(int16(k)) > 0 {
 			return true
 		}
 	}
