@@ -72,6 +72,14 @@ type Conn struct {
 	// answered.
 	ClientBy ClientSide
 	TLS      bool
+	// Broken marks a connection abandoned after an internal error
+	// (a recovered panic) at BrokenPacket. (The small fields are
+	// together: padding between them cost every connection a size
+	// class.)
+	Broken bool
+	Closed bool  // FIN seen both ways
+	Reset  bool  // RST seen
+	noted  uint8 // problems already recorded once (noteMaxPending, ...)
 	// Agent is the host that captured the connection, for a connection
 	// rebuilt from shipped records (remote.go); "" for a capture's own.
 	// (Here, not in ConnInfo, which handlers copy: a field more there
@@ -121,17 +129,11 @@ type Conn struct {
 	// their packet numbers.
 	Problems []Problem
 
-	// Broken marks a connection abandoned after an internal error
-	// (a recovered panic) at BrokenPacket.
-	Broken       bool
+	// BrokenFile, BrokenPacket and BrokenWhy place and explain Broken.
 	BrokenFile   int
 	BrokenPacket uint64
 	BrokenWhy    string
 
-	Closed bool // FIN seen both ways
-	Reset  bool // RST seen
-
-	noted uint8 // problems already recorded once (noteMaxPending, ...)
 	// pending holds the requests waiting for a response, oldest first,
 	// from pendHead on. Requests only ever leave from the front (a match
 	// also drops the older ones), so pendBase, the number of requests
