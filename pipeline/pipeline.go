@@ -369,6 +369,7 @@ read:
 		findings = opt.Detectors.Findings(pass())
 	}
 	res.Stats, res.Conns, res.Nodes = an.results()
+	collectBeforeBuild(len(res.Conns))
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
 	if opt.Detectors != nil {
 		for k, n := range opt.Detectors.Cut() {
