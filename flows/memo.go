@@ -64,7 +64,7 @@ const (
 	// about memoBodyFactor times its size for the decoded body); past
 	// it no new body is remembered until a connection ends.
 	memoMaxFrame   = 256 << 10
-	memoBudget     = 8 << 20
+	memoBudget     = 2 << 20
 	memoSlotCost   = 160
 	memoBodyFactor = 4
 	memoMisses     = 4

@@ -249,8 +249,8 @@ func TestMemoBounded(t *testing.T) {
 	for f.Next(&p) == nil {
 		a.Packet(&p)
 	}
-	if held := a.MemoHeld(); held > 8<<20 || held < 4<<20 {
-		t.Errorf("the memos hold %d bytes, want at most 8 MiB (and the budget used)", held)
+	if held := a.MemoHeld(); held > flows.MemoBudget || held < flows.MemoBudget/2 {
+		t.Errorf("the memos hold %d bytes, want at most the budget, %d (and at least half of it used)", held, flows.MemoBudget)
 	}
 	a.Close()
 	if held := a.MemoHeld(); held != 0 {

@@ -36,7 +36,7 @@ import (
 // the flush of every connection when an ACK proves a hole lost; only then
 // can the output differ from one worker's.
 const (
-	roundPackets = 1024
+	roundPackets = 256
 	roundBytes   = 1 << 20
 	maxWorkers   = 8
 	inflight     = 2 // rounds queued per worker and per result channel
