@@ -10,22 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// batchBytes is a record batch (magic 2) of n records from base, its CRC
+// batchBytes is kmsgtest.Batch: a record batch of n records from base, its CRC
 // computed as a producer computes it.
-func batchBytes(base int64, n int, pid int64, seq int32) ([]byte, uint32) {
-	rb := kmsg.RecordBatch{FirstOffset: base, Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
-		ProducerID: pid, FirstSequence: seq, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000000,
-		Records: make([]byte, 40*n)}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	crc := crc32.Checksum(b[21:], castagnoli)
-	binary.BigEndian.PutUint32(b[17:21], crc)
-	return b, crc
-}
+var batchBytes = kmsgtest.Batch
 
 // shipBuilt ships, through the real exporter, the exchanges no scenario
 // capture has: a transactional Produce read from a second -r file, a

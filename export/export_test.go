@@ -1,9 +1,7 @@
 package export
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"hash/crc32"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,22 +14,13 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// batch is a record batch (magic 2) of n records from base, its CRC
-// computed here, as a producer would.
-func batch(base int64, n int, pid int64, seq int32) ([]byte, uint32) {
-	rb := kmsg.RecordBatch{FirstOffset: base, Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
-		ProducerID: pid, ProducerEpoch: 0, FirstSequence: seq, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000000,
-		Records: make([]byte, 40*n)}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	crc := crc32.Checksum(b[21:], castagnoli)
-	binary.BigEndian.PutUint32(b[17:21], crc)
-	return b, crc
-}
+// batch is kmsgtest.Batch: a record batch of n records from base, its CRC
+// computed as a producer computes it.
+var batch = kmsgtest.Batch
 
 // traffic is a round of exchanges: a Produce of two partitions (batches
 // with CRCs) answered with offsets, a Fetch answered with a partition's
