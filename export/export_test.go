@@ -17,7 +17,6 @@ import (
 	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
-
 // batch is kmsgtest.Batch: a record batch of n records from base, its CRC
 // computed as a producer computes it.
 var batch = kmsgtest.Batch
