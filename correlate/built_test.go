@@ -2,22 +2,19 @@ package correlate
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// batchBytes is kmsgtest.Batch: a record batch of n records from base, its CRC
+// batchBytes is detectortest.ZeroBatch: a record batch of n records from base, its CRC
 // computed as a producer computes it.
-var batchBytes = kmsgtest.Batch
+var batchBytes = detectortest.ZeroBatch
 
 // shipBuilt ships, through the real exporter, the exchanges no scenario
 // capture has: a transactional Produce read from a second -r file, a
@@ -101,6 +98,6 @@ func shipBuilt(t testing.TB) [][]byte {
 
 // fixCRC recomputes a batch's CRC after its bytes were changed.
 func fixCRC(b []byte) []byte {
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
+	binary.BigEndian.PutUint32(b[17:21], detectortest.CRC(b))
 	return b
 }

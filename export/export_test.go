@@ -13,13 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
-// batch is kmsgtest.Batch: a record batch of n records from base, its CRC
+// batch is detectortest.ZeroBatch: a record batch of n records from base, its CRC
 // computed as a producer computes it.
-var batch = kmsgtest.Batch
+var batch = detectortest.ZeroBatch
 
 // traffic is a round of exchanges: a Produce of two partitions (batches
 // with CRCs) answered with offsets, a Fetch answered with a partition's

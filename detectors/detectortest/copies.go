@@ -174,3 +174,16 @@ func MetadataBrokers(topic string, id [16]byte, brokers map[int32]string) (*kmsg
 
 // Codec returns a pointer to c, for BatchSpec.Codec.
 func Codec(c kgo.CompressionCodec) *kgo.CompressionCodec { return &c }
+
+// ZeroBatch is a magic-2 batch at base of n records of 40 zero bytes (not
+// parsable records: for what reads only batch headers and CRCs, such as
+// the exporter), by producer pid from sequence seq, leader epoch 0, with
+// a correct length and CRC-32C; it returns the bytes and the CRC.
+func ZeroBatch(base int64, n int, pid int64, seq int32) ([]byte, uint32) {
+	rb := kmsg.RecordBatch{FirstOffset: base, Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
+		ProducerID: pid, FirstSequence: seq, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000000,
+		Records: make([]byte, 40*n)}
+	rb.Length = int32(len(rb.AppendTo(nil)) - 12)
+	rb.CRC = int32(CRC(rb.AppendTo(nil)))
+	return rb.AppendTo(nil), uint32(rb.CRC)
+}
