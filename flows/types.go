@@ -147,7 +147,12 @@ type Exchange struct {
 	// had waited: the capture's last packet's time minus Req.Time. (A
 	// reader of shipped records needs both: where the agent's capture
 	// ended is known to no one else.)
-	AtEnd  bool
+	AtEnd bool
+	// Again marks an exchange handed over before with another of its
+	// partitions: a reader of shipped records rebuilds an exchange split
+	// by partition as one exchange per record, and all but the first are
+	// Again, for a handler that counts exchanges rather than partitions.
+	Again  bool
 	Waited time.Duration
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made (Conn.Gaps then): handlers may run while flows goes on with
