@@ -18,8 +18,9 @@ var batchBytes = detectortest.ZeroBatch
 
 // shipBuilt ships, through the real exporter, the exchanges no scenario
 // capture has: a transactional Produce read from a second -r file, a
-// ListOffsets answered with an offset, and a Fetch of more than 512
-// batches (split over records with batch_index).
+// ListOffsets answered with an offset, a Fetch of more than 512
+// batches (split over records with batch_index), and a request still
+// waiting at the end of a capture on a connection that lost segments.
 func shipBuilt(t testing.TB) [][]byte {
 	var s shippedValues
 	x := exporter(t, "built", &s)
@@ -89,6 +90,12 @@ func shipBuilt(t testing.TB) [][]byte {
 	frt.Partitions = append(frt.Partitions, fp)
 	fr.Topics = append(fr.Topics, frt)
 	send(3, f, fr, 0)
+
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	m := flows.MakeRequest(c, at, 4, "built-app", md)
+	m.Packet = 9
+	x.OnExchange(&flows.Exchange{Conn: c, Req: m, Unanswered: true, AtEnd: true, Waited: 40 * time.Second, ConnGaps: 2})
 
 	x.Close()
 	s.mu.Lock()

@@ -41,6 +41,10 @@ type Rebuilder struct {
 	counted map[exKey]struct{}
 	ring    []exKey
 	next    int
+	// ends are each agent's latest time its records show, on its own
+	// clock: the capture's end it shipped (end_ns), a request, a
+	// response, a connection event (at most maxEnds agents).
+	ends map[string]int64
 }
 
 type connKey struct {
@@ -58,9 +62,37 @@ type exKey struct {
 // maxCounted bounds the split exchanges remembered.
 const maxCounted = 1 << 16
 
+// maxEnds bounds the agents whose end is followed (as Source's agents).
+const maxEnds = 4096
+
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
 func NewRebuilder(nodes *flows.Nodes) *Rebuilder {
-	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}}
+	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{}}
+}
+
+// End is where the capture of an agent's records rebuilt so far ended,
+// corrected by its clock skew when estimated: the end the agent shipped
+// with a request still waiting then (end_ns), else (an agent that had
+// none, or of an older kfsniff) the latest time its records show.
+func (rb *Rebuilder) End(agent string) (time.Time, bool) {
+	ns, ok := rb.ends[agent]
+	if !ok {
+		return time.Time{}, false
+	}
+	t := time.Unix(0, ns).UTC()
+	if rb.Skew != nil {
+		if d, ok := rb.Skew(agent); ok {
+			t = t.Add(-d)
+		}
+	}
+	return t, true
+}
+
+// reached moves an agent's end to ns if later.
+func (rb *Rebuilder) reached(agent string, ns int64) {
+	if old, ok := rb.ends[agent]; ok || len(rb.ends) < maxEnds {
+		rb.ends[agent] = max(old, ns)
+	}
 }
 
 // Conns returns the connections rebuilt so far, by number.
@@ -176,6 +208,7 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 		return Events{}, err
 	}
 	at := rb.Time(r)
+	rb.reached(r.Agent, r.TS)
 	e := &flows.ConnEvent{Client: client, Server: server, File: r.File, Packet: uint64(max(r.Pkt, 0)), Time: at, Attempts: r.Attempts}
 	switch r.Event {
 	case "refused":
@@ -226,20 +259,34 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		return Events{}, fmt.Errorf("exchange without its connection number")
 	}
 	at := rb.Time(r)
+	rb.reached(r.Agent, r.TS)
+	if r.Latency.Set {
+		rb.reached(r.Agent, r.TS+r.Latency.V)
+	}
+	if r.End.Set {
+		rb.reached(r.Agent, r.End.V)
+	}
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	ev.Opened = opened
 	if r.Node.Set {
 		rb.nodes.LearnServer(server, r.Node.V)
 	}
-	x := &flows.Exchange{Conn: c}
+	x := &flows.Exchange{Conn: c, ConnGaps: r.ConnGaps}
+	// The first record read of an exchange (of its first batches, when
+	// a partition's took several records) stands for it; the others are
+	// its further partitions.
+	first := r.BatchIndex.V == 0
+	if first && r.Parts > 1 {
+		first = rb.firstPart(exKey{r.Agent, r.Conn, r.Corr, r.API})
+	}
+	x.Again = !first
 	clientID := ""
 	if r.ClientID.Set {
 		clientID = r.ClientID.V
 	}
 	role := flows.ParseRole(r.Role)
 	topic, id := rb.topic(r)
-	split := r.Parts > 0
 	reqAt, respAt := at, at
 	if lat, ok := r.Latency.V, r.Latency.Set; ok {
 		respAt = at.Add(time.Duration(lat))
@@ -257,11 +304,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			m.Batches = batches(r, topic, id, true)
 		}
 		x.Req = m
-		first := true
-		if split && r.Parts > 1 {
-			first = rb.firstPart(exKey{r.Agent, r.Conn, r.Corr, r.API})
-		}
-		if first && r.BatchIndex.V == 0 {
+		if first {
 			c.CountRequest(m, reqAt, m.Packet)
 			ev.Req = &flows.Event{Req: m}
 		}
@@ -283,6 +326,9 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		x.Resp = m
 	case "unanswered":
 		x.Unanswered = true
+		if r.End.Set {
+			x.AtEnd, x.Waited = true, time.Duration(r.End.V-r.TS)
+		}
 	case "no_response":
 		x.NoResponse = true
 	case "one_sided":

@@ -97,6 +97,11 @@ type Record struct {
 	Corr     int32       // corr
 	Role     string      // role ("" when absent: connection set-up)
 	Status   string      // status: answered, unanswered, no_response, one_sided, unmatched
+	// End is end_ns, set only on an unanswered record of a request still
+	// waiting when the agent's capture ended: the capture's end, Unix
+	// nanoseconds, the agent's clock (absent from older agents' records).
+	End      Opt[int64]
+	ConnGaps int         // conn_gaps: holes the connection had lost in the capture by then (0: absent)
 	ReqPkt   int64       // req_pkt (0: absent, no request captured)
 	RespPkt  int64       // resp_pkt (0: absent, no response captured)
 	File     int         // file: the -r file's index (0: the first, or absent)
@@ -690,6 +695,13 @@ func (d *decoder) record(r *Record) {
 			r.Role = d.plainStr()
 		case "status":
 			r.Status = d.plainStr()
+		case "end_ns":
+			d.optI64(&r.End)
+		case "conn_gaps":
+			v, ok := d.integer(0, math.MaxInt32)
+			if ok {
+				r.ConnGaps = int(v)
+			}
 		case "req_pkt":
 			r.ReqPkt = d.i64()
 		case "resp_pkt":

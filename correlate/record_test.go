@@ -73,6 +73,8 @@ func fields(r *Record) map[string]any {
 	num("corr", int64(r.Corr))
 	str("role", r.Role)
 	str("status", r.Status)
+	o64("end_ns", r.End)
+	nz("conn_gaps", int64(r.ConnGaps))
 	nz("req_pkt", r.ReqPkt)
 	nz("resp_pkt", r.RespPkt)
 	o32("replica", r.Replica)
@@ -190,7 +192,7 @@ func keysOf(m map[string]any, into map[string]bool) {
 
 // documented are the fields docs/export.md lists for version 1.
 var documented = strings.Fields(`v type agent cluster ts_ns latency_ns conn client server node client_id
-	api ver corr role status req_pkt resp_pkt file replica acks txn_id group errors
+	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches
 	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed

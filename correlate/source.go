@@ -213,6 +213,14 @@ func (s *Source) Nodes() *flows.Nodes { return s.nodes }
 // Conns are the connections rebuilt.
 func (s *Source) Conns() []*flows.Conn { return s.rb.Conns() }
 
+// End is where the capture of an agent's records delivered so far ended
+// (Rebuilder.End), false for an agent not read.
+func (s *Source) End(agent string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rb.End(agent)
+}
+
 // Span is the corrected capture time of the first and last record.
 func (s *Source) Span() (first, last time.Time) { return s.first, s.last }
 

@@ -18,6 +18,13 @@ type Pass struct {
 	// Start and End bound the capture in time: at an event, End is the
 	// time of the event; at Findings, the capture's last packet.
 	Start, End time.Time
+	// AgentEnd, set for records read back from agents (kfsniff -r
+	// kafka://), is where the capture of an agent's connections
+	// (flows.Conn.Agent) ended, on the reference clock: the end the agent
+	// shipped, else its last record's time (false for an agent not read).
+	// A rule settling what was still open at the end of the capture
+	// settles a connection of an agent at its end, not at End.
+	AgentEnd func(agent string) (time.Time, bool)
 	// Conns are the connections with their final counters: set for
 	// Findings and Snapshot only, read-only.
 	Conns []*flows.Conn
@@ -51,6 +58,7 @@ type Exchange struct {
 	Unanswered bool // no response by the end, or a later request answered first
 	NoResponse bool // Produce with acks=0: none expected
 	OneSided   bool // no packet from the server in the capture: not known
+	Again      bool // handed over before with another partition (flows.Exchange.Again)
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made.
 	ConnGaps int

@@ -154,7 +154,7 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	}
 	s.at(&x.Conn.ConnInfo, m)
 	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
-		NoResponse: x.NoResponse, OneSided: x.OneSided, ConnGaps: x.ConnGaps, Lag: s.lag.Samples()}
+		NoResponse: x.NoResponse, OneSided: x.OneSided, Again: x.Again, ConnGaps: x.ConnGaps, Lag: s.lag.Samples()}
 	for _, h := range s.ex {
 		h.Exchange(&s.pass, &s.x)
 	}

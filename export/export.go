@@ -552,6 +552,13 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 		b = appendStr(b, "role", r)
 	}
 	b = appendStr(b, "status", status(x))
+	if x.AtEnd && x.Req != nil {
+		// Where this agent's capture ended, which no other record says.
+		b = appendInt(b, "end_ns", x.Req.Time.Add(x.Waited).UnixNano())
+	}
+	if x.ConnGaps > 0 {
+		b = appendInt(b, "conn_gaps", int64(x.ConnGaps))
+	}
 	if x.Req != nil {
 		b = appendInt(b, "req_pkt", int64(x.Req.Packet))
 	}

@@ -770,13 +770,14 @@ func (a *Analyzer) Close() {
 	}
 	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
 	a.phase = 2
+	_, _, end := a.packetPos()
 	for _, m := range left {
 		if m.conn.Packets[ToClient] == 0 {
 			a.notCaptured(m.conn, m)
 			continue
 		}
 		m.conn.Unanswered++
-		a.emit(&Exchange{Conn: m.conn, Req: m, Unanswered: true})
+		a.emit(&Exchange{Conn: m.conn, Req: m, Unanswered: true, AtEnd: true, Waited: end.Sub(m.Time)})
 	}
 	a.phase = 3
 	a.closeSYNs()

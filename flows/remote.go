@@ -102,22 +102,39 @@ func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
 }
 
 // CountExchange counts what an exchange rebuilt from a record adds to c:
-// a response, an unmatched one, one never answered or not captured.
+// a response, an unmatched one, one never answered or not captured; an
+// exchange split into several records (Again) once.
+//
+// Packets are not shipped: c's mark (1) the directions its agent's
+// records prove it captured, for what reads them (OneSided, a rule
+// telling a one-sided connection): a request answered, or unanswered
+// (flows says one_sided of a request on a connection without a packet
+// from the server), proves both; one_sided the client's alone.
 func (c *Conn) CountExchange(x *Exchange) {
-	switch {
-	case x.Req == nil && x.Resp != nil:
-		c.Unmatched++
-	case x.NoResponse:
-		c.NoResponse++
-	case x.OneSided:
-		c.NotCaptured++
-	case x.Unanswered || x.Resp == nil:
-		c.Unanswered++
-	default:
-		c.Responses++
-		if len(x.Resp.ErrorCodes) > 0 {
-			c.ErrorResponses++
+	if !x.Again {
+		switch {
+		case x.Req == nil && x.Resp != nil:
+			c.Unmatched++
+		case x.NoResponse:
+			c.NoResponse++
+		case x.OneSided:
+			c.NotCaptured++
+		case x.Unanswered || x.Resp == nil:
+			c.Unanswered++
+		default:
+			c.Responses++
+			if len(x.Resp.ErrorCodes) > 0 {
+				c.ErrorResponses++
+			}
 		}
+	}
+	switch {
+	case x.Req == nil || x.NoResponse:
+	case x.OneSided:
+		c.Packets[ToServer] = max(c.Packets[ToServer], 1)
+	case x.Unanswered || x.Resp != nil:
+		c.Packets[ToServer] = max(c.Packets[ToServer], 1)
+		c.Packets[ToClient] = max(c.Packets[ToClient], 1)
 	}
 	if x.Resp != nil {
 		c.seen(x.Resp.Time, x.Resp.Packet)

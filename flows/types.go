@@ -141,6 +141,19 @@ type Exchange struct {
 	Unanswered bool
 	NoResponse bool
 	OneSided   bool
+	// AtEnd marks an Unanswered exchange whose request was still
+	// waiting when the capture ended (not overtaken by the answer to a
+	// later request, not dropped for a bound); Waited is then how long it
+	// had waited: the capture's last packet's time minus Req.Time. (A
+	// reader of shipped records needs both: where the agent's capture
+	// ended is known to no one else.)
+	AtEnd bool
+	// Again marks an exchange handed over before with another of its
+	// partitions: a reader of shipped records rebuilds an exchange split
+	// by partition as one exchange per record, and all but the first are
+	// Again, for a handler that counts exchanges rather than partitions.
+	Again  bool
+	Waited time.Duration
 	// ConnGaps is how many holes the connection had when the exchange
 	// was made (Conn.Gaps then): handlers may run while flows goes on with
 	// the connection on another goroutine, and must not read its counters.

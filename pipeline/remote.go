@@ -25,6 +25,8 @@ type RemoteSource interface {
 	Conns() []*flows.Conn
 	// Records and Bytes read so far; First and Last their capture times.
 	Read() (records, bytes int64, first, last time.Time)
+	// End is where an agent's capture ended (detectors.Pass.AgentEnd).
+	End(agent string) (time.Time, bool)
 }
 
 // RemoteBatch is what Next gives: the lanes whose state goes (partitions
@@ -102,7 +104,8 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 	}
 	pass := func() detectors.Pass {
 		st := stats()
-		return detectors.Pass{Nodes: nodes, Conns: src.Conns(), Listeners: flows.NewListeners(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+		return detectors.Pass{Nodes: nodes, Conns: src.Conns(), Listeners: flows.NewListeners(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime,
+			AgentEnd: src.End}
 	}
 	findings := func(snapshot bool) []detectors.Finding {
 		ids := make([]int32, 0, len(lanes))

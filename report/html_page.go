@@ -117,6 +117,8 @@ type pageView struct {
 	MapNote  string
 	Tables   []table
 	Edges    table
+	// Correlation is set for records read back from agents.
+	Correlation *corrView
 }
 
 // tally counts findings by severity, a summary of findings the bounds did
@@ -151,7 +153,8 @@ func WriteHTML(w io.Writer, r *Report) error {
 
 func view(r *Report) (*pageView, error) {
 	pg := BuildPage(r)
-	v := &pageView{CSP: CSP, Style: template.CSS(pageStyle), Script: template.JS(pageScript), Schema: r.Schema}
+	v := &pageView{CSP: CSP, Style: template.CSS(pageStyle), Script: template.JS(pageScript), Schema: r.Schema,
+		Correlation: correlationView(r.Correlation)}
 	for _, f := range r.Capture.Files {
 		s := Clean(f.Name) + " (" + f.Format
 		if len(f.LinkTypes) > 0 {

@@ -251,3 +251,146 @@ func TestFindingCountsIncludeNotListed(t *testing.T) {
 		t.Errorf("text: want %q, got %.40q", want, text.String())
 	}
 }
+
+// The page shows the correlation section of records read back from
+// agents (kfsniff -r kafka://...) as the text report does: each agent with
+// its records and its clock's offset (the reference's, an estimate, or
+// unknown, marked), and each topic's producer-to-consumer latency with
+// what was not measured; names from the records stay text. A capture
+// file's page has no such section.
+func TestHTMLCorrelation(t *testing.T) {
+	r := hostileReport(t)
+	var plain bytes.Buffer
+	if err := report.WriteHTML(&plain, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), `id="correlation"`) {
+		t.Errorf("a capture file's page has a correlation section")
+	}
+	first, last := time.Date(2026, 1, 1, 0, 0, 0, 18913000, time.UTC), time.Date(2026, 1, 1, 0, 0, 1, 69300000, time.UTC)
+	r.Correlation = &report.Correlation{Records: 219, Unreadable: report.Unreadable{Version: 1, Malformed: 2}, Reference: "host-a",
+		Agents: []report.CorrelationAgent{
+			{Agent: "host-a", Records: 91, Exchanges: 72, Conns: 18, Findings: 1, First: &first, Last: &last, Clock: &report.ClockOffset{}},
+			{Agent: "host-b", Records: 90, Exchanges: 74, Conns: 16, First: &first, Last: &last,
+				Clock: &report.ClockOffset{OffsetNs: 1234701000, SpreadNs: 71000, Samples: 36, Connections: 4}},
+			{Agent: hostile, Records: 38, Exchanges: 32, Conns: 6},
+		},
+		Skew: report.SkewCounts{Exchanges: 178, Matched: 36, Window: 16384},
+		E2E: report.E2E{Produced: 64, Fetched: 104, Window: 262144, Topics: []report.E2ETopic{
+			{Cluster: "kfake", Topic: "orders", Batches: 24, Latency: report.Latency{P50: 37.376, P99: 72.465, Max: 72.465}, SkewUnknown: 16},
+			{Topic: hostile, Unmatched: 5},
+		}}}
+	var page, text bytes.Buffer
+	if err := report.WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(page.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rows of a table by id: each cell's text, and whether it is
+	// marked bad.
+	type td struct {
+		text string
+		bad  bool
+	}
+	var find func(n *html.Node, id string) *html.Node
+	find = func(n *html.Node, id string) *html.Node {
+		for _, a := range n.Attr {
+			if a.Key == "id" && a.Val == id {
+				return n
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if f := find(c, id); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	var textOf func(n *html.Node) string
+	textOf = func(n *html.Node) string {
+		if n.Type == html.TextNode {
+			return n.Data
+		}
+		var b strings.Builder
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			b.WriteString(textOf(c))
+		}
+		return b.String()
+	}
+	rows := func(id string) [][]td {
+		tb := find(doc, id)
+		if tb == nil {
+			t.Fatalf("no table %s on the page", id)
+		}
+		var out [][]td
+		var walk func(n *html.Node)
+		walk = func(n *html.Node) {
+			if n.Type == html.ElementNode && n.Data == "tr" && n.Parent.Data == "tbody" {
+				var row []td
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					if c.Type == html.ElementNode && c.Data == "td" {
+						bad := false
+						for _, a := range c.Attr {
+							bad = bad || a.Key == "class" && strings.Contains(a.Val, "bad")
+						}
+						row = append(row, td{textOf(c), bad})
+					}
+				}
+				out = append(out, row)
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				walk(c)
+			}
+		}
+		walk(tb)
+		return out
+	}
+	sec := find(doc, "correlation")
+	if sec == nil {
+		t.Fatal("no correlation section on the page")
+	}
+	if s := textOf(sec); !strings.Contains(s, "219 records read; 3 unreadable: 1 of another schema version, 2 malformed") ||
+		!strings.Contains(s, "Clocks are relative to agent host-a's") || !strings.Contains(s, "36 exchanges seen by two agents, of 178") ||
+		!strings.Contains(s, "64 batches produced, 104 fetched by consumers") {
+		t.Errorf("the section's counts are not the report's:\n%s", s)
+	}
+	agents := rows("table-agents")
+	if len(agents) != 3 {
+		t.Fatalf("%d agent rows, want 3", len(agents))
+	}
+	offset := "+1.234701s ±71µs (spread; 36 samples, 4 connections)"
+	if !strings.Contains(text.String(), offset) {
+		t.Fatalf("the text report does not say host-b's offset %q", offset)
+	}
+	for i, want := range []struct {
+		agent, records, clock string
+		bad                   bool
+	}{{"host-a", "91", "reference", false}, {"host-b", "90", offset, false}, {hostile, "38", "unknown (no connection seen", true}} {
+		row := agents[i]
+		if row[0].text != want.agent || row[1].text != want.records || !strings.HasPrefix(row[7].text, want.clock) || row[7].bad != want.bad {
+			t.Errorf("agent row %d: %+v: want %s, %s records, clock %q (marked %v)", i, row, want.agent, want.records, want.clock, want.bad)
+		}
+	}
+	if agents[0][5].text != "2026-01-01 00:00:00.018913" || agents[2][5].text != "-" {
+		t.Errorf("first record times %q, %q: want host-a's and none for an agent without times", agents[0][5].text, agents[2][5].text)
+	}
+	topics := rows("table-e2e")
+	if len(topics) != 2 {
+		t.Fatalf("%d topic rows, want 2", len(topics))
+	}
+	if o := topics[0]; o[0].text != "kfake" || o[1].text != "orders" || o[2].text != "24" || o[3].text != "37.376" || o[4].text != "72.465" ||
+		o[6].text != "16 clock offset unknown" || !o[6].bad {
+		t.Errorf("orders: %+v: want 24 batches, p50 37.376 ms, p99 72.465 ms, 16 not measured (clock offset unknown)", o)
+	}
+	if h := topics[1]; h[1].text != hostile || h[2].text != "0" || h[3].text != "-" || h[6].text != "5 no produce seen" {
+		t.Errorf("a topic with no latency: %+v: want its name as text, 0 batches, no latency, 5 without their produce", h)
+	}
+	if n := strings.Count(page.String(), "<script"); n != 1 {
+		t.Errorf("%d scripts on the page: the names from the records are not text", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/kfsniff/kfsniff/correlate"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
@@ -36,10 +38,11 @@ import (
 
 // corrFinding is a finding of the JSON report, as these tests compare them.
 type corrFinding struct {
-	Detector string         `json:"detector"`
-	Severity string         `json:"severity"`
-	Summary  string         `json:"summary"`
-	Fields   map[string]any `json:"fields"`
+	Detector string           `json:"detector"`
+	Severity string           `json:"severity"`
+	Summary  string           `json:"summary"`
+	Fields   map[string]any   `json:"fields"`
+	Counts   map[string]int64 `json:"counts"`
 }
 
 func (f corrFinding) String() string { return f.Severity + " " + f.Detector + ": " + f.Summary }
@@ -87,7 +90,13 @@ func newSink(t *testing.T, partitions int32) (url string, seeds []string) {
 // filter..., and returns its own report's findings.
 func agent(t *testing.T, url, capture, name string, filter ...string) []corrFinding {
 	t.Helper()
-	args := append([]string{"-r", fixture(capture), "--json", "--agent-id", name, "--export", url}, filter...)
+	return agentFile(t, url, fixture(capture), name, filter...)
+}
+
+// agentFile is agent of a capture file by its path.
+func agentFile(t *testing.T, url, path, name string, filter ...string) []corrFinding {
+	t.Helper()
+	args := append([]string{"-r", path, "--json", "--agent-id", name, "--export", url}, filter...)
 	code, stdout, stderr := kfsniff(t, args...)
 	if code != exitOK {
 		t.Fatalf("agent %s: exit %d: %s", name, code, stderr)
@@ -490,6 +499,8 @@ func TestCorrelateSameAsFile(t *testing.T) {
 		"clients/refused-bootstrap-kgo.pcap", "clients/refused-bootstrap-librdkafka.pcap", "clients/refused-bootstrap-sarama.pcap",
 		"clients/slow-kgo.pcap",
 		"clients/slow-sarama.pcap", "clients/stalled-fetch-sarama.pcap",
+		"clients/stalled-fetch-kgo.pcap", "clients/unanswered-kgo.pcap", "clients/unanswered-sarama.pcap",
+		"real/lossy-midstream-tcpdump.pcap.gz", "fragments-lost.pcap", "reuse-pending.pcap",
 	} {
 		t.Run(capture, func(t *testing.T) {
 			code, stdout, stderr := kfsniff(t, "-r", fixture(capture), "--json")
@@ -511,6 +522,97 @@ func TestCorrelateSameAsFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unansweredOf runs kfsniff -r path and returns its unanswered-requests
+// findings.
+func unansweredOf(t *testing.T, path string) []corrFinding {
+	t.Helper()
+	code, stdout, stderr := kfsniff(t, "-r", path, "--json")
+	if code != exitOK {
+		t.Fatalf("%s: exit %d: %s", path, code, stderr)
+	}
+	var file corrReport
+	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+		t.Fatal(err)
+	}
+	return findingsOf(file.Findings, "unanswered-requests", nil)
+}
+
+// waitingAtEnd writes a capture of a Produce never answered on a
+// connection still open when the capture ends, 50 s later: its last
+// packets are keep-alives, which no record shows.
+func waitingAtEnd(t *testing.T) string {
+	t.Helper()
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	pcap, err := gen.Script(func(w *gen.Writer) {
+		c := w.Conn(netip.MustParseAddrPort("10.9.0.1:41000"), netip.MustParseAddrPort("10.9.0.2:9092"), at, gen.ConnOptions{})
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks = 9, -1
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records, _ = detectortest.ZeroBatch(0, 2, 7, 0)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		clientID := "app-1"
+		c.Request(at.Add(time.Millisecond), 1, &clientID, req)
+		for i := 1; i <= 5; i++ {
+			c.KeepAlive(gen.ClientToServer, at.Add(time.Duration(i)*10*time.Second), 0)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "waiting-at-end.pcap", pcap)
+}
+
+// TestCorrelateUnansweredAsFile: unanswered-requests read back from an
+// agent's records says what the file says, to the counts, the fields and
+// the wait: requests on a connection that lost segments may yet have been
+// answered (the real lossy capture joined mid-stream: the agent ships
+// each exchange's conn_gaps), a request split by partition is one
+// request, requests on closed connections were never answered (the
+// records say the server was captured), and a request still waiting when
+// a capture ended waited until that agent's capture ended (end_ns), not
+// until its last record, nor until the last record of another agent's,
+// months later.
+func TestCorrelateUnansweredAsFile(t *testing.T) {
+	same := func(t *testing.T, got, want []corrFinding) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("read back from Kafka:\n  %v\nthe files:\n  %v", got, want)
+		}
+	}
+	waiting := waitingAtEnd(t)
+	for _, path := range []string{fixture("real/lossy-midstream-tcpdump.pcap.gz"), fixture("clients/unanswered-kgo.pcap"),
+		fixture("clients/unanswered-sarama.pcap"), fixture("clients/kafka40-librdkafka.pcap"), waiting} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			want := unansweredOf(t, path)
+			if len(want) == 0 {
+				t.Fatalf("the file shows no unanswered-requests finding")
+			}
+			url, _ := newSink(t, 3)
+			agentFile(t, url, path, "host-a")
+			rep, _ := correlateJSON(t, "-r", url, "--until-end")
+			same(t, findingsOf(rep.Findings, "unanswered-requests", nil), want)
+		})
+	}
+	t.Run("two agents", func(t *testing.T) {
+		// The Produce still waiting 50 s at the end of one capture (an
+		// error); the lossy capture, 9 months later, whose 48 requests
+		// on connections that lost segments may have been answered
+		// (info). Read back together: the same two findings.
+		early, late := unansweredOf(t, waiting), unansweredOf(t, fixture("real/lossy-midstream-tcpdump.pcap.gz"))
+		if len(early) != 1 || early[0].Severity != "error" || len(late) != 1 || late[0].Severity != "info" {
+			t.Fatalf("the files' findings: %v, %v: want an error and an info finding", early, late)
+		}
+		url, _ := newSink(t, 3)
+		agentFile(t, url, waiting, "host-early")
+		agent(t, url, "real/lossy-midstream-tcpdump.pcap.gz", "host-late")
+		rep, _ := correlateJSON(t, "-r", url, "--until-end")
+		same(t, findingsOf(rep.Findings, "unanswered-requests", nil), append(early, late...))
+	})
 }
 
 func TestCorrelateUsage(t *testing.T) {

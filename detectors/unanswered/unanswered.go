@@ -134,6 +134,7 @@ type request struct {
 	allow    time.Duration
 	hold     time.Duration // of the allowance, what the broker may hold it
 	longPoll bool          // the allowance includes a server-side wait
+	lossy    bool          // its connection had lost segments by then
 	ev       detectors.Evidence
 	desc     string        // "Produce v9 corr 12 (packet 40)"
 	waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
@@ -238,8 +239,8 @@ func (r *rule) conn(c *flows.ConnInfo) *conn {
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
-	if x.Req == nil || x.NoResponse {
-		return
+	if x.Req == nil || x.NoResponse || x.Again {
+		return // Again: this exchange was counted with another partition
 	}
 	c := x.Conn
 	switch kmsg.Key(x.Req.Key) {
@@ -302,7 +303,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 // request describes an unanswered request with its allowance.
 func (r *rule) request(x *detectors.Exchange) request {
 	m := x.Req
-	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.ClientID}
+	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.ClientID, lossy: x.ConnGaps > 0}
 	uc := r.conns[x.Conn]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
@@ -361,7 +362,15 @@ func endings(p *detectors.Pass) func(c *flows.ConnInfo) ending {
 			// if still open, both ways seen.
 			return ending{at: p.End}
 		}
-		e := ending{at: p.End, oneSided: c.Packets[flows.ToClient] == 0, gaps: c.Gaps > 0}
+		at := p.End
+		if c.Agent != "" && p.AgentEnd != nil {
+			// Another host's capture, read back: it ended where its
+			// agent's did, not with the last of every agent's records.
+			if t, ok := p.AgentEnd(c.Agent); ok {
+				at = t
+			}
+		}
+		e := ending{at: at, oneSided: c.Packets[flows.ToClient] == 0, gaps: c.Gaps > 0}
 		if c.Closed || c.Reset {
 			e.at, e.closed = c.LastSeen, true
 		}
@@ -409,7 +418,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			switch {
 			case e.oneSided:
 				r.info.add(q, oneSided)
-			case e.gaps:
+			case e.gaps || q.lossy:
+				// (A connection read back from an agent's records does
+				// not count its gaps: its requests say them.)
 				r.info.add(q, gaps)
 			case q.waited < q.allow && q.longPoll:
 				r.info.add(q, longPoll)

@@ -1,0 +1,85 @@
+package correlate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// rebuildAll parses and rebuilds records in order, failing on an error.
+func rebuildAll(t *testing.T, rb *Rebuilder, recs ...string) []Events {
+	t.Helper()
+	var out []Events
+	for _, v := range recs {
+		r, err := Parse([]byte(v))
+		if err != nil {
+			t.Fatalf("%v: %s", err, v)
+		}
+		ev, err := rb.Rebuild(&r)
+		if err != nil {
+			t.Fatalf("%v: %s", err, v)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// TestRebuildAgentEnd: an agent's capture ends where its records say:
+// the end it shipped with a request still waiting then (end_ns), else (a
+// record of an agent older than end_ns, which parses as before) its
+// latest request, response or connection event; on the reference clock
+// once its skew is known. Each agent its own.
+func TestRebuildAgentEnd(t *testing.T) {
+	const s = int64(time.Second)
+	rb := NewRebuilder(flows.NewNodes())
+	if _, ok := rb.End("old"); ok {
+		t.Fatal("an agent not read has an end")
+	}
+	evs := rebuildAll(t, rb,
+		// An older agent: answered, then a connection closed, then a
+		// request still waiting, without end_ns.
+		`{"v":1,"type":"exchange","agent":"old","ts_ns":100000000000,"latency_ns":3000000000,"conn":1,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"a","api":3,"ver":12,"corr":1,"status":"answered","req_pkt":4,"resp_pkt":5}`,
+		`{"v":1,"type":"conn","agent":"old","ts_ns":102000000000,"event":"closed","conn":1,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","pkt":6}`,
+		`{"v":1,"type":"exchange","agent":"old","ts_ns":101000000000,"conn":2,"client":"10.0.0.1:4001","server":"10.0.0.2:9092","client_id":"a","api":3,"ver":12,"corr":1,"status":"unanswered","req_pkt":8}`,
+		// A current agent: a request still waiting 40 s at its end.
+		`{"v":1,"type":"exchange","agent":"new","ts_ns":100000000000,"conn":1,"client":"10.0.0.3:4000","server":"10.0.0.2:9092","client_id":"b","api":3,"ver":12,"corr":1,"status":"unanswered","end_ns":140000000000,"conn_gaps":2,"req_pkt":4}`,
+	)
+	if end, _ := rb.End("old"); end.UnixNano() != 103*s {
+		t.Errorf("the older agent's end %v: want its last response's time, 103 s", end.UnixNano())
+	}
+	if end, _ := rb.End("new"); end.UnixNano() != 140*s {
+		t.Errorf("the agent's end %v: want the end it shipped, 140 s", end.UnixNano())
+	}
+	if x := evs[2].X.X; !x.Unanswered || x.AtEnd {
+		t.Errorf("the older agent's request: %+v: want unanswered, not known to be waiting at the end", x)
+	}
+	if x := evs[3].X.X; !x.AtEnd || x.Waited != 40*time.Second || x.ConnGaps != 2 {
+		t.Errorf("the request waiting at the end: %+v: want AtEnd, Waited 40 s, ConnGaps 2", x)
+	}
+	rb.Skew = func(agent string) (time.Duration, bool) { return 5 * time.Second, agent == "new" }
+	if end, _ := rb.End("new"); end.UnixNano() != 135*s {
+		t.Errorf("the agent's end on the reference clock %v: want 135 s (its clock 5 s ahead)", end.UnixNano())
+	}
+}
+
+// TestRebuildSplitOnce: the records of an exchange split by partition
+// are its partitions; the first read stands for the exchange and the
+// others are Again, so that the connection counts one request and one
+// unanswered request, as the agent's capture did.
+func TestRebuildSplitOnce(t *testing.T) {
+	rb := NewRebuilder(flows.NewNodes())
+	rec := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"conn":1,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","api":0,"ver":9,"corr":7,"status":"unanswered","req_pkt":4,"acks":-1,"parts":2,"topic":"orders","partition":`
+	evs := rebuildAll(t, rb, rec+`1}`, rec+`0}`)
+	if evs[0].X.X.Again || !evs[1].X.X.Again || evs[0].Req == nil || evs[1].Req != nil {
+		t.Errorf("Again %v, %v; requests %v, %v: want the first record to stand for the exchange",
+			evs[0].X.X.Again, evs[1].X.X.Again, evs[0].Req != nil, evs[1].Req != nil)
+	}
+	c := rb.Conns()[0]
+	if c.Requests != 1 || c.Unanswered != 1 {
+		t.Errorf("connection: %d requests, %d unanswered: want 1 and 1", c.Requests, c.Unanswered)
+	}
+	if _, ok := c.OneSided(); ok {
+		t.Errorf("connection one-sided: an unanswered request says the agent captured the server")
+	}
+}
