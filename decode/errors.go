@@ -3,6 +3,7 @@ package decode
 import (
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,12 +41,13 @@ func KnownError(code int16) bool {
 // ErrorCode returns the code of an error name as ErrorName gives it, and
 // false for a name it does not give.
 func ErrorCode(name string) (int16, bool) {
-	c, ok := errorCodes[name]
+	c, ok := errorCodes()[name]
 	return c, ok
 }
 
-// errorCodes is ErrorName reversed, built once.
-var errorCodes = func() map[string]int16 {
+// errorCodes is ErrorName reversed, built on first use: only the
+// correlator and expectation files ask, and every run would pay it at init.
+var errorCodes = sync.OnceValue(func() map[string]int16 {
 	m := map[string]int16{}
 	for c := int16(-1); c < 256; c++ {
 		if n := ErrorName(c); !strings.HasPrefix(n, "UNKNOWN_ERROR_CODE_") {
@@ -53,7 +55,7 @@ var errorCodes = func() map[string]int16 {
 		}
 	}
 	return m
-}()
+})
 
 func itoa(n int) string {
 	if n == 0 {
@@ -85,17 +87,30 @@ type errPlan struct {
 	nested []int
 }
 
-// errPlans is built once at init for every kmsg response type and only read
-// afterwards.
-var errPlans = func() map[reflect.Type]*errPlan {
-	plans := make(map[reflect.Type]*errPlan)
-	for k := int16(0); k <= kmsg.MaxKey; k++ {
-		if r := kmsg.ResponseForKey(k); r != nil {
-			buildPlan(plans, reflect.TypeOf(r).Elem())
-		}
+// keyPlans holds, per API key, the plans of its response type and the
+// types within it, each key's built on its first response and only read
+// afterwards. Building all of them at init took about a millisecond of
+// every run's start-up (issue 14), for the handful of keys a capture holds.
+var keyPlans [kmsg.MaxKey + 1]struct {
+	once  sync.Once
+	plans map[reflect.Type]*errPlan
+}
+
+// plansFor returns the plans of key k's response types (nil for a key
+// kmsg does not know).
+func plansFor(k int16) map[reflect.Type]*errPlan {
+	if k < 0 || int(k) >= len(keyPlans) {
+		return nil
 	}
-	return plans
-}()
+	e := &keyPlans[k]
+	e.once.Do(func() {
+		if r := kmsg.ResponseForKey(k); r != nil {
+			e.plans = make(map[reflect.Type]*errPlan)
+			buildPlan(e.plans, reflect.TypeOf(r).Elem())
+		}
+	})
+	return e.plans
+}
 
 // buildPlan returns the plan for struct type t, or nil if t holds no error
 // codes anywhere.
@@ -142,11 +157,11 @@ func ErrorCodes(resp kmsg.Response, fn func(code int16)) {
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
 	}
-	walkErrors(v.Elem(), fn)
+	walkErrors(plansFor(resp.Key()), v.Elem(), fn)
 }
 
-func walkErrors(v reflect.Value, fn func(int16)) {
-	p := errPlans[v.Type()]
+func walkErrors(plans map[reflect.Type]*errPlan, v reflect.Value, fn func(int16)) {
+	p := plans[v.Type()]
 	if p == nil {
 		return
 	}
@@ -159,10 +174,10 @@ func walkErrors(v reflect.Value, fn func(int16)) {
 		f := v.Field(i)
 		if f.Kind() == reflect.Slice {
 			for j := 0; j < f.Len(); j++ {
-				walkErrors(f.Index(j), fn)
+				walkErrors(plans, f.Index(j), fn)
 			}
 		} else {
-			walkErrors(f, fn)
+			walkErrors(plans, f, fn)
 		}
 	}
 }
