@@ -125,11 +125,11 @@ func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 	left, right := 18+labelW+7, legendX-8
 	boxTop, bottom := 24.0, h-34.0
 	// The findings' bars take the top of the box, a row each, at most
-	// 45 % of it; the data and the y axis the rest: the bars are not a
+	// half of it; the data and the y axis the rest: the bars are not a
 	// quantity.
 	rowH := 0.0
 	if len(spans) > 0 {
-		rowH = math.Min(10.5, 0.45*(bottom-boxTop)/float64(len(spans)))
+		rowH = math.Min(10.5, 0.5*(bottom-boxTop)/float64(len(spans)))
 	}
 	dataTop := boxTop + rowH*float64(len(spans))
 	if len(spans) > 0 {
@@ -206,7 +206,10 @@ func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 // number, and a dotted line down to the data where it starts.
 func drawSpans(s *svgDoc, spans []Span, xs scale, stripBottom, dataBottom, rowH float64) {
 	min := xs.max / 150 // a span of an instant is still seen
-	size := math.Min(spanSize, rowH*0.75)
+	barH := rowH * 0.75
+	// A label inside its bar fits its height; beside a short or thin
+	// bar, in the bar's colour, it may take the row's.
+	inside, beside := math.Min(spanSize, barH+0.5), math.Min(spanSize, rowH*0.95)
 	for i, sp := range spans {
 		from, to := sp.From, sp.To
 		if to-from < min {
@@ -214,22 +217,19 @@ func drawSpans(s *svgDoc, spans []Span, xs scale, stripBottom, dataBottom, rowH 
 		}
 		x0, x1 := xs.at(from), xs.at(to)
 		y := stripBottom - 4 - float64(i+1)*rowH
-		barH := rowH * 0.75
 		col := severity[sp.Severity]
 		s.rect(x0, y, x1-x0, barH, col)
 		line := col
 		line.A = 0x90
 		s.polyline([][2]float64{{x0, y + barH}, {x0, dataBottom}}, pen{color: line, width: 0.8, dash: "1,2"})
 		label := fmt.Sprintf("#%d", sp.Finding)
-		lw := textWidth(label, size)
-		st := textStyle{size: size, middle: true, color: white}
+		st := textStyle{size: inside, middle: true, color: white}
 		x := x0 + 2
-		switch {
-		case x1-x0 >= lw+4: // inside the bar
-		case x1+2+lw <= xs.p1: // after a short bar
-			x, st.color = x1+2, opaque(col)
-		default: // before a short bar at the right edge
-			x, st.anchor, st.color = x0-2, "end", opaque(col)
+		if inside < 6 || x1-x0 < textWidth(label, inside)+4 {
+			st.size, st.color = beside, opaque(col)
+			if x = x1 + 2; x+textWidth(label, beside) > xs.p1 { // at the right edge: before the bar
+				x, st.anchor = x0-2, "end"
+			}
 		}
 		s.text(x, y+barH/2, st, label)
 	}
