@@ -15,7 +15,7 @@ import (
 //
 // It replaced gonum/plot, whose fonts, LaTeX tables and PDF/EPS/PNG
 // back ends cost every run of kfsniff about 5 % of a small capture's CPU
-// at start-up and 12 MB of the binary, for the few charts only --html
+// at start-up and 8 MB of the binary, for the few charts only --html
 // draws. Without font metrics, a label's width is estimated
 // (textWidth) and alignment is left to text-anchor.
 
