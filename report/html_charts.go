@@ -68,14 +68,15 @@ const legendWidth = 0.27
 // caller, then the name.
 type legend struct {
 	x, y float64
+	size float64 // of its text
 }
 
 // entry draws one row: thumb draws the thumbnail in the box from (x, y-4)
 // to (x+14, y+4); the name follows.
 func (l *legend) entry(s *svgDoc, name string, thumb func(x, y float64)) {
 	thumb(l.x, l.y)
-	s.text(l.x+18, l.y, textStyle{size: legendSize, middle: true}, name)
-	l.y += 11
+	s.text(l.x+18, l.y, textStyle{size: l.size, middle: true}, name)
+	l.y += l.size + 3
 }
 
 func lineThumb(s *svgDoc, p pen) func(x, y float64) {
@@ -173,7 +174,13 @@ func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 
 	drawSpans(s, spans, xs, dataTop, bottom-pad, rowH)
 
-	leg := legend{x: legendX + 6, y: 30}
+	// The legend's text is smaller when a name would not fit at
+	// legendSize, down to 6.5 points.
+	leg := legend{x: legendX + 6, y: 30, size: legendSize}
+	for _, l := range c.Lines {
+		room := w - (leg.x + 18) - 2
+		leg.size = math.Max(6.5, math.Min(leg.size, room/textWidth(cut(Clean(l.Name), 24), 1)))
+	}
 	for _, l := range c.Lines {
 		if len(l.Points) == 0 {
 			continue
@@ -411,7 +418,7 @@ func drawMap(m Map) ([]byte, float64, error) {
 			s.curve(a, [2]float64{a[0] + bulge, (a[1] + b[1]) / 2}, b, p)
 		}
 	}
-	leg := legend{x: width + 6, y: 30}
+	leg := legend{x: width + 6, y: 30, size: legendSize}
 	for _, k := range mapKinds {
 		drawn := false
 		for _, n := range m.Nodes {
