@@ -104,6 +104,33 @@ func TestSVGWellFormedAndEscaped(t *testing.T) {
 		}
 	}
 
+	// Nothing to draw: a chart without lines says so, a map without
+	// nodes is still its frame and title; a map of brokers alone (no
+	// client, no controller) puts them in one column with their arcs.
+	empty, err := drawChart(Chart{ID: "errors-by-api", Title: "Error responses per second by API", Unit: "per second"}, nil, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, texts := svgTexts(t, empty); !slices.Contains(texts, "Error responses per second by API: none") {
+		t.Errorf("an empty chart's texts %q", texts)
+	}
+	for _, m := range []Map{{}, {Nodes: []MapNode{{ID: "1", Kind: "broker", Label: "node 1"}, {ID: "2", Kind: "broker", Label: "node 2"}},
+		Edges: []MapEdge{{From: "1", To: "2", Roles: []string{"replication"}, Requests: 3}}}} {
+		svg, _, err := drawMap(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, texts := svgTexts(t, svg)
+		for _, want := range []string{"Who talks to whom", "node 1", "node 2", "replication"}[:1+3*min(len(m.Nodes), 1)] {
+			if !slices.Contains(texts, want) {
+				t.Errorf("map of %d nodes: no text %q in %q", len(m.Nodes), want, texts)
+			}
+		}
+		if len(m.Edges) > 0 && !bytes.Contains(svg, []byte("Q")) {
+			t.Errorf("brokers in one column are not joined by an arc:\n%s", svg)
+		}
+	}
+
 	// Straight through the writer: what XML 1.0 cannot hold becomes
 	// U+FFFD, the markup characters stay characters.
 	s := newSVG(10, 10)
