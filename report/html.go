@@ -17,7 +17,7 @@ import (
 // summary, findings and tables, and what only a page can show, charts over
 // capture time and a map of who talks to whom. Page is what those charts
 // and the map draw, built from the Report alone; html_charts.go and
-// html_map.go draw it with gonum/plot, html_page.go writes the page.
+// html_charts.go draws it as SVG (svg.go), html_page.go writes the page.
 
 // Page is the data the HTML report draws.
 type Page struct {

@@ -8,19 +8,12 @@ import (
 	"math"
 	"slices"
 	"unicode/utf8"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// Charts and the map are drawn by gonum/plot (BSD-3-Clause) into SVG
-// (vg/vgsvg), which the page holds inline: no script draws them and they
-// need nothing from the network. vgsvg escapes text (html.EscapeString),
-// and every wire-derived label is Clean'ed before it gets there.
+// Charts and the map are drawn into SVG by our own writer (svg.go), which
+// the page holds inline: no script draws them and they need nothing from
+// the network. The writer escapes text, and every wire-derived label is
+// Clean'ed before it gets there.
 
 // Chart sizes, in points (the SVG's width and height attributes; a CSS
 // pixel is 3/4 of a point).
@@ -38,39 +31,56 @@ var palette = []color.NRGBA{
 }
 
 var (
-	grey     = color.NRGBA{0x79, 0x70, 0x6e, 0xff}
-	failRed  = color.NRGBA{0xd6, 0x27, 0x28, 0xff}
-	severity = map[string]color.NRGBA{
+	grey      = color.NRGBA{0x79, 0x70, 0x6e, 0xff}
+	failRed   = color.NRGBA{0xd6, 0x27, 0x28, 0xff}
+	axisColor = color.NRGBA{0x44, 0x44, 0x44, 0xff}
+	gridColor = color.NRGBA{0xe8, 0xe8, 0xe8, 0xff}
+	white     = color.NRGBA{0xff, 0xff, 0xff, 0xff}
+	severity  = map[string]color.NRGBA{
 		"error":   {0xd6, 0x27, 0x28, 0xd0},
 		"warning": {0xf2, 0x8e, 0x2b, 0xd0},
 		"info":    {0x4e, 0x79, 0xa7, 0xb0},
 	}
 )
 
-func colorOf(i int) color.Color {
+func colorOf(i int) color.NRGBA {
 	if i < 0 {
 		return grey
 	}
 	return palette[i%len(palette)]
 }
 
-// newPlot is a plot in the page's sans-serif face.
-func newPlot() *plot.Plot {
-	p := plot.New()
-	f := font.Font{Typeface: "Liberation", Variant: "Sans"}
-	for _, s := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
-		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
-		size := s.Size
-		*s = f
-		s.Size = size
-	}
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.X.Tick.Label.Font.Size = vg.Points(9)
-	p.Y.Tick.Label.Font.Size = vg.Points(9)
-	p.X.Label.TextStyle.Font.Size = vg.Points(10)
-	p.Y.Label.TextStyle.Font.Size = vg.Points(10)
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	return p
+// Text sizes, in points.
+const (
+	titleSize  = 12
+	labelSize  = 10 // an axis's name
+	tickSize   = 9
+	legendSize = 8
+	spanSize   = 7
+	nodeSize   = 9
+)
+
+// legendWidth is the part of a chart's width its legend takes, on the
+// right, beside the plot rather than over the data.
+const legendWidth = 0.27
+
+// legend is the list of entries beside a plot: a thumbnail drawn by the
+// caller, then the name.
+type legend struct {
+	x, y float64
+	size float64 // of its text
+}
+
+// entry draws one row: thumb draws the thumbnail in the box from (x, y-4)
+// to (x+14, y+4); the name follows.
+func (l *legend) entry(s *svgDoc, name string, thumb func(x, y float64)) {
+	thumb(l.x, l.y)
+	s.text(l.x+18, l.y, textStyle{size: l.size, middle: true}, name)
+	l.y += l.size + 3
+}
+
+func lineThumb(s *svgDoc, p pen) func(x, y float64) {
+	return func(x, y float64) { s.polyline([][2]float64{{x, y}, {x + 14, y}}, p) }
 }
 
 // drawChart renders one chart with the findings' spans as SVG: the data
@@ -81,11 +91,8 @@ func newPlot() *plot.Plot {
 // further apart than that have no data between them, and no line joins
 // them.
 func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
-	p := newPlot()
-	p.Title.Text = c.Title
-	p.X.Label.Text = "seconds from the first Kafka frame"
-	p.Y.Label.Text = c.Unit
-	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
+	const w, h = ChartWidth, ChartHeight
+	xmax = math.Max(xmax, 1)
 	top, lo := 0.0, math.Inf(1)
 	for _, l := range c.Lines {
 		for _, pt := range l.Points {
@@ -95,210 +102,163 @@ func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 			}
 		}
 	}
-	// band(i) is finding i's bar: from y0 to y1.
-	var ymin float64
-	var band func(i int) (y0, y1 float64)
+	ys := scale{log: c.Log}
+	var yticks []tick
 	if c.Log {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		if math.IsInf(lo, 1) {
 			lo, top = 0.1, 1
 		}
-		ymin, top = lo/2, math.Max(top*2, lo*10)
-		band = func(i int) (float64, float64) {
-			return top * math.Pow(1.4, float64(i)+0.15), top * math.Pow(1.4, float64(i)+0.85)
-		}
+		ys.min, ys.max = lo/2, math.Max(top*2, lo*10)
+		yticks = logTicks(ys.min, ys.max)
 	} else {
-		top = math.Max(top*1.08, 1)
-		band = func(i int) (float64, float64) {
-			h := top * 0.07
-			return top + (float64(i)+0.15)*h, top + (float64(i)+0.85)*h
-		}
+		ys.min, ys.max = 0, math.Max(top*1.08, 1)
+		yticks = linearTicks(ys.min, ys.max, 4)
 	}
-	p.Y.Min, p.Y.Max = ymin, top
+
+	// The plot's box: room on the left for the y axis's name and its
+	// labels, below for the x axis's, above for the title; the legend
+	// to the right.
+	legendX := w * (1 - legendWidth)
+	labelW := 0.0
+	for _, t := range yticks {
+		labelW = math.Max(labelW, textWidth(t.label, tickSize))
+	}
+	left, right := 18+labelW+7, legendX-8
+	boxTop, bottom := 24.0, h-34.0
+	// The findings' bars take the top of the box, a row each, at most
+	// half of it; the data and the y axis the rest: the bars are not a
+	// quantity.
+	rowH := 0.0
 	if len(spans) > 0 {
-		_, p.Y.Max = band(len(spans) - 1)
-		y0, _ := band(0)
-		// The ticks stop at the data's top: the bars above are not a
-		// quantity.
-		p.Y.Tick.Marker = cappedTicks{p.Y.Tick.Marker, y0}
+		rowH = math.Min(10.5, 0.5*(bottom-boxTop)/float64(len(spans)))
 	}
-	if err := addSpans(p, spans, xmax, ymin, band); err != nil {
-		return nil, err
+	dataTop := boxTop + rowH*float64(len(spans))
+	if len(spans) > 0 {
+		dataTop += 4
 	}
-	leg := newLegend()
+	const pad = 4 // between the axes and the data
+	xs := scale{min: 0, max: xmax, p0: left + pad, p1: right}
+	ys.p0, ys.p1 = bottom-pad, dataTop
+
+	s := newSVG(w, h)
+	title := c.Title
+	if len(c.Lines) == 0 {
+		title += ": none"
+	}
+	s.text(legendX/2, 15, textStyle{size: titleSize, anchor: "middle"}, title)
+
+	// Axes: grid lines at the labelled values, ticks, labels, names.
+	axis := pen{color: axisColor, width: 0.6}
+	for _, t := range yticks {
+		y := ys.at(t.v)
+		if t.label == "" {
+			s.polyline([][2]float64{{left - 2, y}, {left, y}}, axis)
+			continue
+		}
+		s.polyline([][2]float64{{left + 0.5, y}, {right, y}}, pen{color: gridColor, width: 0.6})
+		s.polyline([][2]float64{{left - 4, y}, {left, y}}, axis)
+		s.text(left-6, y, textStyle{size: tickSize, anchor: "end", middle: true}, t.label)
+	}
+	s.polyline([][2]float64{{left, dataTop}, {left, bottom}, {right, bottom}}, axis)
+	for _, t := range linearTicks(0, xmax, 4) {
+		x := xs.at(t.v)
+		if t.label == "" {
+			s.polyline([][2]float64{{x, bottom}, {x, bottom + 2}}, axis)
+			continue
+		}
+		s.polyline([][2]float64{{x, bottom}, {x, bottom + 4}}, axis)
+		s.text(x, bottom+13, textStyle{size: tickSize, anchor: "middle"}, t.label)
+	}
+	s.text((left+right)/2, h-6, textStyle{size: labelSize, anchor: "middle"}, "seconds from the first Kafka frame")
+	s.text(11, (dataTop+bottom)/2, textStyle{size: labelSize, anchor: "middle", up: true}, c.Unit)
+
+	drawSpans(s, spans, xs, dataTop, bottom-pad, rowH)
+
+	// The legend's text is smaller when a name would not fit at
+	// legendSize, down to 6.5 points.
+	leg := legend{x: legendX + 6, y: 30, size: legendSize}
+	for _, l := range c.Lines {
+		room := w - (leg.x + 18) - 2
+		leg.size = math.Max(6.5, math.Min(leg.size, room/textWidth(cut(Clean(l.Name), 24), 1)))
+	}
 	for _, l := range c.Lines {
 		if len(l.Points) == 0 {
 			continue
 		}
-		xys := make(plotter.XYs, len(l.Points))
-		for i, pt := range l.Points {
-			y := pt[1]
-			if c.Log && y <= 0 {
-				y = ymin
-			}
-			xys[i] = plotter.XY{X: pt[0], Y: y}
-		}
-		style := draw.LineStyle{Color: colorOf(l.Color), Width: vg.Points(1.5)}
+		p := pen{color: colorOf(l.Color), width: 1.5}
 		if l.Dashed {
-			style.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.dash = "4,3"
 		}
-		for _, run := range runs(xys, step) {
+		for _, run := range runs(l.Points, step) {
+			pts := make([][2]float64, len(run))
+			for i, pt := range run {
+				pts[i] = [2]float64{xs.at(pt[0]), ys.at(pt[1])} // at puts y <= 0 of a log axis at its bottom
+			}
 			// A run of one point (a capture of one second, a bucket
 			// with responses between buckets without) is a dot: a
 			// line through one point draws nothing.
-			if len(run) == 1 {
-				s, err := plotter.NewScatter(run)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", c.ID, err)
-				}
-				s.GlyphStyle = draw.GlyphStyle{Shape: draw.CircleGlyph{}, Color: style.Color, Radius: vg.Points(1.8)}
-				p.Add(s)
+			if len(pts) == 1 {
+				s.circle(pts[0][0], pts[0][1], 1.8, p.color)
 				continue
 			}
-			line, err := plotter.NewLine(run)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", c.ID, err)
-			}
-			line.LineStyle = style
-			p.Add(line)
+			s.polyline(pts, p)
 		}
-		leg.Add(cut(Clean(l.Name), 24), lineThumb(style))
+		leg.entry(s, cut(Clean(l.Name), 24), lineThumb(s, p))
 	}
-	if len(c.Lines) == 0 {
-		p.Title.Text += ": none"
+	return s.bytes(), nil
+}
+
+// drawSpans draws each finding as a bar over its span in a row of the
+// strip above the data (the first nearest the data), labelled with its
+// number, and a dotted line down to the data where it starts.
+func drawSpans(s *svgDoc, spans []Span, xs scale, stripBottom, dataBottom, rowH float64) {
+	min := xs.max / 150 // a span of an instant is still seen
+	barH := rowH * 0.75
+	// A label inside its bar fits its height; beside a short or thin
+	// bar, in the bar's colour, it may take the row's.
+	inside, beside := math.Min(spanSize, barH+0.5), math.Min(spanSize, rowH*0.95)
+	for i, sp := range spans {
+		from, to := sp.From, sp.To
+		if to-from < min {
+			to = from + min
+		}
+		x0, x1 := xs.at(from), xs.at(to)
+		y := stripBottom - 4 - float64(i+1)*rowH
+		col := severity[sp.Severity]
+		s.rect(x0, y, x1-x0, barH, col)
+		line := col
+		line.A = 0x90
+		s.polyline([][2]float64{{x0, y + barH}, {x0, dataBottom}}, pen{color: line, width: 0.8, dash: "1,2"})
+		label := fmt.Sprintf("#%d", sp.Finding)
+		st := textStyle{size: inside, middle: true, color: white}
+		x := x0 + 2
+		if inside < 6 || x1-x0 < textWidth(label, inside)+4 {
+			st.size, st.color = beside, opaque(col)
+			if x = x1 + 2; x+textWidth(label, beside) > xs.p1 { // at the right edge: before the bar
+				x, st.anchor = x0-2, "end"
+			}
+		}
+		s.text(x, y+barH/2, st, label)
 	}
-	return render(p, leg, ChartWidth, ChartHeight)
+}
+
+func opaque(c color.NRGBA) color.NRGBA {
+	c.A = 0xff
+	return c
 }
 
 // runs splits points into runs of consecutive buckets (at most step
 // apart).
-func runs(xys plotter.XYs, step float64) []plotter.XYs {
-	var out []plotter.XYs
+func runs(pts [][2]float64, step float64) [][][2]float64 {
+	var out [][][2]float64
 	from := 0
-	for i := 1; i <= len(xys); i++ {
-		if i == len(xys) || xys[i].X-xys[i-1].X > step*1.001 {
-			out = append(out, xys[from:i])
+	for i := 1; i <= len(pts); i++ {
+		if i == len(pts) || pts[i][0]-pts[i-1][0] > step*1.001 {
+			out = append(out, pts[from:i])
 			from = i
 		}
 	}
 	return out
-}
-
-// lineThumb is a legend entry drawn as a short line in style.
-type lineThumb draw.LineStyle
-
-func (l lineThumb) Thumbnail(c *draw.Canvas) {
-	y := c.Center().Y
-	c.StrokeLine2(draw.LineStyle(l), c.Min.X, y, c.Max.X, y)
-}
-
-// cappedTicks are the ticks of the axis up to max: chosen for that range
-// (ticks chosen for the whole axis, bars included, may all fall among the
-// bars, leaving the data without a labelled tick).
-type cappedTicks struct {
-	plot.Ticker
-	max float64
-}
-
-func (c cappedTicks) Ticks(min, max float64) []plot.Tick {
-	var out []plot.Tick
-	for _, t := range c.Ticker.Ticks(min, math.Min(max, c.max)) {
-		if t.Value <= c.max {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func newLegend() plot.Legend {
-	l := plot.NewLegend()
-	l.TextStyle.Font = font.Font{Typeface: "Liberation", Variant: "Sans", Size: vg.Points(8)}
-	l.Top, l.Left = true, true
-	l.ThumbnailWidth = vg.Points(14)
-	return l
-}
-
-// addSpans draws each finding as a bar over its span, labelled with its
-// number, and a dotted line down to the data where it starts.
-func addSpans(p *plot.Plot, spans []Span, xmax, ymin float64, band func(int) (float64, float64)) error {
-	min := math.Max(xmax, 1) / 150 // a span of an instant is still seen
-	var xys plotter.XYs
-	var labels []string
-	for i, s := range spans {
-		from, to := s.From, s.To
-		if to-from < min {
-			to = from + min
-		}
-		y0, y1 := band(i)
-		poly, err := plotter.NewPolygon(plotter.XYs{{X: from, Y: y0}, {X: to, Y: y0}, {X: to, Y: y1}, {X: from, Y: y1}})
-		if err != nil {
-			return err
-		}
-		col := severity[s.Severity]
-		poly.Color = col
-		poly.LineStyle.Width = 0
-		p.Add(poly)
-		start, err := plotter.NewLine(plotter.XYs{{X: from, Y: ymin}, {X: from, Y: y0}})
-		if err != nil {
-			return err
-		}
-		col.A = 0x90
-		start.LineStyle.Color = col
-		start.LineStyle.Width = vg.Points(0.8)
-		start.LineStyle.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-		p.Add(start)
-		xys = append(xys, plotter.XY{X: from, Y: (y0 + y1) / 2})
-		labels = append(labels, fmt.Sprintf("#%d", s.Finding))
-	}
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
-	if err != nil {
-		return err
-	}
-	for i := range l.TextStyle {
-		l.TextStyle[i].Font = font.Font{Typeface: "Liberation", Variant: "Sans", Size: vg.Points(7)}
-		l.TextStyle[i].Handler = p.Title.TextStyle.Handler
-		l.TextStyle[i].Color = color.White
-		l.TextStyle[i].YAlign = draw.YCenter
-	}
-	l.Offset = vg.Point{X: vg.Points(2)}
-	p.Add(l)
-	return nil
-}
-
-// legendWidth is the part of a chart's width its legend takes, on the
-// right, beside the plot rather than over the data.
-const legendWidth = 0.27
-
-// render draws p and its legend on an SVG canvas of w x h points and
-// returns the <svg> element alone (vgsvg writes an XML declaration and a
-// comment first).
-func render(p *plot.Plot, leg plot.Legend, w, h float64) (out []byte, err error) {
-	defer func() {
-		// gonum/plot panics on some inputs (vgsvg on a font it cannot
-		// name): one chart must not take the report down.
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("drawing a chart: %v", r)
-		}
-	}()
-	c := vgsvg.New(vg.Points(w), vg.Points(h))
-	dc := draw.New(c)
-	side := vg.Points(w * legendWidth)
-	p.Draw(draw.Crop(dc, 0, -side, 0, 0))
-	leg.Draw(draw.Crop(dc, vg.Points(w)-side+vg.Points(6), 0, 0, -vg.Points(22)))
-	var b bytes.Buffer
-	if _, err := c.WriteTo(&b); err != nil {
-		return nil, err
-	}
-	s := b.Bytes()
-	i := bytes.Index(s, []byte("<svg"))
-	if i < 0 {
-		return nil, fmt.Errorf("drawing a chart: no <svg> element")
-	}
-	return s[i:], nil
 }
 
 // svgID gives a rendered <svg> an id and class for the page.
@@ -334,142 +294,169 @@ func mapColumn(kind string) int {
 	return 1
 }
 
+// mapKinds are the kinds of node: how each is drawn and named.
+var mapKinds = []struct {
+	kind  string
+	glyph func(s *svgDoc, x, y, r float64, c color.NRGBA)
+	color color.NRGBA
+}{
+	{"client", func(s *svgDoc, x, y, r float64, c color.NRGBA) { s.circle(x, y, r, c) }, palette[0]},
+	{"broker", square, palette[2]},
+	{"broker+controller", square, palette[1]},
+	{"controller", triangle, palette[1]},
+}
+
+func square(s *svgDoc, x, y, r float64, c color.NRGBA) {
+	r *= 0.9
+	s.rect(x-r, y-r, 2*r, 2*r, c)
+}
+
+func triangle(s *svgDoc, x, y, r float64, c color.NRGBA) {
+	s.polygon([][2]float64{{x, y - r*1.1}, {x + r, y + r*0.7}, {x - r, y + r*0.7}}, c)
+}
+
 // drawMap draws the map: nodes in columns by kind, edges coloured by their
 // main role, failing ones red and dashed; returns the SVG and its height.
 func drawMap(m Map) ([]byte, float64, error) {
-	p := newPlot()
-	p.HideAxes()
-	p.Title.Text = "Who talks to whom"
-	leg := newLegend()
 	cols := [3][]MapNode{}
 	for _, n := range m.Nodes {
 		c := mapColumn(n.Kind)
 		cols[c] = append(cols[c], n)
 	}
 	rows := max(len(cols[0]), len(cols[1]), len(cols[2]), 1)
-	at := map[string]plotter.XY{}
-	for c, ns := range cols {
-		for i, n := range ns {
-			at[n.ID] = plotter.XY{X: float64(c), Y: float64(rows) - (float64(i)+0.5)*float64(rows)/float64(len(ns))}
-		}
-	}
-	firstCol, lastCol := 0.0, 1.0
+	h := math.Min(math.Max(90+34*float64(rows), 260), 1600)
+	firstCol, lastCol := 0, 1
 	if len(cols[2]) > 0 {
 		lastCol = 2
 	}
 	if len(cols[0]) == 0 {
 		firstCol = 1
 	}
-	// Room on the left for the clients' labels (right-aligned), on the
-	// right for the servers'.
-	p.X.Min, p.X.Max = firstCol-1.1, lastCol+0.9
-	p.Y.Min, p.Y.Max = -0.2, float64(rows)+0.2
+	// Room on the left for the first column's labels (right-aligned:
+	// clients', or brokers' when there are none), after each other column
+	// for its labels, at least minGap between columns; what is left
+	// spread between the columns, and when there is not enough, labels
+	// cut to what they have.
+	const width, minGap, minRoom = MapWidth * (1 - legendWidth), 110.0, 60.0
+	labels := map[string]string{}
+	labelRoom := func(ns []MapNode) (w float64) {
+		for _, n := range ns {
+			labels[n.ID] = short(n.Label)
+			w = math.Max(w, textWidth(labels[n.ID], nodeSize))
+		}
+		return w + 24 // the glyph, the gap, a margin
+	}
+	// room[firstCol] is left of the first column, room[c+1] right of
+	// column c.
+	var room [4]float64
+	room[firstCol] = labelRoom(cols[firstCol])
+	room[firstCol+1] = minGap
+	for c := firstCol + 1; c <= lastCol; c++ {
+		room[c+1] = labelRoom(cols[c])
+		if c < lastCol {
+			room[c+1] = math.Max(minGap, room[c+1]+10)
+		}
+	}
+	least := func(i int) float64 {
+		if i == firstCol || i == lastCol+1 {
+			return minRoom
+		}
+		return minGap
+	}
+	var total, excess float64
+	for i := firstCol; i <= lastCol+1; i++ {
+		room[i] = math.Max(room[i], least(i))
+		total += room[i]
+		excess += room[i] - least(i)
+	}
+	if over := total - width; over > 0 {
+		for i := firstCol; i <= lastCol+1; i++ {
+			room[i] -= over * (room[i] - least(i)) / excess
+		}
+	} else {
+		for i := firstCol + 1; i <= lastCol; i++ {
+			room[i] -= over / float64(lastCol-firstCol)
+		}
+	}
+	colX := func(c int) float64 {
+		x := 0.0
+		for i := firstCol; i <= c; i++ {
+			x += room[i]
+		}
+		return x
+	}
+	// gap scales the arcs within a column.
+	gap := room[firstCol+1]
+	y0, y1 := 34.0, h-14
+	at := map[string][2]float64{}
+	for c, ns := range cols {
+		for i, n := range ns {
+			at[n.ID] = [2]float64{colX(c), y0 + (float64(i)+0.5)*(y1-y0)/float64(len(ns))}
+		}
+	}
+	rowPx := (y1 - y0) / float64(rows)
+
+	s := newSVG(MapWidth, h)
+	s.text(width/2, 15, textStyle{size: titleSize, anchor: "middle"}, "Who talks to whom")
 	// Edges: failing ones last, on top.
 	for _, failing := range []bool{false, true} {
 		for _, e := range m.Edges {
 			if e.Failing != failing {
 				continue
 			}
-			a, b := at[e.From], at[e.To]
-			xys := plotter.XYs{a, b}
-			if a.X == b.X { // within a column: an arc to the right
-				xys = arc(a, b)
-			}
-			l, err := plotter.NewLine(xys)
-			if err != nil {
-				return nil, 0, err
-			}
-			l.LineStyle.Color = colorOf(roleColor[e.mainRole()])
-			l.LineStyle.Width = vg.Points(1 + math.Min(4, math.Log10(float64(e.Requests)+1)))
+			p := pen{color: colorOf(roleColor[e.mainRole()]), width: 1 + math.Min(4, math.Log10(float64(e.Requests)+1))}
 			if failing {
-				l.LineStyle.Color = failRed
-				l.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+				p.color, p.dash = failRed, "5,3"
 			}
-			p.Add(l)
+			a, b := at[e.From], at[e.To]
+			if a[0] != b[0] {
+				s.polyline([][2]float64{a, b}, p)
+				continue
+			}
+			// Within a column: an arc to the right.
+			bulge := math.Min(0.25+0.1*math.Abs(a[1]-b[1])/rowPx, 0.9) * gap
+			s.curve(a, [2]float64{a[0] + bulge, (a[1] + b[1]) / 2}, b, p)
 		}
 	}
-	kinds := []struct {
-		kind  string
-		shape draw.GlyphDrawer
-		color color.Color
-	}{
-		{"client", draw.CircleGlyph{}, palette[0]},
-		{"broker", draw.BoxGlyph{}, palette[2]},
-		{"broker+controller", draw.BoxGlyph{}, palette[1]},
-		{"controller", draw.PyramidGlyph{}, palette[1]},
-	}
-	for _, k := range kinds {
-		var xys plotter.XYs
-		var labels []string
+	leg := legend{x: width + 6, y: 30, size: legendSize}
+	for _, k := range mapKinds {
+		drawn := false
 		for _, n := range m.Nodes {
-			if n.Kind == k.kind {
-				xys = append(xys, at[n.ID])
-				labels = append(labels, short(n.Label))
+			if n.Kind != k.kind {
+				continue
+			}
+			drawn = true
+			xy := at[n.ID]
+			k.glyph(s, xy[0], xy[1], 6, k.color)
+			label := labels[n.ID]
+			st := textStyle{size: nodeSize, middle: true, halo: true}
+			if c := mapColumn(k.kind); c == firstCol {
+				st.anchor = "end"
+				s.text(xy[0]-10, xy[1], st, fit(label, room[c]-24))
+			} else {
+				w := room[c+1] - 24
+				if c < lastCol {
+					w -= 10
+				}
+				s.text(xy[0]+10, xy[1], st, fit(label, w))
 			}
 		}
-		if len(xys) == 0 {
-			continue
+		if drawn {
+			leg.entry(s, k.kind, func(x, y float64) { k.glyph(s, x+7, y, 4.5, k.color) })
 		}
-		s, err := plotter.NewScatter(xys)
-		if err != nil {
-			return nil, 0, err
-		}
-		s.GlyphStyle = draw.GlyphStyle{Shape: k.shape, Color: k.color, Radius: vg.Points(6)}
-		p.Add(s)
-		leg.Add(k.kind, s)
-		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
-		if err != nil {
-			return nil, 0, err
-		}
-		for i := range l.TextStyle {
-			l.TextStyle[i].Font = font.Font{Typeface: "Liberation", Variant: "Sans", Size: vg.Points(9)}
-			l.TextStyle[i].Handler = p.Title.TextStyle.Handler
-			l.TextStyle[i].YAlign = draw.YCenter
-			if k.kind == "client" {
-				l.TextStyle[i].XAlign = draw.XRight
-			}
-		}
-		l.Offset = vg.Point{X: vg.Points(10)}
-		if k.kind == "client" {
-			l.Offset.X = -vg.Points(10)
-		}
-		p.Add(l)
 	}
 	for _, role := range roleOrder {
-		for _, e := range m.Edges {
-			if e.mainRole() == role {
-				l, _ := plotter.NewLine(plotter.XYs{{}, {}})
-				l.LineStyle.Color = colorOf(roleColor[role])
-				l.LineStyle.Width = vg.Points(2)
-				leg.Add(role, l)
-				break
-			}
+		if slices.ContainsFunc(m.Edges, func(e MapEdge) bool { return e.mainRole() == role }) {
+			leg.entry(s, role, lineThumb(s, pen{color: colorOf(roleColor[role]), width: 2}))
 		}
 	}
 	if slices.ContainsFunc(m.Edges, func(e MapEdge) bool { return e.Failing }) {
-		l, _ := plotter.NewLine(plotter.XYs{{}, {}})
-		l.LineStyle.Color = failRed
-		l.LineStyle.Width = vg.Points(2)
-		l.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		leg.Add("failing", l)
+		leg.entry(s, "failing", lineThumb(s, pen{color: failRed, width: 2, dash: "5,3"}))
 	}
-	h := math.Min(math.Max(90+34*float64(rows), 260), 1600)
-	svg, err := render(p, leg, MapWidth, h)
-	return svg, h, err
+	return s.bytes(), h, nil
 }
 
-// arc joins two nodes of one column by a curve bulging to the right.
-func arc(a, b plotter.XY) plotter.XYs {
-	const n = 16
-	bulge := 0.25 + 0.1*math.Abs(a.Y-b.Y)
-	ctrl := plotter.XY{X: a.X + math.Min(bulge, 0.9), Y: (a.Y + b.Y) / 2}
-	out := make(plotter.XYs, n+1)
-	for i := range out {
-		t := float64(i) / n
-		out[i] = plotter.XY{
-			X: (1-t)*(1-t)*a.X + 2*(1-t)*t*ctrl.X + t*t*b.X,
-			Y: (1-t)*(1-t)*a.Y + 2*(1-t)*t*ctrl.Y + t*t*b.Y,
-		}
-	}
-	return out
+// fit cuts a map's label to the width w it has (at least 12 characters).
+func fit(label string, w float64) string {
+	return cut(label, max(12, int(w/(0.6*nodeSize)+0.01)))
 }

@@ -1,24 +1,43 @@
 package report
 
 import (
+	"bytes"
+	"encoding/xml"
+	"io"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 // strokes counts the SVG paths stroked in colour col that draw a segment
 // (a path with only a move draws nothing), and the dots filled in it.
-func strokes(svg []byte, col string) (lines, dots int) {
-	for _, m := range regexp.MustCompile(`<path d="([^"]*)" style="([^"]*)"`).FindAllSubmatch(svg, -1) {
-		d, style := string(m[1]), string(m[2])
+func strokes(t *testing.T, svg []byte, col string) (lines, dots int) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return lines, dots
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed: %v", err)
+		}
+		e, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		a := map[string]string{}
+		for _, at := range e.Attr {
+			a[at.Name.Local] = at.Value
+		}
 		switch {
-		case regexp.MustCompile(`stroke:`+col+`\b`).MatchString(style) && regexp.MustCompile(`L`).MatchString(d):
+		case e.Name.Local == "path" && strings.EqualFold(a["stroke"], col) && strings.ContainsAny(a["d"], "LQ"):
 			lines++
-		case regexp.MustCompile(`fill:` + col + `\b`).MatchString(style):
+		case e.Name.Local == "circle" && strings.EqualFold(a["fill"], col):
 			dots++
 		}
 	}
-	return lines, dots
 }
 
 // A series is drawn where it has data: a capture of one second (one point)
@@ -32,7 +51,7 @@ func TestChartDrawsLoneAndSeparatePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines, dots := strokes(svg, blue); dots == 0 {
+	if lines, dots := strokes(t, svg, blue); dots == 0 {
 		t.Errorf("one point: %d lines (the legend's), %d dots: the point is not drawn", lines, dots)
 	}
 	gap := Chart{ID: "latency-by-api", Unit: "ms", Log: true, Lines: []Line{{Name: "Produce p99", Points: [][2]float64{{0, 1.2}, {1, 1.2}, {3600, 1.2}}}}}
@@ -40,7 +59,7 @@ func TestChartDrawsLoneAndSeparatePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines, dots := strokes(svg, blue); lines != 2 || dots != 1 {
+	if lines, dots := strokes(t, svg, blue); lines != 2 || dots != 1 {
 		t.Errorf("points at 0, 1 and 3600 s: %d lines, %d dots; want 2 (the legend's and 0-1) and 1 (3600)", lines, dots)
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 // The page: html/template escapes everything it is given as text, so
 // wire-derived strings (client ids, topics, evidence) stay text; the
-// only markup inserted as is, the charts' SVG, is drawn by vgsvg, which
+// only markup inserted as is, the charts' SVG, is drawn by svg.go, which
 // escapes its text. A Content-Security-Policy forbids every fetch and
 // every script but the page's own (by its hash), so even markup that got
 // through could neither run nor call out.
