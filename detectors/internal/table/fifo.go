@@ -5,6 +5,7 @@ package table
 import (
 	"math/bits"
 	"math/rand/v2"
+	"reflect"
 )
 
 // Fifo is a hash table bounded to limit entries that forgets the oldest
@@ -43,6 +44,8 @@ type Fifo[K FifoKey, V any] struct {
 	seed    uint64
 	evicted int64
 	onEvict func(k K, v *V)
+	mapped  bool     // the ring and index may live out of the heap (mapped.go)
+	mem     *mapping // what is, if anything
 }
 
 // Evicted is how many entries were forgotten to make room.
@@ -71,7 +74,8 @@ const (
 // NewFifo returns a table of at most limit entries (1 to 1<<30) that calls
 // onEvict, if set, with each entry it forgets, before reusing its slot.
 func NewFifo[K FifoKey, V any](limit int, onEvict func(K, *V)) *Fifo[K, V] {
-	return &Fifo[K, V]{limit: min(max(limit, 1), maxFifoTable), seed: rand.Uint64(), onEvict: onEvict}
+	return &Fifo[K, V]{limit: min(max(limit, 1), maxFifoTable), seed: rand.Uint64(), onEvict: onEvict,
+		mapped: pointerFree(reflect.TypeFor[fifoEnt[K, V]]())}
 }
 
 // tag is the 31 bits of a key's hash the index keeps: its low bits are the
@@ -266,16 +270,19 @@ func (t *Fifo[K, V]) grow() {
 			n = min(t.limit, fifoFirst)
 		}
 	}
-	ents := make([]fifoEnt[K, V], len(t.ents), n)
+	ents, entsMem := makeSlice[fifoEnt[K, V]](len(t.ents), n, t.mapped)
 	copy(ents, t.ents)
 	t.ents = ents
 	size := uint64(1) << bits.Len(uint(fifoIndexFactor*n-1))
 	if uint64(len(t.idx)) >= size {
+		t.adopt(entsMem, nil, true, false)
 		return
 	}
 	old, oldMask := t.idx, t.mask
-	t.idx = make([]uint64, size)
+	idx, idxMem := makeSlice[uint64](int(size), int(size), t.mapped)
+	t.idx = idx
 	t.mask = size - 1
+	defer t.adopt(entsMem, idxMem, true, true) // after the old index is read
 	if len(t.ents) == 0 {
 		return
 	}
