@@ -1,5 +1,7 @@
 package flows
 
+import "math/bits"
+
 // A deferred analyzer copies each frame it hands on (own), because its
 // events outlive the reassembly buffers; small frames go into shared
 // chunks. Left to the garbage collector, a capture of hundreds of MB
@@ -11,11 +13,18 @@ package flows
 // Delivery drops every reference into a frame when its handlers are done
 // with it; what handlers keep is copied, see Keeper).
 
-// arenaChunk is the size of a chunk; frames over a quarter of it get a
-// buffer of their own (own). Every Seal starts a new chunk, so a worker
-// holds a chunk per round in flight, however little of it the round
-// used: chunks of 1 MiB made a run of small frames hold 20 MiB more heap.
-const arenaChunk = 256 << 10
+// arenaChunk is the largest size of a chunk; frames over a quarter of it
+// get a buffer of their own (own). Every Seal starts a new chunk, so a
+// worker holds a chunk per round in flight, however little of it the
+// round used: chunks of 1 MiB made a run of small frames hold 20 MiB more
+// heap. So a new chunk is sized for what the last sealed round took,
+// twice that rounded up to a power of two, from arenaMin to arenaChunk: a
+// round of the retry storm's 256 small packets takes about 25 KiB of
+// frames, and chunks of 256 KiB held 2.6 MiB on each worker.
+const (
+	arenaChunk = 256 << 10
+	arenaMin   = 16 << 10
+)
 
 // arenaSpares bounds the chunks given back and not yet reused, and
 // arenaFilled the chunks remembered for Seal (an analyzer whose caller
@@ -29,17 +38,27 @@ type arena struct {
 	cur    []byte
 	filled [][]byte
 	spares chan []byte
+	used   int // bytes taken since the last Seal
+	size   int // of a new chunk (0: arenaMin)
 }
 
 // take returns room for n bytes (n <= arenaChunk), starting a chunk, a
-// given-back one if there is one, when the current one is full.
+// given-back one if there is one of a size for now, when the current one
+// is full.
 func (r *arena) take(n int) []byte {
+	r.used += n
 	if cap(r.cur)-len(r.cur) < n {
+		size := max(r.size, arenaMin, n)
 		var b []byte
 		select {
 		case b = <-r.spares:
+			if c := cap(b); c < n || c > 4*size {
+				b = nil // left to the collector
+			}
 		default:
-			b = make([]byte, 0, arenaChunk)
+		}
+		if b == nil {
+			b = make([]byte, 0, size)
 		}
 		r.cur = b[:0]
 		if len(r.filled) < arenaFilled {
@@ -58,6 +77,8 @@ func (a *Analyzer) Seal(dst [][]byte) [][]byte {
 	clear(a.ar.filled)
 	a.ar.filled = a.ar.filled[:0]
 	a.ar.cur = nil
+	a.ar.size = min(1<<bits.Len(uint(2*a.ar.used)), arenaChunk)
+	a.ar.used = 0
 	return dst
 }
 

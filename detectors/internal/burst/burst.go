@@ -1,8 +1,9 @@
 // Package burst finds bursts in a stream of events: stretches where at
 // least N events fall within a sliding window of a given span (Metadata
 // requests of one client, new connections to one broker). It keeps the last
-// N times in a ring allocated once, so counting an event costs no
-// allocation, and reports the longest burst, how many there were and the
+// N times in a ring grown to N with the first events (most keys never see
+// N: a client that asks for Metadata a few times holds a few), so that
+// counting an event then costs no allocation, and reports the longest burst, how many there were and the
 // busiest second.
 package burst
 
@@ -29,9 +30,10 @@ func (e Episode) Rate() float64 { return text.Rate(int64(e.Events), e.Duration()
 // Window detects bursts of at least n events within span. The zero value
 // is not usable: make one with New.
 type Window struct {
-	ring  []time.Time
-	head  int // next slot to write
+	ring  []time.Time // the last count times, grown up to n
+	head  int         // next slot to write, once the ring is full
 	count int
+	n     int
 	span  time.Duration
 
 	in  bool
@@ -54,7 +56,7 @@ const MaxN = 1 << 16
 // within span.
 func New(n int, span time.Duration) *Window {
 	n = min(max(n, 2), MaxN)
-	return &Window{ring: make([]time.Time, n), span: span}
+	return &Window{n: n, span: span}
 }
 
 // Add counts an event at t (times must not go backwards by much: an
@@ -71,14 +73,20 @@ func (w *Window) Add(t time.Time) {
 	if w.secN > w.peakN {
 		w.peakN, w.peakSec = w.secN, w.sec
 	}
-	n := len(w.ring)
-	w.ring[w.head] = t
-	w.head = (w.head + 1) % n
+	n := w.n
 	if w.count < n {
+		if len(w.ring) == cap(w.ring) {
+			w.ring = append(make([]time.Time, 0, min(max(2*cap(w.ring), 4), n)), w.ring...)
+		}
+		w.ring = append(w.ring, t)
 		w.count++
-	}
-	if w.count < n {
-		return
+		if w.count < n {
+			return
+		}
+		// Full: the next slot to write holds the oldest, as below.
+	} else {
+		w.ring[w.head] = t
+		w.head = (w.head + 1) % n
 	}
 	oldest := w.ring[w.head] // the n-th most recent, t included
 	if t.Sub(oldest) <= w.span {

@@ -1,6 +1,7 @@
 package burst
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -61,5 +62,55 @@ func TestPeakAndNoAllocation(t *testing.T) {
 	i := 0
 	if a := testing.AllocsPerRun(100, func() { w.Add(at(4000 + i)); i++ }); a != 0 {
 		t.Errorf("%v allocations per event", a)
+	}
+}
+
+// TestWindowMatchesBruteForce: the window's bursts are those found by
+// looking back n-1 events from every event, for windows whose ring grows
+// through several sizes before it is full, on random event times.
+func TestWindowMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for _, n := range []int{2, 7, 50, 100} {
+		for seed := range 20 {
+			span := time.Second
+			var ts []time.Time
+			ms := 0
+			for range r.IntN(400) {
+				ms += r.IntN(60) // bursts and gaps, by chance
+				if r.IntN(50) == 0 {
+					ms += 3000
+				}
+				ts = append(ts, at(ms))
+			}
+			end := at(ms + r.IntN(2000))
+			w := New(n, span)
+			for _, x := range ts {
+				w.Add(x)
+			}
+			var want Episode
+			var cur Episode
+			episodes, in := 0, false
+			for i := n - 1; i < len(ts); i++ {
+				if ts[i].Sub(ts[i-n+1]) <= span {
+					if !in {
+						in, cur = true, Episode{Start: ts[i-n+1], End: ts[i], Events: n}
+						episodes++
+					} else {
+						cur.End, cur.Events = ts[i], cur.Events+1
+					}
+					if better(cur, want) {
+						want = cur
+					}
+					continue
+				}
+				in = false
+			}
+			ongoing := in && end.Sub(cur.End) < span
+			best, gotOngoing, gotEpisodes := w.Result(end)
+			if best != want || gotOngoing != ongoing || gotEpisodes != episodes {
+				t.Fatalf("n %d seed %d: got %+v ongoing %v episodes %d, want %+v ongoing %v episodes %d",
+					n, seed, best, gotOngoing, gotEpisodes, want, ongoing, episodes)
+			}
+		}
 	}
 }

@@ -116,3 +116,39 @@ func TestCopies(t *testing.T) {
 		t.Errorf("copies:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestSourcesAcrossConnections: each connection's copies keep the source
+// first given to them, with its client id, while the connections numbered
+// grow from a few to more than the lookup cache holds (it grows with
+// them), whatever order they come back in.
+func TestSourcesAcrossConnections(t *testing.T) {
+	var srcs copies.Sources
+	const conns = 5000
+	first := make(map[int]uint32)
+	msg := func(id int) *flows.Message {
+		c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.3:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
+		c.ID = id
+		return flows.MakeRequest(c, dt.T0, 1, fmt.Sprintf("client-%d", id), dt.ProduceRaw("orders", 0))
+	}
+	for round := range 3 {
+		for i := range conns {
+			id := i + 1
+			if round == 1 {
+				id = conns - i // backwards
+			}
+			got := srcs.Of(msg(id), copies.Produce)
+			if round == 0 {
+				first[id] = got
+				continue
+			}
+			if got != first[id] {
+				t.Fatalf("round %d: conn %d has source %d, first %d", round, id, got, first[id])
+			}
+		}
+	}
+	for id, i := range first {
+		if s := srcs.Get(i); s.Conn != id || s.ClientID != fmt.Sprintf("client-%d", id) {
+			t.Fatalf("source %d: conn %d client %q, want conn %d", i, s.Conn, s.ClientID, id)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package copies
 
 import (
+	"math/bits"
 	"net/netip"
 	"strconv"
 
@@ -116,14 +117,19 @@ type Sources struct {
 	list []Source
 	idx  map[sourceKey]uint32
 	// cache holds recent lookups by connection and path: a connection
-	// carries the copies of one source, over and over.
-	cache *[1 << 14]sourceSlot
+	// carries the copies of one source, over and over. It is sized for
+	// the connections numbered so far, up to maxSourceCache slots: a
+	// capture of a few connections never needs the 512 KiB.
+	cache []sourceSlot
 	// copy is the Copy handed to Copies' fn, reused.
 	copy Copy
 }
 
 // MaxSources bounds the sources interned.
 const MaxSources = 8192
+
+// maxSourceCache is the most slots of Sources' cache, a power of two.
+const maxSourceCache = 1 << 14
 
 type sourceKey struct {
 	conn     int
@@ -145,7 +151,6 @@ type sourceSlot struct {
 func (cs *Sources) Of(m *flows.Message, path Path) uint32 {
 	if cs.idx == nil {
 		cs.idx = make(map[sourceKey]uint32)
-		cs.cache = new([1 << 14]sourceSlot)
 		cs.list = append(cs.list, Source{Path: path, ClientID: "?", Fetcher: -1})
 	}
 	fetcher := int32(-1)
@@ -153,6 +158,10 @@ func (cs *Sources) Of(m *flows.Message, path Path) uint32 {
 		fetcher = flows.FetcherOf(m)
 	}
 	k := sourceKey{conn: m.Conn.ID, path: path, fetcher: fetcher, clientID: m.ClientID}
+	if h := uint(k.conn)<<2 | 3; h >= uint(len(cs.cache)) && len(cs.cache) < maxSourceCache {
+		// Grown by replacing: a cache, emptied, loses nothing.
+		cs.cache = make([]sourceSlot, min(max(uint(256), 1<<bits.Len(h)), maxSourceCache))
+	}
 	slot := &cs.cache[(uint(k.conn)<<2|uint(path))%uint(len(cs.cache))]
 	if slot.ok && int(slot.conn) == k.conn && slot.path == path && slot.fetcher == fetcher && slot.clientID == k.clientID {
 		return slot.i

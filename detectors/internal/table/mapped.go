@@ -1,0 +1,93 @@
+package table
+
+import (
+	"reflect"
+	"runtime"
+	"unsafe"
+)
+
+// The largest tables (duplicate-batches' and replica-divergence's
+// fingerprints, up to 34 MiB at their default bounds) live outside Go's
+// heap, in memory mapped from the operating system: they hold no
+// pointers, so the garbage collector has nothing to find in them, but in
+// the heap they counted as live memory and the pacer (GOGC 100) let as
+// much garbage again pile up on top of them before each collection. Out
+// of the heap they cost their size, and only the pages written: a ring
+// reserved for its bound is resident only as far as it was filled (the
+// zero pages come from the kernel, not from clearing). ARCHITECTURE.md,
+// "Tables out of the heap".
+
+// mappedMin is the smallest slice put out of the heap: below it a
+// mapping's page rounding and system calls cost more than the heap's
+// pacing does.
+const mappedMin = 1 << 20
+
+// mapping is what a table has mapped, unmapped when the table is
+// unreachable (runtime.AddCleanup) or when it grows out of it.
+type mapping struct {
+	ents, idx []byte
+}
+
+func (m *mapping) free() {
+	unmap(m.ents)
+	unmap(m.idx)
+	m.ents, m.idx = nil, nil
+}
+
+// makeSlice returns a zeroed slice of n Ts of capacity c and, if it is
+// out of the heap, its mapping (nil: made by make). T must hold no
+// pointer (pointerFree): the collector does not see into a mapping.
+func makeSlice[T any](n, c int, mapped bool) ([]T, []byte) {
+	size := uintptr(c) * unsafe.Sizeof(*new(T))
+	if !mapped || size < mappedMin {
+		return make([]T, n, c), nil
+	}
+	b := mapBytes(int(size))
+	if b == nil {
+		return make([]T, n, c), nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), c)[:n], b
+}
+
+// adopt records a new mapping of the table's ring or index, unmapping the
+// one it replaces (which the table no longer reads: a value's pointer is
+// valid until the next insertion), and has the table's mappings unmapped
+// once it is unreachable.
+func (t *Fifo[K, V]) adopt(ents, idx []byte, replacedEnts, replacedIdx bool) {
+	if ents == nil && idx == nil && t.mem == nil {
+		return
+	}
+	if t.mem == nil {
+		t.mem = &mapping{}
+		runtime.AddCleanup(t, (*mapping).free, t.mem)
+	}
+	if replacedEnts {
+		unmap(t.mem.ents)
+		t.mem.ents = ents
+	}
+	if replacedIdx {
+		unmap(t.mem.idx)
+		t.mem.idx = idx
+	}
+}
+
+// pointerFree reports whether values of type t hold no pointer, so that
+// they may live where the collector does not look.
+func pointerFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	case reflect.Array:
+		return t.Len() == 0 || pointerFree(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !pointerFree(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package table
+
+// mapBytes returns nil: tables stay in the heap.
+func mapBytes(int) []byte { return nil }
+
+func unmap([]byte) {}
