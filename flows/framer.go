@@ -577,6 +577,22 @@ func (f *framer) newMessage() *Message {
 	return m
 }
 
+// msgBatch is a request and room for its first batch, allocated together:
+// a Produce request carries a batch per partition, most often one.
+type msgBatch struct {
+	m Message
+	b [1]BatchRef
+}
+
+// newProduce is newMessage for a Produce request: m.Batches has room for
+// one batch.
+func (f *framer) newProduce() *Message {
+	mb := new(msgBatch)
+	f.place(&mb.m)
+	mb.m.Batches = mb.b[:0]
+	return &mb.m
+}
+
 // respExchange is a response and its exchange, allocated together.
 type respExchange struct {
 	m Message
@@ -618,7 +634,12 @@ func (f *framer) request(frame []byte) bool {
 		req, shared, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
-	m := f.newMessage()
+	var m *Message
+	if _, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
+		m = f.newProduce()
+	} else {
+		m = f.newMessage()
+	}
 	m.Size = len(frame) + 4
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
@@ -833,17 +854,25 @@ const linearCodes = 16
 func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
 
 func scanBatches(m *Message, body any) {
-	// Room for a batch per record set, what producers send.
-	sets := 0
+	// Room for every batch, counted by their lengths: a Fetch response
+	// carries several per partition, and growing the slice batch by
+	// batch copied them over and over.
+	sets, n := 0, 0
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) > 0 {
 			sets++
+			n += decode.CountBatches(rs.Records)
 		}
 	})
 	if sets == 0 {
+		m.Batches = nil
 		return
 	}
-	m.Batches = make([]BatchRef, 0, sets)
+	if len(m.Batches) == 0 && cap(m.Batches) >= n {
+		m.Batches = m.Batches[:0] // the room allocated with the message
+	} else {
+		m.Batches = make([]BatchRef, 0, n)
+	}
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) == 0 {
 			return
