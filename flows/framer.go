@@ -599,24 +599,20 @@ type respExchange struct {
 	x Exchange
 }
 
-// place fills the position fields of m, completed now.
+// place fills the position fields of m, a new (zero) message completed
+// now. The fields are set one by one: a composite literal cleared and
+// copied all of a Message's 328 bytes, with write barriers, again.
 func (f *framer) place(m *Message) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
-	owned := a.owned
+	m.owned = a.owned
 	a.owned = nil
-	*m = Message{
-		owned:       owned,
-		spare:       a.spare,
-		Conn:        &f.conn().ConnInfo,
-		conn:        f.conn(),
-		Response:    f.resp,
-		File:        file,
-		Packet:      pkt,
-		Time:        now,
-		FirstPacket: f.startPkt,
-		FirstTime:   f.startTime,
-	}
+	m.spare = a.spare
+	c := f.conn()
+	m.Conn, m.conn = &c.ConnInfo, c
+	m.Response = f.resp
+	m.File, m.Packet, m.Time = file, pkt, now
+	m.FirstPacket, m.FirstTime = f.startPkt, f.startTime
 }
 
 // request handles one request frame. It returns false only for a frame
