@@ -577,20 +577,37 @@ func (f *framer) newMessage() *Message {
 	return m
 }
 
-// msgBatch is a request and room for its first batch, allocated together:
-// a Produce request carries a batch per partition, most often one.
-type msgBatch struct {
-	m Message
-	b [1]BatchRef
-}
+// A Produce request and room for its batches, allocated together: it
+// carries a batch per partition, most often one or two.
+type (
+	msgBatch1 struct {
+		m Message
+		b [1]BatchRef
+	}
+	msgBatch2 struct {
+		m Message
+		b [2]BatchRef
+	}
+)
 
-// newProduce is newMessage for a Produce request: m.Batches has room for
-// one batch.
-func (f *framer) newProduce() *Message {
-	mb := new(msgBatch)
-	f.place(&mb.m)
-	mb.m.Batches = mb.b[:0]
-	return &mb.m
+// newProduce is newMessage for a Produce request of n batches: with room
+// for them in the same allocation if they are few.
+func (f *framer) newProduce(n int) *Message {
+	var m *Message
+	switch n {
+	case 1:
+		mb := new(msgBatch1)
+		m = &mb.m
+		m.Batches = mb.b[:0]
+	case 2:
+		mb := new(msgBatch2)
+		m = &mb.m
+		m.Batches = mb.b[:0]
+	default:
+		m = new(Message)
+	}
+	f.place(m)
+	return m
 }
 
 // respExchange is a response and its exchange, allocated together.
@@ -632,7 +649,8 @@ func (f *framer) request(frame []byte) bool {
 	f.tentative = false
 	var m *Message
 	if _, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
-		m = f.newProduce()
+		_, n := countBatches(req)
+		m = f.newProduce(n)
 	} else {
 		m = f.newMessage()
 	}
@@ -845,6 +863,18 @@ func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
 // by a linear search before an index is built.
 const linearCodes = 16
 
+// countBatches returns how many record sets body has that are not empty,
+// and how many batches they hold.
+func countBatches(body any) (sets, n int) {
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) > 0 {
+			sets++
+			n += decode.CountBatches(rs.Records)
+		}
+	})
+	return sets, n
+}
+
 // scanBatches records the record batches of a Produce request or Fetch
 // response.
 func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
@@ -853,13 +883,7 @@ func scanBatches(m *Message, body any) {
 	// Room for every batch, counted by their lengths: a Fetch response
 	// carries several per partition, and growing the slice batch by
 	// batch copied them over and over.
-	sets, n := 0, 0
-	decode.RecordSets(body, func(rs decode.RecordSet) {
-		if len(rs.Records) > 0 {
-			sets++
-			n += decode.CountBatches(rs.Records)
-		}
-	})
+	sets, n := countBatches(body)
 	if sets == 0 {
 		m.Batches = nil
 		return
