@@ -127,39 +127,67 @@ type BatchIter struct {
 // Batches returns an iterator over the batches in records.
 func Batches(records []byte) BatchIter { return BatchIter{rest: records} }
 
-// Next reads the next complete batch into b, and reports whether there
-// was one.
-func (it *BatchIter) Next(b *Batch) bool {
-	records := it.rest
-	s := &it.Scan
+// CountBatches is how many batches Batches(records) gives: the same walk
+// by their lengths, without reading or checking them, so that their
+// caller can size a slice for them once.
+func CountBatches(records []byte) int {
+	n := 0
+	for {
+		total, _ := nextBatch(records)
+		if total <= 0 {
+			return n
+		}
+		records = records[total:]
+		n++
+	}
+}
+
+// nextBatch returns the length of the complete batch at the start of
+// records, or 0 with ErrBatch (bad length or magic) or nil (none, or
+// truncated: truncated is true).
+func nextBatch(records []byte) (total int, truncated bool) {
 	if len(records) == 0 {
-		return false
+		return 0, false
 	}
 	if len(records) < batchMagicOff+1 {
-		s.Truncated = true
-		it.rest = nil
-		return false
+		return 0, true
 	}
 	length := int32(binary.BigEndian.Uint32(records[batchLengthOff:]))
 	magic := int8(records[batchMagicOff])
 	if magic < 0 || magic > 2 {
-		it.Err, it.rest = ErrBatch, nil
-		return false
+		return -1, false
 	}
 	min := int32(legacyHeaderLen)
 	if magic == 2 {
 		min = batchHeaderLen - batchOverhead
 	}
 	if length < min {
+		return -1, false
+	}
+	total = int(length) + batchOverhead
+	if total > len(records) || total < 0 {
+		return 0, true
+	}
+	return total, false
+}
+
+// Next reads the next complete batch into b, and reports whether there
+// was one.
+func (it *BatchIter) Next(b *Batch) bool {
+	records := it.rest
+	s := &it.Scan
+	total, truncated := nextBatch(records)
+	switch {
+	case total < 0:
 		it.Err, it.rest = ErrBatch, nil
 		return false
-	}
-	total := int(length) + batchOverhead
-	if total > len(records) || total < 0 {
-		s.Truncated = true
+	case total == 0:
+		s.Truncated = s.Truncated || truncated
 		it.rest = nil
 		return false
 	}
+	magic := int8(records[batchMagicOff])
+	length := int32(binary.BigEndian.Uint32(records[batchLengthOff:]))
 	raw := records[:total]
 	it.rest = records[total:]
 	*b = Batch{

@@ -149,6 +149,9 @@ func FuzzScanBatches(f *testing.F) {
 		if s.Batches != calls || s.BadCRC != bad {
 			t.Fatalf("scan %+v after %d calls, %d bad CRCs", s, calls, bad)
 		}
+		if n := decode.CountBatches(in); n != calls {
+			t.Fatalf("CountBatches says %d batches, the scan gave %d", n, calls)
+		}
 		switch {
 		case err != nil:
 			if !errors.Is(err, decode.ErrBatch) || s.Truncated || off >= len(in) {

@@ -577,30 +577,59 @@ func (f *framer) newMessage() *Message {
 	return m
 }
 
+// A Produce request and room for its batches, allocated together: it
+// carries a batch per partition, most often one or two.
+type (
+	msgBatch1 struct {
+		m Message
+		b [1]BatchRef
+	}
+	msgBatch2 struct {
+		m Message
+		b [2]BatchRef
+	}
+)
+
+// newProduce is newMessage for a Produce request of n batches: with room
+// for them in the same allocation if they are few.
+func (f *framer) newProduce(n int) *Message {
+	var m *Message
+	switch n {
+	case 1:
+		mb := new(msgBatch1)
+		m = &mb.m
+		m.Batches = mb.b[:0]
+	case 2:
+		mb := new(msgBatch2)
+		m = &mb.m
+		m.Batches = mb.b[:0]
+	default:
+		m = new(Message)
+	}
+	f.place(m)
+	return m
+}
+
 // respExchange is a response and its exchange, allocated together.
 type respExchange struct {
 	m Message
 	x Exchange
 }
 
-// place fills the position fields of m, completed now.
+// place fills the position fields of m, a new (zero) message completed
+// now. The fields are set one by one: a composite literal cleared and
+// copied all of a Message's 328 bytes, with write barriers, again.
 func (f *framer) place(m *Message) {
 	a := f.s.a
 	file, pkt, now := a.packetPos()
-	owned := a.owned
+	m.owned = a.owned
 	a.owned = nil
-	*m = Message{
-		owned:       owned,
-		spare:       a.spare,
-		Conn:        &f.conn().ConnInfo,
-		conn:        f.conn(),
-		Response:    f.resp,
-		File:        file,
-		Packet:      pkt,
-		Time:        now,
-		FirstPacket: f.startPkt,
-		FirstTime:   f.startTime,
-	}
+	m.spare = a.spare
+	c := f.conn()
+	m.Conn, m.conn = &c.ConnInfo, c
+	m.Response = f.resp
+	m.File, m.Packet, m.Time = file, pkt, now
+	m.FirstPacket, m.FirstTime = f.startPkt, f.startTime
 }
 
 // request handles one request frame. It returns false only for a frame
@@ -618,7 +647,13 @@ func (f *framer) request(frame []byte) bool {
 		req, shared, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
-	m := f.newMessage()
+	var m *Message
+	if _, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
+		_, n := countBatches(req)
+		m = f.newProduce(n)
+	} else {
+		m = f.newMessage()
+	}
 	m.Size = len(frame) + 4
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
@@ -828,22 +863,36 @@ func errorCounts(resp kmsg.Response, out []ErrorCount) []ErrorCount {
 // by a linear search before an index is built.
 const linearCodes = 16
 
+// countBatches returns how many record sets body has that are not empty,
+// and how many batches they hold.
+func countBatches(body any) (sets, n int) {
+	decode.RecordSets(body, func(rs decode.RecordSet) {
+		if len(rs.Records) > 0 {
+			sets++
+			n += decode.CountBatches(rs.Records)
+		}
+	})
+	return sets, n
+}
+
 // scanBatches records the record batches of a Produce request or Fetch
 // response.
 func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
 
 func scanBatches(m *Message, body any) {
-	// Room for a batch per record set, what producers send.
-	sets := 0
-	decode.RecordSets(body, func(rs decode.RecordSet) {
-		if len(rs.Records) > 0 {
-			sets++
-		}
-	})
+	// Room for every batch, counted by their lengths: a Fetch response
+	// carries several per partition, and growing the slice batch by
+	// batch copied them over and over.
+	sets, n := countBatches(body)
 	if sets == 0 {
+		m.Batches = nil
 		return
 	}
-	m.Batches = make([]BatchRef, 0, sets)
+	if len(m.Batches) == 0 && cap(m.Batches) >= n {
+		m.Batches = m.Batches[:0] // the room allocated with the message
+	} else {
+		m.Batches = make([]BatchRef, 0, n)
+	}
 	decode.RecordSets(body, func(rs decode.RecordSet) {
 		if len(rs.Records) == 0 {
 			return
