@@ -23,15 +23,33 @@ import (
 const mappedMin = 1 << 20
 
 // mapping is what a table has mapped, unmapped when the table is
-// unreachable (runtime.AddCleanup) or when it grows out of it.
+// unreachable (runtime.AddCleanup). A ring or index the table grows out
+// of is not unmapped then but retired: its pages are given back to the
+// system (release) and the addresses stay mapped until the table goes.
+// A pointer into a replaced ring, which the table's contract already
+// forbids using after the next insertion, then reads zeros (or stale
+// values) instead of faulting: a fault outside Go's heap is a fatal
+// error no recover catches, and kfsniff must never crash.
 type mapping struct {
 	ents, idx []byte
+	retired   [][]byte
 }
 
 func (m *mapping) free() {
 	unmap(m.ents)
 	unmap(m.idx)
-	m.ents, m.idx = nil, nil
+	for _, b := range m.retired {
+		unmap(b)
+	}
+	m.ents, m.idx, m.retired = nil, nil, nil
+}
+
+// retire releases b's pages and keeps its addresses until free.
+func (m *mapping) retire(b []byte) {
+	if b != nil {
+		release(b)
+		m.retired = append(m.retired, b)
+	}
 }
 
 // makeSlice returns a zeroed slice of n Ts of capacity c and, if it is
@@ -49,7 +67,7 @@ func makeSlice[T any](n, c int, mapped bool) ([]T, []byte) {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), c)[:n], b
 }
 
-// adopt records a new mapping of the table's ring or index, unmapping the
+// adopt records a new mapping of the table's ring or index, retiring the
 // one it replaces (which the table no longer reads: a value's pointer is
 // valid until the next insertion), and has the table's mappings unmapped
 // once it is unreachable.
@@ -62,11 +80,11 @@ func (t *Fifo[K, V]) adopt(ents, idx []byte, replacedEnts, replacedIdx bool) {
 		runtime.AddCleanup(t, (*mapping).free, t.mem)
 	}
 	if replacedEnts {
-		unmap(t.mem.ents)
+		t.mem.retire(t.mem.ents)
 		t.mem.ents = ents
 	}
 	if replacedIdx {
-		unmap(t.mem.idx)
+		t.mem.retire(t.mem.idx)
 		t.mem.idx = idx
 	}
 }

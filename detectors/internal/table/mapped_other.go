@@ -6,3 +6,5 @@ package table
 func mapBytes(int) []byte { return nil }
 
 func unmap([]byte) {}
+
+func release([]byte) {}

@@ -151,3 +151,30 @@ func TestFifoMappingsFreed(t *testing.T) {
 		t.Errorf("RSS grew by %s over 20 tables made and dropped, want < 64 MiB", fmt.Sprintf("%.0f MiB", float64(grew)/(1<<20)))
 	}
 }
+
+// TestFifoStalePointerDoesNotFault: a value's pointer taken before the
+// table grows out of its mapped ring is no longer the table's (the
+// contract: valid until the next insertion), but reading it must not
+// fault: a fault outside Go's heap is a fatal error that no recover
+// catches, so one rule's slip would end the whole run. The replaced ring
+// is released, not unmapped, while the table lives.
+func TestFifoStalePointerDoesNotFault(t *testing.T) {
+	const limit = 1 << 21 // above fifoSizedOnce: mapped rings replaced as they double
+	tab := table.NewFifo[goodKey, int64](limit, nil)
+	var stale []*int64
+	for i := range limit {
+		p := tab.Insert(goodKey{uint32(i), 1})
+		*p = int64(i)
+		if i%50000 == 0 {
+			stale = append(stale, p)
+		}
+	}
+	var sum int64
+	for _, p := range stale {
+		sum += *p // zeros or old values, never a fault
+	}
+	if got := tab.Get(goodKey{uint32(limit - 1), 1}); got == nil || *got != limit-1 {
+		t.Fatalf("the last entry is lost: %v", got)
+	}
+	t.Logf("stale pointers read %d", sum)
+}

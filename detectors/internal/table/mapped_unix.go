@@ -2,7 +2,11 @@
 
 package table
 
-import "syscall"
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // mapBytes maps size bytes of zeroed private memory, or returns nil.
 func mapBytes(size int) []byte {
@@ -16,5 +20,13 @@ func mapBytes(size int) []byte {
 func unmap(b []byte) {
 	if b != nil {
 		syscall.Munmap(b)
+	}
+}
+
+// release gives b's pages back to the system; b stays mapped. Linux
+// zero-fills them if touched again; other systems may keep the old bytes.
+func release(b []byte) {
+	if b != nil {
+		unix.Madvise(b, unix.MADV_DONTNEED)
 	}
 }
