@@ -14,11 +14,12 @@ import (
 // keepBlocks is a Blocks that never reuses a block, and checks that the
 // file never reads into a block after giving it back.
 type keepBlocks struct {
+	size      int
 	got, done [][]byte
 }
 
 func (k *keepBlocks) Get(n int) []byte {
-	b := make([]byte, 0, n)
+	b := make([]byte, 0, max(n, k.size))
 	k.got = append(k.got, b)
 	return b
 }
@@ -131,7 +132,7 @@ func TestRecordsAcrossBlocks(t *testing.T) {
 			}
 			samePackets(t, name, got, want)
 
-			kb := &keepBlocks{}
+			kb := &keepBlocks{size: bsize}
 			got, err = readEvery(t, data, bsize, kb)
 			if err != nil {
 				t.Fatalf("%s, %d-byte lent blocks: %v", name, bsize, err)
@@ -183,7 +184,7 @@ func epbOf(bo binary.ByteOrder, p []byte) []byte {
 func TestBlockGivenBackAfterItsPackets(t *testing.T) {
 	packets := varied(40, 100, 3000, 10)
 	data := classic(1, packets...)
-	kb := &keepBlocks{}
+	kb := &keepBlocks{size: 512}
 	f, err := newFile("t", 0, bytes.NewReader(data), 512)
 	if err != nil {
 		t.Fatal(err)

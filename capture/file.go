@@ -105,7 +105,7 @@ type File struct {
 // every record that fits in it whole; a record cut by its end is carried
 // into the next block, and a record larger than a block gets a block of
 // its own (records are bounded by maxRecord, pcapng blocks by ngMaxBlock).
-const blockSize = 1 << 20
+const blockSize = 256 << 10
 
 // minRead is the least room worth a read into the rest of a block: with
 // less, the next block is started (the record begun is carried over).

@@ -38,12 +38,16 @@ import (
 // can the output differ from one worker's.
 const (
 	roundPackets = 256
-	roundBytes   = 1 << 20
+	roundBytes   = 256 << 10
 	maxWorkers   = 8
 	inflight     = 2 // rounds queued per worker and per result channel
 	// blockSize is the size of the blocks the files are read into
-	// (blockPool), as capture's own.
-	blockSize = 1 << 20
+	// (blockPool), as capture's own. Blocks and rounds of 256 KiB
+	// rather than 1 MiB keep the packets in flight (a few rounds per
+	// worker) near the cache that read them: with 1 MiB, two workers
+	// spent 10-20 % more CPU on bulk and large copying and checking
+	// them, and peak RSS was 10-20 MiB higher.
+	blockSize = 256 << 10
 )
 
 // workers returns how many workers Options.Workers asks for.
