@@ -5,7 +5,8 @@
 // v1.1.19) stores link types in a uint8, so SLL2 (276, what `tcpdump -i any`
 // writes) cannot be represented, and it sizes buffers from header fields
 // without bounds. Both formats are small; these readers bound every
-// allocation, reuse one buffer and know the byte offset of every record.
+// allocation, parse records in place in the blocks they read (see File)
+// and know the byte offset of every record.
 package capture
 
 import (
