@@ -93,8 +93,9 @@ func FuzzFile(f *testing.F) {
 			t.Fatalf("record buffer grew to %d bytes", cap(cf.buf))
 		}
 		runtime.ReadMemStats(&after)
-		// Two 1 MiB read buffers (one more under gzip), the gzip state,
-		// the record buffer, and what reading allocates per byte read.
+		// The block (with a record of its own up to ngMaxBlock), the
+		// gzip state and its input buffer, and what reading allocates
+		// per byte read.
 		bound := uint64(6<<20) + 2*uint64(cf.off)
 		if got := after.TotalAlloc - before.TotalAlloc; got > bound {
 			t.Fatalf("reading %d bytes (%d packets) allocated %d bytes, more than %d", cf.off, n, got, bound)

@@ -55,3 +55,14 @@ func (m *Merged) Next(p *Packet) error {
 	m.last = best
 	return nil
 }
+
+// UseBlocks gives b to every file merged (see File.UseBlocks); it reports
+// whether all took it, so that every packet's Data is a view of a block.
+func (m *Merged) UseBlocks(b Blocks) bool {
+	all := true
+	for _, s := range m.srcs {
+		u, ok := s.(interface{ UseBlocks(Blocks) bool })
+		all = ok && u.UseBlocks(b) && all
+	}
+	return all
+}

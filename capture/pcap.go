@@ -10,12 +10,11 @@ type pcapState struct {
 	order binary.ByteOrder
 	nano  bool
 	link  LinkType
-	hdr   [16]byte
 }
 
 func (f *File) openPcap() error {
-	var h [24]byte
-	if err := f.read(h[:]); err != nil {
+	h, err := f.take(24)
+	if err != nil {
 		return fmt.Errorf("pcap header cut short")
 	}
 	s := &f.pcap
@@ -41,19 +40,20 @@ func (f *File) openPcap() error {
 
 func (f *File) nextPcap(p *Packet) error {
 	s := &f.pcap
-	if err := f.read(s.hdr[:]); err != nil {
+	// The header is read before the record's bytes, which may move it.
+	hdr, err := f.take(16)
+	if err != nil {
 		return err
 	}
-	sec := s.order.Uint32(s.hdr[0:])
-	frac := s.order.Uint32(s.hdr[4:])
-	caplen := s.order.Uint32(s.hdr[8:])
-	wire := s.order.Uint32(s.hdr[12:])
+	sec := s.order.Uint32(hdr[0:])
+	frac := s.order.Uint32(hdr[4:])
+	caplen := s.order.Uint32(hdr[8:])
+	wire := s.order.Uint32(hdr[12:])
 	if caplen > maxRecord {
 		return fmt.Errorf("record claims %d captured bytes (more than %d): corrupt capture", caplen, maxRecord)
 	}
 	p.Offset = f.off - 16
-	p.Data = f.record(int(caplen))
-	if err := f.readAll(p.Data); err != nil {
+	if p.Data, err = f.takeAll(int(caplen)); err != nil {
 		return err
 	}
 	nsec := int64(frac)

@@ -29,7 +29,6 @@ type ngIface struct {
 type ngState struct {
 	order  binary.ByteOrder
 	ifaces []ngIface
-	hdr    [8]byte
 	// sections counts section header blocks, for the report.
 	sections int
 }
@@ -54,16 +53,21 @@ func (f *File) ngBlock(p *Packet) error {
 	s := f.ng
 	for {
 		start := f.off
-		if err := f.read(s.hdr[:]); err != nil {
+		// Fields are read out of a view before the next take, which
+		// may move it.
+		hdr, err := f.take(8)
+		if err != nil {
 			return err
 		}
-		typ := binary.BigEndian.Uint32(s.hdr[:])
+		typ := binary.BigEndian.Uint32(hdr)
 		if typ == ngSHB {
+			rawLen := [4]byte(hdr[4:])
 			// The byte-order magic follows the length; read it first.
-			var bom [4]byte
-			if err := f.readAll(bom[:]); err != nil {
+			b, err := f.takeAll(4)
+			if err != nil {
 				return err
 			}
+			bom := [4]byte(b)
 			switch binary.BigEndian.Uint32(bom[:]) {
 			case 0x1a2b3c4d:
 				s.order = binary.BigEndian
@@ -72,7 +76,7 @@ func (f *File) ngBlock(p *Packet) error {
 			default:
 				return fmt.Errorf("section header at byte %d has bad byte-order magic % x", start, bom)
 			}
-			length := s.order.Uint32(s.hdr[4:])
+			length := s.order.Uint32(rawLen[:])
 			if length < 28 || length%4 != 0 || length > ngMaxBlock {
 				return fmt.Errorf("section header at byte %d has bad length %d", start, length)
 			}
@@ -86,13 +90,13 @@ func (f *File) ngBlock(p *Packet) error {
 		if s.order == nil {
 			return fmt.Errorf("block at byte %d before any section header", start)
 		}
-		typ = s.order.Uint32(s.hdr[:])
-		length := s.order.Uint32(s.hdr[4:])
+		typ = s.order.Uint32(hdr)
+		length := s.order.Uint32(hdr[4:])
 		if length < 12 || length%4 != 0 || length > ngMaxBlock {
 			return fmt.Errorf("block type %#x at byte %d has bad length %d", typ, start, length)
 		}
-		body := f.record(int(length) - 8)
-		if err := f.readAll(body); err != nil {
+		body, err := f.takeAll(int(length) - 8)
+		if err != nil {
 			return err
 		}
 		body = body[:len(body)-4] // trailing length copy

@@ -230,7 +230,10 @@ func (d *Delivery) nameTopics(m *Message) {
 // be kept (a request waiting for its response) without pinning the frame.
 func release(m *Message, body any) {
 	m.Frame = nil
-	m.pre = nil
+	if m.pre != nil {
+		m.pre.recycle()
+		m.pre = nil
+	}
 	if m.owned != nil {
 		select {
 		case m.spare <- m.owned:

@@ -1,6 +1,10 @@
 package flows
 
-import "github.com/kfsniff/kfsniff/decode"
+import (
+	"slices"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
 
 // On a sharded analysis the Delivery runs on one goroutine for every
 // worker, and fingerprinting the records of produced batches (Keep.Records:
@@ -15,7 +19,18 @@ import "github.com/kfsniff/kfsniff/decode"
 // handlers of a Delivery asked to keep.
 type Prefinger struct {
 	keeps []preNeed
+	// spare takes back from the Delivery the preprints it is done with
+	// (release), so that a worker does not allocate and grow them anew
+	// for every request.
+	spare chan *preprints
 }
+
+// Bounds of the preprints kept for reuse: how many, and the largest
+// (fingerprints of one request) worth keeping.
+const (
+	preSpares    = 64
+	preSpareMost = 1 << 12
+)
 
 type preNeed struct {
 	h       *decode.RecordHasher // a twin of the handler's
@@ -26,6 +41,20 @@ type preNeed struct {
 // per Keep with Records, in the Delivery's order.
 type preprints struct {
 	keeps []preKeep
+	spare chan<- *preprints
+}
+
+// recycle gives pp back to its Prefinger, unless it grew too large.
+func (pp *preprints) recycle() {
+	for i := range pp.keeps {
+		if cap(pp.keeps[i].hashes) > preSpareMost {
+			return
+		}
+	}
+	select {
+	case pp.spare <- pp:
+	default:
+	}
 }
 
 type preKeep struct {
@@ -40,7 +69,7 @@ func (d *Delivery) Prefinger() *Prefinger {
 	if len(d.keep.records) == 0 {
 		return nil
 	}
-	p := &Prefinger{}
+	p := &Prefinger{spare: make(chan *preprints, preSpares)}
 	for _, k := range d.keep.records {
 		p.keeps = append(p.keeps, preNeed{h: k.Records.Twin(), batches: k.Batches})
 	}
@@ -53,11 +82,18 @@ func (p *Prefinger) Request(m *Message) {
 	if p == nil || len(m.Batches) == 0 {
 		return
 	}
-	pp := &preprints{keeps: make([]preKeep, len(p.keeps))}
+	var pp *preprints
+	select {
+	case pp = <-p.spare:
+	default:
+		pp = &preprints{keeps: make([]preKeep, len(p.keeps)), spare: p.spare}
+	}
 	for j := range p.keeps {
 		need, k := &p.keeps[j], &pp.keeps[j]
 		need.h.StartFrame()
-		k.batches = make([]decode.Prehashed, len(m.Batches))
+		k.hashes = k.hashes[:0]
+		k.batches = slices.Grow(k.batches[:0], len(m.Batches))[:len(m.Batches)]
+		clear(k.batches)
 		for i := range m.Batches {
 			b := &m.Batches[i]
 			if need.batches != nil && !need.batches(b) {

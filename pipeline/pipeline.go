@@ -222,7 +222,13 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 		nw = 1
 	}
 	if nw > 1 {
-		an = newSharded(nw, opt.Flows, handlers)
+		sh := newSharded(nw, opt.Flows, handlers)
+		if bs, ok := src.(interface{ UseBlocks(capture.Blocks) bool }); ok {
+			// Packets read from now on stay until their round is
+			// delivered: the rounds refer to them instead of copies.
+			sh.views = bs.UseBlocks(&sh.pool)
+		}
+		an = sh
 	} else {
 		an = single{flows.New(opt.Flows, handlers...)}
 	}

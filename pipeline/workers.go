@@ -10,8 +10,8 @@ import (
 // smallInput is the size under which a run of files uses one worker
 // unless told otherwise (Options.Workers 0): sharding costs a few
 // milliseconds of set-up (an analyzer per worker with its reassembly
-// pages, round buffers, three more goroutines) and a copy of every packet
-// and frame, which a capture analysed in tens of milliseconds never wins
+// pages, round buffers, three more goroutines) and a copy of most frames,
+// which a capture analysed in tens of milliseconds never wins
 // back. A gzip file counts gzipRatio times its size.
 const (
 	smallInput = 16 << 20
