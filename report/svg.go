@@ -93,6 +93,11 @@ func (s *svgDoc) polyline(pts [][2]float64, p pen) {
 	if len(pts) < 2 {
 		return
 	}
+	s.path(pts).add(`"`).stroke(p).add("/>\n")
+}
+
+// path opens a path element through pts, its d attribute left open.
+func (s *svgDoc) path(pts [][2]float64) *svgDoc {
 	s.add(`<path d="`)
 	for i, pt := range pts {
 		if i == 0 {
@@ -102,7 +107,7 @@ func (s *svgDoc) polyline(pts [][2]float64, p pen) {
 		}
 		s.num(pt[0]).add(",").num(pt[1])
 	}
-	s.add(`"`).stroke(p).add("/>\n")
+	return s
 }
 
 // curve strokes a quadratic Bézier curve from a to b pulled towards ctrl.
@@ -113,16 +118,7 @@ func (s *svgDoc) curve(a, ctrl, b [2]float64, p pen) {
 
 // polygon fills the polygon of pts.
 func (s *svgDoc) polygon(pts [][2]float64, fill color.NRGBA) {
-	s.add(`<path d="`)
-	for i, pt := range pts {
-		if i == 0 {
-			s.add("M")
-		} else {
-			s.add("L")
-		}
-		s.num(pt[0]).add(",").num(pt[1])
-	}
-	s.add(`Z"`).color("fill", fill).add("/>\n")
+	s.path(pts).add(`Z"`).color("fill", fill).add("/>\n")
 }
 
 // rect fills the rectangle from (x, y) w wide and h high.
