@@ -30,11 +30,7 @@ func correlationView(c *Correlation) *corrView {
 	v.Agents = table{ID: "agents", Title: "Agents", Columns: []column{{Name: "agent"}, {Name: "records", Num: true}, {Name: "exchanges", Num: true},
 		{Name: "connection events", Num: true}, {Name: "findings", Num: true}, {Name: "first (its clock)"}, {Name: "last (its clock)"},
 		{Name: "clock offset"}}}
-	agents := c.Agents
-	if len(agents) > maxTableRows {
-		agents = agents[:maxTableRows]
-		v.Agents.Note = fmt.Sprintf("The first %d of %d agents; the JSON report (--json) lists them all.", maxTableRows, len(c.Agents))
-	}
+	agents := firstRows(c.Agents, &v.Agents, "agents")
 	if c.AgentsNotListed > 0 {
 		v.Agents.Note += fmt.Sprintf(" %d records of further agents not followed.", c.AgentsNotListed)
 	}
@@ -56,11 +52,7 @@ func correlationView(c *Correlation) *corrView {
 	v.E2E = fmt.Sprintf("%d batches produced, %d fetched by consumers; %d left the window of %d unfetched.", e.Produced, e.Fetched, e.Evicted, e.Window)
 	v.Topics = table{ID: "e2e", Title: "Producer to consumer latency", Columns: []column{{Name: "cluster"}, {Name: "topic"},
 		{Name: "batches", Num: true}, {Name: "p50 ms", Num: true}, {Name: "p99 ms", Num: true}, {Name: "max ms", Num: true}, {Name: "not measured"}}}
-	topics := e.Topics
-	if len(topics) > maxTableRows {
-		topics = topics[:maxTableRows]
-		v.Topics.Note = fmt.Sprintf("The first %d of %d topics; the JSON report (--json) lists them all.", maxTableRows, len(e.Topics))
-	}
+	topics := firstRows(e.Topics, &v.Topics, "topics")
 	if e.TopicsNotListed > 0 {
 		v.Topics.Note += fmt.Sprintf(" %d batches of further topics not followed.", e.TopicsNotListed)
 	}

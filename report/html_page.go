@@ -380,15 +380,21 @@ func connTable(r *Report) table {
 	return t
 }
 
+// firstRows returns the first maxTableRows of rows, noting on t, if it
+// cut them, how many of what there were.
+func firstRows[T any](rows []T, t *table, what string) []T {
+	if len(rows) <= maxTableRows {
+		return rows
+	}
+	t.Note = fmt.Sprintf("The first %d of %d %s; the JSON report (--json) lists them all.", maxTableRows, len(rows), what)
+	return rows[:maxTableRows]
+}
+
 func clientTable(r *Report) table {
 	t := table{ID: "clients", Title: "Clients", Columns: []column{{Name: "client id"}, {Name: "host"}, {Name: "software"},
 		{Name: "requests", Num: true}, {Name: "roles"}, {Name: "connections"}, {Name: "servers"}, {Name: "APIs"}, {Name: "topics"},
 		{Name: "Kafka 4.0 ready"}, {Name: "first"}, {Name: "last"}}}
-	clients := r.Clients
-	if len(clients) > maxTableRows {
-		clients = clients[:maxTableRows]
-		t.Note = fmt.Sprintf("The first %d of %d clients; the JSON report (--json) lists them all.", maxTableRows, len(r.Clients))
-	}
+	clients := firstRows(r.Clients, &t, "clients")
 	if r.ClientsNotListed > 0 {
 		t.Note += fmt.Sprintf(" %d requests came from clients past the inventory's bound.", r.ClientsNotListed)
 	}
