@@ -615,6 +615,35 @@ func TestCorrelateUnansweredAsFile(t *testing.T) {
 	})
 }
 
+// TestCorrelateSlowFetchAsFile: slow-responses judges a Fetch read back
+// from an agent's records as in the file: by the time past the max wait
+// its client asked for (max_wait_ms), not past the longest a Fetch may
+// wait, so the Fetches the file finds slow are found, with the same
+// counts, median and waits (the recorded kgo group against kfake, at
+// TestSameAsReportGoldens' thresholds, where 4 Fetches are slow).
+func TestCorrelateSlowFetchAsFile(t *testing.T) {
+	slow := []string{"-o", "slow-responses.factor=2", "-o", "slow-responses.min-latency-s=0.001", "-o", "slow-responses.min-count=1"}
+	path := fixture("recorded-kgo-kfake-group.pcap")
+	code, stdout, stderr := kfsniff(t, append([]string{"-r", path, "--json"}, slow...)...)
+	if code != exitOK {
+		t.Fatalf("file: exit %d: %s", code, stderr)
+	}
+	var file corrReport
+	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+		t.Fatal(err)
+	}
+	want := findingsOf(file.Findings, "slow-responses", nil)
+	if len(findingsOf(want, "slow-responses", func(f corrFinding) bool { return f.Fields["api"] == "Fetch" })) != 1 {
+		t.Fatalf("the file's slow-responses findings %v: want one about Fetch", want)
+	}
+	url, _ := newSink(t, 3)
+	agentFile(t, url, path, "host-a")
+	rep, _ := correlateJSON(t, append([]string{"-r", url, "--until-end"}, slow...)...)
+	if got := findingsOf(rep.Findings, "slow-responses", nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("read back from Kafka:\n  %v\nthe file:\n  %v", got, want)
+	}
+}
+
 func TestCorrelateUsage(t *testing.T) {
 	props := writeFile(t, "client.properties", []byte("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n"))
 	for _, tc := range []struct {
