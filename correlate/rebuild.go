@@ -394,9 +394,10 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 	case kmsg.Fetch:
 		q := kmsg.NewPtrFetchRequest()
 		q.Version = r.Ver
-		// MaxWaitMillis is not shipped: the longest, so that no rule
-		// takes a long poll for a slow or lost answer.
-		q.MaxWaitMillis = math.MaxInt32
+		// MaxWaitMillis as shipped; the longest when the agent did not
+		// ship it (older agents), so that no rule takes a long poll for
+		// a slow or lost answer.
+		q.MaxWaitMillis = opt(r.MaxWait, math.MaxInt32)
 		rep := opt(r.Replica, -1)
 		if r.Ver >= 15 {
 			q.ReplicaID, q.ReplicaState.ID = -1, rep

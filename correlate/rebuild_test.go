@@ -1,9 +1,13 @@
 package correlate
 
 import (
+	"math"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -81,5 +85,28 @@ func TestRebuildSplitOnce(t *testing.T) {
 	}
 	if _, ok := c.OneSided(); ok {
 		t.Errorf("connection one-sided: an unanswered request says the agent captured the server")
+	}
+}
+
+// TestRebuildFetchMaxWait: a Fetch is rebuilt with the max wait its
+// agent shipped (max_wait_ms), split by partition or not, so that the
+// rules allow it that long (decode.MaxWait); a record of an older agent,
+// without it, is rebuilt allowed the longest, as before.
+func TestRebuildFetchMaxWait(t *testing.T) {
+	rb := NewRebuilder(flows.NewNodes())
+	head := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"latency_ns":700000000,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","api":1,"ver":12,"status":"answered","req_pkt":4,"resp_pkt":5,"replica":-1`
+	evs := rebuildAll(t, rb,
+		head+`,"conn":1,"corr":1,"max_wait_ms":500,"parts":1,"topic":"orders","partition":0,"fetch_offset":40,"error":0}`,
+		head+`,"conn":1,"corr":2,"max_wait_ms":0}`,
+		head+`,"conn":2,"corr":1,"parts":1,"topic":"orders","partition":0,"fetch_offset":40,"error":0}`,
+	)
+	for i, want := range []time.Duration{500 * time.Millisecond, 0, math.MaxInt32 * time.Millisecond} {
+		q, ok := evs[i].X.X.Req.Req.(*kmsg.FetchRequest)
+		if !ok {
+			t.Fatalf("record %d: request %T, want a Fetch", i, evs[i].X.X.Req.Req)
+		}
+		if got, _ := decode.MaxWait(q); got != want {
+			t.Errorf("record %d: the Fetch may wait %v, want %v", i, got, want)
+		}
 	}
 }

@@ -106,6 +106,7 @@ type Record struct {
 	RespPkt  int64       // resp_pkt (0: absent, no response captured)
 	File     int         // file: the -r file's index (0: the first, or absent)
 	Replica  Opt[int32]  // replica: Fetch and ListOffsets
+	MaxWait  Opt[int32]  // max_wait_ms: Fetch's MaxWaitMillis (absent from older agents' records)
 	Acks     Opt[int16]  // acks: Produce
 	TxnID    Opt[string] // txn_id: Produce
 	Group    string      // group: OffsetCommit
@@ -710,6 +711,8 @@ func (d *decoder) record(r *Record) {
 			r.File = int(d.i32())
 		case "replica":
 			d.optI32(&r.Replica)
+		case "max_wait_ms":
+			d.optI32(&r.MaxWait)
 		case "acks":
 			d.optI16(&r.Acks)
 		case "txn_id":

@@ -573,6 +573,9 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 		case *kmsg.FetchRequest:
 			id, _ := decode.FetchReplica(r)
 			b = appendInt(b, "replica", int64(id))
+			// How long the broker may hold it (a long poll): what a
+			// reader needs to tell a slow answer from a patient one.
+			b = appendInt(b, "max_wait_ms", int64(r.MaxWaitMillis))
 		case *kmsg.ProduceRequest:
 			b = appendInt(b, "acks", int64(r.Acks))
 			if r.TransactionID != nil {

@@ -61,7 +61,7 @@ func newTraffic(clientID string) *traffic {
 
 	f := kmsg.NewPtrFetchRequest()
 	f.SetVersion(11)
-	f.ReplicaID = 2
+	f.ReplicaID, f.MaxWaitMillis = 2, 500
 	ft := kmsg.NewFetchRequestTopic()
 	ft.Topic = "orders"
 	for part := range int32(2) {
@@ -146,6 +146,7 @@ func TestExchangeRecords(t *testing.T) {
 		HW        *int64 `json:"high_watermark"`
 		Fetch     *int64 `json:"fetch_offset"`
 		Replica   *int32 `json:"replica"`
+		MaxWait   *int32 `json:"max_wait_ms"`
 		Batches   []struct {
 			Offset     *int64 `json:"offset"`
 			BaseOffset *int64 `json:"base_offset"`
@@ -189,6 +190,11 @@ func TestExchangeRecords(t *testing.T) {
 		}
 	}
 	f0, f1 := rs[3], rs[4]
+	for i, r := range rs {
+		if fetch := i >= 3; (r.MaxWait != nil) != fetch || fetch && *r.MaxWait != 500 {
+			t.Errorf("record %d (api %d): max_wait_ms %v; want the Fetch's 500 on its records only", i, r.API, r.MaxWait)
+		}
+	}
 	if *f0.Replica != 2 || *f0.Fetch != 40 || *f0.HW != 44 || *f0.Error != 0 || len(f0.Batches) != 1 || f0.Batches[0].CRC != tr.crcs["fetch orders/0"][0] || *f0.Batches[0].BaseOffset != 40 {
 		t.Errorf("Fetch partition 0: %+v", f0)
 	}

@@ -567,6 +567,51 @@ func waitingAtEnd(t *testing.T) string {
 	return writeFile(t, "waiting-at-end.pcap", pcap)
 }
 
+// fetchesUnanswered writes a capture of consumers' Fetches (MaxWaitMillis
+// 500) never answered: on one connection a Fetch overtaken by the answer
+// to the next, 30 s later; on another a Fetch still waiting when the
+// capture ends, 50 s later (keep-alives). Both waited far past their
+// max wait: neither is a long poll.
+func fetchesUnanswered(t *testing.T) string {
+	t.Helper()
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	fetch := func() *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 11, -1, 500, 1, 52428800, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = 40, 1048576
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	pcap, err := gen.Script(func(w *gen.Writer) {
+		clientID := "consumer-1"
+		a := w.Conn(netip.MustParseAddrPort("10.9.0.1:41000"), netip.MustParseAddrPort("10.9.0.2:9092"), at, gen.ConnOptions{})
+		a.Request(at.Add(time.Millisecond), 1, &clientID, fetch())
+		a.Request(at.Add(30*time.Second), 2, &clientID, fetch())
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = 11
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = 40, 40, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		a.Response(at.Add(30*time.Second+2*time.Millisecond), 2, resp)
+		b := w.Conn(netip.MustParseAddrPort("10.9.0.1:41001"), netip.MustParseAddrPort("10.9.0.3:9092"), at, gen.ConnOptions{})
+		b.Request(at.Add(time.Millisecond), 1, &clientID, fetch())
+		for i := 1; i <= 5; i++ {
+			b.KeepAlive(gen.ClientToServer, at.Add(time.Duration(i)*10*time.Second), 0)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "fetches-unanswered.pcap", pcap)
+}
+
 // TestCorrelateUnansweredAsFile: unanswered-requests read back from an
 // agent's records says what the file says, to the counts, the fields and
 // the wait: requests on a connection that lost segments may yet have been
@@ -576,7 +621,10 @@ func waitingAtEnd(t *testing.T) string {
 // records say the server was captured), and a request still waiting when
 // a capture ended waited until that agent's capture ended (end_ns), not
 // until its last record, nor until the last record of another agent's,
-// months later.
+// months later; a Fetch is allowed the max wait it asked for
+// (max_wait_ms): one still waiting at the end past it is listed, not
+// taken for a pending long poll, and one overtaken is graded by the
+// time its client waited past it.
 func TestCorrelateUnansweredAsFile(t *testing.T) {
 	same := func(t *testing.T, got, want []corrFinding) {
 		t.Helper()
@@ -586,7 +634,7 @@ func TestCorrelateUnansweredAsFile(t *testing.T) {
 	}
 	waiting := waitingAtEnd(t)
 	for _, path := range []string{fixture("real/lossy-midstream-tcpdump.pcap.gz"), fixture("clients/unanswered-kgo.pcap"),
-		fixture("clients/unanswered-sarama.pcap"), fixture("clients/kafka40-librdkafka.pcap"), waiting} {
+		fixture("clients/unanswered-sarama.pcap"), fixture("clients/kafka40-librdkafka.pcap"), waiting, fetchesUnanswered(t)} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			want := unansweredOf(t, path)
 			if len(want) == 0 {
@@ -613,6 +661,35 @@ func TestCorrelateUnansweredAsFile(t *testing.T) {
 		rep, _ := correlateJSON(t, "-r", url, "--until-end")
 		same(t, findingsOf(rep.Findings, "unanswered-requests", nil), append(early, late...))
 	})
+}
+
+// TestCorrelateSlowFetchAsFile: slow-responses judges a Fetch read back
+// from an agent's records as in the file: by the time past the max wait
+// its client asked for (max_wait_ms), not past the longest a Fetch may
+// wait, so the Fetches the file finds slow are found, with the same
+// counts, median and waits (the recorded kgo group against kfake, at
+// TestSameAsReportGoldens' thresholds, where 4 Fetches are slow).
+func TestCorrelateSlowFetchAsFile(t *testing.T) {
+	slow := []string{"-o", "slow-responses.factor=2", "-o", "slow-responses.min-latency-s=0.001", "-o", "slow-responses.min-count=1"}
+	path := fixture("recorded-kgo-kfake-group.pcap")
+	code, stdout, stderr := kfsniff(t, append([]string{"-r", path, "--json"}, slow...)...)
+	if code != exitOK {
+		t.Fatalf("file: exit %d: %s", code, stderr)
+	}
+	var file corrReport
+	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+		t.Fatal(err)
+	}
+	want := findingsOf(file.Findings, "slow-responses", nil)
+	if len(findingsOf(want, "slow-responses", func(f corrFinding) bool { return f.Fields["api"] == "Fetch" })) != 1 {
+		t.Fatalf("the file's slow-responses findings %v: want one about Fetch", want)
+	}
+	url, _ := newSink(t, 3)
+	agentFile(t, url, path, "host-a")
+	rep, _ := correlateJSON(t, append([]string{"-r", url, "--until-end"}, slow...)...)
+	if got := findingsOf(rep.Findings, "slow-responses", nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("read back from Kafka:\n  %v\nthe file:\n  %v", got, want)
+	}
 }
 
 func TestCorrelateUsage(t *testing.T) {

@@ -115,8 +115,8 @@ type exchange struct {
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
-	if x.Req == nil || x.Resp == nil || x.Req.Key == int16(kmsg.JoinGroup) {
-		return
+	if x.Req == nil || x.Resp == nil || x.Req.Key == int16(kmsg.JoinGroup) || x.Again {
+		return // Again: this exchange was judged with another partition
 	}
 	if !decode.KnownKey(x.Req.Key) {
 		// Keys from the wire would be a histogram each: an API kmsg

@@ -331,3 +331,25 @@ func TestSlowResponsesProse(t *testing.T) {
 		t.Errorf("next %q filters on one of two client ids", fet.Next)
 	}
 }
+
+// TestSlowResponsesSplitOnce: an exchange read back from an agent's
+// records comes once per partition, the further ones marked Again; it is
+// one slow response, not one per partition.
+func TestSlowResponsesSplitOnce(t *testing.T) {
+	h := dt.New(t, map[string]map[string]string{"slow-responses": {"min-count": "1"}}, slowresponses.Analyzer)
+	tl := dt.NewTimeline(h)
+	fastProduce(h, tl, ms(2))
+	tl.Run()
+	c := h.Conn("10.2.0.6:40000", broker)
+	q, r := h.Call(c, dt.At(10*time.Second), 3*time.Second, "producer-2", dt.Produce(9), dt.Produced(9, 0, 0))
+	for range 2 {
+		h.Exchange(&flows.Exchange{Conn: c, Req: q, Resp: r, Again: true})
+	}
+	fs := h.Findings()
+	if len(fs) != 1 {
+		t.Fatalf("findings:%s", dt.Describe(fs))
+	}
+	if want := "1 Produce response took over 1.0 s"; !strings.HasPrefix(fs[0].Summary, want) {
+		t.Errorf("summary %q, want %q...: the exchange's further partitions counted again", fs[0].Summary, want)
+	}
+}
