@@ -19,8 +19,10 @@ var batchBytes = detectortest.ZeroBatch
 // shipBuilt ships, through the real exporter, the exchanges no scenario
 // capture has: a transactional Produce read from a second -r file, a
 // ListOffsets answered with an offset, a Fetch of more than 512
-// batches (split over records with batch_index), and a request still
-// waiting at the end of a capture on a connection that lost segments.
+// batches (split over records with batch_index), a request still
+// waiting at the end of a capture on a connection that lost segments,
+// and throttled responses (a Produce, split by partition, and a Metadata,
+// not).
 func shipBuilt(t testing.TB) [][]byte {
 	var s shippedValues
 	x := exporter(t, "built", &s)
@@ -48,6 +50,7 @@ func shipBuilt(t testing.TB) [][]byte {
 	p.Topics = append(p.Topics, pt)
 	pr := kmsg.NewPtrProduceResponse()
 	pr.SetVersion(9)
+	pr.ThrottleMillis = 250
 	rt := kmsg.NewProduceResponseTopic()
 	rt.Topic = "orders"
 	rp := kmsg.NewProduceResponseTopicPartition()
@@ -96,6 +99,13 @@ func shipBuilt(t testing.TB) [][]byte {
 	m := flows.MakeRequest(c, at, 4, "built-app", md)
 	m.Packet = 9
 	x.OnExchange(&flows.Exchange{Conn: c, Req: m, Unanswered: true, AtEnd: true, Waited: 40 * time.Second, ConnGaps: 2})
+
+	mq := kmsg.NewPtrMetadataRequest()
+	mq.SetVersion(12)
+	mr := kmsg.NewPtrMetadataResponse()
+	mr.SetVersion(12)
+	mr.ThrottleMillis = 3000
+	send(5, mq, mr, 0)
 
 	x.Close()
 	s.mu.Lock()

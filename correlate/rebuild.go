@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -473,7 +474,7 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 	switch kmsg.Key(r.API) {
 	case kmsg.Produce:
 		q := kmsg.NewPtrProduceResponse()
-		q.Version = r.Ver
+		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
 		if split {
 			t := kmsg.NewProduceResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -495,7 +496,7 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		return q
 	case kmsg.Fetch:
 		q := kmsg.NewPtrFetchResponse()
-		q.Version = r.Ver
+		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
 		if split {
 			t := kmsg.NewFetchResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -513,7 +514,7 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		return q
 	case kmsg.ListOffsets:
 		q := kmsg.NewPtrListOffsetsResponse()
-		q.Version = r.Ver
+		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
 		if split {
 			t := kmsg.NewListOffsetsResponseTopic()
 			t.Topic = topic
@@ -529,7 +530,7 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		return q
 	case kmsg.OffsetCommit:
 		q := kmsg.NewPtrOffsetCommitResponse()
-		q.Version = r.Ver
+		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
 		if split {
 			t := kmsg.NewOffsetCommitResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -541,7 +542,7 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		return q
 	}
 	if !emptyBody(r.API) {
-		return nil
+		return throttleOnly(r)
 	}
 	q := kmsg.ResponseForKey(r.API)
 	if q == nil {
@@ -555,6 +556,40 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		}
 	}
 	return q
+}
+
+// throttleOnly rebuilds the response of an API whose body is not shipped
+// but whose throttle time is (throttle_time_ms, absent when 0): the rules
+// reading a throttle time (throttled, slow-responses) read it as in the
+// file, 0 included (a client no longer throttled); and it is no API's
+// body type, so that the rules reading a body see none, as from a body
+// flows could not decode (an empty Metadata response would say the
+// cluster has no brokers). nil for an API without a throttle time.
+func throttleOnly(r *Record) kmsg.Response {
+	q := kmsg.ResponseForKey(r.API)
+	if _, ok := q.(kmsg.ThrottleResponse); !ok {
+		return nil
+	}
+	q.SetVersion(r.Ver)
+	return &throttled{Response: q, ms: opt(r.Throttle, 0)}
+}
+
+// throttled is a response of which only the throttle time is known.
+type throttled struct {
+	kmsg.Response // an empty body of the API's version: its key, version and KIP-219 cut
+	ms            int32
+}
+
+// Throttle implements kmsg.ThrottleResponse: the shipped time, and
+// whether the broker throttles after sending, as the version says.
+func (t *throttled) Throttle() (int32, bool) {
+	_, after := t.Response.(kmsg.ThrottleResponse).Throttle()
+	return t.ms, after
+}
+
+// MarshalJSON shows what is known of the body (--frames -v).
+func (t *throttled) MarshalJSON() ([]byte, error) {
+	return []byte(`{"Version":` + strconv.Itoa(int(t.GetVersion())) + `,"ThrottleMillis":` + strconv.Itoa(int(t.ms)) + `}`), nil
 }
 
 // errorCodes are a response's non-zero error codes: the partition's, or

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -108,5 +109,52 @@ func TestRebuildFetchMaxWait(t *testing.T) {
 		if got, _ := decode.MaxWait(q); got != want {
 			t.Errorf("record %d: the Fetch may wait %v, want %v", i, got, want)
 		}
+	}
+}
+
+// TestRebuildThrottle: a response is rebuilt with the throttle time its
+// agent shipped (throttle_time_ms; 0 when absent), which the rules read
+// through kmsg.ThrottleResponse with whether the broker throttled after
+// sending (KIP-219, by the version): on the body of a Produce split by
+// partition, and on a Metadata, whose body is not shipped, as a response
+// that is no Metadata body (an empty one would tell the rules of a
+// cluster without brokers); a SASLHandshake, without a throttle time,
+// keeps its empty body.
+func TestRebuildThrottle(t *testing.T) {
+	rb := NewRebuilder(flows.NewNodes())
+	head := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"latency_ns":1000000,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","status":"answered","req_pkt":4,"resp_pkt":5,"conn":1`
+	evs := rebuildAll(t, rb,
+		head+`,"corr":1,"api":0,"ver":5,"throttle_time_ms":2000,"parts":1,"topic":"orders","partition":0,"error":0}`,
+		head+`,"corr":2,"api":0,"ver":9,"parts":1,"topic":"orders","partition":0,"error":0}`,
+		head+`,"corr":3,"api":3,"ver":5,"throttle_time_ms":1500}`,
+		head+`,"corr":4,"api":3,"ver":12,"throttle_time_ms":4000}`,
+		head+`,"corr":5,"api":3,"ver":12}`,
+		head+`,"corr":6,"api":17,"ver":1}`,
+	)
+	for i, want := range []struct {
+		ms    int32
+		after bool
+	}{{2000, false}, {0, true}, {1500, false}, {4000, true}, {0, true}} {
+		resp := evs[i].X.X.Resp.Resp
+		tr, ok := resp.(kmsg.ThrottleResponse)
+		if !ok {
+			t.Fatalf("record %d: response %T has no throttle time", i, resp)
+		}
+		if ms, after := tr.Throttle(); ms != want.ms || after != want.after {
+			t.Errorf("record %d: throttled %d ms, after the response %v; want %d, %v", i, ms, after, want.ms, want.after)
+		}
+		if _, body := resp.(*kmsg.MetadataResponse); body {
+			t.Errorf("record %d: an empty Metadata body, which says no brokers", i)
+		}
+		if resp.Key() != evs[i].X.X.Req.Key || resp.GetVersion() != evs[i].X.X.Req.Version {
+			t.Errorf("record %d: response key %d v%d, want the request's", i, resp.Key(), resp.GetVersion())
+		}
+	}
+	// --frames -v shows what is known of the Metadata's body.
+	if js, err := json.Marshal(evs[2].X.X.Resp.Resp); err != nil || string(js) != `{"Version":5,"ThrottleMillis":1500}` {
+		t.Errorf("the throttled Metadata's body as JSON: %s, %v", js, err)
+	}
+	if _, ok := evs[5].X.X.Resp.Resp.(*kmsg.SASLHandshakeResponse); !ok {
+		t.Errorf("SASLHandshake rebuilt as %T, want its empty body", evs[5].X.X.Resp.Resp)
 	}
 }

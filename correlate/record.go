@@ -107,6 +107,7 @@ type Record struct {
 	File     int         // file: the -r file's index (0: the first, or absent)
 	Replica  Opt[int32]  // replica: Fetch and ListOffsets
 	MaxWait  Opt[int32]  // max_wait_ms: Fetch's MaxWaitMillis (absent from older agents' records)
+	Throttle Opt[int32]  // throttle_time_ms: a response's non-zero throttle time (absent when 0, and from older agents' records)
 	Acks     Opt[int16]  // acks: Produce
 	TxnID    Opt[string] // txn_id: Produce
 	Group    string      // group: OffsetCommit
@@ -713,6 +714,8 @@ func (d *decoder) record(r *Record) {
 			d.optI32(&r.Replica)
 		case "max_wait_ms":
 			d.optI32(&r.MaxWait)
+		case "throttle_time_ms":
+			d.optI32(&r.Throttle)
 		case "acks":
 			d.optI16(&r.Acks)
 		case "txn_id":

@@ -79,6 +79,7 @@ func fields(r *Record) map[string]any {
 	nz("resp_pkt", r.RespPkt)
 	o32("replica", r.Replica)
 	o32("max_wait_ms", r.MaxWait)
+	o32("throttle_time_ms", r.Throttle)
 	o16("acks", r.Acks)
 	if r.TxnID.Set {
 		m["txn_id"] = r.TxnID.V
@@ -193,7 +194,7 @@ func keysOf(m map[string]any, into map[string]bool) {
 
 // documented are the fields docs/export.md lists for version 1.
 var documented = strings.Fields(`v type agent cluster ts_ns latency_ns conn client server node client_id
-	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica max_wait_ms acks txn_id group errors
+	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica max_wait_ms throttle_time_ms acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches
 	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed

@@ -587,6 +587,16 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 			b = appendInt(b, "replica", int64(r.ReplicaID))
 		}
 	}
+	if x.Resp != nil {
+		// A quota's throttle time (omitted when 0): the throttled rule's
+		// input, and what slow-responses takes off a response the broker
+		// held back for it.
+		if tr, ok := x.Resp.Resp.(kmsg.ThrottleResponse); ok {
+			if ms, _ := tr.Throttle(); ms > 0 {
+				b = appendInt(b, "throttle_time_ms", int64(ms))
+			}
+		}
+	}
 	if parts > 0 {
 		b = appendInt(b, "parts", int64(parts))
 	}

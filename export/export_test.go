@@ -22,8 +22,8 @@ import (
 var batch = detectortest.ZeroBatch
 
 // traffic is a round of exchanges: a Produce of two partitions (batches
-// with CRCs) answered with offsets, a Fetch answered with a partition's
-// batch and one's error, and a Metadata.
+// with CRCs) answered with offsets, throttled, a Fetch answered with a
+// partition's batch and one's error, and a Metadata, throttled.
 type traffic struct {
 	x    []*flows.Exchange
 	crcs map[string][]uint32 // topic/partition -> CRCs sent
@@ -39,6 +39,7 @@ func newTraffic(clientID string) *traffic {
 	p.Acks = -1
 	pr := kmsg.NewPtrProduceResponse()
 	pr.SetVersion(9)
+	pr.ThrottleMillis = 300
 	pt := kmsg.NewProduceRequestTopic()
 	pt.Topic = "orders"
 	rt := kmsg.NewProduceResponseTopic()
@@ -87,6 +88,7 @@ func newTraffic(clientID string) *traffic {
 	md.SetVersion(12)
 	mr := kmsg.NewPtrMetadataResponse()
 	mr.SetVersion(12)
+	mr.ThrottleMillis = 1200
 	id := "cluster-A"
 	mr.ClusterID = &id
 
@@ -147,6 +149,7 @@ func TestExchangeRecords(t *testing.T) {
 		Fetch     *int64 `json:"fetch_offset"`
 		Replica   *int32 `json:"replica"`
 		MaxWait   *int32 `json:"max_wait_ms"`
+		Throttle  *int32 `json:"throttle_time_ms"`
 		Batches   []struct {
 			Offset     *int64 `json:"offset"`
 			BaseOffset *int64 `json:"base_offset"`
@@ -193,6 +196,11 @@ func TestExchangeRecords(t *testing.T) {
 	for i, r := range rs {
 		if fetch := i >= 3; (r.MaxWait != nil) != fetch || fetch && *r.MaxWait != 500 {
 			t.Errorf("record %d (api %d): max_wait_ms %v; want the Fetch's 500 on its records only", i, r.API, r.MaxWait)
+		}
+		// The Metadata's and the Produce's throttle times, on each of
+		// the Produce's records; none on the Fetch's, not throttled.
+		if want := map[int16]int32{3: 1200, 0: 300}[r.API]; want == 0 && r.Throttle != nil || want != 0 && (r.Throttle == nil || *r.Throttle != want) {
+			t.Errorf("record %d (api %d): throttle_time_ms %v; want %d, absent when 0", i, r.API, r.Throttle, want)
 		}
 	}
 	if *f0.Replica != 2 || *f0.Fetch != 40 || *f0.HW != 44 || *f0.Error != 0 || len(f0.Batches) != 1 || f0.Batches[0].CRC != tr.crcs["fetch orders/0"][0] || *f0.Batches[0].BaseOffset != 40 {

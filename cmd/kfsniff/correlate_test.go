@@ -498,7 +498,7 @@ func TestCorrelateSameAsFile(t *testing.T) {
 		"clients/producer-sequence-kgo.pcap", "clients/producer-sequence-librdkafka.pcap", "clients/reconnect-storm-kgo.pcap",
 		"clients/refused-bootstrap-kgo.pcap", "clients/refused-bootstrap-librdkafka.pcap", "clients/refused-bootstrap-sarama.pcap",
 		"clients/slow-kgo.pcap",
-		"clients/slow-sarama.pcap", "clients/stalled-fetch-sarama.pcap",
+		"clients/slow-sarama.pcap", "clients/stalled-fetch-sarama.pcap", "clients/throttled-kgo.pcap", "clients/throttled-sarama.pcap",
 		"clients/stalled-fetch-kgo.pcap", "clients/unanswered-kgo.pcap", "clients/unanswered-sarama.pcap",
 		"real/lossy-midstream-tcpdump.pcap.gz", "fragments-lost.pcap", "reuse-pending.pcap",
 	} {
@@ -763,4 +763,108 @@ func toCorr(fs []detectors.Finding) []corrFinding {
 		json.Unmarshal(b, &out[i])
 	}
 	return out
+}
+
+// throttledHeld writes a capture of responses throttled by a quota,
+// without the brokers' bodies the records ship: client app-1's Produce v5
+// (before KIP-219: the broker held each throttled response back its
+// throttle time, 2 s, so it is not slow), among 20 answered at once;
+// then its Metadata v5, held back 1.5 s three times, and answered at once
+// without throttling at the end (no longer throttled); client app-2's
+// Metadata v9 (KIP-219: answered at once, the client then held 4 s),
+// twice and still throttled at the end.
+func throttledHeld(t *testing.T) string {
+	t.Helper()
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	pcap, err := gen.Script(func(w *gen.Writer) {
+		a := w.Conn(netip.MustParseAddrPort("10.9.0.1:41000"), netip.MustParseAddrPort("10.9.0.2:9092"), at, gen.ConnOptions{})
+		app1, app2 := "app-1", "app-2"
+		corr := int32(0)
+		produce := func(sent time.Time, took time.Duration, throttle int32) {
+			corr++
+			req := kmsg.NewPtrProduceRequest()
+			req.Version, req.Acks, req.TimeoutMillis = 5, -1, 30000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "orders"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records, _ = detectortest.ZeroBatch(0, 2, 7, corr)
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			a.Request(sent, corr, &app1, req)
+			resp := kmsg.NewPtrProduceResponse()
+			resp.Version, resp.ThrottleMillis = 5, throttle
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = "orders"
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.BaseOffset, sp.LogStartOffset = int64(corr)*2, 0
+			st.Partitions = append(st.Partitions, sp)
+			resp.Topics = append(resp.Topics, st)
+			a.Response(sent.Add(took), corr, resp)
+		}
+		metadata := func(c *gen.Conn, clientID *string, version int16, sent time.Time, took time.Duration, throttle int32) {
+			corr++
+			req := kmsg.NewPtrMetadataRequest()
+			req.Version = version
+			c.Request(sent, corr, clientID, req)
+			resp := kmsg.NewPtrMetadataResponse()
+			resp.Version, resp.ThrottleMillis = version, throttle
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 0, "10.9.0.2", 9092
+			resp.Brokers = append(resp.Brokers, b)
+			c.Response(sent.Add(took), corr, resp)
+		}
+		for i := range 20 {
+			produce(at.Add(time.Duration(i+1)*100*time.Millisecond), time.Millisecond, 0)
+		}
+		for i := range 5 {
+			produce(at.Add(3*time.Second+time.Duration(i)*2100*time.Millisecond), 2001*time.Millisecond, 2000)
+		}
+		for i := range 3 {
+			metadata(a, &app1, 5, at.Add(15*time.Second+time.Duration(i)*2*time.Second), 1501*time.Millisecond, 1500)
+		}
+		metadata(a, &app1, 5, at.Add(22*time.Second), time.Millisecond, 0)
+		b := w.Conn(netip.MustParseAddrPort("10.9.0.5:42000"), netip.MustParseAddrPort("10.9.0.2:9092"), at, gen.ConnOptions{})
+		metadata(b, &app2, 9, at.Add(500*time.Millisecond), time.Millisecond, 4000)
+		metadata(b, &app2, 9, at.Add(time.Second), time.Millisecond, 4000)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "throttled-held.pcap", pcap)
+}
+
+// TestCorrelateThrottledAsFile: throttled and slow-responses read back
+// from an agent's records say what the file says, to the severity,
+// counts and fields, because the records carry each response's throttle
+// time (throttle_time_ms): the recorded producers throttled on Produce,
+// and a capture of Metadata throttled (whose body is not shipped: the
+// throttle time alone reaches the rules), before and after KIP-219, one
+// client no longer throttled at the end and one still; and a Produce the
+// broker held back its throttle time is not slow, read back as in the
+// file (without the throttle time it would be: 5 answered 2 s late).
+func TestCorrelateThrottledAsFile(t *testing.T) {
+	for _, path := range []string{fixture("clients/throttled-kgo.pcap"), fixture("clients/throttled-sarama.pcap"), throttledHeld(t)} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			code, stdout, stderr := kfsniff(t, "-r", path, "--json")
+			if code != exitOK {
+				t.Fatalf("file: exit %d: %s", code, stderr)
+			}
+			var file corrReport
+			if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+				t.Fatal(err)
+			}
+			want := findingsOf(file.Findings, "throttled", nil)
+			if len(want) == 0 {
+				t.Fatalf("the file has no throttled finding: %v", file.Findings)
+			}
+			url, _ := newSink(t, 3)
+			agentFile(t, url, path, "host-a")
+			rep, _ := correlateJSON(t, "-r", url, "--until-end")
+			for _, rule := range []string{"throttled", "slow-responses"} {
+				if got, want := findingsOf(rep.Findings, rule, nil), findingsOf(file.Findings, rule, nil); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s read back from Kafka:\n  %v\nthe file:\n  %v", rule, got, want)
+				}
+			}
+		})
+	}
 }
