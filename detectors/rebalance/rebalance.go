@@ -225,7 +225,12 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if x.Resp == nil || x.Resp.Resp == nil {
 			return
 		}
-		resp := x.Resp.Resp.(*kmsg.JoinGroupResponse)
+		// Checked: a correlator's rebuilt responses may be of no API's
+		// body type (correlate's throttle-only response).
+		resp, ok := x.Resp.Resp.(*kmsg.JoinGroupResponse)
+		if !ok {
+			return
+		}
 		if code != 0 {
 			r.fail(g, t, x, code, src)
 			return
@@ -282,8 +287,8 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			g.cur.left++
 			return
 		case req.MemberEpoch == 0 && code == 0 && x.Resp != nil:
-			resp := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse)
-			if resp.MemberID != nil && !g.members[*resp.MemberID] {
+			resp, ok := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+			if ok && resp.MemberID != nil && !g.members[*resp.MemberID] {
 				if len(g.members) < maxMembers {
 					g.members[*resp.MemberID] = true
 				}
