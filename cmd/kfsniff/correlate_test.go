@@ -503,14 +503,7 @@ func TestCorrelateSameAsFile(t *testing.T) {
 		"real/lossy-midstream-tcpdump.pcap.gz", "fragments-lost.pcap", "reuse-pending.pcap",
 	} {
 		t.Run(capture, func(t *testing.T) {
-			code, stdout, stderr := kfsniff(t, "-r", fixture(capture), "--json")
-			if code != exitOK {
-				t.Fatalf("file: exit %d: %s", code, stderr)
-			}
-			var file corrReport
-			if err := json.Unmarshal([]byte(stdout), &file); err != nil {
-				t.Fatal(err)
-			}
+			file, _ := correlateJSON(t, "-r", fixture(capture))
 			url, _ := newSink(t, 3)
 			agent(t, url, capture, "host-a")
 			rep, _ := correlateJSON(t, "-r", url, "--until-end")
@@ -528,14 +521,7 @@ func TestCorrelateSameAsFile(t *testing.T) {
 // findings.
 func unansweredOf(t *testing.T, path string) []corrFinding {
 	t.Helper()
-	code, stdout, stderr := kfsniff(t, "-r", path, "--json")
-	if code != exitOK {
-		t.Fatalf("%s: exit %d: %s", path, code, stderr)
-	}
-	var file corrReport
-	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
-		t.Fatal(err)
-	}
+	file, _ := correlateJSON(t, "-r", path)
 	return findingsOf(file.Findings, "unanswered-requests", nil)
 }
 
@@ -672,14 +658,7 @@ func TestCorrelateUnansweredAsFile(t *testing.T) {
 func TestCorrelateSlowFetchAsFile(t *testing.T) {
 	slow := []string{"-o", "slow-responses.factor=2", "-o", "slow-responses.min-latency-s=0.001", "-o", "slow-responses.min-count=1"}
 	path := fixture("recorded-kgo-kfake-group.pcap")
-	code, stdout, stderr := kfsniff(t, append([]string{"-r", path, "--json"}, slow...)...)
-	if code != exitOK {
-		t.Fatalf("file: exit %d: %s", code, stderr)
-	}
-	var file corrReport
-	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
-		t.Fatal(err)
-	}
+	file, _ := correlateJSON(t, append([]string{"-r", path}, slow...)...)
 	want := findingsOf(file.Findings, "slow-responses", nil)
 	if len(findingsOf(want, "slow-responses", func(f corrFinding) bool { return f.Fields["api"] == "Fetch" })) != 1 {
 		t.Fatalf("the file's slow-responses findings %v: want one about Fetch", want)
@@ -845,14 +824,7 @@ func throttledHeld(t *testing.T) string {
 func TestCorrelateThrottledAsFile(t *testing.T) {
 	for _, path := range []string{fixture("clients/throttled-kgo.pcap"), fixture("clients/throttled-sarama.pcap"), throttledHeld(t)} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			code, stdout, stderr := kfsniff(t, "-r", path, "--json")
-			if code != exitOK {
-				t.Fatalf("file: exit %d: %s", code, stderr)
-			}
-			var file corrReport
-			if err := json.Unmarshal([]byte(stdout), &file); err != nil {
-				t.Fatal(err)
-			}
+			file, _ := correlateJSON(t, "-r", path)
 			want := findingsOf(file.Findings, "throttled", nil)
 			if len(want) == 0 {
 				t.Fatalf("the file has no throttled finding: %v", file.Findings)
