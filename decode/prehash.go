@@ -42,24 +42,11 @@ func (r *RecordHasher) Prehash(b *Batch, dst []RecordHash) ([]RecordHash, Prehas
 		pre.Err, pre.To = ErrNotHashable, pre.From
 		return dst, pre
 	}
-	codec := b.Codec()
-	if codec != CodecNone {
-		r.counts.In += int64(len(p))
-		if r.spent() != nil {
-			return dst, Prehashed{From: pre.From, To: pre.From}
-		}
+	recs, n, spent, err := r.unpack(b, p)
+	if spent != nil {
+		return dst, Prehashed{From: pre.From, To: pre.From}
 	}
-	recs, err := r.decompress(codec, p)
-	if codec != CodecNone {
-		n := int64(len(recs))
-		if errors.Is(err, ErrOverCap) {
-			n = int64(r.max)
-			r.counts.OverCap++
-		}
-		r.frame += n
-		r.counts.Out += n
-		pre.N = n
-	}
+	pre.N = n
 	if err == nil {
 		dst, err = r.parse(recs, b.FirstTimestamp, int(b.Records), dst)
 	}

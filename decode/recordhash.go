@@ -120,18 +120,32 @@ func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) 
 	if p == nil {
 		return dst, ErrNotHashable
 	}
+	recs, _, spent, err := r.unpack(b, p)
+	if spent != nil {
+		return dst, spent
+	}
+	if err != nil {
+		return dst, err
+	}
+	return r.parse(recs, b.FirstTimestamp, int(b.Records), dst)
+}
+
+// unpack decompresses b's payload p and counts what it cost against the
+// budgets: the bytes offered, refused or not, and the bytes out (a batch
+// past the cap cost the cap), n. spent is the budget's refusal before
+// anything was decompressed; err the decompression's. Hashes and Prehash
+// share it, so that a worker's fingerprints cost what the merger's would.
+func (r *RecordHasher) unpack(b *Batch, p []byte) (recs []byte, n int64, spent, err error) {
 	codec := b.Codec()
 	if codec != CodecNone {
-		r.counts.In += int64(len(p)) // offered, whether refused or not
-		if err := r.spent(); err != nil {
-			return dst, err
+		r.counts.In += int64(len(p))
+		if spent = r.spent(); spent != nil {
+			return nil, 0, spent, nil
 		}
 	}
-	recs, err := r.decompress(codec, p)
+	recs, err = r.decompress(codec, p)
 	if codec != CodecNone {
-		// What it cost, refused or not (a batch past the cap cost the
-		// cap).
-		n := int64(len(recs))
+		n = int64(len(recs))
 		if errors.Is(err, ErrOverCap) {
 			n = int64(r.max)
 			r.counts.OverCap++
@@ -139,10 +153,7 @@ func (r *RecordHasher) Hashes(b *Batch, dst []RecordHash) ([]RecordHash, error) 
 		r.frame += n
 		r.counts.Out += n
 	}
-	if err != nil {
-		return dst, err
-	}
-	return r.parse(recs, b.FirstTimestamp, int(b.Records), dst)
+	return recs, n, nil, err
 }
 
 // TopicMix is a fingerprint of a topic id, to fold into record
