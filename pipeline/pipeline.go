@@ -209,6 +209,24 @@ func linkNames(links []capture.LinkType) []string {
 	return out
 }
 
+// schedule bounds ctx by Duration and returns the intervals of progress
+// and live findings, defaults filled in: files, live captures and records
+// read back (RunRemote) keep the same clocks.
+func (o Options) schedule(ctx context.Context) (context.Context, context.CancelFunc, time.Duration, time.Duration) {
+	cancel := context.CancelFunc(func() {})
+	if o.Duration > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, o.Duration, errDuration)
+	}
+	progress, findings := o.ProgressEvery, o.LiveFindingsEvery
+	if progress <= 0 {
+		progress = 250 * time.Millisecond
+	}
+	if findings <= 0 {
+		findings = 2 * time.Second
+	}
+	return ctx, cancel, progress, findings
+}
+
 func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Options) *Result {
 	collector := report.NewCollector()
 	handlers := append([]flows.Handler{collector}, opt.Handlers...)
@@ -233,24 +251,13 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 		an = single{flows.New(opt.Flows, handlers...)}
 	}
 	res := &Result{Workers: nw}
-	if opt.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, opt.Duration, errDuration)
-		defer cancel()
-	}
-	every := opt.ProgressEvery
-	if every <= 0 {
-		every = 250 * time.Millisecond
-	}
+	ctx, cancel, every, findingsEvery := opt.schedule(ctx)
+	defer cancel()
 	// Files are checked for cancellation and progress every 256 packets;
 	// live captures at every packet, however slow the traffic.
 	checkMask := int64(255)
 	if live != nil {
 		checkMask = 0
-	}
-	findingsEvery := opt.LiveFindingsEvery
-	if findingsEvery <= 0 {
-		findingsEvery = 2 * time.Second
 	}
 	began := time.Now()
 	lastProgress, lastFindings := began, began

@@ -83,19 +83,8 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 		return l
 	}
 	res := &Result{Workers: 1}
-	if opt.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, opt.Duration, errDuration)
-		defer cancel()
-	}
-	findingsEvery := opt.LiveFindingsEvery
-	if findingsEvery <= 0 {
-		findingsEvery = 2 * time.Second
-	}
-	every := opt.ProgressEvery
-	if every <= 0 {
-		every = 250 * time.Millisecond
-	}
+	ctx, cancel, every, findingsEvery := opt.schedule(ctx)
+	defer cancel()
 	began := time.Now()
 	lastProgress, lastFindings := began, began
 	stats := func() *flows.Stats {
