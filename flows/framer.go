@@ -282,12 +282,7 @@ func (f *framer) feed(data []byte) {
 	}
 	off := f.frames(data, segStart, headAt, file, pkt, now)
 	a.view = viewNone
-	rest := data[off:]
-	if len(rest) > scanLimit && !f.synced {
-		drop := len(rest) - scanLimit
-		f.conn().skip(f.scanReason(), drop)
-		rest = rest[drop:]
-	}
+	rest := f.scanned(data[off:])
 	f.headAt = off == segStart || off == 0 && headAt
 	if owned {
 		n := copy(f.buf, rest)
@@ -365,12 +360,7 @@ func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt u
 	a.view = view
 	off := f.frames(data, -need, false, file, pkt, now)
 	a.view = viewNone
-	rest := data[off:]
-	if len(rest) > scanLimit && !f.synced {
-		drop := len(rest) - scanLimit
-		f.conn().skip(f.scanReason(), drop)
-		rest = rest[drop:]
-	}
+	rest := f.scanned(data[off:])
 	f.headAt = false // rest does not begin where data did
 	f.hold(rest)
 	f.trim()
@@ -508,6 +498,18 @@ func (f *framer) resync(b []byte, segStart int) (int, bool) {
 	f.synced, f.tentative = true, true
 	f.initial = false
 	return i, true
+}
+
+// scanned returns what of rest a direction not yet synced may hold while
+// searching for a frame: past scanLimit the oldest bytes are skipped and
+// counted.
+func (f *framer) scanned(rest []byte) []byte {
+	if len(rest) > scanLimit && !f.synced {
+		drop := len(rest) - scanLimit
+		f.conn().skip(f.scanReason(), drop)
+		rest = rest[drop:]
+	}
+	return rest
 }
 
 // scanReason is the reason for bytes skipped while looking for a frame
