@@ -275,16 +275,7 @@ func (d *decoder) null() bool {
 // object calls field for each key of an object, positioned at its value,
 // which field must consume (skip, or a typed read).
 func (d *decoder) object(field func(key []byte)) {
-	if d.peek() != '{' {
-		d.fail("want an object")
-		return
-	}
-	d.i++
-	if d.peek() == '}' {
-		d.i++
-		return
-	}
-	for d.err == nil {
+	d.seq('{', '}', "want an object", "want ',' or '}'", func() {
 		if d.peek() != '"' {
 			d.fail("want a key")
 			return
@@ -297,16 +288,7 @@ func (d *decoder) object(field func(key []byte)) {
 		d.i++
 		d.ws()
 		field(k)
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return
-		default:
-			d.fail("want ',' or '}'")
-		}
-	}
+	})
 }
 
 // array calls elem for each element of an array (null: none).
@@ -314,26 +296,37 @@ func (d *decoder) array(elem func()) {
 	if d.null() {
 		return
 	}
-	if d.peek() != '[' {
-		d.fail("want an array")
+	d.seq('[', ']', "want an array", "want ',' or ']'", func() {
+		d.ws()
+		elem()
+	})
+}
+
+// seq reads what an object and an array share: open, then items
+// separated by commas up to close; item reads one.
+func (d *decoder) seq(open, close byte, notOpen, notSep string, item func()) {
+	if d.peek() != open {
+		d.fail(notOpen)
 		return
 	}
 	d.i++
-	if d.peek() == ']' {
+	if d.peek() == close {
 		d.i++
 		return
 	}
 	for d.err == nil {
-		d.ws()
-		elem()
+		item()
+		if d.err != nil {
+			return
+		}
 		switch d.peek() {
 		case ',':
 			d.i++
-		case ']':
+		case close:
 			d.i++
 			return
 		default:
-			d.fail("want ',' or ']'")
+			d.fail(notSep)
 		}
 	}
 }
