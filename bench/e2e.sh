@@ -22,6 +22,10 @@
 #       (with the floor's throughput / tshark's beside it: where the floor
 #       itself is under 30x, no reader of the file with gopacket reaches it)
 #     default workers / one worker (2 CPUs: 2 workers)        >= 1.6
+#       (with its ceiling beside it: CPUs x one worker's wall / the
+#       default's CPU; one worker already overlaps reading, analysis and
+#       merging, so where it uses more than 1.25 cores of 2, 1.6x needs the
+#       default to spend less CPU than one worker)
 #     peak RSS, default workers                               <  200 MiB
 #     peak RSS, default workers / tshark's                    <  0.25
 #     start-up: kfsniff's wall time / the floor's on STARTUP_FILE  <= 1.5
@@ -209,6 +213,14 @@ for name in $captures; do
 		'BEGIN {printf "%-6s kfsniff/floor throughput: %.3f (the floor is %.1fx faster); one worker: %.3f; default (%d CPUs) / one worker: %.2fx", s, f/k, k/f, f/o, n, o/k}')")
 	rows+=("$(awk -v s="$name" -v f="$floor_cpu" -v k="$kfsniff_cpu" -v o="$kfsniff1_cpu" \
 		'BEGIN {printf "%-6s by CPU time (user + system, less sensitive to load): floor / kfsniff %.3f, floor / kfsniff one worker %.3f", s, f/k, f/o}')")
+	# The workers' ceiling: the default run cannot take less wall time
+	# than its CPU time spread over every CPU, so on N CPUs it is at most
+	# N x (one worker's wall) / (the default's CPU) faster than one worker.
+	# One worker already overlaps its reader, worker, merger and the
+	# collector's GC (its CPU / wall, "cores used", is above 1), which
+	# lowers this ceiling below N.
+	rows+=("$(awk -v s="$name" -v o="$kfsniff1_wall" -v oc="$kfsniff1_cpu" -v kc="$kfsniff_cpu" -v n="$(nproc)" \
+		'BEGIN {printf "%-6s workers: one worker uses %.2f cores (CPU / wall); the default uses %.2fx its CPU; ceiling of default / one worker on %d CPUs: %.2fx", s, oc/o, kc/oc, n, n*o/kc}')")
 	if [ "$TSHARK" = 1 ]; then
 		rows+=("$(awk -v s="$name" -v t="$tshark_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" -v tr="$tshark_rss" -v kr="$kfsniff_rss" -v tc="$tshark_cpu" -v kc="$kfsniff_cpu" -v oc="$kfsniff1_cpu" \
 			'BEGIN {printf "%-6s kfsniff is %.1fx faster than tshark (one worker: %.1fx; by CPU time %.1fx and %.1fx); peak RSS kfsniff/tshark %.3f", s, t/k, t/o, tc/kc, tc/oc, kr/tr}')")
@@ -220,14 +232,14 @@ for name in $captures; do
 			'BEGIN {printf "%-6s kfsniff speed / base speed: %.3f (default), %.3f (one worker)", s, b/k, c/o}')")
 	fi
 	md+=("$(awk -v s="$name" -v z="$size" -v p="$packets" -v x="$exchanges" -v f="$floor_wall" -v k="$kfsniff_wall" -v o="$kfsniff1_wall" \
-		-v t="$tshark_wall" -v kr="$kfsniff_rss" -v tr="$tshark_rss" '
+		-v t="$tshark_wall" -v kr="$kfsniff_rss" -v tr="$tshark_rss" -v kc="$kfsniff_cpu" -v n="$(nproc)" '
 		function pf(ok) { return ok ? "PASS" : "**MISS**" }
 		BEGIN {
 			ts = t > 0 ? sprintf("%.3f", t) : "-"
 			xt = t > 0 ? sprintf("%.1fx %s (floor %.1fx)", t/k, pf(t/k >= 30), t/f) : "-"
 			rt = tr > 0 ? sprintf("%.3f %s", kr/tr, pf(kr/tr < 0.25)) : "-"
-			printf "| %s | %.1f | %d | %d | %.3f | %.3f | %.3f | %s | %.3f %s | %s | %.2fx %s | %.0f %s | %s |",
-				s, z/1e6, p, x, f, o, k, ts, f/k, pf(f/k >= 0.5), xt, o/k, pf(o/k >= 1.6), kr/1024, pf(kr/1024 < 200), rt
+			printf "| %s | %.1f | %d | %d | %.3f | %.3f | %.3f | %s | %.3f %s | %s | %.2fx %s (ceiling %.2fx) | %.0f %s | %s |",
+				s, z/1e6, p, x, f, o, k, ts, f/k, pf(f/k >= 0.5), xt, o/k, pf(o/k >= 1.6), n*o/kc, kr/1024, pf(kr/1024 < 200), rt
 		}')")
 done
 
@@ -264,7 +276,7 @@ done
 echo
 echo "== for BENCHMARKS.md (wall: median of $RUNS, seconds; kfsniff: --json, default workers ($(nproc) CPUs) unless said; RSS: largest of the runs)"
 echo
-echo "| capture | MB | packets | exchanges | floor s | kfsniff 1 worker s | kfsniff default s | tshark s | kfsniff ÷ floor (≥ 0.5) | × tshark (≥ 30; the floor's in brackets) | default ÷ 1 worker (≥ 1.6) | peak RSS MiB (< 200) | RSS ÷ tshark's (< 0.25) |"
+echo "| capture | MB | packets | exchanges | floor s | kfsniff 1 worker s | kfsniff default s | tshark s | kfsniff ÷ floor (≥ 0.5) | × tshark (≥ 30; the floor's in brackets) | default ÷ 1 worker (≥ 1.6; the ceiling by CPU in brackets) | peak RSS MiB (< 200) | RSS ÷ tshark's (< 0.25) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${md[@]}"; do
 	echo "$r"
