@@ -268,22 +268,37 @@ func (f *fragment) check() error {
 
 // Sharder assigns packets to shards by TCP connection, both directions of
 // a connection to the same shard, for running one deferred Analyzer per
-// shard (with Config.Defragmented). IP fragments carry no ports but in
-// their first fragment, so the Sharder reassembles them itself, before
-// sharding, and sends each datagram to its connection's shard.
+// shard (with Config.Defragmented): a connection goes to the shard least
+// loaded at its first packet, and stays there (balance.go). IP fragments
+// carry no ports but in their first fragment, so the Sharder reassembles
+// them itself, before sharding, and sends each datagram to its
+// connection's shard.
 type Sharder struct {
 	hdr  headers
 	n    int
 	frag *defrag
 	work Work
+	own  *owners // nil for one shard
 }
 
 // NewSharder returns a Sharder over n shards; cfg gives the bounds of
-// reassembly.
+// reassembly and the idle timeout.
 func NewSharder(n int, cfg Config) *Sharder {
 	s := &Sharder{n: n, frag: newDefrag(&cfg)}
+	if n > 1 {
+		s.own = newOwners(n, &cfg)
+	}
 	s.hdr.init()
 	return s
+}
+
+// HashedPackets counts the packets sharded by their 4-tuple's hash
+// because the table of connections was full of live ones (balance.go).
+func (s *Sharder) HashedPackets() int64 {
+	if s.own == nil {
+		return 0
+	}
+	return s.own.hashed
 }
 
 // Route hands what packet p asks of the analyzers to emit, in order: the
@@ -297,16 +312,16 @@ func (s *Sharder) Route(p *capture.Packet, emit func(shard int, w *Work)) {
 		s.losses(emit)
 	}
 	s.work = Work{Kind: WorkPacket, Packet: p}
-	src, dst, ok := quickTCP(p)
+	src, dst, flags, ok := quickSegment(p)
 	if ok {
-		emit(s.shard(src, dst), &s.work)
+		emit(s.place(p, src, dst, flags, false), &s.work)
 		return
 	}
 	// Whatever the quick look does not know, gopacket decides, as for the
 	// Analyzer.
 	kind, src, dst, _ := s.hdr.parse(p)
 	if kind == pktTCP {
-		emit(s.shard(src, dst), &s.work)
+		emit(s.place(p, src, dst, 0, true), &s.work)
 		return
 	}
 	emit(0, &s.work)
@@ -328,7 +343,7 @@ func (s *Sharder) reassemble(p *capture.Packet, emit func(int, *Work), depth int
 	kind, src, dst, _ := s.hdr.parse(dg)
 	shard := 0
 	if kind == pktTCP {
-		shard = s.shard(src, dst)
+		shard = s.place(dg, src, dst, 0, true)
 	}
 	s.work = Work{Kind: WorkDatagram, Packet: dg}
 	emit(shard, &s.work)
@@ -356,21 +371,58 @@ func (s *Sharder) losses(emit func(int, *Work)) {
 	s.frag.lost = s.frag.lost[:0]
 }
 
-// shard returns the shard of the connection between src and dst.
+// shard returns the shard of the connection between src and dst, for a
+// datagram's loss: its connection's if it has one, else any (no analyzer
+// holds anything of a connection the table does not know, but a hashed
+// one's, hashed again).
 func (s *Sharder) shard(src, dst netip.AddrPort) int {
 	if s.n <= 1 {
 		return 0
 	}
 	k, _ := makeKey(src, dst)
-	// FNV-1a: deterministic, so that runs shard alike.
-	h := uint64(14695981039346656037)
-	for i := range k.a {
-		h = (h ^ uint64(k.a[i])) * 1099511628211
-		h = (h ^ uint64(k.b[i])) * 1099511628211
+	if i, ok := s.own.idx[k]; ok {
+		return int(s.own.slots[i].shard)
 	}
-	h = (h ^ uint64(k.pa)) * 1099511628211
-	h = (h ^ uint64(k.pb)) * 1099511628211
-	return int(h % uint64(s.n))
+	return shardHash(k, s.own.n)
+}
+
+// TCP flags as the quick look reads them.
+const (
+	flagFIN = 0x01
+	flagSYN = 0x02
+	flagRST = 0x04
+)
+
+// place returns the shard of the TCP segment in p from src to dst (a
+// connection's first packet gives it one), and notes on the connection
+// what the segment says of its end: decoded says s.hdr holds p's TCP
+// header; otherwise flags are its flags as the quick look read them, and
+// gopacket decodes it if they, or a connection attempt pending, may make
+// it matter.
+func (s *Sharder) place(p *capture.Packet, src, dst netip.AddrPort, flags uint8, decoded bool) int {
+	if s.n <= 1 {
+		return 0
+	}
+	o := s.own
+	now := p.Time.UnixNano()
+	o.tick(now)
+	k, fromB := makeKey(src, dst)
+	w, i := o.lookup(k, now)
+	if i < 0 {
+		return w
+	}
+	e := &o.slots[i]
+	e.last = now
+	o.add(i, w, uint64(len(p.Data))+pktCost)
+	if decoded || flags&(flagSYN|flagFIN|flagRST) != 0 || e.state&ownSYN != 0 {
+		if !decoded {
+			if kind, _, _, _ := s.hdr.parse(p); kind != pktTCP {
+				return w // the analyzer rejects it too
+			}
+		}
+		o.saw(i, &s.hdr.tcp, fromB)
+	}
+	return w
 }
 
 // quickTCP reads the endpoints of a plain IPv4 or IPv6 TCP packet without
@@ -378,26 +430,39 @@ func (s *Sharder) shard(src, dst netip.AddrPort) int {
 // on some shard, whose Analyzer rejects it; the endpoints of a packet
 // gopacket accepts are the same either way.
 func quickTCP(p *capture.Packet) (src, dst netip.AddrPort, ok bool) {
+	src, dst, _, ok = quickSegment(p)
+	return src, dst, ok
+}
+
+// quickSegment is quickTCP, also returning the segment's TCP flags (0 if
+// the packet is too short to hold them).
+func quickSegment(p *capture.Packet) (src, dst netip.AddrPort, flags uint8, ok bool) {
 	et, b, _, ok := p.Link.Network(p.Data)
 	if !ok || len(b) < 1 {
-		return src, dst, false
+		return src, dst, 0, false
 	}
 	switch {
 	case et == capture.EtherTypeIPv4 && b[0]>>4 == 4:
 		ihl := int(b[0]&0x0f) * 4
 		if ihl < 20 || len(b) < ihl+4 || b[9] != 6 || (b[6]&0x3f) != 0 || b[7] != 0 {
-			return src, dst, false // options of other protocols, fragments
+			return src, dst, 0, false // options of other protocols, fragments
 		}
 		s4, d4 := [4]byte(b[12:16]), [4]byte(b[16:20])
 		sp, dp := uint16(b[ihl])<<8|uint16(b[ihl+1]), uint16(b[ihl+2])<<8|uint16(b[ihl+3])
-		return netip.AddrPortFrom(netip.AddrFrom4(s4), sp), netip.AddrPortFrom(netip.AddrFrom4(d4), dp), true
+		if len(b) > ihl+13 {
+			flags = b[ihl+13]
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4(s4), sp), netip.AddrPortFrom(netip.AddrFrom4(d4), dp), flags, true
 	case et == capture.EtherTypeIPv6 && b[0]>>4 == 6:
 		if len(b) < 44 || b[6] != 6 {
-			return src, dst, false
+			return src, dst, 0, false
 		}
 		s16, d16 := [16]byte(b[8:24]), [16]byte(b[24:40])
 		sp, dp := uint16(b[40])<<8|uint16(b[41]), uint16(b[42])<<8|uint16(b[43])
-		return netip.AddrPortFrom(netip.AddrFrom16(s16), sp), netip.AddrPortFrom(netip.AddrFrom16(d16), dp), true
+		if len(b) > 53 {
+			flags = b[53]
+		}
+		return netip.AddrPortFrom(netip.AddrFrom16(s16), sp), netip.AddrPortFrom(netip.AddrFrom16(d16), dp), flags, true
 	}
-	return src, dst, false
+	return src, dst, 0, false
 }
