@@ -72,6 +72,10 @@ type Message struct {
 	kept *kept
 	// pre are fingerprints a worker made ahead for kept (Prefinger).
 	pre *preprints
+	// home is the pool of the analyzer that made the message, which
+	// takes it back once its exchange is delivered (msgpool.go); nil for
+	// a message not to be reused.
+	home *msgPool
 	// shared: Req or Resp is a body of the framer's memo (memo.go),
 	// handed to other messages too; its record sets are not dropped
 	// after delivery, as they alias the memo's copy and not the frame.
