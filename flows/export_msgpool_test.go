@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // SetMsgPoison makes the messages given back (recycle) spoiled instead of
@@ -16,6 +18,10 @@ func SetMsgPoison(on bool) {
 		return
 	}
 	msgPoison = func(m *Message) {
+		if !m.shared {
+			spoilBody(m.Req)
+			spoilBody(m.Resp)
+		}
 		m.Key, m.Version, m.Correlation = 0x7e, 0x7e, -0x7e7e
 		m.File, m.Packet, m.FirstPacket = 0x7e, 0x7e7e7e, 0x7e7e7e
 		m.Time, m.FirstTime = time.Unix(0x7e7e7e, 0), time.Unix(0x7e7e7e, 0)
@@ -29,6 +35,29 @@ func SetMsgPoison(on bool) {
 		if m.Response {
 			x := &(*respExchange)(unsafe.Pointer(m)).x
 			x.Unanswered, x.NoResponse, x.OneSided, x.ConnGaps = true, true, true, 0x7e
+		}
+	}
+}
+
+// spoilBody spoils the bodies that are given back for reuse.
+func spoilBody(body any) {
+	switch b := body.(type) {
+	case *kmsg.ProduceRequest:
+		b.Acks, b.TimeoutMillis = 0x7e, 0x7e
+		for i := range b.Topics {
+			b.Topics[i].Topic, b.Topics[i].TopicID = "given back", [16]byte{0x7e}
+			for j := range b.Topics[i].Partitions {
+				b.Topics[i].Partitions[j].Partition = -0x7e
+			}
+		}
+	case *kmsg.ProduceResponse:
+		b.ThrottleMillis = 0x7e
+		for i := range b.Topics {
+			b.Topics[i].Topic, b.Topics[i].TopicID = "given back", [16]byte{0x7e}
+			for j := range b.Topics[i].Partitions {
+				p := &b.Topics[i].Partitions[j]
+				p.Partition, p.ErrorCode, p.BaseOffset, p.LogStartOffset = -0x7e, 0x7e, -0x7e, -0x7e
+			}
 		}
 	}
 }

@@ -1,6 +1,12 @@
 package flows
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
 
 // Every frame becomes a Message, and every response an Exchange: on a
 // retry storm the two were most of what flows allocated (a request with
@@ -28,14 +34,48 @@ const msgSpares = 512
 // (a Fetch response's).
 const msgRoom = 256
 
-// msgPool is an analyzer's messages given back.
+// msgPool is an analyzer's messages given back, and their bodies of the
+// keys kmsg decodes into again with profit (decode.Reusable: a Produce
+// request's and response's, a bulk producer's every exchange), not those
+// of the memo (Message.shared), which other messages share.
 type msgPool struct {
-	reqs  chan *reqBox
-	resps chan *respExchange
+	reqs       chan *reqBox
+	resps      chan *respExchange
+	reqBodies  chan kmsg.Request
+	respBodies chan kmsg.Response
 }
 
 func newMsgPool() msgPool {
-	return msgPool{reqs: make(chan *reqBox, msgSpares), resps: make(chan *respExchange, msgSpares)}
+	return msgPool{
+		reqs: make(chan *reqBox, msgSpares), resps: make(chan *respExchange, msgSpares),
+		reqBodies: make(chan kmsg.Request, msgSpares), respBodies: make(chan kmsg.Response, msgSpares),
+	}
+}
+
+// requestBody returns a body of key given back, to decode into, or nil.
+func (p *msgPool) requestBody(key int16) kmsg.Request {
+	if !decode.Reusable(key) {
+		return nil
+	}
+	select {
+	case b := <-p.reqBodies:
+		return b
+	default:
+		return nil
+	}
+}
+
+// responseBody is requestBody for responses.
+func (p *msgPool) responseBody(key int16) kmsg.Response {
+	if !decode.Reusable(key) {
+		return nil
+	}
+	select {
+	case b := <-p.respBodies:
+		return b
+	default:
+		return nil
+	}
 }
 
 // reqBox is a request and room for its batches, allocated together: a
@@ -93,6 +133,12 @@ func recycle(x *Exchange) {
 	if q := x.Req; q != nil && q.home != nil {
 		home := q.home
 		q.home = nil // given back once
+		if q.Req != nil && !q.shared && decode.Reusable(q.Key) && msgPoison == nil {
+			select {
+			case home.reqBodies <- q.Req:
+			default:
+			}
+		}
 		if msgPoison != nil {
 			msgPoison(q)
 		} else {
@@ -107,6 +153,12 @@ func recycle(x *Exchange) {
 		m.home = nil
 		if cap(m.Batches) > msgRoom {
 			m.Batches = nil
+		}
+		if m.Resp != nil && !m.shared && decode.Reusable(m.Key) && msgPoison == nil {
+			select {
+			case home.respBodies <- m.Resp:
+			default:
+			}
 		}
 		if msgPoison != nil {
 			msgPoison(m)
