@@ -159,6 +159,44 @@ func DecodeRequest(key, version int16, body []byte) (req kmsg.Request, err error
 	return req, nil
 }
 
+// DecodeRequestInto is DecodeRequest into req, a body of key's type that
+// an earlier request was decoded into and that nothing uses any more:
+// cleared, then decoded, keeping only the room of its slices that kmsg
+// reuses (ProduceRequest's topics, for now: see Reusable).
+func DecodeRequestInto(req kmsg.Request, key, version int16, body []byte) (kmsg.Request, error) {
+	if req == nil || req.Key() != key || !KnownVersion(key, version) {
+		return DecodeRequest(key, version, body)
+	}
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		*r = kmsg.ProduceRequest{Topics: r.Topics[:0]}
+	default:
+		return DecodeRequest(key, version, body)
+	}
+	req.SetVersion(version)
+	return req, readBody(req, body)
+}
+
+// DecodeResponseInto is DecodeRequestInto for a response body
+// (ProduceResponse's topics).
+func DecodeResponseInto(resp kmsg.Response, key, version int16, body []byte) (kmsg.Response, error) {
+	if resp == nil || resp.Key() != key || !KnownVersion(key, version) || UnsupportedVersionAnswer(key, version, body) {
+		return DecodeResponse(key, version, body)
+	}
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		*r = kmsg.ProduceResponse{Topics: r.Topics[:0]}
+	default:
+		return DecodeResponse(key, version, body)
+	}
+	resp.SetVersion(version)
+	return resp, readBody(resp, body)
+}
+
+// Reusable reports whether a body of key may be decoded into again
+// (DecodeRequestInto, DecodeResponseInto).
+func Reusable(key int16) bool { return key == int16(kmsg.Produce) }
+
 // DecodeResponse decodes a response body of key at version through kmsg.
 // The body is in the request's layout, except a broker's refusal of an
 // ApiVersions version (UnsupportedVersionAnswer), which is decoded in the

@@ -225,6 +225,8 @@ type Analyzer struct {
 	view    viewKind
 	// memoHeld is what the connections' memos hold (memo.go).
 	memoHeld int64
+	// msgs are the messages given back once delivered (msgpool.go).
+	msgs msgPool
 	// fixed bounds, this analyzer's share (Config.Shards)
 	maxSYNs, maxIdle int
 	// waits and bufs bound what all connections hold together (see
@@ -275,6 +277,7 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	// A deferred analyzer's nodes are the Delivery's of whoever delivers
 	// its events; it never reads them itself.
 	a.nodes = a.dl.nodes
+	a.msgs = newMsgPool()
 	if cfg.Deferred {
 		a.spare = make(chan []byte, 16)
 		a.ar.spares = make(chan []byte, arenaSpares)

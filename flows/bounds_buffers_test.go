@@ -360,3 +360,23 @@ func TestBufferBudgetReleasesIdleFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestFramePoolAges: a buffer the pool keeps for frames of its size is
+// taken again and again, and one that no frame asks for again goes after
+// poolAge requests (a capture's few giant frames held theirs for the rest
+// of the run).
+func TestFramePoolAges(t *testing.T) {
+	a := New(DefaultConfig())
+	a.putBuffer(make([]byte, 0, 1<<20))
+	a.putBuffer(make([]byte, 0, 64<<10))
+	for i := range 3 * poolAge {
+		b := a.getBuffer(60 << 10)
+		if cap(b) != 64<<10 {
+			t.Fatalf("request %d for a frame of 60 KiB: buffer of %d bytes, not the pool's of 64 KiB", i, cap(b))
+		}
+		a.putBuffer(b)
+	}
+	if len(a.fpool.free) != 1 || a.fpool.bytes != 64<<10 {
+		t.Errorf("pool after %d requests for 60 KiB: %d buffers, %d bytes; want the 64 KiB one alone", 3*poolAge, len(a.fpool.free), a.fpool.bytes)
+	}
+}

@@ -122,7 +122,9 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 	}
 	c.Evicted++
 	c.Unanswered++
-	a.emit(&Exchange{Conn: c, Req: m, Unanswered: true})
+	// (m is read before its exchange is handed over: once delivered, it
+	// may be reused, msgpool.go.)
+	defer a.emit(&Exchange{Conn: c, Req: m, Unanswered: true})
 	if c.noted&why != 0 {
 		return
 	}

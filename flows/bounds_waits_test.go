@@ -26,14 +26,15 @@ func bClient(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(40000+i))
 }
 
-// events records what the analyzer delivers.
+// events records what the analyzer delivers (copies: flows reuses the
+// messages once delivered).
 type events struct {
 	requests  []*Message
 	exchanges []*Exchange
 }
 
-func (e *events) OnRequest(m *Message)   { e.requests = append(e.requests, m) }
-func (e *events) OnExchange(x *Exchange) { e.exchanges = append(e.exchanges, x) }
+func (e *events) OnRequest(m *Message)   { e.requests = append(e.requests, DetachMessage(m)) }
+func (e *events) OnExchange(x *Exchange) { e.exchanges = append(e.exchanges, Detach(x)) }
 
 // scriptFile is the capture script writes, open for reading.
 func scriptFile(t *testing.T, script func(w *gen.Writer)) *capture.File {

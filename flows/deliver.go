@@ -174,6 +174,7 @@ func (d *Delivery) Deliver(ev *Event) {
 		if q != nil && q.kept != nil {
 			d.keep.release(q)
 		}
+		recycle(x)
 	case ev.Conn != nil:
 		e := ev.Conn
 		if e.Kind == ConnOpened && e.Conn != nil {

@@ -571,51 +571,13 @@ func (f *framer) confirm(frame, rest []byte, delivered bool) bool {
 	return true
 }
 
-// newMessage returns a message with the position fields of one completed
-// now.
-func (f *framer) newMessage() *Message {
-	m := new(Message)
+// newRequest returns a request message with the position fields of one
+// completed now: with room for its batches in the same allocation if it
+// carries one or two (n), as a Produce request most often does (msgpool.go).
+func (f *framer) newRequest(n int) *Message {
+	m := f.s.a.msgs.newRequest(n)
 	f.place(m)
 	return m
-}
-
-// A Produce request and room for its batches, allocated together: it
-// carries a batch per partition, most often one or two.
-type (
-	msgBatch1 struct {
-		m Message
-		b [1]BatchRef
-	}
-	msgBatch2 struct {
-		m Message
-		b [2]BatchRef
-	}
-)
-
-// newProduce is newMessage for a Produce request of n batches: with room
-// for them in the same allocation if they are few.
-func (f *framer) newProduce(n int) *Message {
-	var m *Message
-	switch n {
-	case 1:
-		mb := new(msgBatch1)
-		m = &mb.m
-		m.Batches = mb.b[:0]
-	case 2:
-		mb := new(msgBatch2)
-		m = &mb.m
-		m.Batches = mb.b[:0]
-	default:
-		m = new(Message)
-	}
-	f.place(m)
-	return m
-}
-
-// respExchange is a response and its exchange, allocated together.
-type respExchange struct {
-	m Message
-	x Exchange
 }
 
 // place fills the position fields of m, a new (zero) message completed
@@ -649,13 +611,11 @@ func (f *framer) request(frame []byte) bool {
 		req, shared, err = f.decodeRequest(h, frame)
 	}
 	f.tentative = false
-	var m *Message
+	n := 0
 	if _, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
-		_, n := countBatches(req)
-		m = f.newProduce(n)
-	} else {
-		m = f.newMessage()
+		_, n = countBatches(req)
 	}
+	m := f.newRequest(n)
 	m.Size = len(frame) + 4
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
@@ -719,7 +679,14 @@ func (f *framer) response(frame []byte) bool {
 	// connection in request order.
 	req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 	f.tentative = false
-	ax := new(respExchange)
+	var ax *respExchange
+	var room []BatchRef
+	if req != nil {
+		// Paired: it comes back once its exchange is delivered.
+		ax, room = a.msgs.newResponse()
+	} else {
+		ax = new(respExchange)
+	}
 	m := &ax.m
 	f.place(m)
 	m.Size = len(frame) + 4
@@ -749,6 +716,7 @@ func (f *framer) response(frame []byte) bool {
 			c.problem(m.File, m.Packet, m.Err.Error())
 		} else {
 			m.Resp, m.shared = resp, shared
+			m.Batches = room
 			f.scanBatches(m, resp)
 			m.ErrorCodes = codes
 			if len(m.ErrorCodes) > 0 {

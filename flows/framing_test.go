@@ -21,14 +21,17 @@ var (
 	broker = netip.MustParseAddrPort("10.0.0.2:9092")
 )
 
-// collected gathers what the analyzer delivers.
+// collected gathers what the analyzer delivers (copies: flows reuses the
+// messages once delivered).
 type collected struct {
 	requests  []*flows.Message
 	exchanges []*flows.Exchange
 }
 
-func (c *collected) OnRequest(m *flows.Message)   { c.requests = append(c.requests, m) }
-func (c *collected) OnExchange(x *flows.Exchange) { c.exchanges = append(c.exchanges, x) }
+func (c *collected) OnRequest(m *flows.Message) {
+	c.requests = append(c.requests, flows.DetachMessage(m))
+}
+func (c *collected) OnExchange(x *flows.Exchange) { c.exchanges = append(c.exchanges, flows.Detach(x)) }
 
 // analyse writes a capture with script and runs the analyzer over it.
 func analyse(t *testing.T, cfg flows.Config, script func(w *gen.Writer)) (*flows.Analyzer, *collected) {

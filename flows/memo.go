@@ -192,7 +192,8 @@ func (f *framer) decodeRequest(h decode.RequestHeader, frame []byte) (req kmsg.R
 	}
 	b := f.copyFor(h.Key, rest)
 	if b == nil {
-		req, err = decode.DecodeRequest(h.Key, h.Version, frame[h.Len:])
+		// (Into a body given back, msgpool.go.)
+		req, err = decode.DecodeRequestInto(f.s.a.msgs.requestBody(h.Key), h.Key, h.Version, frame[h.Len:])
 		return req, false, err
 	}
 	req, err = decode.DecodeRequest(h.Key, h.Version, b[h.Len-after:])
@@ -217,11 +218,12 @@ func (f *framer) decodeResponse(key, version int16, frame []byte) (resp kmsg.Res
 		return s.resp, s.codes, true, nil
 	}
 	b := f.copyFor(key, rest)
-	body := frame[hl:]
-	if b != nil {
-		body = b[hl-after:]
+	if b == nil {
+		// (Into a body given back, msgpool.go.)
+		resp, err = decode.DecodeResponseInto(f.s.a.msgs.responseBody(key), key, version, frame[hl:])
+	} else {
+		resp, err = decode.DecodeResponse(key, version, b[hl-after:])
 	}
-	resp, err = decode.DecodeResponse(key, version, body)
 	if err != nil {
 		return resp, nil, false, err
 	}

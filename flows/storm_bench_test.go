@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/kfsniff/kfsniff/capture"
@@ -24,6 +25,11 @@ func (h *exchangeCounter) OnExchange(x *flows.Exchange) {
 // loadPackets reads a capture into memory (copies), so that reading the
 // file is not what a benchmark measures.
 func loadPackets(tb testing.TB, path string) []capture.Packet {
+	return loadFirstPackets(tb, path, -1)
+}
+
+// loadFirstPackets is loadPackets of the first n packets (all if n < 0).
+func loadFirstPackets(tb testing.TB, path string, n int) []capture.Packet {
 	tb.Helper()
 	f, err := capture.Open(path, 0)
 	if err != nil {
@@ -32,7 +38,7 @@ func loadPackets(tb testing.TB, path string) []capture.Packet {
 	defer f.Close()
 	var pkts []capture.Packet
 	var p capture.Packet
-	for f.Next(&p) == nil {
+	for len(pkts) != n && f.Next(&p) == nil {
 		q := p
 		q.Data = append([]byte(nil), p.Data...)
 		pkts = append(pkts, q)
@@ -57,9 +63,44 @@ func BenchmarkStorm(b *testing.B) {
 		caps = append(caps, "env")
 		paths["env"] = p
 	}
+	benchExchanges(b, caps, paths, -1)
+}
+
+// BenchmarkBulk is BenchmarkStorm on the bulk path, Produce requests and
+// Fetch responses carrying records: real clients recorded against kfake
+// (fixtures/pcaps/clients: kgo producing and consuming what MirrorMaker 2
+// replays). KFSNIFF_BULK names a larger capture to add, of which the
+// first KFSNIFF_BULK_PACKETS packets (default 40,000) are read (e.g.
+// bench/cmd/realgen's bulk.pcap: about 190 MB).
+func BenchmarkBulk(b *testing.B) {
+	caps := []string{"mm2-replay-kgo", "mm2-replay-sarama"}
+	paths := map[string]string{}
+	for _, c := range caps {
+		paths[c] = filepath.Join("..", "fixtures", "pcaps", "clients", c+".pcap")
+	}
+	n := -1
+	if p := os.Getenv("KFSNIFF_BULK"); p != "" {
+		caps = append(caps, "env")
+		paths["env"] = p
+		n = 40000
+		if v, err := strconv.Atoi(os.Getenv("KFSNIFF_BULK_PACKETS")); err == nil {
+			n = v
+		}
+	}
+	benchExchanges(b, caps, paths, n)
+}
+
+// benchExchanges runs flows over each capture (its first n packets for
+// "env", all if n < 0) and reports allocations, bytes and time per
+// exchange.
+func benchExchanges(b *testing.B, caps []string, paths map[string]string, n int) {
 	for _, name := range caps {
 		b.Run(name, func(b *testing.B) {
-			pkts := loadPackets(b, paths[name])
+			limit := -1
+			if name == "env" {
+				limit = n
+			}
+			pkts := loadFirstPackets(b, paths[name], limit)
 			var size int64
 			for i := range pkts {
 				size += int64(len(pkts[i].Data))

@@ -14,7 +14,11 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 )
 
-// Message is one Kafka request or response frame.
+// Message is one Kafka request or response frame. Like the Exchange that
+// carries it, it is valid only during the handler calls that deliver it (a
+// request is delivered alone, then in its exchange): flows reuses both
+// once the exchange is delivered (msgpool.go). A handler copies what it
+// keeps.
 type Message struct {
 	// Conn is the connection's identity; conn the connection itself,
 	// whose counters flows goes on changing (handlers do not see it).
@@ -72,6 +76,10 @@ type Message struct {
 	kept *kept
 	// pre are fingerprints a worker made ahead for kept (Prefinger).
 	pre *preprints
+	// home is the pool of the analyzer that made the message, which
+	// takes it back once its exchange is delivered (msgpool.go); nil for
+	// a message not to be reused.
+	home *msgPool
 	// shared: Req or Resp is a body of the framer's memo (memo.go),
 	// handed to other messages too; its record sets are not dropped
 	// after delivery, as they alias the memo's copy and not the frame.
@@ -128,7 +136,8 @@ func (m *Message) Name() string { return decode.Name(m.Key) }
 // ErrPartial marks a request cut by lost segments.
 var ErrPartial = errors.New("frame cut by lost segments; header only")
 
-// Exchange is a request with its response. Either side may be missing: a
+// Exchange is a request with its response, valid only during the handler
+// call that delivers it (see Message). Either side may be missing: a
 // response whose request was not captured (Req nil), a request still
 // unanswered when the capture ended (Unanswered), a Produce with acks=0,
 // which gets no response (NoResponse), or a request on a connection of

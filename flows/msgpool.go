@@ -1,0 +1,177 @@
+package flows
+
+import (
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+)
+
+// Every frame becomes a Message, and every response an Exchange: on a
+// retry storm the two were most of what flows allocated (a request with
+// room for its batches is 640 bytes, a response with its exchange 384,
+// both full of pointers), and allocating and collecting them about a
+// fifth of one worker's CPU. So the messages an analyzer makes for
+// requests and for responses paired with them come back to it once their
+// exchange has been delivered (Delivery.Deliver, recycle), its last
+// delivery: a request is delivered alone and again in its exchange, and
+// flows keeps no reference to either message after handing the exchange
+// over. Handlers see a message only during the call that delivers it
+// (Message). The messages come back through channels, since a Delivery
+// may run on another goroutine (Config.Deferred), and are cleared when
+// taken, on the analyzer's goroutine. Other messages (requests cut by a
+// hole, responses without their request, those a test or another package
+// builds) have no home and are left to the collector, as are those whose
+// delivery a handler's panic cut short.
+
+// msgSpares bounds the messages of each kind given back and not yet
+// reused, per analyzer: about the exchanges of the rounds a sharded run
+// holds in flight.
+const msgSpares = 512
+
+// msgRoom bounds the batches' room a response keeps for the next one
+// (a Fetch response's).
+const msgRoom = 256
+
+// msgPool is an analyzer's messages given back, and their bodies of the
+// keys kmsg decodes into again with profit (decode.Reusable: a Produce
+// request's and response's, a bulk producer's every exchange), not those
+// of the memo (Message.shared), which other messages share.
+type msgPool struct {
+	reqs       chan *reqBox
+	resps      chan *respExchange
+	reqBodies  chan kmsg.Request
+	respBodies chan kmsg.Response
+}
+
+func newMsgPool() msgPool {
+	return msgPool{
+		reqs: make(chan *reqBox, msgSpares), resps: make(chan *respExchange, msgSpares),
+		reqBodies: make(chan kmsg.Request, msgSpares), respBodies: make(chan kmsg.Response, msgSpares),
+	}
+}
+
+// requestBody returns a body of key given back, to decode into, or nil.
+func (p *msgPool) requestBody(key int16) kmsg.Request {
+	if !decode.Reusable(key) {
+		return nil
+	}
+	select {
+	case b := <-p.reqBodies:
+		return b
+	default:
+		return nil
+	}
+}
+
+// responseBody is requestBody for responses.
+func (p *msgPool) responseBody(key int16) kmsg.Response {
+	if !decode.Reusable(key) {
+		return nil
+	}
+	select {
+	case b := <-p.respBodies:
+		return b
+	default:
+		return nil
+	}
+}
+
+// reqBox is a request and room for its batches, allocated together: a
+// Produce request carries a batch per partition, most often one or two.
+// The message is its first field (recycle finds the box from it).
+type reqBox struct {
+	m Message
+	b [2]BatchRef
+}
+
+// respExchange is a response and its exchange, allocated together; the
+// message is its first field.
+type respExchange struct {
+	m Message
+	x Exchange
+}
+
+// newRequest returns a request message, cleared, from the pool or new;
+// with room for its batches in the same allocation if it carries one or
+// two (n).
+func (p *msgPool) newRequest(n int) *Message {
+	var box *reqBox
+	select {
+	case box = <-p.reqs:
+		box.m, box.b = Message{}, [2]BatchRef{}
+	default:
+		box = new(reqBox)
+	}
+	m := &box.m
+	m.home = p
+	if n == 1 || n == 2 {
+		m.Batches = box.b[:0]
+	}
+	return m
+}
+
+// newResponse returns a response and its exchange, cleared, from the pool
+// or new, and the room for batches the response last given back had.
+func (p *msgPool) newResponse() (ax *respExchange, room []BatchRef) {
+	select {
+	case ax = <-p.resps:
+		room = ax.m.Batches
+		clear(room) // the only part of its room the last one used
+		*ax = respExchange{}
+	default:
+		ax = new(respExchange)
+	}
+	ax.m.home = p
+	return ax, room[:0]
+}
+
+// recycle gives the messages of x, delivered, back to the analyzers that
+// made them (msgPool).
+func recycle(x *Exchange) {
+	if q := x.Req; q != nil && q.home != nil {
+		home := q.home
+		q.home = nil // given back once
+		if q.Req != nil && !q.shared && decode.Reusable(q.Key) && msgPoison == nil {
+			select {
+			case home.reqBodies <- q.Req:
+			default:
+			}
+		}
+		if msgPoison != nil {
+			msgPoison(q)
+		} else {
+			select {
+			case home.reqs <- (*reqBox)(unsafe.Pointer(q)):
+			default:
+			}
+		}
+	}
+	if m := x.Resp; m != nil && m.home != nil {
+		home := m.home
+		m.home = nil
+		if cap(m.Batches) > msgRoom {
+			m.Batches = nil
+		}
+		if m.Resp != nil && !m.shared && decode.Reusable(m.Key) && msgPoison == nil {
+			select {
+			case home.respBodies <- m.Resp:
+			default:
+			}
+		}
+		if msgPoison != nil {
+			msgPoison(m)
+		} else {
+			select {
+			case home.resps <- (*respExchange)(unsafe.Pointer(m)):
+			default:
+			}
+		}
+	}
+}
+
+// msgPoison, set by tests only, takes the messages given back instead of
+// the pool: a test spoils them, so that any use after they were given
+// back shows.
+var msgPoison func(m *Message)
