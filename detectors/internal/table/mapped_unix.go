@@ -9,17 +9,33 @@ import (
 )
 
 // mapBytes maps size bytes of zeroed private memory, or returns nil.
+// A mapping of hugePage bytes or more is rounded up to whole huge pages
+// and asked to be backed by them (hugePages): a table's ring and index
+// are then faulted in 2 MiB at a time rather than 4 KiB, and their
+// random lookups miss the TLB far less. The bytes past size are never
+// touched, so never resident.
 func mapBytes(size int) []byte {
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	n := size
+	if n >= hugePage {
+		n = (n + hugePage - 1) &^ (hugePage - 1)
+	}
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
 		return nil
 	}
-	return b
+	if n >= hugePage {
+		hugePages(b)
+	}
+	return b[:size] // its capacity, n, is what unmap unmaps
 }
+
+// hugePage is the size of a transparent huge page (x86-64, arm64 with
+// 4 KiB pages).
+const hugePage = 2 << 20
 
 func unmap(b []byte) {
 	if b != nil {
-		syscall.Munmap(b)
+		syscall.Munmap(b[:cap(b)])
 	}
 }
 
