@@ -27,14 +27,12 @@ func churn(h *dt.Harness, host string, start time.Duration, n int, period, life 
 	}
 }
 
-// working: like churn, but each connection (numbered as flows numbers
-// them) goes on after ApiVersions with Metadata, ApiVersions again and
-// Metadata again before it closes.
+// working: like churn, but each connection goes on after ApiVersions
+// with Metadata, ApiVersions again and Metadata again before it closes.
 func working(h *dt.Harness, host string, start time.Duration, n int, period, life time.Duration) {
 	for i := range n {
 		at := start + time.Duration(i)*period
 		c := h.OpenAt(fmt.Sprintf("%s:%d", host, 40000+i), broker, dt.At(at))
-		c.ID = i + 1
 		for j := range 2 {
 			h.Call(c, dt.At(at+time.Duration(4*j+1)*ms), ms, "app", dt.ApiVersions(), dt.ApiVersionsOK())
 			req, resp := dt.Metadata(12, nil)
