@@ -41,6 +41,6 @@ func unmap(b []byte) {
 // zero-fills them if touched again; other systems may keep the old bytes.
 func release(b []byte) {
 	if b != nil {
-		unix.Madvise(b, unix.MADV_DONTNEED)
+		unix.Madvise(b[:cap(b)], unix.MADV_DONTNEED) // the whole mapping: its last huge page is resident whole
 	}
 }
