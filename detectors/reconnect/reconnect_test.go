@@ -27,6 +27,21 @@ func churn(h *dt.Harness, host string, start time.Duration, n int, period, life 
 	}
 }
 
+// working: like churn, but each connection goes on after ApiVersions
+// with Metadata, ApiVersions again and Metadata again before it closes.
+func working(h *dt.Harness, host string, start time.Duration, n int, period, life time.Duration) {
+	for i := range n {
+		at := start + time.Duration(i)*period
+		c := h.OpenAt(fmt.Sprintf("%s:%d", host, 40000+i), broker, dt.At(at))
+		for j := range 2 {
+			h.Call(c, dt.At(at+time.Duration(4*j+1)*ms), ms, "app", dt.ApiVersions(), dt.ApiVersionsOK())
+			req, resp := dt.Metadata(12, nil)
+			h.Call(c, dt.At(at+time.Duration(4*j+3)*ms), ms, "app", req, resp)
+		}
+		h.CloseAt(c, dt.At(at+life))
+	}
+}
+
 func TestReconnectStorm(t *testing.T) {
 	dt.Run(t, reconnect.Analyzer, []dt.Case{
 		{
@@ -58,6 +73,16 @@ func TestReconnectStorm(t *testing.T) {
 					"clients": []reconnect.HostCount{{Host: "10.2.0.5", Attempts: 31}}},
 				Summary:  []string{"reconnect storm to 10.1.0.10:9092: 31 connection attempts in 6.0 s (peak 5/s) from 1 client host, 100% refused or short-lived"},
 				Evidence: []uint64{1}}},
+		},
+		{
+			// A connection's requests after its first beyond the
+			// handshake are let go without a lookup (rule.beyond):
+			// ApiVersions sent again must still be counted.
+			Name:    "a client reconnecting every 200 ms for 6 s, each connection dying after Metadata: not handshake-only, every ApiVersions counted",
+			Traffic: func(h *dt.Harness) { working(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
+			End:     30 * time.Second,
+			Want: []dt.Want{{Severity: detectors.Warning,
+				Counts: map[string]int64{"attempts": 31, "short_lived": 31, "handshake_only": 0, "apiversions_requests": 62}}},
 		},
 		{
 			Name:    "near miss: 19 attempts within 10 s give nothing",

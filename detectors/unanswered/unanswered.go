@@ -109,6 +109,11 @@ func (r *rule) Cut() map[string]int64 {
 type rule struct {
 	p     Params
 	conns map[*flows.ConnInfo]*conn
+	// waited has a connection's bit set once a request of it went
+	// unanswered (its conn's tail was not empty): an answer on a
+	// connection without it has no tail to settle, found without the
+	// lookup in conns that missed the cache at every exchange.
+	waited tally.ConnBits
 	// warn groups unanswered requests by server; info gathers those
 	// that are in flight or whose responses the capture may have missed.
 	warn map[netip.AddrPort]*group
@@ -270,6 +275,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if !x.Unanswered {
 		// Kafka answers in order: whatever waits before this request
 		// on the connection will not be answered.
+		if c.ID > 0 && !r.waited.Has(c.ID) {
+			return
+		}
 		if uc := r.conns[c]; uc != nil && len(uc.tail) > 0 {
 			for _, q := range uc.tail {
 				q.waited = x.Resp.Time.Sub(q.t)
@@ -298,6 +306,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		uc.tail = uc.tail[:len(uc.tail)-1]
 	}
 	uc.tail = append(uc.tail, q)
+	r.waited.Set(c.ID)
 }
 
 // request describes an unanswered request with its allowance.

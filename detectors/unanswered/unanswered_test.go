@@ -141,6 +141,21 @@ func TestUnansweredRequests(t *testing.T) {
 				Fields: map[string]any{"waited_s": 0.102, "ongoing": false}}},
 		},
 		{
+			// An answer is checked for a tail to settle only on a
+			// connection that has had one (rule.waited).
+			name: "overtaken with another connection answered in between: an answer settles its own connection's waiting request only",
+			traffic: func(h *dt.Harness) {
+				p := dial(h, "10.2.0.5:40000", broker)
+				o := dial(h, "10.2.0.6:40000", broker)
+				h.Call(p, dt.At(ms(900)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
+				pending(h, p, time.Second, "producer-1", dt.Produce(9))
+				h.Call(o, dt.At(time.Second+ms(50)), ms(2), "producer-2", dt.Produce(9), dt.Produced(9, 0, 0))
+				h.Call(p, dt.At(time.Second+ms(100)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
+			},
+			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1, "expired": 0},
+				Fields: map[string]any{"waited_s": 0.102, "ongoing": false}}},
+		},
+		{
 			name: "near miss: overtaken by an answer 2.9 s on: info",
 			traffic: func(h *dt.Harness) {
 				p := dial(h, "10.2.0.5:40000", broker)

@@ -276,7 +276,7 @@ func (t *Fifo[K, V]) grow() {
 			n = min(t.limit, fifoFirst)
 		}
 	}
-	ents, entsMem := makeSlice[fifoEnt[K, V]](len(t.ents), n, t.mapped)
+	ents, entsMem := makeSlice[fifoEnt[K, V]](len(t.ents), n, t.mapped, hugePage) // huge pages past its first 2 MiB (mapBytes)
 	copy(ents, t.ents)
 	t.ents = ents
 	if entsMem != nil {
@@ -296,7 +296,11 @@ func (t *Fifo[K, V]) growIndex(size int, entsMem []byte, newRing bool) {
 		return
 	}
 	old, oldMask := t.idx, t.mask
-	idx, idxMem := makeSlice[uint64](size, size, t.mapped)
+	hugeFrom := -1 // an index of 2 MiB or more is resident whole soon: in huge pages
+	if size*8 >= hugePage {
+		hugeFrom = 0
+	}
+	idx, idxMem := makeSlice[uint64](size, size, t.mapped, hugeFrom)
 	t.idx = idx
 	t.mask = uint64(size) - 1
 	defer t.adopt(entsMem, idxMem, newRing, true) // after the old index is read

@@ -215,6 +215,25 @@ func benchmarkFifo(b *testing.B, limit, keys int) {
 
 func BenchmarkFifo(b *testing.B) { benchmarkFifo(b, 250000, 1<<20) }
 
+// BenchmarkFifoFill fills a new table of 250,000 entries (a ring and an
+// index out of the heap) with as many distinct keys and drops it, as
+// duplicate-batches and replica-divergence fill theirs once a run: the
+// pages the table writes for the first time are part of the cost.
+func BenchmarkFifoFill(b *testing.B) {
+	const limit = 250000
+	ks := randomKeys(1 << 18)
+	b.ReportAllocs()
+	for b.Loop() {
+		tab := table.NewFifo[goodKey, [4]int64](limit, nil)
+		for i := range limit {
+			*tab.Insert(ks[i]) = [4]int64{int64(i)}
+		}
+		if tab.Len() != limit {
+			b.Fatal(tab.Len())
+		}
+	}
+}
+
 func BenchmarkFifoSmall(b *testing.B) { benchmarkFifo(b, 4096, 1<<14) }
 
 // BenchmarkFifoMap is the reference at BenchmarkFifo's size: what a Go

@@ -17,6 +17,10 @@ import (
 // zero pages come from the kernel, not from clearing). ARCHITECTURE.md,
 // "Tables out of the heap".
 
+// hugePage is the size of a transparent huge page (x86-64, arm64 with
+// 4 KiB pages).
+const hugePage = 2 << 20
+
 // mappedMin is the smallest slice put out of the heap: below it a
 // mapping's page rounding and system calls cost more than the heap's
 // pacing does.
@@ -53,14 +57,15 @@ func (m *mapping) retire(b []byte) {
 }
 
 // makeSlice returns a zeroed slice of n Ts of capacity c and, if it is
-// out of the heap, its mapping (nil: made by make). T must hold no
-// pointer (pointerFree): the collector does not see into a mapping.
-func makeSlice[T any](n, c int, mapped bool) ([]T, []byte) {
+// out of the heap, its mapping (nil: made by make), in huge pages from
+// byte hugeFrom on (mapBytes). T must hold no pointer (pointerFree): the
+// collector does not see into a mapping.
+func makeSlice[T any](n, c int, mapped bool, hugeFrom int) ([]T, []byte) {
 	size := uintptr(c) * unsafe.Sizeof(*new(T))
 	if !mapped || size < mappedMin {
 		return make([]T, n, c), nil
 	}
-	b := mapBytes(int(size))
+	b := mapBytes(int(size), hugeFrom)
 	if b == nil {
 		return make([]T, n, c), nil
 	}

@@ -1,0 +1,6 @@
+//go:build unix && !linux
+
+package table
+
+// hugePages does nothing: only Linux is asked for huge pages.
+func hugePages([]byte) {}
