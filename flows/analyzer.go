@@ -259,6 +259,9 @@ type Analyzer struct {
 	gens       uint64
 	superseded []*stream
 	rst        layers.TCP
+	// hot holds some of the streams, each in its key's slot and each
+	// its key's stream in streams (see streamOf).
+	hot [hotStreams]*stream
 }
 
 // New returns an Analyzer delivering events to the handlers, each of which
@@ -323,16 +326,62 @@ func makeKey(src, dst netip.AddrPort) (k tupleKey, flipped bool) {
 	return tupleKey{d, s, dst.Port(), src.Port()}, true
 }
 
+// compareEndpoint orders endpoints by address (byte by byte), then port.
 func compareEndpoint(a [16]byte, pa uint16, b [16]byte, pb uint16) int {
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:])); c != 0 {
+		return c
 	}
 	return int(pa) - int(pb)
+}
+
+// hotStreams is the size of Analyzer.hot: with 4096 slots, 91 % of the
+// packets of the benchmark's small capture (3,450 connections, most of
+// them open at once) found their stream there, 79 % with 1024 and 74 %
+// with 256; the storm's, bulk's and large's (at most 28) all of them.
+const hotBits, hotStreams = 12, 1 << hotBits
+
+// slot is key's place in Analyzer.hot: a multiplicative hash of the ports
+// and the addresses' last 4 bytes (all of an IPv4 address).
+func (k *tupleKey) slot() int {
+	x := uint64(binary.LittleEndian.Uint32(k.a[12:]))<<32 | uint64(binary.LittleEndian.Uint32(k.b[12:]))
+	x ^= uint64(k.pa)<<16 | uint64(k.pb)
+	return int(x * 0x9e3779b97f4a7c15 >> (64 - hotBits))
+}
+
+// streamOf returns the stream of key, nil if none: from hot, where the
+// streams last looked up stay until another takes their slot, or else
+// from the map, whose look-up (hashing and comparing a 36-byte key, cache
+// misses on busy captures) was 4 % of one worker's time on the small
+// capture.
+func (a *Analyzer) streamOf(key tupleKey) *stream {
+	h := &a.hot[key.slot()]
+	if s := *h; s != nil && s.key == key {
+		return s
+	}
+	s := a.streams[key]
+	if s != nil {
+		*h = s
+	}
+	return s
+}
+
+// setStream makes s the stream of its key.
+func (a *Analyzer) setStream(s *stream) {
+	a.streams[s.key] = s
+	a.hot[s.key.slot()] = s
+}
+
+// dropStream forgets s as the stream of its key, if it is.
+func (a *Analyzer) dropStream(s *stream) {
+	if a.streams[s.key] == s {
+		delete(a.streams, s.key)
+	}
+	if h := &a.hot[s.key.slot()]; *h == s {
+		*h = nil
+	}
 }
 
 // Stats returns the capture-wide counters.
@@ -354,9 +403,9 @@ const maxIdle = 65536
 // first) into Stats.Evicted when the table is full.
 func (a *Analyzer) addConn(c *Conn) {
 	a.conns = append(a.conns, c)
-	if key, _ := makeKey(c.Client, c.Server); a.streams[key] != nil && a.streams[key].conn == c {
+	if key, _ := makeKey(c.Client, c.Server); a.streamOf(key) != nil && a.streamOf(key).conn == c {
 		// IP datagrams of the connection lost before it was known.
-		s := a.streams[key]
+		s := a.streamOf(key)
 		for _, l := range s.lostFrags {
 			c.fragLost(int64(l.bytes), l.problem)
 		}
@@ -519,7 +568,7 @@ func (a *Analyzer) fragLost(l *FragLoss) {
 	pr := Problem{File: l.File, Packet: l.Packet, What: fmt.Sprintf("IP datagram from %s not reassembled (%s): %d fragments, %d bytes dropped; its TCP data is lost",
 		l.Src, what, l.Fragments, l.Bytes)}
 	key, _ := makeKey(l.Src, l.Dst)
-	if s := a.streams[key]; s != nil && s.conn == nil {
+	if s := a.streamOf(key); s != nil && s.conn == nil {
 		// Not known as Kafka yet: counted on the connection if it
 		// becomes one (addConn).
 		if !s.ignore {
@@ -548,7 +597,7 @@ func (c *Conn) fragLost(bytes int64, pr Problem) {
 // the current one on that 4-tuple, or else the last one reported (it may
 // have ended).
 func (a *Analyzer) connOf(key tupleKey, x, y netip.AddrPort) *Conn {
-	if s := a.streams[key]; s != nil {
+	if s := a.streamOf(key); s != nil {
 		return s.conn
 	}
 	for i := len(a.conns) - 1; i >= 0 && i >= len(a.conns)-64; i-- {
@@ -607,7 +656,7 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	key, flipped := makeKey(src, dst)
 	a.trackSYN(p, key, flipped, src, dst)
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
-	s := a.streams[key]
+	s := a.streamOf(key)
 	if s != nil && t.SYN && s.reopenedBy(t, src) {
 		// A new connection on the 4-tuple (life.go).
 		a.supersede(s, p.Time)

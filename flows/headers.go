@@ -86,6 +86,43 @@ func (h *headers) parse(p *capture.Packet) (kind pktKind, src, dst netip.AddrPor
 }
 
 func (h *headers) parseIP(et uint16, netb []byte, depth int) (kind pktKind, src, dst netip.AddrPort, err error) {
+	if et == capture.EtherTypeIPv4 {
+		if src, dst, ok, err := h.tcp4(netb); ok {
+			if err != nil {
+				return pktBad, src, dst, err
+			}
+			return pktTCP, src, dst, nil
+		}
+	}
+	return h.parseLayers(et, netb, depth)
+}
+
+// tcp4 decodes an IPv4 packet that carries a TCP segment and is not a
+// fragment, as the parser does but without its machinery (decoders
+// looked up by layer type, called through interfaces: half of the
+// headers' cost). ok is false for any other packet, and for one whose IP
+// header does not decode or that made a decoder panic: the parser does
+// those over again.
+func (h *headers) tcp4(netb []byte) (src, dst netip.AddrPort, ok bool, err error) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	ip := &h.ip4
+	if ip.DecodeFromBytes(netb, gopacket.NilDecodeFeedback) != nil || ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 ||
+		ip.Protocol != layers.IPProtocolTCP || len(ip.Payload) == 0 || len(ip.SrcIP) != 4 || len(ip.DstIP) != 4 {
+		return src, dst, false, nil
+	}
+	if err := h.tcp.DecodeFromBytes(ip.Payload, gopacket.NilDecodeFeedback); err != nil {
+		return src, dst, true, err
+	}
+	s, d := netip.AddrFrom4([4]byte(ip.SrcIP)), netip.AddrFrom4([4]byte(ip.DstIP))
+	return netip.AddrPortFrom(s, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(d, uint16(h.tcp.DstPort)), true, nil
+}
+
+// parseLayers is parseIP by the parsers.
+func (h *headers) parseLayers(et uint16, netb []byte, depth int) (kind pktKind, src, dst netip.AddrPort, err error) {
 	parser := h.parser4
 	if et == capture.EtherTypeIPv6 {
 		parser = h.parser6

@@ -125,9 +125,7 @@ func (s *stream) outstanding() bool {
 // under its own reassembly key until those bytes are pushed through (a
 // flush after the reorder window) and ends then (finishSuperseded).
 func (a *Analyzer) supersede(s *stream, now time.Time) {
-	if a.streams[s.key] == s {
-		delete(a.streams, s.key)
-	}
+	a.dropStream(s)
 	s.superseded = now
 	if s.outstanding() {
 		a.superseded = append(a.superseded, s)

@@ -39,7 +39,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 			s.resume(c)
 		}
 	}
-	a.streams[key] = s
+	a.setStream(s)
 	a.born = append(a.born, a.cur.Time)
 	return s
 }
@@ -358,9 +358,7 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	}
 	s.done = true
 	a := s.a
-	if a.streams[s.key] == s {
-		delete(a.streams, s.key)
-	}
+	a.dropStream(s)
 	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed && s.superseded.IsZero() {
 		// Completed by the idle timeout, not by FIN or RST: remember the
 		// connection so that traffic resuming on it continues it.
