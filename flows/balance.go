@@ -86,9 +86,15 @@ type endedRef struct {
 
 // owners is the Sharder's table of connections.
 type owners struct {
-	n     int
-	max   int
-	idx   map[tupleKey]int32
+	n   int
+	max int
+	idx map[tupleKey]int32
+	// hot holds some connections' slots (plus one; 0 is none), each at
+	// its key's place (tupleKey.slot), as Analyzer.hot holds streams:
+	// looking a packet's connection up in idx (hashing and comparing a
+	// 36-byte key) was most of the reader's sharding on the storm
+	// capture, work that one worker does not do at all.
+	hot   []int32
 	slots []owned
 	free  []int32
 	ended []endedRef
@@ -118,7 +124,7 @@ type youngConn struct {
 }
 
 func newOwners(n int, cfg *Config) *owners {
-	o := &owners{n: n, max: maxOwned, idx: make(map[tupleKey]int32), load: make([]uint64, n), young: make([][]youngConn, n)}
+	o := &owners{n: n, max: maxOwned, idx: make(map[tupleKey]int32), hot: make([]int32, hotStreams), load: make([]uint64, n), young: make([][]youngConn, n)}
 	if cfg.IdleTimeout > 0 {
 		o.horizon = int64(2*cfg.IdleTimeout + 2*max(0, cfg.ReorderWindow))
 	}
@@ -195,7 +201,12 @@ func (o *owners) choose(now int64) int {
 // packet) if it is not known; slot is its entry, -1 if it has none
 // (hashed).
 func (o *owners) lookup(k tupleKey, now int64) (shard int, slot int32) {
+	h := &o.hot[k.slot()]
+	if i := *h - 1; i >= 0 && o.slots[i].key == k {
+		return int(o.slots[i].shard), i
+	}
 	if i, ok := o.idx[k]; ok {
+		*h = i + 1
 		return int(o.slots[i].shard), i
 	}
 	if o.frozen {
@@ -212,6 +223,7 @@ func (o *owners) lookup(k tupleKey, now int64) (shard int, slot int32) {
 	e := &o.slots[i]
 	*e = owned{key: k, shard: uint16(best), gen: e.gen + 1, last: now, ep: o.epoch}
 	o.idx[k] = i
+	*h = i + 1
 	q := o.young[best]
 	if len(q) >= maxYoung {
 		q = q[1:]
@@ -255,6 +267,9 @@ func (o *owners) slot(now int64) int32 {
 			continue
 		}
 		delete(o.idx, e.key)
+		if h := &o.hot[e.key.slot()]; *h == r.slot+1 {
+			*h = 0
+		}
 		return r.slot
 	}
 	return -1

@@ -254,3 +254,105 @@ func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
 		t.Error("no packet hashed: the pending attempt's entry was dropped")
 	}
 }
+
+// TestSharderHotSlotsAreTheTables: the Sharder finds a packet's connection
+// in its hot slots before its map; every slot it finds there must be the
+// map's entry for the key. 300 connections on 4-tuples reused twice, in a
+// table of 64 entries that drops ended ones: after every packet each hot
+// slot names the entry the map has for its key, and every connection
+// still goes whole to one shard.
+func TestSharderHotSlotsAreTheTables(t *testing.T) {
+	const tuples = 300
+	cfg := DefaultConfig()
+	cfg.IdleTimeout, cfg.ReorderWindow = 50*time.Millisecond, 10*time.Millisecond
+	f := scriptFile(t, func(w *gen.Writer) {
+		at := bt0
+		next := func() time.Time { at = at.Add(time.Millisecond); return at }
+		for round := range 3 {
+			for i := range tuples {
+				isn := uint32(1000 + round*100000 + i)
+				c := w.Conn(bClient(i), bBroker, next(), gen.ConnOptions{ISN: [2]uint32{isn, isn * 3}})
+				c.Send(gen.ClientToServer, next(), make([]byte, 100+i))
+				c.Close(next())
+				at = at.Add(200 * time.Millisecond) // older than the horizon: its entry may go
+			}
+		}
+		// Connections open at once whose keys share one hot slot.
+		var cs []*gen.Conn
+		for _, c := range sameHotSlot(8) {
+			cs = append(cs, w.Conn(c, bBroker, next(), gen.ConnOptions{}))
+		}
+		for range 3 {
+			for _, c := range cs {
+				c.Send(gen.ClientToServer, next(), make([]byte, 300))
+			}
+		}
+	})
+	s := NewSharder(2, cfg)
+	s.own.max = 64
+	var h headers
+	h.init()
+	shards := map[tupleKey]int{}
+	first := map[tupleKey]time.Time{}
+	found := 0
+	emit := func(shard int, w *Work) {
+		kind, src, dst, _ := h.parse(w.Packet)
+		if kind != pktTCP {
+			return
+		}
+		k, _ := makeKey(src, dst)
+		if i, ok := s.own.idx[k]; !ok || int(s.own.slots[i].shard) != shard {
+			t.Fatalf("packet of %v on shard %d; the table has it at %d (%v)", src, shard, i, ok)
+		}
+		if sh, ok := shards[k]; ok && sh != shard && w.Packet.Time.Sub(first[k]) < 100*time.Millisecond {
+			t.Fatalf("connection %v split over shards %d and %d", src, sh, shard)
+		}
+		if _, ok := shards[k]; !ok || w.Packet.Time.Sub(first[k]) >= 100*time.Millisecond {
+			shards[k], first[k] = shard, w.Packet.Time
+		}
+	}
+	var p capture.Packet
+	n := 0
+	for f.Next(&p) == nil {
+		s.Route(&p, emit)
+		n++
+		o := s.own
+		for place, hs := range o.hot {
+			if hs == 0 {
+				continue
+			}
+			found++
+			k := o.slots[hs-1].key
+			if k.slot() != place {
+				t.Fatalf("packet %d: hot slot %d holds entry %d, whose key belongs at %d", n, place, hs-1, k.slot())
+			}
+			if i, ok := o.idx[k]; !ok || i != hs-1 {
+				t.Fatalf("packet %d: hot slot %d holds entry %d of %v; the map has %d (%v)", n, place, hs-1, k, i, ok)
+			}
+		}
+	}
+	if s.HashedPackets() != 0 {
+		t.Errorf("%d packets hashed: entries of ended connections were not reused", s.HashedPackets())
+	}
+	if found == 0 || len(s.own.slots) > 64 {
+		t.Errorf("%d hot slots seen, %d entries: the test did not exercise the table", found, len(s.own.slots))
+	}
+}
+
+// sameHotSlot returns n clients whose connections to bBroker have keys of
+// one hot slot.
+func sameHotSlot(n int) []netip.AddrPort {
+	var out []netip.AddrPort
+	want := -1
+	for port := uint16(20000); len(out) < n; port++ {
+		c := netip.AddrPortFrom(netip.MustParseAddr("10.0.7.1"), port)
+		k, _ := makeKey(c, bBroker)
+		if want < 0 {
+			want = k.slot()
+		}
+		if k.slot() == want {
+			out = append(out, c)
+		}
+	}
+	return out
+}
