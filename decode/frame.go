@@ -162,7 +162,11 @@ func DecodeRequest(key, version int16, body []byte) (req kmsg.Request, err error
 // DecodeRequestInto is DecodeRequest into req, a body of key's type that
 // an earlier request was decoded into and that nothing uses any more:
 // cleared, then decoded, keeping only the room of its slices that kmsg
-// reuses (ProduceRequest's topics, for now: see Reusable).
+// reuses: the top level's (kmsg's readFrom makes a slice of l elements
+// with append(a[:0], make([]T, l)...), which takes no new array while the
+// room suffices, but clears the elements, so the slices nested in them,
+// a topic's partitions, are made anew each time). Produce and Fetch for
+// now: see Reusable.
 func DecodeRequestInto(req kmsg.Request, key, version int16, body []byte) (kmsg.Request, error) {
 	if req == nil || req.Key() != key || !KnownVersion(key, version) {
 		return DecodeRequest(key, version, body)
@@ -170,32 +174,60 @@ func DecodeRequestInto(req kmsg.Request, key, version int16, body []byte) (kmsg.
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
 		*r = kmsg.ProduceRequest{Topics: r.Topics[:0]}
+	case *kmsg.FetchRequest:
+		*r = kmsg.FetchRequest{Topics: r.Topics[:0], ForgottenTopics: r.ForgottenTopics[:0]}
 	default:
 		return DecodeRequest(key, version, body)
 	}
 	req.SetVersion(version)
-	return req, readBody(req, body)
+	err := readBody(req, body)
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		r.Topics = nilIfEmpty(r.Topics)
+	case *kmsg.FetchRequest:
+		r.Topics, r.ForgottenTopics = nilIfEmpty(r.Topics), nilIfEmpty(r.ForgottenTopics)
+	}
+	return req, err
+}
+
+// nilIfEmpty is s, or nil if it has no elements: kmsg decodes an empty
+// array into a nil slice, and a body decoded into again must be the same
+// (its JSON says null, not []), so the room of an empty one goes.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 // DecodeResponseInto is DecodeRequestInto for a response body
-// (ProduceResponse's topics).
+// (Produce's and Fetch's topics and brokers).
 func DecodeResponseInto(resp kmsg.Response, key, version int16, body []byte) (kmsg.Response, error) {
 	if resp == nil || resp.Key() != key || !KnownVersion(key, version) || UnsupportedVersionAnswer(key, version, body) {
 		return DecodeResponse(key, version, body)
 	}
 	switch r := resp.(type) {
 	case *kmsg.ProduceResponse:
-		*r = kmsg.ProduceResponse{Topics: r.Topics[:0]}
+		*r = kmsg.ProduceResponse{Topics: r.Topics[:0], Brokers: r.Brokers[:0]}
+	case *kmsg.FetchResponse:
+		*r = kmsg.FetchResponse{Topics: r.Topics[:0], Brokers: r.Brokers[:0]}
 	default:
 		return DecodeResponse(key, version, body)
 	}
 	resp.SetVersion(version)
-	return resp, readBody(resp, body)
+	err := readBody(resp, body)
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		r.Topics, r.Brokers = nilIfEmpty(r.Topics), nilIfEmpty(r.Brokers)
+	case *kmsg.FetchResponse:
+		r.Topics, r.Brokers = nilIfEmpty(r.Topics), nilIfEmpty(r.Brokers)
+	}
+	return resp, err
 }
 
 // Reusable reports whether a body of key may be decoded into again
 // (DecodeRequestInto, DecodeResponseInto).
-func Reusable(key int16) bool { return key == int16(kmsg.Produce) }
+func Reusable(key int16) bool { return key == int16(kmsg.Produce) || key == int16(kmsg.Fetch) }
 
 // DecodeResponse decodes a response body of key at version through kmsg.
 // The body is in the request's layout, except a broker's refusal of an

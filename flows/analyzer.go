@@ -223,8 +223,10 @@ type Analyzer struct {
 	// it (stableView).
 	payload []byte
 	view    viewKind
-	// memoHeld is what the connections' memos hold (memo.go).
+	// memoHeld is what the connections' memos hold (memo.go), and wide.
 	memoHeld int64
+	// wide is the answers remembered for all connections (decodeWide).
+	wide *memo
 	// msgs are the messages given back once delivered (msgpool.go).
 	msgs msgPool
 	// fixed bounds, this analyzer's share (Config.Shards)
@@ -836,6 +838,8 @@ func (a *Analyzer) Close() {
 	// No frame is framed from here on: the buffers kept for the next
 	// ones go (the report is built next, with all else still there).
 	a.fpool, a.ar.cur = framePool{}, nil
+	a.wide.drop(a)
+	a.wide = nil
 	// What was kept for the handlers is known once the last exchange is
 	// delivered (a deferred analyzer delivers nothing: its Delivery
 	// keeps nothing).

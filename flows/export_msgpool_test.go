@@ -50,6 +50,31 @@ func spoilBody(body any) {
 				b.Topics[i].Partitions[j].Partition = -0x7e
 			}
 		}
+	case *kmsg.FetchRequest:
+		b.MaxWaitMillis, b.MinBytes, b.SessionID, b.SessionEpoch = 0x7e, 0x7e, 0x7e, 0x7e
+		for i := range b.Topics {
+			b.Topics[i].Topic, b.Topics[i].TopicID = "given back", [16]byte{0x7e}
+			for j := range b.Topics[i].Partitions {
+				p := &b.Topics[i].Partitions[j]
+				p.Partition, p.FetchOffset, p.CurrentLeaderEpoch = -0x7e, -0x7e, -0x7e
+			}
+		}
+		for i := range b.ForgottenTopics {
+			b.ForgottenTopics[i].Topic, b.ForgottenTopics[i].Partitions = "given back", []int32{-0x7e}
+		}
+	case *kmsg.FetchResponse:
+		b.ThrottleMillis, b.ErrorCode, b.SessionID = 0x7e, 0x7e, 0x7e
+		for i := range b.Topics {
+			b.Topics[i].Topic, b.Topics[i].TopicID = "given back", [16]byte{0x7e}
+			for j := range b.Topics[i].Partitions {
+				p := &b.Topics[i].Partitions[j]
+				p.Partition, p.ErrorCode, p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -0x7e, 0x7e, -0x7e, -0x7e, -0x7e
+				p.RecordBatches = nil
+			}
+		}
+		for i := range b.Brokers {
+			b.Brokers[i].NodeID, b.Brokers[i].Host, b.Brokers[i].Port = -0x7e, "given back", 0x7e
+		}
 	case *kmsg.ProduceResponse:
 		b.ThrottleMillis = 0x7e
 		for i := range b.Topics {
@@ -58,6 +83,9 @@ func spoilBody(body any) {
 				p := &b.Topics[i].Partitions[j]
 				p.Partition, p.ErrorCode, p.BaseOffset, p.LogStartOffset = -0x7e, 0x7e, -0x7e, -0x7e
 			}
+		}
+		for i := range b.Brokers {
+			b.Brokers[i].NodeID, b.Brokers[i].Host, b.Brokers[i].Port = -0x7e, "given back", 0x7e
 		}
 	}
 }

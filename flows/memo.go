@@ -81,7 +81,11 @@ var memoCheck func(key int16, response, changed bool)
 // frame after the correlation id), or nil; a miss counts towards
 // skipping.
 func (f *framer) recall(key, version int16, b []byte) *memoSlot {
-	mm := f.memo
+	return f.memo.recall(key, version, b)
+}
+
+// recall is framer.recall in mm (nil: none).
+func (mm *memo) recall(key, version int16, b []byte) *memoSlot {
 	if mm == nil {
 		return nil
 	}
@@ -128,7 +132,11 @@ func (f *framer) remember(key, version int16, b []byte, at int, req kmsg.Request
 	if f.memo == nil {
 		f.memo = new(memo)
 	}
-	mm := f.memo
+	f.memo.keep(f.s.a, key, version, b, at, req, resp, codes)
+}
+
+// keep is remember in mm, counted in a's budget.
+func (mm *memo) keep(a *Analyzer, key, version int16, b []byte, at int, req kmsg.Request, resp kmsg.Response, codes []ErrorCount) {
 	var s *memoSlot
 	if len(mm.slots) < memoSlots {
 		mm.slots = append(mm.slots, memoSlot{})
@@ -140,9 +148,9 @@ func (f *framer) remember(key, version int16, b []byte, at int, req kmsg.Request
 				s = &mm.slots[i]
 			}
 		}
-		f.s.a.memoHeld -= held(s.b)
+		a.memoHeld -= held(s.b)
 	}
-	f.s.a.memoHeld += held(b)
+	a.memoHeld += held(b)
 	mm.tick++
 	*s = memoSlot{key: key, version: version, used: true, last: mm.tick, b: b, at: at, req: req, resp: resp, codes: codes[:len(codes):len(codes)]}
 	if memoCheck != nil {
@@ -156,13 +164,18 @@ func held(b []byte) int64 { return memoSlotCost + memoBodyFactor*int64(len(b)) }
 // forget drops the direction's bodies from the analyzer's budget (the
 // connection ends).
 func (f *framer) forget() {
-	if f.memo == nil {
+	f.memo.drop(f.s.a)
+	f.memo = nil
+}
+
+// drop takes mm's bodies (nil: none) off a's budget.
+func (mm *memo) drop(a *Analyzer) {
+	if mm == nil {
 		return
 	}
-	for i := range f.memo.slots {
-		f.s.a.memoHeld -= held(f.memo.slots[i].b)
+	for i := range mm.slots {
+		a.memoHeld -= held(mm.slots[i].b)
 	}
-	f.memo = nil
 }
 
 // changed reports whether the slot's body or error counts changed since
@@ -214,6 +227,9 @@ func (f *framer) decodeResponse(key, version int16, frame []byte) (resp kmsg.Res
 		return nil, nil, false, err
 	}
 	rest := frame[after:]
+	if wideKey(key) {
+		return f.decodeWide(key, version, rest, hl-after)
+	}
 	if s := f.recall(key, version, rest); s != nil {
 		return s.resp, s.codes, true, nil
 	}
@@ -232,5 +248,48 @@ func (f *framer) decodeResponse(key, version int16, frame []byte) (resp kmsg.Res
 		return resp, codes, false, nil
 	}
 	f.remember(key, version, b, hl-after, nil, resp, codes)
+	return resp, codes, true, nil
+}
+
+// Some answers are the same on every connection, not only on one: every
+// client's first Metadata request of a cluster gets the same answer (a
+// short-lived admin client's, each on a new connection, 400 partitions
+// on the small shape: over half of what flows allocated there), and
+// ApiVersions' too. The memo of a connection never sees them twice, so
+// the responses of these keys are remembered by the analyzer instead
+// (Analyzer.wide), shared by all its connections as a connection's memo
+// shares its bodies among its messages, under the same budget, until
+// replaced or the analysis ends.
+
+// wideKey reports whether the responses of key are remembered by the
+// analyzer (Analyzer.wide) rather than by their connection.
+func wideKey(key int16) bool {
+	return key == int16(kmsg.Metadata) || key == int16(kmsg.ApiVersions)
+}
+
+// decodeWide is decodeResponse for a key of wideKey: rest is the frame
+// after the correlation id, the body at rest[at:].
+func (f *framer) decodeWide(key, version int16, rest []byte, at int) (resp kmsg.Response, codes []ErrorCount, shared bool, err error) {
+	a := f.s.a
+	if s := a.wide.recall(key, version, rest); s != nil {
+		return s.resp, s.codes, true, nil
+	}
+	if len(rest) > memoMaxFrame || a.memoHeld+held(rest) > memoBudget || a.wide != nil && a.wide.skip > 0 {
+		resp, err = decode.DecodeResponse(key, version, rest[at:])
+		if err != nil {
+			return resp, nil, false, err
+		}
+		return resp, errorCounts(resp, nil), false, nil
+	}
+	b := append([]byte(nil), rest...)
+	resp, err = decode.DecodeResponse(key, version, b[at:])
+	if err != nil {
+		return resp, nil, false, err
+	}
+	codes = errorCounts(resp, nil)
+	if a.wide == nil {
+		a.wide = new(memo)
+	}
+	a.wide.keep(a, key, version, b, at, nil, resp, codes)
 	return resp, codes, true, nil
 }

@@ -260,3 +260,76 @@ func TestMemoBounded(t *testing.T) {
 		t.Errorf("%d answers compared, want 128", h.compared)
 	}
 }
+
+// TestMemoAcrossConnections: 40 short-lived clients, each on its own
+// connection, ask once for the same cluster's Metadata (300 partitions);
+// the answer is decoded once and the body handed to the others, each
+// body what its own frame decodes to; when the analysis ends the bodies
+// remembered leave the budget.
+func TestMemoAcrossConnections(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := gen.NewWriter(&buf, gen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	tick := func() time.Time { now = now.Add(time.Millisecond); return now }
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = 9
+	for _, id := range []int32{1, 2, 3} {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = id, fmt.Sprintf("broker-%d", id), 9092
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	for ti := range 3 {
+		tp := kmsg.NewMetadataResponseTopic()
+		tp.Topic = kmsg.StringPtr(fmt.Sprintf("topic-%d", ti))
+		for p := range 100 {
+			pt := kmsg.NewMetadataResponseTopicPartition()
+			pt.Partition, pt.Leader, pt.Replicas, pt.ISR = int32(p), int32(1+p%3), []int32{1, 2, 3}, []int32{1, 2, 3}
+			tp.Partitions = append(tp.Partitions, pt)
+		}
+		resp.Topics = append(resp.Topics, tp)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	for i := range 40 {
+		c := w.Conn(netip.AddrPortFrom(client.Addr(), uint16(40000+i)), broker, tick(), gen.ConnOptions{})
+		c.Request(tick(), int32(i+1), kmsg.StringPtr("admin"), req)
+		c.Response(tick(), int32(i+1), resp)
+		c.Close(tick())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := capture.NewFile("t", 0, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c memoCounts
+	c.changed = map[string]int{}
+	flows.SetMemoCheck(c.check)
+	defer flows.SetMemoCheck(nil)
+	h := &freshDecoder{t: t}
+	a := flows.New(flows.DefaultConfig(), h)
+	var p capture.Packet
+	for f.Next(&p) == nil {
+		a.Packet(&p)
+	}
+	if a.MemoHeld() == 0 {
+		t.Errorf("nothing remembered after 40 connections asked for the same Metadata")
+	}
+	a.Close()
+	if h.compared != 40 {
+		t.Errorf("%d answers compared, want 40", h.compared)
+	}
+	if c.hits != 39 {
+		t.Errorf("%d answers recalled, want 39 (the same answer on 40 connections)", c.hits)
+	}
+	if len(c.changed) > 0 {
+		t.Errorf("bodies changed after they were handed out: %v", c.changed)
+	}
+	if held := a.MemoHeld(); held != 0 {
+		t.Errorf("the memos hold %d bytes after the analysis ended", held)
+	}
+}

@@ -35,21 +35,33 @@ const msgSpares = 512
 const msgRoom = 256
 
 // msgPool is an analyzer's messages given back, and their bodies of the
-// keys kmsg decodes into again with profit (decode.Reusable: a Produce
-// request's and response's, a bulk producer's every exchange), not those
-// of the memo (Message.shared), which other messages share.
+// keys kmsg decodes into again with profit (decode.Reusable: Produce's,
+// a bulk producer's every exchange, and Fetch's, a consumer's), by key
+// (bodyKind), not those of the memo (Message.shared), which other
+// messages share.
 type msgPool struct {
 	reqs       chan *reqBox
 	resps      chan *respExchange
-	reqBodies  chan kmsg.Request
-	respBodies chan kmsg.Response
+	reqBodies  [2]chan kmsg.Request
+	respBodies [2]chan kmsg.Response
+}
+
+// bodyKind is the index in msgPool's bodies of a key of decode.Reusable.
+func bodyKind(key int16) int {
+	if key == int16(kmsg.Fetch) {
+		return 1
+	}
+	return 0
 }
 
 func newMsgPool() msgPool {
-	return msgPool{
+	p := msgPool{
 		reqs: make(chan *reqBox, msgSpares), resps: make(chan *respExchange, msgSpares),
-		reqBodies: make(chan kmsg.Request, msgSpares), respBodies: make(chan kmsg.Response, msgSpares),
 	}
+	for i := range p.reqBodies {
+		p.reqBodies[i], p.respBodies[i] = make(chan kmsg.Request, msgSpares), make(chan kmsg.Response, msgSpares)
+	}
+	return p
 }
 
 // requestBody returns a body of key given back, to decode into, or nil.
@@ -58,7 +70,7 @@ func (p *msgPool) requestBody(key int16) kmsg.Request {
 		return nil
 	}
 	select {
-	case b := <-p.reqBodies:
+	case b := <-p.reqBodies[bodyKind(key)]:
 		return b
 	default:
 		return nil
@@ -71,7 +83,7 @@ func (p *msgPool) responseBody(key int16) kmsg.Response {
 		return nil
 	}
 	select {
-	case b := <-p.respBodies:
+	case b := <-p.respBodies[bodyKind(key)]:
 		return b
 	default:
 		return nil
@@ -135,7 +147,7 @@ func recycle(x *Exchange) {
 		q.home = nil // given back once
 		if q.Req != nil && !q.shared && decode.Reusable(q.Key) && msgPoison == nil {
 			select {
-			case home.reqBodies <- q.Req:
+			case home.reqBodies[bodyKind(q.Key)] <- q.Req:
 			default:
 			}
 		}
@@ -156,7 +168,7 @@ func recycle(x *Exchange) {
 		}
 		if m.Resp != nil && !m.shared && decode.Reusable(m.Key) && msgPoison == nil {
 			select {
-			case home.respBodies <- m.Resp:
+			case home.respBodies[bodyKind(m.Key)] <- m.Resp:
 			default:
 			}
 		}

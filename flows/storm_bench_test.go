@@ -90,6 +90,23 @@ func BenchmarkBulk(b *testing.B) {
 	benchExchanges(b, caps, paths, n)
 }
 
+// BenchmarkSmall is BenchmarkStorm on the generated small shape's mix
+// (bench/workload: many clients, short-lived admin clients each asking
+// for the Metadata of 400 partitions, and the same answers again after
+// NOT_LEADER_OR_FOLLOWER): the first KFSNIFF_SMALL_PACKETS packets
+// (default 200,000) of the capture KFSNIFF_SMALL names; skipped without.
+func BenchmarkSmall(b *testing.B) {
+	p := os.Getenv("KFSNIFF_SMALL")
+	if p == "" {
+		b.Skip("KFSNIFF_SMALL names no capture of the small shape")
+	}
+	n := 200000
+	if v, err := strconv.Atoi(os.Getenv("KFSNIFF_SMALL_PACKETS")); err == nil {
+		n = v
+	}
+	benchExchanges(b, []string{"env"}, map[string]string{"env": p}, n)
+}
+
 // benchExchanges runs flows over each capture (its first n packets for
 // "env", all if n < 0) and reports allocations, bytes and time per
 // exchange.
