@@ -217,12 +217,17 @@ const noBudgetTrust = 16 << 20
 // (bulk's Fetch responses of 0.4-1 MiB, 3 in 19,500) held their buffers
 // for the rest of the run, 2 MiB of the live heap per worker, which the
 // collector's pacing doubled in the peak RSS; frames of one size over and
-// over (the large shape's) keep theirs.
+// over (the large shape's) keep theirs. A request is a frame over a
+// segment, rare on bulk (200-420 a worker in a run), so 64 of them, and
+// 8 MiB, still let each worker keep 1.9-2.7 MB of buffers no frame took
+// for a large part of the run: 16 and 2 MiB (bulk's peak RSS with two
+// workers 1.5-2 MiB lower, the large shape's CPU and RSS the same;
+// TestFramePoolBounded).
 const (
 	poolMin     = idleKeep
 	poolBuffers = 64
-	poolBytes   = 8 << 20
-	poolAge     = 64
+	poolBytes   = 2 << 20
+	poolAge     = 16
 )
 
 type framePool struct {

@@ -380,3 +380,27 @@ func TestFramePoolAges(t *testing.T) {
 		t.Errorf("pool after %d requests for 60 KiB: %d buffers, %d bytes; want the 64 KiB one alone", 3*poolAge, len(a.fpool.free), a.fpool.bytes)
 	}
 }
+
+// TestFramePoolBounded: a burst of big frames given back leaves the pool
+// no more than 2 MiB of idle buffers per analyzer (bulk's workers kept
+// 1.9-2.7 MB each for a large part of the run, doubled by the collector's
+// pacing in the peak RSS), keeping the biggest, and those go once no frame
+// asks for them.
+func TestFramePoolBounded(t *testing.T) {
+	a := New(DefaultConfig())
+	for i := range 12 {
+		a.putBuffer(make([]byte, 0, 256<<10+i<<10))
+	}
+	if a.fpool.bytes > 2<<20 {
+		t.Errorf("pool after 12 buffers of 256-267 KiB given back: %d bytes, want <= 2 MiB", a.fpool.bytes)
+	}
+	if b := a.getBuffer(260 << 10); cap(b) < 260<<10 || cap(b) > 267<<10 {
+		t.Errorf("a frame of 260 KiB got a buffer of %d bytes, not a pooled one", cap(b))
+	}
+	for range 40 {
+		a.putBuffer(a.getBuffer(8 << 10))
+	}
+	if a.fpool.bytes > 8<<10 {
+		t.Errorf("pool after 40 requests for 8 KiB: %d bytes, want the 8 KiB buffer alone", a.fpool.bytes)
+	}
+}
