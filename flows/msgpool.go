@@ -65,28 +65,22 @@ func newMsgPool() msgPool {
 }
 
 // requestBody returns a body of key given back, to decode into, or nil.
-func (p *msgPool) requestBody(key int16) kmsg.Request {
-	if !decode.Reusable(key) {
-		return nil
-	}
-	select {
-	case b := <-p.reqBodies[bodyKind(key)]:
-		return b
-	default:
-		return nil
-	}
-}
+func (p *msgPool) requestBody(key int16) kmsg.Request { return takeBody(&p.reqBodies, key) }
 
 // responseBody is requestBody for responses.
-func (p *msgPool) responseBody(key int16) kmsg.Response {
+func (p *msgPool) responseBody(key int16) kmsg.Response { return takeBody(&p.respBodies, key) }
+
+// takeBody takes a body of key from its kind's spares, if any.
+func takeBody[B any](spares *[2]chan B, key int16) B {
+	var none B
 	if !decode.Reusable(key) {
-		return nil
+		return none
 	}
 	select {
-	case b := <-p.respBodies[bodyKind(key)]:
+	case b := <-spares[bodyKind(key)]:
 		return b
 	default:
-		return nil
+		return none
 	}
 }
 
