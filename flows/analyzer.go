@@ -261,6 +261,7 @@ type Analyzer struct {
 	gens       uint64
 	superseded []*stream
 	rst        layers.TCP
+	rstHdr     [20]byte
 	// hot holds some of the streams, each in its key's slot and each
 	// its key's stream in streams (see streamOf).
 	hot [hotStreams]*stream

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -160,13 +161,32 @@ func (a *Analyzer) finish(s *stream) {
 	}
 	s.ReassemblyComplete(nil)
 	s.ignore = true
-	t := &a.rst
 	for d := range 2 {
 		src, dst := s.ends[d], s.ends[1-d]
-		*t = layers.TCP{SrcPort: layers.TCPPort(src.Port()), DstPort: layers.TCPPort(dst.Port()), RST: true}
+		var seq uint32
 		if s.seqKnown[d] {
-			t.Seq = s.seqBase[d] + s.delivered[d] - 1
+			seq = s.seqBase[d] + s.delivered[d] - 1
 		}
-		a.asm.AssembleWithContext(netFlow(src, dst, s.gen), t, &a.ctx)
+		a.asm.AssembleWithContext(netFlow(src, dst, s.gen), a.rstSegment(src.Port(), dst.Port(), seq), &a.ctx)
 	}
+}
+
+// rstSegment is a RST from port src to dst at seq, decoded from header
+// bytes as a captured one is: reassembly keys a segment by the port bytes
+// decoding keeps (layers.TCP.TransportFlow), not by SrcPort and DstPort,
+// so a segment built from fields alone would reach a connection of no
+// ports instead of the stream it ends.
+func (a *Analyzer) rstSegment(src, dst uint16, seq uint32) *layers.TCP {
+	h := &a.rstHdr
+	*h = [20]byte{}
+	binary.BigEndian.PutUint16(h[0:], src)
+	binary.BigEndian.PutUint16(h[2:], dst)
+	binary.BigEndian.PutUint32(h[4:], seq)
+	h[12] = 5 << 4 // data offset: 5 words, no options
+	h[13] = 0x04   // RST
+	a.rst = layers.TCP{}
+	if err := a.rst.DecodeFromBytes(h[:], gopacket.NilDecodeFeedback); err != nil {
+		panic(err) // a 20-byte header without options always decodes
+	}
+	return &a.rst
 }

@@ -88,3 +88,25 @@ func TestReuseEndsTheOldConnection(t *testing.T) {
 		t.Errorf("%d superseded, %d streams left", len(a.superseded), len(a.streams))
 	}
 }
+
+// TestFinishEndsTheOldStream: ending a superseded connection hands
+// reassembly RSTs keyed as captured segments are (by their port bytes), so
+// they close the old connection's reassembly state instead of opening a
+// stream of no ports: after a 4-tuple is used twice, reassembly has made
+// exactly two streams, and holds none once the capture is closed.
+func TestFinishEndsTheOldStream(t *testing.T) {
+	a := analyse(t, func(w *gen.Writer) {
+		c := w.Conn(bClient(4), bBroker, bt0, gen.ConnOptions{ISN: [2]uint32{5000, 9000}})
+		c.Request(bt0.Add(time.Millisecond), 1, nil, apiVersionsReq())
+		c.Response(bt0.Add(2*time.Millisecond), 1, apiVersionsResp())
+		c = w.Conn(bClient(4), bBroker, bt0.Add(3*time.Millisecond), gen.ConnOptions{ISN: [2]uint32{90000, 190000}})
+		c.Request(bt0.Add(4*time.Millisecond), 1, nil, apiVersionsReq())
+		c.Response(bt0.Add(5*time.Millisecond), 1, apiVersionsResp())
+	}, &connEvents{})
+	if len(a.Conns()) != 2 {
+		t.Fatalf("%d connections", len(a.Conns()))
+	}
+	if len(a.born) != 2 {
+		t.Errorf("reassembly made %d streams for two connections on one 4-tuple", len(a.born))
+	}
+}
