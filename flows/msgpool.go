@@ -139,19 +139,13 @@ func recycle(x *Exchange) {
 	if q := x.Req; q != nil && q.home != nil {
 		home := q.home
 		q.home = nil // given back once
-		if q.Req != nil && !q.shared && decode.Reusable(q.Key) && msgPoison == nil {
-			select {
-			case home.reqBodies[bodyKind(q.Key)] <- q.Req:
-			default:
-			}
+		if q.Req != nil && q.bodyReusable() {
+			give(home.reqBodies[bodyKind(q.Key)], q.Req)
 		}
 		if msgPoison != nil {
 			msgPoison(q)
 		} else {
-			select {
-			case home.reqs <- (*reqBox)(unsafe.Pointer(q)):
-			default:
-			}
+			give(home.reqs, (*reqBox)(unsafe.Pointer(q)))
 		}
 	}
 	if m := x.Resp; m != nil && m.home != nil {
@@ -160,20 +154,30 @@ func recycle(x *Exchange) {
 		if cap(m.Batches) > msgRoom {
 			m.Batches = nil
 		}
-		if m.Resp != nil && !m.shared && decode.Reusable(m.Key) && msgPoison == nil {
-			select {
-			case home.respBodies[bodyKind(m.Key)] <- m.Resp:
-			default:
-			}
+		if m.Resp != nil && m.bodyReusable() {
+			give(home.respBodies[bodyKind(m.Key)], m.Resp)
 		}
 		if msgPoison != nil {
 			msgPoison(m)
 		} else {
-			select {
-			case home.resps <- (*respExchange)(unsafe.Pointer(m)):
-			default:
-			}
+			give(home.resps, (*respExchange)(unsafe.Pointer(m)))
 		}
+	}
+}
+
+// bodyReusable reports whether m's body may be decoded into again once
+// m is given back: not one the memo shares, of a key decode reuses, and
+// not while a test spoils what is given back.
+func (m *Message) bodyReusable() bool {
+	return !m.shared && decode.Reusable(m.Key) && msgPoison == nil
+}
+
+// give puts v among spares, unless they are full (then v is left to the
+// collector).
+func give[T any](spares chan T, v T) {
+	select {
+	case spares <- v:
+	default:
 	}
 }
 
