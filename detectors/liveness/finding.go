@@ -50,7 +50,11 @@ type Finding struct {
 	fenced, answered    bool
 	caughtUp, hasOffset bool
 	offset, metaOffset  int64
-	leaderEP            string
+	// during: the heartbeat facts are those answered while the run was open;
+	// metaFrom: the first such heartbeat's offset when it moved (else -1)
+	during   bool
+	metaFrom int64
+	leaderEP string
 }
 
 // finding makes the finding of node n's run e (open: still open at the
@@ -103,6 +107,18 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		hbOK: hbOK, hbErr: hbErr, span: text.Duration(dur), leaderFrom: leaderFrom, toLeader: toLeader,
 		metaThroughout: n.metaChanged.IsZero() || n.metaChanged.Before(e.first), fenced: n.fenced, answered: n.hbAnswered,
 		caughtUp: n.caughtUp, hasOffset: e.hasOffset, offset: e.offset, metaOffset: n.metaOffset, leaderEP: leaderEP,
+		metaFrom: -1,
+	}
+	hbFirst, hbLast := n.hbFirst, n.hbLast
+	if e.beats > 0 {
+		// What the heartbeats said while the raft fetches failed.
+		hbFirst, hbLast = e.hbFirst, e.hbLast
+		f.during = true
+		f.metaOffset, f.caughtUp, f.fenced = hbLast.metaOffset, hbLast.caughtUp, hbLast.fenced
+		f.metaThroughout = hbFirst.metaOffset == hbLast.metaOffset
+		if !f.metaThroughout {
+			f.metaFrom = hbFirst.metaOffset
+		}
 	}
 	if leader >= 0 {
 		f.LeaderEpoch, f.LeaderEndpoint = &epoch, leaderEP
@@ -111,12 +127,12 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		offset := e.offset
 		f.FetchOffset = &offset
 	}
-	if n.metaOffset >= 0 {
-		offset := n.metaOffset
+	if f.metaOffset >= 0 {
+		offset := f.metaOffset
 		f.CurrentMetadataOffset = &offset
 	}
 	if n.hbAnswered {
-		caughtUp, fenced := n.caughtUp, n.fenced
+		caughtUp, fenced := f.caughtUp, f.fenced
 		f.IsCaughtUp, f.IsFenced = &caughtUp, &fenced
 	}
 	f.hbTo = "the controller"
@@ -130,9 +146,9 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 
 	var ev []detectors.Evidence
 	if n.hbAnswered {
-		ev = append(ev, n.hbFirst.Evidence())
-		if n.hbLast.packet != n.hbFirst.packet || n.hbLast.file != n.hbFirst.file {
-			ev = append(ev, n.hbLast.Evidence())
+		ev = append(ev, hbFirst.Evidence())
+		if hbLast.packet != hbFirst.packet || hbLast.file != hbFirst.file {
+			ev = append(ev, hbLast.Evidence())
 		}
 	}
 	ev = append(ev, e.ev.List()...)
@@ -201,7 +217,11 @@ func (f *Finding) Explanation() string {
 	}
 	fmt.Fprintf(&b, "broker %d is alive by heartbeat: %s", f.NodeID, hb)
 	if f.answered {
-		fmt.Fprintf(&b, " (last answer: isCaughtUp %v, isFenced %v)", f.caughtUp, f.fenced)
+		last := "last answer"
+		if f.during {
+			last = "last answer while the raft fetches failed"
+		}
+		fmt.Fprintf(&b, " (%s: isCaughtUp %v, isFenced %v)", last, f.caughtUp, f.fenced)
 	}
 	fmt.Fprintf(&b, "; its metadata replication is not: %s", f.raft)
 	if f.LeaderID >= 0 && f.leaderEP != "" {
@@ -216,14 +236,26 @@ func (f *Finding) Explanation() string {
 		}
 	}
 	if f.metaOffset >= 0 {
-		fmt.Fprintf(&b, "Its heartbeats report currentMetadataOffset %d", f.metaOffset)
-		if f.metaThroughout {
-			fmt.Fprintf(&b, " throughout")
+		meanwhile := ""
+		if f.during {
+			meanwhile = " meanwhile"
+		}
+		if f.metaFrom >= 0 {
+			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset from %d to %d", meanwhile, f.metaFrom, f.metaOffset)
+		} else {
+			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset %d", meanwhile, f.metaOffset)
+			if f.metaThroughout {
+				fmt.Fprintf(&b, " throughout")
+			}
 		}
 		if f.hasOffset {
 			fmt.Fprintf(&b, " and its raft fetches ask for offset %d every time", f.offset)
 		}
-		fmt.Fprintf(&b, ": the metadata it applies is frozen. ")
+		if f.metaFrom >= 0 {
+			fmt.Fprintf(&b, ". ")
+		} else {
+			fmt.Fprintf(&b, ": the metadata it applies is frozen. ")
+		}
 	}
 	if f.answered && !f.fenced {
 		fmt.Fprintf(&b, "The controller keeps it registered and unfenced, so nothing in the cluster's health view shows that this broker serves stale metadata (leaders, ISR, configs, ACLs).")

@@ -111,6 +111,13 @@ type run struct {
 	// run; zero if none did.
 	healed time.Time
 	ev     detectors.Sampler[detectors.Evidence]
+	// beats, hbFirst, hbLast: the heartbeats answered while the run was
+	// open. What the broker reported then is the evidence, not what it
+	// reported after the run healed (real Kafka: currentMetadataOffset
+	// stays at the last applied offset through the run and jumps once a
+	// raft fetch succeeds).
+	beats           int64
+	hbFirst, hbLast beat
 }
 
 func (r *run) duration() time.Duration { return r.last.Sub(r.first) }
@@ -202,6 +209,13 @@ func (r *rule) heartbeat(x *detectors.Exchange) {
 		code: resp.ErrorCode, caughtUp: resp.IsCaughtUp, fenced: resp.IsFenced}
 	if !n.hbAnswered {
 		n.hbFirst, n.hbAnswered = n.hbLast, true
+	}
+	if e := r.runs.Open(req.BrokerID); e != nil {
+		if e.beats == 0 {
+			e.hbFirst = n.hbLast
+		}
+		e.hbLast = n.hbLast
+		e.beats++
 	}
 }
 

@@ -95,10 +95,10 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			}},
 			Nodes: []int32{5, 9},
 			Explanation: []string{
-				"broker 5 is alive by heartbeat: 15 heartbeats to node 9 (10.4.0.9:9093) answered without error (last answer: isCaughtUp true, isFenced false)",
+				"broker 5 is alive by heartbeat: 15 heartbeats to node 9 (10.4.0.9:9093) answered without error (last answer while the raft fetches failed: isCaughtUp true, isFenced false)",
 				"its metadata replication is not: 120 raft fetches to 1 other controller all answered NOT_LEADER_OR_FOLLOWER naming leader 9 (10.4.0.9:9093)",
 				"Not one raft fetch went to leader 9 (named by the raft answers), though its heartbeats reach node 9 (10.4.0.9:9093).",
-				"Its heartbeats report currentMetadataOffset 4000 throughout and its raft fetches ask for offset 4001 every time",
+				"Its heartbeats meanwhile report currentMetadataOffset 4000 throughout and its raft fetches ask for offset 4001 every time",
 				"The controller keeps it registered and unfenced",
 			},
 		},
@@ -135,7 +135,34 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			},
 			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"heartbeats": 10, "heartbeat_errors": 4}}},
 			Explanation: []string{"6 of 10 heartbeats to node 9 (10.4.0.9:9093) answered without error",
-				"Its heartbeats report currentMetadataOffset 4001 and its raft fetches ask"},
+				"Its heartbeats meanwhile report currentMetadataOffset from 4000 to 4001 and its raft fetches ask"},
+		},
+		{
+			// As Apache Kafka 4.1.1 did (fixtures/pcaps/kafka/kraft-observer-loop):
+			// the heartbeats' currentMetadataOffset stays at the last applied
+			// offset while the raft fetches fail and jumps once one succeeds.
+			// The finding states the offset of the run, not the later one.
+			Name: "heartbeats' offset frozen during the run, moving after it heals",
+			Traffic: func(h *dt.Harness) {
+				var s dt.Schedule
+				hb := h.Conn("10.4.0.5:42000", "10.4.0.9:9093")
+				raft := h.Conn("10.4.0.5:42001", "10.4.0.7:9093")
+				for i := range 25 {
+					offset := int64(4000)
+					if i >= 16 {
+						offset = 4100 + int64(i)
+					}
+					req, resp := dt.BrokerHeartbeat(5, offset, 0)
+					s.Add(time.Duration(i)*2*time.Second+100*time.Millisecond, hb, "5", req, resp)
+				}
+				for i := range 200 {
+					s.Add(time.Duration(i)*250*time.Millisecond, raft, "raft-client-5", dt.RaftFetch(5, 4001, 8), election(120)(i))
+				}
+				s.Run(h)
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"current_metadata_offset": int64(4000), "fetch_offset": int64(4001)}}},
+			Explanation: []string{"(last answer while the raft fetches failed: isCaughtUp true, isFenced false)",
+				"Its heartbeats meanwhile report currentMetadataOffset 4000 throughout and its raft fetches ask for offset 4001 every time: the metadata it applies is frozen."},
 		},
 		{
 			Name:    "near miss: healthy broker, raft long polls answered by the leader",
