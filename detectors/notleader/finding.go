@@ -118,7 +118,7 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		}
 	}
 	raft := strings.HasPrefix(c.ID, "raft-client-") && e.key.P.Topic == flows.ClusterMetadataTopic
-	if raft {
+	if raft && v.shape == ShapeHintIgnored {
 		f.KnownIssue = "KAFKA-19354"
 	}
 	f.prose = prose{v: v, who: text.Or(c.ID, "client") + " (" + c.Host.String() + ")", api: decode.Name(e.api),
@@ -151,6 +151,10 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 	}
 	if e.metaSeen {
 		counts["metadata_refreshes"] = f.metaRefreshes
+	}
+	if v.shape == ShapeUnreachable {
+		counts["unanswered_connects_to_leader"] = v.unreached.connects
+		counts["unanswered_requests_to_leader"] = v.unreached.requests
 	}
 	sev := detectors.Grade(held, open)
 	if burst {
@@ -216,6 +220,9 @@ func (f *Finding) Summary() string {
 			s = fmt.Sprintf("%s keeps sending %s for %s to %d non-leader(s): %d %s %s in %s, none sent to the leader",
 				f.who, f.api, f.tp, f.nServers, f.notLeader, f.Error, named, f.span)
 		}
+	case ShapeUnreachable:
+		s = fmt.Sprintf("%s cannot reach leader %s of %s: %s, while %d other server(s) answered %s naming it %d times in %s",
+			f.who, f.leaderText(), f.tp, f.v.unreached.text(), f.nServers, f.Error, f.notLeader, f.span)
 	case ShapeMetaSelf:
 		s = fmt.Sprintf("metadata names broker %d as leader of %s but it answers %s: %s retried it %d times in %s (%.1f/s)",
 			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.rate)
@@ -243,6 +250,9 @@ func (f *Finding) Explanation() string {
 	switch f.v.shape {
 	case ShapeHintIgnored:
 		f.hintIgnored(&b)
+		f.felt(&b)
+	case ShapeUnreachable:
+		f.unreachable(&b)
 		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
 		f.refuserNamed(&b)
@@ -297,6 +307,33 @@ func (f *Finding) hintIgnored(b *strings.Builder) {
 	}
 }
 
+// unreachable explains a leader the client tries and cannot reach.
+func (f *Finding) unreachable(b *strings.Builder) {
+	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. All %d answers were %s and named the leader, %s, at epoch %d. ",
+		f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.notLeader, f.Error, f.leaderText(), f.v.epoch)
+	fmt.Fprintf(b, "The client did try the leader: %s, from %s. ", f.v.unreached.text(), f.Client)
+	fmt.Fprintf(b, "So the leader is not reachable from this host while other servers are: a network path cut or filtered one "+
+		"way, a firewall, a listener the leader no longer serves, or a leader too busy to accept connections. ")
+	if f.raft {
+		fmt.Fprintf(b, "A KRaft observer that cannot reach the active controller asks the bootstrap controllers instead "+
+			"(controller.quorum.bootstrap.servers), and they can only name the leader: Apache Kafka 4.1 does this by "+
+			"design, so this is not the KAFKA-19354 bug, where the leader is reachable and never tried.")
+	}
+}
+
+// text says what the client's unanswered attempts were.
+func (u unreached) text() string {
+	var parts []string
+	if u.connects > 0 {
+		parts = append(parts, fmt.Sprintf("%s never answered (%s)", text.Plural(u.connects, "connection attempt", "connection attempts"),
+			text.Plural(u.syns, "SYN", "SYNs")))
+	}
+	if u.requests > 0 {
+		parts = append(parts, text.Plural(u.requests, "request", "requests")+" to it never answered")
+	}
+	return strings.Join(parts, " and ")
+}
+
 // refuserNamed explains a broker that refuses while named the leader.
 func (f *Finding) refuserNamed(b *strings.Builder) {
 	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. %d answers from %s itself were %s. ",
@@ -335,6 +372,12 @@ func (f *Finding) Next() string {
 			"the KIP-951 leader hint; its logs for metadata refresh errors; whether it can reach %s at all (DNS of the advertised "+
 			"listener, routing, firewall, a connection-refused finding).", text.Or(f.v.endpoint, "<broker>"), f.Topic,
 			f.part, f.Error, text.Or(f.v.endpoint, "the leader"))
+	case ShapeUnreachable:
+		return fmt.Sprintf("Check the path from %s to %s: from that host, nc -vz %s (or kafka-metadata-quorum.sh --bootstrap-controller %s "+
+			"describe --status); firewall and security group rules both ways, routes, and the leader's listener (listeners and "+
+			"advertised.listeners, its log for accept errors). The report's Connection attempts list the unanswered "+
+			"connection attempts.", f.Client, text.Or(f.v.endpoint, f.leaderText()), text.Or(strings.Replace(f.v.endpoint, ":", " ", 1), "<leader> <port>"),
+			text.Or(f.v.endpoint, "<controller>"))
 	case ShapeMetaSelf, ShapeHintSelf:
 		return fmt.Sprintf("Compare what the cluster says with what broker %d believes: kafka-topics.sh --bootstrap-server %s --describe --topic %s "+
 			"(leader, ISR, leader epoch of partition %d) against broker %d's server.log for the partition (become-leader/become-follower, "+

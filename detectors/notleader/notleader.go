@@ -56,7 +56,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"refused when the capture ended after 10 s or more, an error. A burst of burst-responses answers in less " +
 		"than 3 s is a warning too: the client retries without backoff, a misconfiguration that turns every " +
 		"leadership change into a request storm (KIP-580). A leadership change a client with a backoff follows " +
-		"within 3 s is not reported.",
+		"within 3 s is not reported. A client that did try the named leader, with connection attempts or requests " +
+		"there that got no answer at all, is told apart (shape leader-unreachable): the leader cannot be reached " +
+		"from that host, as Apache Kafka 4.1's KRaft observer shows when its path to the active controller is cut.",
 }, Params{MinResponses: 2, MinDuration: detectors.FeltAfter, BurstResponses: 100}, New)
 
 // Params are the rule's thresholds.
@@ -86,6 +88,9 @@ type rule struct {
 	// partition, at most peers.MaxKeys.
 	meta  table.CPIndex[meta]
 	nMeta int
+	// tries are attempts that got no answer at all, to tell a leader the
+	// client cannot reach from one it never tries (unreached.go).
+	tries tries
 }
 
 // meta is the leader of one partition in the Metadata a client gets.
@@ -168,6 +173,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 	case kmsg.Fetch, kmsg.Produce:
 		if x.Unanswered {
+			r.tries.add(try{host: x.Conn.Client.Addr(), clientID: x.Req.ClientID, server: x.Conn.Server, t: x.Req.Time, n: 1})
 			r.unanswered(x)
 			return
 		}
@@ -345,9 +351,11 @@ func (r *rule) unanswered(x *detectors.Exchange) {
 	nodes := x.Conn.Nodes()
 	decode.RequestPartitions(x.Req.Req, func(p decode.PartitionRef) {
 		if e := r.runs.Open(peers.Key{C: c, P: peers.PartitionOf(nodes, p)}); e != nil {
+			// Not among the servers the run reached: a request to the
+			// leader that got no answer did not reach it (tries holds it
+			// for the leader-unreachable verdict).
 			e.requests++
 			e.unanswered++
-			e.servers.Add(x.Conn.Server, 1, 0)
 			e.conns.Add(x.Conn)
 		}
 	})
@@ -373,6 +381,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		return a.key.Less(b.key)
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
+			if v.shape == ShapeHintIgnored && v.leader >= 0 {
+				if v.unreached = r.tries.to(p, k.E, v); v.unreached.any() {
+					v.shape = ShapeUnreachable
+				}
+			}
 			burst := r.p.BurstResponses > 0 && k.E.notLeader >= int64(r.p.BurstResponses)
 			f := finding(p, k.E, v, k.Open, burst)
 			m.add(&f)

@@ -1,6 +1,8 @@
 package notleader_test
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -195,6 +197,57 @@ func TestNotLeaderLoop(t *testing.T) {
 				"over 14.8 s (4.1/s): 40 to 10.2.0.11:9093, 20 to 10.2.0.12:9093. All 60 answers were NOT_LEADER_OR_FOLLOWER and named the " +
 				"same leader, node 3000 (10.2.0.13:9093), at epoch 12, yet not one request went to the leader.", "This is the pattern of KAFKA-19354"},
 			Next: []string{"kafka-metadata-quorum.sh --bootstrap-controller 10.2.0.13:9093 describe --status", "node 7's LogEndOffset and Lag"},
+		},
+		{
+			// Apache Kafka 4.1.1 with broker 3's path to the active controller
+			// cut (fixtures/pcaps/kafka/kraft-observer-loop): the raft fetch to
+			// the leader is never answered, the reconnects' SYNs neither, and
+			// meanwhile the bootstrap controllers name the leader. The client
+			// did try the leader: not KAFKA-19354's loop, a path that is down.
+			Name: "KRaft observer that cannot reach the leader the controllers name",
+			Traffic: func(h *dt.Harness) {
+				lead := h.Conn("10.2.0.7:40000", "10.2.0.13:9093")
+				q, _ := h.Call(lead, dt.At(0), 0, "raft-client-7", dt.RaftFetch(7, 9000, 12), nil)
+				a := h.Conn("10.2.0.7:40001", "10.2.0.11:9093")
+				b := h.Conn("10.2.0.7:40002", "10.2.0.12:9093")
+				for i := range 60 {
+					c := a
+					if i%3 == 2 {
+						c = b
+					}
+					h.Call(c, dt.At(2*time.Second+time.Duration(i)*250*time.Millisecond), time.Millisecond, "raft-client-7",
+						dt.RaftFetch(7, 9000, 12), dt.RaftFetched(6, -1, 3000, 12, "10.2.0.13", 9093, nil))
+				}
+				for i := range 2 {
+					h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnUnanswered, Client: netip.MustParseAddrPort(fmt.Sprintf("10.2.0.7:4100%d", i)),
+						Server: netip.MustParseAddrPort("10.2.0.13:9093"), Time: dt.At(4*time.Second + time.Duration(i)*5*time.Second), Attempts: 7})
+				}
+				h.Unanswered(lead, q)
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Error,
+				Summary: []string{"raft-client-7 (10.2.0.7) cannot reach leader node 3000 (10.2.0.13:9093) of __cluster_metadata-0: " +
+					"2 connection attempts never answered (14 SYNs) and 1 request to it never answered, while 2 other server(s) answered NOT_LEADER_OR_FOLLOWER naming it 60 times"},
+				Counts: map[string]int64{"requests": 61, "unanswered": 1, "not_leader_responses": 60, "requests_to_leader": 0,
+					"unanswered_connects_to_leader": 2, "unanswered_requests_to_leader": 1},
+				Fields: map[string]any{"shape": notleader.ShapeUnreachable, "leader_id": int32(3000)},
+			}},
+			Nodes:       []int32{7, 3000},
+			Explanation: []string{"The client did try the leader", "this is not the KAFKA-19354 bug"},
+			Next:        []string{"nc -vz 10.2.0.13 9093"},
+		},
+		{
+			Name: "near miss for the unreachable leader: the unanswered attempts were from another host",
+			Traffic: func(h *dt.Harness) {
+				a := h.Conn("10.2.0.7:40001", "10.2.0.11:9093")
+				for i := range 60 {
+					h.Call(a, dt.At(2*time.Second+time.Duration(i)*250*time.Millisecond), time.Millisecond, "raft-client-7",
+						dt.RaftFetch(7, 9000, 12), dt.RaftFetched(6, -1, 3000, 12, "10.2.0.13", 9093, nil))
+				}
+				h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnUnanswered, Client: netip.MustParseAddrPort("10.2.0.8:41000"),
+					Server: netip.MustParseAddrPort("10.2.0.13:9093"), Time: dt.At(4 * time.Second), Attempts: 7})
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"shape": notleader.ShapeHintIgnored, "known_issue": "KAFKA-19354"}}},
 		},
 		{
 			Name: "consumer keeps fetching from a follower that names the leader (FENCED_LEADER_EPOCH)",

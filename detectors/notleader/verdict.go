@@ -11,6 +11,13 @@ const (
 	ShapeMetaSelf    = "metadata-names-refuser" // Metadata names the very broker that refuses
 	ShapeHintSelf    = "leader-names-itself"    // the refusing broker names itself as leader
 	ShapeUnknown     = "leader-unknown"         // nothing in the capture names the leader
+	// ShapeUnreachable: a leader is named and the client did try it, but
+	// its connection attempts or requests there got no answer at all. Real
+	// Kafka 4.1's KRaft observer does this by design when its path to the
+	// active controller is cut: after its fetch times out it asks the
+	// bootstrap controllers, which answer NOT_LEADER_OR_FOLLOWER naming the
+	// leader it cannot reach (fixtures/pcaps/kafka/kraft-observer-loop).
+	ShapeUnreachable = "leader-unreachable"
 )
 
 // verdict is how a run reads once node identities are known.
@@ -22,6 +29,9 @@ type verdict struct {
 	toLeader      int64 // requests to the leader's endpoint
 	fromLeader    int64 // not-leader answers from the leader itself
 	resolved      bool  // every server's identity relative to the leader is known
+	// unreached: the client's attempts to reach the leader that got no
+	// answer (connection attempts, requests), in and just before the run
+	unreached unreached
 }
 
 // count counts the requests to and the not-leader answers from node id
