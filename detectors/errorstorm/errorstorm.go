@@ -36,6 +36,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -103,6 +105,8 @@ type rule struct {
 	// failing lists, by API and client, the clients with an open spell
 	// (one per error code), for a success to end them.
 	failing map[failKey][]*client
+	// creation: topics answered unknown and topics created (created.go)
+	creation creation
 }
 
 type groupKey struct{ api, code int16 }
@@ -122,6 +126,12 @@ type group struct {
 	conns                 tally.Conns
 	clientIDs             map[string]bool
 	ev                    detectors.Sampler[detectors.Evidence]
+
+	// unknown: the topics a topic answer named unknown (code 3 of
+	// Metadata and DescribeTopicPartitions, created.go); unknownCut: more
+	// than maxTopics.
+	unknown    map[string]bool
+	unknownCut bool
 }
 
 type clientKey struct {
@@ -175,6 +185,10 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	r.apiResponses.Add(x.Req.Key)
 	for _, ec := range x.Resp.ErrorCodes {
 		r.hit(x, ec)
+	}
+	switch kmsg.Key(x.Req.Key) {
+	case kmsg.Metadata, kmsg.DescribeTopicPartitions, kmsg.CreateTopics:
+		r.topics(x)
 	}
 	if len(r.failing) > 0 {
 		r.heal(x)
@@ -379,12 +393,16 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		}
 	}
 	sort.Strings(who)
+	created := r.beingCreated(g)
+	if created != nil {
+		sev = detectors.Info // a wait for a topic being created
+	}
 	f := &Finding{
 		API: decode.Name(g.api), Error: decode.ErrorName(g.code), ErrorCode: g.code,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
 		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100, Held: text.Seconds(held), Ongoing: ongoing,
 		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
-		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window,
+		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window, TopicsCreated: created,
 	}
 	return detectors.Finding{
 		Severity: sev,

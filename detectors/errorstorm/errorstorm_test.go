@@ -333,6 +333,45 @@ func TestErrorStorm(t *testing.T) {
 			},
 		},
 		{
+			// Kafka Streams on Apache Kafka 4.1.1 (fixtures/pcaps/kafka/
+			// kraft-healthy-load): its consumer asks Metadata for its
+			// repartition topic from the first poll, answered unknown for
+			// 4.6 s until its group leader creates it. A wait for a topic
+			// being created, not a failure: info.
+			name: "Metadata unknown for a topic until a CreateTopics for it: info",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				c := h.Conn("10.2.0.5:40000", broker)
+				tl.Every(c, dt.At(time.Second), 500*time.Millisecond, 10, time.Millisecond, "app-StreamThread-1-consumer",
+					func() (kmsg.Request, kmsg.Response) {
+						return dt.MetadataTopic("app-repartition"), dt.MetadataAnswer(1, "app-repartition", [16]byte{}, 3)
+					})
+				req, resp := dt.CreateTopics(0)
+				req.Topics[0].Topic, resp.Topics[0].Topic = "app-repartition", "app-repartition"
+				tl.Call(h.Conn("10.2.0.5:40001", broker), dt.At(6*time.Second), 20*time.Millisecond, "app-admin", req, resp)
+				tl.Call(c, dt.At(6500*time.Millisecond), time.Millisecond, "app-StreamThread-1-consumer",
+					dt.MetadataTopic("app-repartition"), dt.MetadataAnswer(1, "app-repartition", [16]byte{1}, 0))
+			},
+			want: []dt.Want{{
+				Severity: detectors.Info,
+				Fields:   map[string]any{"error": "UNKNOWN_TOPIC_OR_PARTITION", "topics_created": []string{"app-repartition"}, "held_s": 5.499},
+				Summary:  []string{"while app-repartition was being created"},
+			}},
+		},
+		{
+			name: "near miss: Metadata unknown for a topic nobody creates: a warning",
+			traffic: func(h *dt.Harness, tl *dt.Timeline) {
+				c := h.Conn("10.2.0.5:40000", broker)
+				tl.Every(c, dt.At(time.Second), 500*time.Millisecond, 10, time.Millisecond, "producer-1",
+					func() (kmsg.Request, kmsg.Response) {
+						return dt.MetadataTopic("typo-topic"), dt.MetadataAnswer(1, "typo-topic", [16]byte{}, 3)
+					})
+				req, resp := dt.CreateTopics(0) // another topic created meanwhile
+				tl.Call(h.Conn("10.2.0.5:40001", broker), dt.At(6*time.Second), 20*time.Millisecond, "admin", req, resp)
+				tl.Call(c, dt.At(12*time.Second), time.Millisecond, "producer-1", dt.MetadataTopic("orders"), dt.MetadataAnswer(1, "orders", [16]byte{1}, 0))
+			},
+			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"error": "UNKNOWN_TOPIC_OR_PARTITION"}}},
+		},
+		{
 			// The capture runs on 5.1 s past the loop's last error:
 			// quiet for more than a window, not ongoing.
 			name: "two clients, one looping: only the looping one is a storm client",

@@ -27,6 +27,11 @@ type Finding struct {
 	// the capture ended. The severity is theirs (detectors.Grade).
 	Held    float64 `json:"held_s"`
 	Ongoing bool    `json:"ongoing"`
+	// TopicsCreated: the topics the answers named unknown, every one of
+	// them created in the capture (a CreateTopics request, or a later
+	// answer listing it): the clients waited for a topic being created,
+	// and the finding is info.
+	TopicsCreated []string `json:"topics_created,omitempty"`
 
 	g            *group
 	apiResponses int64
@@ -46,6 +51,9 @@ func (f *Finding) Summary() string {
 		text.Duration(f.duration), f.rate, text.List(f.who, 3))
 	if len(f.Servers) > 0 {
 		s += " from " + text.List(f.serverLabels, 3)
+	}
+	if len(f.TopicsCreated) > 0 {
+		s += fmt.Sprintf(" while %s %s being created", text.List(f.TopicsCreated, 3), text.Word(len(f.TopicsCreated), "was", "were"))
 	}
 	return s
 }
@@ -68,6 +76,11 @@ func (f *Finding) Explanation() string {
 
 // felt says how long clients were held up and what severity that is.
 func (f *Finding) felt() string {
+	if len(f.TopicsCreated) > 0 {
+		return fmt.Sprintf("Every topic the answers named unknown (%s) was created in the capture (a CreateTopics request, or a later "+
+			"answer listing it): the clients waited for a topic being created, as Kafka Streams does for its internal topics until "+
+			"its group leader creates them, or a producer for a topic auto-created on first use: info.", text.List(f.TopicsCreated, 5))
+	}
 	var s string
 	switch {
 	case f.Ongoing:
