@@ -19,6 +19,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/metastorm"
 	"github.com/kfsniff/kfsniff/detectors/minisr"
 	"github.com/kfsniff/kfsniff/detectors/notleader"
+	"github.com/kfsniff/kfsniff/detectors/quorumdown"
 	"github.com/kfsniff/kfsniff/detectors/rebalance"
 	"github.com/kfsniff/kfsniff/detectors/reconnect"
 	"github.com/kfsniff/kfsniff/detectors/recreated"
@@ -38,6 +39,7 @@ func Analyzers() []*detectors.Analyzer {
 		notleader.Analyzer,
 		stalledfetch.Analyzer,
 		liveness.Analyzer,
+		quorumdown.Analyzer,
 		dupbatches.Analyzer,
 		divergence.Analyzer,
 		electionstall.Analyzer,

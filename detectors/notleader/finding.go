@@ -154,6 +154,7 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 	}
 	if v.shape == ShapeUnreachable {
 		counts["unanswered_connects_to_leader"] = v.unreached.connects
+		counts["refused_connects_to_leader"] = v.unreached.refused
 		counts["unanswered_requests_to_leader"] = v.unreached.requests
 	}
 	sev := detectors.Grade(held, open)
@@ -312,8 +313,9 @@ func (f *Finding) unreachable(b *strings.Builder) {
 	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. All %d answers were %s and named the leader, %s, at epoch %d. ",
 		f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.notLeader, f.Error, f.leaderText(), f.v.epoch)
 	fmt.Fprintf(b, "The client did try the leader: %s, from %s. ", f.v.unreached.text(), f.Client)
-	fmt.Fprintf(b, "So the leader is not reachable from this host while other servers are: a network path cut or filtered one "+
-		"way, a firewall, a listener the leader no longer serves, or a leader too busy to accept connections. ")
+	fmt.Fprintf(b, "So the leader is not reachable from this host while other servers are: the leader process is down (refused "+
+		"connections), or a network path is cut or filtered one way, a firewall, a listener the leader no longer serves, or a "+
+		"leader too busy to accept connections. ")
 	if f.raft {
 		fmt.Fprintf(b, "A KRaft observer that cannot reach the active controller asks the bootstrap controllers instead "+
 			"(controller.quorum.bootstrap.servers), and they can only name the leader: Apache Kafka 4.1 does this by "+
@@ -327,6 +329,9 @@ func (u unreached) text() string {
 	if u.connects > 0 {
 		parts = append(parts, fmt.Sprintf("%s never answered (%s)", text.Plural(u.connects, "connection attempt", "connection attempts"),
 			text.Plural(u.syns, "SYN", "SYNs")))
+	}
+	if u.refused > 0 {
+		parts = append(parts, text.Plural(u.refused, "connection attempt", "connection attempts")+" refused")
 	}
 	if u.requests > 0 {
 		parts = append(parts, text.Plural(u.requests, "request", "requests")+" to it never answered")

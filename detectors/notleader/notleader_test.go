@@ -229,7 +229,7 @@ func TestNotLeaderLoop(t *testing.T) {
 				Summary: []string{"raft-client-7 (10.2.0.7) cannot reach leader node 3000 (10.2.0.13:9093) of __cluster_metadata-0: " +
 					"2 connection attempts never answered (14 SYNs) and 1 request to it never answered, while 2 other server(s) answered NOT_LEADER_OR_FOLLOWER naming it 60 times"},
 				Counts: map[string]int64{"requests": 61, "unanswered": 1, "not_leader_responses": 60, "requests_to_leader": 0,
-					"unanswered_connects_to_leader": 2, "unanswered_requests_to_leader": 1},
+					"unanswered_connects_to_leader": 2, "refused_connects_to_leader": 0, "unanswered_requests_to_leader": 1},
 				Fields: map[string]any{"shape": notleader.ShapeUnreachable, "leader_id": int32(3000)},
 			}},
 			Nodes:       []int32{7, 3000},

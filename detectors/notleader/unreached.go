@@ -9,8 +9,9 @@ import (
 	"github.com/kfsniff/kfsniff/flows"
 )
 
-// try is one attempt that got no answer at all: a request never answered
-// (clientID set) or a connection whose SYNs were never answered (n SYNs).
+// try is one attempt that did not reach the server: a request never
+// answered (clientID set), a connection whose SYNs were never answered (n
+// SYNs) or one refused (RST to its SYN: refused).
 type try struct {
 	host     netip.Addr
 	clientID string
@@ -18,6 +19,7 @@ type try struct {
 	t        time.Time
 	n        int64
 	conn     bool
+	refused  bool
 }
 
 // tries are the attempts, in the order they are seen, at most maxTries
@@ -39,10 +41,10 @@ func (ts *tries) add(t try) {
 
 // unreached counts a client's unanswered attempts to a leader.
 type unreached struct {
-	connects, syns, requests int64
+	connects, syns, refused, requests int64
 }
 
-func (u unreached) any() bool { return u.connects > 0 || u.requests > 0 }
+func (u unreached) any() bool { return u.connects > 0 || u.refused > 0 || u.requests > 0 }
 
 // lookBack is how far before a run's first refusal an unanswered attempt
 // still counts as part of it: the attempt that timed out is what sends a
@@ -68,10 +70,13 @@ func (ts *tries) to(p *detectors.Pass, e *run, v verdict) unreached {
 		if is, _ := peers.IsNode(p, t.server, v.leader, eps); !is {
 			continue
 		}
-		if t.conn {
+		switch {
+		case t.refused:
+			u.refused++
+		case t.conn:
 			u.connects++
 			u.syns += t.n
-		} else {
+		default:
 			u.requests++
 		}
 	}
@@ -79,10 +84,12 @@ func (ts *tries) to(p *detectors.Pass, e *run, v verdict) unreached {
 }
 
 // ConnEvent implements detectors.ConnHook: connection attempts never
-// answered.
+// answered or refused.
 func (r *rule) ConnEvent(_ *detectors.Pass, ev *detectors.ConnEvent) {
-	if ev.Kind == flows.ConnUnanswered {
-		r.tries.add(try{host: ev.Client.Addr(), server: ev.Server, t: ev.Time, n: int64(max(ev.Attempts, 1)), conn: true})
+	switch ev.Kind {
+	case flows.ConnUnanswered, flows.ConnRefused:
+		r.tries.add(try{host: ev.Client.Addr(), server: ev.Server, t: ev.Time, n: int64(max(ev.Attempts, 1)), conn: true,
+			refused: ev.Kind == flows.ConnRefused})
 	}
 }
 
