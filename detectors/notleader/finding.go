@@ -193,6 +193,14 @@ func tried(p *detectors.Pass, e *run) string {
 	return strings.Join(out, ", ")
 }
 
+func idList(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprint(id)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // leaderText names the leader: "node 3 (10.1.0.3:9092)".
 func (f *Finding) leaderText() string {
 	if f.v.leader < 0 {
@@ -224,6 +232,9 @@ func (f *Finding) Summary() string {
 	case ShapeUnreachable:
 		s = fmt.Sprintf("%s cannot reach leader %s of %s: %s, while %d other server(s) answered %s naming it %d times in %s",
 			f.who, f.leaderText(), f.tp, f.v.unreached.text(), f.nServers, f.Error, f.notLeader, f.span)
+	case ShapeShared:
+		s = fmt.Sprintf("%s is sent to %s for %s, an endpoint nodes %s all advertise: the broker there answers %s, %d times in %s (%.1f/s)",
+			f.who, f.leaderText(), f.tp, idList(f.v.sharedWith), f.Error, f.v.fromLeader, f.span, f.rate)
 	case ShapeMetaSelf:
 		s = fmt.Sprintf("metadata names broker %d as leader of %s but it answers %s: %s retried it %d times in %s (%.1f/s)",
 			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.rate)
@@ -254,6 +265,14 @@ func (f *Finding) Explanation() string {
 		f.felt(&b)
 	case ShapeUnreachable:
 		f.unreachable(&b)
+		f.felt(&b)
+	case ShapeShared:
+		fmt.Fprintf(&b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. The leader, %s, is advertised at an endpoint "+
+			"nodes %s all advertise, so requests meant for node %d reach whichever broker listens there, and %d answers from it were %s. "+
+			"This is an advertised-listener conflict (see advertised-listener-conflict): a copied server.properties, or brokers behind "+
+			"one address. The client cannot reach node %d at all until each broker advertises an endpoint of its own.",
+			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.leaderText(), idList(f.v.sharedWith),
+			f.v.leader, f.v.fromLeader, f.Error, f.v.leader)
 		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
 		f.refuserNamed(&b)
@@ -377,6 +396,10 @@ func (f *Finding) Next() string {
 			"the KIP-951 leader hint; its logs for metadata refresh errors; whether it can reach %s at all (DNS of the advertised "+
 			"listener, routing, firewall, a connection-refused finding).", text.Or(f.v.endpoint, "<broker>"), f.Topic,
 			f.part, f.Error, text.Or(f.v.endpoint, "the leader"))
+	case ShapeShared:
+		return fmt.Sprintf("Compare advertised.listeners of nodes %s (kafka-broker-api-versions.sh --bootstrap-server %s lists the "+
+			"nodes with their endpoints; kafka-configs.sh --describe --entity-type brokers --entity-name <id>): each must advertise "+
+			"an endpoint of its own that reaches it; restart the misconfigured broker with its own.", idList(f.v.sharedWith), text.Or(f.v.endpoint, "<broker>"))
 	case ShapeUnreachable:
 		return fmt.Sprintf("Check the path from %s to %s: from that host, nc -vz %s (or kafka-metadata-quorum.sh --bootstrap-controller %s "+
 			"describe --status); firewall and security group rules both ways, routes, and the leader's listener (listeners and "+

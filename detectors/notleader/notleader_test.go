@@ -250,6 +250,30 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"shape": notleader.ShapeHintIgnored, "known_issue": "KAFKA-19354"}}},
 		},
 		{
+			// Apache Kafka 4.1.1 with broker 3 advertising broker 2's listener
+			// (fixtures/pcaps/kafka/kraft-listener-conflict): Metadata names
+			// node 3 as leader at 10.1.0.2:9092, where broker 2 answers.
+			Name: "the leader's endpoint is advertised by two nodes",
+			Traffic: func(h *dt.Harness) {
+				shared := []string{"1@10.1.0.1:9092", "2@10.1.0.2:9092", "3@10.1.0.2:9092"}
+				m := h.Conn("10.1.2.2:50100", "10.1.0.1:9092")
+				p := h.Conn("10.1.2.2:50101", "10.1.0.2:9092")
+				for i := range 12 {
+					t := time.Duration(i) * time.Second
+					req, resp := dt.MetadataLeader("events", 3, 4, shared, 0)
+					h.Call(m, dt.At(t), time.Millisecond, "app", req, resp)
+					h.Call(p, dt.At(t+2*time.Millisecond), time.Millisecond, "app", dt.ProduceTo(9, "events", 0), dt.ProducedTo(9, "events", 6, -1, -1, "", 0, 0))
+				}
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Error, // still refused at the end, after 11 s
+				Summary:  []string{"app (10.1.2.2) is sent to node 3 (10.1.0.2:9092) for events-0, an endpoint nodes 2, 3 all advertise"},
+				Fields:   map[string]any{"shape": notleader.ShapeShared, "leader_id": int32(3)},
+			}},
+			Explanation: []string{"This is an advertised-listener conflict"},
+			Next:        []string{"Compare advertised.listeners of nodes 2, 3"},
+		},
+		{
 			Name: "consumer keeps fetching from a follower that names the leader (FENCED_LEADER_EPOCH)",
 			Traffic: func(h *dt.Harness) {
 				m := h.Conn("10.1.5.5:50000", "10.1.0.1:9092")

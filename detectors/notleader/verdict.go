@@ -18,6 +18,11 @@ const (
 	// bootstrap controllers, which answer NOT_LEADER_OR_FOLLOWER naming the
 	// leader it cannot reach (fixtures/pcaps/kafka/kraft-observer-loop).
 	ShapeUnreachable = "leader-unreachable"
+	// ShapeShared: the leader's advertised endpoint is advertised by other
+	// nodes too, so requests meant for it reach another broker, which
+	// refuses them (Apache Kafka 4.1.1 registers a broker advertising
+	// another's listener: fixtures/pcaps/kafka/kraft-listener-conflict).
+	ShapeShared = "leader-endpoint-shared"
 )
 
 // verdict is how a run reads once node identities are known.
@@ -32,6 +37,21 @@ type verdict struct {
 	// unreached: the client's attempts to reach the leader that got no
 	// answer (connection attempts, requests), in and just before the run
 	unreached unreached
+	// sharedWith: the nodes advertised at the leader's endpoint
+	// (ShapeShared), the leader among them
+	sharedWith []int32
+}
+
+// shared marks v ShapeShared when its leader's endpoint is advertised by
+// more than one node.
+func shared(p *detectors.Pass, v verdict) verdict {
+	if p.Nodes == nil || v.endpoint == "" {
+		return v
+	}
+	if ids := p.Nodes.AtEndpoint(v.endpoint); len(ids) > 1 {
+		v.shape, v.sharedWith = ShapeShared, ids
+	}
+	return v
 }
 
 // count counts the requests to and the not-leader answers from node id
@@ -71,7 +91,7 @@ func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
 	if metaOK {
 		if v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", ""); v.fromLeader >= minResponses {
 			v.shape = ShapeMetaSelf
-			return v, true
+			return shared(p, v), true
 		}
 	}
 	if e.leader >= 0 {
@@ -79,7 +99,7 @@ func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
 		switch {
 		case v.fromLeader >= minResponses:
 			v.shape = ShapeHintSelf
-			return v, true
+			return shared(p, v), true
 		case v.toLeader == 0:
 			v.shape = ShapeHintIgnored
 			return v, true
