@@ -248,6 +248,12 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 			n.learnEndpoint(r.BrokerID, l.Host, int32(l.Port))
 		}
 	case *kmsg.BeginQuorumEpochRequest:
+		// v1 names the voter it is sent to (KIP-853): the server is that
+		// node. Apache Kafka 4.1's leader sends one every second or so to
+		// each voter, the only traffic to a voter no one fetches from.
+		if r.Version >= 1 {
+			n.LearnServer(c.Server, r.VoterID)
+		}
 		for _, e := range r.LeaderEndpoints {
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
@@ -256,6 +262,9 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 			}
 		}
 	case *kmsg.VoteRequest:
+		if r.Version >= 1 {
+			n.LearnServer(c.Server, r.VoterID) // the voter asked, as above
+		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
 				n.learnHost(host, p.CandidateID)
