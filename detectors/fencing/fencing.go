@@ -18,6 +18,10 @@
 //     timeout, nothing before.
 //   - told to shut down unasked: shouldShutDown to a heartbeat without
 //     wantShutDown (a controlled shutdown asks for it): an error.
+//   - session expired: a gap between two heartbeats of a session timeout
+//     or more: the controller heard none in between and fenced the broker,
+//     whether or not an answer says so; at least a warning, graded by the
+//     gap.
 //   - approaching the session timeout: a round trip, or a gap between two
 //     heartbeats, of Near x SessionTimeout or more (the broker's own
 //     heartbeat request times out at half the session timeout), or a
@@ -44,7 +48,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"not ask to be fenced, after it had been unfenced (KAFKA-15019): at least a warning, an error from 30 s " +
 		"fenced or when still fenced at the end after 10 s; shouldShutDown it did not ask for: an error; heartbeat " +
 		"round trips or gaps between heartbeats of near x session-timeout or more, or heartbeats the controller " +
-		"timed out (REQUEST_TIMED_OUT): a warning. A broker fenced since the capture began (starting up) is info " +
+		"timed out (REQUEST_TIMED_OUT): a warning; a gap between heartbeats of session-timeout or more: the controller fenced " +
+		"it whether or not an answer says so (Apache Kafka 4.1.1 unfences a caught-up broker at its next heartbeat, so no " +
+		"answer shows isFenced), at least a warning, an error from 30 s. A broker fenced since the capture began (starting up) is info " +
 		"once that lasts session-timeout.",
 }, Params{SessionTimeout: 9 * time.Second, Near: 0.5}, New)
 
@@ -269,6 +275,12 @@ type verdict struct {
 	ongoing  bool
 	startup  bool // kept fenced since the capture began for a session timeout
 	slow     bool
+	// expired: two heartbeats a session timeout or more apart (the
+	// controller heard none in between): it fenced the broker though
+	// no answer says so (Apache Kafka 4.1.1 unfences a caught-up broker
+	// at its first heartbeat after, so the answers never show isFenced:
+	// fixtures/pcaps/kafka/kraft-fenced-while-alive)
+	expired  bool
 	severity detectors.Severity
 }
 
@@ -279,9 +291,12 @@ func (r *rule) judge(b *broker) (verdict, bool) {
 	}
 	v.startup = b.startup.n > 0 && b.startup.length() >= r.p.SessionTimeout
 	v.slow = b.slowest.d >= r.near || b.widest.d >= r.near || b.timeout > 0
+	v.expired = b.widest.d >= r.p.SessionTimeout
 	switch {
 	case v.fenced.n > 0:
 		v.severity = max(detectors.Warning, detectors.Grade(v.fenced.length(), v.ongoing))
+	case v.expired:
+		v.severity = max(detectors.Warning, detectors.Grade(b.widest.d, false))
 	case v.slow:
 		v.severity = detectors.Warning
 	case v.startup:

@@ -189,6 +189,32 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 			},
 		},
 		{
+			// Apache Kafka 4.1.1 (fixtures/pcaps/kafka/kraft-fenced-while-alive):
+			// everything broker 3 sent to the controller dropped for 25 s; its
+			// heartbeat waited 27.4 s, the controller fenced it, and at its
+			// next heartbeat unfenced it at once: no answer says isFenced.
+			Name: "a heartbeat unanswered past the session timeout: fenced though no answer says so",
+			Traffic: func(h *dt.Harness) {
+				n := newNode(h, "10.9.0.3", 3)
+				n.ok(3)
+				n.beat(12*time.Second, false, false, false, false, 0)
+				n.ok(3)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning,
+				Summary: []string{"broker 3's session expired: two of its heartbeats 14.0 s apart, past the session timeout, so the controller fenced it"}}},
+			Explanation: []string{"it fenced the broker then, though no answer in the capture says isFenced"},
+		},
+		{
+			Name: "near miss: a heartbeat answered after 6.9 s, its next 8.9 s after it",
+			Traffic: func(h *dt.Harness) {
+				n := newNode(h, "10.9.0.3", 3)
+				n.ok(3)
+				n.beat(6900*time.Millisecond, false, false, false, false, 0)
+				n.ok(3)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Summary: []string{"broker 3's heartbeats come close to the session timeout"}}},
+		},
+		{
 			Name: "slow answers: 5 s round trips (and 7 s gaps) from an overloaded controller",
 			Traffic: func(h *dt.Harness) {
 				n := newNode(h, "10.9.0.4", 4)

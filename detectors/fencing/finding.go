@@ -167,6 +167,9 @@ func (f *Finding) Summary() string {
 	case f.UnaskedShutdowns > 0:
 		return fmt.Sprintf("broker %d told to shut down by the controller (shouldShutDown) without asking, %s; %s",
 			f.Broker, text.Plural(f.UnaskedShutdowns, "time", "times"), f.timing())
+	case v.expired:
+		return fmt.Sprintf("broker %d's session expired: two of its heartbeats %s apart, past the session timeout, so the controller "+
+			"fenced it though no answer says so; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
 	case v.slow:
 		return fmt.Sprintf("broker %d's heartbeats come close to the session timeout: %s", f.Broker, f.timing())
 	}
@@ -197,6 +200,12 @@ func (f *Finding) Explanation() string {
 	if b.shutdowns > 0 {
 		fmt.Fprintf(&s, " %s answered shouldShutDown though the heartbeat did not ask to shut down (wantShutDown false): the "+
 			"broker stops.", text.Plural(b.shutdowns, "heartbeat was", "heartbeats were"))
+	}
+	if v.expired && v.fenced.n == 0 {
+		fmt.Fprintf(&s, " For %s the controller got no heartbeat of broker %d, longer than the session timeout: it fenced "+
+			"the broker then, though no answer in the capture says isFenced (a controller unfences a caught-up broker at its next "+
+			"heartbeat, Apache Kafka 4.1.1 at once), and its partitions' leadership moved meanwhile.",
+			text.Duration(b.widest.d), f.Broker)
 	}
 	if v.slow {
 		fmt.Fprintf(&s, " Its heartbeats came close to the timeout: the slowest answer took %s, the widest gap between two "+
