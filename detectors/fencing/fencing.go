@@ -281,6 +281,10 @@ type verdict struct {
 	// at its first heartbeat after, so the answers never show isFenced:
 	// fixtures/pcaps/kafka/kraft-fenced-while-alive)
 	expired  bool
+	// silent: the gap is the broker's own: it sent no heartbeat, none of
+	// its heartbeats waited long (Apache Kafka 4.1.1 with its controller
+	// quorum down sends none: fixtures/pcaps/kafka/kraft-election-stall)
+	silent   bool
 	severity detectors.Severity
 }
 
@@ -292,6 +296,7 @@ func (r *rule) judge(b *broker) (verdict, bool) {
 	v.startup = b.startup.n > 0 && b.startup.length() >= r.p.SessionTimeout
 	v.slow = b.slowest.d >= r.near || b.widest.d >= r.near || b.timeout > 0
 	v.expired = b.widest.d >= r.p.SessionTimeout
+	v.silent = v.expired && b.slowest.d < r.near
 	switch {
 	case v.fenced.n > 0:
 		v.severity = max(detectors.Warning, detectors.Grade(v.fenced.length(), v.ongoing))

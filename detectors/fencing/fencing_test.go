@@ -205,6 +205,17 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 			Explanation: []string{"it fenced the broker then, though no answer in the capture says isFenced"},
 		},
 		{
+			Name: "no heartbeat sent for 20 s, none waiting: the broker's own silence",
+			Traffic: func(h *dt.Harness) {
+				n := newNode(h, "10.9.0.3", 3)
+				n.ok(3)
+				n.at += 18 * time.Second
+				n.ok(3)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning,
+				Summary: []string{"broker 3 sent no heartbeat for 20.0 s, past the session timeout, with no heartbeat of its own waiting"}}},
+		},
+		{
 			Name: "near miss: a heartbeat answered after 6.9 s, its next 8.9 s after it",
 			Traffic: func(h *dt.Harness) {
 				n := newNode(h, "10.9.0.3", 3)
