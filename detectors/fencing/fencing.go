@@ -270,17 +270,17 @@ func (r *rule) keep(b *broker) {
 
 // verdict is what a broker's heartbeats add up to.
 type verdict struct {
-	b        *broker
-	fenced   episode // the longest fenced-while-alive episode, the one under way counted
-	ongoing  bool
-	startup  bool // kept fenced since the capture began for a session timeout
-	slow     bool
+	b       *broker
+	fenced  episode // the longest fenced-while-alive episode, the one under way counted
+	ongoing bool
+	startup bool // kept fenced since the capture began for a session timeout
+	slow    bool
 	// expired: two heartbeats a session timeout or more apart (the
 	// controller heard none in between): it fenced the broker though
 	// no answer says so (Apache Kafka 4.1.1 unfences a caught-up broker
 	// at its first heartbeat after, so the answers never show isFenced:
 	// fixtures/pcaps/kafka/kraft-fenced-while-alive)
-	expired  bool
+	expired bool
 	// silent: the gap is the broker's own: it sent no heartbeat, none of
 	// its heartbeats waited long (Apache Kafka 4.1.1 with its controller
 	// quorum down sends none: fixtures/pcaps/kafka/kraft-election-stall)
