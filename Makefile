@@ -39,6 +39,10 @@ fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captur
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps slow-consumer-kgo-kfake
 
+.PHONY: fixtures-kafka
+fixtures-kafka: ## re-record the real Apache Kafka scenarios (root, Java 17, Maven; ~15 min) and check them (SCENARIOS=...)
+	fixtures/kafka/record.sh $(SCENARIOS)
+
 .PHONY: bench
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
