@@ -175,6 +175,21 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 			f.after++
 		}
 	}
+	// Kafka endpoints advertised on the same host, connected to or not:
+	// a client given a wrong port for a broker whose Metadata names its
+	// right one (the Java client refused at a bootstrap port, recorded on
+	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-refused-bootstrap).
+	if p.Nodes != nil {
+		for ep := range p.Nodes.Endpoints() {
+			a, err := netip.ParseAddrPort(ep)
+			if err != nil || a.Addr().Unmap() != srv.Addr().Unmap() || a.Port() == srv.Port() || slices.Contains(f.SameHost, ep) {
+				continue
+			}
+			if len(f.SameHost) < maxSameHost {
+				f.SameHost = append(f.SameHost, ep)
+			}
+		}
+	}
 	sort.Strings(f.SameHost)
 	f.Accepted = p.Listeners.Accepted(srv)
 	if !f.KafkaEndpoint && len(f.SameHost) > 0 && !f.Accepted {

@@ -233,6 +233,20 @@ func TestConnectionRefused(t *testing.T) {
 			Explanation: []string{"Info only: the endpoint is not known as Kafka", "a port scan or a health check"},
 		},
 		{
+			// The Java client given broker 1's wrong port while another
+			// broker's Metadata names broker 1 at :9092 (recorded on Apache
+			// Kafka 4.1.1: fixtures/pcaps/kafka/java-refused-bootstrap); no
+			// connection to :9092 in the capture.
+			Name: "a port on a host whose Kafka endpoint Metadata advertises: a dead bootstrap server",
+			Traffic: func(h *dt.Harness) {
+				advertise(h, 0, "10.0.0.1:40000", "10.0.0.3:9092", b1, b2)
+				refusedEvery(h, "10.0.0.1", "10.0.0.2:9099", 1, 20, 1)
+			},
+			Want: []dt.Want{{Severity: detectors.Error,
+				Fields: map[string]any{"kafka_endpoint": true, "advertised": false, "same_host_kafka": []string{"10.0.0.2:9092"}}}},
+			Explanation: []string{"Its host serves Kafka in this capture (10.0.0.2:9092)"},
+		},
+		{
 			Name: "near miss: another port with a Kafka connection to it is Kafka",
 			Traffic: func(h *dt.Harness) {
 				h.Conn("10.0.0.1:40000", "10.0.0.2:8080")
