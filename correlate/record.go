@@ -79,9 +79,13 @@ type Opt[T any] struct {
 // event or finding. The JSON name of each field is in its comment; see
 // docs/export.md for what each means.
 type Record struct {
-	V       int    // v
-	Type    string // type: TypeExchange, TypeConn, TypeFinding or one a later agent added
-	Agent   string // agent
+	V     int    // v
+	Type  string // type: TypeExchange, TypeConn, TypeFinding or one a later agent added
+	Agent string // agent
+	// Run and Seq are the record's identity within its agent ("" and 0
+	// from agents before them): a record read again has all three equal.
+	Run     string // run
+	Seq     int64  // seq
 	Cluster string // cluster ("" when unknown)
 	TS      int64  // ts_ns: Unix nanoseconds, the agent's clock (exchanges and connection events)
 	// Latency is latency_ns, set only when request and response were
@@ -664,6 +668,10 @@ func (d *decoder) record(r *Record) {
 			r.Type = d.plainStr()
 		case "agent":
 			r.Agent = d.plainStr()
+		case "run":
+			r.Run = d.plainStr()
+		case "seq":
+			r.Seq = d.i64()
 		case "cluster":
 			r.Cluster = d.plainStr()
 		case "ts_ns":

@@ -40,6 +40,8 @@ func fields(r *Record) map[string]any {
 	str("type", r.Type)
 	str("agent", r.Agent)
 	str("cluster", r.Cluster)
+	str("run", r.Run)
+	nz("seq", r.Seq)
 	if r.Type == TypeFinding {
 		str("state", r.State)
 		if r.Finding != nil {
@@ -193,7 +195,7 @@ func keysOf(m map[string]any, into map[string]bool) {
 }
 
 // documented are the fields docs/export.md lists for version 1.
-var documented = strings.Fields(`v type agent cluster ts_ns latency_ns conn client server node client_id
+var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns conn client server node client_id
 	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica max_wait_ms throttle_time_ms acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches

@@ -11,7 +11,9 @@ package export
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,6 +125,11 @@ type Exporter struct {
 	raised     map[string]bool
 	closeOnce  sync.Once
 	closeStats Stats
+	// run names this Exporter's records (random, 16 hex digits), seq
+	// numbers them from 1 in the order built: with agent, a record's
+	// identity, by which a correlator knows one shipped twice.
+	run string
+	seq int64
 }
 
 // partKey names a partition within one exchange: by name, and by id
@@ -225,6 +232,11 @@ func New(cfg Config) (*Exporter, error) {
 	e.promise = e.delivered
 	e.send = e.ship
 	e.recs.New = func() any { return new(kgo.Record) }
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, fmt.Errorf("export: %v", err)
+	}
+	e.run = hex.EncodeToString(r[:])
 	return e, nil
 }
 
@@ -403,6 +415,7 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "conn")
 	b = appendStr(b, "agent", e.cfg.Agent)
+	b = e.ident(b)
 	if c := e.clusters[ev.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}
@@ -522,6 +535,14 @@ func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte 
 	return x.Conn.Client.Addr().AppendTo(b)
 }
 
+// ident appends the record's identity beside its agent: the run and
+// the record's number in it.
+func (e *Exporter) ident(b []byte) []byte {
+	e.seq++
+	b = appendStr(b, "run", e.run)
+	return appendInt(b, "seq", e.seq)
+}
+
 // exchangeFields opens the record and appends the exchange's own fields.
 func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message, parts int) []byte {
 	ci := &x.Conn.ConnInfo
@@ -529,6 +550,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "exchange")
 	b = appendStr(b, "agent", e.cfg.Agent)
+	b = e.ident(b)
 	if c := e.clusters[ci.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}
