@@ -47,8 +47,8 @@ func FuzzParse(f *testing.F) {
 		json.Unmarshal(doc["type"], &typ)
 		json.Unmarshal(doc["agent"], &agent)
 		json.Unmarshal(doc["ts_ns"], &ts)
-		if len(agent) > MaxString && strings.HasPrefix(agent, r.Agent) && len(r.Agent) > MaxString-utf8.UTFMax && r.Clipped > 0 {
-			agent = r.Agent // cut to MaxString
+		if len(agent) > MaxAgent && strings.HasPrefix(agent, r.Agent) && len(r.Agent) > MaxAgent-utf8.UTFMax && r.Clipped > 0 {
+			agent = r.Agent // cut to MaxAgent
 		}
 		if typ != r.Type || agent != r.Agent || ts != r.TS {
 			t.Fatalf("Parse read %q %q %d, encoding/json %q %q %d", r.Type, r.Agent, r.TS, typ, agent, ts)

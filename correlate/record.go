@@ -74,8 +74,8 @@ var (
 // The bounds of a record (issue 31: the export topic is written by
 // anyone with access to it). A record over MaxRecordBytes, with more than
 // MaxBatches batches or MaxErrors error codes is refused (ErrTooLarge);
-// a string longer than MaxString bytes is cut there (Record.Clipped
-// counts the strings cut); an exchange or connection event whose ts_ns or
+// a string longer than MaxString bytes (MaxAgent for agent) is cut
+// there (Record.Clipped counts the strings cut); an exchange or connection event whose ts_ns or
 // end_ns is before 1970 or from 2100 on, or whose latency_ns is
 // negative by more than an hour or longer than a week, is refused
 // (ErrTime): the difference of any two times accepted fits a
@@ -87,6 +87,7 @@ const (
 	MaxBatches     = 512 // the exporter's maxBatchesPerRecord
 	MaxErrors      = 256 // Kafka has about 140 error codes
 	MaxString      = 1024
+	MaxAgent       = 255                             // a host name's bound: agents name tables' keys
 	minTS          = 0                               // 1970-01-01 (0: absent)
 	maxTS          = 4102444800 * int64(time.Second) // 2100-01-01
 	minLatency     = -int64(time.Hour)
@@ -504,16 +505,19 @@ func (d *decoder) str() (string, bool) {
 		}
 		return string(raw), true
 	}
-	s := unescape(raw)
-	if len(s) > MaxString {
-		d.clipped()
-		cut := MaxString
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = strings.Clone(s[:cut])
+	return d.clip(unescape(raw), MaxString), true
+}
+
+// clip cuts s to n bytes on a rune boundary, counted.
+func (d *decoder) clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s, true
+	d.clipped()
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
 }
 
 func (d *decoder) clipped() {
@@ -751,7 +755,7 @@ func (d *decoder) record(r *Record) {
 		case "type":
 			r.Type = d.plainStr()
 		case "agent":
-			r.Agent = d.plainStr()
+			r.Agent = d.clip(d.plainStr(), MaxAgent)
 		case "run":
 			r.Run = d.plainStr()
 		case "seq":

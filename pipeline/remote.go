@@ -93,7 +93,11 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 	lastProgress, lastFindings := began, began
 	stats := func() *flows.Stats {
 		records, bytes, first, last := src.Read()
-		return &flows.Stats{Packets: records, Bytes: bytes, FirstTime: first, LastTime: last}
+		st := &flows.Stats{Packets: records, Bytes: bytes, FirstTime: first, LastTime: last}
+		if ev, ok := src.(interface{ Evicted() flows.EvictedConns }); ok {
+			st.Evicted = ev.Evicted() // connections folded past the table's bound
+		}
+		return st
 	}
 	pass := func() detectors.Pass {
 		st := stats()

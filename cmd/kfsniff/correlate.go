@@ -208,6 +208,12 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 	}
 	res := pipeline.RunRemote(ctx, remoteSource{c.src}, c.Group != "", c.newSet, o)
 	res.Report.Correlation = c.stats.Section()
+	for k, v := range c.src.Bounds() {
+		if res.Report.Totals.BoundsReached == nil {
+			res.Report.Totals.BoundsReached = map[string]int64{}
+		}
+		res.Report.Totals.BoundsReached[k] += v
+	}
 	// -c leaves records read but not reported: nothing is committed.
 	c.done = res.Stop != pipeline.StopCount
 	return res
@@ -226,6 +232,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d %s (%d exchanges, %d connection events)", n.Records, len(n.Agents), agents, n.Exchanges, n.ConnEvents)
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
+	}
+	if n.Duplicates > 0 {
+		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
 	}
 	if n.Late > 0 {
 		fmt.Fprintf(stderr, ", %d later than --reorder-window (merged out of order)", n.Late)

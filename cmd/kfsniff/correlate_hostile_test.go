@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +82,153 @@ func TestCorrelateForgedAttempts(t *testing.T) {
 		t.Errorf("the refused attempts are not counted whole (3 x 2^31-1):\n%.2000s", stdout)
 	}
 	t.Logf("3 records of 2^31-1 attempts: %v", took)
+}
+
+// readValues reads every record value of the export topic.
+func readValues(t *testing.T, seeds []string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("corr"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []string
+	for empty := 0; empty < 2; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			empty++
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+	}
+	return out
+}
+
+// hostileReport is what these tests read of the correlator's report.
+type hostileReport struct {
+	Totals struct {
+		Requests           int64            `json:"requests"`
+		KafkaConnections   int              `json:"kafka_connections"`
+		EvictedConnections int              `json:"evicted_connections"`
+		BoundsReached      map[string]int64 `json:"bounds_reached"`
+	} `json:"totals"`
+	Connections []json.RawMessage `json:"connections"`
+	Findings    []corrFinding     `json:"findings"`
+}
+
+func hostileJSON(t *testing.T, args ...string) (hostileReport, string) {
+	t.Helper()
+	code, stdout, stderr := kfsniff(t, append(args, "--json")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep hostileReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not the JSON report: %v", err)
+	}
+	return rep, stderr
+}
+
+// TestCorrelateDuplicateRecords: the same agent's records shipped twice
+// were counted twice without a word. Read again (agent, run and seq
+// equal), they are skipped and counted: the report is the one of the
+// records shipped once.
+func TestCorrelateDuplicateRecords(t *testing.T) {
+	url, seeds := newSink(t, 1)
+	agent(t, url, "scenarios/replica-divergence.pcap", "follower-host", "host", "172.31.3.3")
+	once, _ := hostileJSON(t, "-r", url, "--until-end")
+	values := readValues(t, seeds)
+	produceValues(t, seeds, values...)
+	twice, stderr := hostileJSON(t, "-r", url, "--until-end")
+	if twice.Totals.Requests != once.Totals.Requests || len(twice.Connections) != len(once.Connections) || len(twice.Findings) != len(once.Findings) {
+		t.Errorf("shipped twice: %d requests, %d connections, %d findings; once: %d, %d, %d", twice.Totals.Requests, len(twice.Connections),
+			len(twice.Findings), once.Totals.Requests, len(once.Connections), len(once.Findings))
+	}
+	if got := twice.Totals.BoundsReached["correlate_duplicate_records"]; got != int64(len(values)) {
+		t.Errorf("bounds_reached %v: want the %d records read again counted", twice.Totals.BoundsReached, len(values))
+	}
+	if !strings.Contains(stderr, "read again") {
+		t.Errorf("stderr says nothing of the records read again:\n%s", stderr)
+	}
+	t.Logf("%d records shipped twice: %d requests as once", len(values), twice.Totals.Requests)
+}
+
+// TestCorrelateConnectionsFolded: 120,000 records of one connection each
+// were listed as 120,000 connections; past flows' 100,000 (a file's
+// bound) the oldest are folded into the totals as a file's are.
+func TestCorrelateConnectionsFolded(t *testing.T) {
+	url, seeds := newSink(t, 1)
+	const n = 120000
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf(`{"v":1,"type":"conn","agent":"mallory","ts_ns":%d,"event":"opened","conn":%d,"client":"10.%d.%d.%d:4000","server":"10.0.0.1:9092","pkt":%d}`,
+			1767225600000000000+int64(i)*1000, i+1, 100+i>>16, i>>8&255, i&255, i+1)
+	}
+	for i := 0; i < n; i += 20000 {
+		produceValues(t, seeds, values[i:i+20000]...)
+	}
+	began := time.Now()
+	rep, _ := hostileJSON(t, "-r", url, "--until-end")
+	took := time.Since(began)
+	if len(rep.Connections) != 100000 || rep.Totals.KafkaConnections != n || rep.Totals.EvictedConnections != n-100000 ||
+		rep.Totals.BoundsReached["correlate_connections_folded"] != n-100000 {
+		t.Errorf("%d connections listed, %d in all, %d folded, bounds %v: want 100000 listed of %d, the rest folded and counted",
+			len(rep.Connections), rep.Totals.KafkaConnections, rep.Totals.EvictedConnections, rep.Totals.BoundsReached, n)
+	}
+	t.Logf("%d connections read back in %v", n, took)
+}
+
+// TestCorrelateHeldBytesBounded: records held by the merge (a reorder
+// window of an hour holds them all) took their decoded size each, 200
+// records of 10,000 batches far past 512 MB. Now a record holds at most
+// 512 batches and the merge at most 64 MiB of records: 6,000 records of
+// 512 batches (300 MB decoded) are released early past it, counted.
+func TestCorrelateHeldBytesBounded(t *testing.T) {
+	url, seeds := newSink(t, 1)
+	batches := `,"parts":1,"topic":"t","partition":0,"batches":[` + strings.Repeat(`{"crc":1,"records":1},`, 511) + `{"crc":1,"records":1}]`
+	values := make([]string, 6000)
+	for i := range values {
+		values[i] = fmt.Sprintf(`{"v":1,"type":"exchange","agent":"mallory","ts_ns":%d,"conn":1,"client":"10.0.0.9:4000","server":"10.0.0.1:9092","api":1,"ver":12,"corr":%d,"status":"unanswered","req_pkt":1%s}`,
+			1767225600000000000+int64(i)*1000, i, batches)
+	}
+	for i := 0; i < len(values); i += 500 {
+		produceValues(t, seeds, values[i:i+500]...)
+	}
+	peak, stop := heapPeak()
+	rep, _ := hostileJSON(t, "-r", url, "--until-end", "--reorder-window", "1h")
+	grew := stop()
+	if rep.Totals.BoundsReached["correlate_records_released_early"] == 0 {
+		t.Errorf("bounds_reached %v: want records released early for the merge's bytes", rep.Totals.BoundsReached)
+	}
+	if grew > 256<<20 {
+		t.Errorf("heap grew by %d MiB reading 6,000 records of 512 batches", grew>>20)
+	}
+	t.Logf("heap in use grew by %d MiB (baseline %d MiB); %v", grew>>20, peak>>20, rep.Totals.BoundsReached)
+}
+
+// heapPeak samples the heap in use every 10 ms until stop, which returns
+// the peak's growth over the start.
+func heapPeak() (base uint64, stop func() uint64) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	base = m.HeapInuse
+	done := make(chan uint64)
+	quit := make(chan struct{})
+	go func() {
+		peak := base
+		for {
+			select {
+			case <-quit:
+				done <- peak
+				return
+			case <-time.After(10 * time.Millisecond):
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	return base, func() uint64 { close(quit); return <-done - base }
 }
