@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/metrics"
@@ -28,6 +30,15 @@ func validMetricsAddr(addr string) error {
 	}
 	return nil
 }
+
+// The metrics server's time-outs (variables for the tests).
+var (
+	metricsHeaderTimeout = 5 * time.Second
+	metricsIdleTimeout   = 15 * time.Second
+)
+
+// maxMetricsConns bounds the connections the metrics server holds.
+const maxMetricsConns = 64
 
 // metricsServer is the /metrics endpoint and the handler feeding it.
 type metricsServer struct {
@@ -62,7 +73,15 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 		}
 		fmt.Fprintln(w, `kfsniff: metrics at /metrics`)
 	})
-	s := &metricsServer{m: m, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, served: make(chan struct{})}
+	// A scraper is not trusted either: idle keep-alive connections and
+	// slow requests are closed, a response has 30 s to go out, and at
+	// most maxMetricsConns connections are taken at a time (the rest
+	// wait in the kernel's backlog), so that nobody holds the process's
+	// file descriptors.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: 2 * metricsHeaderTimeout,
+		WriteTimeout: 30 * time.Second, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: 16 << 10}
+	ln = netutil.LimitListener(ln, maxMetricsConns)
+	s := &metricsServer{m: m, srv: srv, served: make(chan struct{})}
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
