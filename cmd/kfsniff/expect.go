@@ -216,6 +216,7 @@ func writeExpect(c Config, a *expect.Analysis, rep *report.Report, interrupted b
 	if err != nil {
 		return err
 	}
+	b = report.SafeJSON(b) // the findings' fields quote wire strings
 	if err := writeAtomic(c.Expect.Write, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return err
 	}
