@@ -54,7 +54,11 @@ type SourceConfig struct {
 	Warn func(error)
 	// Assigned is told of the partitions a group gave or took.
 	Assigned func(assigned, revoked []int32)
-	Opts     []kgo.Opt
+	// Timeout: Next returns ErrNoAnswer when the cluster has not
+	// answered within it of Open (DefaultTimeout when 0): a broker that
+	// never answers is an error, not an empty input.
+	Timeout time.Duration
+	Opts    []kgo.Opt
 }
 
 // Defaults of the merge.
@@ -62,11 +66,16 @@ const (
 	DefaultReorderWindow = 2 * time.Second
 	DefaultMaxHeld       = 200000
 	DefaultMaxHeldBytes  = 64 << 20
+	DefaultTimeout       = 30 * time.Second
 	maxWarnings          = 20
 	// maxIdentities is how many records' identities (agent, run, seq)
 	// are remembered to recognise one read twice (about 100 bytes each).
 	maxIdentities = 1 << 18
 )
+
+// ErrNoAnswer is Next's error when the cluster did not answer within
+// SourceConfig.Timeout of Open.
+var ErrNoAnswer = errors.New("no answer")
 
 // Counts are what the source read.
 type Counts struct {
@@ -132,11 +141,17 @@ type Source struct {
 	Observe    func(r *Record)
 	Unreadable func(err error)
 
-	mu       sync.Mutex
-	parts    map[int32]*partState
-	revoked  []int32
-	changed  time.Time // last assignment change
-	joined   bool
+	mu      sync.Mutex
+	parts   map[int32]*partState
+	revoked []int32
+	changed time.Time // last assignment change
+	joined  bool
+	// opened is when Open ran; answered whether the cluster ever
+	// answered (a Metadata response, a group's assignment, a record);
+	// noAnswer why not, the last error met.
+	opened   time.Time
+	answered bool
+	noAnswer error
 	ended    bool
 	counts   Counts
 	agents   map[string]bool
@@ -183,6 +198,9 @@ func Open(cfg SourceConfig) (*Source, error) {
 	}
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = cfg.SessionTimeout + 2*time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
@@ -234,6 +252,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 	}
 	s.cl = cl
 	s.changed = time.Now()
+	s.opened = s.changed
 	return s, nil
 }
 
@@ -265,7 +284,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 		s.parts[p] = &partState{end: -1, pending: true}
 		got = append(got, p)
 	}
-	s.joined, s.changed = true, time.Now()
+	s.joined, s.changed, s.answered = true, time.Now(), true
 	if s.cfg.Assigned != nil && len(got) > 0 {
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		s.cfg.Assigned(got, nil)
@@ -306,8 +325,24 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 // sees its context and clock) and returns those ready to deliver. At the
 // end of the input (UntilEnd) it returns what is left and io.EOF.
 func (s *Source) Next(ctx context.Context) (Ready, error) {
+	if err := s.silent(); err != nil {
+		return Ready{}, err
+	}
 	if s.cfg.Group == "" && !s.joined {
-		if err := s.startAll(ctx); err != nil {
+		// Bounded by the time-out: kgo retries an unreachable broker
+		// for longer.
+		sctx, cancel := context.WithDeadline(ctx, s.opened.Add(s.cfg.Timeout))
+		err := s.startAll(sctx)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			if !s.answered {
+				s.noAnswer = err
+			}
+			s.mu.Unlock()
+			if err := s.silent(); err != nil {
+				return Ready{}, err
+			}
 			return Ready{}, err
 		}
 	}
@@ -327,6 +362,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.warn(fmt.Errorf("reading %s partition %d: %w", t, p, err))
 	})
 	fs.EachRecord(func(r *kgo.Record) {
+		s.answered = true
 		st := s.parts[r.Partition]
 		if s.cfg.Group != "" && st == nil {
 			return // revoked since the fetch
@@ -471,6 +507,28 @@ func (s *Source) Evicted() flows.EvictedConns {
 	return s.rb.Evicted()
 }
 
+// silent is ErrNoAnswer, with the last error met, once the cluster has
+// not answered within the time-out.
+func (s *Source) silent() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered || time.Since(s.opened) < s.cfg.Timeout {
+		return nil
+	}
+	why := ""
+	if s.noAnswer != nil {
+		why = ": " + s.noAnswer.Error()
+	}
+	return fmt.Errorf("%w from %s within %s%s", ErrNoAnswer, strings.Join(s.cfg.Brokers, ","), s.cfg.Timeout, why)
+}
+
+// Answered says whether the cluster ever answered.
+func (s *Source) Answered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answered
+}
+
 // release moves what the partitions' merges let go into the merge
 // across partitions, and returns what no partition still behind its
 // high watermark (or not yet asked where it starts) can precede: a
@@ -604,6 +662,9 @@ func (s *Source) startAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.name, err)
 	}
+	s.mu.Lock()
+	s.answered = true
+	s.mu.Unlock()
 	if len(resp.Topics) != 1 {
 		return fmt.Errorf("reading %s: no such topic", s.name)
 	}

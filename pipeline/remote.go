@@ -30,6 +30,11 @@ type RemoteSource interface {
 	End(agent string) (time.Time, bool)
 }
 
+// ErrRemoteFatal wraps a RemoteSource's error that ends the run (a
+// cluster that never answered): RunRemote stops with StopError instead
+// of trying again.
+var ErrRemoteFatal = errors.New("cannot read")
+
 // RemoteBatch is what Next gives: the lanes whose state goes (partitions
 // revoked), then the records to deliver, in order.
 type RemoteBatch struct {
@@ -195,6 +200,10 @@ read:
 			break
 		}
 		if err == io.EOF {
+			break
+		}
+		if errors.Is(err, ErrRemoteFatal) {
+			stop = StopError
 			break
 		}
 		if err != nil && ctx.Err() == nil {

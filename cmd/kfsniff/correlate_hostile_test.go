@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -231,4 +232,51 @@ func heapPeak() (base uint64, stop func() uint64) {
 		}
 	}()
 	return base, func() uint64 { close(quit); return <-done - base }
+}
+
+// freePort is a local port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// TestCorrelateNoAnswer: -r kafka:// to a port nothing listens on with
+// --until-end tried again forever, and Ctrl-C then reported 0 records
+// with exit 0, so that --fail-on passed; a port out of range was
+// accepted (exit 0, records counted failed). Now the port is checked at
+// parse time, and a cluster that never answered is exit 2, after
+// --read-timeout or at Ctrl-C.
+func TestCorrelateNoAnswer(t *testing.T) {
+	url := fmt.Sprintf("kafka://127.0.0.1:%d/corr", freePort(t))
+	code, stdout, stderr, took := runFor(t, 0, 30*time.Second, "-r", url, "--until-end", "--read-timeout", "2s", "--json", "--fail-on", "error")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "no answer from 127.0.0.1:") {
+		t.Errorf("nothing listening, --read-timeout 2s: exit %d, want 2 and why, no report:\n%s%s", code, stdout, stderr)
+	}
+	if took > 10*time.Second {
+		t.Errorf("gave up after %v, --read-timeout 2s", took)
+	}
+	t.Logf("--read-timeout 2s: exit %d after %v", code, took)
+
+	code, stdout, stderr, took = runFor(t, time.Second, 15*time.Second, "-r", url, "--until-end", "--json")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "no answer from 127.0.0.1:") || !strings.Contains(stderr, "interrupted") {
+		t.Errorf("nothing listening, Ctrl-C after 1s: exit %d, want 2 and why:\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("Ctrl-C after 1 s: exit %d after %v", code, took)
+
+	for _, args := range [][]string{
+		{"-r", "kafka://127.0.0.1:99999/corr"}, {"-r", "kafka://127.0.0.1:0/corr"},
+		{"-r", fixture("basic.pcap"), "--export", "kafka://b1:65536/corr"}, {"-r", fixture("basic.pcap"), "--metrics-addr", "127.0.0.1:70000"},
+		{"-r", fixture("basic.pcap"), "--metrics-addr", "127.0.0.1:http"},
+	} {
+		code, stdout, stderr, took := runFor(t, 0, 10*time.Second, args...)
+		if code != exitUsage || stdout != "" || took > time.Second {
+			t.Errorf("%v: exit %d after %v, want 2 at once:\n%s%s", args, code, took, stdout, stderr)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -25,8 +26,12 @@ func validMetricsAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return fmt.Errorf("--metrics-addr %q: want [HOST]:PORT, e.g. :9464 or 127.0.0.1:9464", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--metrics-addr %q: port %q is not a number from 0 to 65535 (0: any free port)", addr, port)
 	}
 	return nil
 }
