@@ -43,7 +43,7 @@ var (
 )
 
 // maxMetricsConns bounds the connections the metrics server holds.
-const maxMetricsConns = 64
+const maxMetricsConns = 256
 
 // metricsServer is the /metrics endpoint and the handler feeding it.
 type metricsServer struct {
