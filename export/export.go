@@ -415,7 +415,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "conn")
 	b = appendStr(b, "agent", e.cfg.Agent)
-	b = e.ident(b)
+	b = appendStr(b, "run", e.run)
+	b = e.seqField(b)
 	if c := e.clusters[ev.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}
@@ -469,6 +470,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		b := e.common(e.buf[:0], x, m)
 		k := len(b)
 		b = e.exchangeFields(b, x, m, 0)
+		b = e.seqField(b)
 		if x.Resp != nil && len(x.Resp.ErrorCodes) > 0 {
 			b = appendField(b, "errors")
 			b = append(b, '[')
@@ -503,6 +505,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 			b = appendIntRaw(b, int64(p.key.part))
 			k := len(b)
 			b = append(b, e.head...)
+			b = e.seqField(b) // each record its own, the head being shared
 			b = e.partFields(b, p, c)
 			b = append(b, '}')
 			e.buf = b
@@ -535,11 +538,11 @@ func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte 
 	return x.Conn.Client.Addr().AppendTo(b)
 }
 
-// ident appends the record's identity beside its agent: the run and
-// the record's number in it.
-func (e *Exporter) ident(b []byte) []byte {
+// seqField appends the record's number in the run: with agent and run,
+// its identity. Every record built takes the next, the records of one
+// exchange split by partition included.
+func (e *Exporter) seqField(b []byte) []byte {
 	e.seq++
-	b = appendStr(b, "run", e.run)
 	return appendInt(b, "seq", e.seq)
 }
 
@@ -550,7 +553,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "exchange")
 	b = appendStr(b, "agent", e.cfg.Agent)
-	b = e.ident(b)
+	b = appendStr(b, "run", e.run)
 	if c := e.clusters[ci.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}
