@@ -3,7 +3,9 @@ package correlate
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParse: whatever the bytes, Parse returns a version 1 record or one
@@ -16,7 +18,8 @@ func FuzzParse(f *testing.F) {
 			f.Add(v)
 		}
 	}
-	for _, s := range []string{`{"v":1,"type":"exchange","agent":"\ud83d\ude00","errors":[[1,2]]}`, `{"v":1,"type":"finding","finding":{"a":[1,{"b":null}]}}`, `{"v":2}`, `[]`} {
+	for _, s := range []string{exchangeWith(`,"batches":[{},{},{}]`), exchangeWith(`,"agent":"` + strings.Repeat("\\u00e9", 600) + `"`),
+		`{"v":1,"type":"exchange","agent":"\ud83d\ude00","errors":[[1,2]]}`, `{"v":1,"type":"finding","finding":{"a":[1,{"b":null}]}}`, `{"v":2}`, `[]`} {
 		f.Add([]byte(s))
 	}
 	st := NewStats(Limits{Window: 64, Batches: 64})
@@ -44,8 +47,25 @@ func FuzzParse(f *testing.F) {
 		json.Unmarshal(doc["type"], &typ)
 		json.Unmarshal(doc["agent"], &agent)
 		json.Unmarshal(doc["ts_ns"], &ts)
+		if len(agent) > MaxAgent && strings.HasPrefix(agent, r.Agent) && len(r.Agent) > MaxAgent-utf8.UTFMax && r.Clipped > 0 {
+			agent = r.Agent // cut to MaxAgent
+		}
 		if typ != r.Type || agent != r.Agent || ts != r.TS {
 			t.Fatalf("Parse read %q %q %d, encoding/json %q %q %d", r.Type, r.Agent, r.TS, typ, agent, ts)
+		}
+		// Structure-size invariants (issue 31): bounded counts, strings
+		// cut, and no more than maxRecordSize decoded.
+		if len(r.Batches) > MaxBatches || len(r.Errors) > MaxErrors || len(b) > MaxRecordBytes {
+			t.Fatalf("accepted %d batches, %d error codes, %d bytes", len(r.Batches), len(r.Errors), len(b))
+		}
+		for _, s := range []string{r.Type, r.Agent, r.Run, r.Cluster, r.Client, r.Server, r.ClientID.V, r.Role, r.Status,
+			r.TxnID.V, r.Group, r.Topic, r.TopicID, r.Event, r.State} {
+			if len(s) > MaxString {
+				t.Fatalf("a string of %d bytes kept", len(s))
+			}
+		}
+		if size := r.Size(); size > maxRecordSize(len(b)) {
+			t.Fatalf("%d bytes decoded to %d", len(b), size)
 		}
 		st.Add(&r)
 		if n++; n%256 == 0 {

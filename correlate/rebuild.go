@@ -33,6 +33,14 @@ type Rebuilder struct {
 	nodes *flows.Nodes
 	conns map[connKey]*flows.Conn
 	list  []*flows.Conn
+	keys  []connKey // list's keys
+	// MaxConns bounds the connections listed (flows.DefaultConfig's, as
+	// a file's analysis): past it the oldest, closed ones first, are
+	// folded into evicted.
+	MaxConns int
+	evicted  flows.EvictedConns
+	connScan int
+	number   int // the last connection number given
 	// Skew, if set, is the offset to take off an agent's clock (its
 	// clock minus the reference's), false when not estimated.
 	Skew func(agent string) (time.Duration, bool)
@@ -68,7 +76,35 @@ const maxEnds = 4096
 
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
 func NewRebuilder(nodes *flows.Nodes) *Rebuilder {
-	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{}}
+	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{},
+		MaxConns: flows.DefaultConfig().MaxConns}
+}
+
+// Evicted sums the counters of the connections folded for MaxConns.
+func (rb *Rebuilder) Evicted() flows.EvictedConns { return rb.evicted }
+
+// fold folds the oldest connection (a closed one among the next 1024
+// when there is one, as flows' table does) once the list is over
+// MaxConns; its records that come later open it again.
+func (rb *Rebuilder) fold() {
+	if rb.MaxConns <= 0 || len(rb.list) <= rb.MaxConns {
+		return
+	}
+	victim := -1
+	for i := rb.connScan; i < len(rb.list) && i < rb.connScan+1024; i++ {
+		if rb.list[i].Closed || rb.list[i].Reset {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		victim = 0
+	}
+	rb.connScan = victim
+	rb.evicted.Fold(rb.list[victim])
+	delete(rb.conns, rb.keys[victim])
+	rb.list = append(rb.list[:victim], rb.list[victim+1:]...)
+	rb.keys = append(rb.keys[:victim], rb.keys[victim+1:]...)
 }
 
 // End is where the capture of an agent's records rebuilt so far ended,
@@ -194,11 +230,14 @@ func (rb *Rebuilder) conn(r *Record, client, server netip.AddrPort, at time.Time
 	if c := rb.conns[k]; c != nil {
 		return c, nil
 	}
-	c := flows.RemoteConn(r.Agent, len(rb.list)+1, client, server, at, rb.nodes)
+	rb.number++
+	c := flows.RemoteConn(r.Agent, rb.number, client, server, at, rb.nodes)
 	c.File = r.File
 	c.FirstPacket = uint64(max(r.ReqPkt, r.Pkt, 0))
 	rb.conns[k] = c
 	rb.list = append(rb.list, c)
+	rb.keys = append(rb.keys, k)
+	rb.fold()
 	return c, &flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: client, Server: server,
 		File: r.File, Packet: c.FirstPacket, Time: at}}
 }

@@ -46,8 +46,10 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // SchemaVersion is the version of the records this package reads.
@@ -69,6 +71,36 @@ var (
 	ErrMalformed = errors.New("malformed record")
 )
 
+// The bounds of a record (issue 31: the export topic is written by
+// anyone with access to it). A record over MaxRecordBytes, with more than
+// MaxBatches batches or MaxErrors error codes is refused (ErrTooLarge);
+// a string longer than MaxString bytes (MaxAgent for agent) is cut
+// there (Record.Clipped counts the strings cut); an exchange or connection event whose ts_ns or
+// end_ns is before 1970 or from 2100 on, or whose latency_ns is
+// negative by more than an hour or longer than a week, is refused
+// (ErrTime): the difference of any two times accepted fits a
+// time.Duration (records at the ends of int64 gave a finding of clients
+// waiting 2561451h, in 1677). So a record decodes to at most about 80 KiB whatever it says
+// (TestParseBounds, FuzzParse's size invariant).
+const (
+	MaxRecordBytes = 1 << 20
+	MaxBatches     = 512 // the exporter's maxBatchesPerRecord
+	MaxErrors      = 256 // Kafka has about 140 error codes
+	MaxString      = 1024
+	MaxAgent       = 255                             // a host name's bound: agents name tables' keys
+	minTS          = 0                               // 1970-01-01 (0: absent)
+	maxTS          = 4102444800 * int64(time.Second) // 2100-01-01
+	minLatency     = -int64(time.Hour)
+	maxLatency     = 7 * 24 * int64(time.Hour)
+)
+
+// ErrTooLarge and ErrTime are the ErrMalformed records refused for a
+// bound (errors.Is tells them apart, and both are ErrMalformed).
+var (
+	ErrTooLarge = fmt.Errorf("%w: over a bound", ErrMalformed)
+	ErrTime     = fmt.Errorf("%w: time out of range", ErrMalformed)
+)
+
 // Opt is a field the schema may leave out where zero means something.
 type Opt[T any] struct {
 	V   T
@@ -79,9 +111,13 @@ type Opt[T any] struct {
 // event or finding. The JSON name of each field is in its comment; see
 // docs/export.md for what each means.
 type Record struct {
-	V       int    // v
-	Type    string // type: TypeExchange, TypeConn, TypeFinding or one a later agent added
-	Agent   string // agent
+	V     int    // v
+	Type  string // type: TypeExchange, TypeConn, TypeFinding or one a later agent added
+	Agent string // agent
+	// Run and Seq are the record's identity within its agent ("" and 0
+	// from agents before them): a record read again has all three equal.
+	Run     string // run
+	Seq     int64  // seq
 	Cluster string // cluster ("" when unknown)
 	TS      int64  // ts_ns: Unix nanoseconds, the agent's clock (exchanges and connection events)
 	// Latency is latency_ns, set only when request and response were
@@ -145,6 +181,9 @@ type Record struct {
 	// Finding is the finding object as shipped (json.md's finding),
 	// its own copy of the bytes, for json.Unmarshal.
 	Finding []byte // finding
+
+	// Clipped counts the strings cut to MaxString.
+	Clipped int
 }
 
 // ErrorCount is one of an exchange's error codes and how often it came.
@@ -193,7 +232,10 @@ func (r *Record) RespTS() (int64, bool) {
 // b. See the package documentation for its errors.
 func Parse(b []byte) (Record, error) {
 	var r Record
-	d := decoder{b: b}
+	if len(b) > MaxRecordBytes {
+		return r, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, len(b), MaxRecordBytes)
+	}
+	d := decoder{b: b, r: &r}
 	d.record(&r)
 	if d.err == nil {
 		d.ws()
@@ -213,7 +255,27 @@ func Parse(b []byte) (Record, error) {
 	if r.Type == "" {
 		return Record{}, fmt.Errorf("%w: no \"type\"", ErrMalformed)
 	}
+	if r.Type == TypeExchange || r.Type == TypeConn {
+		switch {
+		case r.TS < minTS || r.TS >= maxTS:
+			return Record{}, fmt.Errorf("%w: ts_ns %d is not in the years 1970-2099", ErrTime, r.TS)
+		case r.End.Set && (r.End.V < minTS || r.End.V >= maxTS):
+			return Record{}, fmt.Errorf("%w: end_ns %d is not in the years 1970-2099", ErrTime, r.End.V)
+		case r.Latency.Set && (r.Latency.V < minLatency || r.Latency.V > maxLatency):
+			return Record{}, fmt.Errorf("%w: latency_ns %d is not within -1h and 168h", ErrTime, r.Latency.V)
+		}
+	}
 	return r, nil
+}
+
+// Size is about how many bytes the record holds (FuzzParse's invariant).
+func (r *Record) Size() int {
+	n := int(unsafe.Sizeof(*r)) + len(r.Batches)*int(unsafe.Sizeof(Batch{})) + len(r.Errors)*int(unsafe.Sizeof(ErrorCount{})) + len(r.Finding)
+	for _, s := range []string{r.Type, r.Agent, r.Run, r.Cluster, r.Client, r.Server, r.ClientID.V, r.Role, r.Status, r.TxnID.V,
+		r.Group, r.Topic, r.TopicID, r.Event, r.State} {
+		n += len(s)
+	}
+	return n
 }
 
 // decoder is a JSON reader for the shapes of the schema: one pass, no
@@ -224,11 +286,19 @@ type decoder struct {
 	i    int
 	err  error
 	hasV bool
+	r    *Record // for its Clipped
 }
 
 func (d *decoder) fail(what string) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, d.i)
+	}
+}
+
+// bound refuses the record for holding more than n of what.
+func (d *decoder) bound(what string, n int) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: more than %d %s at byte %d", ErrTooLarge, n, what, d.i)
 	}
 }
 
@@ -429,9 +499,31 @@ func (d *decoder) str() (string, bool) {
 	}
 	raw := d.b[start : end-1]
 	if !special {
+		if len(raw) > MaxString {
+			d.clipped()
+			return string(raw[:MaxString]), true
+		}
 		return string(raw), true
 	}
-	return unescape(raw), true
+	return d.clip(unescape(raw), MaxString), true
+}
+
+// clip cuts s to n bytes on a rune boundary, counted.
+func (d *decoder) clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	d.clipped()
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
+}
+
+func (d *decoder) clipped() {
+	if d.r != nil {
+		d.r.Clipped++
+	}
 }
 
 // unescape decodes a string's escapes (already checked) as encoding/json
@@ -663,7 +755,11 @@ func (d *decoder) record(r *Record) {
 		case "type":
 			r.Type = d.plainStr()
 		case "agent":
-			r.Agent = d.plainStr()
+			r.Agent = d.clip(d.plainStr(), MaxAgent)
+		case "run":
+			r.Run = d.plainStr()
+		case "seq":
+			r.Seq = d.i64()
 		case "cluster":
 			r.Cluster = d.plainStr()
 		case "ts_ns":
@@ -733,6 +829,10 @@ func (d *decoder) record(r *Record) {
 				if n != 2 {
 					d.fail("want [code, count]")
 				}
+				if len(r.Errors) == MaxErrors {
+					d.bound("errors", MaxErrors)
+					return
+				}
 				r.Errors = append(r.Errors, e)
 			})
 		case "parts":
@@ -772,6 +872,10 @@ func (d *decoder) record(r *Record) {
 			d.optI32(&r.LeaderEpoch)
 		case "batches":
 			d.array(func() {
+				if len(r.Batches) == MaxBatches {
+					d.bound("batches", MaxBatches)
+					return
+				}
 				r.Batches = append(r.Batches, Batch{})
 				d.batch(&r.Batches[len(r.Batches)-1])
 			})

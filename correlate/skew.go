@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"hash/maphash"
 	"slices"
 	"sort"
 	"time"
@@ -49,6 +50,7 @@ type Skew struct {
 	ref      int32
 	cache    map[string]Estimate
 	cachedAt int64
+	seed     maphash.Seed
 }
 
 // DefaultWindow is how many exchanges per agent wait for a partner.
@@ -77,10 +79,15 @@ const maxPairConns = 4096
 // API key and version, correlation id and client id (the last two make a
 // chance meeting of two connections on the same addresses, a port used
 // again or two hosts' loopback, unlikely to pass for one exchange).
+//
+// The strings are kept as 64-bit hashes (seeded per Skew): a waiting
+// exchange costs the same whatever its client id (a record may carry
+// MaxString bytes), and two different exchanges take one key with a
+// chance of about n²/2⁶⁵ for n waiting.
 type xkey struct {
-	client, server, clientID string
-	api, ver                 int16
-	corr                     int32
+	conn, clientID uint64 // hashes of client and server; of the client id
+	api, ver       int16
+	corr           int32
 }
 
 // obs is one agent's capture of an exchange.
@@ -106,7 +113,7 @@ type pair struct {
 	offsets, delays []int64 // rings of the most recent samples
 	next            int
 	samples         int64
-	conns           map[[2]string]struct{}
+	conns           map[uint64]struct{} // connections' hashes (xkey.conn)
 	connsOver       int64
 }
 
@@ -116,7 +123,7 @@ func NewSkew(window int) *Skew {
 	if window <= 0 {
 		window = DefaultWindow
 	}
-	return &Skew{ref: -1, window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
+	return &Skew{seed: maphash.MakeSeed(), ref: -1, window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
 }
 
 // agent is the index of an agent, added if there is room (-1 past
@@ -149,7 +156,8 @@ func (s *Skew) Add(r *Record) {
 	if r.Type != TypeExchange || r.Status != "answered" || !r.Latency.Set || r.Client == "" || r.Server == "" {
 		return
 	}
-	k := xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}
+	k := xkey{conn: maphash.Comparable(s.seed, [2]string{r.Client, r.Server}), clientID: maphash.String(s.seed, r.ClientID.V),
+		api: r.API, ver: r.Ver, corr: r.Corr}
 	resp := r.TS + r.Latency.V
 	sl := s.waiting[k]
 	if sl == nil {
@@ -188,7 +196,7 @@ func (s *Skew) sample(x, y *obs, k xkey) {
 			s.matched++
 			return
 		}
-		p = &pair{conns: map[[2]string]struct{}{}}
+		p = &pair{conns: map[uint64]struct{}{}}
 		s.pairs[id] = p
 	}
 	off := ((y.req - x.req) + (y.resp - x.resp)) / 2
@@ -205,7 +213,7 @@ func (s *Skew) sample(x, y *obs, k xkey) {
 	}
 	p.samples++
 	s.matched++
-	c := [2]string{k.client, k.server}
+	c := k.conn
 	if _, ok := p.conns[c]; !ok {
 		if len(p.conns) < maxPairConns {
 			p.conns[c] = struct{}{}

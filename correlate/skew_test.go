@@ -19,11 +19,16 @@ const manyConns = "../fixtures/pcaps/clients/rebalance-kgo-consumer.pcap"
 // agents shipped answered, and their connections: what the estimate
 // should have as samples, counted here from the records themselves.
 func shared(recs []Record, a, b string) (exchanges int, conns int) {
-	seen := map[string]map[xkey]bool{a: {}, b: {}}
+	type key struct {
+		client, server, clientID string
+		api, ver                 int16
+		corr                     int32
+	}
+	seen := map[string]map[key]bool{a: {}, b: {}}
 	for i := range recs {
 		r := &recs[i]
 		if r.Type == TypeExchange && r.Status == "answered" && r.Latency.Set && seen[r.Agent] != nil {
-			seen[r.Agent][xkey{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}] = true
+			seen[r.Agent][key{client: r.Client, server: r.Server, clientID: r.ClientID.V, api: r.API, ver: r.Ver, corr: r.Corr}] = true
 		}
 	}
 	cs := map[[2]string]bool{}

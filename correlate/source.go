@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"sort"
@@ -41,22 +42,40 @@ type SourceConfig struct {
 	// when 0); MaxHeld bounds the records it holds (DefaultMaxHeld).
 	Window  time.Duration
 	MaxHeld int
-	TLS     *tls.Config
-	SASL    sasl.Mechanism
+	// MaxHeldBytes bounds the bytes the records held take
+	// (DefaultMaxHeldBytes): half of it for each partition's merge, half
+	// for the merge across partitions; past it the earliest go before
+	// their time (Counts.Early).
+	MaxHeldBytes int64
+	TLS          *tls.Config
+	SASL         sasl.Mechanism
 	// Warn is told of each record that cannot be used (malformed, of
 	// another schema version): the first maxWarnings of them.
 	Warn func(error)
 	// Assigned is told of the partitions a group gave or took.
 	Assigned func(assigned, revoked []int32)
-	Opts     []kgo.Opt
+	// Timeout: Next returns ErrNoAnswer when the cluster has not
+	// answered within it of Open (DefaultTimeout when 0): a broker that
+	// never answers is an error, not an empty input.
+	Timeout time.Duration
+	Opts    []kgo.Opt
 }
 
 // Defaults of the merge.
 const (
 	DefaultReorderWindow = 2 * time.Second
 	DefaultMaxHeld       = 200000
+	DefaultMaxHeldBytes  = 64 << 20
+	DefaultTimeout       = 30 * time.Second
 	maxWarnings          = 20
+	// maxIdentities is how many records' identities (agent, run, seq)
+	// are remembered to recognise one read twice (about 100 bytes each).
+	maxIdentities = 1 << 18
 )
+
+// ErrNoAnswer is Next's error when the cluster did not answer within
+// SourceConfig.Timeout of Open.
+var ErrNoAnswer = errors.New("no answer")
 
 // Counts are what the source read.
 type Counts struct {
@@ -72,7 +91,14 @@ type Counts struct {
 	Late int64
 	// Dropped were held for a partition revoked before their turn.
 	Dropped int64
-	Agents  []string
+	// The bounds of hostile records (issue 31): Duplicates were read
+	// again (the same agent, run and seq) and skipped; TooLarge and
+	// BadTime were refused (and are in Malformed); Clipped had strings
+	// cut to MaxString; Early were released before their reorder window
+	// for MaxHeldBytes; Folded are connections folded into the totals
+	// past the connection table's bound.
+	Duplicates, TooLarge, BadTime, Clipped, Early, Folded int64
+	Agents                                                []string
 	// Partitions are those read (held at the end, in a group).
 	Partitions []int32
 }
@@ -115,11 +141,17 @@ type Source struct {
 	Observe    func(r *Record)
 	Unreadable func(err error)
 
-	mu       sync.Mutex
-	parts    map[int32]*partState
-	revoked  []int32
-	changed  time.Time // last assignment change
-	joined   bool
+	mu      sync.Mutex
+	parts   map[int32]*partState
+	revoked []int32
+	changed time.Time // last assignment change
+	joined  bool
+	// opened is when Open ran; answered whether the cluster ever
+	// answered (a Metadata response, a group's assignment, a record);
+	// noAnswer why not, the last error met.
+	opened   time.Time
+	answered bool
+	noAnswer error
 	ended    bool
 	counts   Counts
 	agents   map[string]bool
@@ -127,6 +159,18 @@ type Source struct {
 	warnings int
 	first    time.Time
 	last     time.Time
+	// seen are the identities of the last maxIdentities records read
+	// (idRing in order, to forget the oldest).
+	seen   map[identity]struct{}
+	idRing []identity
+	idNext int
+	idSeed maphash.Seed
+}
+
+// identity is a record's agent and run (hashed) and seq.
+type identity struct {
+	run uint64
+	seq int64
 }
 
 // partState follows one partition for --until-end.
@@ -155,7 +199,14 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = cfg.SessionTimeout + 2*time.Second
 	}
-	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{}}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxHeldBytes <= 0 {
+		cfg.MaxHeldBytes = DefaultMaxHeldBytes
+	}
+	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
+		seen: map[identity]struct{}{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.Skew = func(agent string) (time.Duration, bool) {
@@ -165,7 +216,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 		return s.Skew(agent)
 	}
 	s.mergers, s.pushed = map[int32]*Merger{}, map[int32]time.Time{}
-	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld}
+	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld, MaxBytes: cfg.MaxHeldBytes / 2}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("kfsniff-correlate"),
@@ -201,6 +252,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 	}
 	s.cl = cl
 	s.changed = time.Now()
+	s.opened = s.changed
 	return s, nil
 }
 
@@ -232,7 +284,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 		s.parts[p] = &partState{end: -1, pending: true}
 		got = append(got, p)
 	}
-	s.joined, s.changed = true, time.Now()
+	s.joined, s.changed, s.answered = true, time.Now(), true
 	if s.cfg.Assigned != nil && len(got) > 0 {
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		s.cfg.Assigned(got, nil)
@@ -273,8 +325,24 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 // sees its context and clock) and returns those ready to deliver. At the
 // end of the input (UntilEnd) it returns what is left and io.EOF.
 func (s *Source) Next(ctx context.Context) (Ready, error) {
+	if err := s.silent(); err != nil {
+		return Ready{}, err
+	}
 	if s.cfg.Group == "" && !s.joined {
-		if err := s.startAll(ctx); err != nil {
+		// Bounded by the time-out: kgo retries an unreachable broker
+		// for longer.
+		sctx, cancel := context.WithDeadline(ctx, s.opened.Add(s.cfg.Timeout))
+		err := s.startAll(sctx)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			if !s.answered {
+				s.noAnswer = err
+			}
+			s.mu.Unlock()
+			if err := s.silent(); err != nil {
+				return Ready{}, err
+			}
 			return Ready{}, err
 		}
 	}
@@ -294,6 +362,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.warn(fmt.Errorf("reading %s partition %d: %w", t, p, err))
 	})
 	fs.EachRecord(func(r *kgo.Record) {
+		s.answered = true
 		st := s.parts[r.Partition]
 		if s.cfg.Group != "" && st == nil {
 			return // revoked since the fetch
@@ -312,13 +381,29 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			if s.Unreadable != nil {
 				s.Unreadable(err)
 			}
-			if errors.Is(err, ErrVersion) {
+			switch {
+			case errors.Is(err, ErrVersion):
 				s.counts.Version++
-			} else {
+			case errors.Is(err, ErrTooLarge):
+				s.counts.TooLarge++
+				s.counts.Malformed++
+			case errors.Is(err, ErrTime):
+				s.counts.BadTime++
+				s.counts.Malformed++
+			default:
 				s.counts.Malformed++
 			}
 			s.warn(fmt.Errorf("%s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err))
 			return
+		}
+		if s.again(&rec) {
+			s.counts.Duplicates++
+			s.warn(fmt.Errorf("%s partition %d offset %d: agent %q run %s record %d read again: skipped", r.Topic, r.Partition, r.Offset,
+				rec.Agent, rec.Run, rec.Seq))
+			return
+		}
+		if rec.Clipped > 0 {
+			s.counts.Clipped++
 		}
 		if s.Observe != nil {
 			s.Observe(&rec)
@@ -343,7 +428,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		at := s.rb.Time(&rec).UnixNano()
 		m := s.mergers[r.Partition]
 		if m == nil {
-			m = &Merger{Window: s.cfg.Window, Max: s.cfg.MaxHeld}
+			m = &Merger{Window: s.cfg.Window, Max: s.cfg.MaxHeld, MaxBytes: s.cfg.MaxHeldBytes / 2}
 			s.mergers[r.Partition] = m
 		}
 		s.out = m.Push(Item{Lane: lane, At: at, Rec: &rec}, s.out)
@@ -354,9 +439,10 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			st.hw = p.HighWatermark
 		}
 	})
-	s.counts.Late = s.late
+	s.counts.Late, s.counts.Early = s.late, s.across.Early
 	for _, m := range s.mergers {
 		s.counts.Late += m.Late
+		s.counts.Early += m.Early
 	}
 	if err := s.resolve(ctx); err != nil && ctx.Err() == nil {
 		s.warn(err)
@@ -373,15 +459,83 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 	return b, end
 }
 
+// again tells a record whose identity (agent, run, seq) was read among
+// the last maxIdentities, and remembers this one's. Records of agents
+// before run and seq have none: never taken for one read again.
+func (s *Source) again(r *Record) bool {
+	if r.Run == "" || r.Seq <= 0 {
+		return false
+	}
+	id := identity{run: maphash.Comparable(s.idSeed, [2]string{r.Agent, r.Run}), seq: r.Seq}
+	if _, ok := s.seen[id]; ok {
+		return true
+	}
+	if len(s.idRing) < maxIdentities {
+		s.idRing = append(s.idRing, id)
+	} else {
+		delete(s.seen, s.idRing[s.idNext])
+		s.idRing[s.idNext] = id
+		s.idNext = (s.idNext + 1) % maxIdentities
+	}
+	s.seen[id] = struct{}{}
+	return false
+}
+
+// Bounds are the counts of what the bounds on hostile records kept out,
+// by the names of the report's totals.bounds_reached (zero ones left out).
+func (s *Source) Bounds() map[string]int64 {
+	c := s.Counts()
+	m := map[string]int64{}
+	for k, v := range map[string]int64{
+		"correlate_duplicate_records": c.Duplicates, "correlate_records_too_large": c.TooLarge,
+		"correlate_records_time_refused": c.BadTime, "correlate_records_strings_cut": c.Clipped,
+		"correlate_records_released_early": c.Early, "correlate_connections_folded": c.Folded,
+	} {
+		if v > 0 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// Evicted sums the counters of the connections folded past the
+// connection table's bound (pipeline's RunRemote puts them in the
+// report's totals, as flows does for a file's).
+func (s *Source) Evicted() flows.EvictedConns {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rb.Evicted()
+}
+
+// silent is ErrNoAnswer, with the last error met, once the cluster has
+// not answered within the time-out.
+func (s *Source) silent() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered || time.Since(s.opened) < s.cfg.Timeout {
+		return nil
+	}
+	why := ""
+	if s.noAnswer != nil {
+		why = ": " + s.noAnswer.Error()
+	}
+	return fmt.Errorf("%w from %s within %s%s", ErrNoAnswer, strings.Join(s.cfg.Brokers, ","), s.cfg.Timeout, why)
+}
+
+// Answered says whether the cluster ever answered.
+func (s *Source) Answered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answered
+}
+
 // release moves what the partitions' merges let go into the merge
 // across partitions, and returns what no partition still behind its
 // high watermark (or not yet asked where it starts) can precede: a
 // correlator catching up reads one partition's hours before another's,
 // which must not make the second's records late.
 func (s *Source) release(items []Item) []Item {
-	for _, it := range items {
-		s.across.held = append(s.across.held, it)
-	}
+	s.across.held.add(items...)
 	heap.Init(&s.across.held)
 	bound := int64(math.MaxInt64)
 	now := time.Now()
@@ -404,7 +558,14 @@ func (s *Source) release(items []Item) []Item {
 		bound = min(bound, m.out)
 	}
 	out := items[:0]
-	for len(s.across.held) > 0 && (s.across.held[0].At <= bound || len(s.across.held) > s.across.Max) {
+	for s.across.held.Len() > 0 {
+		switch {
+		case s.across.held.first().At <= bound || s.across.held.Len() > s.across.Max:
+		case s.across.held.bytes > s.across.MaxBytes:
+			s.across.Early++
+		default:
+			return out
+		}
 		out = append(out, heap.Pop(&s.across.held).(Item))
 	}
 	return out
@@ -425,13 +586,13 @@ func (s *Source) Flush() Ready {
 // flush appends what every partition's merge holds, in time order
 // across them.
 func (s *Source) flush(out []Item) []Item {
-	s.across.held = append(s.across.held, out...)
+	s.across.held.add(out...)
 	out = out[:0]
 	for _, m := range s.mergers {
-		s.across.held = append(s.across.held, m.Flush(nil)...)
+		s.across.held.add(m.Flush(nil)...)
 	}
 	heap.Init(&s.across.held)
-	for len(s.across.held) > 0 {
+	for s.across.held.Len() > 0 {
 		out = append(out, heap.Pop(&s.across.held).(Item))
 	}
 	return out
@@ -476,6 +637,7 @@ func (s *Source) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.counts
+	c.Folded = int64(s.rb.Evicted().Conns)
 	for a := range s.agents {
 		c.Agents = append(c.Agents, a)
 	}
@@ -500,6 +662,9 @@ func (s *Source) startAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.name, err)
 	}
+	s.mu.Lock()
+	s.answered = true
+	s.mu.Unlock()
 	if len(resp.Topics) != 1 {
 		return fmt.Errorf("reading %s: no such topic", s.name)
 	}

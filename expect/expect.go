@@ -14,7 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -127,8 +127,15 @@ var severities = []string{"info", "warning", "error"}
 func rank(s string) int { return slices.Index(severities, s) }
 
 // Parse reads an expectation file: unknown fields are errors (a typo must
-// not make an expectation silently hold), numbers keep their precision.
+// not make an expectation silently hold), keys are case-sensitive and
+// none may be given twice in one object (encoding/json takes "Findings"
+// for "findings", and the last of two: `"findings": [...], "Findings":
+// []` was an expectation that always held), numbers keep their
+// precision.
 func Parse(b []byte) (*File, error) {
+	if err := strictKeys(b, reflect.TypeFor[File]()); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -142,9 +149,14 @@ func Parse(b []byte) (*File, error) {
 	return &f, f.Validate()
 }
 
+// MaxFileBytes bounds an expectation file (kfsniff's own are a few KiB).
+const MaxFileBytes = 4 << 20
+
 // Load reads and parses the expectation file at path; errors name it.
+// It must be a regular file (a link to one is followed) of at most
+// MaxFileBytes: a FIFO, a device or /dev/zero is refused, not read.
 func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := ReadRegular(path, MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -33,8 +34,15 @@ func ParseURL(s string) (brokers []string, topic string, err error) {
 		return nil, "", fmt.Errorf("%q: topic %q is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", s, topic)
 	}
 	for _, h := range strings.Split(hosts, ",") {
-		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || port == "" {
 			return nil, "", fmt.Errorf("%q: broker %q: want HOST:PORT", s, h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, "", fmt.Errorf("%q: broker %q: port %q is not a number from 1 to 65535", s, h, port)
+		}
+		if host == "" || strings.ContainsAny(host, " \t/@?#") {
+			return nil, "", fmt.Errorf("%q: broker %q: want a host name or address before the port", s, h)
 		}
 		brokers = append(brokers, h)
 	}

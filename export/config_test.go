@@ -79,7 +79,8 @@ func TestParseURL(t *testing.T) {
 	if err != nil || strings.Join(b, " ") != "b1:9092 [::1]:9093" || topic != "kfsniff.ship" {
 		t.Errorf("%v %q %v", b, topic, err)
 	}
-	for _, bad := range []string{"b1:9092/t", "kafka://b1:9092", "kafka://b1/t", "kafka://b1:9092/", "kafka://b1:9092/a b", "kafka://b1:9092/..", "kafka://:9092,/t"} {
+	for _, bad := range []string{"b1:9092/t", "kafka://b1:9092", "kafka://b1/t", "kafka://b1:9092/", "kafka://b1:9092/a b", "kafka://b1:9092/..", "kafka://:9092,/t",
+		"kafka://b1:99999/t", "kafka://b1:0/t", "kafka://b1:-1/t", "kafka://b1:http/t", "kafka://:9092/t"} { // issue 31: ports out of range were accepted
 		if _, _, err := ParseURL(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

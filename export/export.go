@@ -11,7 +11,9 @@ package export
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,6 +125,11 @@ type Exporter struct {
 	raised     map[string]bool
 	closeOnce  sync.Once
 	closeStats Stats
+	// run names this Exporter's records (random, 16 hex digits), seq
+	// numbers them from 1 in the order built: with agent, a record's
+	// identity, by which a correlator knows one shipped twice.
+	run string
+	seq int64
 }
 
 // partKey names a partition within one exchange: by name, and by id
@@ -225,6 +232,11 @@ func New(cfg Config) (*Exporter, error) {
 	e.promise = e.delivered
 	e.send = e.ship
 	e.recs.New = func() any { return new(kgo.Record) }
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, fmt.Errorf("export: %v", err)
+	}
+	e.run = hex.EncodeToString(r[:])
 	return e, nil
 }
 
@@ -403,6 +415,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "conn")
 	b = appendStr(b, "agent", e.cfg.Agent)
+	b = appendStr(b, "run", e.run)
+	b = e.seqField(b)
 	if c := e.clusters[ev.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}
@@ -456,6 +470,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		b := e.common(e.buf[:0], x, m)
 		k := len(b)
 		b = e.exchangeFields(b, x, m, 0)
+		b = e.seqField(b)
 		if x.Resp != nil && len(x.Resp.ErrorCodes) > 0 {
 			b = appendField(b, "errors")
 			b = append(b, '[')
@@ -490,6 +505,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 			b = appendIntRaw(b, int64(p.key.part))
 			k := len(b)
 			b = append(b, e.head...)
+			b = e.seqField(b) // each record its own, the head being shared
 			b = e.partFields(b, p, c)
 			b = append(b, '}')
 			e.buf = b
@@ -522,6 +538,14 @@ func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte 
 	return x.Conn.Client.Addr().AppendTo(b)
 }
 
+// seqField appends the record's number in the run: with agent and run,
+// its identity. Every record built takes the next, the records of one
+// exchange split by partition included.
+func (e *Exporter) seqField(b []byte) []byte {
+	e.seq++
+	return appendInt(b, "seq", e.seq)
+}
+
 // exchangeFields opens the record and appends the exchange's own fields.
 func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message, parts int) []byte {
 	ci := &x.Conn.ConnInfo
@@ -529,6 +553,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	b = appendInt(b, "v", SchemaVersion)
 	b = appendStr(b, "type", "exchange")
 	b = appendStr(b, "agent", e.cfg.Agent)
+	b = appendStr(b, "run", e.run)
 	if c := e.clusters[ci.Server]; c != "" {
 		b = appendStr(b, "cluster", c)
 	}

@@ -440,11 +440,7 @@ func (a *Analyzer) evict(c *Conn) {
 		c.Unanswered += c.Pending()
 	}
 	c.drain()
-	a.stats.Evicted.add(&EvictedConns{
-		Conns: 1, Requests: c.Requests, Responses: c.Responses, ErrorResponses: c.ErrorResponses,
-		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, NotCaptured: c.NotCaptured, Gaps: c.Gaps, Lost: c.Lost[0] + c.Lost[1],
-		FramingErrors: c.FramingErrors, DecodeErrs: c.DecodeErrors, Skipped: c.Skipped,
-	})
+	a.stats.Evicted.Fold(c)
 }
 
 // Nodes returns what the traffic said about node identities.

@@ -52,6 +52,15 @@ func (s *Stats) Add(o *Stats) {
 	s.Evicted.add(&o.Evicted)
 }
 
+// Fold adds the counters of a connection no longer listed.
+func (e *EvictedConns) Fold(c *Conn) {
+	e.add(&EvictedConns{
+		Conns: 1, Requests: c.Requests, Responses: c.Responses, ErrorResponses: c.ErrorResponses,
+		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, NotCaptured: c.NotCaptured, Gaps: c.Gaps, Lost: c.Lost[0] + c.Lost[1],
+		FramingErrors: c.FramingErrors, DecodeErrs: c.DecodeErrors, Skipped: c.Skipped,
+	})
+}
+
 // add adds the counters of f to e.
 func (e *EvictedConns) add(f *EvictedConns) {
 	e.Conns += f.Conns

@@ -45,6 +45,17 @@ type Config struct {
 	// exchanges are counted under api, version and broker "other".
 	// Default 1024.
 	MaxSeries int
+	// MaxErrorNames is how many error names one (api, version, broker)
+	// series counts under a label value of their own in
+	// kfsniff_response_errors_total, the first seen; MaxErrorSeries how
+	// many such (api, version, broker, error) series there are in all.
+	// The rest are error="other" (one per series). Defaults 8 and 1024:
+	// without them the wire's error codes fanned out to 64 brokers x 16
+	// API versions x 136 codes.
+	MaxErrorNames, MaxErrorSeries int
+	// MaxScrapes bounds the scrapes served at once (the rest are told
+	// 503); Default 2.
+	MaxScrapes int
 	// MaxConns is how many connections are followed for the per-role
 	// gauge; past it, new connections are counted everywhere else but not
 	// in kfsniff_connections. Default 65536.
@@ -74,6 +85,15 @@ func (c *Config) defaults() {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 65536
+	}
+	if c.MaxErrorNames <= 0 {
+		c.MaxErrorNames = 8
+	}
+	if c.MaxErrorSeries <= 0 {
+		c.MaxErrorSeries = 1024
+	}
+	if c.MaxScrapes <= 0 {
+		c.MaxScrapes = 2
 	}
 	if c.IdleAfter <= 0 {
 		c.IdleAfter = 10 * time.Minute
@@ -109,6 +129,7 @@ type Metrics struct {
 	nbrokers   int
 	otherBroke *broker
 	nseries    int
+	nerrs      int     // (api, version, broker, error) series but "other"
 	nkeys      int     // API keys decode knows: 0..nkeys-1
 	overflow   *series // api, version, broker "other"
 	clients    map[string]*client
@@ -132,10 +153,11 @@ const (
 	foldBroker = iota
 	foldClient
 	foldSeries
+	foldError
 	numFolds
 )
 
-var foldNames = [numFolds]string{"broker", "client_id", "series"}
+var foldNames = [numFolds]string{"broker", "client_id", "series", "error"}
 
 // numRoles is flows' roles (flows.Role is a uint8 below 16).
 const numRoles = 16
@@ -170,18 +192,25 @@ type series struct {
 	unanswered           prometheus.Counter
 	reqBytes, respBytes  prometheus.Counter
 	latency              prometheus.Observer
-	errs                 []errChild
-	unknownErr           prometheus.Counter
+	errs                 []errChild // by code, a cache
+	names                []errName  // the error label values of its own
+	otherErr             prometheus.Counter
 	folded               bool
 }
 
 type errChild struct {
-	code int16
+	code  int16
+	c     prometheus.Counter
+	other bool
+}
+
+type errName struct {
+	name string
 	c    prometheus.Counter
 }
 
-// maxErrChildren bounds a series' error codes found by code; codes Kafka
-// does not define past it are named again each time.
+// maxErrChildren bounds a series' error codes found by code; past it a
+// code's label is found again among the series' names each time.
 const maxErrChildren = 64
 
 type client struct {
@@ -257,7 +286,7 @@ func New(cfg Config) *Metrics {
 		m.kernelReceived = f.counter("kfsniff_capture_kernel_received_total", "Packets the kernel passed to the live capture's filter (PACKET_STATISTICS).")
 		m.kernelDropped = f.counter("kfsniff_capture_kernel_drops_total", "Packets the kernel dropped because the capture ring was full (PACKET_STATISTICS): traffic kfsniff never saw.")
 	}
-	folded := f.counterVec("kfsniff_metrics_folded_total", "Requests counted under the label value \"other\" because a cap on label values was reached, by the label that was capped.", []string{"label"})
+	folded := f.counterVec("kfsniff_metrics_folded_total", "Requests (error codes, for the label error) counted under the label value \"other\" because a cap on label values was reached, by the label that was capped.", []string{"label"})
 	for i, n := range foldNames {
 		m.folded[i] = folded.WithLabelValues(n)
 	}
@@ -296,7 +325,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Handler serves the metrics in the format the scraper asks for: the text
 // format, OpenMetrics, or protobuf (which carries native histograms).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, MaxRequestsInFlight: m.cfg.MaxScrapes, Timeout: 10 * time.Second})
 }
 
 // state returns the connection's state, made on its first message.
@@ -394,26 +423,39 @@ func keysKnown() int {
 	return n
 }
 
-func (s *series) errCounter(m *Metrics, code int16) prometheus.Counter {
-	for _, e := range s.errs {
-		if e.code == code {
-			return e.c
+func (s *series) errCounter(m *Metrics, code int16) (prometheus.Counter, bool) {
+	for i := range s.errs {
+		if s.errs[i].code == code {
+			return s.errs[i].c, s.errs[i].other
 		}
 	}
 	name := decode.ErrorName(code)
-	var c prometheus.Counter
 	if strings.HasPrefix(name, "UNKNOWN_ERROR_CODE_") {
-		if s.unknownErr == nil {
-			s.unknownErr = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, "UNKNOWN_ERROR_CODE")
+		name = "UNKNOWN_ERROR_CODE"
+	}
+	var c prometheus.Counter
+	for _, n := range s.names {
+		if n.name == name {
+			c = n.c
 		}
-		c = s.unknownErr
-	} else {
-		c = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, name)
+	}
+	other := false
+	if c == nil {
+		if len(s.names) < m.cfg.MaxErrorNames && m.nerrs < m.cfg.MaxErrorSeries {
+			c = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, name)
+			s.names = append(s.names, errName{name, c})
+			m.nerrs++
+		} else {
+			if s.otherErr == nil {
+				s.otherErr = m.errorCodes.WithLabelValues(s.api, s.version, s.broker, Other)
+			}
+			c, other = s.otherErr, true
+		}
 	}
 	if len(s.errs) < maxErrChildren {
-		s.errs = append(s.errs, errChild{code, c})
+		s.errs = append(s.errs, errChild{code, c, other})
 	}
-	return c
+	return c, other
 }
 
 // client returns the children of a client id, cached on the connection.
@@ -496,7 +538,11 @@ func (m *Metrics) OnExchange(x *flows.Exchange) {
 	if len(x.Resp.ErrorCodes) > 0 {
 		s.errorResponses.Inc()
 		for _, e := range x.Resp.ErrorCodes {
-			s.errCounter(m, e.Code).Add(float64(e.Count))
+			c, other := s.errCounter(m, e.Code)
+			c.Add(float64(e.Count))
+			if other {
+				m.folded[foldError].Add(float64(e.Count))
+			}
 		}
 		m.client(cs, x.Req.ClientID).errors.Inc()
 	}

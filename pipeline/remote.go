@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"time"
@@ -29,6 +30,11 @@ type RemoteSource interface {
 	End(agent string) (time.Time, bool)
 }
 
+// ErrRemoteFatal wraps a RemoteSource's error that ends the run (a
+// cluster that never answered): RunRemote stops with StopError instead
+// of trying again.
+var ErrRemoteFatal = errors.New("cannot read")
+
 // RemoteBatch is what Next gives: the lanes whose state goes (partitions
 // revoked), then the records to deliver, in order.
 type RemoteBatch struct {
@@ -52,6 +58,9 @@ type lane struct {
 	set *detectors.Set
 	d   *flows.Delivery
 }
+
+// interruptGrace is how long records are still delivered after Ctrl-C.
+const interruptGrace = 500 * time.Millisecond
 
 // RunRemote analyses the records an export topic holds (kfsniff -r
 // kafka://...) as Run analyses packets: the rebuilt exchanges and
@@ -89,7 +98,11 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 	lastProgress, lastFindings := began, began
 	stats := func() *flows.Stats {
 		records, bytes, first, last := src.Read()
-		return &flows.Stats{Packets: records, Bytes: bytes, FirstTime: first, LastTime: last}
+		st := &flows.Stats{Packets: records, Bytes: bytes, FirstTime: first, LastTime: last}
+		if ev, ok := src.(interface{ Evicted() flows.EvictedConns }); ok {
+			st.Evicted = ev.Evicted() // connections folded past the table's bound
+		}
+		return st
 	}
 	pass := func() detectors.Pass {
 		st := stats()
@@ -121,12 +134,30 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 		opt.Progress(Progress{Packets: st.Packets, Bytes: st.Bytes, Kafka: len(src.Conns()), First: st.FirstTime, Last: st.LastTime,
 			Elapsed: time.Since(began), Done: done})
 	}
-	var n int64
+	var n, unread int64
+	// halted: Ctrl-C (or --duration) came more than interruptGrace ago.
+	// Records are delivered one at a time and a rule's work per record is
+	// bounded, so that a batch, or the merge's flush, however large, stops
+	// within a second; what is left is counted, not analysed.
+	var interrupted time.Time
+	halted := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		if interrupted.IsZero() {
+			interrupted = time.Now()
+		}
+		return time.Since(interrupted) > interruptGrace
+	}
 	deliver := func(b RemoteBatch) bool {
 		for _, id := range b.Revoked {
 			delete(lanes, id)
 		}
 		for i := range b.Items {
+			if halted() {
+				unread += int64(len(b.Items) - i)
+				return true
+			}
 			it := &b.Items[i]
 			ev := it
 			if ev.Opened != nil {
@@ -171,6 +202,10 @@ read:
 		if err == io.EOF {
 			break
 		}
+		if errors.Is(err, ErrRemoteFatal) {
+			stop = StopError
+			break
+		}
 		if err != nil && ctx.Err() == nil {
 			if opt.Warn != nil {
 				opt.Warn(err)
@@ -189,6 +224,9 @@ read:
 	}
 	if stop != StopCount {
 		deliver(src.Flush())
+	}
+	if unread > 0 && opt.Warn != nil {
+		opt.Warn(fmt.Errorf("%d records read but not analysed: stopped", unread))
 	}
 	res.Stop, res.Interrupted = stop, stop == StopInterrupted
 	progress(true)

@@ -132,7 +132,8 @@ type RecordStats struct {
 // given their offsets (flows keeps the request's frame until then,
 // Keeper); Fetch records at theirs. Wire bytes are shown as text when
 // they are printable UTF-8 (escaped as report.Clean escapes), else in hex
-// or base64; JSON strings are escaped by encoding/json.
+// or base64; JSON strings are escaped by encoding/json, then what it
+// leaves that a terminal acts on by SafeJSON.
 type RecordWriter struct {
 	w      *bufio.Writer
 	opt    RecordOptions
@@ -612,7 +613,8 @@ func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, kn
 		rw.err = err
 		return
 	}
-	line = append(line, '\n')
+	// encoding/json leaves C1 controls and bidi overrides raw (issue 31).
+	line = append(SafeJSON(line), '\n')
 	if _, err := rw.w.Write(line); err != nil {
 		rw.err = err
 	}

@@ -27,6 +27,7 @@ type correlateConfig struct {
 	UntilEnd       bool
 	Window         time.Duration
 	SessionTimeout time.Duration
+	Timeout        time.Duration
 	ConfigFile     string
 	sec            export.Security
 
@@ -39,6 +40,8 @@ type correlateConfig struct {
 	// done is set once the run has ended normally: its offsets may be
 	// committed after the report.
 	done bool
+	// fatal is the source's error that ended the run (no answer).
+	fatal error
 }
 
 func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
@@ -47,6 +50,7 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 	fs.BoolVar(&c.UntilEnd, "until-end", false, "with -r kafka://: stop when every partition read has reached the end offset it had when assigned (in a group: and no rebalance came for --group-session-timeout + 2s)")
 	fs.DurationVar(&c.Window, "reorder-window", correlate.DefaultReorderWindow, "with -r kafka://: how far apart in capture time records may arrive and still be merged in order (later ones are counted late)")
 	fs.DurationVar(&c.SessionTimeout, "group-session-timeout", 45*time.Second, "with --group: the group session timeout: how soon the partitions of a correlator that died go to the others")
+	fs.DurationVar(&c.Timeout, "read-timeout", correlate.DefaultTimeout, "with -r kafka://: how long the cluster may take to answer at the start before kfsniff gives up (exit 2)")
 	fs.StringVar(&c.ConfigFile, "read-config", "", "with -r kafka://: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
 	fs.BoolVar(&c.sec.TLS, "read-tls", false, "with -r kafka://: TLS to the Kafka read from")
 	fs.StringVar(&c.sec.CAFile, "read-ca", "", "with -r kafka://: PEM `FILE` of the CAs to trust (implies --read-tls)")
@@ -59,7 +63,7 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 }
 
 // correlateFlags mean nothing without a kafka:// input.
-var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "read-config", "read-tls", "read-ca",
+var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "read-timeout", "read-config", "read-tls", "read-ca",
 	"read-cert", "read-key", "read-sasl-mechanism", "read-sasl-user", "read-sasl-password"}
 
 // isKafkaURL tells a topic to read back from a capture file's name.
@@ -106,6 +110,8 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		return fmt.Errorf("--reorder-window must not be negative, got %s", c.Window)
 	case c.SessionTimeout <= 0:
 		return fmt.Errorf("--group-session-timeout must be positive, got %s", c.SessionTimeout)
+	case c.Timeout <= 0:
+		return fmt.Errorf("--read-timeout must be positive, got %s", c.Timeout)
 	}
 	if c.sec.Password == "" {
 		c.sec.Password = os.Getenv("KFSNIFF_READ_SASL_PASSWORD")
@@ -161,7 +167,7 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 	warned := 0
 	src, err := correlate.Open(correlate.SourceConfig{
 		Brokers: c.brokers, Topic: c.topic, Group: c.Group, UntilEnd: c.UntilEnd,
-		SessionTimeout: c.SessionTimeout, Window: c.Window, TLS: tc, SASL: mech,
+		SessionTimeout: c.SessionTimeout, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
 		Warn: func(err error) {
 			warned++
 			fmt.Fprintf(stderr, "kfsniff: warning: %s\n", report.Clean(err.Error()))
@@ -206,8 +212,14 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 			warn(fmt.Errorf("-r %s: %w (trying again)", report.Clean(c.URL), err))
 		}
 	}
-	res := pipeline.RunRemote(ctx, remoteSource{c.src}, c.Group != "", c.newSet, o)
+	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal}, c.Group != "", c.newSet, o)
 	res.Report.Correlation = c.stats.Section()
+	for k, v := range c.src.Bounds() {
+		if res.Report.Totals.BoundsReached == nil {
+			res.Report.Totals.BoundsReached = map[string]int64{}
+		}
+		res.Report.Totals.BoundsReached[k] += v
+	}
 	// -c leaves records read but not reported: nothing is committed.
 	c.done = res.Stop != pipeline.StopCount
 	return res
@@ -227,6 +239,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
 	}
+	if n.Duplicates > 0 {
+		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
+	}
 	if n.Late > 0 {
 		fmt.Fprintf(stderr, ", %d later than --reorder-window (merged out of order)", n.Late)
 	}
@@ -234,6 +249,21 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 		fmt.Fprintf(stderr, ", %d held for partitions revoked", n.Dropped)
 	}
 	fmt.Fprintf(stderr, " (%s)\n", res.Stop)
+}
+
+// failed says, when the cluster never answered (within --read-timeout,
+// or before Ctrl-C), that the input could not be read: exit 2, not an
+// empty report that --fail-on would pass.
+func (c *correlateConfig) failed(res *pipeline.Result, stderr io.Writer) bool {
+	if !c.on() || c.src == nil || c.src.Answered() {
+		return false
+	}
+	why := c.fatal
+	if why == nil {
+		why = fmt.Errorf("no answer from %s before the run stopped (%s)", strings.Join(c.brokers, ","), res.Stop)
+	}
+	fmt.Fprintf(stderr, "kfsniff: -r %s: %s\n", report.Clean(c.URL), report.Clean(why.Error()))
+	return true
 }
 
 // close commits, in a group, the offsets of what the report covered, and
@@ -253,8 +283,12 @@ func (c *correlateConfig) close(stderr io.Writer) {
 	c.src.Close()
 }
 
-// remoteSource adapts correlate.Source to what the pipeline reads.
-type remoteSource struct{ *correlate.Source }
+// remoteSource adapts correlate.Source to what the pipeline reads; the
+// error that ends the run is kept in fatal.
+type remoteSource struct {
+	*correlate.Source
+	fatal *error
+}
 
 func batchOf(r correlate.Ready) pipeline.RemoteBatch {
 	b := pipeline.RemoteBatch{Revoked: r.Revoked, Items: make([]pipeline.RemoteItem, len(r.Items))}
@@ -267,6 +301,10 @@ func batchOf(r correlate.Ready) pipeline.RemoteBatch {
 
 func (s remoteSource) Next(ctx context.Context) (pipeline.RemoteBatch, error) {
 	r, err := s.Source.Next(ctx)
+	if errors.Is(err, correlate.ErrNoAnswer) {
+		*s.fatal = err
+		err = fmt.Errorf("%w: %w", pipeline.ErrRemoteFatal, err)
+	}
 	return batchOf(r), err
 }
 

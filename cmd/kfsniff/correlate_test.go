@@ -715,7 +715,7 @@ func TestCorrelateTUIModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := tui.NewModel(tui.ModelConfig{})
-	res := pipeline.RunRemote(context.Background(), remoteSource{src}, false, nil,
+	res := pipeline.RunRemote(context.Background(), remoteSource{src, new(error)}, false, nil,
 		pipeline.Options{Handlers: []flows.Handler{m}, Detectors: dets, LiveFindings: m.SetFindings})
 	m.Sync()
 	m.SetFindings(res.Report.Findings)

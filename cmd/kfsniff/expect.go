@@ -196,8 +196,8 @@ func compareExpect(c Config, rep *report.Report, code int, stdout, stderr io.Wri
 }
 
 // writeExpect writes the expectation of rep to the --write-expect file,
-// through a temporary file beside it so that an interrupted run leaves
-// the old one whole. An interrupted analysis writes none: it would
+// through a temporary file beside it (writeAtomic) so that an
+// interrupted run leaves the old one whole. An interrupted analysis writes none: it would
 // expect a part of the capture.
 func writeExpect(c Config, a *expect.Analysis, rep *report.Report, interrupted bool, stderr io.Writer) error {
 	if interrupted {
@@ -216,12 +216,8 @@ func writeExpect(c Config, a *expect.Analysis, rep *report.Report, interrupted b
 	if err != nil {
 		return err
 	}
-	tmp := c.Expect.Write + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, c.Expect.Write); err != nil {
-		os.Remove(tmp)
+	b = report.SafeJSON(b) // the findings' fields quote wire strings
+	if err := writeAtomic(c.Expect.Write, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "kfsniff: wrote %s: %d finding(s); trim it to what must hold (docs/expect.md)\n", report.Clean(c.Expect.Write), len(f.Findings))

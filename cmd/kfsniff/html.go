@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -19,9 +20,15 @@ func checkHTML(cfg Config) error {
 	if cfg.HTML == "-" {
 		return errors.New("--html -: the report goes to standard output; give the page a file name")
 	}
+	if st, err := os.Stat(filepath.Dir(cfg.HTML)); err != nil || !st.IsDir() {
+		return fmt.Errorf("--html %s: no directory %s to write the page in", cfg.HTML, filepath.Dir(cfg.HTML))
+	}
 	out, err := os.Stat(cfg.HTML)
 	if err != nil {
 		return nil // a new file
+	}
+	if !out.Mode().IsRegular() {
+		return fmt.Errorf("--html %s: that is not a file (%s); give the page a file name", cfg.HTML, fileKind(out.Mode()))
 	}
 	others := append([]string{cfg.Write}, cfg.Files...)
 	for _, name := range others {
@@ -35,29 +42,23 @@ func checkHTML(cfg Config) error {
 	return nil
 }
 
-// writeHTML writes the report as one self-contained HTML page to name:
-// into a temporary file beside it, renamed over name once complete, so
-// that a failure never leaves half a page (or destroys an older one).
+// writeHTML writes the report as one self-contained HTML page to name
+// (writeAtomic).
 func writeHTML(name string, rep *report.Report) error {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
+	return writeAtomic(name, func(w io.Writer) error { return report.WriteHTML(w, rep) })
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
 	}
-	tmp := f.Name()
-	err = report.WriteHTML(f, rep)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return m.Type().String()
 }

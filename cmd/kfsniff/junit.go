@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,13 +109,5 @@ func writeJUnit(path string, dirs []string, cases []*checkCase, start time.Time)
 		return err
 	}
 	b = append([]byte(xml.Header), append(b, '\n')...)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return writeAtomic(path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }

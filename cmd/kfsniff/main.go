@@ -472,6 +472,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	ms.finish(res)
 	xs.finish(res)
 	cr.say(res, stderr)
+	if cr.failed(res, stderr) {
+		return exitUsage
+	}
 	if cfg.Frames || recs.w != nil || cfg.Expect.File != "" {
 		xs.say(res, stderr)
 	}

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -23,11 +26,24 @@ func validMetricsAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return fmt.Errorf("--metrics-addr %q: want [HOST]:PORT, e.g. :9464 or 127.0.0.1:9464", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--metrics-addr %q: port %q is not a number from 0 to 65535 (0: any free port)", addr, port)
 	}
 	return nil
 }
+
+// The metrics server's time-outs (variables for the tests).
+var (
+	metricsHeaderTimeout = 5 * time.Second
+	metricsIdleTimeout   = 15 * time.Second
+)
+
+// maxMetricsConns bounds the connections the metrics server holds.
+const maxMetricsConns = 256
 
 // metricsServer is the /metrics endpoint and the handler feeding it.
 type metricsServer struct {
@@ -62,7 +78,15 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 		}
 		fmt.Fprintln(w, `kfsniff: metrics at /metrics`)
 	})
-	s := &metricsServer{m: m, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, served: make(chan struct{})}
+	// A scraper is not trusted either: idle keep-alive connections and
+	// slow requests are closed, a response has 30 s to go out, and at
+	// most maxMetricsConns connections are taken at a time (the rest
+	// wait in the kernel's backlog), so that nobody holds the process's
+	// file descriptors.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: 2 * metricsHeaderTimeout,
+		WriteTimeout: 30 * time.Second, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: 16 << 10}
+	ln = netutil.LimitListener(ln, maxMetricsConns)
+	s := &metricsServer{m: m, srv: srv, served: make(chan struct{})}
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

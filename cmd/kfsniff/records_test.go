@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/fixtures/record"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
 )
@@ -325,6 +326,9 @@ func TestRecordsHostile(t *testing.T) {
 			}
 			_, js, _ := kfsniff(t, "-r", f, "--records", "--json")
 			recordLines(t, js)
+			if err := termcheck.Safe([]byte(js)); err != nil {
+				t.Errorf("--records --json: %v", err) // issue 31: C1 controls and bidi overrides were left raw
+			}
 			if filepath.Base(f) == "decompression-bomb.pcap" &&
 				(out != "" || !strings.Contains(errOut, "the records of 8 batches could not be listed in full (the first at packet ")) {
 				t.Errorf("decompression bomb: stdout %q, stderr %q", out, errOut)
@@ -427,6 +431,38 @@ func TestRecordsUnknownOffsets(t *testing.T) {
 		}
 		if want := tc.want(); len(unknown) != want || want == 0 {
 			t.Errorf("%s: records without an offset in %d Produce requests, the sidecar counts %d", tc.name, len(unknown), want)
+		}
+	}
+}
+
+// TestRecordsJSONEscapes: --records --json left C1 controls (U+009B, the
+// 8-bit CSI) and Unicode bidi overrides raw in keys, values and headers;
+// every output mode escapes them now, JSON as \uXXXX.
+func TestRecordsJSONEscapes(t *testing.T) {
+	var b bytes.Buffer
+	if err := gen.WriteRecordCapture(&b, []string{"csi\u009b31mred", "bidi\u202egnp.exe", "osc\u009d8;;https://evil.example/\u009c"}); err != nil {
+		t.Fatal(err)
+	}
+	in := writeFile(t, "records.pcap", b.Bytes())
+	for _, args := range [][]string{{"--records"}, {"--records", "--json"}} {
+		code, out, errOut := kfsniff(t, append([]string{"-r", in}, args...)...)
+		if code != exitOK || strings.Count(out, "\n") != 3 {
+			t.Fatalf("%v: exit %d, %d lines, want the 3 records: %s%s", args, code, strings.Count(out, "\n"), out, errOut)
+		}
+		if err := termcheck.Safe([]byte(out)); err != nil {
+			t.Errorf("%v: %v\n%q", args, err, out)
+		}
+		if strings.ContainsAny(out, "\u009b\u202e\u009d\u009c") {
+			t.Errorf("%v: a C1 control or bidi override left raw: %q", args, out)
+		}
+	}
+	_, js, _ := kfsniff(t, "-r", in, "--records", "--json")
+	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
+		var r struct {
+			Key, Value string
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Key != r.Value || !strings.ContainsAny(r.Value, "\u009b\u202e\u009d") {
+			t.Errorf("a line that does not read back as the record (%v): %s", err, l)
 		}
 	}
 }

@@ -130,10 +130,8 @@ func (b *broker) attempt(client netip.AddrPort, t time.Time, n int) {
 	} else {
 		b.moreHosts += int64(n)
 	}
-	for range n {
-		b.attempts++
-		b.win.Add(t)
-	}
+	b.attempts += int64(n)
+	b.win.AddN(t, n) // bounded by the window, not by n (a forged record's 2^31)
 }
 
 // ConnEvent implements detectors.ConnHook.

@@ -102,6 +102,33 @@ func (w *Window) Add(t time.Time) {
 	w.closeIfOver()
 }
 
+// AddN counts k events at t, as k calls of Add(t) would, in time bounded
+// by the window's n whatever k (a shipped record may claim 2^31 attempts):
+// once n events at t fill the ring, each further one only extends the
+// episode under way and the counts.
+func (w *Window) AddN(t time.Time, k int) {
+	loop := min(k, w.n+1)
+	for range loop {
+		w.Add(t)
+	}
+	rest := k - loop
+	if rest <= 0 {
+		return
+	}
+	// The ring holds n times t, the last Add found its oldest within
+	// span (0 <= span) or not (span < 0): every further Add does the same.
+	w.total += rest
+	w.secN += rest
+	if w.secN > w.peakN {
+		w.peakN, w.peakSec = w.secN, w.sec
+	}
+	w.head = (w.head + rest) % w.n
+	if w.in {
+		w.cur.End = t
+		w.cur.Events += rest
+	}
+}
+
 // closeIfOver ends the episode under way: the window no longer holds n
 // events.
 func (w *Window) closeIfOver() {

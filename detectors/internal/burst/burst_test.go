@@ -1,7 +1,9 @@
 package burst
 
 import (
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -112,5 +114,42 @@ func TestWindowMatchesBruteForce(t *testing.T) {
 					n, seed, best, gotOngoing, gotEpisodes, want, ongoing, episodes)
 			}
 		}
+	}
+}
+
+// TestAddNIsAdds: AddN(t, k) leaves the window as k calls of Add(t) do,
+// for counts below, at and past the ring's n, times going backwards and
+// spans of zero; and AddN of 2^31-1 events (what one forged connection
+// record may claim) takes no longer than a few hundred Adds.
+func TestAddNIsAdds(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 1))
+	for _, n := range []int{2, 3, 7, 50} {
+		for _, span := range []time.Duration{0, 10 * time.Millisecond, time.Second} {
+			for seed := range 30 {
+				one, bulk := New(n, span), New(n, span)
+				ms := 0
+				for range r.IntN(40) {
+					ms += r.IntN(400) - 50 // backwards now and then
+					k := r.IntN(3 * n)
+					for range k {
+						one.Add(at(ms))
+					}
+					bulk.AddN(at(ms), k)
+					if !reflect.DeepEqual(one, bulk) {
+						t.Fatalf("n %d span %v seed %d: after %d events at %d ms\n Add: %+v\nAddN: %+v", n, span, seed, k, ms, one, bulk)
+					}
+				}
+			}
+		}
+	}
+	w := New(MaxN, time.Second)
+	began := time.Now()
+	w.AddN(at(0), math.MaxInt32)
+	w.AddN(at(10), math.MaxInt32)
+	if took := time.Since(began); took > 200*time.Millisecond {
+		t.Errorf("AddN of 2^31-1 events twice took %v", took)
+	}
+	if w.Total() != 2*math.MaxInt32 {
+		t.Errorf("total %d, want %d", w.Total(), 2*math.MaxInt32)
 	}
 }
