@@ -169,7 +169,7 @@ func (f *Finding) Summary() string {
 			f.Broker, text.Plural(f.UnaskedShutdowns, "time", "times"), f.timing())
 	case v.silent:
 		return fmt.Sprintf("broker %d sent no heartbeat for %s, past the session timeout, with no heartbeat of its own waiting: it had "+
-			"no controller to send to (see metadata-quorum-down), or stopped; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
+			"no controller to send to (see metadata-quorum-down), stopped, or was cut off; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
 	case v.expired:
 		return fmt.Sprintf("broker %d's session expired: two of its heartbeats %s apart, past the session timeout, so the controller "+
 			"fenced it though no answer says so; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
@@ -208,7 +208,7 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&s, " For %s broker %d sent no heartbeat, longer than the session timeout, and none of its heartbeats had "+
 			"waited long: the broker itself stopped sending. A KRaft broker sends heartbeats only to the active controller: with "+
 			"none (the controller quorum without a leader) it sends none, and nobody can fence it; otherwise the broker paused "+
-			"(GC, a stopped process) and the controller fenced it.", text.Duration(b.widest.d), f.Broker)
+			"(GC, a stopped process) or its network was cut (its packets do not reach the capture), and the controller fenced it.", text.Duration(b.widest.d), f.Broker)
 	} else if v.expired && v.fenced.n == 0 {
 		fmt.Fprintf(&s, " For %s the controller got no heartbeat of broker %d, longer than the session timeout: it fenced "+
 			"the broker then, though no answer in the capture says isFenced (a controller unfences a caught-up broker at its next "+
