@@ -41,7 +41,13 @@ type ModelConfig struct {
 	// timeline (default 300): 16 bytes a second each, 4.7 KiB per
 	// connection at the default, allocated at its first request.
 	Timeline int
+	// ShowSecrets shows credentials in the detail and hex views
+	// (--show-secrets).
+	ShowSecrets bool
 }
+
+// ShowSecrets reports whether the views show credentials.
+func (m *Model) ShowSecrets() bool { return m.cfg.ShowSecrets }
 
 // Defaults of ModelConfig.
 const (

@@ -563,7 +563,11 @@ func treeView(n *treeNode) *tview.TreeNode {
 // maxHex bounds the bytes of one frame shown in hex.
 const maxHex = 64 << 10
 
-func hexText(x *Exchange, req, resp []byte) string {
+func hexText(x *Exchange, req, resp []byte) string { return hexTextOf(x, req, resp, false) }
+
+// hexTextOf is hexText; unless secrets, the frames of an API whose
+// bodies may carry credentials (decode.SecretKey) are not dumped.
+func hexTextOf(x *Exchange, req, resp []byte, secrets bool) string {
 	var b strings.Builder
 	side := func(name string, pkt uint64, size int32, frame []byte) {
 		switch {
@@ -574,6 +578,10 @@ func hexText(x *Exchange, req, resp []byte) string {
 			return
 		}
 		fmt.Fprintf(&b, "%s frame, packet %s, %d bytes\n", name, pktStr(x.File, pkt), size)
+		if !secrets && x.Key >= 0 && decode.SecretKey(x.Key) {
+			fmt.Fprintf(&b, "not shown: %s frames may carry credentials (--show-secrets shows them)\n\n", x.API())
+			return
+		}
 		hexDump(&b, frame, int(size)-decode.SizeLen, maxHex)
 		b.WriteByte('\n')
 	}
