@@ -66,14 +66,16 @@ type Config struct {
 	Verbose      bool
 	// ShowSecrets shows credentials from the wire (--show-secrets).
 	ShowSecrets bool
-	APIs        string
-	ClientID    string
-	Conns       []string
-	Errors      bool
-	FailOn      string
-	List        bool
-	Settings    []string
-	Expect      ExpectConfig
+	// TLSKeyLogs are the --tls-keylog files.
+	TLSKeyLogs []string
+	APIs       string
+	ClientID   string
+	Conns      []string
+	Errors     bool
+	FailOn     string
+	List       bool
+	Settings   []string
+	Expect     ExpectConfig
 	// HTML is the --html page's file (html.go).
 	HTML        string
 	MetricsAddr string
@@ -187,6 +189,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.APIs, "api", "", "with --frames: only these APIs (comma list of names or keys, e.g. Fetch,Metadata or 1,3)")
 	fs.StringVar(&cfg.ClientID, "client-id", "", "with --frames: only frames whose client id contains `TEXT`")
 	fs.StringArrayVar(&cfg.Conns, "conn", nil, "with --frames: only connection `ID` or endpoint (ip or ip:port); repeatable")
+	fs.StringArrayVar(&cfg.TLSKeyLogs, "tls-keylog", nil, "decrypt TLS connections with the secrets of this NSS key log `FILE` (SSLKEYLOGFILE, Go's KeyLogWriter); repeatable")
 	fs.BoolVar(&cfg.ShowSecrets, "show-secrets", false, "show the credentials the wire carries (SASL passwords, SCRAM proofs, OAUTHBEARER tokens, delegation token HMACs, sensitive config values) in --frames -v and the UI; redacted by default")
 	fs.BoolVar(&cfg.Errors, "errors", false, "with --frames: only responses carrying error codes, and undecodable frames")
 	fs.StringVar(&cfg.FailOn, "fail-on", "", "exit 3 if a finding of at least this `severity` (info, warning, error) exists")
@@ -313,6 +316,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fcfg.Ports = ports
 	fcfg.MaxFrame = cfg.MaxFrame
 	fcfg.BufferBudget, fcfg.MaxPendingTotal = cfg.BufferBudget, cfg.MaxWaiting
+	if fcfg.TLSKeys, err = readKeyLogs(cfg.TLSKeyLogs, true, stderr); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	var filterFrames report.FrameFilter
 	if cfg.APIs != "" {
 		if filterFrames.APIs, err = report.ParseAPIs(cfg.APIs); err != nil {
@@ -494,6 +501,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
+	if res.Stats != nil {
+		rep.SetTLS(res.Stats, fcfg.TLSKeys)
+	}
 	// The files asked for are written whatever became of standard output.
 	outputs := func(code int) int {
 		if cfg.HTML != "" {
