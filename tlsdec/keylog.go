@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 )
 
@@ -313,4 +314,37 @@ func (f *Follower) Poll() error {
 	f.off += n
 	f.line += lines
 	return err
+}
+
+// AppendNSS appends the key log's secrets as NSS key log lines, sessions
+// in order of client random: what a pcapng Decryption Secrets Block
+// carries (-w FILE.pcapng).
+func (k *Keys) AppendNSS(dst []byte) []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	crs := make([][32]byte, 0, len(k.sessions))
+	for cr := range k.sessions {
+		crs = append(crs, cr)
+	}
+	slices.SortFunc(crs, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	line := func(label string, cr [32]byte, secret []byte) {
+		if secret == nil {
+			return
+		}
+		dst = append(dst, label...)
+		dst = append(dst, ' ')
+		dst = hex.AppendEncode(dst, cr[:])
+		dst = append(dst, ' ')
+		dst = hex.AppendEncode(dst, secret)
+		dst = append(dst, '\n')
+	}
+	for _, cr := range crs {
+		s := k.sessions[cr]
+		line(labelClientRandom, cr, s.master)
+		line(labelCHTS, cr, s.chts)
+		line(labelSHTS, cr, s.shts)
+		line(labelCTS0, cr, s.cts0)
+		line(labelSTS0, cr, s.sts0)
+	}
+	return dst
 }

@@ -396,9 +396,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 		}
 	}
+	// pcapng Decryption Secrets Blocks before the first packet decrypt
+	// as --tls-keylog does.
+	if fcfg.TLSKeys, err = fileSecrets(files, fcfg.TLSKeys, stderr); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
+	opt.Flows.TLSKeys = fcfg.TLSKeys
 	var writer *capture.Writer
 	if cfg.Write != "" {
-		writer, err = createWriter(cfg, live, links)
+		writer, err = createWriter(cfg, live, links, secretsBlock(cfg.Write, fcfg.TLSKeys)...)
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: -w %v\n", err)
 			return exitUsage

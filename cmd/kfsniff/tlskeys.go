@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
@@ -44,4 +46,54 @@ func readKeyLogs(paths []string, final bool, stderr io.Writer) (*tlsdec.Keys, er
 	}
 	keys.SetFinal(final)
 	return keys, nil
+}
+
+// fileSecrets adds the TLS key logs of the files' pcapng Decryption
+// Secrets Blocks (as editcap --inject-secrets writes them) to keys, made
+// if nil and some file has one. Blocks after the first packet are read
+// as they come (OnSecret).
+func fileSecrets(files []*capture.File, keys *tlsdec.Keys, stderr io.Writer) (*tlsdec.Keys, error) {
+	for _, f := range files {
+		for _, s := range f.Secrets() {
+			if s.Type != capture.SecretsTLSKeyLog {
+				continue
+			}
+			if keys == nil {
+				keys = tlsdec.NewKeys()
+				keys.SetFinal(true)
+			}
+			before := keys.Malformed
+			if err := keys.Read(bytes.NewReader(s.Data), fmt.Sprintf("%s secrets block at byte %d", f.Name, s.Offset)); err != nil {
+				return nil, err
+			}
+			if n := keys.Malformed - before; n > 0 {
+				fmt.Fprintf(stderr, "kfsniff: warning: %s: %d lines of a decryption secrets block are not NSS key log lines, skipped\n", f.Name, n)
+			}
+		}
+	}
+	if keys != nil {
+		for _, f := range files {
+			name := f.Name
+			f.OnSecret = func(s capture.Secret) {
+				if s.Type == capture.SecretsTLSKeyLog {
+					keys.Read(bytes.NewReader(s.Data), fmt.Sprintf("%s secrets block at byte %d", name, s.Offset))
+				}
+			}
+		}
+	}
+	return keys, nil
+}
+
+// secretsBlock is the Decryption Secrets Block -w NAME writes: the key
+// log, when there is one and NAME is a pcapng file (a pcap file cannot
+// hold it and is written without), so that the file alone can be read
+// decrypted (by kfsniff or Wireshark).
+func secretsBlock(name string, keys *tlsdec.Keys) []capture.Secret {
+	if keys == nil || !strings.HasSuffix(strings.ToLower(name), ".pcapng") {
+		return nil
+	}
+	if all, _ := keys.Sessions(); all == 0 {
+		return nil
+	}
+	return []capture.Secret{{Type: capture.SecretsTLSKeyLog, Data: keys.AppendNSS(nil)}}
 }
