@@ -202,8 +202,12 @@ func (f *File) ngSecrets(body []byte, start int64) {
 }
 
 // Secrets returns the Decryption Secrets Blocks read so far that no
-// OnSecret took (those before the first packet are read by Open).
+// OnSecret took (those before the first packet are read by Open), until
+// TakeSecrets.
 func (f *File) Secrets() []Secret { return f.secrets }
+
+// TakeSecrets forgets the blocks Secrets returns (they were used).
+func (f *File) TakeSecrets() { f.secrets = nil }
 
 func (f *File) ngInterface(body []byte) error {
 	s := f.ng

@@ -398,10 +398,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	// pcapng Decryption Secrets Blocks before the first packet decrypt
 	// as --tls-keylog does.
-	if fcfg.TLSKeys, err = fileSecrets(files, fcfg.TLSKeys, stderr); err != nil {
-		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
-		return exitUsage
-	}
+	fcfg.TLSKeys = pipeline.FileKeys(files, fcfg.TLSKeys)
 	opt.Flows.TLSKeys = fcfg.TLSKeys
 	var writer *capture.Writer
 	if cfg.Write != "" {
@@ -508,9 +505,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
-	if res.Stats != nil {
-		rep.SetTLS(res.Stats, fcfg.TLSKeys)
-	}
 	// The files asked for are written whatever became of standard output.
 	outputs := func(code int) int {
 		if cfg.HTML != "" {

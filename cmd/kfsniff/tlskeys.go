@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -45,42 +44,6 @@ func readKeyLogs(paths []string, final bool, stderr io.Writer) (*tlsdec.Keys, er
 		fmt.Fprintf(stderr, "kfsniff: warning: --tls-keylog %s: no TLS 1.2 or 1.3 session keys in it\n", strings.Join(paths, ", "))
 	}
 	keys.SetFinal(final)
-	return keys, nil
-}
-
-// fileSecrets adds the TLS key logs of the files' pcapng Decryption
-// Secrets Blocks (as editcap --inject-secrets writes them) to keys, made
-// if nil and some file has one. Blocks after the first packet are read
-// as they come (OnSecret).
-func fileSecrets(files []*capture.File, keys *tlsdec.Keys, stderr io.Writer) (*tlsdec.Keys, error) {
-	for _, f := range files {
-		for _, s := range f.Secrets() {
-			if s.Type != capture.SecretsTLSKeyLog {
-				continue
-			}
-			if keys == nil {
-				keys = tlsdec.NewKeys()
-				keys.SetFinal(true)
-			}
-			before := keys.Malformed
-			if err := keys.Read(bytes.NewReader(s.Data), fmt.Sprintf("%s secrets block at byte %d", f.Name, s.Offset)); err != nil {
-				return nil, err
-			}
-			if n := keys.Malformed - before; n > 0 {
-				fmt.Fprintf(stderr, "kfsniff: warning: %s: %d lines of a decryption secrets block are not NSS key log lines, skipped\n", f.Name, n)
-			}
-		}
-	}
-	if keys != nil {
-		for _, f := range files {
-			name := f.Name
-			f.OnSecret = func(s capture.Secret) {
-				if s.Type == capture.SecretsTLSKeyLog {
-					keys.Read(bytes.NewReader(s.Data), fmt.Sprintf("%s secrets block at byte %d", name, s.Offset))
-				}
-			}
-		}
-	}
 	return keys, nil
 }
 
