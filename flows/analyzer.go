@@ -182,6 +182,9 @@ type UnknownAPI struct{ Key, Version int16 }
 // Analyzer turns packets into Kafka messages and exchanges. It is not safe
 // for concurrent use: one goroutine feeds it packets.
 type Analyzer struct {
+	// tlsHeld: bytes TLS sessions hold for their keys (tls.go), within
+	// cfg.BufferBudget.
+	tlsHeld  int64
 	cfg      Config
 	dl       *Delivery
 	phase    uint8

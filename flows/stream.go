@@ -385,6 +385,12 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		return true // finished early (finish)
 	}
 	s.a.order = s.firstSeq
+	if s.tls != nil {
+		func() {
+			defer s.recoverPanic()
+			s.tlsEnd()
+		}()
+	}
 	if !s.decided && s.h != nil {
 		s.assessSafely()
 	}

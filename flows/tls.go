@@ -33,6 +33,7 @@ type tlsState struct {
 	noKeys    bool
 	auth      int
 	skipped   int64
+	held      int64 // bytes counted in Analyzer.tlsHeld
 	// pending: problems met before the connection was made, recorded
 	// on it when it is.
 	pending []Problem
@@ -79,9 +80,10 @@ func (s *stream) tlsFeed(d int, data []byte, skip int, holeAt uint32) {
 		return
 	}
 	if ses.Waiting() {
-		dirs, plain := ses.Retry()
-		for i, pd := range dirs {
-			s.deliverPlain(s.reassemblyDir(pd), plain[i])
+		s.tlsRetry()
+		if ses.Passthrough() {
+			s.deliver(d, data, skip, holeAt)
+			return
 		}
 	}
 	if skip > 0 {
@@ -91,15 +93,62 @@ func (s *stream) tlsFeed(d int, data []byte, skip int, holeAt uint32) {
 	if len(data) > 0 {
 		out = ses.Feed(t.tlsDir(d), data)
 	}
+	s.tlsHeld()
+	if ses.Waiting() && s.a.cfg.BufferBudget > 0 && s.a.tlsHeld > int64(s.a.cfg.BufferBudget) {
+		ses.Abandon("the records held for their keys passed the buffer budget (--buffer-budget) before the key log gave them")
+	}
 	s.tlsCount()
 	if ses.Passthrough() {
-		dirs, held := ses.Held()
-		for i, hd := range dirs {
-			s.deliver(s.reassemblyDir(hd), held[i], 0, 0)
-		}
+		s.tlsPassthrough()
 		return
 	}
 	s.deliverPlain(d, out)
+}
+
+// tlsHeld brings the analyzer's count of bytes held for their keys up to
+// the session's.
+func (s *stream) tlsHeld() {
+	n := int64(s.tls.s.HeldBytes())
+	s.a.tlsHeld += n - s.tls.held
+	s.tls.held = n
+}
+
+// tlsPassthrough delivers the raw bytes a session without keys held.
+func (s *stream) tlsPassthrough() {
+	dirs, held := s.tls.s.Held()
+	s.tlsHeld()
+	for i, hd := range dirs {
+		s.deliver(s.reassemblyDir(hd), held[i], 0, 0)
+	}
+}
+
+// tlsRetry decrypts what a session held for its keys once the key log
+// has them (live: read again as it grows).
+func (s *stream) tlsRetry() {
+	dirs, plain := s.tls.s.Retry()
+	s.tlsHeld()
+	s.tlsCount()
+	if s.tls.s.Passthrough() {
+		s.tlsPassthrough()
+		return
+	}
+	for i, pd := range dirs {
+		s.deliverPlain(s.reassemblyDir(pd), plain[i])
+	}
+}
+
+// tlsEnd settles a session still waiting for its keys when its
+// connection ends: decrypted if they came, passed through otherwise.
+func (s *stream) tlsEnd() {
+	if s.tls == nil || !s.tls.s.Waiting() {
+		return
+	}
+	s.tlsRetry()
+	if s.tls.s.Waiting() {
+		s.tls.s.Abandon("the key log did not give this connection's keys before it ended")
+		s.tlsCount()
+		s.tlsPassthrough()
+	}
 }
 
 func (s *stream) reassemblyDir(d tlsdec.Dir) int {

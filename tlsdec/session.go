@@ -36,7 +36,7 @@ const (
 	maxHello = 1 << 16
 	// maxHeld bounds the raw bytes a session holds while it cannot tell
 	// yet whether it has keys (a live key log that has not caught up).
-	maxHeld = 1 << 20
+	maxHeld = 256 << 10
 )
 
 // Dir is a direction of a connection: the client's, or the server's.
@@ -600,6 +600,18 @@ func (s *Session) Poll() bool {
 // Waiting reports that the session holds bytes until its keys come
 // (Retry).
 func (s *Session) Waiting() bool { return s.waiting && !s.passthrough }
+
+// HeldBytes is how many raw bytes the session holds (until a record
+// decrypts, or its keys come).
+func (s *Session) HeldBytes() int { return s.heldBytes }
+
+// Abandon gives up waiting for keys (a bound reached, the capture
+// ended): the caller passes the connection through (Passthrough, Held).
+func (s *Session) Abandon(why string) {
+	if !s.passthrough {
+		s.giveUp(why, !s.keys.Has(s.cr))
+	}
+}
 
 // Retry looks again for the keys of a waiting session (the key log has
 // grown, or is now final): found, the bytes held are decrypted, and their

@@ -316,7 +316,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fcfg.Ports = ports
 	fcfg.MaxFrame = cfg.MaxFrame
 	fcfg.BufferBudget, fcfg.MaxPendingTotal = cfg.BufferBudget, cfg.MaxWaiting
-	if fcfg.TLSKeys, err = readKeyLogs(cfg.TLSKeyLogs, true, stderr); err != nil {
+	if fcfg.TLSKeys, err = readKeyLogs(cfg.TLSKeyLogs, cfg.Live.Interface == "", stderr); err != nil {
 		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 		return exitUsage
 	}
@@ -394,6 +394,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 					links = append(links, l)
 				}
 			}
+		}
+	}
+	if live != nil && fcfg.TLSKeys != nil {
+		fctx, stopFollowing := context.WithCancel(ctx)
+		defer stopFollowing()
+		if err := followKeyLogs(fctx, fcfg.TLSKeys, cfg.TLSKeyLogs, 200*time.Millisecond, stderr); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+			return exitUsage
 		}
 	}
 	// pcapng Decryption Secrets Blocks before the first packet decrypt

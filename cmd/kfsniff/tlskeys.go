@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/tlsdec"
@@ -12,12 +14,16 @@ import (
 
 // readKeyLogs reads the --tls-keylog files into one key log. A file that
 // cannot be read is an error naming it; lines that are not key log lines
-// are counted and placed (file:line) on stderr, never shown.
+// are counted and placed (file:line) on stderr, never shown. For a live
+// capture (final false) the files are followed instead (followKeyLogs).
 func readKeyLogs(paths []string, final bool, stderr io.Writer) (*tlsdec.Keys, error) {
 	if len(paths) == 0 {
 		return nil, nil
 	}
 	keys := tlsdec.NewKeys()
+	if !final {
+		return keys, nil
+	}
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
@@ -59,4 +65,35 @@ func secretsBlock(name string, keys *tlsdec.Keys) []capture.Secret {
 		return nil
 	}
 	return []capture.Secret{{Type: capture.SecretsTLSKeyLog, Data: keys.AppendNSS(nil)}}
+}
+
+// followKeyLogs reads the --tls-keylog files of a live capture as they
+// grow (a client appends a line per connection), every interval until
+// ctx ends: records wait for their keys (within --buffer-budget). A file
+// that cannot be read at the start is an error; later, a file that went
+// missing is tried again.
+func followKeyLogs(ctx context.Context, keys *tlsdec.Keys, paths []string, interval time.Duration, stderr io.Writer) error {
+	var fs []*tlsdec.Follower
+	for _, p := range paths {
+		f := keys.Follow(p, func() (io.ReadSeekCloser, error) { return os.Open(p) })
+		if err := f.Poll(); err != nil {
+			return fmt.Errorf("--tls-keylog: %w", err)
+		}
+		fs = append(fs, f)
+	}
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				for _, f := range fs {
+					f.Poll()
+				}
+			}
+		}
+	}()
+	return nil
 }
