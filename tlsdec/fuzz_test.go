@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/kfsniff/kfsniff/internal/fuzzing"
 )
 
 // FuzzKeyLog: any input reads without panicking; every line is counted
@@ -17,6 +19,7 @@ func FuzzKeyLog(f *testing.F) {
 	f.Add([]byte("CLIENT_RANDOM 00 11\n# c\n\n"))
 	f.Add(bytes.Repeat([]byte("A"), 5000))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		defer fuzzing.Input("FuzzKeyLog", in)()
 		k := NewKeys()
 		if err := k.Read(bytes.NewReader(in), "k"); err != nil {
 			t.Fatal(err)
@@ -56,6 +59,7 @@ func FuzzSession(f *testing.F) {
 		f.Add(in, keylog)
 	}
 	f.Fuzz(func(t *testing.T, in, keylog []byte) {
+		defer fuzzing.Input("FuzzSession", in, keylog)()
 		k := NewKeys()
 		k.Read(bytes.NewReader(keylog), "k")
 		k.SetFinal(len(keylog)%2 == 0)
