@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Key log labels (NSS key log format).
@@ -61,6 +62,10 @@ type Keys struct {
 	// decrypted, for the ones that resume them (clients log no line for a
 	// resumed TLS 1.2 session); bounded by maxResumable.
 	resumable map[string][]byte
+	// refresh reads a followed key log again (SetRefresh), at most every
+	// refreshEvery, last at refreshed.
+	refresh   func()
+	refreshed time.Time
 	// final: no more lines will come (reading a file, not following
 	// one), so a session without keys will never have them.
 	final bool
@@ -96,6 +101,32 @@ func (k *Keys) SetFinal(final bool) {
 	k.mu.Lock()
 	k.final = final
 	k.mu.Unlock()
+}
+
+// refreshEvery bounds how often Refresh reads the key logs again.
+const refreshEvery = 20 * time.Millisecond
+
+// SetRefresh gives the function that reads the followed key logs again
+// (their Followers' Poll), for Refresh.
+func (k *Keys) SetRefresh(f func()) {
+	k.mu.Lock()
+	k.refresh = f
+	k.mu.Unlock()
+}
+
+// Refresh reads the followed key logs again now (at most every 20 ms): a
+// session waiting for its keys asks before it gives up, so that a client
+// that connects, talks and closes between two polls is still decrypted.
+func (k *Keys) Refresh() {
+	k.mu.Lock()
+	f := k.refresh
+	if f == nil || k.final || time.Since(k.refreshed) < refreshEvery {
+		k.mu.Unlock()
+		return
+	}
+	k.refreshed = time.Now()
+	k.mu.Unlock()
+	f()
 }
 
 // Final reports that no more lines will come.
@@ -279,6 +310,7 @@ func (k *Keys) Sessions() (all, unused int) {
 // Follower reads a key log file as it grows: Poll adds the lines appended
 // since the last call (a client appends one per connection).
 type Follower struct {
+	mu   sync.Mutex // Poll may be called by a ticker and by Refresh
 	Keys *Keys
 	name string
 	open func() (io.ReadSeekCloser, error)
@@ -294,6 +326,8 @@ func (k *Keys) Follow(name string, open func() (io.ReadSeekCloser, error)) *Foll
 
 // Poll reads the whole lines appended since the last Poll.
 func (f *Follower) Poll() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	r, err := f.open()
 	if err != nil {
 		return err

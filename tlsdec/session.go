@@ -606,10 +606,11 @@ func (s *Session) Waiting() bool { return s.waiting && !s.passthrough }
 func (s *Session) HeldBytes() int { return s.heldBytes }
 
 // Abandon gives up waiting for keys (a bound reached, the capture
-// ended): the caller passes the connection through (Passthrough, Held).
+// ended): the caller passes the connection through (Passthrough, Held);
+// it counts as without keys (those it has, if any, came incomplete).
 func (s *Session) Abandon(why string) {
 	if !s.passthrough {
-		s.giveUp(why, !s.keys.Has(s.cr))
+		s.giveUp(why, true)
 	}
 }
 
@@ -621,6 +622,7 @@ func (s *Session) Retry() (dirs []Dir, plain [][]byte) {
 	if !s.Waiting() {
 		return nil, nil
 	}
+	s.keys.Refresh()
 	if !s.keys.Has(s.cr) {
 		if s.keys.Final() {
 			s.giveUp("no keys for this connection's client random in the key log", true)

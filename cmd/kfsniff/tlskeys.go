@@ -81,6 +81,11 @@ func followKeyLogs(ctx context.Context, keys *tlsdec.Keys, paths []string, inter
 		}
 		fs = append(fs, f)
 	}
+	keys.SetRefresh(func() {
+		for _, f := range fs {
+			f.Poll()
+		}
+	})
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
