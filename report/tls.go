@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/tlsdec"
@@ -67,6 +68,47 @@ func (r *Report) SetTLS(st *flows.Stats, keys *tlsdec.Keys) {
 	t.MalformedLines = keys.Malformed
 	t.FirstAuthFailure = problemAt(st.TLS.FirstAuthFailure)
 	r.TLS = t
+	r.clientTLS()
+}
+
+// clientTLS describes in the client inventory the TLS of each client's
+// connections: a client on TLS 1.2 with CBC, or without SNI, is worth a
+// line.
+func (r *Report) clientTLS() {
+	byID := make(map[int]*ConnTLS, len(r.Connections))
+	for i := range r.Connections {
+		if s := r.Connections[i].TLSSession; s != nil {
+			byID[r.Connections[i].ID] = s
+		}
+	}
+	for i := range r.Clients {
+		c := &r.Clients[i]
+		seen := map[string]bool{}
+		for _, id := range c.Connections {
+			s := byID[id]
+			if s == nil {
+				continue
+			}
+			d := s.Version
+			if d == "" {
+				d = "TLS"
+			}
+			if s.CipherSuite != "" {
+				d += " " + s.CipherSuite
+			}
+			if s.SNI == "" {
+				d += " (no SNI)"
+			}
+			if !s.Decrypted {
+				d += " (not decrypted)"
+			}
+			if !seen[d] {
+				seen[d] = true
+				c.TLS = append(c.TLS, d)
+			}
+		}
+		slices.Sort(c.TLS)
+	}
 }
 
 // text is the TLS line of the text report.

@@ -3,6 +3,7 @@ package tui
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kfsniff/kfsniff/fixtures/record"
@@ -40,5 +41,25 @@ func TestDetailHidesSecrets(t *testing.T) {
 				t.Errorf("with ShowSecrets the detail shows none of the %d secrets", len(secrets))
 			}
 		})
+	}
+}
+
+// TestConnsShowTLS: a capture carrying its TLS keys (a pcapng Decryption
+// Secrets Block) shows each connection's TLS version in the connections'
+// state, its exchanges decoded.
+func TestConnsShowTLS(t *testing.T) {
+	path := filepath.Join("..", "fixtures", "pcaps", record.TLSDir, "tls-kgo-kfake-tls13-secrets.pcapng")
+	m, _ := analyse(t, path, ModelConfig{})
+	conns := m.Conns()
+	if len(conns) != 6 {
+		t.Fatalf("%d connections, want 6", len(conns))
+	}
+	for _, c := range conns {
+		if c.TLS != "TLS 1.3" || c.Requests == 0 {
+			t.Errorf("connection %d: TLS %q, %d requests", c.ID, c.TLS, c.Requests)
+		}
+		if got := connColumns[len(connColumns)-1].cell(&c).Text; !strings.HasSuffix(got, ", TLS 1.3") {
+			t.Errorf("connection %d: state %q", c.ID, got)
+		}
 	}
 }

@@ -163,13 +163,17 @@ var connColumns = []connColumn{
 	{"LAST SEEN", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(clock(c.LastSeen), colorText) },
 		func(a, b *Conn) int { return a.LastSeen.Compare(b.LastSeen) }},
 	{"STATE", tview.AlignLeft, func(c *Conn) *tview.TableCell {
+		tls := ""
+		if c.TLS != "" {
+			tls = ", " + c.TLS
+		}
 		switch {
 		case c.Reset:
-			return cell("reset", colorWarn)
+			return cell("reset"+tls, colorWarn)
 		case c.Closed:
-			return cell("closed", colorDim)
+			return cell("closed"+tls, colorDim)
 		}
-		return cell("open", colorGood)
+		return cell("open"+tls, colorGood)
 	}, func(a, b *Conn) int { return cmp.Compare(stateRank(a), stateRank(b)) }},
 }
 

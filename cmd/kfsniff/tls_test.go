@@ -263,3 +263,27 @@ func TestTLSWithoutKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSInHTMLAndInventory: a capture carrying its keys shows, in the
+// HTML page, the TLS counts and each connection's session, and in the
+// client inventory each client's TLS.
+func TestTLSInHTMLAndInventory(t *testing.T) {
+	path := fixture(filepath.Join(record.TLSDir, "tls-kgo-kfake-tls13-secrets.pcapng"))
+	html := filepath.Join(t.TempDir(), "r.html")
+	code, out, errs := kfsniff(t, "-r", path, "--html", html)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TLS decrypted", "TLS 1.3 TLS_AES_128_GCM_SHA256 SNI " + record.TLSServerName + " ALPN kafka, decrypted"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the HTML page lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "     TLS: TLS 1.3 TLS_AES_128_GCM_SHA256\n"); n != 2 {
+		t.Errorf("%d clients with their TLS in the inventory, want 2:\n%s", n, out)
+	}
+}
