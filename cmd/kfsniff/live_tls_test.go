@@ -197,3 +197,79 @@ func TestLivePythonTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveRdkafkaTLSBrokerKeyLog: librdkafka (confluent-kafka-python,
+// Debian's python3-confluent-kafka) has no key log of its own; the
+// broker's decrypts the same connections. kfake over TLS writes its key
+// log (the server's tls.Config.KeyLogWriter) while librdkafka produces
+// and consumes, and kfsniff -i lo follows it: every connection decrypted,
+// every record produced found as sent.
+func TestLiveRdkafkaTLSBrokerKeyLog(t *testing.T) {
+	needLive(t)
+	if out, err := exec.Command("sh", filepath.Join("..", "..", "fixtures", "clients", "python-tls", "ensure.sh")).CombinedOutput(); err != nil {
+		t.Skipf("confluent-kafka is not installed and could not be: %v: %s", err, out)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka.test"},
+		DNSNames: []string{"kafka.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keylog, out := filepath.Join(dir, "broker-keys.log"), filepath.Join(dir, "rd.pcapng")
+	kl, err := os.OpenFile(keylog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Close()
+	cl, ports, filter := startKfake(t, kfake.NumBrokers(1), kfake.TLS(&tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: k}}, KeyLogWriter: kl}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := append([]string{"-i", "lo", "--json", "--ports", ports, "--tls-keylog", keylog, "-w", out, "--duration", "2m"}, strings.Fields(filter)...)
+	done, errw := startLive(t, ctx, nil, args...)
+	const records = 25
+	py := exec.Command("/usr/bin/python3", filepath.Join("..", "..", "fixtures", "clients", "python-tls", "rdkafka.py"),
+		strings.Join(cl.ListenAddrs(), ","), fmt.Sprint(records))
+	pyOut, err := py.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("confluent-kafka: %v\n%s", err, stderr)
+	}
+	var sent struct{ Produced, Consumed int }
+	if err := json.Unmarshal(pyOut, &sent); err != nil || sent.Produced != records || sent.Consumed != records {
+		t.Fatalf("confluent-kafka said %q (%v)", pyOut, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	r := wait(t, done, errw)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, errw)
+	}
+	var rep struct {
+		TLS struct{ Connections, Decrypted, NoKeys, AuthFailures int64 } `json:"tls"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.TLS.Connections == 0 || rep.TLS.Decrypted != rep.TLS.Connections || rep.TLS.AuthFailures != 0 {
+		t.Errorf("TLS %+v", rep.TLS)
+	}
+	code, recs, errs := kfsniff(t, "-r", out, "--tls-keylog", keylog, "--records", "--records-format", "%o %k %s\n")
+	if code != 0 {
+		t.Fatalf("--records: exit %d: %s", code, errs)
+	}
+	for i := range records {
+		if want := fmt.Sprintf("key-%04d value %04d from librdkafka over TLS", i, i); !strings.Contains(recs, want) {
+			t.Errorf("record %d (%q) not among the records read back", i, want)
+			break
+		}
+	}
+}
