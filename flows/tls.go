@@ -94,8 +94,8 @@ func (s *stream) tlsFeed(d int, data []byte, skip int, holeAt uint32) {
 		out = ses.Feed(t.tlsDir(d), data)
 	}
 	s.tlsHeld()
-	if ses.Waiting() && s.a.cfg.BufferBudget > 0 && s.a.tlsHeld > int64(s.a.cfg.BufferBudget) {
-		ses.Abandon("the records held for their keys passed the buffer budget (--buffer-budget) before the key log gave them")
+	if ses.HeldBytes() > 0 && s.a.cfg.BufferBudget > 0 && s.a.tlsHeld > int64(s.a.cfg.BufferBudget) {
+		ses.Abandon("the records held until one decrypts passed the buffer budget (--buffer-budget)")
 	}
 	s.tlsCount()
 	if ses.Passthrough() {

@@ -122,4 +122,14 @@ func TestTLSKeysArriveLate(t *testing.T) {
 	if st := a.Stats().TLS; st.Decrypted != 0 || st.NoKeys != 6 {
 		t.Errorf("with a 2000-byte budget: %+v", st)
 	}
+	// The bytes a session holds before its first record decrypts (its
+	// ClientHello, about 300 bytes) count too, with the whole key log up
+	// front: a budget below them gives the connections up.
+	tight.TLSKeys = whole.TLSKeys
+	tight.BufferBudget = 200
+	a = flows.New(tight)
+	feedPcap(a, pcap, func(uint64) {})
+	if st := a.Stats().TLS; st.Decrypted+st.NoKeys != 6 || st.NoKeys == 0 {
+		t.Errorf("keys up front, a 200-byte budget: %+v", st)
+	}
 }
