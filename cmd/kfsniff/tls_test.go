@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -285,5 +286,60 @@ func TestTLSInHTMLAndInventory(t *testing.T) {
 	}
 	if n := strings.Count(out, "     TLS: TLS 1.3 TLS_AES_128_GCM_SHA256\n"); n != 2 {
 		t.Errorf("%d clients with their TLS in the inventory, want 2:\n%s", n, out)
+	}
+}
+
+// TestTLSCorruptedRecord: one byte of one encrypted record flipped in a
+// TLS recording (in its authentication tag): that record fails
+// authentication, counted with its packet number, the rest of its
+// direction is not decrypted (counted skipped as tls), and every other
+// connection is decrypted as before.
+func TestTLSCorruptedRecord(t *testing.T) {
+	base := fixture(filepath.Join(record.TLSDir, "tls-kgo-kfake-tls13-aes128gcm"))
+	pcap, err := os.ReadFile(base + ".pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pcap is gen's: little-endian, microseconds, Ethernet, IPv4,
+	// TCP without options past the first packets' (header lengths read).
+	var n, victim uint64
+	for b := pcap[24:]; len(b) >= 16; {
+		caplen := int(binary.LittleEndian.Uint32(b[8:]))
+		n++
+		frame := b[16 : 16+caplen]
+		ihl := int(frame[14]&0x0f) * 4
+		tcp := frame[14+ihl:]
+		payload := tcp[int(tcp[12]>>4)*4:]
+		// An application data record from the server after the first
+		// connection's handshake: a packet from port 9092 of more than
+		// 100 bytes that begins with a record header of type 23.
+		if victim == 0 && n > 20 && binary.BigEndian.Uint16(tcp) == 9092 && len(payload) > 100 && payload[0] == 23 {
+			victim = n
+			payload[len(payload)-1] ^= 0x01
+		}
+		b = b[16+caplen:]
+	}
+	if victim == 0 {
+		t.Fatal("no server record to corrupt")
+	}
+	bad := filepath.Join(t.TempDir(), "corrupted.pcap")
+	if err := os.WriteFile(bad, pcap, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := kfsniff(t, "-r", bad, "--tls-keylog", base+".keylog")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if want := fmt.Sprintf("1 records failed authentication (first: packet %d", victim); !strings.Contains(out, want) {
+		t.Errorf("no %q in:\n%s", want, out)
+	}
+	m := reportJSON(t, "-r", bad, "--tls-keylog", base+".keylog")
+	tl := m["tls"].(map[string]any)
+	if tl["decrypted"] != float64(6) || tl["auth_failures"] != float64(1) {
+		t.Errorf("tls %v", tl)
+	}
+	skipped := m["totals"].(map[string]any)["skipped_bytes"].(map[string]any)
+	if skipped["tls"] == nil || skipped["tls"].(float64) == 0 {
+		t.Errorf("skipped bytes %v: want the rest of the direction counted as tls", skipped)
 	}
 }
