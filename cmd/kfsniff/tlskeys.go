@@ -42,8 +42,12 @@ func readKeyLogs(paths []string, final bool, stderr io.Writer) (*tlsdec.Keys, er
 		}
 	}
 	if keys.Malformed > 0 {
-		fmt.Fprintf(stderr, "kfsniff: warning: %d key log lines are not NSS key log lines, skipped (%s)\n",
-			keys.Malformed, strings.Join(keys.MalformedAt, ", "))
+		more := ""
+		if keys.Malformed > len(keys.MalformedAt) {
+			more = ", ..."
+		}
+		fmt.Fprintf(stderr, "kfsniff: warning: %d key log lines are not NSS key log lines, skipped (%s%s)\n",
+			keys.Malformed, strings.Join(keys.MalformedAt, ", "), more)
 	}
 	all, _ := keys.Sessions()
 	if all == 0 {
