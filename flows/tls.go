@@ -8,8 +8,10 @@ import (
 type TLSStats struct {
 	// Conns counts TCP connections that began with a ClientHello while
 	// a key log was given; Decrypted those with records decrypted;
-	// NoKeys those the key log has no secret for.
-	Conns, Decrypted, NoKeys int64
+	// NoKeys those the key log has no secret for; MidStream the
+	// connections whose first bytes were TLS records but no ClientHello
+	// (joined mid-connection: their keys cannot be found).
+	Conns, Decrypted, NoKeys, MidStream int64
 	// AuthFailures counts records that did not authenticate (wrong
 	// keys, or corrupted), FirstAuthFailure places the first.
 	AuthFailures     int64
@@ -20,6 +22,7 @@ func (t *TLSStats) add(o *TLSStats) {
 	t.Conns += o.Conns
 	t.Decrypted += o.Decrypted
 	t.NoKeys += o.NoKeys
+	t.MidStream += o.MidStream
 	t.AuthFailures += o.AuthFailures
 	t.FirstAuthFailure.keepFirst(o.FirstAuthFailure)
 }
@@ -51,7 +54,10 @@ func (t *tlsState) tlsDir(d int) tlsdec.Dir {
 // are a ClientHello and a key log was given.
 func (s *stream) startTLS(d int, data []byte) {
 	keys := s.a.cfg.TLSKeys
-	if keys == nil || !tlsdec.IsClientHello(data) {
+	if keys == nil {
+		return
+	}
+	if !tlsdec.IsClientHello(data) {
 		return
 	}
 	t := &tlsState{client: d}

@@ -17,6 +17,9 @@ type TLS struct {
 	Connections int64 `json:"connections"`
 	Decrypted   int64 `json:"decrypted"`
 	NoKeys      int64 `json:"no_keys"`
+	// MidStream counts connections whose first bytes were TLS records
+	// without a ClientHello (joined mid-connection): not matched to keys.
+	MidStream int64 `json:"joined_mid_stream,omitempty"`
 	// KeyLogSessions counts the sessions the key logs give secrets for,
 	// UnusedSessions those no connection of the capture used;
 	// MalformedLines the key log lines that are not key log lines.
@@ -63,7 +66,7 @@ func (r *Report) SetTLS(st *flows.Stats, keys *tlsdec.Keys) {
 	if keys == nil {
 		return
 	}
-	t := &TLS{Connections: st.TLS.Conns, Decrypted: st.TLS.Decrypted, NoKeys: st.TLS.NoKeys, AuthFailures: st.TLS.AuthFailures}
+	t := &TLS{Connections: st.TLS.Conns, Decrypted: st.TLS.Decrypted, NoKeys: st.TLS.NoKeys, MidStream: st.TLS.MidStream, AuthFailures: st.TLS.AuthFailures}
 	t.KeyLogSessions, t.UnusedSessions = keys.Sessions()
 	t.MalformedLines = keys.Malformed
 	t.FirstAuthFailure = problemAt(st.TLS.FirstAuthFailure)
@@ -116,6 +119,9 @@ func (t *TLS) text() string {
 	s := fmt.Sprintf("TLS: %d connections, %d decrypted", t.Connections, t.Decrypted)
 	if t.NoKeys > 0 {
 		s += fmt.Sprintf("; no keys for %d TLS connections", t.NoKeys)
+	}
+	if t.MidStream > 0 {
+		s += fmt.Sprintf("; %d more joined mid-connection (no ClientHello: their keys cannot be found)", t.MidStream)
 	}
 	s += fmt.Sprintf("; key log lines for %d other sessions unused", t.UnusedSessions)
 	if t.AuthFailures > 0 {

@@ -343,3 +343,40 @@ func TestTLSCorruptedRecord(t *testing.T) {
 		t.Errorf("skipped bytes %v: want the rest of the direction counted as tls", skipped)
 	}
 }
+
+// TestTLSJoinedMidConnection: a TLS recording cut to begin at its 25th
+// packet, with its key log: the connections whose ClientHello came
+// before are counted as joined mid-connection and say why they are not
+// decrypted; the others are decrypted.
+func TestTLSJoinedMidConnection(t *testing.T) {
+	base := fixture(filepath.Join(record.TLSDir, "tls-kgo-kfake-tls13-aes128gcm"))
+	pcap, err := os.ReadFile(base + ".pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := append([]byte(nil), pcap[:24]...)
+	n := 0
+	for b := pcap[24:]; len(b) >= 16; {
+		l := 16 + int(binary.LittleEndian.Uint32(b[8:]))
+		if n++; n >= 25 {
+			cut = append(cut, b[:l]...)
+		}
+		b = b[l:]
+	}
+	path := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(path, cut, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := kfsniff(t, "-r", path, "--tls-keylog", base+".keylog")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"TLS: 4 connections, 4 decrypted; 2 more joined mid-connection (no ClientHello: their keys cannot be found); key log lines for 2 other sessions unused",
+		"TLS records on a Kafka connection without its ClientHello (joined mid-connection): its keys cannot be found in the key log",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
