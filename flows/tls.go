@@ -108,6 +108,11 @@ func (s *stream) tlsFeed(d int, data []byte, skip int, holeAt uint32) {
 		s.tlsPassthrough()
 		return
 	}
+	if h := ses.Hole(t.tlsDir(d)); h > 0 && !s.ignore {
+		// Decryption resumed after a hole: the plaintext it took is a
+		// gap in the connection's bytes.
+		s.deliver(d, nil, int(h), 0)
+	}
 	s.deliverPlain(d, out)
 }
 

@@ -123,6 +123,17 @@ type direction struct {
 	app       []byte
 	encrypted bool // TLS 1.2: ChangeCipherSpec seen
 	failed    string
+	// lost: a hole in an encrypted direction; the bytes that follow are
+	// searched for the next record that authenticates (resync).
+	// lostBytes counts the ciphertext bytes between the last record
+	// read and where reading resumes; hole the plaintext bytes lost
+	// once it has, for the caller (Hole); seqBefore the sequence number
+	// at the hole.
+	lost      bool
+	lostBytes int64
+	seqBefore uint64
+	hole      int64
+	work      int64  // bytes the tries after the hole decrypted
 	plain     []byte // reused output
 	inner     []byte // reused decryption room
 }
@@ -186,6 +197,22 @@ func (s *Session) Feed(d Dir, data []byte) []byte {
 		s.Info.Undecrypted += int64(len(data))
 		return nil
 	}
+	if dir.lost {
+		dir.buf = append(dir.buf, data...)
+		n, found := s.resync(d, dir.buf)
+		dir.lostBytes += int64(n)
+		rest := dir.buf[n:]
+		if !found {
+			dir.buf = dir.buf[:copy(dir.buf, rest)]
+			if dir.lostBytes > maxResyncScan || len(dir.buf) > 2*(5+MaxRecord) || dir.work > maxResyncWork {
+				s.Info.Undecrypted += dir.lostBytes + int64(len(dir.buf))
+				s.fail(d, fmt.Sprintf("%d bytes lost, and no record after them authenticates", dir.lostBytes))
+			}
+			return nil
+		}
+		data = append([]byte(nil), rest...)
+		dir.buf = dir.buf[:0]
+	}
 	// Records whole in data are read where they lie; a partial one is
 	// gathered in buf.
 	for len(data) > 0 && dir.failed == "" && !s.passthrough && !s.waiting {
@@ -236,13 +263,104 @@ func (s *Session) header(d Dir, h []byte) bool {
 	return true
 }
 
-// Gap says n bytes of direction d were lost: the records after them
-// cannot be found or numbered, so the direction is given up.
+// Bounds of the search for the next record after a hole.
+const (
+	// maxResyncScan is how many bytes after a hole are searched for a
+	// record that authenticates before the direction is given up.
+	maxResyncScan = 4 << 20
+	// maxResyncTries is how many sequence numbers are tried for a
+	// candidate record, from the fewest records the hole can hold; and
+	// maxResyncWork how many bytes all the tries after one hole may
+	// decrypt (bytes crafted to look like record headers everywhere
+	// must not make a search cost more).
+	maxResyncTries = 256
+	maxResyncWork  = 64 << 20
+)
+
+// Gap says n bytes of direction d were lost. Once records of the
+// connection were decrypted, the bytes that follow are searched for the
+// next record that authenticates under the direction's key, trying the
+// sequence numbers the lost bytes can have held (Hole then says how many
+// plaintext bytes were lost); otherwise, and when none is found within
+// 4 MiB, the direction is given up.
 func (s *Session) Gap(d Dir, n int) {
-	if s.passthrough || s.dir[d].failed != "" {
+	dir := &s.dir[d]
+	if s.passthrough || dir.failed != "" {
 		return
 	}
-	s.fail(d, fmt.Sprintf("%d bytes lost: the records after them cannot be decrypted", n))
+	if dir.key == nil || !s.Info.Decrypted {
+		s.fail(d, fmt.Sprintf("%d bytes lost: the records after them cannot be decrypted", n))
+		return
+	}
+	if !dir.lost {
+		dir.lost, dir.lostBytes, dir.seqBefore, dir.work = true, 0, dir.key.seq, 0
+		// A partial record or handshake message before the hole is
+		// lost with it.
+		dir.lostBytes += int64(len(dir.buf))
+		dir.buf, dir.hs, dir.hsSkip = dir.buf[:0], dir.hs[:0], 0
+	}
+	dir.lostBytes += int64(n)
+}
+
+// Hole returns, once, how many plaintext bytes of direction d a hole
+// took, when reading resumed after it (0 if none): the caller's framing
+// takes it as a gap before the plaintext Feed returned.
+func (s *Session) Hole(d Dir) int64 {
+	h := s.dir[d].hole
+	s.dir[d].hole = 0
+	return h
+}
+
+// resync searches buf (the bytes after a hole, gathered) for the next
+// record that authenticates, and returns how many bytes of buf were
+// searched past (and whether it found one: then buf[n:] begins with it
+// and the key's sequence number is set for it).
+func (s *Session) resync(d Dir, buf []byte) (int, bool) {
+	dir := &s.dir[d]
+	k := dir.key
+	overhead := int64(5 + k.aead.Overhead())
+	if s.tls13() {
+		overhead++ // the inner content type
+	} else if k.explicit {
+		overhead += 8
+	}
+	for i := 0; i+5 <= len(buf); i++ {
+		h := buf[i:]
+		typ, n := h[0], int(binary.BigEndian.Uint16(h[3:5]))
+		if typ < typeAlert || typ > typeAppData || h[1] != 3 || h[2] != 3 || n > MaxRecord || n < k.aead.Overhead() {
+			continue
+		}
+		if s.tls13() && typ != typeAppData {
+			continue
+		}
+		if i+5+n > len(buf) {
+			return i, false // a candidate not all there yet
+		}
+		var hdr [5]byte
+		copy(hdr[:], h[:5])
+		gone := dir.lostBytes + int64(i)
+		// The fewest and the most records the lost bytes can have been.
+		fewest, most := uint64(gone/(5+MaxRecord)), uint64(gone/overhead)
+		for r := fewest; r <= most && r < fewest+maxResyncTries; r++ {
+			if dir.work += int64(n); dir.work > maxResyncWork {
+				return i, false
+			}
+			k.seq = dir.seqBefore + r
+			out, ok := k.open(dir.inner[:0], hdr, h[5:5+n])
+			if !ok {
+				continue
+			}
+			dir.inner = out[:0]
+			k.seq-- // record reads it again
+			lostRecords := int64(k.seq - dir.seqBefore)
+			dir.hole = max(0, gone-lostRecords*overhead)
+			dir.lost = false
+			s.problem(fmt.Sprintf("TLS %s: %d bytes lost (%d records): decryption resumed at the next record", dirName(d), gone, lostRecords))
+			return i, true
+		}
+		k.seq = dir.seqBefore
+	}
+	return max(0, len(buf)-4), false
 }
 
 func (s *Session) fail(d Dir, why string) {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -271,4 +272,73 @@ func TestKeyLogLines(t *testing.T) {
 	if all, unused := k.Sessions(); all != 1 || unused != 1 {
 		t.Errorf("sessions %d, unused %d", all, unused)
 	}
+}
+
+// TestHoleResync: a record lost from a real session (its bytes given as a
+// hole): decryption resumes at the next record, found by trying the
+// sequence numbers the hole can have held, and Hole says how many
+// plaintext bytes were lost; a hole before any record decrypted, or one
+// after which nothing authenticates, gives the direction up.
+func TestHoleResync(t *testing.T) {
+	msgs := []string{"first", "second", "third, lost", "fourth", "fifth"}
+	for _, c := range []struct {
+		name    string
+		version uint16
+		suite   uint16
+	}{
+		{"TLS 1.3", tls.VersionTLS13, 0},
+		{"TLS 1.2 AES-GCM", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+		{"TLS 1.2 ChaCha20-Poly1305", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log, keylog := session(t, c.version, c.suite, msgs)
+			keys := NewKeys()
+			keys.Read(bytes.NewReader(keylog), "k")
+			keys.SetFinal(true)
+			s := NewSession(keys, nil)
+			// The client's chunks after its handshake: one per message.
+			var app []int
+			for i, ch := range log {
+				if ch.dir == Client && ch.data[0] == typeAppData {
+					app = append(app, i)
+				}
+			}
+			// (TLS 1.3's Finished goes with the ChangeCipherSpec.)
+			lost := app[2] // "third, lost"
+			var got []byte
+			for i, ch := range log {
+				if i == lost {
+					s.Gap(Client, len(ch.data))
+					continue
+				}
+				p := s.Feed(ch.dir, ch.data)
+				if ch.dir == Client {
+					if h := s.Hole(Client); h > 0 {
+						got = append(got, fmt.Sprintf("[%d lost]", h)...)
+					}
+					got = append(got, p...)
+				}
+			}
+			want := "firstsecond[11 lost]fourthfifth"
+			if string(got) != want || s.Failed(Client) != "" {
+				t.Errorf("got %q, want %q (failed %q)", got, want, s.Failed(Client))
+			}
+		})
+	}
+	t.Run("nothing authenticates", func(t *testing.T) {
+		log, keylog := session(t, tls.VersionTLS13, 0, msgs)
+		keys := NewKeys()
+		keys.Read(bytes.NewReader(keylog), "k")
+		keys.SetFinal(true)
+		s := NewSession(keys, nil)
+		for _, ch := range log {
+			s.Feed(ch.dir, ch.data)
+		}
+		s.Gap(Client, 100)
+		junk := bytes.Repeat([]byte{typeAppData, 3, 3, 0, 40}, 1<<20)
+		s.Feed(Client, junk)
+		if s.Failed(Client) == "" || len(s.dir[Client].buf) > 2*(5+MaxRecord) {
+			t.Errorf("failed %q, %d bytes gathered", s.Failed(Client), len(s.dir[Client].buf))
+		}
+	})
 }

@@ -380,3 +380,42 @@ func TestTLSJoinedMidConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSHoleResync: the packet carrying connection 6's second request
+// (packet 120 of the TLS 1.3 recording) removed: decryption resumes at
+// the next record, the hole is a gap of the plaintext it held (111
+// bytes: 133 on the wire less one record's 22 bytes of TLS), the
+// request's response is decoded unmatched as the connection's Fetch, and
+// every later frame is decoded: 16 requests, as the recording's 17 less
+// the one lost.
+func TestTLSHoleResync(t *testing.T) {
+	base := fixture(filepath.Join(record.TLSDir, "tls-kgo-kfake-tls13-aes128gcm"))
+	pcap, err := os.ReadFile(base + ".pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte(nil), pcap[:24]...)
+	n := 0
+	for b := pcap[24:]; len(b) >= 16; {
+		l := 16 + int(binary.LittleEndian.Uint32(b[8:]))
+		if n++; n != 120 {
+			out = append(out, b[:l]...)
+		}
+		b = b[l:]
+	}
+	path := filepath.Join(t.TempDir(), "hole.pcap")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := reportJSON(t, "-r", path, "--tls-keylog", base+".keylog")
+	tot := m["totals"].(map[string]any)
+	tl := m["tls"].(map[string]any)
+	if tot["requests"] != float64(16) || tot["gaps"] != float64(1) || tot["lost_bytes"] != float64(111) || tot["unmatched_responses"] != float64(1) ||
+		tl["decrypted"] != float64(6) || tl["auth_failures"] != float64(0) {
+		t.Errorf("totals %v, tls %v", tot, tl)
+	}
+	_, text, _ := kfsniff(t, "-r", path, "--tls-keylog", base+".keylog")
+	if !strings.Contains(text, "TLS client->server: 133 bytes lost (1 records): decryption resumed at the next record") {
+		t.Errorf("the connection does not say decryption resumed:\n%s", text)
+	}
+}
