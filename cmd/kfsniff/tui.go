@@ -21,6 +21,8 @@ type uiSession struct {
 	// 9092" or "a.pcap, b.pcap".
 	Source string
 	Live   bool
+	// ShowSecrets: --show-secrets.
+	ShowSecrets bool
 	// Inputs are the -r files (and Stdin, for "-"): the save key never
 	// writes onto one.
 	Inputs []string
@@ -55,7 +57,7 @@ func haveTUI() bool { return true }
 func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := tui.NewModel(tui.ModelConfig{})
+	m := tui.NewModel(tui.ModelConfig{ShowSecrets: s.ShowSecrets})
 	sp, err := newSpool()
 	if err != nil {
 		return nil, err
