@@ -25,6 +25,11 @@ const (
 	labelSHTS         = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
 	labelCTS0         = "CLIENT_TRAFFIC_SECRET_0"
 	labelSTS0         = "SERVER_TRAFFIC_SECRET_0"
+	// labelRSA is the older NSS line for TLS 1.2, keyed by the session ID
+	// the server gave: "RSA Session-ID:<hex> Master-Key:<hex>". The Java
+	// agent extract-tls-secrets (Maven Central) writes it for TLS 1.2
+	// sessions (fixtures/pcaps/kafka/java-tls12.keylog), as old OpenSSL did.
+	labelRSA = "RSA"
 )
 
 // Bounds of the key log.
@@ -62,6 +67,9 @@ type Keys struct {
 	// decrypted, for the ones that resume them (clients log no line for a
 	// resumed TLS 1.2 session); bounded by maxResumable.
 	resumable map[string][]byte
+	// bySID: TLS 1.2 master secrets by session ID (labelRSA lines), with
+	// whether a connection used them.
+	bySID map[string]*sidSecret
 	// refresh reads a followed key log again (SetRefresh), at most every
 	// refreshEvery, last at refreshed.
 	refresh   func()
@@ -71,9 +79,68 @@ type Keys struct {
 	final bool
 }
 
+// sidSecret is a master secret by session ID.
+type sidSecret struct {
+	master []byte
+	used   bool
+}
+
 // NewKeys returns an empty key log.
 func NewKeys() *Keys {
-	return &Keys{sessions: make(map[[32]byte]*secrets), resumable: make(map[string][]byte)}
+	return &Keys{sessions: make(map[[32]byte]*secrets), resumable: make(map[string][]byte), bySID: make(map[string]*sidSecret)}
+}
+
+// bySessionID returns the master secret of a TLS 1.2 session by the
+// session ID its server gave (labelRSA lines), marking it used.
+func (k *Keys) bySessionID(id string) []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.bySID[id]; s != nil {
+		s.used = true
+		return s.master
+	}
+	return nil
+}
+
+// hasSessionIDs reports whether the key log holds secrets by session ID:
+// a session is then found only once its ServerHello gave the ID.
+func (k *Keys) hasSessionIDs() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.bySID) > 0
+}
+
+// addSessionID reads "RSA Session-ID:<hex> Master-Key:<hex>" (f: its
+// fields), reporting whether it was such a line and whether it gave a key.
+func (k *Keys) addSessionID(f [][]byte, name string, line int) (isRSA, ok bool) {
+	if len(f) != 3 || string(f[0]) != labelRSA {
+		return false, false
+	}
+	id, ok1 := bytes.CutPrefix(f[1], []byte("Session-ID:"))
+	mk, ok2 := bytes.CutPrefix(f[2], []byte("Master-Key:"))
+	if !ok1 || !ok2 || len(id) == 0 || len(id) > 64 || len(id)%2 != 0 || len(mk) != 96 {
+		k.malformed(name, line)
+		return true, false
+	}
+	sid := make([]byte, len(id)/2)
+	master := make([]byte, 48)
+	if _, err := hex.Decode(sid, id); err != nil {
+		k.malformed(name, line)
+		return true, false
+	}
+	if _, err := hex.Decode(master, mk); err != nil {
+		k.malformed(name, line)
+		return true, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.Lines++
+	if _, seen := k.bySID[string(sid)]; !seen && len(k.bySID)+len(k.sessions) >= MaxSessions {
+		k.Dropped++
+		return true, false
+	}
+	k.bySID[string(sid)] = &sidSecret{master: master}
+	return true, true
 }
 
 // maxResumable bounds the sessions remembered for resumption.
@@ -213,6 +280,9 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 		return false
 	}
 	f := bytes.Fields(b)
+	if isRSA, ok := k.addSessionID(f, name, line); isRSA {
+		return ok
+	}
 	if len(f) != 3 || len(f[1]) != 64 || len(f[2])%2 != 0 || len(f[2]) < 32 || len(f[2]) > 128 {
 		k.malformed(name, line)
 		return false
@@ -304,6 +374,12 @@ func (k *Keys) Sessions() (all, unused int) {
 			unused++
 		}
 	}
+	for _, s := range k.bySID {
+		all++
+		if !s.used {
+			unused++
+		}
+	}
 	return all, unused
 }
 
@@ -370,6 +446,18 @@ func (k *Keys) AppendNSS(dst []byte) []byte {
 		dst = hex.AppendEncode(dst, cr[:])
 		dst = append(dst, ' ')
 		dst = hex.AppendEncode(dst, secret)
+		dst = append(dst, '\n')
+	}
+	ids := make([]string, 0, len(k.bySID))
+	for id := range k.bySID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		dst = append(dst, "RSA Session-ID:"...)
+		dst = hex.AppendEncode(dst, []byte(id))
+		dst = append(dst, " Master-Key:"...)
+		dst = hex.AppendEncode(dst, k.bySID[id].master)
 		dst = append(dst, '\n')
 	}
 	for _, cr := range crs {

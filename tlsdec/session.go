@@ -610,7 +610,8 @@ func (s *Session) clientHello(b []byte) {
 	if t, ok := ext[35]; ok && len(t) > 0 {
 		s.ticket = "t" + ticketID(t)
 	}
-	if s.keys.Final() && !s.keys.Has(s.cr) && s.keys.resumed(s.ticket) == nil && s.keys.resumed("s"+s.clientSID) == nil {
+	if s.keys.Final() && !s.keys.Has(s.cr) && s.keys.resumed(s.ticket) == nil && s.keys.resumed("s"+s.clientSID) == nil &&
+		!s.keys.hasSessionIDs() {
 		s.giveUp("no keys for this connection's client random in the key log", true)
 	}
 }
@@ -676,6 +677,13 @@ func (s *Session) resolve() {
 		if m := s.keys.resumed(s.ticket); m != nil && s.ticket != "" {
 			sec.master, ok = m, true
 		} else if m := s.keys.resumed("s" + s.serverSID); m != nil {
+			sec.master, ok = m, true
+		}
+	}
+	if !s.tls13() && sec.master == nil && s.serverSID != "" {
+		// The older NSS line: the master secret by the session ID the
+		// server gave (full handshake or resumption).
+		if m := s.keys.bySessionID(s.serverSID); m != nil {
 			sec.master, ok = m, true
 		}
 	}

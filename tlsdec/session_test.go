@@ -8,10 +8,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -341,4 +343,36 @@ func TestHoleResync(t *testing.T) {
 			t.Errorf("failed %q, %d bytes gathered", s.Failed(Client), len(s.dir[Client].buf))
 		}
 	})
+}
+
+// TestKeyLogSessionIDLines: the older NSS line for TLS 1.2, "RSA
+// Session-ID:<hex> Master-Key:<hex>", which the Java agent
+// extract-tls-secrets writes for TLS 1.2 (fixtures/pcaps/kafka/
+// java-tls12.pcapng.gz decrypts with them): read by session ID, malformed
+// ones counted, counted among the sessions, written back by AppendNSS.
+func TestKeyLogSessionIDLines(t *testing.T) {
+	sid := strings.Repeat("91ED", 16)
+	mk := strings.Repeat("ab", 48)
+	in := "RSA Session-ID:" + sid + " Master-Key:" + mk + " \n" + // the agent's trailing space
+		"RSA Session-ID:" + sid + "Z Master-Key:" + mk + "\n" + // odd hex
+		"RSA Session-ID:" + sid + " Master-Key:" + mk[:94] + "\n" + // a short master key
+		"RSA Master-Key:" + mk + "\n"
+	k := NewKeys()
+	if err := k.Read(strings.NewReader(in), "agent.log"); err != nil {
+		t.Fatal(err)
+	}
+	if k.Lines != 1 || k.Malformed != 3 {
+		t.Errorf("lines %d, malformed %d at %v: want 1 and 3", k.Lines, k.Malformed, k.MalformedAt)
+	}
+	id, _ := hex.DecodeString(sid)
+	if got := k.bySessionID(string(id)); hex.EncodeToString(got) != mk {
+		t.Errorf("master by session ID %x, want %s", got, mk)
+	}
+	if all, unused := k.Sessions(); all != 1 || unused != 0 {
+		t.Errorf("sessions %d, unused %d: want 1 used", all, unused)
+	}
+	back := NewKeys()
+	if err := back.Read(bytes.NewReader(k.AppendNSS(nil)), "dsb"); err != nil || back.Lines != 1 || back.Malformed != 0 {
+		t.Errorf("AppendNSS read back: %v, %d lines, %d malformed", err, back.Lines, back.Malformed)
+	}
 }
