@@ -40,7 +40,7 @@ fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captur
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps slow-consumer-kgo-kfake
 
 .PHONY: fixtures-kafka
-fixtures-kafka: ## re-record the real Apache Kafka scenarios (root, Java 17, Maven; ~15 min) and check them (SCENARIOS=...)
+fixtures-kafka: ## re-record the real Apache Kafka scenarios (root, Java 17, Maven; ~18 min) and check them (SCENARIOS=...)
 	fixtures/kafka/record.sh $(SCENARIOS)
 
 .PHONY: bench
