@@ -261,18 +261,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 		r.runs.Start(id, e)
 	}
 	e.fetches++
-	// Unanswered fetches are delivered late (at the end of the capture):
-	// the run spans the earliest to the latest.
-	if x.Req.Time.Before(e.first) {
-		e.first = x.Req.Time
-	}
-	last := x.Req.Time
-	if x.Resp != nil {
-		last = x.Resp.Time
-	}
-	if last.After(e.last) {
-		e.last = last
-	}
+	peers.Widen(&e.first, &e.last, x)
 	e.servers.Add(x.Conn.Server, 1, 0)
 	e.conns.Add(x.Conn)
 	if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {

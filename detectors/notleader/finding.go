@@ -193,14 +193,6 @@ func tried(p *detectors.Pass, e *run) string {
 	return strings.Join(out, ", ")
 }
 
-func idList(ids []int32) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = fmt.Sprint(id)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // leaderText names the leader: "node 3 (10.1.0.3:9092)".
 func (f *Finding) leaderText() string {
 	if f.v.leader < 0 {
@@ -234,7 +226,7 @@ func (f *Finding) Summary() string {
 			f.who, f.leaderText(), f.tp, f.v.unreached.text(), f.nServers, f.Error, f.notLeader, f.span)
 	case ShapeShared:
 		s = fmt.Sprintf("%s is sent to %s for %s, an endpoint nodes %s all advertise: the broker there answers %s, %d times in %s (%.1f/s)",
-			f.who, f.leaderText(), f.tp, idList(f.v.sharedWith), f.Error, f.v.fromLeader, f.span, f.rate)
+			f.who, f.leaderText(), f.tp, text.IDs(f.v.sharedWith, 0), f.Error, f.v.fromLeader, f.span, f.rate)
 	case ShapeMetaSelf:
 		s = fmt.Sprintf("metadata names broker %d as leader of %s but it answers %s: %s retried it %d times in %s (%.1f/s)",
 			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.rate)
@@ -271,7 +263,7 @@ func (f *Finding) Explanation() string {
 			"nodes %s all advertise, so requests meant for node %d reach whichever broker listens there, and %d answers from it were %s. "+
 			"This is an advertised-listener conflict (see advertised-listener-conflict): a copied server.properties, or brokers behind "+
 			"one address. The client cannot reach node %d at all until each broker advertises an endpoint of its own.",
-			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.leaderText(), idList(f.v.sharedWith),
+			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.leaderText(), text.IDs(f.v.sharedWith, 0),
 			f.v.leader, f.v.fromLeader, f.Error, f.v.leader)
 		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
@@ -399,7 +391,7 @@ func (f *Finding) Next() string {
 	case ShapeShared:
 		return fmt.Sprintf("Compare advertised.listeners of nodes %s (kafka-broker-api-versions.sh --bootstrap-server %s lists the "+
 			"nodes with their endpoints; kafka-configs.sh --describe --entity-type brokers --entity-name <id>): each must advertise "+
-			"an endpoint of its own that reaches it; restart the misconfigured broker with its own.", idList(f.v.sharedWith), text.Or(f.v.endpoint, "<broker>"))
+			"an endpoint of its own that reaches it; restart the misconfigured broker with its own.", text.IDs(f.v.sharedWith, 0), text.Or(f.v.endpoint, "<broker>"))
 	case ShapeUnreachable:
 		return fmt.Sprintf("Check the path from %s to %s: from that host, nc -vz %s (or kafka-metadata-quorum.sh --bootstrap-controller %s "+
 			"describe --status); firewall and security group rules both ways, routes, and the leader's listener (listeners and "+

@@ -99,7 +99,7 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("the KRaft metadata quorum has no working leader: no raft fetch succeeded for %s while %d nodes (%s) kept fetching",
-		text.Duration(f.held), len(f.Fetchers), idList(f.Fetchers))
+		text.Duration(f.held), len(f.Fetchers), text.IDs(f.Fetchers, 0))
 	if f.LeaderID >= 0 {
 		s += "; the answers name leader " + f.leaderN
 		if f.downHas(true) {
@@ -138,7 +138,7 @@ func (f *Finding) Explanation() string {
 	o := f.o
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s no raft fetch of __cluster_metadata succeeded from any node for %s: %d raft fetches from %d nodes (%s) failed (%s",
-		text.Clock(o.first), text.Duration(f.held), o.fetches, len(f.Fetchers), idList(f.Fetchers), strings.Join(o.codes.Parts(), ", "))
+		text.Clock(o.first), text.Duration(f.held), o.fetches, len(f.Fetchers), text.IDs(f.Fetchers, 0), strings.Join(o.codes.Parts(), ", "))
 	if o.unanswered > 0 {
 		fmt.Fprintf(&b, ", no answer x%d", o.unanswered)
 	}
@@ -187,12 +187,4 @@ func (f *Finding) Next() string {
 		"--replication; bring back the controllers that are down (%s): their process, host and network path to the others; their "+
 		"logs for the election (Vote, 'Completed transition to'). Once a leader is elected, check leaderless partitions "+
 		"(kafka-topics.sh --describe --unavailable-partitions) and under-replicated ones.", at, text.Or(text.List(f.Down, 3), "see the connection findings"))
-}
-
-func idList(ids []int32) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = fmt.Sprint(id)
-	}
-	return strings.Join(parts, ", ")
 }

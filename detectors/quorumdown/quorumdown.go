@@ -175,16 +175,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 		r.cur = o
 	}
 	o.fetches++
-	if x.Req.Time.Before(o.first) {
-		o.first = x.Req.Time
-	}
-	last := x.Req.Time
-	if x.Resp != nil {
-		last = x.Resp.Time
-	}
-	if last.After(o.last) {
-		o.last = last
-	}
+	peers.Widen(&o.first, &o.last, x)
 	if id := flows.FetcherOf(x.Req); id >= 0 {
 		if len(o.fetchers) < maxFetchers {
 			o.fetchers[id] = true

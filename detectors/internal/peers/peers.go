@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
@@ -133,6 +134,23 @@ func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episo
 func (k Key) Subject(servers *Servers, nodes []int32, code int16) detectors.Subject {
 	return detectors.Subject{ClientIDs: []string{k.C.ID}, Clients: []netip.Addr{k.C.Host}, Servers: servers.Addrs(), Nodes: nodes,
 		Partitions: []detectors.TopicPartition{{Topic: k.P.Name(), Partition: k.P.Part}}, Error: code}
+}
+
+// Widen stretches [first, last] over exchange x: its request's time and
+// its response's (or the request's, unanswered). Unanswered requests are
+// delivered late, at the end of the capture, so a span is widened both
+// ways, not only extended.
+func Widen(first, last *time.Time, x *detectors.Exchange) {
+	if x.Req.Time.Before(*first) {
+		*first = x.Req.Time
+	}
+	end := x.Req.Time
+	if x.Resp != nil {
+		end = x.Resp.Time
+	}
+	if end.After(*last) {
+		*last = end
+	}
 }
 
 // Addr is an address as Kafka advertises it (no IPv4-mapped IPv6).
