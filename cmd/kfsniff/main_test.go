@@ -293,6 +293,12 @@ func TestFailOn(t *testing.T) {
 		{filepath.Join("..", "..", "..", "shared", "captures", "go-sniffer", "kafka.pcap"), "warning", exitFindings},
 		{filepath.Join("..", "..", "..", "shared", "captures", "ndpi", "kafka.pcapng"), "warning", exitOK},
 	} {
+		if strings.Contains(tc.file, filepath.Join("shared", "captures")) {
+			if _, err := os.Stat(tc.file); err != nil {
+				t.Logf("skipping %s: no shared captures beside the repository (%v)", tc.file, err)
+				continue
+			}
+		}
 		code, out, errs := kfsniff(t, "-r", tc.file, "--fail-on", tc.level)
 		if code != tc.want {
 			t.Errorf("%s --fail-on %s: exit %d, want %d\n%s%s", filepath.Base(tc.file), tc.level, code, tc.want, errs, out)
