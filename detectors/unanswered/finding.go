@@ -27,10 +27,21 @@ type Finding struct {
 	// Ongoing: some request was still waiting when the capture ended.
 	WaitedS float64 `json:"waited_s"`
 	Ongoing bool    `json:"ongoing"`
+	// NotKafka says what came back on connections that got no Kafka
+	// answer at all, an ApiVersions among their requests: "tls" (TLS
+	// records: a TLS listener, a plaintext client) or "nothing".
+	NotKafka string `json:"not_kafka,omitempty"`
 
 	g           *group
 	serverLabel string
 	grace       time.Duration
+	// silent: not one byte came back on any of the connections, and
+	// their requests include the ApiVersions every Kafka listener answers
+	// (the Java client speaking plaintext to an SSL listener, recorded on
+	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-plaintext-to-ssl)
+	silent bool
+	// tlsBack: what came back were TLS records (an alert)
+	tlsBack bool
 }
 
 // Summary implements detectors.Detail.
@@ -73,6 +84,18 @@ func (f *Finding) Explanation() string {
 	default:
 		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.felt), beyond)
 	}
+	switch {
+	case f.silent && f.tlsBack:
+		expl += " What came back on these connections was a TLS record (an alert) and nothing else, though their requests " +
+			"include an ApiVersions, which every Kafka listener answers: the listener speaks TLS (SSL or SASL_SSL) and the " +
+			"client plaintext (security.protocol PLAINTEXT or SASL_PLAINTEXT). The client reads the alert as the start of " +
+			"a frame hundreds of MB long and waits for the rest until its request.timeout.ms."
+	case f.silent:
+		expl += " Not one byte came back on these connections, though their requests include an ApiVersions, which every " +
+			"Kafka listener answers: the port does not speak Kafka as the client does. A listener of another security " +
+			"protocol (an SSL or SASL_SSL listener waiting for a TLS ClientHello while the client's security.protocol is " +
+			"PLAINTEXT), a proxy, or another service on a Kafka port."
+	}
 	return expl
 }
 
@@ -82,7 +105,15 @@ func (f *Finding) Next() string {
 	return fmt.Sprintf("kfsniff -r <capture> --frames --conn %d shows the oldest request and what the connection "+
 		"carried after it. On the broker, check the request queue and handler threads (RequestQueueTimeMs, "+
 		"RequestHandlerAvgIdlePercent, NetworkProcessorAvgIdlePercent) and its log at %s; on the client, "+
-		"request.timeout.ms and disconnect messages.", o.conn.ID, text.Clock(o.t))
+		"request.timeout.ms and disconnect messages.", o.conn.ID, text.Clock(o.t)) + f.silentNext()
+}
+
+func (f *Finding) silentNext() string {
+	if !f.silent {
+		return ""
+	}
+	return fmt.Sprintf(" Compare the client's security.protocol with the listener behind %s (the broker's listeners and "+
+		"listener.security.protocol.map); openssl s_client -connect %s shows whether it speaks TLS.", f.Server, f.Server)
 }
 
 // Pending is the requests without a response that may yet have been

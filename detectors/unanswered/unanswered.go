@@ -480,7 +480,36 @@ func (r *rule) warning(p *detectors.Pass, g *group) detectors.Finding {
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
 		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
 		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
+	if g.byAPI["ApiVersions"] > 0 {
+		f.silent, f.tlsBack = silentConns(p, g.conns.IDs())
+		switch {
+		case f.silent && f.tlsBack:
+			f.NotKafka = "tls"
+		case f.silent:
+			f.NotKafka = "nothing"
+		}
+	}
 	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
+}
+
+// silentConns reports whether none of the connections ids (all found in
+// the pass's final connections) carried a byte to the client but TLS
+// records (tls: some did): a TLS listener's alert to a plaintext client.
+func silentConns(p *detectors.Pass, ids []int) (silent, tls bool) {
+	found := 0
+	for _, c := range p.Conns {
+		if !slices.Contains(ids, c.ID) {
+			continue
+		}
+		if b := c.Bytes[flows.ToClient]; b > 0 {
+			if c.Skipped["tls"] < b {
+				return false, false
+			}
+			tls = true
+		}
+		found++
+	}
+	return found > 0 && found == len(ids), tls
 }
 
 // pending lists the requests that may yet have been answered.
