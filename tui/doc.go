@@ -70,6 +70,12 @@
 //
 // # Keys
 //
+// The main page fits the terminal (layout.go): stacked panes when there is
+// room for at least a few exchanges, else (80x24) one pane at a time under
+// a k9s-style switcher naming them all, Tab and Shift-Tab going from one to
+// the next; the focus is always on a pane drawn. The hint bar names the
+// keys that matter, dropping the least important on a narrow terminal.
+//
 // k9s and termshark habits: ? help; Tab / Shift-Tab next / previous pane;
 // Enter drills down (a connection's exchanges, an exchange's detail, a
 // finding's evidence, an API's exchanges); Esc goes back (closes the
