@@ -99,12 +99,16 @@ type findingView struct {
 }
 
 type pageView struct {
-	CSP      string
-	Style    template.CSS
-	Script   template.JS
-	Title    string
-	Files    []string
-	Period   string
+	CSP    string
+	Style  template.CSS
+	Script template.JS
+	Title  string
+	Files  []string
+	Period string
+	// Partial and Filter say what the run left out (Capture.Partial,
+	// Capture.Filter), empty when nothing.
+	Partial  string
+	Filter   string
 	Schema   string
 	Totals   []cell
 	Problems []findingView
@@ -171,6 +175,12 @@ func view(r *Report) (*pageView, error) {
 		v.Title += ": " + Clean(r.Capture.Files[0].Name)
 	}
 	c := &r.Capture
+	if c.Partial != nil {
+		v.Partial = Clean(c.Partial.String())
+	}
+	if c.Filter != nil {
+		v.Filter = Clean(c.Filter.String())
+	}
 	if !c.First.IsZero() {
 		v.Period = fmt.Sprintf("%s .. %s UTC (%s)", c.First.UTC().Format(TimeLayout), c.Last.UTC().Format(TimeLayout), seconds(c.Duration))
 	}

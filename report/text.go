@@ -45,6 +45,15 @@ func (p *printer) f(format string, args ...any) {
 // above, for the reader at 3 a.m.; details follow at the end.
 func (p *printer) overview(r *Report) {
 	p.f("kfsniff report (%s)\n\n", r.Schema)
+	if c := &r.Capture; c.Partial != nil || c.Filter != nil {
+		if c.Partial != nil {
+			p.f("PARTIAL: %s.\n", Clean(c.Partial.String()))
+		}
+		if c.Filter != nil {
+			p.f("FILTERED: %s.\n", Clean(c.Filter.String()))
+		}
+		p.f("\n")
+	}
 	by := tally(r.Findings)
 	n := by[detectors.Error] + by[detectors.Warning]
 	if n == 0 {

@@ -16,8 +16,11 @@ import (
 
 // Options configure Run.
 type Options struct {
-	// Title describes the source: "interface lo, port 9092", "file x.pcap".
+	// Title describes the source: "interface lo", "file x.pcap".
 	Title string
+	// Filter is the filter expression the packets shown were selected
+	// by, if any: the status line says FILTERED.
+	Filter string
 	// Screen is the terminal; nil opens the real one. Tests pass a
 	// tcell.NewSimulationScreen. Run initialises it (tview's SetScreen).
 	Screen tcell.Screen
@@ -426,6 +429,12 @@ func (u *ui) refreshStatus() {
 	add := func(format string, a ...any) { parts = append(parts, fmt.Sprintf(format, a...)) }
 	if u.opts.Title != "" {
 		add("[::b]%s[::-]", safe(u.opts.Title))
+	}
+	if u.opts.Filter != "" {
+		add("[black:orange] FILTERED [-:-] %s", safe(u.opts.Filter))
+	}
+	if st.Partial != "" {
+		add("[black:orange] PARTIAL [-:-] %s", safe(st.Partial))
 	}
 	add("%d packets", st.Packets)
 	if st.Live || st.Drops > 0 {

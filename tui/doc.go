@@ -54,6 +54,9 @@
 //     analyzer calls them as a handler).
 //   - Sync: reads the analyzer's connections, so only from the pipeline's
 //     goroutine (between packets) or after the pipeline has returned.
+//   - SetPartial: any goroutine, any time; the status line says PARTIAL
+//     with its sentence (the report's Capture.Partial), as it says
+//     FILTERED with Options.Filter.
 //   - SetFindings, SetCounters: any goroutine, any time (live capture:
 //     periodically, e.g. findings from detectors.Set.Findings computed on
 //     the pipeline's goroutine, kernel drops from the capture handle with

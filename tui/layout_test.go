@@ -229,3 +229,22 @@ func TestViewResize(t *testing.T) {
 		t.Errorf("at 120x36 all four panes, Exchanges focused; got %q:\n%s", got, scr)
 	}
 }
+
+// TestViewStatusSaysFilteredAndPartial: the status line says what the
+// run left out, whole even at 80 columns.
+func TestViewStatusSaysFilteredAndPartial(t *testing.T) {
+	m, done := realClient(t, "notleader-8s-kgo.pcap")
+	m.SetPartial("stopped after -c 400 packets, before the end of the input")
+	s := startUISized(t, Options{Title: "file notleader-8s-kgo.pcap", Filter: "tcp port 9093", Model: m, Done: done}, 80, 24)
+	scr := s.waitFor("ENDED")
+	lines := strings.Split(strings.TrimSuffix(scr, "\n"), "\n")
+	status := strings.Join(lines[len(lines)-5:], "\n")
+	for _, want := range []string{"FILTERED  tcp port 9093", "PARTIAL  stopped after -c 400 packets, before the end of the input", "ENDED"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+	if bg := s.styles().styleAt(line(scr, "FILTERED"), "FILTERED", 0); bg == tcell.StyleDefault {
+		t.Errorf("FILTERED not highlighted")
+	}
+}
