@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rivo/tview"
@@ -200,6 +201,11 @@ func (u *ui) refreshHints(w int) {
 	hints := mainHints
 	switch front, _ := u.pages.GetFrontPage(); front {
 	case "main":
+		if u.focus == paneFindings {
+			// The Findings list cuts long summaries; i shows one whole.
+			hints = slices.Clone(mainHints)
+			hints[slices.IndexFunc(hints, func(h hint) bool { return h.key == "i" })].prio = 1
+		}
 	case "detail":
 		hints = detailHints
 	default:

@@ -164,6 +164,20 @@ func TestViewFindingToFramesSmall(t *testing.T) {
 	s.key(tcell.KeyTab)
 	s.key(tcell.KeyTab)
 	scr = s.waitFocus("Findings (1)")
+	// The list cuts the summary at 80 columns: i, which shows it whole,
+	// is named while Findings has the focus.
+	if h := strings.Split(scr, "\n")[0]; !strings.Contains(h, "i finding") || !strings.Contains(h, "t timeline") {
+		t.Errorf("hint bar on Findings %q lacks i or t", h)
+	}
+	s.typeText("i")
+	full := s.waitFor("Esc closes")
+	for _, w := range []string{"metadata names broker 1 as leader of orders-1", "[3 partitions: 0, 1, 2]"} {
+		if !strings.Contains(strings.Join(strings.Fields(full), " "), w) {
+			t.Errorf("the finding in full lacks %q:\n%s", w, full)
+		}
+	}
+	s.key(tcell.KeyEscape)
+	scr = s.waitFocus("Findings (1)")
 	if !strings.Contains(scr, "WARNING") || !strings.Contains(scr, "not-leader") {
 		t.Fatalf("the finding is not drawn:\n%s", scr)
 	}
