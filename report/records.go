@@ -507,6 +507,16 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 	}
 }
 
+// ControlType names a control record by its key: COMMIT, ABORT or a
+// KRaft control type (kmsg's names), CONTROL when the key is not one.
+func ControlType(key []byte) string {
+	var k kmsg.ControlRecordKey
+	if k.ReadFrom(key) != nil {
+		return "CONTROL"
+	}
+	return k.Type.String()
+}
+
 // control shows a control batch's records as markers, as the broker wrote
 // them: COMMIT or ABORT (or a KRaft control type) with the batch's
 // producer id and epoch; or counts them, hidden.
@@ -517,11 +527,7 @@ func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *d
 			return true
 		}
 		rw.stats.Markers++
-		typ := "CONTROL"
-		var key kmsg.ControlRecordKey
-		if key.ReadFrom(r.Key) == nil {
-			typ = key.Type.String()
-		}
+		typ := ControlType(r.Key)
 		if rw.opt.JSON {
 			j := recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
 				ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
