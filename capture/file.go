@@ -77,11 +77,18 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // comes from them and is given back once the file has moved past it, so
 // Data stays valid until the Blocks' owner reuses the block.
 type File struct {
-	Name   string
-	Format string // "pcap", "pcap (nanosecond)", "pcapng"; " gzip" appended when compressed
-	Links  []LinkType
-	index  int
-	closer io.Closer
+	// OnSecret, when set, is given each pcapng Decryption Secrets Block
+	// read from then on (Secrets keeps those before); SecretsDropped
+	// counts blocks that did not hold together or passed the bound.
+	OnSecret       func(Secret)
+	SecretsDropped int
+	secrets        []Secret
+	secretBytes    int
+	Name           string
+	Format         string // "pcap", "pcap (nanosecond)", "pcapng"; " gzip" appended when compressed
+	Links          []LinkType
+	index          int
+	closer         io.Closer
 	// r is the input (the gzip reader over it when compressed); buf is
 	// the block read from it, buf[pos:] not parsed yet, and rerr the
 	// error that ended r (io.EOF at its end).

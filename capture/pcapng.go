@@ -13,6 +13,7 @@ const (
 	ngPB  = 0x00000002 // obsolete packet block
 	ngSPB = 0x00000003 // simple packet block
 	ngEPB = 0x00000006 // enhanced packet block
+	ngDSB = 0x0000000A // decryption secrets block
 
 	ngMaxBlock = maxRecord + 1<<16
 	ngMaxIface = 4096
@@ -155,12 +156,58 @@ func (f *File) ngBlock(p *Packet) error {
 			p.Time = time.Time{}
 			p.Offset = start
 			return nil
+		case ngDSB:
+			f.ngSecrets(body, start)
 		default:
 			// Statistics, name resolution, custom and unknown blocks
 			// carry no packets: skip them, as the format asks.
 		}
 	}
 }
+
+// SecretsTLSKeyLog is the secrets type of a Decryption Secrets Block
+// holding an NSS key log ("TLSK").
+const SecretsTLSKeyLog = 0x544c534b
+
+// maxSecrets bounds the bytes of decryption secrets kept from a file.
+const maxSecrets = 16 << 20
+
+// Secret is the content of a pcapng Decryption Secrets Block.
+type Secret struct {
+	Type uint32 // SecretsTLSKeyLog, ...
+	Data []byte
+	// Offset is the block's place in the file.
+	Offset int64
+}
+
+// ngSecrets keeps a Decryption Secrets Block's secrets (copied), for
+// OnSecret or Secrets; one that does not hold together is skipped.
+func (f *File) ngSecrets(body []byte, start int64) {
+	s := f.ng
+	if len(body) < 8 {
+		return
+	}
+	typ, n := s.order.Uint32(body), s.order.Uint32(body[4:])
+	if uint64(n) > uint64(len(body)-8) || f.secretBytes+int(n) > maxSecrets {
+		f.SecretsDropped++
+		return
+	}
+	f.secretBytes += int(n)
+	sec := Secret{Type: typ, Data: append([]byte(nil), body[8:8+n]...), Offset: start}
+	if f.OnSecret != nil {
+		f.OnSecret(sec)
+		return
+	}
+	f.secrets = append(f.secrets, sec)
+}
+
+// Secrets returns the Decryption Secrets Blocks read so far that no
+// OnSecret took (those before the first packet are read by Open), until
+// TakeSecrets.
+func (f *File) Secrets() []Secret { return f.secrets }
+
+// TakeSecrets forgets the blocks Secrets returns (they were used).
+func (f *File) TakeSecrets() { f.secrets = nil }
 
 func (f *File) ngInterface(body []byte) error {
 	s := f.ng

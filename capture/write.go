@@ -36,12 +36,16 @@ type Writer struct {
 // Create creates name and writes the file header: pcapng when name ends in
 // .pcapng, pcap otherwise. link is the link type of the packets to come;
 // ifname names the interface in pcapng ("" for none).
-func Create(name string, link LinkType, snaplen int, ifname string) (*Writer, error) {
+//
+// secrets (pcapng only) are written as Decryption Secrets Blocks right
+// after the section header, before any interface, where editcap
+// --inject-secrets puts them and where Open reads them.
+func Create(name string, link LinkType, snaplen int, ifname string, secrets ...Secret) (*Writer, error) {
 	f, err := os.Create(name)
 	if err != nil {
 		return nil, err
 	}
-	w, err := NewWriter(f, strings.HasSuffix(strings.ToLower(name), ".pcapng"), link, snaplen, ifname)
+	w, err := NewWriter(f, strings.HasSuffix(strings.ToLower(name), ".pcapng"), link, snaplen, ifname, secrets...)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -51,7 +55,7 @@ func Create(name string, link LinkType, snaplen int, ifname string) (*Writer, er
 }
 
 // NewWriter writes a capture to out: pcapng if ng, pcap otherwise.
-func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string) (*Writer, error) {
+func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string, secrets ...Secret) (*Writer, error) {
 	if snaplen <= 0 || snaplen > maxRecord {
 		snaplen = DefaultSnaplen
 	}
@@ -79,6 +83,11 @@ func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string
 	}
 	if _, err := w.bw.Write(shb); err != nil {
 		return w, err
+	}
+	for _, sec := range secrets {
+		if err := w.WriteSecrets(sec.Type, sec.Data); err != nil {
+			return w, err
+		}
 	}
 	_, err := w.iface(link)
 	return w, err
@@ -201,5 +210,28 @@ func (w *Writer) Close() error {
 			err = cerr
 		}
 	}
+	return err
+}
+
+// WriteSecrets writes a pcapng Decryption Secrets Block of type typ
+// (SecretsTLSKeyLog), as editcap --inject-secrets does, so that one file
+// carries the packets and the keys to read them: before the packets that
+// need it (Create writes those it is given before the first interface).
+// A pcap file cannot hold one: an error.
+func (w *Writer) WriteSecrets(typ uint32, data []byte) error {
+	if !w.ng {
+		return errors.New("a pcap file cannot hold decryption secrets; write .pcapng")
+	}
+	pad := (4 - len(data)%4) % 4
+	n := 12 + 8 + len(data) + pad
+	b := make([]byte, 0, n)
+	b = binary.LittleEndian.AppendUint32(b, ngDSB)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	b = binary.LittleEndian.AppendUint32(b, typ)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	b = append(b, data...)
+	b = append(b, make([]byte, pad)...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	_, err := w.bw.Write(b)
 	return err
 }

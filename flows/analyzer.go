@@ -16,11 +16,15 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
 // Config holds the analysis settings. The zero value is not valid; start
 // from DefaultConfig.
 type Config struct {
+	// TLSKeys decrypts connections that begin with a ClientHello whose
+	// session it has keys for (--tls-keylog); nil: TLS is not decrypted.
+	TLSKeys  *tlsdec.Keys
 	Ports    *Ports
 	MaxFrame int // frames larger than this are framing errors
 	// MaxPending bounds the requests waiting for a response per
@@ -158,6 +162,8 @@ type Stats struct {
 	KeptDropped int64
 	// Evicted sums the connections dropped from the table for MaxConns.
 	Evicted EvictedConns
+	// TLS counts the TLS sessions met with a key log (tls.go).
+	TLS TLSStats
 }
 
 // EvictedConns sums the counters of connections no longer listed.
@@ -176,6 +182,9 @@ type UnknownAPI struct{ Key, Version int16 }
 // Analyzer turns packets into Kafka messages and exchanges. It is not safe
 // for concurrent use: one goroutine feeds it packets.
 type Analyzer struct {
+	// tlsHeld: bytes TLS sessions hold for their keys (tls.go), within
+	// cfg.BufferBudget.
+	tlsHeld  int64
 	cfg      Config
 	dl       *Delivery
 	phase    uint8

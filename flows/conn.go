@@ -2,6 +2,8 @@ package flows
 
 import (
 	"net/netip"
+
+	"github.com/kfsniff/kfsniff/tlsdec"
 	"slices"
 	"time"
 )
@@ -80,6 +82,11 @@ type Conn struct {
 	Closed bool  // FIN seen both ways
 	Reset  bool  // RST seen
 	noted  uint8 // problems already recorded once (noteMaxPending, ...)
+	// napis counts the hints in apis (here, where it takes no room).
+	napis uint8
+	// TLSInfo describes the TLS session of a connection decrypted with
+	// a key log, or that could not be (nil without a key log).
+	TLSInfo *tlsdec.Info
 	// Agent is the host that captured the connection, for a connection
 	// rebuilt from shipped records (remote.go); "" for a capture's own.
 	// (Here, not in ConnInfo, which handlers copy: a field more there
@@ -153,8 +160,7 @@ type Conn struct {
 	// connection (or in its bytes held before it was decided), most
 	// recent first: what a response whose request was not captured may
 	// be decoded as.
-	apis  [maxAPIHints]keyVersion
-	napis int
+	apis [maxAPIHints]keyVersion
 }
 
 const maxAPIHints = 8
@@ -168,7 +174,7 @@ func (c *Conn) hint(kv keyVersion) {
 	}
 	if i < 0 {
 		c.napis = min(c.napis+1, maxAPIHints)
-		i = c.napis - 1
+		i = int(c.napis) - 1
 	}
 	copy(c.apis[1:i+1], c.apis[:i])
 	c.apis[0] = kv

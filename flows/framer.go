@@ -435,9 +435,9 @@ func (f *framer) badSize(rest []byte, size int32) {
 	file, pkt, _ := f.s.a.packetPos()
 	if f.initial || !f.everFramed {
 		if isTLS(rest) {
-			f.tls, c.TLS = true, true
+			f.tlsMet(c)
 			c.skip(SkipTLS, len(rest))
-			c.problem(file, pkt, "TLS records on a Kafka connection: not decodable without keys")
+			c.problem(file, pkt, f.tlsProblem())
 			f.synced = false
 			return
 		}
@@ -456,6 +456,29 @@ func (f *framer) badSize(rest []byte, size int32) {
 	f.synced, f.tentative = false, false
 }
 
+// tlsMet marks the direction and its connection as carrying TLS records
+// it cannot decode; with a key log, a connection met so without its
+// ClientHello is counted (TLSStats.MidStream) once.
+func (f *framer) tlsMet(c *Conn) {
+	if !c.TLS && f.s.a.cfg.TLSKeys != nil && f.s.tls == nil {
+		f.s.a.stats.TLS.MidStream++
+	}
+	f.tls, c.TLS = true, true
+}
+
+// tlsProblem says why a connection's TLS records are not decoded: no key
+// log, none for it (its session passed through), or, with a key log, no
+// ClientHello to find its keys by (joined mid-connection).
+func (f *framer) tlsProblem() string {
+	switch {
+	case f.s.a.cfg.TLSKeys == nil:
+		return "TLS records on a Kafka connection: not decodable without keys (--tls-keylog)"
+	case f.s.tls == nil:
+		return "TLS records on a Kafka connection without its ClientHello (joined mid-connection): its keys cannot be found in the key log"
+	}
+	return "TLS records on a Kafka connection: not decrypted (" + f.s.tls.s.Info.Why + ")"
+}
+
 // isTLS reports a TLS record header (handshake or alert, TLS 1.0-1.3).
 func isTLS(b []byte) bool {
 	return len(b) >= 3 && (b[0] == 0x16 || b[0] == 0x15 || b[0] == 0x17) && b[1] == 0x03 && b[2] <= 0x04
@@ -466,10 +489,10 @@ func isTLS(b []byte) bool {
 func (f *framer) resync(b []byte, segStart int) (int, bool) {
 	c := f.conn()
 	if f.initial && isTLS(b) {
-		f.tls, c.TLS = true, true
+		f.tlsMet(c)
 		c.skip(SkipTLS, len(b))
 		file, pkt, _ := f.s.a.packetPos()
-		c.problem(file, pkt, "TLS records on a Kafka connection: not decodable without keys")
+		c.problem(file, pkt, f.tlsProblem())
 		return len(b), false
 	}
 	maxFrame := f.s.a.cfg.MaxFrame

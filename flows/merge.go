@@ -49,6 +49,7 @@ func (s *Stats) Add(o *Stats) {
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
 	s.KeptDropped += o.KeptDropped
+	s.TLS.add(&o.TLS)
 	s.Evicted.add(&o.Evicted)
 }
 

@@ -78,6 +78,11 @@ type stream struct {
 	ignore    bool
 	done      bool
 	conn      *Conn
+	// tls decrypts a connection that began with a ClientHello when a
+	// key log was given (tls.go); tlsSeen: its first bytes were looked
+	// at.
+	tls     *tlsState
+	tlsSeen bool
 	// fr[0] frames requests (client to server), fr[1] responses.
 	fr [2]framer
 	// h holds the bytes of a connection joined mid-way until it is
@@ -275,13 +280,40 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if skip > 0 {
 		s.delivered[d] += uint32(skip)
 	}
+	if !s.tlsSeen && n > 0 {
+		s.tlsSeen = true
+		s.startTLS(d, sg.Fetch(n))
+	}
+	if s.tls != nil {
+		var data []byte
+		if n > 0 {
+			data = sg.Fetch(n)
+		}
+		s.tlsFeed(d, data, max(skip, 0), holeAt)
+		return
+	}
+	var data []byte
+	if n > 0 {
+		data = sg.Fetch(n)
+	}
+	s.deliver(d, data, skip, holeAt)
+}
+
+// deliver takes the next bytes of reassembly direction d, after a hole
+// of skip bytes at sequence number holeAt: the connection's bytes, or a
+// TLS connection's decrypted ones (tls.go).
+func (s *stream) deliver(d int, data []byte, skip int, holeAt uint32) {
+	if s.ignore {
+		return
+	}
+	n := len(data)
 	if !s.decided {
 		cut := 0
 		if skip > 0 {
 			cut = s.cutAt(d, holeAt, skip)
 		}
 		if n > 0 || skip > 0 {
-			s.decide(d, sg.Fetch(n), max(skip, 0), cut)
+			s.decide(d, data, max(skip, 0), cut)
 		}
 		return
 	}
@@ -291,7 +323,7 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if n == 0 {
 		return
 	}
-	s.fr[s.role(d)].feed(sg.Fetch(n))
+	s.fr[s.role(d)].feed(data)
 }
 
 // cutAt returns how many of the n bytes missing at sequence number seq of
@@ -353,6 +385,12 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		return true // finished early (finish)
 	}
 	s.a.order = s.firstSeq
+	if s.tls != nil {
+		func() {
+			defer s.recoverPanic()
+			s.tlsEnd()
+		}()
+	}
 	if !s.decided && s.h != nil {
 		s.assessSafely()
 	}
@@ -462,6 +500,7 @@ func (s *stream) start(how Recognition, by ClientSide) {
 		s.fr[r].initial, s.fr[r].mid = !synced, !synced
 	}
 	s.conn = c
+	s.tlsStarted(c)
 	a.addConn(c)
 	a.emitConn(&ConnEvent{Kind: ConnOpened, Conn: c, Client: c.Client, Server: c.Server, File: c.File, Packet: c.FirstPacket, Time: c.FirstSeen})
 	h := s.h

@@ -183,6 +183,7 @@ func Run(ctx context.Context, files []*capture.File, opt Options) *Result {
 	if opt.Workers == 0 {
 		opt.Workers = defaultWorkers(files)
 	}
+	opt.Flows.TLSKeys = FileKeys(files, opt.Flows.TLSKeys)
 	return run(ctx, src, rfiles, opt)
 }
 
@@ -385,6 +386,7 @@ read:
 	res.Stats, res.Conns, res.Nodes = an.results()
 	collectBeforeBuild(len(res.Conns))
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
+	res.Report.SetTLS(res.Stats, opt.Flows.TLSKeys)
 	if opt.Detectors != nil {
 		for k, n := range opt.Detectors.Cut() {
 			res.Report.Totals.BoundsReached[k] += n

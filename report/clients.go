@@ -18,6 +18,10 @@ import (
 type Client struct {
 	Host     string `json:"host"`
 	ClientID string `json:"client_id"`
+	// TLS describes the TLS of its connections decrypted or met with a
+	// key log (report.SetTLS): each version and suite once, "no SNI" and
+	// what was not decrypted noted.
+	TLS []string `json:"tls,omitempty"`
 	// Software is what the client said it is in ApiVersions v3+
 	// (ClientSoftwareName, ClientSoftwareVersion, KIP-511), with the
 	// connections it said so on; empty when it never did.

@@ -119,6 +119,9 @@ func (p *printer) client(c *Client) {
 	if len(c.Transactions) > 0 {
 		p.f("     transactions: %s\n", kv64(c.Transactions))
 	}
+	if len(c.TLS) > 0 {
+		p.f("     TLS: %s\n", strings.Join(c.TLS, "; "))
+	}
 }
 
 // removedText says which versions of an API Kafka 4.0 removed.

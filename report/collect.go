@@ -285,7 +285,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	out := Connection{
 		ID: c.ID, Agent: c.Agent, Client: c.Client.String(), Server: c.Server.String(),
 		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),
-		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS,
+		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS, TLSSession: connTLS(c.TLSInfo),
 		ClientIDs: append([]string{}, c.ClientIDs...), APIs: map[string]int{},
 		Requests: c.Requests, Responses: c.Responses, Errors: c.ErrorResponses,
 		Unmatched: c.Unmatched, Unanswered: c.Unanswered, NoResponse: c.NoResponse, NotCaptured: c.NotCaptured,

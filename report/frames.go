@@ -99,6 +99,9 @@ type FrameWriter struct {
 	// (jsonsafe.go: a time outside years 0-9999, a value whose encoding
 	// failed), with the frame's packet number; the line is still written.
 	Warn func(error)
+	// ShowSecrets shows the credentials of bodies (--show-secrets);
+	// otherwise -v prints them redacted (decode.Redact).
+	ShowSecrets bool
 
 	w       *bufio.Writer
 	filter  FrameFilter
@@ -263,9 +266,9 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		}
 		if fw.verbose {
 			if m.Req != nil {
-				l.Body = m.Req
+				l.Body = fw.body(m.Req)
 			} else if m.Resp != nil {
-				l.Body = m.Resp
+				l.Body = fw.body(m.Resp)
 			}
 		}
 		fw.line1.Reset()
@@ -317,11 +320,14 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	}
 	fw.w.WriteByte('\n')
 	if fw.verbose {
-		var body any = m.Req
-		if m.Resp != nil {
-			body = m.Resp
+		var body any
+		switch {
+		case m.Resp != nil:
+			body = fw.body(m.Resp)
+		case m.Req != nil:
+			body = fw.body(m.Req)
 		}
-		if body != nil && (m.Req != nil || m.Resp != nil) {
+		if body != nil {
 			js, err := json.MarshalIndent(body, "        ", "  ")
 			if err != nil {
 				compact, issues := marshalWalk(body)
@@ -335,6 +341,16 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 			fmt.Fprintf(fw.w, "        %s\n", SafeJSON(js))
 		}
 	}
+}
+
+// body is a message's body as -v prints it: its secrets redacted unless
+// ShowSecrets.
+func (fw *FrameWriter) body(m any) any {
+	if fw.ShowSecrets {
+		return m
+	}
+	r, _ := decode.Redact(m)
+	return r
 }
 
 // warn tells Warn of the values of m's line written otherwise.

@@ -206,6 +206,11 @@ func view(r *Report) (*pageView, error) {
 	if c.Drops != nil {
 		v.Totals = append(v.Totals, num("kernel drops", int64(*c.Drops), true))
 	}
+	if tl := r.TLS; tl != nil {
+		v.Totals = append(v.Totals, num("TLS connections", tl.Connections, false), num("TLS decrypted", tl.Decrypted, false),
+			num("TLS without keys", tl.NoKeys, true), num("TLS records failing authentication", tl.AuthFailures, true),
+			num("key log sessions unused", int64(tl.UnusedSessions), false))
+	}
 	bySev := tally(r.Findings)
 	for i, f := range r.Findings {
 		fv := findingView{N: i + 1, F: f, Summary: CleanProse(f.Summary), Explanation: CleanProseText(f.Explanation), Next: CleanProseText(f.Next)}
@@ -360,6 +365,9 @@ func connTable(r *Report) table {
 		{Name: "client ids"}, {Name: "roles"}, {Name: "requests", Num: true}, {Name: "responses", Num: true}, {Name: "error responses", Num: true},
 		{Name: "unanswered", Num: true}, {Name: "to server", Num: true}, {Name: "to client", Num: true}, {Name: "gaps", Num: true},
 		{Name: "packets"}, {Name: "first seen"}, {Name: "last seen"}, {Name: "end"}}}
+	if r.TLS != nil {
+		t.Columns = append(t.Columns, column{Name: "TLS"})
+	}
 	conns := r.Connections
 	if len(conns) > maxTableRows {
 		conns = slices.Clone(conns)
@@ -390,6 +398,14 @@ func connTable(r *Report) table {
 			{Text: bytesHuman(c.BytesToServer), V: strconv.FormatInt(c.BytesToServer, 10)}, {Text: bytesHuman(c.BytesToClient), V: strconv.FormatInt(c.BytesToClient, 10)},
 			bad(nInt(c.Gaps), c.Gaps > 0), {Text: pkt(c.File, c.FirstPacket) + ".." + pkt(c.File, c.LastPacket)},
 			{Text: c.FirstSeen.UTC().Format("15:04:05.000000")}, {Text: c.LastSeen.UTC().Format("15:04:05.000000")}, {Text: end, Bad: c.Reset}})
+		if r.TLS != nil {
+			row := &t.Rows[len(t.Rows)-1]
+			tc := cell{Text: "-"}
+			if s := c.TLSSession; s != nil {
+				tc = cell{Text: s.text(), Bad: !s.Decrypted}
+			}
+			*row = append(*row, tc)
+		}
 	}
 	return t
 }

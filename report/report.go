@@ -40,6 +40,8 @@ type Report struct {
 	// Correlation is what several agents' shipped records showed
 	// together (correlation.go); absent for capture files.
 	Correlation *Correlation `json:"correlation,omitempty"`
+	// TLS is what key logs decrypted (tls.go); absent without one.
+	TLS *TLS `json:"tls,omitempty"`
 
 	// Timeline is the traffic over capture time (timeline.go), drawn by
 	// the HTML report; not in the JSON document.
@@ -288,14 +290,16 @@ type Connection struct {
 	ID int `json:"id"`
 	// Agent is the host that captured the connection, when the input is
 	// records shipped by several (kfsniff -r kafka://...).
-	Agent      string         `json:"agent,omitempty"`
-	Client     string         `json:"client"`
-	Server     string         `json:"server"`
-	Recognised string         `json:"recognised"`
-	ClientBy   string         `json:"client_by"`
-	Handshake  bool           `json:"handshake"`
-	MidStream  bool           `json:"mid_stream"`
-	TLS        bool           `json:"tls,omitempty"`
+	Agent      string `json:"agent,omitempty"`
+	Client     string `json:"client"`
+	Server     string `json:"server"`
+	Recognised string `json:"recognised"`
+	ClientBy   string `json:"client_by"`
+	Handshake  bool   `json:"handshake"`
+	MidStream  bool   `json:"mid_stream"`
+	TLS        bool   `json:"tls,omitempty"`
+	// TLSSession is the connection's TLS as decrypted with a key log.
+	TLSSession *ConnTLS       `json:"tls_session,omitempty"`
 	ClientNode *int32         `json:"client_node,omitempty"`
 	ServerNode *int32         `json:"server_node,omitempty"`
 	Roles      []string       `json:"roles"`

@@ -172,6 +172,12 @@ func (s *sum) request(req kmsg.Request) {
 			}
 		}
 		s.flush()
+	case *kmsg.SASLHandshakeRequest:
+		s.add("mechanism=" + r.Mechanism)
+	case *kmsg.SASLAuthenticateRequest:
+		if u := decode.SASLUser(r.SASLAuthBytes); u != "" {
+			s.add("user=" + u)
+		}
 	case *kmsg.InitProducerIDRequest:
 		if r.TransactionalID != nil {
 			s.add("txn=" + *r.TransactionalID)

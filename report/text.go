@@ -158,6 +158,9 @@ func (p *printer) capture(r *Report) {
 		p.f(", skipped bytes: %s", kv64(t.SkippedBytes))
 	}
 	p.f("\n")
+	if r.TLS != nil {
+		p.f("  %s\n", r.TLS.text())
+	}
 	var other []string
 	add := func(n int64, what string) {
 		if n > 0 {
@@ -263,7 +266,9 @@ func (p *printer) connections(r *Report) {
 		if c.MidStream {
 			how += ", capture began mid-connection"
 		}
-		if c.TLS {
+		if c.TLSSession != nil {
+			how += ", " + c.TLSSession.text()
+		} else if c.TLS {
 			how += ", TLS"
 		}
 		end := "open at end"

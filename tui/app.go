@@ -890,11 +890,11 @@ func (u *ui) openDetail(i int) {
 	}
 	x := u.xs.rows[i]
 	req, resp := u.m.Frames(&x)
-	tree := detailTree(&x, req, resp)
+	tree := detailTreeOf(&x, req, resp, u.m.ShowSecrets())
 	u.treeLines = tree.count()
 	root := treeView(tree)
 	u.tree.SetRoot(root).SetCurrentNode(root)
-	u.hex.SetText(hexText(&x, req, resp)).ScrollToBeginning()
+	u.hex.SetText(hexTextOf(&x, req, resp, u.m.ShowSecrets())).ScrollToBeginning()
 	res, color := result(&x)
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s", x.Conn, u.connLabel(x.Conn))

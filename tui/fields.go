@@ -76,8 +76,11 @@ const (
 )
 
 type treeBuilder struct {
-	nodes int
-	cut   bool
+	// secrets shows credentials (--show-secrets): otherwise bodies are
+	// shown redacted (decode.Redact).
+	secrets bool
+	nodes   int
+	cut     bool
 	// recs lists the records of the batches shown, decompressed within
 	// its bound; made at the first batch.
 	recs *decode.RecordHasher
@@ -111,7 +114,12 @@ func (b *treeBuilder) full() bool {
 // each re-decoded from the copied frame (header, then every field kmsg
 // has, record batches with their CRC), with latency and packet numbers.
 func detailTree(x *Exchange, req, resp []byte) *treeNode {
-	b := &treeBuilder{}
+	return detailTreeOf(x, req, resp, false)
+}
+
+// detailTreeOf is detailTree, with the credentials shown if secrets.
+func detailTreeOf(x *Exchange, req, resp []byte, secrets bool) *treeNode {
+	b := &treeBuilder{secrets: secrets}
 	root := b.node(fmt.Sprintf("%s v%d corr %d", x.API(), x.Version, x.Correlation), kindHeading)
 	if x.Key < 0 {
 		root.Text = fmt.Sprintf("unmatched response corr %d", x.Correlation)
@@ -159,7 +167,7 @@ func (b *treeBuilder) requestNode(x *Exchange, frame []byte) *treeNode {
 		}
 	}
 	b.request = true // a request's records are at offsets of its own
-	b.fields(n, reflect.ValueOf(body).Elem())
+	b.fields(n, reflect.ValueOf(b.shown(body)).Elem())
 	b.request = false
 	return n
 }
@@ -208,8 +216,17 @@ func (b *treeBuilder) responseNode(x *Exchange, frame []byte) *treeNode {
 	} else if body.GetVersion() != x.Version {
 		n.add(b.node(fmt.Sprintf("body in the v%d layout: the broker refused v%d (UNSUPPORTED_VERSION)", body.GetVersion(), x.Version), kindPlain))
 	}
-	b.fields(n, reflect.ValueOf(body).Elem())
+	b.fields(n, reflect.ValueOf(b.shown(body)).Elem())
 	return n
+}
+
+// shown is the body the tree shows: redacted unless secrets.
+func (b *treeBuilder) shown(body any) any {
+	if b.secrets {
+		return body
+	}
+	r, _ := decode.Redact(body)
+	return r
 }
 
 var (

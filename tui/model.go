@@ -16,6 +16,7 @@ import (
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/hist"
 	"github.com/kfsniff/kfsniff/report"
+	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
 // ModelConfig bounds what a Model keeps. The zero value uses the defaults.
@@ -41,7 +42,13 @@ type ModelConfig struct {
 	// timeline (default 300): 16 bytes a second each, 4.7 KiB per
 	// connection at the default, allocated at its first request.
 	Timeline int
+	// ShowSecrets shows credentials in the detail and hex views
+	// (--show-secrets).
+	ShowSecrets bool
 }
+
+// ShowSecrets reports whether the views show credentials.
+func (m *Model) ShowSecrets() bool { return m.cfg.ShowSecrets }
 
 // Defaults of ModelConfig.
 const (
@@ -175,6 +182,9 @@ type Conn struct {
 	// version it sent that Apache Kafka 4.0 removed (KIP-896), if any.
 	Software  string
 	Removed40 string
+	// TLS is the connection's TLS version when a key log was given
+	// ("TLS 1.3", "TLS 1.2, not decrypted"), "" otherwise.
+	TLS string
 }
 
 // APIStats are the counts of one API.
@@ -351,6 +361,17 @@ func (cs *connState) refresh(now time.Time) {
 	in.BytesToServer, in.BytesToClient = c.Bytes[flows.ToServer], c.Bytes[flows.ToClient]
 	in.FirstSeen, in.LastSeen = c.FirstSeen, c.LastSeen
 	in.Closed, in.Reset = c.Closed, c.Reset
+	if t := c.TLSInfo; t != nil && in.TLS == "" {
+		// Version and Decrypted are settled before the connection is
+		// made (its first bytes decrypted, or none to be).
+		in.TLS = "TLS"
+		if t.Version != 0 {
+			in.TLS = tlsdec.VersionName(t.Version)
+		}
+		if !t.Decrypted {
+			in.TLS += ", not decrypted"
+		}
+	}
 	cs.roles = c.Roles
 	cs.clientIDs = c.ClientIDs
 	if now.IsZero() || !now.Before(cs.labelDue) {

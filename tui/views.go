@@ -163,13 +163,17 @@ var connColumns = []connColumn{
 	{"LAST SEEN", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(clock(c.LastSeen), colorText) },
 		func(a, b *Conn) int { return a.LastSeen.Compare(b.LastSeen) }},
 	{"STATE", tview.AlignLeft, func(c *Conn) *tview.TableCell {
+		tls := ""
+		if c.TLS != "" {
+			tls = ", " + c.TLS
+		}
 		switch {
 		case c.Reset:
-			return cell("reset", colorWarn)
+			return cell("reset"+tls, colorWarn)
 		case c.Closed:
-			return cell("closed", colorDim)
+			return cell("closed"+tls, colorDim)
 		}
-		return cell("open", colorGood)
+		return cell("open"+tls, colorGood)
 	}, func(a, b *Conn) int { return cmp.Compare(stateRank(a), stateRank(b)) }},
 }
 
@@ -582,7 +586,11 @@ func treeView(n *treeNode) *tview.TreeNode {
 // maxHex bounds the bytes of one frame shown in hex.
 const maxHex = 64 << 10
 
-func hexText(x *Exchange, req, resp []byte) string {
+func hexText(x *Exchange, req, resp []byte) string { return hexTextOf(x, req, resp, false) }
+
+// hexTextOf is hexText; unless secrets, the frames of an API whose
+// bodies may carry credentials (decode.SecretKey) are not dumped.
+func hexTextOf(x *Exchange, req, resp []byte, secrets bool) string {
 	var b strings.Builder
 	side := func(name string, pkt uint64, size int32, frame []byte) {
 		switch {
@@ -593,6 +601,10 @@ func hexText(x *Exchange, req, resp []byte) string {
 			return
 		}
 		fmt.Fprintf(&b, "%s frame, packet %s, %d bytes\n", name, pktStr(x.File, pkt), size)
+		if !secrets && x.Key >= 0 && decode.SecretKey(x.Key) {
+			fmt.Fprintf(&b, "not shown: %s frames may carry credentials (--show-secrets shows them)\n\n", x.API())
+			return
+		}
 		hexDump(&b, frame, int(size)-decode.SizeLen, maxHex)
 		b.WriteByte('\n')
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -838,5 +840,59 @@ func TestCorrelateThrottledAsFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCorrelateRealMirrorMaker2AcrossClusters: a real MirrorMaker 2
+// (Apache Kafka 4.1.1, fixtures/pcaps/kafka/mm2-replay.json) killed before
+// committing its source offsets and restarted; each cluster's host shipped
+// by its own agent (src: MirrorMaker 2's fetches; dst: its produces). The
+// correlator finds the replays the span capture's analysis finds by CRC
+// (topic, partition, offset shift). A replay whose batches were all cut
+// differently the second time (found in a capture by its records alone)
+// is not: records' fingerprints are not shipped (ROBUSTNESS.md, Known gaps).
+func TestCorrelateRealMirrorMaker2AcrossClusters(t *testing.T) {
+	type run struct {
+		topic       string
+		part, shift float64
+		producerID  float64
+		replay      bool
+	}
+	runs := func(fs []corrFinding, byCRC bool) []run {
+		var out []run
+		for _, f := range findingsOf(fs, "duplicate-batches", func(f corrFinding) bool { return f.Severity == "error" }) {
+			if byCRC && !strings.Contains(fmt.Sprint(f.Fields["compared"]), "crc") {
+				continue
+			}
+			out = append(out, run{f.Fields["topic"].(string), f.Fields["partition"].(float64), f.Fields["offset_shift"].(float64),
+				f.Fields["producer_id"].(float64), f.Fields["replay"] == true})
+		}
+		slices.SortFunc(out, func(a, b run) int { return cmp.Compare(a.part, b.part) })
+		return out
+	}
+	code, stdout, stderr := kfsniff(t, "-r", fixture("kafka/mm2-replay.pcap.gz"), "--json")
+	if code != exitOK && code != exitFindings {
+		t.Fatalf("the span capture: exit %d: %s", code, stderr)
+	}
+	var file corrReport
+	if err := json.Unmarshal([]byte(stdout), &file); err != nil {
+		t.Fatal(err)
+	}
+	want := runs(file.Findings, true)
+	if len(want) == 0 {
+		t.Fatalf("the span capture shows no duplicate-batches error found by CRC: %v", file.Findings)
+	}
+	for _, r := range want {
+		if r.topic != "src.orders" || !r.replay || r.shift <= 0 || r.producerID != -1 {
+			t.Errorf("the span capture's replay %+v: want MirrorMaker 2's non-idempotent producer replaying src.orders", r)
+		}
+	}
+
+	url, _ := newSink(t, 3)
+	agentFile(t, url, fixture("kafka/mm2-replay-src.pcap.gz"), "src-host")
+	agentFile(t, url, fixture("kafka/mm2-replay-dst.pcap.gz"), "dst-host")
+	rep, stderr := correlateJSON(t, "-r", url, "--until-end")
+	if got := runs(rep.Findings, false); !slices.Equal(got, want) {
+		t.Errorf("correlated replays %+v, want the span capture's found by CRC %+v\n%s", got, want, stderr)
 	}
 }

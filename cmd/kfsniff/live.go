@@ -58,7 +58,7 @@ func executable() string {
 }
 
 // createWriter opens the -w file for the packets' link types.
-func createWriter(cfg Config, live *capture.Live, links []capture.LinkType) (*capture.Writer, error) {
+func createWriter(cfg Config, live *capture.Live, links []capture.LinkType, secrets ...capture.Secret) (*capture.Writer, error) {
 	ng := strings.HasSuffix(strings.ToLower(cfg.Write), ".pcapng")
 	if len(links) > 1 && !ng {
 		return nil, fmt.Errorf("%s: the inputs have several link types (%v) and a pcap file holds one; write %s.pcapng", cfg.Write, links, strings.TrimSuffix(cfg.Write, ".pcap"))
@@ -71,7 +71,7 @@ func createWriter(cfg Config, live *capture.Live, links []capture.LinkType) (*ca
 	if live != nil {
 		snaplen, ifname = live.Snaplen, live.Name
 	}
-	return capture.Create(cfg.Write, link, snaplen, ifname)
+	return capture.Create(cfg.Write, link, snaplen, ifname, secrets...)
 }
 
 // describeInput names what is analysed, for a status line (the filter

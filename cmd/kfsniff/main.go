@@ -64,14 +64,18 @@ type Config struct {
 	Frames       bool
 	JSON         bool
 	Verbose      bool
-	APIs         string
-	ClientID     string
-	Conns        []string
-	Errors       bool
-	FailOn       string
-	List         bool
-	Settings     []string
-	Expect       ExpectConfig
+	// ShowSecrets shows credentials from the wire (--show-secrets).
+	ShowSecrets bool
+	// TLSKeyLogs are the --tls-keylog files.
+	TLSKeyLogs []string
+	APIs       string
+	ClientID   string
+	Conns      []string
+	Errors     bool
+	FailOn     string
+	List       bool
+	Settings   []string
+	Expect     ExpectConfig
 	// HTML is the --html page's file (html.go).
 	HTML        string
 	MetricsAddr string
@@ -185,6 +189,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&cfg.APIs, "api", "", "with --frames: only these APIs (comma list of names or keys, e.g. Fetch,Metadata or 1,3)")
 	fs.StringVar(&cfg.ClientID, "client-id", "", "with --frames: only frames whose client id contains `TEXT`")
 	fs.StringArrayVar(&cfg.Conns, "conn", nil, "with --frames: only connection `ID` or endpoint (ip or ip:port); repeatable")
+	fs.StringArrayVar(&cfg.TLSKeyLogs, "tls-keylog", nil, "decrypt TLS connections with the secrets of this NSS key log `FILE` (SSLKEYLOGFILE, Go's KeyLogWriter); repeatable")
+	fs.BoolVar(&cfg.ShowSecrets, "show-secrets", false, "show the credentials the wire carries (SASL passwords, SCRAM proofs, OAUTHBEARER tokens, delegation token HMACs, sensitive config values) in --frames -v and the UI; redacted by default")
 	fs.BoolVar(&cfg.Errors, "errors", false, "with --frames: only responses carrying error codes, and undecodable frames")
 	fs.StringVar(&cfg.FailOn, "fail-on", "", "exit 3 if a finding of at least this `severity` (info, warning, error) exists")
 	fs.BoolVar(&cfg.List, "list-detectors", false, "describe the detectors and their thresholds, then exit")
@@ -310,6 +316,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fcfg.Ports = ports
 	fcfg.MaxFrame = cfg.MaxFrame
 	fcfg.BufferBudget, fcfg.MaxPendingTotal = cfg.BufferBudget, cfg.MaxWaiting
+	if fcfg.TLSKeys, err = readKeyLogs(cfg.TLSKeyLogs, cfg.Live.Interface == "", stderr); err != nil {
+		fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+		return exitUsage
+	}
 	var filterFrames report.FrameFilter
 	if cfg.APIs != "" {
 		if filterFrames.APIs, err = report.ParseAPIs(cfg.APIs); err != nil {
@@ -386,9 +396,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 		}
 	}
+	if live != nil && fcfg.TLSKeys != nil {
+		fctx, stopFollowing := context.WithCancel(ctx)
+		defer stopFollowing()
+		if err := followKeyLogs(fctx, fcfg.TLSKeys, cfg.TLSKeyLogs, 200*time.Millisecond, stderr); err != nil {
+			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
+			return exitUsage
+		}
+	}
+	// pcapng Decryption Secrets Blocks before the first packet decrypt
+	// as --tls-keylog does.
+	fcfg.TLSKeys = pipeline.FileKeys(files, fcfg.TLSKeys)
+	opt.Flows.TLSKeys = fcfg.TLSKeys
 	var writer *capture.Writer
 	if cfg.Write != "" {
-		writer, err = createWriter(cfg, live, links)
+		writer, err = createWriter(cfg, live, links, secretsBlock(cfg.Write, fcfg.TLSKeys)...)
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: -w %v\n", err)
 			return exitUsage
@@ -437,7 +459,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// terminal when no other output was asked for.
 	var res *pipeline.Result
 	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
-		res, err = runTUI(ctx, uiSession{Source: describeInput(cfg, live), Filter: cfg.Filter, Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start, ExportDropped: xs.dropped()})
+		res, err = runTUI(ctx, uiSession{ShowSecrets: cfg.ShowSecrets, Source: describeInput(cfg, live), Filter: cfg.Filter, Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start, ExportDropped: xs.dropped()})
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitFailure
@@ -448,6 +470,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var frames *report.FrameWriter
 		if cfg.Frames {
 			frames = report.NewFrameWriter(stdout, filterFrames, cfg.JSON, cfg.Verbose)
+			frames.ShowSecrets = cfg.ShowSecrets
 			frames.Warn = warnJSON.frame
 			handlers = append(handlers, frames)
 			if live != nil || cr.on() {

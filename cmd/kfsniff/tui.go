@@ -23,6 +23,8 @@ type uiSession struct {
 	// Filter is the filter expression, if any.
 	Filter string
 	Live   bool
+	// ShowSecrets: --show-secrets.
+	ShowSecrets bool
 	// Inputs are the -r files (and Stdin, for "-"): the save key never
 	// writes onto one.
 	Inputs []string
@@ -57,7 +59,7 @@ func haveTUI() bool { return true }
 func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := tui.NewModel(tui.ModelConfig{})
+	m := tui.NewModel(tui.ModelConfig{ShowSecrets: s.ShowSecrets})
 	sp, err := newSpool()
 	if err != nil {
 		return nil, err

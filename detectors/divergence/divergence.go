@@ -24,13 +24,8 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name: "replica-divergence",
-	NotRecorded: "the copies it compares travel in broker-to-broker replica fetches, which kfake does not make (it " +
-		"replicates in memory); a producer and a consumer of one kfake broker are one replica, below " +
-		"info-min-replicas; and kfake serves only batches it stored after checking their CRC, so no client of it " +
-		"meets a damaged copy. fixtures/pcaps/scenarios/replica-divergence.pcap (a follower's differing copy, an " +
-		"observer's copy failing its CRC) and replica-identity.pcap (copies agreeing across 3 replicas) are built " +
-		"with fixtures/gen.",
+	Name:     "replica-divergence",
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-unclean-divergence.pcap.gz"},
 	Severity: detectors.Error,
 	Doc: "Copies of one batch that differ: the same topic, partition and base offset seen with different " +
 		"CRCs on different connections (produce, replica fetch, raft fetch, consumer fetch), and batches " +

@@ -51,7 +51,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"resending the batches it had in flight, at most max.in.flight.requests.per.connection (5) per " +
 		"partition, after a lost acknowledgement: a misconfiguration that bit). Never info: the records are " +
 		"in the log twice however short the failure that caused it.",
-	Recorded: []string{"fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/kafka/mm2-replay.pcap.gz", "fixtures/pcaps/kafka/mm2-replay-idempotent.pcap.gz", "fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
 }, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB,
 	MaxFrameDecompressed: 64 * detectors.MiB, MaxRunDecompressed: 256 * detectors.MiB, MaxInflation: 64, MaxBatches: 200000,
 	MaxRecords: 250000, MaxPartitions: 10000}, New)

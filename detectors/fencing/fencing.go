@@ -41,9 +41,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:        "broker-fenced-while-alive",
-	NotRecorded: "BrokerHeartbeat is broker-to-controller traffic kfake does not make; fixtures/pcaps/scenarios/kraft-fenced-while-alive.pcap is built with fixtures/gen.",
-	Severity:    detectors.Error,
+	Name:     "broker-fenced-while-alive",
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-fenced-while-alive.pcap.gz"},
+	Severity: detectors.Error,
 	Doc: "KRaft BrokerHeartbeat, per broker id: responses with isFenced to a broker that kept heartbeating and did " +
 		"not ask to be fenced, after it had been unfenced (KAFKA-15019): at least a warning, an error from 30 s " +
 		"fenced or when still fenced at the end after 10 s; shouldShutDown it did not ask for: an error; heartbeat " +

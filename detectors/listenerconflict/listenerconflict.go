@@ -52,7 +52,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "advertised-listener-conflict",
-	Recorded: []string{"fixtures/pcaps/clients/listener-conflict-kgo.pcap", "fixtures/pcaps/clients/listener-conflict-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-listener-conflict.pcap.gz", "fixtures/pcaps/clients/listener-conflict-kgo.pcap", "fixtures/pcaps/clients/listener-conflict-sarama.pcap"},
 	Severity: detectors.Error,
 	Doc: "A Metadata or DescribeCluster response lists several node ids at one host:port (requests for all of " +
 		"them reach one broker, which refuses those meant for the others), or advertises a loopback address to a " +

@@ -32,9 +32,9 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name:        "liveness-without-replication",
-	NotRecorded: "BrokerHeartbeat and raft Fetch of __cluster_metadata are sent only by KRaft brokers to controllers: no client library sends them, and kfake answers neither (it has no controller quorum and no BrokerHeartbeat handler); fixtures/pcaps/scenarios/observer-fetch-loop.pcap, synthetic, built from the KAFKA-19354 write-up, shows the rule.",
-	Severity:    detectors.Error,
+	Name:     "liveness-without-replication",
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-observer-loop.pcap.gz", "fixtures/pcaps/kafka/kraft-observer-loop-b3.pcap.gz"},
+	Severity: detectors.Error,
 	Doc: "A broker's heartbeats to the controller are answered without error while its raft fetches of the " +
 		"metadata log get no successful answer: errors, no answer, or fetches sent to nodes that are not the " +
 		"leader (they answer NOT_LEADER_OR_FOLLOWER). Alive to the controller, frozen metadata; reported with " +

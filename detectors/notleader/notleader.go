@@ -44,7 +44,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name: "not-leader-loop",
-	Recorded: []string{"fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-kgo-nobackoff.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/notleader-kafka-go.pcap", "fixtures/pcaps/clients/notleader-kafkajs.pcap",
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-observer-loop.pcap.gz", "fixtures/pcaps/kafka/kraft-listener-conflict.pcap.gz", "fixtures/pcaps/clients/notleader-kgo.pcap", "fixtures/pcaps/clients/notleader-kgo-nobackoff.pcap", "fixtures/pcaps/clients/notleader-sarama.pcap", "fixtures/pcaps/clients/notleader-kafka-go.pcap", "fixtures/pcaps/clients/notleader-kafkajs.pcap",
 		"fixtures/pcaps/clients/notleader-8s-kgo.pcap", "fixtures/pcaps/clients/notleader-8s-sarama.pcap", "fixtures/pcaps/clients/notleader-8s-kafka-go.pcap"},
 	Severity: detectors.Error,
 	Doc: "A client keeps getting NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH for one partition, with no " +

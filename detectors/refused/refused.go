@@ -36,7 +36,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name: "connection-refused",
-	Recorded: []string{"fixtures/pcaps/clients/refused-bootstrap-kgo.pcap", "fixtures/pcaps/clients/refused-bootstrap-sarama.pcap",
+	Recorded: []string{"fixtures/pcaps/kafka/java-refused-bootstrap.pcap.gz", "fixtures/pcaps/clients/refused-bootstrap-kgo.pcap", "fixtures/pcaps/clients/refused-bootstrap-sarama.pcap",
 		"fixtures/pcaps/clients/refused-bootstrap-librdkafka.pcap"},
 	Severity: detectors.Error,
 	Doc: "Connection attempts that fail towards one endpoint: SYN answered by RST (nothing listens, or a " +

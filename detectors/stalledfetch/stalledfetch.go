@@ -33,7 +33,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "stalled-fetch",
-	Recorded: []string{"fixtures/pcaps/clients/stalled-fetch-kgo.pcap", "fixtures/pcaps/clients/stalled-fetch-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/kafka/kraft-observer-loop.pcap.gz", "fixtures/pcaps/clients/stalled-fetch-kgo.pcap", "fixtures/pcaps/clients/stalled-fetch-sarama.pcap"},
 	Severity: detectors.Error,
 	Doc: "A fetcher's fetchOffset for a partition does not advance over many fetches while the answers bring no " +
 		"records and the high watermark does not move, though there is data to fetch (high watermark above the " +
