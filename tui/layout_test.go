@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,6 +203,39 @@ func TestViewFindingToFramesSmall(t *testing.T) {
 	}
 	s.key(tcell.KeyEscape)
 	s.waitFocus("Exchanges: evidence of")
+}
+
+// TestScreenGolden80x24 writes what the UI shows at 80x24 on a real
+// client's capture, with the Findings pane shown, to
+// testdata/screen-80x24.txt for the README; go test ./tui -update
+// refreshes it.
+func TestScreenGolden80x24(t *testing.T) {
+	m, done := realClient(t, "notleader-8s-kgo.pcap")
+	s := startUISized(t, Options{Title: "file notleader-8s-kgo.pcap", Model: m, Done: done}, 80, 24)
+	s.waitFor("ENDED", "Connections (5)")
+	s.key(tcell.KeyTab)
+	s.key(tcell.KeyTab)
+	got := s.waitFocus("Findings (1)")
+	path := filepath.Join("testdata", "screen-80x24.txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./tui -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("screen-80x24.txt differs (go test ./tui -update rewrites it):\ngot:\n%s\nwant:\n%s", got, want)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), got) {
+		t.Errorf("README.md's Terminal UI section does not show testdata/screen-80x24.txt: paste it there")
+	}
 }
 
 // TestViewResize: a terminal made smaller, then larger, is redrawn in
