@@ -162,6 +162,11 @@ type RecordOptions struct {
 	// HideControl leaves out the control batches' records (transaction
 	// markers), which are otherwise shown as COMMIT or ABORT lines.
 	HideControl bool
+	// ReadCommitted prints records as a read_committed consumer (kcat's
+	// default) reads them: a transaction's records when it commits (its
+	// EndTxn, or its COMMIT marker in a Fetch), none of an aborted one,
+	// none of one not ended in the capture; no markers.
+	ReadCommitted bool
 }
 
 // DefaultRecordFormat is the line --records prints without
@@ -200,6 +205,11 @@ type RecordStats struct {
 	// Twins are fetched records not printed because a Produce carried
 	// their batch (RecordsFromAuto).
 	Twins int64
+	// With ReadCommitted: Aborted are records of aborted transactions,
+	// Open those of transactions not ended in the capture, Overflow those
+	// printed before their transaction ended because what waited passed
+	// maxPending bytes.
+	Aborted, Open, Overflow int64
 }
 
 // RecordWriter prints the records of Produce requests and Fetch responses
@@ -226,7 +236,28 @@ type RecordWriter struct {
 	// produced are the batches Produce requests carried, by partition
 	// and checksum (RecordsFromAuto), at most maxProduced of them.
 	produced map[producedKey]struct{}
+	// pending (ReadCommitted) holds the lines of transactional records
+	// until their transaction ends, by producer id and partition;
+	// into is where lines go while one is written (nil: the output).
+	pending      map[txnPart]*pendingLines
+	pendingBytes int
+	into         *pendingLines
 }
+
+type txnPart struct {
+	pid       int64
+	topic     string
+	partition int32
+}
+
+type pendingLines struct {
+	buf     []byte
+	records int64
+}
+
+// maxPending bounds the bytes of lines waiting for their transaction's
+// end; past it the waiting lines are printed (Stats.Overflow).
+const maxPending = 64 << 20
 
 type producedKey struct {
 	topic     string
@@ -268,7 +299,7 @@ func NewRecordWriter(w io.Writer, opt RecordOptions) (*RecordWriter, error) {
 		return nil, err
 	}
 	return &RecordWriter{w: bufio.NewWriterSize(w, 64<<10), opt: opt, format: parts, h: decode.NewRecordHasher(opt.Decompress),
-		hdrs: make([]headerJSON, 0, 8), produced: map[producedKey]struct{}{}}, nil
+		hdrs: make([]headerJSON, 0, 8), produced: map[producedKey]struct{}{}, pending: map[txnPart]*pendingLines{}}, nil
 }
 
 func parseRecordFormat(s string) ([]formatPart, error) {
@@ -327,7 +358,15 @@ func (rw *RecordWriter) Keep() []flows.Keep { return []flows.Keep{{Frame: rw.opt
 func (rw *RecordWriter) Stats() RecordStats { return rw.stats }
 
 // Flush writes out what is buffered and returns the first write error.
+// With ReadCommitted, the records of transactions not ended by then are
+// dropped (Stats.Open), as a read_committed consumer never reads them.
 func (rw *RecordWriter) Flush() error {
+	for k, pl := range rw.pending {
+		rw.stats.Open += pl.records
+		rw.stats.Records -= pl.records
+		rw.pendingBytes -= len(pl.buf)
+		delete(rw.pending, k)
+	}
 	if err := rw.w.Flush(); err != nil && rw.err == nil {
 		rw.err = err
 	}
@@ -372,6 +411,9 @@ func (rw *RecordWriter) OnExchange(x *flows.Exchange) {
 	}
 	if p := x.Resp; p != nil && p.Key == 1 && len(p.Batches) > 0 && rw.opt.From != RecordsFromProduce {
 		rw.fetched(p)
+	}
+	if rw.opt.ReadCommitted && x.Req != nil && x.Resp != nil {
+		rw.endTxn(x)
 	}
 	if rw.opt.Stream && rw.w.Buffered() > 0 && rw.err == nil {
 		rw.err = rw.w.Flush()
@@ -486,12 +528,24 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 		}
 	}
 	rw.stats.Batches++
+	if rw.opt.ReadCommitted && b.Transactional() {
+		// Held until the transaction ends.
+		k := txnPart{b.ProducerID, topic, ref.Partition}
+		if rw.pending[k] == nil {
+			rw.pending[k] = &pendingLines{}
+		}
+		rw.into = rw.pending[k]
+		defer func() { rw.into = nil; rw.overflow() }()
+	}
 	err := rw.h.Records(b, func(r *decode.Record) bool {
 		off := r.Offset + shift
 		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To || !f.inRanges(off)) {
 			return true
 		}
 		rw.stats.Records++
+		if rw.into != nil {
+			rw.into.records++
+		}
 		if rw.opt.JSON {
 			rw.writeJSON(m, topic, ref.Partition, known, off, code, b, r)
 		} else {
@@ -522,12 +576,16 @@ func ControlType(key []byte) string {
 // producer id and epoch; or counts them, hidden.
 func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *decode.Batch) {
 	err := rw.h.Records(b, func(r *decode.Record) bool {
-		if rw.opt.HideControl {
+		typ := ControlType(r.Key)
+		if rw.opt.ReadCommitted {
+			// The marker ends its producer's transaction on this partition.
+			rw.endPending(txnPart{b.ProducerID, topic, part}, typ == "COMMIT")
+		}
+		if rw.opt.HideControl || rw.opt.ReadCommitted {
 			rw.stats.HiddenMarkers++
 			return true
 		}
 		rw.stats.Markers++
-		typ := ControlType(r.Key)
 		if rw.opt.JSON {
 			j := recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
 				ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
@@ -540,7 +598,7 @@ func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *d
 				return false
 			}
 			line = append(SafeJSON(line), '\n')
-			_, rw.err = rw.w.Write(line)
+			rw.write(line)
 			return rw.err == nil
 		}
 		l := append(rw.line[:0], m.Name()...)
@@ -548,7 +606,7 @@ func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *d
 		l = append(l, Clean(topic)...)
 		l = fmt.Appendf(l, "[%d]@%d %s producer_id=%d producer_epoch=%d packet %s\n", part, r.Offset, typ, b.ProducerID, b.ProducerEpoch, packetStr(m.File, m.Packet))
 		rw.line = l
-		_, rw.err = rw.w.Write(l)
+		rw.write(l)
 		return rw.err == nil
 	})
 	if err != nil {
@@ -622,9 +680,7 @@ func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, kn
 		}
 	}
 	rw.line = l
-	if _, err := rw.w.Write(l); err != nil {
-		rw.err = err
-	}
+	rw.write(l)
 }
 
 func packetStr(file int, n uint64) string {
@@ -797,8 +853,66 @@ func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, kn
 	}
 	// encoding/json leaves C1 controls and bidi overrides raw (issue 31).
 	line = append(SafeJSON(line), '\n')
-	if _, err := rw.w.Write(line); err != nil {
+	rw.write(line)
+}
+
+// write puts a line out, or with the lines waiting for their
+// transaction's end.
+func (rw *RecordWriter) write(l []byte) {
+	if rw.into != nil {
+		rw.into.buf = append(rw.into.buf, l...)
+		rw.pendingBytes += len(l)
+		return
+	}
+	if _, err := rw.w.Write(l); err != nil && rw.err == nil {
 		rw.err = err
+	}
+}
+
+// endTxn ends the transactions of an EndTxn answered without error:
+// its producer's waiting records printed when it committed, dropped
+// when it aborted.
+func (rw *RecordWriter) endTxn(x *flows.Exchange) {
+	q, ok := x.Req.Req.(*kmsg.EndTxnRequest)
+	if !ok {
+		return
+	}
+	if p, ok := x.Resp.Resp.(*kmsg.EndTxnResponse); !ok || p.ErrorCode != 0 {
+		return
+	}
+	for k := range rw.pending {
+		if k.pid == q.ProducerID {
+			rw.endPending(k, q.Commit)
+		}
+	}
+}
+
+// endPending prints (commit) or drops the records waiting for k.
+func (rw *RecordWriter) endPending(k txnPart, commit bool) {
+	pl := rw.pending[k]
+	if pl == nil {
+		return
+	}
+	delete(rw.pending, k)
+	rw.pendingBytes -= len(pl.buf)
+	if !commit {
+		rw.stats.Aborted += pl.records
+		rw.stats.Records -= pl.records
+		return
+	}
+	if _, err := rw.w.Write(pl.buf); err != nil && rw.err == nil {
+		rw.err = err
+	}
+}
+
+// overflow prints every waiting line when they pass maxPending bytes.
+func (rw *RecordWriter) overflow() {
+	if rw.pendingBytes <= maxPending {
+		return
+	}
+	for k, pl := range rw.pending {
+		rw.stats.Overflow += pl.records
+		rw.endPending(k, true)
 	}
 }
 

@@ -31,6 +31,7 @@ type recordsConfig struct {
 	maxBytes   int
 	from       string
 	hideCtl    bool
+	committed  bool
 
 	fs *pflag.FlagSet
 	w  *report.RecordWriter
@@ -49,6 +50,7 @@ func addRecordFlags(fs *pflag.FlagSet) *recordsConfig {
 	fs.IntVar(&rc.maxBytes, "records-max-bytes", 4096, "with --records: show at most `N` bytes of each key, value and header value")
 	fs.StringVar(&rc.from, "records-from", "", "with --records: take records from `produce`, fetch or both (default: each record once, from its Produce where the capture holds one for its partition, else from the Fetch)")
 	fs.BoolVar(&rc.hideCtl, "records-hide-control", false, "with --records: leave out transaction markers (control batches), otherwise shown as COMMIT/ABORT lines with producer id and epoch")
+	fs.BoolVar(&rc.committed, "records-read-committed", false, "with --records: as a read_committed consumer (kcat's default) reads them: a transaction's records when it commits, none of aborted or unfinished ones, no markers")
 	return rc
 }
 
@@ -62,8 +64,8 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 		rc.on = true
 	}
 	if !rc.on {
-		if rc.format != "" || len(rc.topics) > 0 || len(rc.partitions) > 0 || rc.offsets != "" || rc.base64 || rc.from != "" || rc.hideCtl {
-			return errors.New("--records-format, --records-topic, --records-partition, --records-offsets, --records-base64, --records-from and --records-hide-control go with --records")
+		if rc.format != "" || len(rc.topics) > 0 || len(rc.partitions) > 0 || rc.offsets != "" || rc.base64 || rc.from != "" || rc.hideCtl || rc.committed {
+			return errors.New("--records-format, --records-topic, --records-partition, --records-offsets, --records-base64, --records-from, --records-hide-control and --records-read-committed go with --records")
 		}
 		return nil
 	}
@@ -93,7 +95,7 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 		return fmt.Errorf("--records-from %v", err)
 	}
 	opt := report.RecordOptions{Format: rc.format, JSON: cfg.JSON, Base64: rc.base64, MaxBytes: rc.maxBytes, MaxFrame: cfg.MaxFrame,
-		Stream: cfg.Live.Interface != "", From: from, HideControl: rc.hideCtl}
+		Stream: cfg.Live.Interface != "", From: from, HideControl: rc.hideCtl, ReadCommitted: rc.committed}
 	opt.Filter.Topics, opt.Filter.Partitions = rc.topics, rc.partitions
 	if rc.offsets != "" {
 		if err := report.ParseOffsets(rc.offsets, &opt.Filter); err != nil {
@@ -167,6 +169,12 @@ func (rc *recordsConfig) finish(ctx context.Context, cfg *Config, opt pipeline.O
 		return exitFailure
 	}
 	st := rc.w.Stats()
+	if st.Aborted > 0 || st.Open > 0 {
+		fmt.Fprintf(stderr, "kfsniff: --records-read-committed: %d records of aborted transactions and %d of transactions not ended in the capture not printed\n", st.Aborted, st.Open)
+	}
+	if st.Overflow > 0 {
+		fmt.Fprintf(stderr, "kfsniff: warning: --records-read-committed: %d records printed before their transaction ended (more than 64 MiB waited)\n", st.Overflow)
+	}
 	if rc.finding > 0 && st.Records > 0 {
 		rc.sayLeftOut(&res.Report.Findings[rc.finding-1], st, stderr)
 	}

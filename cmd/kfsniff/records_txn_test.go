@@ -107,6 +107,45 @@ func TestRecordsTransactions(t *testing.T) {
 	}
 }
 
+// TestRecordsReadCommitted: --records-read-committed prints what kcat
+// (librdkafka's read_committed default) consumes: the records of the two
+// committed transactions, none of the aborted one, no markers; from the
+// Produce (their EndTxn decides) as from the Fetch (its markers decide);
+// and says how many it left out.
+func TestRecordsReadCommitted(t *testing.T) {
+	pcap, sc := txnFixture(t)
+	var committed []string
+	for _, r := range sc.Sent.Records {
+		for _, m := range sc.Sent.Markers {
+			if m.Offset > r.Offset { // the marker that ends its transaction
+				if m.Type == "COMMIT" {
+					committed = append(committed, fmt.Sprintf("%s[%d]@%d %d key=%s value=%s headers=", r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value))
+				}
+				break
+			}
+		}
+	}
+	if len(committed) != 5 {
+		t.Fatalf("%d committed records in the sidecar, want 5", len(committed))
+	}
+	for _, from := range []string{"produce", "fetch"} {
+		code, out, errOut := kfsniff(t, "-r", pcap, "--records", "--records-read-committed", "--records-from", from)
+		if code != exitOK || errOut != "kfsniff: --records-read-committed: 2 records of aborted transactions and 0 of transactions not ended in the capture not printed\n" {
+			t.Fatalf("%s: exit %d, stderr %q", from, code, errOut)
+		}
+		got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(got) != len(committed) {
+			t.Fatalf("%s: %d lines, want %d:\n%s", from, len(got), len(committed), out)
+		}
+		api := map[string]string{"produce": "Produce ", "fetch": "Fetch "}[from]
+		for i, w := range committed {
+			if !strings.HasPrefix(got[i], api+w) {
+				t.Errorf("%s line %d:\n%s\nwant it to begin\n%s", from, i, got[i], api+w)
+			}
+		}
+	}
+}
+
 // TestRecordsFromUsage: --records-from takes produce, fetch or both, and
 // goes with --records, as --records-hide-control does.
 func TestRecordsFromUsage(t *testing.T) {
@@ -118,6 +157,7 @@ func TestRecordsFromUsage(t *testing.T) {
 		{[]string{"-r", pcap, "--records", "--records-from", "consume"}, `--records-from "consume": want produce, fetch or both`},
 		{[]string{"-r", pcap, "--records-from", "fetch"}, "go with --records"},
 		{[]string{"-r", pcap, "--records-hide-control"}, "go with --records"},
+		{[]string{"-r", pcap, "--records-read-committed"}, "go with --records"},
 	} {
 		code, out, errOut := kfsniff(t, tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
