@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
@@ -395,7 +396,40 @@ read:
 		d := res.Live.Dropped
 		res.Report.Capture.Drops = &d
 	}
+	res.Report.Capture.Partial = partial(res, &opt, live != nil)
 	return res
+}
+
+// partial says what the run left out of its input: the rest of the
+// files when it stopped before their end, what bounds kept out; nil
+// when nothing.
+func partial(res *Result, opt *Options, live bool) *report.Partial {
+	p := &report.Partial{}
+	if !live {
+		switch res.Stop {
+		case StopInterrupted:
+			p.Stop = "interrupted"
+		case StopCount:
+			p.Stop, p.Count = "count", opt.Count
+		case StopDuration:
+			p.Stop, p.Duration = "duration", opt.Duration.Seconds()
+		case StopError:
+			p.Stop = "output error"
+		}
+		for _, f := range res.Report.Capture.Files {
+			if f.Error != "" && (p.Stop == "" || res.Err == nil) {
+				p.Stop = "input error"
+			}
+		}
+	}
+	for k := range res.Report.Totals.BoundsReached {
+		p.Bounds = append(p.Bounds, k)
+	}
+	slices.Sort(p.Bounds)
+	if p.Stop == "" && len(p.Bounds) == 0 {
+		return nil
+	}
+	return p
 }
 
 // fileErr notes where an input broke, once per input.

@@ -105,3 +105,60 @@ func TestRunSourceStops(t *testing.T) {
 		}
 	})
 }
+
+// slowFile is a file read slowly, as from a pipe, not a live source: a
+// pause (ErrIdle) before each packet.
+type slowFile struct {
+	f    *capture.File
+	idle *bool
+}
+
+func (s slowFile) Next(p *capture.Packet) error {
+	if *s.idle = !*s.idle; *s.idle {
+		time.Sleep(2 * time.Millisecond)
+		return capture.ErrIdle
+	}
+	return s.f.Next(p)
+}
+
+// TestPartial: a run of files that stopped before their end says why in
+// the report (Capture.Partial); one that read them whole, and a live
+// capture however it was stopped, says nothing.
+func TestPartial(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		src  func(t *testing.T) capture.Source
+		opt  Options
+		want string // Partial.String(), "" for nil
+	}{
+		{"whole", context.Background(), func(t *testing.T) capture.Source { return openFixture(t, "basic.pcap") },
+			Options{}, ""},
+		{"count", context.Background(), func(t *testing.T) capture.Source { return openFixture(t, "basic.pcap") },
+			Options{Count: 10}, "stopped after -c 10 packets, before the end of the input"},
+		{"interrupted", cancelled, func(t *testing.T) capture.Source { return openFixture(t, "basic.pcap") },
+			Options{}, "interrupted (Ctrl-C) before the end of the input"},
+		{"duration", context.Background(), func(t *testing.T) capture.Source { return slowFile{openFixture(t, "basic.pcap"), new(bool)} },
+			Options{Duration: 20 * time.Millisecond}, "stopped after --duration 20ms, before the end of the input"},
+		{"live count", context.Background(), func(t *testing.T) capture.Source {
+			return &fakeLive{f: openFixture(t, "basic.pcap"), forget: true}
+		}, Options{Count: 10}, ""},
+		{"live interrupted", cancelled, func(t *testing.T) capture.Source {
+			return &fakeLive{f: openFixture(t, "basic.pcap"), forget: true}
+		}, Options{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opt.Flows = flows.DefaultConfig()
+			res := RunSource(tc.ctx, tc.src(t), tc.opt)
+			got := ""
+			if p := res.Report.Capture.Partial; p != nil {
+				got = p.String()
+			}
+			if got != tc.want {
+				t.Errorf("partial %q (stop %v), want %q", got, res.Stop, tc.want)
+			}
+		})
+	}
+}

@@ -218,7 +218,7 @@ func rateChart(id, title string, tl *Timeline, in []series, colors map[string]in
 			}
 		}
 		for i, v := range s.counts {
-			l.Points[i] = [2]float64{float64(i) * w, round3(float64(v) / w)}
+			l.Points[i] = [2]float64{round3(float64(i) * w), round3(float64(v) / w)}
 		}
 		c.Lines = append(c.Lines, l)
 	}
@@ -245,7 +245,7 @@ func latencyChart(tl *Timeline, colors map[string]int) Chart {
 		p99 := Line{Name: a.Name + " p99", Color: colors[a.Name], Points: [][2]float64{}}
 		p50 := Line{Name: a.Name + " p50", Color: colors[a.Name], Dashed: true, Points: [][2]float64{}}
 		for _, pt := range a.Latency {
-			x := float64(pt.Bucket) * w
+			x := round3(float64(pt.Bucket) * w)
 			p99.Points = append(p99.Points, [2]float64{x, round3(pt.P99)})
 			p50.Points = append(p50.Points, [2]float64{x, round3(pt.P50)})
 		}
@@ -260,7 +260,7 @@ func bytesChart(tl *Timeline) Chart {
 	for i, s := range []series{{name: "to brokers (requests)", counts: tl.ToServer}, {name: "to clients (responses)", counts: tl.ToClient}} {
 		l := Line{Name: s.name, Color: i, Points: make([][2]float64, len(s.counts))}
 		for j, v := range s.counts {
-			l.Points[j] = [2]float64{float64(j) * w, round3(float64(v) / w)}
+			l.Points[j] = [2]float64{round3(float64(j) * w), round3(float64(v) / w)}
 		}
 		c.Lines = append(c.Lines, l)
 	}

@@ -171,6 +171,20 @@ func TestHTMLInBrowser(t *testing.T) {
 			t.Errorf("the map has no label %q (labels %q)", n, labels)
 		}
 	}
+	// A table never breaks an address (it broke "127.0.0.1:53262" into
+	// three lines): every code cell holding one word is one line high.
+	var broken []string
+	if err := b.Eval(`Array.from(document.querySelectorAll('td.code')).filter(td => {
+		const s = td.textContent.trim();
+		if (s === '' || /\s/.test(s)) return false;
+		const r = document.createRange(); r.selectNodeContents(td);
+		return r.getClientRects().length > 1;
+	}).map(td => td.textContent)`, &broken); err != nil {
+		t.Fatal(err)
+	}
+	if len(broken) > 0 {
+		t.Errorf("table cells broken over lines: %q", broken)
+	}
 
 	// Sorting: requests of the connections table, ascending, then
 	// descending.

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -409,13 +410,25 @@ func drawMap(m Map) ([]byte, float64, error) {
 				p.color, p.dash = failRed, "5,3"
 			}
 			a, b := at[e.From], at[e.To]
+			mid := [2]float64{(a[0] + b[0]) / 2, (a[1] + b[1]) / 2}
 			if a[0] != b[0] {
 				s.polyline([][2]float64{a, b}, p)
-				continue
+			} else {
+				// Within a column: an arc to the right.
+				bulge := math.Min(0.25+0.1*math.Abs(a[1]-b[1])/rowPx, 0.9) * gap
+				c := [2]float64{a[0] + bulge, (a[1] + b[1]) / 2}
+				s.curve(a, c, b, p)
+				mid = [2]float64{(a[0] + 2*c[0] + b[0]) / 4, mid[1]}
 			}
-			// Within a column: an arc to the right.
-			bulge := math.Min(0.25+0.1*math.Abs(a[1]-b[1])/rowPx, 0.9) * gap
-			s.curve(a, [2]float64{a[0] + bulge, (a[1] + b[1]) / 2}, b, p)
+			if failing {
+				// The findings that make it failing, by number.
+				nums := make([]string, len(e.Findings))
+				for i, n := range e.Findings {
+					nums[i] = fmt.Sprintf("#%d", n)
+				}
+				s.text(mid[0], mid[1], textStyle{size: nodeSize, anchor: "middle", middle: true, halo: true, bold: true, color: failRed},
+					fit(strings.Join(nums, " "), 80))
+			}
 		}
 	}
 	leg := legend{x: width + 6, y: 30, size: legendSize}

@@ -5,12 +5,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kfsniff/kfsniff/detectors"
 )
 
 // The map of who talks to whom: clients, brokers and controllers as
 // nodes, one edge per pair with the roles of its connections, marked
-// failing when its requests met error responses or went unanswered, its
-// connections were reset, or its connection attempts were refused.
+// failing when a finding at warning or above implicates it (its evidence
+// is on one of the edge's connections or refused attempts), with the
+// findings' numbers. Error responses, unanswered requests, resets and
+// refused attempts are counted on every edge, but only the severity
+// policy (docs/detectors.md) says which of them are failures: a first
+// JoinGroup's MEMBER_ID_REQUIRED or a long-poll Fetch cut at shutdown is
+// not.
 
 // Map is the nodes and edges of the map.
 type Map struct {
@@ -45,7 +52,11 @@ type MapEdge struct {
 	Unanswered int64 `json:"unanswered"`
 	Resets     int   `json:"resets"`
 	Refused    int64 `json:"refused_attempts"`
-	Failing    bool  `json:"failing"`
+	// Findings are the numbers (1-based, in the report's order) of the
+	// findings at warning or above whose evidence is on this edge.
+	Findings []int `json:"findings"`
+	// Failing is len(Findings) > 0.
+	Failing bool `json:"failing"`
 }
 
 const (
@@ -144,15 +155,23 @@ func buildMap(r *Report) Map {
 		k := pair{from.ID, to.ID}
 		e := edges[k]
 		if e == nil {
-			e = &MapEdge{From: from.ID, To: to.ID, Roles: []string{}, Conns: []int{}}
+			e = &MapEdge{From: from.ID, To: to.ID, Roles: []string{}, Conns: []int{}, Findings: []int{}}
 			edges[k] = e
 		}
 		return e
 	}
+	// Where evidence points: a connection, or a refused attempt's packet.
+	connEdge := map[int]*MapEdge{}
+	type place struct {
+		file   int
+		packet uint64
+	}
+	eventEdge := map[place]*MapEdge{}
 	for _, c := range r.Connections {
 		to := serverOf(c.Server, c.ServerNode)
 		from := clientOf(c.Client, c.ClientNode, c.ClientIDs)
 		e := edge(from, to)
+		connEdge[c.ID] = e
 		for _, role := range c.Roles {
 			if !slices.Contains(e.Roles, role) {
 				e.Roles = append(e.Roles, role)
@@ -179,6 +198,21 @@ func buildMap(r *Report) Map {
 		from := clientOf(ev.Client, nil, nil)
 		e := edge(from, to)
 		e.Refused += int64(max(ev.Attempts, 1))
+		eventEdge[place{ev.File, ev.Packet}] = e
+	}
+	for i, f := range r.Findings {
+		if f.Severity < detectors.Warning {
+			continue
+		}
+		for _, ev := range f.Evidence {
+			e := connEdge[ev.Conn]
+			if ev.Conn == 0 || e == nil {
+				e = eventEdge[place{ev.File, ev.Packet}]
+			}
+			if e != nil && !slices.Contains(e.Findings, i+1) {
+				e.Findings = append(e.Findings, i+1)
+			}
+		}
 	}
 	m := Map{Nodes: []MapNode{}, Edges: []MapEdge{}, NodesNotListed: notListed}
 	all := make([]*node, 0, len(nodes))
@@ -205,7 +239,8 @@ func buildMap(r *Report) Map {
 	}
 	for _, e := range edges {
 		slices.SortStableFunc(e.Roles, func(a, b string) int { return cmp.Compare(roleRank(a), roleRank(b)) })
-		e.Failing = e.Errors > 0 || e.Unanswered > 0 || e.Resets > 0 || e.Refused > 0
+		slices.Sort(e.Findings)
+		e.Failing = len(e.Findings) > 0
 		m.Edges = append(m.Edges, *e)
 	}
 	slices.SortFunc(m.Edges, func(a, b MapEdge) int {

@@ -99,12 +99,16 @@ type findingView struct {
 }
 
 type pageView struct {
-	CSP      string
-	Style    template.CSS
-	Script   template.JS
-	Title    string
-	Files    []string
-	Period   string
+	CSP    string
+	Style  template.CSS
+	Script template.JS
+	Title  string
+	Files  []string
+	Period string
+	// Partial and Filter say what the run left out (Capture.Partial,
+	// Capture.Filter), empty when nothing.
+	Partial  string
+	Filter   string
 	Schema   string
 	Totals   []cell
 	Problems []findingView
@@ -171,6 +175,12 @@ func view(r *Report) (*pageView, error) {
 		v.Title += ": " + Clean(r.Capture.Files[0].Name)
 	}
 	c := &r.Capture
+	if c.Partial != nil {
+		v.Partial = Clean(c.Partial.String())
+	}
+	if c.Filter != nil {
+		v.Filter = Clean(c.Filter.String())
+	}
 	if !c.First.IsZero() {
 		v.Period = fmt.Sprintf("%s .. %s UTC (%s)", c.First.UTC().Format(TimeLayout), c.Last.UTC().Format(TimeLayout), seconds(c.Duration))
 	}
@@ -300,7 +310,7 @@ func bad(c cell, b bool) cell { c.Bad = b; return c }
 func edgeTable(m Map) table {
 	t := table{ID: "edges", Title: "Connections between nodes", Columns: []column{{Name: "from"}, {Name: "to"}, {Name: "roles"},
 		{Name: "connections", Num: true}, {Name: "requests", Num: true}, {Name: "error responses", Num: true},
-		{Name: "unanswered", Num: true}, {Name: "resets", Num: true}, {Name: "refused attempts", Num: true}, {Name: "failing"}}}
+		{Name: "unanswered", Num: true}, {Name: "resets", Num: true}, {Name: "refused attempts", Num: true}, {Name: "failing: findings"}}}
 	label := map[string]string{}
 	for _, n := range m.Nodes {
 		label[n.ID] = n.Label
@@ -317,7 +327,11 @@ func edgeTable(m Map) table {
 		}
 		failing := cell{Text: "no"}
 		if e.Failing {
-			failing = cell{Text: "yes", Bad: true}
+			nums := make([]string, len(e.Findings))
+			for i, n := range e.Findings {
+				nums[i] = fmt.Sprintf("#%d", n)
+			}
+			failing = cell{Text: strings.Join(nums, " "), Bad: true}
 		}
 		t.Rows = append(t.Rows, []cell{{Text: label[e.From]}, {Text: label[e.To]}, {Text: strings.Join(e.Roles, ", ")}, cc,
 			n64(e.Requests), bad(n64(e.Errors), e.Errors > 0), bad(n64(e.Unanswered), e.Unanswered > 0),

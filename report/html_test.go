@@ -164,8 +164,13 @@ func TestHTMLDataAgreesWithReport(t *testing.T) {
 			var edgeReqs int64
 			for _, e := range pg.Map.Edges {
 				edgeReqs += e.Requests
-				if e.Failing != (e.Errors > 0 || e.Unanswered > 0 || e.Resets > 0 || e.Refused > 0) {
-					t.Errorf("edge %s -> %s failing=%v with %+v", e.From, e.To, e.Failing, e)
+				if e.Failing != (len(e.Findings) > 0) {
+					t.Errorf("edge %s -> %s failing=%v with findings %v", e.From, e.To, e.Failing, e.Findings)
+				}
+				for _, n := range e.Findings {
+					if n < 1 || n > len(rep.Findings) || rep.Findings[n-1].Severity < detectors.Warning {
+						t.Errorf("edge %s -> %s names finding %d, not one at warning or above", e.From, e.To, n)
+					}
 				}
 			}
 			if edgeReqs != rep.Totals.Requests {

@@ -8,8 +8,9 @@ package report
 // backslashes as they are.
 
 // CleanProse is Clean for a detector's one-line prose (a summary, an
-// evidence line), cut as Clean cuts.
-func CleanProse(s string) string { return clean(s, maxField, false) }
+// evidence line): escaped as Clean escapes, cut only past maxText, as
+// CleanText (a summary is read whole; renderers wrap it).
+func CleanProse(s string) string { return clean(s, maxText, false) }
 
 // CleanProseText is CleanText for a detector's paragraphs.
 func CleanProseText(s string) string { return clean(s, maxText, false) }

@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -32,6 +34,68 @@ type RecordFilter struct {
 	// Packets, if set, keeps only the exchanges whose request or response
 	// completed at one of these packets (a finding's evidence).
 	Packets map[PacketRef]bool
+	// Ranges, if set, keeps only the records at offsets in one of them
+	// (inclusive; a finding's offsets), besides From and To.
+	Ranges []OffsetRange
+}
+
+// OffsetRange is offsets From to To, inclusive.
+type OffsetRange struct{ From, To int64 }
+
+// inRanges reports whether off is in one of f's Ranges (true without
+// Ranges).
+func (f *RecordFilter) inRanges(off int64) bool {
+	if len(f.Ranges) == 0 {
+		return true
+	}
+	for _, r := range f.Ranges {
+		if off >= r.From && off <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// overlapsRanges reports whether offsets first..last meet one of f's
+// Ranges (true without Ranges).
+func (f *RecordFilter) overlapsRanges(first, last int64) bool {
+	if len(f.Ranges) == 0 {
+		return true
+	}
+	for _, r := range f.Ranges {
+		if first <= r.To && last >= r.From {
+			return true
+		}
+	}
+	return false
+}
+
+// Where --records takes records from (RecordOptions.From).
+const (
+	// RecordsFromAuto prints each record once: from its Produce where the
+	// capture holds it, else from the Fetch. A fetched batch is the
+	// produced one when its partition and checksum are those of a batch
+	// a Produce request of the capture carried, and its checksum
+	// verifies (a batch damaged on the way is printed again).
+	RecordsFromAuto = "auto"
+	// RecordsFromProduce prints the records of Produce requests only.
+	RecordsFromProduce = "produce"
+	// RecordsFromFetch prints the records of Fetch responses only.
+	RecordsFromFetch = "fetch"
+	// RecordsFromBoth prints both: a record produced and consumed in the
+	// capture prints twice.
+	RecordsFromBoth = "both"
+)
+
+// ParseRecordsFrom checks a --records-from value ("" is RecordsFromAuto).
+func ParseRecordsFrom(s string) (string, error) {
+	switch s {
+	case "", RecordsFromAuto:
+		return RecordsFromAuto, nil
+	case RecordsFromProduce, RecordsFromFetch, RecordsFromBoth:
+		return s, nil
+	}
+	return "", fmt.Errorf("%q: want produce, fetch or both (default: produce where a produce was seen, else fetch)", s)
 }
 
 // PacketRef is a packet of one input file.
@@ -92,6 +156,17 @@ type RecordOptions struct {
 	// Stream flushes the output after each exchange that printed
 	// records (a live capture).
 	Stream bool
+	// From is where records are taken from: RecordsFromAuto (also ""),
+	// RecordsFromProduce, RecordsFromFetch or RecordsFromBoth.
+	From string
+	// HideControl leaves out the control batches' records (transaction
+	// markers), which are otherwise shown as COMMIT or ABORT lines.
+	HideControl bool
+	// ReadCommitted prints records as a read_committed consumer (kcat's
+	// default) reads them: a transaction's records when it commits (its
+	// EndTxn, or its COMMIT marker in a Fetch), none of an aborted one,
+	// none of one not ended in the capture; no markers.
+	ReadCommitted bool
 }
 
 // DefaultRecordFormat is the line --records prints without
@@ -124,6 +199,17 @@ type RecordStats struct {
 	Undecoded      int64
 	FirstUndecoded PacketRef
 	UndecodedErr   string
+	// Markers are the control records shown (COMMIT, ABORT, ...);
+	// HiddenMarkers those left out by HideControl.
+	Markers, HiddenMarkers int64
+	// Twins are fetched records not printed because a Produce carried
+	// their batch (RecordsFromAuto).
+	Twins int64
+	// With ReadCommitted: Aborted are records of aborted transactions,
+	// Open those of transactions not ended in the capture, Overflow those
+	// printed before their transaction ended because what waited passed
+	// maxPending bytes.
+	Aborted, Open, Overflow int64
 }
 
 // RecordWriter prints the records of Produce requests and Fetch responses
@@ -147,7 +233,41 @@ type RecordWriter struct {
 	batch  int
 	rec    recordJSON
 	hdrs   []headerJSON
+	// produced are the batches Produce requests carried, by partition
+	// and checksum (RecordsFromAuto), at most maxProduced of them.
+	produced map[producedKey]struct{}
+	// pending (ReadCommitted) holds the lines of transactional records
+	// until their transaction ends, by producer id and partition;
+	// into is where lines go while one is written (nil: the output).
+	pending      map[txnPart]*pendingLines
+	pendingBytes int
+	into         *pendingLines
 }
+
+type txnPart struct {
+	pid       int64
+	topic     string
+	partition int32
+}
+
+type pendingLines struct {
+	buf     []byte
+	records int64
+}
+
+// maxPending bounds the bytes of lines waiting for their transaction's
+// end; past it the waiting lines are printed (Stats.Overflow).
+const maxPending = 64 << 20
+
+type producedKey struct {
+	topic     string
+	partition int32
+	crc       uint32
+}
+
+// maxProduced bounds the produced batches remembered; past it, fetched
+// batches of the Produce requests not remembered print again.
+const maxProduced = 1 << 20
 
 type formatPart struct {
 	lit  string
@@ -169,12 +289,17 @@ func NewRecordWriter(w io.Writer, opt RecordOptions) (*RecordWriter, error) {
 	if opt.Format == "" {
 		opt.Format = DefaultRecordFormat
 	}
+	from, err := ParseRecordsFrom(opt.From)
+	if err != nil {
+		return nil, err
+	}
+	opt.From = from
 	parts, err := parseRecordFormat(opt.Format)
 	if err != nil {
 		return nil, err
 	}
 	return &RecordWriter{w: bufio.NewWriterSize(w, 64<<10), opt: opt, format: parts, h: decode.NewRecordHasher(opt.Decompress),
-		hdrs: make([]headerJSON, 0, 8)}, nil
+		hdrs: make([]headerJSON, 0, 8), produced: map[producedKey]struct{}{}, pending: map[txnPart]*pendingLines{}}, nil
 }
 
 func parseRecordFormat(s string) ([]formatPart, error) {
@@ -233,11 +358,35 @@ func (rw *RecordWriter) Keep() []flows.Keep { return []flows.Keep{{Frame: rw.opt
 func (rw *RecordWriter) Stats() RecordStats { return rw.stats }
 
 // Flush writes out what is buffered and returns the first write error.
+// With ReadCommitted, the records of transactions not ended by then are
+// dropped (Stats.Open), as a read_committed consumer never reads them.
 func (rw *RecordWriter) Flush() error {
+	for k, pl := range rw.pending {
+		rw.stats.Open += pl.records
+		rw.stats.Records -= pl.records
+		rw.pendingBytes -= len(pl.buf)
+		delete(rw.pending, k)
+	}
 	if err := rw.w.Flush(); err != nil && rw.err == nil {
 		rw.err = err
 	}
 	return rw.err
+}
+
+// OnRequest notes the batches Produce requests carry, so that
+// RecordsFromAuto prints their records from the Produce, not again from a
+// Fetch (which may come before the Produce's response).
+func (rw *RecordWriter) OnRequest(m *flows.Message) {
+	if rw.opt.From != RecordsFromAuto || m.Key != 0 {
+		return
+	}
+	for i := range m.Batches {
+		if len(rw.produced) >= maxProduced {
+			return
+		}
+		b := &m.Batches[i]
+		rw.produced[producedKey{m.TopicName(b.Topic, b.TopicID), b.Partition, b.CRC}] = struct{}{}
+	}
 }
 
 // OnExchange prints the records of a Produce request (with the offsets
@@ -257,11 +406,14 @@ func (rw *RecordWriter) OnExchange(x *flows.Exchange) {
 			return
 		}
 	}
-	if q := x.Req; q != nil && q.Key == 0 && len(q.Batches) > 0 {
+	if q := x.Req; q != nil && q.Key == 0 && len(q.Batches) > 0 && rw.opt.From != RecordsFromFetch {
 		rw.produce(x)
 	}
-	if p := x.Resp; p != nil && p.Key == 1 && len(p.Batches) > 0 {
+	if p := x.Resp; p != nil && p.Key == 1 && len(p.Batches) > 0 && rw.opt.From != RecordsFromProduce {
 		rw.fetched(p)
+	}
+	if rw.opt.ReadCommitted && x.Req != nil && x.Resp != nil {
+		rw.endTxn(x)
 	}
 	if rw.opt.Stream && rw.w.Buffered() > 0 && rw.err == nil {
 		rw.err = rw.w.Flush()
@@ -360,19 +512,101 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 	if !known && (f.HasFrom || f.HasTo) {
 		return
 	}
-	rw.stats.Batches++
+	if !known && len(f.Ranges) > 0 || known && !f.overlapsRanges(b.BaseOffset+shift, b.LastOffset()+shift) {
+		return
+	}
 	topic := m.TopicName(ref.Topic, ref.TopicID)
+	if b.Control() {
+		rw.control(m, topic, ref.Partition, b)
+		return
+	}
+	if m.Key == 1 && rw.opt.From == RecordsFromAuto && b.CRCOK {
+		// A fetched batch a Produce of the capture carried: printed there.
+		if _, twin := rw.produced[producedKey{topic, ref.Partition, b.CRC}]; twin {
+			rw.stats.Twins += int64(b.Records)
+			return
+		}
+	}
+	rw.stats.Batches++
+	if rw.opt.ReadCommitted && b.Transactional() {
+		// Held until the transaction ends.
+		k := txnPart{b.ProducerID, topic, ref.Partition}
+		if rw.pending[k] == nil {
+			rw.pending[k] = &pendingLines{}
+		}
+		rw.into = rw.pending[k]
+		defer func() { rw.into = nil; rw.overflow() }()
+	}
 	err := rw.h.Records(b, func(r *decode.Record) bool {
 		off := r.Offset + shift
-		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To) {
+		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To || !f.inRanges(off)) {
 			return true
 		}
 		rw.stats.Records++
+		if rw.into != nil {
+			rw.into.records++
+		}
 		if rw.opt.JSON {
 			rw.writeJSON(m, topic, ref.Partition, known, off, code, b, r)
 		} else {
 			rw.writeText(m, topic, ref.Partition, known, off, code, r)
 		}
+		return rw.err == nil
+	})
+	if err != nil {
+		if rw.stats.Undecoded == 0 {
+			rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
+		}
+		rw.stats.Undecoded++
+	}
+}
+
+// ControlType names a control record by its key: COMMIT, ABORT or a
+// KRaft control type (kmsg's names), CONTROL when the key is not one.
+func ControlType(key []byte) string {
+	var k kmsg.ControlRecordKey
+	if k.ReadFrom(key) != nil {
+		return "CONTROL"
+	}
+	return k.Type.String()
+}
+
+// control shows a control batch's records as markers, as the broker wrote
+// them: COMMIT or ABORT (or a KRaft control type) with the batch's
+// producer id and epoch; or counts them, hidden.
+func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *decode.Batch) {
+	err := rw.h.Records(b, func(r *decode.Record) bool {
+		typ := ControlType(r.Key)
+		if rw.opt.ReadCommitted {
+			// The marker ends its producer's transaction on this partition.
+			rw.endPending(txnPart{b.ProducerID, topic, part}, typ == "COMMIT")
+		}
+		if rw.opt.HideControl || rw.opt.ReadCommitted {
+			rw.stats.HiddenMarkers++
+			return true
+		}
+		rw.stats.Markers++
+		if rw.opt.JSON {
+			j := recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
+				ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
+				KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: []headerJSON{}, Control: typ}
+			off, pid, epoch := r.Offset, b.ProducerID, b.ProducerEpoch
+			j.Offset, j.ProducerID, j.ProducerEpoch = &off, &pid, &epoch
+			line, err := json.Marshal(&j)
+			if err != nil {
+				rw.err = err
+				return false
+			}
+			line = append(SafeJSON(line), '\n')
+			rw.write(line)
+			return rw.err == nil
+		}
+		l := append(rw.line[:0], m.Name()...)
+		l = append(l, ' ')
+		l = append(l, Clean(topic)...)
+		l = fmt.Appendf(l, "[%d]@%d %s producer_id=%d producer_epoch=%d packet %s\n", part, r.Offset, typ, b.ProducerID, b.ProducerEpoch, packetStr(m.File, m.Packet))
+		rw.line = l
+		rw.write(l)
 		return rw.err == nil
 	})
 	if err != nil {
@@ -446,9 +680,7 @@ func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, kn
 		}
 	}
 	rw.line = l
-	if _, err := rw.w.Write(l); err != nil {
-		rw.err = err
-	}
+	rw.write(l)
 }
 
 func packetStr(file int, n uint64) string {
@@ -557,6 +789,12 @@ type recordJSON struct {
 	// BadCRC marks a record of a batch whose checksum does not verify.
 	BadCRC bool   `json:"bad_crc,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Control is the type of a control record (a transaction marker:
+	// COMMIT, ABORT), with its batch's producer id and epoch; absent for
+	// data records.
+	Control       string `json:"control,omitempty"`
+	ProducerID    *int64 `json:"producer_id,omitempty"`
+	ProducerEpoch *int16 `json:"producer_epoch,omitempty"`
 }
 
 type headerJSON struct {
@@ -615,8 +853,66 @@ func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, kn
 	}
 	// encoding/json leaves C1 controls and bidi overrides raw (issue 31).
 	line = append(SafeJSON(line), '\n')
-	if _, err := rw.w.Write(line); err != nil {
+	rw.write(line)
+}
+
+// write puts a line out, or with the lines waiting for their
+// transaction's end.
+func (rw *RecordWriter) write(l []byte) {
+	if rw.into != nil {
+		rw.into.buf = append(rw.into.buf, l...)
+		rw.pendingBytes += len(l)
+		return
+	}
+	if _, err := rw.w.Write(l); err != nil && rw.err == nil {
 		rw.err = err
+	}
+}
+
+// endTxn ends the transactions of an EndTxn answered without error:
+// its producer's waiting records printed when it committed, dropped
+// when it aborted.
+func (rw *RecordWriter) endTxn(x *flows.Exchange) {
+	q, ok := x.Req.Req.(*kmsg.EndTxnRequest)
+	if !ok {
+		return
+	}
+	if p, ok := x.Resp.Resp.(*kmsg.EndTxnResponse); !ok || p.ErrorCode != 0 {
+		return
+	}
+	for k := range rw.pending {
+		if k.pid == q.ProducerID {
+			rw.endPending(k, q.Commit)
+		}
+	}
+}
+
+// endPending prints (commit) or drops the records waiting for k.
+func (rw *RecordWriter) endPending(k txnPart, commit bool) {
+	pl := rw.pending[k]
+	if pl == nil {
+		return
+	}
+	delete(rw.pending, k)
+	rw.pendingBytes -= len(pl.buf)
+	if !commit {
+		rw.stats.Aborted += pl.records
+		rw.stats.Records -= pl.records
+		return
+	}
+	if _, err := rw.w.Write(pl.buf); err != nil && rw.err == nil {
+		rw.err = err
+	}
+}
+
+// overflow prints every waiting line when they pass maxPending bytes.
+func (rw *RecordWriter) overflow() {
+	if rw.pendingBytes <= maxPending {
+		return
+	}
+	for k, pl := range rw.pending {
+		rw.stats.Overflow += pl.records
+		rw.endPending(k, true)
 	}
 }
 
@@ -631,5 +927,11 @@ func (rw *RecordWriter) SetFinding(f RecordFilter) {
 	}
 	if len(flt.Partitions) == 0 {
 		flt.Partitions = f.Partitions
+	}
+	flt.Ranges = f.Ranges
+	if f.Packets != nil {
+		// The finding names exchanges: each one's records, wherever
+		// they were seen.
+		rw.opt.From = RecordsFromBoth
 	}
 }

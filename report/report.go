@@ -6,7 +6,9 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -102,6 +104,63 @@ type Capture struct {
 	// Drops is how many packets the kernel dropped for lack of buffer
 	// during a live capture (absent when reading files).
 	Drops *uint64 `json:"drops,omitempty"`
+	// Partial says why the analysis covers less than its input; nil
+	// when it covers all of it.
+	Partial *Partial `json:"partial,omitempty"`
+	// Filter says what the packets analysed were restricted to; nil when
+	// every packet was.
+	Filter *Filter `json:"filter,omitempty"`
+}
+
+// Partial is what a run left out of its input.
+type Partial struct {
+	// Stop is why reading stopped before the end of the input files:
+	// "interrupted" (Ctrl-C), "count" (-c), "duration" (--duration),
+	// "input error" (an input broke; capture.files[].error says where),
+	// "output error"; empty when it reached their end. A live capture
+	// has no end, so how it was stopped is no part of this.
+	Stop string `json:"stop,omitempty"`
+	// Count is the -c limit, when Stop is "count".
+	Count int64 `json:"count,omitempty"`
+	// Duration is the --duration limit in seconds, when Stop is
+	// "duration".
+	Duration float64 `json:"duration_s,omitempty"`
+	// Bounds are the bounds reached (the keys of totals.bounds_reached):
+	// what they kept out was not analysed.
+	Bounds []string `json:"bounds,omitempty"`
+}
+
+// String says in a sentence what the run left out.
+func (p *Partial) String() string {
+	var parts []string
+	switch p.Stop {
+	case "":
+	case "interrupted":
+		parts = append(parts, "interrupted (Ctrl-C) before the end of the input")
+	case "count":
+		parts = append(parts, fmt.Sprintf("stopped after -c %d packets, before the end of the input", p.Count))
+	case "duration":
+		parts = append(parts, fmt.Sprintf("stopped after --duration %s, before the end of the input", seconds(p.Duration)))
+	case "input error":
+		parts = append(parts, "an input broke before its end (see Capture)")
+	default:
+		parts = append(parts, "stopped by an "+p.Stop)
+	}
+	if len(p.Bounds) > 0 {
+		parts = append(parts, "bounds reached, what they kept out not analysed: "+strings.Join(p.Bounds, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Filter is what the packets analysed were restricted to.
+type Filter struct {
+	// Expression is the tcpdump-style filter expression.
+	Expression string `json:"expression"`
+}
+
+// String says in a sentence what the run was restricted to.
+func (f *Filter) String() string {
+	return fmt.Sprintf("only packets matching %q were analysed", f.Expression)
 }
 
 // File is one input file.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kfsniff/kfsniff/detectors"
 )
@@ -45,6 +46,15 @@ func (p *printer) f(format string, args ...any) {
 // above, for the reader at 3 a.m.; details follow at the end.
 func (p *printer) overview(r *Report) {
 	p.f("kfsniff report (%s)\n\n", r.Schema)
+	if c := &r.Capture; c.Partial != nil || c.Filter != nil {
+		if c.Partial != nil {
+			p.f("PARTIAL: %s.\n", Clean(c.Partial.String()))
+		}
+		if c.Filter != nil {
+			p.f("FILTERED: %s.\n", Clean(c.Filter.String()))
+		}
+		p.f("\n")
+	}
 	by := tally(r.Findings)
 	n := by[detectors.Error] + by[detectors.Warning]
 	if n == 0 {
@@ -54,10 +64,34 @@ func (p *printer) overview(r *Report) {
 	p.f("What is wrong (%d findings; details under Findings)\n", n)
 	for _, f := range r.Findings {
 		if f.Severity >= detectors.Warning {
-			p.f("  %-7s %s\n", strings.ToUpper(f.Severity.String()), CleanProse(f.Summary))
+			p.wrap(fmt.Sprintf("  %-7s ", strings.ToUpper(f.Severity.String())), "          ", CleanProse(f.Summary))
 		}
 	}
 	p.f("\n")
+}
+
+// proseWidth is the width the report's prose is wrapped to.
+const proseWidth = 100
+
+// wrap prints text after first, wrapped between words to proseWidth, the
+// lines after the first indented by indent; a word longer than a line
+// (an address, a topic) is never broken.
+func (p *printer) wrap(first, indent, text string) {
+	line := first
+	fresh := true
+	for _, w := range strings.Fields(text) {
+		switch {
+		case fresh:
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > proseWidth:
+			p.f("%s\n", line)
+			line = indent
+		default:
+			line += " "
+		}
+		line += w
+		fresh = false
+	}
+	p.f("%s\n", line)
 }
 
 // para prints a labelled paragraph wrapped to the terminal width, indented
@@ -290,7 +324,7 @@ func (p *printer) findings(r *Report) {
 		return
 	}
 	for _, f := range r.Findings {
-		p.f("  [%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Detector, CleanProse(f.Summary))
+		p.wrap(fmt.Sprintf("  [%s] %s: ", strings.ToUpper(f.Severity.String()), f.Detector), "      ", CleanProse(f.Summary))
 		if !f.First.IsZero() {
 			p.f("    when: %s .. %s UTC (%s)\n", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
 		}

@@ -79,7 +79,7 @@ type timeline struct {
 }
 
 func (l *timeline) init() {
-	l.width = time.Second
+	l.width = firstWidth
 	l.byServer = make(map[netip.AddrPort]int32)
 }
 
@@ -114,44 +114,61 @@ func (l *timeline) bucket(t time.Time) int {
 	return l.cur
 }
 
-// widen doubles the width until bucket i (at the current width) fits.
+// firstWidth is the buckets' width at first: a capture of less than
+// MaxBuckets of them (30 s) is drawn in tenths of a second.
+const firstWidth = 100 * time.Millisecond
+
+// widen widens the buckets until bucket i (at the current width) fits:
+// from tenths of a second to seconds, then doubling (2, 4, 8... s).
 func (l *timeline) widen(i int64) {
 	l.curLo, l.curHi = 0, 0 // the bucket's bounds change
 	for i >= MaxBuckets {
-		l.width *= 2
-		i /= 2
-		l.used = (l.used + 1) / 2
-		halve(&l.toServer)
-		halve(&l.toClient)
+		f := 2
+		if l.width < time.Second {
+			f = int(time.Second / l.width)
+		}
+		l.width *= time.Duration(f)
+		i /= int64(f)
+		l.used = (l.used + f - 1) / f
+		fold(&l.toServer, f)
+		fold(&l.toClient, f)
 		for _, a := range l.apis {
 			if a == nil {
 				continue
 			}
-			halve(&a.requests)
-			halve(&a.errors)
+			fold(&a.requests, f)
+			fold(&a.errors, f)
 			if a.latency != nil {
 				lb := a.latency
-				for j := 0; j < MaxBuckets/2; j++ {
-					for k := range lb[j] {
-						lb[j][k] = lb[2*j][k] + lb[2*j+1][k]
+				for j := 0; j < MaxBuckets/f; j++ {
+					sum := lb[f*j]
+					for m := 1; m < f; m++ {
+						for k := range sum {
+							sum[k] += lb[f*j+m][k]
+						}
 					}
+					lb[j] = sum
 				}
-				clear(lb[MaxBuckets/2:])
+				clear(lb[MaxBuckets/f:])
 			}
 		}
 		for _, b := range l.brokers {
-			halve(&b.requests)
-			halve(&b.errors)
+			fold(&b.requests, f)
+			fold(&b.errors, f)
 		}
 	}
 }
 
-// halve merges pairs of buckets into the first half.
-func halve[T uint32 | int64](s *[MaxBuckets]T) {
-	for j := 0; j < MaxBuckets/2; j++ {
-		s[j] = s[2*j] + s[2*j+1]
+// fold merges groups of f buckets into the first MaxBuckets/f.
+func fold[T uint32 | int64](s *[MaxBuckets]T, f int) {
+	for j := 0; j < MaxBuckets/f; j++ {
+		var sum T
+		for m := range f {
+			sum += s[f*j+m]
+		}
+		s[j] = sum
 	}
-	clear(s[MaxBuckets/2:])
+	clear(s[MaxBuckets/f:])
 }
 
 func (l *timeline) api(key int16) *apiLine {

@@ -50,33 +50,57 @@ func total(s []int64) (n int64) {
 	return n
 }
 
-// A short capture has one bucket per second; requests, errors and bytes
-// land in the second they happened.
-func TestTimelineSeconds(t *testing.T) {
+// A short capture (under 30 s) has one bucket per tenth of a second, so
+// that one of 2 s draws lines, not single dots.
+func TestTimelineTenths(t *testing.T) {
 	at := []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 2500 * time.Millisecond}
 	r := timelineRun(t, []string{"10.0.0.1:9092"}, at, 5*time.Millisecond, func(i int) bool { return i == 2 })
 	tl := r.Timeline
-	if tl.Width != time.Second || tl.Buckets != 3 || !tl.Start.Equal(t0) {
-		t.Fatalf("timeline of %v width %v buckets %d, want from %v, 1s, 3", tl.Start, tl.Width, tl.Buckets, t0)
+	if tl.Width != 100*time.Millisecond || tl.Buckets != 26 || !tl.Start.Equal(t0) {
+		t.Fatalf("timeline of %v width %v buckets %d, want from %v, 100ms, 26", tl.Start, tl.Width, tl.Buckets, t0)
+	}
+	a := tl.APIs[0]
+	for i, n := range a.Requests {
+		if want := int64(map[int]int{1: 1, 9: 1, 25: 1}[i]); n != want {
+			t.Errorf("bucket %d: %d requests, want %d", i, n, want)
+		}
+	}
+	if a.Errors[25] != 1 || total(a.Errors) != 1 {
+		t.Errorf("errors %v, want one in bucket 25", a.Errors)
+	}
+	if len(a.Latency) != 3 || a.Latency[0].Bucket != 1 || a.Latency[1].Bucket != 9 || a.Latency[2].Bucket != 25 {
+		t.Errorf("latency points %+v, want buckets 1, 9, 25", a.Latency)
+	}
+}
+
+// A capture of 30 s or more has one bucket per second (tenths folded ten
+// at a time); requests, errors and bytes land in the second they
+// happened.
+func TestTimelineSeconds(t *testing.T) {
+	at := []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 2500 * time.Millisecond, 40500 * time.Millisecond}
+	r := timelineRun(t, []string{"10.0.0.1:9092"}, at, 5*time.Millisecond, func(i int) bool { return i == 2 })
+	tl := r.Timeline
+	if tl.Width != time.Second || tl.Buckets != 41 || !tl.Start.Equal(t0) {
+		t.Fatalf("timeline of %v width %v buckets %d, want from %v, 1s, 41", tl.Start, tl.Width, tl.Buckets, t0)
 	}
 	if len(tl.APIs) != 1 || tl.APIs[0].Name != "Metadata" {
 		t.Fatalf("APIs %+v, want Metadata alone", tl.APIs)
 	}
 	a := tl.APIs[0]
-	if want := []int64{2, 0, 1}; !equal(a.Requests, want) {
+	if want := []int64{2, 0, 1}; !equal(a.Requests[:3], want) {
 		t.Errorf("requests per second %v, want %v", a.Requests, want)
 	}
-	if want := []int64{0, 0, 1}; !equal(a.Errors, want) {
+	if want := []int64{0, 0, 1}; !equal(a.Errors[:3], want) {
 		t.Errorf("errors per second %v, want %v", a.Errors, want)
 	}
-	if len(tl.Brokers) != 1 || tl.Brokers[0].Server != "10.0.0.1:9092" || !equal(tl.Brokers[0].Errors, []int64{0, 0, 1}) {
+	if len(tl.Brokers) != 1 || tl.Brokers[0].Server != "10.0.0.1:9092" || !equal(tl.Brokers[0].Errors[:3], []int64{0, 0, 1}) {
 		t.Errorf("brokers %+v", tl.Brokers)
 	}
 	if tl.ToServer[0] == 0 || tl.ToServer[1] != 0 || tl.ToServer[2] == 0 || tl.ToClient[1] != 0 || tl.ToClient[2] <= tl.ToClient[0]/2-1 {
 		t.Errorf("bytes to server %v, to client %v: want them in seconds 0 and 2", tl.ToServer, tl.ToClient)
 	}
-	if len(a.Latency) != 2 || a.Latency[0].Bucket != 0 || a.Latency[0].Responses != 2 || a.Latency[1].Bucket != 2 {
-		t.Fatalf("latency points %+v, want buckets 0 (2 responses) and 2", a.Latency)
+	if len(a.Latency) != 3 || a.Latency[0].Bucket != 0 || a.Latency[0].Responses != 2 || a.Latency[1].Bucket != 2 || a.Latency[2].Bucket != 40 {
+		t.Fatalf("latency points %+v, want buckets 0 (2 responses), 2 and 40", a.Latency)
 	}
 	for _, p := range a.Latency {
 		if math.Abs(p.P50-5)/5 > 0.13 || math.Abs(p.P99-5)/5 > 0.13 {

@@ -16,8 +16,11 @@ import (
 
 // Options configure Run.
 type Options struct {
-	// Title describes the source: "interface lo, port 9092", "file x.pcap".
+	// Title describes the source: "interface lo", "file x.pcap".
 	Title string
+	// Filter is the filter expression the packets shown were selected
+	// by, if any: the status line says FILTERED.
+	Filter string
 	// Screen is the terminal; nil opens the real one. Tests pass a
 	// tcell.NewSimulationScreen. Run initialises it (tview's SetScreen).
 	Screen tcell.Screen
@@ -75,12 +78,29 @@ type ui struct {
 	m    *Model
 	app  *tview.Application
 
-	root   *tview.Flex
-	main   *tview.Flex
-	pages  *tview.Pages
-	header *tview.TextView
-	prompt *tview.InputField
-	status *tview.TextView
+	root     *tview.Flex
+	top      *tview.Flex
+	main     *tview.Flex
+	pages    *tview.Pages
+	header   *tview.TextView
+	hints    *tview.TextView
+	switcher *tview.TextView
+	prompt   *tview.InputField
+	status   *tview.TextView
+
+	// The layout (layout.go): the screen's height, the layout in use,
+	// each pane's rows, the timeline's and the status line's lines, the
+	// header's message (empty: the title) and width.
+	screenH       int
+	layout        layoutKey
+	laidOut       bool
+	paneRows      [numPanes]int
+	timelineLines int
+	statusLines   int
+	statusW       int
+	statusParts   []string
+	message       string
+	headerLen     int
 
 	tables [numPanes]*tview.Table
 	conns  connContent
@@ -134,10 +154,9 @@ func newUI(opts Options) *ui {
 
 func (u *ui) build() {
 	u.header = tview.NewTextView().SetDynamicColors(true)
-	u.header.SetText("[::b]kfsniff[::-] [gray]Kafka on the wire[-]")
-	hints := tview.NewTextView().SetDynamicColors(true).SetTextAlign(tview.AlignRight).
-		SetText("[yellow]?[-] help  [yellow]/[-] filter  [yellow]Tab[-] pane  [yellow]Enter[-] open  [yellow]Esc[-] back  [yellow]p[-] pause  [yellow]w[-] save  [yellow]q[-] quit ")
-	top := tview.NewFlex().AddItem(u.header, 0, 1, false).AddItem(hints, 0, 1, false)
+	u.hints = tview.NewTextView().SetDynamicColors(true).SetTextAlign(tview.AlignRight)
+	u.top = tview.NewFlex().AddItem(u.header, 0, 1, false).AddItem(u.hints, 0, 0, false)
+	u.switcher = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
 
 	mk := func(p pane, content tview.TableContent) *tview.Table {
 		t := tview.NewTable().SetContent(content).SetFixed(1, 0).SetSelectable(true, false)
@@ -175,12 +194,10 @@ func (u *ui) build() {
 	u.timeline = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
 	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ").
 		SetBorderColor(colorBlur).SetTitleColor(colorBlur)
-	u.main = tview.NewFlex().SetDirection(tview.FlexRow).
-		AddItem(u.tables[paneConns], 3, 0, true).
-		AddItem(u.tables[paneExchanges], 0, 1, false).
-		AddItem(u.tables[paneFindings], 3, 0, false).
-		AddItem(u.tables[paneStats], 3, 0, false).
-		AddItem(u.timeline, 0, 0, false)
+	u.timeline.SetFocusFunc(func() { u.timeline.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
+	u.timeline.SetBlurFunc(func() { u.timeline.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
+	// Laid out for the screen's height before each draw (layout.go).
+	u.main = tview.NewFlex().SetDirection(tview.FlexRow)
 
 	u.detailHead = tview.NewTextView().SetDynamicColors(true)
 	u.detailHead.SetBorder(true).SetTitle(" Exchange ")
@@ -218,11 +235,15 @@ func (u *ui) build() {
 		AddItem(u.detailBody, 0, 1, true)
 	u.layoutDetail(true)
 	u.app.SetBeforeDrawFunc(func(screen tcell.Screen) bool {
-		w, _ := screen.Size()
+		w, h := screen.Size()
 		u.layoutDetail(w >= wideDetail)
 		if u.showTimeline && w != u.timelineW {
 			u.refreshTimeline(w)
 		}
+		u.xs.narrow = w < narrowExchanges
+		u.layoutStatus(w)
+		u.refreshHints(w)
+		u.layoutMain(h)
 		return false
 	})
 
@@ -255,13 +276,15 @@ func (u *ui) build() {
 
 	u.prompt = tview.NewInputField().SetFieldBackgroundColor(tcell.ColorDefault)
 	u.prompt.SetDoneFunc(u.promptDone)
-	u.status = tview.NewTextView().SetDynamicColors(true)
+	u.status = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
+	u.statusLines = 1
 
 	u.root = tview.NewFlex().SetDirection(tview.FlexRow).
-		AddItem(top, 1, 0, false).
+		AddItem(u.top, 1, 0, false).
 		AddItem(u.pages, 0, 1, true).
 		AddItem(u.prompt, 0, 0, false).
 		AddItem(u.status, 1, 0, false)
+	u.setMessage("", false)
 	u.app.SetRoot(u.root, true).SetFocus(u.tables[paneConns])
 	u.app.SetInputCapture(u.keys)
 	u.styleFocus()
@@ -402,45 +425,93 @@ func (u *ui) tick(force bool) {
 
 func (u *ui) refreshStatus() {
 	st := u.m.Status()
-	var b strings.Builder
-	sep := " [gray]│[-] "
-	fmt.Fprintf(&b, " [::b]%s[::-]%s%d packets", safe(u.opts.Title), sep, st.Packets)
+	parts := u.statusParts[:0]
+	add := func(format string, a ...any) { parts = append(parts, fmt.Sprintf(format, a...)) }
+	if u.opts.Title != "" {
+		add("[::b]%s[::-]", safe(u.opts.Title))
+	}
+	if u.opts.Filter != "" {
+		add("[black:orange] FILTERED [-:-] %s", safe(u.opts.Filter))
+	}
+	if st.Partial != "" {
+		add("[black:orange] PARTIAL [-:-] %s", safe(st.Partial))
+	}
+	add("%d packets", st.Packets)
 	if st.Live || st.Drops > 0 {
 		c := "-"
 		if st.Drops > 0 {
 			c = "red"
 		}
-		fmt.Fprintf(&b, "%s[%s]%d dropped[-]", sep, c, st.Drops)
+		add("[%s]%d dropped[-]", c, st.Drops)
 	}
 	if st.Export {
 		c := "-"
 		if st.ExportDropped > 0 {
 			c = "red"
 		}
-		fmt.Fprintf(&b, "%s[%s]%d export dropped[-]", sep, c, st.ExportDropped)
+		add("[%s]%d export dropped[-]", c, st.ExportDropped)
 	}
-	fmt.Fprintf(&b, "%s%d Kafka connections", sep, st.Conns)
+	conns := fmt.Sprintf("%d Kafka connections", st.Conns)
 	if st.Refused > 0 || st.SYNsLost > 0 {
-		fmt.Fprintf(&b, " ([orange]%d refused, %d unanswered SYN[-])", st.Refused, st.SYNsLost)
+		conns += fmt.Sprintf(" ([orange]%d refused, %d unanswered SYN[-])", st.Refused, st.SYNsLost)
 	}
-	fmt.Fprintf(&b, "%s%d exchanges", sep, st.Exchanges)
+	parts = append(parts, conns)
+	xs := fmt.Sprintf("%d exchanges", st.Exchanges)
 	if st.Errors > 0 {
-		fmt.Fprintf(&b, " ([red]%d with errors[-])", st.Errors)
+		xs += fmt.Sprintf(" ([red]%d with errors[-])", st.Errors)
 	}
-	fmt.Fprintf(&b, "%s%s/s", sep, rateStr(st.Rate))
+	parts = append(parts, xs)
+	add("%s/s", rateStr(st.Rate))
 	if st.Findings > 0 {
-		fmt.Fprintf(&b, "%s[red]%d findings[-]", sep, st.Findings)
+		add("[red]%d findings[-]", st.Findings)
 	}
-	b.WriteString(sep)
 	switch {
 	case u.paused:
-		b.WriteString("[black:yellow] PAUSED [-:-] capture continues")
+		add("[black:yellow] PAUSED [-:-] capture continues")
 	case u.ended:
-		b.WriteString("[black:gray] ENDED [-:-]")
+		add("[black:gray] ENDED [-:-]")
 	default:
-		b.WriteString("[black:green] LIVE [-:-]")
+		add("[black:green] LIVE [-:-]")
+	}
+	u.statusParts = parts
+	u.layoutStatus(0)
+}
+
+// layoutStatus writes the status line's parts, wrapped between parts
+// onto as many lines as the width w (0: as last drawn) needs: a narrow
+// terminal loses none of them.
+func (u *ui) layoutStatus(w int) {
+	if w > 0 {
+		u.statusW = w
+	}
+	w = u.statusW
+	if w <= 0 {
+		w = 1 << 20
+	}
+	const sep = " [gray]│[-] "
+	var b strings.Builder
+	lines, col := 1, 0
+	for i, p := range u.statusParts {
+		pw := tview.TaggedStringWidth(p)
+		switch {
+		case i == 0:
+			b.WriteByte(' ')
+			col = 1
+		case col+3+pw > w:
+			b.WriteString("\n ")
+			lines, col = lines+1, 1
+		default:
+			b.WriteString(sep)
+			col += 3
+		}
+		b.WriteString(p)
+		col += pw
 	}
 	u.status.SetText(b.String())
+	if lines != u.statusLines {
+		u.statusLines = lines
+		u.root.ResizeItem(u.status, lines, 0)
+	}
 }
 
 func (u *ui) refreshConns() {
@@ -550,17 +621,10 @@ func (u *ui) connLabel(id int) string {
 	return ""
 }
 
-// maxPaneRows caps the rows of the panes sized to their content.
-var maxPaneRows = [numPanes]int{paneConns: 10, paneFindings: 6, paneStats: 8}
-
-// fit sizes a pane to its rows, up to its cap (the Stats pane to none
-// while the timeline takes its place).
+// fit sizes a pane to its rows, up to its cap (layout.go).
 func (u *ui) fit(p pane, rows int) {
-	if p == paneStats && u.showTimeline {
-		u.main.ResizeItem(u.tables[p], 0, 0)
-		return
-	}
-	u.main.ResizeItem(u.tables[p], min(rows, maxPaneRows[p])+3, 0)
+	u.paneRows[p] = rows
+	u.layoutMain(0)
 }
 
 func (u *ui) refreshFindings() {
@@ -586,9 +650,16 @@ func (u *ui) styleFocus() {
 	}
 }
 
+// setFocus focuses pane p; with one pane at a time, p is the one shown
+// (the timeline in the Stats pane's place while it is on).
 func (u *ui) setFocus(p pane) {
 	u.focus = p
-	u.app.SetFocus(u.tables[p])
+	u.layoutMain(0)
+	if p == paneStats && u.showTimeline && u.single() {
+		u.app.SetFocus(u.timeline)
+	} else {
+		u.app.SetFocus(u.tables[p])
+	}
 	u.styleFocus()
 }
 
@@ -631,7 +702,7 @@ func (u *ui) keys(ev *tcell.EventKey) *tcell.EventKey {
 			return nil
 		}
 		next := pane((int(u.focus) + d + int(numPanes)) % int(numPanes))
-		if next == paneStats && u.showTimeline { // hidden: the timeline is in its place
+		if next == paneStats && u.showTimeline && !u.single() { // hidden: the timeline is in its place
 			next = pane((int(next) + d + int(numPanes)) % int(numPanes))
 		}
 		u.setFocus(next)
@@ -908,9 +979,17 @@ func (u *ui) save(path string) {
 
 // setMessage shows the result of an action (a save) in the header.
 func (u *ui) setMessage(s string, bad bool) {
+	u.message = s
+	if s == "" {
+		u.header.SetText("[::b]kfsniff[::-] [gray]Kafka on the wire[-]")
+		u.headerLen = len("kfsniff Kafka on the wire")
+		return
+	}
 	c := "green"
 	if bad {
 		c = "red"
 	}
-	u.header.SetText(fmt.Sprintf("[::b]kfsniff[::-] [%s]%s[-]", c, safe(s)))
+	text := fmt.Sprintf("[::b]kfsniff[::-] [%s]%s[-]", c, safe(s))
+	u.header.SetText(text)
+	u.headerLen = tview.TaggedStringWidth(text)
 }

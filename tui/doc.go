@@ -54,6 +54,9 @@
 //     analyzer calls them as a handler).
 //   - Sync: reads the analyzer's connections, so only from the pipeline's
 //     goroutine (between packets) or after the pipeline has returned.
+//   - SetPartial: any goroutine, any time; the status line says PARTIAL
+//     with its sentence (the report's Capture.Partial), as it says
+//     FILTERED with Options.Filter.
 //   - SetFindings, SetCounters: any goroutine, any time (live capture:
 //     periodically, e.g. findings from detectors.Set.Findings computed on
 //     the pipeline's goroutine, kernel drops from the capture handle with
@@ -69,6 +72,12 @@
 // UI stays open until `q`.
 //
 // # Keys
+//
+// The main page fits the terminal (layout.go): stacked panes when there is
+// room for at least a few exchanges, else (80x24) one pane at a time under
+// a k9s-style switcher naming them all, Tab and Shift-Tab going from one to
+// the next; the focus is always on a pane drawn. The hint bar names the
+// keys that matter, dropping the least important on a narrow terminal.
 //
 // k9s and termshark habits: ? help; Tab / Shift-Tab next / previous pane;
 // Enter drills down (a connection's exchanges, an exchange's detail, a

@@ -491,6 +491,10 @@ func (b *treeBuilder) recordNodes(parent *treeNode, bt *decode.Batch) {
 		}
 		line := fmt.Sprintf("%s  %s  key %s  value %s", at, msTime(r.Timestamp),
 			report.RecordBytes(r.Key, recordBytes, false), report.RecordBytes(r.Value, recordBytes, false))
+		if bt.Control() {
+			// A transaction marker, as --records shows it.
+			line = fmt.Sprintf("%s  %s  producer id %d epoch %d", at, report.ControlType(r.Key), bt.ProducerID, bt.ProducerEpoch)
+		}
 		rn := n.add(b.node(line, kindPlain))
 		for i, h := range r.Headers {
 			if i == maxElems || b.full() {

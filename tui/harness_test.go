@@ -64,6 +64,12 @@ const (
 
 func startUI(t *testing.T, opts Options) *screen {
 	t.Helper()
+	return startUISized(t, opts, screenW, screenH)
+}
+
+// startUISized is startUI on a terminal of w columns and h rows.
+func startUISized(t *testing.T, opts Options, screenW, screenH int) *screen {
+	t.Helper()
 	sim := tcell.NewSimulationScreen("UTF-8")
 	opts.Screen = sim
 	if opts.Refresh == 0 {

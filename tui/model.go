@@ -241,6 +241,9 @@ type Status struct {
 	Kept       int // exchanges in the global ring
 	MaxPacket  uint64
 	FramesKept int64 // bytes of frame copies held
+	// Partial says what the run left out of its input (SetPartial),
+	// empty when nothing.
+	Partial string
 }
 
 // Model is the TUI's plain-Go state: a flows handler (OnRequest,
@@ -262,6 +265,7 @@ type Model struct {
 	other    map[int16]*apiState
 	findings []detectors.Finding
 	counters Counters
+	partial  string
 	status   Status
 	rate     window
 	tl       secRing // per second, for the timeline
@@ -729,6 +733,15 @@ func (m *Model) SetCounters(c Counters) {
 	m.version.Add(1)
 }
 
+// SetPartial says what the run left out of its input (the report's
+// Capture.Partial), for the status line. Any goroutine, any time.
+func (m *Model) SetPartial(s string) {
+	m.mu.Lock()
+	m.partial = s
+	m.mu.Unlock()
+	m.version.Add(1)
+}
+
 // Findings returns the findings, most severe first (in the detectors'
 // order within a severity).
 func (m *Model) Findings() []detectors.Finding {
@@ -745,6 +758,7 @@ func (m *Model) Status() Status {
 	defer m.mu.Unlock()
 	s := m.status
 	s.Counters = m.counters
+	s.Partial = m.partial
 	if s.Packets == 0 {
 		// No counters from the caller: the highest packet number that
 		// completed a Kafka frame is a lower bound.

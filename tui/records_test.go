@@ -123,3 +123,32 @@ func TestViewDetailRecords(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDetailControlMarkers: in the detail of the Fetch of kgo's
+// transactions (fixtures/record.Transactions), the control batches'
+// records read as the markers the broker wrote, with the producer id and
+// epoch its sidecar lists, not as data (key 0x00000001 value
+// 0x000000000000).
+func TestDetailControlMarkers(t *testing.T) {
+	base := filepath.Join("..", "fixtures", "pcaps", record.CompressedDir, record.TransactionsFile)
+	sc, err := record.ReadSidecar(base + ".counts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := analyse(t, base+".pcap", ModelConfig{})
+	var text string
+	for _, x := range m.AppendExchanges(nil, 0, 0) {
+		if x.Key == 1 && x.Batches > 0 {
+			req, resp := m.Frames(&x)
+			text += detailTree(&x, req, resp).String()
+		}
+	}
+	if len(sc.Sent.Markers) == 0 || strings.Contains(text, "key 0x0000000") {
+		t.Fatalf("markers shown as data, or none listed:\n%s", text)
+	}
+	for _, mk := range sc.Sent.Markers {
+		if w := fmt.Sprintf("offset %d  %s  producer id %d epoch %d\n", mk.Offset, mk.Type, mk.ProducerID, mk.ProducerEpoch); !strings.Contains(text, w) {
+			t.Errorf("detail lacks %q:\n%s", w, text)
+		}
+	}
+}

@@ -240,14 +240,15 @@ func timelineAPI(key int16) string {
 func (u *ui) toggleTimeline() {
 	u.showTimeline = !u.showTimeline
 	if u.showTimeline {
-		if u.focus == paneStats {
-			u.setFocus(paneConns)
-		}
 		u.refreshTimeline(0)
-	} else {
-		u.main.ResizeItem(u.timeline, 0, 0)
 	}
 	u.refreshStats()
+	switch {
+	case u.single():
+		u.setFocus(paneStats) // the timeline, or the Stats back in its place
+	case u.showTimeline && u.focus == paneStats:
+		u.setFocus(paneConns)
+	}
 }
 
 // refreshTimeline redraws the timeline for the screen's width (0: as
@@ -281,5 +282,6 @@ func (u *ui) refreshTimeline(width int) {
 	tl := u.m.Timeline(inner-timelineLabel-1, conn, api, hasAPI)
 	text := timelineText(tl, inner, fmt.Sprintf("#%d", conn), timelineAPI(api), u.finds.rows)
 	u.timeline.SetText(text)
-	u.main.ResizeItem(u.timeline, strings.Count(text, "\n")+3, 0)
+	u.timelineLines = strings.Count(text, "\n") + 1
+	u.layoutMain(0)
 }

@@ -323,7 +323,18 @@ type exchangeContent struct {
 	follow bool
 	scope  scope
 	filter Filter
+	// narrow: a terminal under narrowExchanges columns, where the
+	// columns are narrowColumns (the detail shows the rest).
+	narrow bool
 }
+
+// narrowExchanges is the width under which Exchanges shows narrowColumns.
+const narrowExchanges = 120
+
+// narrowColumns are the columns of Exchanges on a narrow terminal, by
+// index in exchangeColumns: the result before the topic, so that an
+// 80-column terminal shows what happened.
+var narrowColumns = []int{0, 2, 3, 4, 5, 11, 10, 9}
 
 var exchangeColumns = []struct {
 	title string
@@ -335,12 +346,20 @@ var exchangeColumns = []struct {
 	{"RESULT", tview.AlignLeft}, {"SIZE", tview.AlignRight},
 }
 
-func (c *exchangeContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *exchangeContent) GetColumnCount() int { return len(exchangeColumns) }
+func (c *exchangeContent) GetRowCount() int { return len(c.rows) + 1 }
+func (c *exchangeContent) GetColumnCount() int {
+	if c.narrow {
+		return len(narrowColumns)
+	}
+	return len(exchangeColumns)
+}
 
 func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
-	if col < 0 || col >= len(exchangeColumns) {
+	if col < 0 || col >= c.GetColumnCount() {
 		return nil
+	}
+	if c.narrow {
+		col = narrowColumns[col]
 	}
 	if row == 0 {
 		return headerCell(exchangeColumns[col].title).SetAlign(exchangeColumns[col].align)

@@ -459,7 +459,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// terminal when no other output was asked for.
 	var res *pipeline.Result
 	if cfg.TUI || (live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(stdout)) {
-		res, err = runTUI(ctx, uiSession{ShowSecrets: cfg.ShowSecrets, Source: describeInput(cfg, live), Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start, ExportDropped: xs.dropped()})
+		res, err = runTUI(ctx, uiSession{ShowSecrets: cfg.ShowSecrets, Source: describeInput(cfg, live), Filter: cfg.Filter, Live: live != nil, Inputs: cfg.Files, Stdin: stdin, Start: start, ExportDropped: xs.dropped()})
 		if err != nil {
 			fmt.Fprintf(stderr, "kfsniff: %v\n", err)
 			return exitFailure
@@ -516,6 +516,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	rep := res.Report
+	if cfg.Filter != "" {
+		rep.Capture.Filter = &report.Filter{Expression: cfg.Filter}
+	}
 	// The files asked for are written whatever became of standard output.
 	outputs := func(code int) int {
 		if cfg.HTML != "" {

@@ -64,8 +64,8 @@ func (p *pipeOut) broken() bool { return p.closed.Load() }
 // not analysed when the stop came (several workers skip what is queued).
 //
 // --records streams as --frames does (it stopped the analysis, which the
-// message called "during the report"); --finding's records come after
-// the analysis.
+// message called "during the report") but says no more than that line,
+// as kcat; --finding's records come after the analysis.
 func pipeClosed(stderr io.Writer, cfg Config, recs *recordsConfig, res *pipeline.Result, w *capture.Writer, live bool) {
 	if !cfg.Frames && (recs.w == nil || recs.finding > 0) {
 		what := "the report"
@@ -82,6 +82,11 @@ func pipeClosed(stderr io.Writer, cfg Config, recs *recordsConfig, res *pipeline
 	fmt.Fprintln(stderr)
 	if live {
 		liveSummary(stderr, res)
+	}
+	if recs.w != nil {
+		// kfsniff --records | head: the records were what was asked for;
+		// as kcat, nothing more.
+		return
 	}
 	report.WriteText(stderr, res.Report)
 }

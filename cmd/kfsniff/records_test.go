@@ -98,7 +98,15 @@ func TestRecordsEveryCodec(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatalf("%s lists no records", side)
 			}
+			// By default each record once: from the Produce.
 			code, out, errOut := kfsniff(t, "-r", pcap, "--records", "--json")
+			if code != exitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if got := recordLines(t, out); len(got) != len(want) || got[0].API != "Produce" || got[len(got)-1].API != "Produce" {
+				t.Errorf("default: %d records, want %d, all from the Produce", len(got), len(want))
+			}
+			code, out, errOut = kfsniff(t, "-r", pcap, "--records", "--json", "--records-from", "both")
 			if code != exitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
@@ -165,8 +173,8 @@ func TestRecordsText(t *testing.T) {
 			t.Errorf("%v: %v", args, err)
 		}
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		if len(lines) != 2*len(sc.Sent.Records) {
-			t.Fatalf("%v: %d lines, want %d", args, len(lines), 2*len(sc.Sent.Records))
+		if len(lines) != len(sc.Sent.Records) { // each once, from the Produce
+			t.Fatalf("%v: %d lines, want %d", args, len(lines), len(sc.Sent.Records))
 		}
 		for i, w := range sc.Sent.Records {
 			l := lines[i]
@@ -216,8 +224,8 @@ func TestRecordsFiltersAndFormat(t *testing.T) {
 	if strings.Join(produced, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Produce lines:\n%s\nwant\n%s\nall output:\n%s", strings.Join(produced, "\n"), strings.Join(want, "\n"), out)
 	}
-	if n := strings.Count(out, "Fetch "); n != 3 {
-		t.Errorf("%d Fetch lines, want 3:\n%s", n, out)
+	if n := strings.Count(out, "Fetch "); n != 0 {
+		t.Errorf("%d Fetch lines, want none (each record once, from its Produce):\n%s", n, out)
 	}
 	for _, args := range [][]string{
 		{"--records-topic", "other"}, {"--records-partition", "1"}, {"--records-offsets", "16-"},
@@ -231,9 +239,10 @@ func TestRecordsFiltersAndFormat(t *testing.T) {
 
 // TestRecordsFindingDuplicates: on the MM2 replay (fixtures/gen: 20,000
 // records mm2_src-%08d written at offsets 0-19999, then again at
-// 20000-39999), --finding 1 (duplicate-batches) prints the records of
-// the batches its evidence names: each record the generator wrote, shown
-// at its first offset and at the offset of its copy, 20,000 later.
+// 20000-39999), --finding 1 (duplicate-batches) prints every record at
+// the offsets it covers (first_offset..last_offset and the repeat's): each
+// record the generator wrote, shown at its first offset and at the offset
+// of its copy, 20,000 later, each once (from its Produce).
 func TestRecordsFindingDuplicates(t *testing.T) {
 	code, out, errOut := kfsniff(t, "-r", fixture(filepath.Join("scenarios", "mm2-replay.pcap")), "--finding", "1", "--json")
 	if code != exitOK || !strings.Contains(errOut, "finding 1 (duplicate-batches)") {
@@ -263,7 +272,7 @@ func TestRecordsFindingDuplicates(t *testing.T) {
 	}
 	// Records the user's filter removed are not said to be missing.
 	code, out2, errOut2 = kfsniff(t, "-r", fixture(filepath.Join("scenarios", "mm2-replay.pcap")), "--finding", "1", "--records-topic", "other")
-	if code != exitOK || out2 != "" || !strings.Contains(errOut2, "finding 1: no record of the exchanges its evidence names passes --records-topic") {
+	if code != exitOK || out2 != "" || !strings.Contains(errOut2, "finding 1: no record at the offsets it covers passes --records-topic") {
 		t.Errorf("a finding whose records the filter removed: exit %d, stdout %q, stderr %q", code, out2, errOut2)
 	}
 	if len(first) == 0 || len(again) == 0 {

@@ -20,6 +20,8 @@ type uiSession struct {
 	// Source names the input for the status line: "eth0 (live) port
 	// 9092" or "a.pcap, b.pcap".
 	Source string
+	// Filter is the filter expression, if any.
+	Filter string
 	Live   bool
 	// ShowSecrets: --show-secrets.
 	ShowSecrets bool
@@ -85,6 +87,9 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 		})
 		m.Sync()
 		m.SetFindings(res.Report.Findings)
+		if p := res.Report.Capture.Partial; p != nil {
+			m.SetPartial(p.String())
+		}
 	}()
 	save := func(path string) error {
 		if err := refuseSave(path, s.Inputs, s.Stdin); err != nil {
@@ -92,7 +97,7 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 		}
 		return sp.save(path)
 	}
-	err = tui.Run(ctx, tui.Options{Title: s.Source, Model: m, Save: save, Done: done})
+	err = tui.Run(ctx, tui.Options{Title: s.Source, Filter: s.Filter, Model: m, Save: save, Done: done})
 	cancel()
 	<-done
 	return res, err

@@ -1,0 +1,63 @@
+package report_test
+
+import (
+	"testing"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/report"
+)
+
+// TestMapFailingEdges: on healthy captures of real clients (kgo against
+// kfake: a consumer group whose first JoinGroup is answered
+// MEMBER_ID_REQUIRED, admin calls, producers and consumers of every codec,
+// transactions) no edge of the map is failing, whatever error responses
+// or cut-off fetches they hold; on captures of incidents the edges the
+// findings implicate are failing and carry the findings' numbers.
+func TestMapFailingEdges(t *testing.T) {
+	healthy := append(captures(t, fixtures+"/compressed"),
+		fixtures+"/recorded-kgo-kfake-group.pcap", fixtures+"/recorded-kgo-kfake-admin.pcap",
+		fixtures+"/recorded-kgo-kfake-apiversions-fallback.pcap")
+	sawErrors := false
+	for _, c := range healthy {
+		t.Run(c, func(t *testing.T) {
+			_, rep := analyse(t, goldenCase{capture: c}, 1)
+			for _, f := range rep.Findings {
+				if f.Severity >= detectors.Warning {
+					t.Fatalf("not healthy: %s %s", f.Severity, f.Summary)
+				}
+			}
+			for _, e := range report.BuildPage(rep).Map.Edges {
+				sawErrors = sawErrors || e.Errors > 0 || e.Unanswered > 0 || e.Resets > 0
+				if e.Failing || len(e.Findings) > 0 {
+					t.Errorf("edge %s -> %s failing (findings %v, %d error responses)", e.From, e.To, e.Findings, e.Errors)
+				}
+			}
+		})
+	}
+	if !sawErrors {
+		t.Errorf("no healthy capture had an error response, unanswered request or reset: the test shows nothing")
+	}
+	for _, c := range []string{fixtures + "/clients/mm2-replay-kgo.pcap", fixtures + "/clients/notleader-8s-kgo.pcap",
+		fixtures + "/scenarios/observer-fetch-loop.pcap"} {
+		t.Run(c, func(t *testing.T) {
+			_, rep := analyse(t, goldenCase{capture: c}, 1)
+			marked := map[int]bool{}
+			for _, e := range report.BuildPage(rep).Map.Edges {
+				if e.Failing != (len(e.Findings) > 0) {
+					t.Errorf("edge %s -> %s: failing %v, findings %v", e.From, e.To, e.Failing, e.Findings)
+				}
+				for _, n := range e.Findings {
+					marked[n] = true
+				}
+			}
+			for i, f := range rep.Findings {
+				if f.Severity >= detectors.Warning && len(f.Evidence) > 0 && !marked[i+1] {
+					t.Errorf("finding %d (%s) marks no edge", i+1, f.Detector)
+				}
+			}
+			if len(marked) == 0 {
+				t.Errorf("no failing edge on an incident capture")
+			}
+		})
+	}
+}
