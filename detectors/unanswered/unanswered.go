@@ -447,8 +447,15 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}
 	sort.Slice(servers, func(i, j int) bool { return servers[i].server.String() < servers[j].server.String() })
 	var out []detectors.Finding
+	var byID map[int]*flows.Conn // the final connections by id, made once if a group needs them
 	for _, g := range servers {
-		out = append(out, r.warning(p, g))
+		if g.byAPI["ApiVersions"] > 0 && byID == nil {
+			byID = make(map[int]*flows.Conn, len(p.Conns))
+			for _, c := range p.Conns {
+				byID[c.ID] = c
+			}
+		}
+		out = append(out, r.warning(p, g, byID))
 	}
 	// Leave out a group of nothing but pending long polls.
 	if g := &r.info; g.n > g.reasons[longPoll] {
@@ -475,13 +482,13 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 	return c.Findings(p)
 }
 
-func (r *rule) warning(p *detectors.Pass, g *group) detectors.Finding {
+func (r *rule) warning(p *detectors.Pass, g *group, byID map[int]*flows.Conn) detectors.Finding {
 	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
 		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
 		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
 	if g.byAPI["ApiVersions"] > 0 {
-		f.silent, f.tlsBack = silentConns(p, g.conns.IDs())
+		f.silent, f.tlsBack = silentConns(byID, g.conns.IDs())
 		switch {
 		case f.silent && f.tlsBack:
 			f.NotKafka = "tls"
@@ -492,14 +499,14 @@ func (r *rule) warning(p *detectors.Pass, g *group) detectors.Finding {
 	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
 }
 
-// silentConns reports whether none of the connections ids (all found in
-// the pass's final connections) carried a byte to the client but TLS
+// silentConns reports whether none of the connections ids (all among
+// the final connections byID) carried a byte to the client but TLS
 // records (tls: some did): a TLS listener's alert to a plaintext client.
-func silentConns(p *detectors.Pass, ids []int) (silent, tls bool) {
-	found := 0
-	for _, c := range p.Conns {
-		if !slices.Contains(ids, c.ID) {
-			continue
+func silentConns(byID map[int]*flows.Conn, ids []int) (silent, tls bool) {
+	for _, id := range ids {
+		c := byID[id]
+		if c == nil {
+			return false, false
 		}
 		if b := c.Bytes[flows.ToClient]; b > 0 {
 			if c.Skipped["tls"] < b {
@@ -507,9 +514,8 @@ func silentConns(p *detectors.Pass, ids []int) (silent, tls bool) {
 			}
 			tls = true
 		}
-		found++
 	}
-	return found > 0 && found == len(ids), tls
+	return len(ids) > 0, tls
 }
 
 // pending lists the requests that may yet have been answered.
