@@ -895,7 +895,7 @@ func (u *ui) openDetail(i int) {
 	x := u.xs.rows[i]
 	req, resp := u.m.Frames(&x)
 	tree := detailTreeOf(&x, req, resp, u.m.ShowSecrets())
-	u.treeLines = tree.count()
+	u.treeLines = tree.Count()
 	root := treeView(tree)
 	u.tree.SetRoot(root).SetCurrentNode(root)
 	u.hex.SetText(hexTextOf(&x, req, resp, u.m.ShowSecrets())).ScrollToBeginning()
