@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -297,7 +298,13 @@ func scalar(name string, v reflect.Value) (string, NodeKind) {
 	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
 		return strconv.FormatUint(v.Uint(), 10), KindPlain
 	case reflect.Float32, reflect.Float64:
-		return strconv.FormatFloat(v.Float(), 'g', -1, 64), KindPlain
+		// As JSON numbers print: 1048576, not 1.048576e+06; NaN,
+		// +Inf and -Inf by name.
+		f := v.Float()
+		if math.Abs(f) < 1e21 {
+			return strconv.FormatFloat(f, 'f', -1, 64), KindPlain
+		}
+		return strconv.FormatFloat(f, 'g', -1, 64), KindPlain
 	case reflect.Pointer:
 		if v.IsNil() {
 			return "null", KindPlain
