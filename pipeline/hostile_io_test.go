@@ -49,7 +49,7 @@ func init() {
 			wantTotals(t, r, totals{conns: 1, requests: 5, responses: 5})
 		},
 		checkOut: func(t *testing.T, out *outputs) {
-			for _, want := range []string{`"Value": "NaN"`, `"Value": "+Inf"`, `"Value": "-Inf"`, `"Value": 1048576`} {
+			for _, want := range []string{"Value: NaN\n", "Value: +Inf\n", "Value: -Inf\n", "Value: 1048576\n"} {
 				if !bytes.Contains(out.verbose, []byte(want)) {
 					t.Errorf("--frames -v lacks %s", want)
 				}

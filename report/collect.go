@@ -242,6 +242,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
 	noteLoss(r.Findings, conns)
+	r.Incidents = Incidents(r.Findings)
 	r.Clients, r.ClientsNotListed = c.inv.build(nodes), c.inv.cut
 	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
 	r.Timeline = c.timeline.build(nodes)

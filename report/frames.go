@@ -323,23 +323,36 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		var body any
 		switch {
 		case m.Resp != nil:
-			body = fw.body(m.Resp)
+			body = m.Resp
 		case m.Req != nil:
-			body = fw.body(m.Req)
+			body = m.Req
 		}
 		if body != nil {
-			js, err := json.MarshalIndent(body, "        ", "  ")
-			if err != nil {
-				compact, issues := marshalWalk(body)
-				fw.warn(m, issues)
-				var b bytes.Buffer
-				json.Indent(&b, bytes.TrimSuffix(compact, []byte{'\n'}), "        ", "  ")
-				js = b.Bytes()
-			}
-			// encoding/json escapes C0 controls and invalid UTF-8;
-			// SafeJSON escapes the C1 ones it leaves.
-			fmt.Fprintf(fw.w, "        %s\n", SafeJSON(js))
+			fw.tree(body, !m.Response)
 		}
+	}
+}
+
+// tree prints a body as -v does, as tshark -V prints a packet's fields:
+// the field tree (tree.go), indented under the frame's line, its secrets
+// redacted unless ShowSecrets. A request's records are at offsets of its
+// own (from 0), a response's at the log's.
+func (fw *FrameWriter) tree(body any, request bool) {
+	tb := &TreeBuilder{Secrets: fw.ShowSecrets, Request: request}
+	root := tb.Node("", KindPlain)
+	tb.Body(root, body)
+	if tb.Cut() {
+		root.Add(tb.Node(fmt.Sprintf("… tree cut at %d lines", MaxTreeNodes), KindDim))
+	}
+	for _, c := range root.Children {
+		c.Walk(0, func(n *TreeNode, depth int) {
+			fw.w.WriteString("        ")
+			for range depth {
+				fw.w.WriteString("  ")
+			}
+			fw.w.WriteString(n.Text)
+			fw.w.WriteByte('\n')
+		})
 	}
 }
 

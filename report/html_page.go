@@ -98,6 +98,16 @@ type findingView struct {
 	Next        string
 }
 
+// incidentView is an incident in the summary: its findings' views, the
+// cause first.
+type incidentView struct {
+	N        int
+	Severity detectors.Severity
+	Detector string
+	Story    string
+	Facets   []findingView
+}
+
 type pageView struct {
 	CSP    string
 	Style  template.CSS
@@ -107,20 +117,22 @@ type pageView struct {
 	Period string
 	// Partial and Filter say what the run left out (Capture.Partial,
 	// Capture.Filter), empty when nothing.
-	Partial  string
-	Filter   string
-	Schema   string
-	Totals   []cell
-	Problems []findingView
-	Severity string
-	Findings []findingView
-	Charts   []template.HTML
-	Spans    []Span
-	Origin   string
-	Map      template.HTML
-	MapNote  string
-	Tables   []table
-	Edges    table
+	Partial string
+	Filter  string
+	Schema  string
+	Totals  []cell
+	// Incidents lead the summary: each incident's findings, the cause
+	// first (Incidents in report.go).
+	Incidents []incidentView
+	Severity  string
+	Findings  []findingView
+	Charts    []template.HTML
+	Spans     []Span
+	Origin    string
+	Map       template.HTML
+	MapNote   string
+	Tables    []table
+	Edges     table
 	// Correlation is set for records read back from agents.
 	Correlation *corrView
 }
@@ -251,9 +263,13 @@ func view(r *Report) (*pageView, error) {
 			fv.Loss = fmt.Sprintf("capture loss: %d gaps (%s lost) on connections %v during this finding: its counts may be low", l.Gaps, bytesHuman(l.Bytes), l.Conns)
 		}
 		v.Findings = append(v.Findings, fv)
-		if f.Severity >= detectors.Warning {
-			v.Problems = append(v.Problems, fv)
+	}
+	for k, in := range incidentsOf(r) {
+		iv := incidentView{N: k + 1, Severity: in.Severity, Detector: in.Detector, Story: CleanProse(in.Story)}
+		for _, i := range in.Findings {
+			iv.Facets = append(iv.Facets, v.Findings[i])
 		}
+		v.Incidents = append(v.Incidents, iv)
 	}
 	var sev []string
 	for _, s := range severityOrder {

@@ -19,13 +19,17 @@ const Schema = "kfsniff/v1"
 
 // Report is the whole analysis, as rendered to text and JSON.
 type Report struct {
-	Schema      string              `json:"schema"`
-	Capture     Capture             `json:"capture"`
-	Totals      Totals              `json:"totals"`
-	APIs        []API               `json:"apis"`
-	Connections []Connection        `json:"connections"`
-	Events      []Event             `json:"events"`
-	Findings    []detectors.Finding `json:"findings"`
+	Schema      string       `json:"schema"`
+	Capture     Capture      `json:"capture"`
+	Totals      Totals       `json:"totals"`
+	APIs        []API        `json:"apis"`
+	Connections []Connection `json:"connections"`
+	Events      []Event      `json:"events"`
+	// Incidents group the findings at warning or above by cause
+	// (incidents.go), each naming its findings by their index in
+	// Findings.
+	Incidents []Incident          `json:"incidents"`
+	Findings  []detectors.Finding `json:"findings"`
 
 	// Clients is the client inventory (clients.go); ClientsNotListed
 	// counts the requests of clients past its bound.

@@ -61,10 +61,25 @@ func (p *printer) overview(r *Report) {
 		p.f("No problems found (%d informational findings).\n\n", by[detectors.Info])
 		return
 	}
-	p.f("What is wrong (%d findings; details under Findings)\n", n)
-	for _, f := range r.Findings {
-		if f.Severity >= detectors.Warning {
+	incidents := incidentsOf(r)
+	p.f("What is wrong (%d finding%s in %d incident%s; details under Findings)\n", n, plural(int(n)), len(incidents), plural(len(incidents)))
+	for k, in := range incidents {
+		if len(in.Findings) == 1 {
+			f := &r.Findings[in.Cause]
 			p.wrap(fmt.Sprintf("  %-7s ", strings.ToUpper(f.Severity.String())), "          ", CleanProse(f.Summary))
+			continue
+		}
+		// An incident of several findings: its story, then its
+		// findings, the cause first.
+		p.f("  %-7s incident %d: %d findings, caused by %s\n", strings.ToUpper(in.Severity.String()), k+1, len(in.Findings), in.Detector)
+		p.wrap("          ", "          ", CleanProse(in.Story))
+		for x, i := range in.Findings {
+			f := &r.Findings[i]
+			role := "effect"
+			if x == 0 {
+				role = "cause"
+			}
+			p.wrap(fmt.Sprintf("    %-6s %-7s %s: ", role, strings.ToUpper(f.Severity.String()), f.Detector), "                   ", CleanProse(f.Summary))
 		}
 	}
 	p.f("\n")

@@ -628,7 +628,7 @@ func (u *ui) fit(p pane, rows int) {
 }
 
 func (u *ui) refreshFindings() {
-	u.finds.rows = u.m.Findings()
+	u.finds.rows, u.finds.where = u.m.FindingsByIncident()
 	u.tables[paneFindings].SetTitle(fmt.Sprintf(" %s (%d) ", paneNames[paneFindings], len(u.finds.rows)))
 	u.fit(paneFindings, len(u.finds.rows))
 }
@@ -779,7 +779,11 @@ func (u *ui) showFinding(i int) {
 	if i < 0 || i >= len(u.finds.rows) {
 		return
 	}
-	u.findingText.SetText(findingText(&u.finds.rows[i])).ScrollToBeginning()
+	var fi FindingIncident
+	if i < len(u.finds.where) {
+		fi = u.finds.where[i]
+	}
+	u.findingText.SetText(findingText(&u.finds.rows[i], fi)).ScrollToBeginning()
 	u.findingText.SetTitle(fmt.Sprintf(" %s: %s (Esc closes, Enter on the finding shows its evidence) ",
 		strings.ToUpper(u.finds.rows[i].Severity.String()), safe(u.finds.rows[i].Detector)))
 	u.pages.ShowPage("finding")
@@ -891,7 +895,7 @@ func (u *ui) openDetail(i int) {
 	x := u.xs.rows[i]
 	req, resp := u.m.Frames(&x)
 	tree := detailTreeOf(&x, req, resp, u.m.ShowSecrets())
-	u.treeLines = tree.count()
+	u.treeLines = tree.Count()
 	root := treeView(tree)
 	u.tree.SetRoot(root).SetCurrentNode(root)
 	u.hex.SetText(hexTextOf(&x, req, resp, u.m.ShowSecrets())).ScrollToBeginning()

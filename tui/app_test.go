@@ -79,6 +79,15 @@ func TestViewMain(t *testing.T) {
 		!strings.Contains(f, "raft-client-68 (10.54.45.36) loops Fetch of __cluster_metadata-0 on 3 non-leader controller(s)") {
 		t.Errorf("finding line %q", f)
 	}
+	// Findings are led by incidents: the not-leader-loop causes the
+	// liveness-without-replication and the stalled-fetch; the
+	// informational finding is in none.
+	fbox := box(scr, "Findings (4)")
+	for _, want := range []string{"1 cause  ERROR    not-leader-loop", "1 effect ERROR    liveness-without-replication", "1 effect ERROR    stalled-fetch", "         INFO "} {
+		if !strings.Contains(fbox, want) {
+			t.Errorf("Findings lack %q:\n%s", want, fbox)
+		}
+	}
 	stats := box(scr, "Stats")
 	if l := line(stats, "Fetch"); !strings.Contains(l, "2000  2000      2000") || !strings.Contains(l, "NOT_LEADER_OR_FOLLOWER=2000") {
 		t.Errorf("Fetch stats line %q", l)
@@ -100,7 +109,9 @@ func TestViewMain(t *testing.T) {
 	if fg := styles.at(hb, "liveness", 0); fg != roleColor(flows.RoleLiveness) {
 		t.Errorf("liveness role drawn in %v, want %v", fg, roleColor(flows.RoleLiveness))
 	}
-	if fg := styles.at(line(scr, "ERROR    not-leader-loop"), "ERROR", 0); fg != colorBad {
+	// The first finding, the incident's cause, is selected (inverted):
+	// the second is drawn as every row is.
+	if fg := styles.at(line(scr, "ERROR    liveness-without-replication"), "ERROR", 0); fg != colorBad {
 		t.Errorf("ERROR severity drawn in %v, want red", fg)
 	}
 }
@@ -391,12 +402,17 @@ func TestViewFindingEvidence(t *testing.T) {
 	s.waitFor("ENDED")
 	s.key(tcell.KeyTab)
 	s.key(tcell.KeyTab)
-	s.typeText("j") // the second finding: not-leader-loop
+	// The first finding: not-leader-loop, the cause of the incident
+	// its liveness-without-replication and stalled-fetch belong to.
 	s.typeText("i")
-	scr := s.waitFor("ERROR: not-leader-loop", "what it means", "check next", "packet 2071: Fetch v17")
+	scr := s.waitFor("ERROR: not-leader-loop", "incident 1  The cause, not-leader-loop", "what it means", "packet 2071: Fetch v17")
 	if !strings.Contains(scr, "KAFKA-19354") {
 		t.Errorf("finding text lacks the known issue")
 	}
+	// The incident's story above it makes the text longer than the
+	// screen: its end is a scroll away.
+	s.key(tcell.KeyEnd)
+	s.waitFor("check next")
 	s.key(tcell.KeyEscape)
 	s.waitGone("what it means")
 	s.key(tcell.KeyEnter)

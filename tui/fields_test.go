@@ -26,7 +26,7 @@ func fieldNames(v reflect.Value, into map[string]bool) {
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Type().Field(i)
-			if !f.IsExported() || f.Type == tagsType {
+			if !f.IsExported() || f.Type == reflect.TypeOf(kmsg.Tags{}) {
 				continue
 			}
 			into[f.Name] = true
@@ -46,7 +46,7 @@ func fieldNames(v reflect.Value, into map[string]bool) {
 // "Name: value" or "Name (n)...".
 func treeHas(tree *treeNode, name string) bool {
 	found := false
-	tree.walk(0, func(n *treeNode, _ int) {
+	tree.Walk(0, func(n *treeNode, _ int) {
 		if n.Text == name || strings.HasPrefix(n.Text, name+": ") || strings.HasPrefix(n.Text, name+" (") {
 			found = true
 		}
@@ -218,7 +218,7 @@ func TestDetailTreeBatches(t *testing.T) {
 		}
 	}
 	var kinds []nodeKind
-	tree.walk(0, func(n *treeNode, _ int) {
+	tree.Walk(0, func(n *treeNode, _ int) {
 		if strings.HasPrefix(n.Text, "CRC ") {
 			kinds = append(kinds, n.Kind)
 		}

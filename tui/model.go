@@ -745,11 +745,65 @@ func (m *Model) SetPartial(s string) {
 // Findings returns the findings, most severe first (in the detectors'
 // order within a severity).
 func (m *Model) Findings() []detectors.Finding {
+	fs, _ := m.FindingsByIncident()
+	return fs
+}
+
+// FindingIncident is where a finding stands in the incidents
+// (report.Incidents): its incident's number (0 for an informational
+// finding, in none), whether it is the cause, and the incident's story
+// when it has several findings.
+type FindingIncident struct {
+	N     int
+	Of    int
+	Cause bool
+	Story string
+}
+
+// Label is the finding's INCIDENT cell: "2" for an incident of one
+// finding, "1 cause" or "1 effect" in one of several, "" for none.
+func (fi FindingIncident) Label() string {
+	switch {
+	case fi.N == 0:
+		return ""
+	case fi.Of == 1:
+		return strconv.Itoa(fi.N)
+	case fi.Cause:
+		return strconv.Itoa(fi.N) + " cause"
+	}
+	return strconv.Itoa(fi.N) + " effect"
+}
+
+// FindingsByIncident returns the findings led by incidents, as the
+// report lists them: each incident's findings, the cause first, the most
+// severe incident first; then the informational findings. Beside each,
+// its place in the incidents.
+func (m *Model) FindingsByIncident() ([]detectors.Finding, []FindingIncident) {
 	m.mu.Lock()
 	fs := slices.Clone(m.findings)
 	m.mu.Unlock()
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Severity > fs[j].Severity })
-	return fs
+	out := make([]detectors.Finding, 0, len(fs))
+	where := make([]FindingIncident, 0, len(fs))
+	in := make([]bool, len(fs))
+	for k, inc := range report.Incidents(fs) {
+		for x, i := range inc.Findings {
+			fi := FindingIncident{N: k + 1, Of: len(inc.Findings), Cause: x == 0}
+			if fi.Of > 1 {
+				fi.Story = inc.Story
+			}
+			out = append(out, fs[i])
+			where = append(where, fi)
+			in[i] = true
+		}
+	}
+	for i := range fs {
+		if !in[i] {
+			out = append(out, fs[i])
+			where = append(where, FindingIncident{})
+		}
+	}
+	return out, where
 }
 
 // Status returns the totals.

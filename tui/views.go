@@ -470,14 +470,16 @@ func result(x *Exchange) (string, tcell.Color) {
 type findingContent struct {
 	tview.TableContentReadOnly
 	rows []detectors.Finding
+	// where is each row's place in the incidents (Model.FindingsByIncident).
+	where []FindingIncident
 }
 
 func (c *findingContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *findingContent) GetColumnCount() int { return 4 }
+func (c *findingContent) GetColumnCount() int { return 5 }
 
 func (c *findingContent) GetCell(row, col int) *tview.TableCell {
 	if row == 0 {
-		return headerCell([]string{"SEVERITY", "DETECTOR", "EVIDENCE", "SUMMARY"}[col])
+		return headerCell([]string{"INCIDENT", "SEVERITY", "DETECTOR", "EVIDENCE", "SUMMARY"}[col])
 	}
 	if row-1 >= len(c.rows) {
 		return nil
@@ -485,12 +487,18 @@ func (c *findingContent) GetCell(row, col int) *tview.TableCell {
 	f := &c.rows[row-1]
 	switch col {
 	case 0:
-		return cell(strings.ToUpper(f.Severity.String()), severityColor(f.Severity)).SetAttributes(tcell.AttrBold)
+		var fi FindingIncident
+		if row-1 < len(c.where) {
+			fi = c.where[row-1]
+		}
+		return cell(fi.Label(), severityColor(f.Severity))
 	case 1:
-		return cell(safe(f.Detector), severityColor(f.Severity))
+		return cell(strings.ToUpper(f.Severity.String()), severityColor(f.Severity)).SetAttributes(tcell.AttrBold)
 	case 2:
-		return numCell(strconv.Itoa(len(f.Evidence)), colorText)
+		return cell(safe(f.Detector), severityColor(f.Severity))
 	case 3:
+		return numCell(strconv.Itoa(len(f.Evidence)), colorText)
+	case 4:
 		return cell(safeText(f.Summary), colorText)
 	}
 	return nil
@@ -614,9 +622,12 @@ func hexTextOf(x *Exchange, req, resp []byte, secrets bool) string {
 }
 
 // findingText is a finding in full, as the text report shows it.
-func findingText(f *detectors.Finding) string {
+func findingText(f *detectors.Finding, fi FindingIncident) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s::b]%s[-::-] %s\n\n", severityColor(f.Severity).String(), strings.ToUpper(f.Severity.String()), safeText(f.Summary))
+	if fi.Story != "" {
+		fmt.Fprintf(&b, "[yellow]incident %d[-]  %s\n\n", fi.N, safeText(fi.Story))
+	}
 	if !f.First.IsZero() {
 		fmt.Fprintf(&b, "[yellow]when[-]  %s .. %s UTC (%.3fs)\n", f.First.UTC().Format("2006-01-02 15:04:05.000000"),
 			f.Last.UTC().Format("15:04:05.000000"), f.Last.Sub(f.First).Seconds())

@@ -80,9 +80,9 @@ func TestHostileNaNQuotas(t *testing.T) {
 		}
 	}
 	// The text -v output printed no body for these (the marshal error
-	// was dropped); it prints them now.
+	// was dropped); its field tree prints them.
 	_, out, _ := kfsniff(t, "-r", path, "--frames", "-v")
-	if !strings.Contains(out, `"Value": "NaN"`) || !strings.Contains(out, `"Value": "-Inf"`) {
+	if !strings.Contains(out, "\n                Value: NaN\n") || !strings.Contains(out, "\n                Value: -Inf\n") {
 		t.Errorf("--frames -v lacks the quota values:\n%s", out)
 	}
 }
