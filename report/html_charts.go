@@ -421,10 +421,16 @@ func drawMap(m Map) ([]byte, float64, error) {
 				mid = [2]float64{(a[0] + 2*c[0] + b[0]) / 4, mid[1]}
 			}
 			if failing {
-				// The findings that make it failing, by number.
-				nums := make([]string, len(e.Findings))
-				for i, n := range e.Findings {
-					nums[i] = fmt.Sprintf("#%d", n)
+				// The incidents the failing findings belong to, by number
+				// (their findings' numbers if none).
+				var nums []string
+				for _, n := range e.Incidents {
+					nums = append(nums, fmt.Sprintf("incident %d", n))
+				}
+				if len(nums) == 0 {
+					for _, n := range e.Findings {
+						nums = append(nums, fmt.Sprintf("#%d", n))
+					}
 				}
 				s.text(mid[0], mid[1], textStyle{size: nodeSize, anchor: "middle", middle: true, halo: true, bold: true, color: failRed},
 					fit(strings.Join(nums, " "), 80))

@@ -55,6 +55,10 @@ type MapEdge struct {
 	// Findings are the numbers (1-based, in the report's order) of the
 	// findings at warning or above whose evidence is on this edge.
 	Findings []int `json:"findings"`
+	// Incidents are the numbers (1-based, in the report's order) of the
+	// incidents those findings belong to: the edges of an incident carry
+	// its number.
+	Incidents []int `json:"incidents"`
 	// Failing is len(Findings) > 0.
 	Failing bool `json:"failing"`
 }
@@ -155,7 +159,7 @@ func buildMap(r *Report) Map {
 		k := pair{from.ID, to.ID}
 		e := edges[k]
 		if e == nil {
-			e = &MapEdge{From: from.ID, To: to.ID, Roles: []string{}, Conns: []int{}, Findings: []int{}}
+			e = &MapEdge{From: from.ID, To: to.ID, Roles: []string{}, Conns: []int{}, Findings: []int{}, Incidents: []int{}}
 			edges[k] = e
 		}
 		return e
@@ -237,10 +241,24 @@ func buildMap(r *Report) Map {
 	for _, n := range all {
 		m.Nodes = append(m.Nodes, n.MapNode)
 	}
+	// Each finding's incident, by the finding's number.
+	incidentOf := map[int]int{}
+	for n, in := range incidentsOf(r) {
+		for _, i := range in.Findings {
+			incidentOf[i+1] = n + 1
+		}
+	}
 	for _, e := range edges {
 		slices.SortStableFunc(e.Roles, func(a, b string) int { return cmp.Compare(roleRank(a), roleRank(b)) })
 		slices.Sort(e.Findings)
 		e.Failing = len(e.Findings) > 0
+		e.Incidents = []int{}
+		for _, f := range e.Findings {
+			if n := incidentOf[f]; n > 0 && !slices.Contains(e.Incidents, n) {
+				e.Incidents = append(e.Incidents, n)
+			}
+		}
+		slices.Sort(e.Incidents)
 		m.Edges = append(m.Edges, *e)
 	}
 	slices.SortFunc(m.Edges, func(a, b MapEdge) int {

@@ -61,3 +61,30 @@ func TestMapFailingEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestMapEdgesCarryIncidents: the edges of an incident are marked with its
+// number. On Apache Kafka 4.1.1 with the controller quorum lost
+// (fixtures/pcaps/kafka/kraft-election-stall) every finding at warning or
+// above is one incident: every failing edge carries incident 1 and no
+// other; on a capture of two incidents each failing edge carries the
+// incidents of its findings.
+func TestMapEdgesCarryIncidents(t *testing.T) {
+	_, rep := analyse(t, goldenCase{capture: fixtures + "/kafka/kraft-election-stall.pcap.gz"}, 1)
+	page := report.BuildPage(rep)
+	failing := 0
+	for _, e := range page.Map.Edges {
+		if !e.Failing {
+			if len(e.Incidents) > 0 {
+				t.Errorf("edge %s -> %s is not failing but carries incidents %v", e.From, e.To, e.Incidents)
+			}
+			continue
+		}
+		failing++
+		if len(e.Incidents) != 1 || e.Incidents[0] != 1 {
+			t.Errorf("edge %s -> %s: incidents %v, want [1] (findings %v)", e.From, e.To, e.Incidents, e.Findings)
+		}
+	}
+	if failing == 0 {
+		t.Fatal("no failing edge on the quorum-lost recording")
+	}
+}

@@ -326,7 +326,8 @@ func bad(c cell, b bool) cell { c.Bad = b; return c }
 func edgeTable(m Map) table {
 	t := table{ID: "edges", Title: "Connections between nodes", Columns: []column{{Name: "from"}, {Name: "to"}, {Name: "roles"},
 		{Name: "connections", Num: true}, {Name: "requests", Num: true}, {Name: "error responses", Num: true},
-		{Name: "unanswered", Num: true}, {Name: "resets", Num: true}, {Name: "refused attempts", Num: true}, {Name: "failing: findings"}}}
+		{Name: "unanswered", Num: true}, {Name: "resets", Num: true}, {Name: "refused attempts", Num: true}, {Name: "failing: findings"},
+		{Name: "incidents"}}}
 	label := map[string]string{}
 	for _, n := range m.Nodes {
 		label[n.ID] = n.Label
@@ -349,9 +350,14 @@ func edgeTable(m Map) table {
 			}
 			failing = cell{Text: strings.Join(nums, " "), Bad: true}
 		}
+		incidents := make([]string, len(e.Incidents))
+		for i, n := range e.Incidents {
+			incidents[i] = fmt.Sprintf("%d", n)
+		}
 		t.Rows = append(t.Rows, []cell{{Text: label[e.From]}, {Text: label[e.To]}, {Text: strings.Join(e.Roles, ", ")}, cc,
 			n64(e.Requests), bad(n64(e.Errors), e.Errors > 0), bad(n64(e.Unanswered), e.Unanswered > 0),
-			bad(nInt(e.Resets), e.Resets > 0), bad(n64(e.Refused), e.Refused > 0), failing})
+			bad(nInt(e.Resets), e.Resets > 0), bad(n64(e.Refused), e.Refused > 0), failing,
+			bad(cell{Text: strings.Join(incidents, " ")}, len(incidents) > 0)})
 	}
 	return t
 }
