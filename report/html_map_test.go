@@ -16,7 +16,11 @@ import (
 func TestMapFailingEdges(t *testing.T) {
 	healthy := append(captures(t, fixtures+"/compressed"),
 		fixtures+"/recorded-kgo-kfake-group.pcap", fixtures+"/recorded-kgo-kfake-admin.pcap",
-		fixtures+"/recorded-kgo-kfake-apiversions-fallback.pcap")
+		fixtures+"/recorded-kgo-kfake-apiversions-fallback.pcap",
+		// the Java client against real Apache Kafka 4.1.1: every API of a busy healthy
+		// cluster, SASL, a leader's controlled shutdown
+		fixtures+"/kafka/kraft-healthy-load.pcap.gz", fixtures+"/kafka/kraft-healthy-startup.pcap.gz",
+		fixtures+"/kafka/java-sasl-plain.pcap.gz", fixtures+"/kafka/java-leader-moves.pcap.gz")
 	sawErrors := false
 	for _, c := range healthy {
 		t.Run(c, func(t *testing.T) {
