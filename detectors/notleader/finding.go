@@ -83,6 +83,9 @@ type prose struct {
 	healed        bool // a success ended the loop
 	ongoing       bool // still refused at the capture's end
 	noBackoff     bool // a burst: hundreds of answers in under 3 s
+	// fromRate is the not-leader answers from the leader itself per
+	// second over the run, the rate the summaries that count them give
+	fromRate float64
 }
 
 // finding makes the finding of run e read as v; open if it was still
@@ -125,7 +128,8 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		tp: e.key.P.String(), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
 		notLeader: e.notLeader, tried: tried(p, e), nServers: e.servers.Len(), answerLeader: e.leader,
 		answerEpoch: e.epoch, metaRefreshes: e.metaEnd - e.metaStart, clientNode: peers.NodeOf(p, e.fetcher, c.Host),
-		part: e.key.P.Part, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter}
+		part: e.key.P.Part, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter,
+		fromRate: text.Rate(v.fromLeader, dur)}
 	if e.hasOffset {
 		f.offset = fmt.Sprintf(" at fetchOffset %d", e.offset)
 		if e.firstOffset != e.offset {
@@ -226,13 +230,13 @@ func (f *Finding) Summary() string {
 			f.who, f.leaderText(), f.tp, f.v.unreached.text(), f.nServers, f.Error, f.notLeader, f.span)
 	case ShapeShared:
 		s = fmt.Sprintf("%s is sent to %s for %s, an endpoint nodes %s all advertise: the broker there answers %s, %d times in %s (%.1f/s)",
-			f.who, f.leaderText(), f.tp, text.IDs(f.v.sharedWith, 0), f.Error, f.v.fromLeader, f.span, f.rate)
+			f.who, f.leaderText(), f.tp, text.IDs(f.v.sharedWith, 0), f.Error, f.v.fromLeader, f.span, f.fromRate)
 	case ShapeMetaSelf:
 		s = fmt.Sprintf("metadata names broker %d as leader of %s but it answers %s: %s retried it %d times in %s (%.1f/s)",
-			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.rate)
+			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.fromRate)
 	case ShapeHintSelf:
 		s = fmt.Sprintf("broker %d answers %s for %s while naming itself as leader (epoch %d): %s retried it %d times in %s (%.1f/s)",
-			f.v.leader, f.Error, f.tp, f.v.epoch, f.who, f.v.fromLeader, f.span, f.rate)
+			f.v.leader, f.Error, f.tp, f.v.epoch, f.who, f.v.fromLeader, f.span, f.fromRate)
 	default:
 		s = fmt.Sprintf("%s got %d %s for %s in %s from %d server(s) with no success in between; nothing in the capture names the leader",
 			f.who, f.notLeader, f.Error, f.tp, f.span, f.nServers)

@@ -274,6 +274,29 @@ func TestNotLeaderLoop(t *testing.T) {
 			Next:        []string{"Compare advertised.listeners of nodes 2, 3"},
 		},
 		{
+			// Apache Kafka 4.1.1's election stall (kraft-election-stall): a restarted
+			// controller answered 3 of a raft client's thousands of fetches naming itself;
+			// the summary's rate is of those 3, not of the whole run.
+			Name: "a leader naming itself in 3 answers of a long run: the rate is of those",
+			Traffic: func(h *dt.Harness) {
+				a := h.Conn("10.2.0.7:40001", "10.2.0.11:9093")
+				self := h.Conn("10.2.0.7:40002", "10.2.0.13:9093")
+				for i := range 60 {
+					h.Call(a, dt.At(time.Duration(i)*250*time.Millisecond), time.Millisecond, "raft-client-7",
+						dt.RaftFetch(7, 9000, 12), dt.RaftFetched(6, -1, 3000, 12, "10.2.0.13", 9093, nil))
+				}
+				for i := range 3 {
+					h.Call(self, dt.At(15*time.Second+time.Duration(i)*time.Second), time.Millisecond, "raft-client-7",
+						dt.RaftFetch(7, 9000, 12), dt.RaftFetched(6, -1, 3000, 12, "10.2.0.13", 9093, nil))
+				}
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Error, // still refused at the end, after 17 s
+				Summary:  []string{"retried it 3 times in 17.0 s (0.2/s)"},
+				Fields:   map[string]any{"shape": notleader.ShapeHintSelf},
+			}},
+		},
+		{
 			Name: "consumer keeps fetching from a follower that names the leader (FENCED_LEADER_EPOCH)",
 			Traffic: func(h *dt.Harness) {
 				m := h.Conn("10.1.5.5:50000", "10.1.0.1:9092")
