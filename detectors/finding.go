@@ -158,6 +158,11 @@ type Subject struct {
 	Partitions []TopicPartition
 	// Error is the Kafka error code the finding is about, 0 if none.
 	Error int16
+	// Waits: the finding is about clients waiting: throttled (the waits'
+	// cause: a quota), slow-responses and unanswered-requests (the waits),
+	// so that one wait gives one finding at its severity (recorded on
+	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-throttled).
+	Waits bool
 }
 
 // TopicPartition names a partition.
@@ -168,12 +173,27 @@ type TopicPartition struct {
 
 // Explains reports whether a specific finding about s accounts for a
 // generic finding about g: the same error, and a client id, client host or
-// server in common. (Severities are compared by the caller.)
+// server in common; or, for waits (Waits: throttled explaining
+// slow-responses and unanswered-requests), every client id of g among s's
+// and a server in common: the waits of other clients are theirs.
+// (Severities are compared by the caller.)
 func (s *Subject) Explains(g *Subject) bool {
-	if g.Error == 0 || s.Error != g.Error {
+	if g.Error == 0 {
+		return s.Waits && g.Waits && len(g.ClientIDs) > 0 && subset(g.ClientIDs, s.ClientIDs) && overlap(s.Servers, g.Servers)
+	}
+	if s.Error != g.Error {
 		return false
 	}
 	return overlap(s.ClientIDs, g.ClientIDs) || overlap(s.Clients, g.Clients) || overlap(s.Servers, g.Servers)
+}
+
+func subset[T comparable](a, b []T) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 func overlap[T comparable](a, b []T) bool {

@@ -44,11 +44,14 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "slow-responses",
 	Recorded: []string{"fixtures/pcaps/clients/slow-kgo.pcap", "fixtures/pcaps/clients/slow-sarama.pcap"},
 	Severity: detectors.Error,
+	// Generic: a throttled finding for the same client and broker explains
+	// its waits (Subject.Waits).
+	Generic: true,
 	Doc: "Responses far slower than their API's median in the same capture (more than factor × the " +
 		"median and more than min-latency) or that kept their client waiting min-wait or more whatever the " +
 		"median, at least min-count of them. A Fetch counts only the time beyond its MaxWaitMillis (an expired " +
 		"long poll is not slow); JoinGroup, held for the rebalance, is left out. Graded by the longest wait: info " +
-		"under min-wait (3 s), warning from it, error from 30 s.",
+		"under min-wait (3 s), warning from it, error from 30 s. Generic: a throttled finding for the same client ids at the same broker, at least as severe, explains its waits, and it drops to info.",
 }, Params{Factor: 10, MinLatency: time.Second, MinCount: 3, MinWait: detectors.FeltAfter}, New)
 
 // Params are the rule's thresholds.
@@ -305,7 +308,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		Nodes:    conns.Nodes(p.Nodes),
 		Counts:   map[string]int64{"slow": n, "responses": f.responses},
 		Evidence: ev,
-		Subject:  detectors.Subject{ClientIDs: f.ClientIDs, Clients: conns.ClientAddrs(), Servers: conns.ServerAddrs()},
+		Subject:  detectors.Subject{ClientIDs: f.ClientIDs, Clients: conns.ClientAddrs(), Servers: conns.ServerAddrs(), Waits: true},
 		Detail:   f,
 	}, true
 }

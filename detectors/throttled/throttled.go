@@ -201,7 +201,7 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 			"held_ms":             g.held.Milliseconds(),
 		},
 		Evidence: ev,
-		Subject:  detectors.Subject{ClientIDs: []string{g.key.clientID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs()},
+		Subject:  detectors.Subject{ClientIDs: []string{g.key.clientID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(), Waits: true},
 		Detail:   f,
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 )
 
@@ -184,4 +185,49 @@ func TestThrottled(t *testing.T) {
 				Fields: map[string]any{"after_response": false, "versions": []int{1}, "ongoing": true}}},
 		},
 	}, nil)
+}
+
+// TestThrottledExplainsItsWaits: one wait gives one finding. Apache Kafka
+// 4.1.1 muting a Java producer over its quota (fixtures/pcaps/kafka/
+// java-throttled) gave throttled, slow-responses and unanswered-requests for
+// the same waits: slow-responses of the throttled client id alone at the
+// same broker is explained by throttled (info, explained_by); slow
+// responses that include another client's are not.
+func TestThrottledExplainsItsWaits(t *testing.T) {
+	for _, withOther := range []bool{false, true} {
+		h := dt.New(t, nil, throttled.Analyzer, slowresponses.Analyzer)
+		fast := h.Conn("10.2.0.6:40000", broker)
+		for i := range 200 {
+			h.Call(fast, dt.At(time.Duration(i)*50*time.Millisecond), 2*time.Millisecond, "other", dt.Produce(9), dt.Produced(9, 0, 0))
+		}
+		muted := h.Conn("10.2.0.5:40000", broker)
+		for i := range 12 {
+			// each answer held 4 s by the quota, throttle_time_ms saying so
+			h.Call(muted, dt.At(time.Duration(i)*5*time.Second), 4*time.Second, "bulk-loader", dt.Produce(9), dt.Produced(9, 0, 4000))
+		}
+		if withOther {
+			slow := h.Conn("10.2.0.7:40000", broker)
+			for i := range 12 {
+				h.Call(slow, dt.At(time.Duration(i)*5*time.Second+time.Second), 4*time.Second, "unthrottled", dt.Produce(9), dt.Produced(9, 0, 0))
+			}
+		}
+		saw := false
+		for _, f := range h.Findings() {
+			if f.Detector != "slow-responses" {
+				continue
+			}
+			saw = true
+			_, explained := f.Fields["explained_by"]
+			switch {
+			case withOther && explained:
+				t.Errorf("slow responses that include an unthrottled client's explained: %s", f.Summary)
+			case !withOther && (f.Severity != detectors.Info || f.Fields["explained_by"] != "throttled"):
+				t.Errorf("the throttled client's slow responses: %s %s (explained_by %v), want info explained by throttled",
+					f.Severity, f.Summary, f.Fields["explained_by"])
+			}
+		}
+		if !saw {
+			t.Fatalf("no slow-responses finding (with another client %v): the case shows nothing", withOther)
+		}
+	}
 }

@@ -51,13 +51,16 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "unanswered-requests",
 	Recorded: []string{"fixtures/pcaps/clients/unanswered-kgo.pcap", "fixtures/pcaps/clients/unanswered-sarama.pcap"},
 	Severity: detectors.Error,
+	// Generic: a throttled finding for the same client and broker explains
+	// its waits (Subject.Waits).
+	Generic: true,
 	Doc: "Requests that got no response: overtaken by the answer to a later request on the same " +
 		"connection, or still waiting, past their allowance (grace, plus MaxWaitMillis for a Fetch long " +
 		"poll, plus the rebalance timeout for JoinGroup and SyncGroup), when the capture ended or the " +
 		"connection closed. Per broker: count, APIs, connections, the oldest request, graded by how long the " +
 		"longest waited beyond what the broker may hold it: info under 3 s, warning from 3 s, error from 30 s or " +
 		"from 10 s still waiting at the end. Requests still within their allowance at the end are in flight " +
-		"(info; a pending long poll is not reported).",
+		"(info; a pending long poll is not reported). Generic: a throttled finding for the same client ids at the same broker, at least as severe, explains its waits, and it drops to info.",
 }, Params{Grace: time.Second}, New)
 
 // Params are the rule's thresholds.
@@ -541,7 +544,7 @@ func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last i
 		Nodes:    g.conns.Nodes(p.Nodes),
 		Counts:   counts,
 		Evidence: g.evidence(),
-		Subject:  detectors.Subject{ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.ClientAddrs(), Servers: servers},
+		Subject:  detectors.Subject{ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.ClientAddrs(), Servers: servers, Waits: true},
 		Detail:   d,
 	}
 }
