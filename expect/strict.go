@@ -27,7 +27,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, kind(st.Mode()))
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, FileKind(st.Mode()))
 	}
 	if st.Size() > max {
 		return nil, fmt.Errorf("%s: %d bytes, over the %d bytes an expectation file may have", path, st.Size(), max)
@@ -42,7 +42,9 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-func kind(m os.FileMode) string {
+// FileKind names what a file that is not a regular one is ("a FIFO", "a
+// character device", ...), for messages refusing it.
+func FileKind(m os.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

@@ -275,7 +275,7 @@ func (c *checkCase) check(ctx context.Context) {
 	// A FIFO would be waited on past Ctrl-C, /dev/zero read without end.
 	for _, p := range []string{c.Expect, c.Capture} {
 		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
-			c.Problem = fmt.Sprintf("%s is not a regular file (%s): not read", p, fileKind(st.Mode()))
+			c.Problem = fmt.Sprintf("%s is not a regular file (%s): not read", p, expect.FileKind(st.Mode()))
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kfsniff/kfsniff/expect"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -28,7 +29,7 @@ func checkHTML(cfg Config) error {
 		return nil // a new file
 	}
 	if !out.Mode().IsRegular() {
-		return fmt.Errorf("--html %s: that is not a file (%s); give the page a file name", cfg.HTML, fileKind(out.Mode()))
+		return fmt.Errorf("--html %s: that is not a file (%s); give the page a file name", cfg.HTML, expect.FileKind(out.Mode()))
 	}
 	others := append([]string{cfg.Write}, cfg.Files...)
 	for _, name := range others {
@@ -46,19 +47,4 @@ func checkHTML(cfg Config) error {
 // (writeAtomic).
 func writeHTML(name string, rep *report.Report) error {
 	return writeAtomic(name, func(w io.Writer) error { return report.WriteHTML(w, rep) })
-}
-
-// fileKind names what a path that is not a regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
 }

@@ -29,17 +29,8 @@ import (
 // request the clients sent is decrypted and counted.
 func TestLiveTLSKeyLogFollowed(t *testing.T) {
 	needLive(t)
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka.test"},
-		DNSNames: []string{"kafka.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, ports, filter := startKfake(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: k}}}))
+	cert := kafkaTestCert(t)
+	c, ports, filter := startKfake(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
 	keylog := filepath.Join(t.TempDir(), "keys.log")
 	if err := os.WriteFile(keylog, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -106,17 +97,7 @@ func TestLivePythonTLS(t *testing.T) {
 	if out, err := exec.Command("sh", filepath.Join("..", "..", "fixtures", "clients", "python-tls", "ensure.sh")).CombinedOutput(); err != nil {
 		t.Skipf("kafka-python is not installed and could not be: %v: %s", err, out)
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka.test"},
-		DNSNames: []string{"kafka.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	cert := kafkaTestCert(t)
 	for _, c := range []struct {
 		name, version, opensslConf, suite string
 	}{
@@ -209,16 +190,7 @@ func TestLiveRdkafkaTLSBrokerKeyLog(t *testing.T) {
 	if out, err := exec.Command("sh", filepath.Join("..", "..", "fixtures", "clients", "python-tls", "ensure.sh")).CombinedOutput(); err != nil {
 		t.Skipf("confluent-kafka is not installed and could not be: %v: %s", err, out)
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka.test"},
-		DNSNames: []string{"kafka.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := kafkaTestCert(t)
 	dir := t.TempDir()
 	keylog, out := filepath.Join(dir, "broker-keys.log"), filepath.Join(dir, "rd.pcapng")
 	kl, err := os.OpenFile(keylog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -227,7 +199,7 @@ func TestLiveRdkafkaTLSBrokerKeyLog(t *testing.T) {
 	}
 	defer kl.Close()
 	cl, ports, filter := startKfake(t, kfake.NumBrokers(1), kfake.TLS(&tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: k}}, KeyLogWriter: kl}))
+		Certificates: []tls.Certificate{cert}, KeyLogWriter: kl}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	args := append([]string{"-i", "lo", "--json", "--ports", ports, "--tls-keylog", keylog, "-w", out, "--duration", "2m"}, strings.Fields(filter)...)
@@ -272,4 +244,21 @@ func TestLiveRdkafkaTLSBrokerKeyLog(t *testing.T) {
 			break
 		}
 	}
+}
+
+// kafkaTestCert is a self-signed certificate for kafka.test, valid for an hour, that the
+// live TLS tests' kfake serves.
+func kafkaTestCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka.test"},
+		DNSNames: []string{"kafka.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 }
