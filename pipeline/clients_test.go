@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/notleader"
+	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 )
 
 // TestRealClientsNotLeaderLoop: real clients (kgo, sarama, kafka-go,
@@ -30,7 +30,7 @@ func TestRealClientsNotLeaderLoop(t *testing.T) {
 	if len(sidecars) < 4 {
 		t.Fatalf("found %d client recordings, want kgo, sarama, kafka-go, kafkajs", len(sidecars))
 	}
-	burst := defaultCount(t, notleader.Analyzer, "burst-responses")
+	burst := defaultCount(t, notleaderloop.Analyzer, "burst-responses")
 	for _, sc := range sidecars {
 		var side struct {
 			Client    string `json:"client"`

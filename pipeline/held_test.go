@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/notleader"
+	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 )
 
@@ -44,7 +44,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 // record, then the next) and kafka-go (10 attempts a message) were each
 // held up for about 9 s: one warning, not nothing.
 func TestRealClientsNotLeaderHealed(t *testing.T) {
-	minResponses := defaultCount(t, notleader.Analyzer, "min-responses")
+	minResponses := defaultCount(t, notleaderloop.Analyzer, "min-responses")
 	sidecars, _ := filepath.Glob(filepath.Join("..", "fixtures", "pcaps", "clients", "notleader-8s-*.json"))
 	if len(sidecars) < 2 {
 		t.Fatalf("found %d recordings, want kgo and another library", len(sidecars))

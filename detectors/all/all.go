@@ -4,62 +4,62 @@ package all
 
 import (
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/consumerlag"
-	"github.com/kfsniff/kfsniff/detectors/divergence"
-	"github.com/kfsniff/kfsniff/detectors/dupbatches"
-	"github.com/kfsniff/kfsniff/detectors/electionstall"
+	"github.com/kfsniff/kfsniff/detectors/advertisedlistenerconflict"
+	"github.com/kfsniff/kfsniff/detectors/brokerfencedwhilealive"
+	"github.com/kfsniff/kfsniff/detectors/connectionrefused"
+	"github.com/kfsniff/kfsniff/detectors/consumerfallingbehind"
+	"github.com/kfsniff/kfsniff/detectors/duplicatebatches"
 	"github.com/kfsniff/kfsniff/detectors/errorstorm"
-	"github.com/kfsniff/kfsniff/detectors/fencing"
-	"github.com/kfsniff/kfsniff/detectors/fetchsession"
-	"github.com/kfsniff/kfsniff/detectors/followerlag"
+	"github.com/kfsniff/kfsniff/detectors/fetchsessionchurn"
+	"github.com/kfsniff/kfsniff/detectors/followeroutofsync"
 	"github.com/kfsniff/kfsniff/detectors/internalerror"
-	"github.com/kfsniff/kfsniff/detectors/kafka40"
-	"github.com/kfsniff/kfsniff/detectors/listenerconflict"
-	"github.com/kfsniff/kfsniff/detectors/liveness"
-	"github.com/kfsniff/kfsniff/detectors/metastorm"
-	"github.com/kfsniff/kfsniff/detectors/minisr"
-	"github.com/kfsniff/kfsniff/detectors/notleader"
-	"github.com/kfsniff/kfsniff/detectors/quorumdown"
-	"github.com/kfsniff/kfsniff/detectors/rebalance"
-	"github.com/kfsniff/kfsniff/detectors/reconnect"
-	"github.com/kfsniff/kfsniff/detectors/recreated"
-	"github.com/kfsniff/kfsniff/detectors/refused"
-	"github.com/kfsniff/kfsniff/detectors/sasl"
-	"github.com/kfsniff/kfsniff/detectors/sequence"
+	"github.com/kfsniff/kfsniff/detectors/kafka40removedversions"
+	"github.com/kfsniff/kfsniff/detectors/leaderelectionstall"
+	"github.com/kfsniff/kfsniff/detectors/livenesswithoutreplication"
+	"github.com/kfsniff/kfsniff/detectors/metadataquorumdown"
+	"github.com/kfsniff/kfsniff/detectors/metadatastorm"
+	"github.com/kfsniff/kfsniff/detectors/notenoughreplicas"
+	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
+	"github.com/kfsniff/kfsniff/detectors/producersequence"
+	"github.com/kfsniff/kfsniff/detectors/rebalanceloop"
+	"github.com/kfsniff/kfsniff/detectors/reconnectstorm"
+	"github.com/kfsniff/kfsniff/detectors/replicadivergence"
+	"github.com/kfsniff/kfsniff/detectors/saslfailure"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
-	"github.com/kfsniff/kfsniff/detectors/unanswered"
+	"github.com/kfsniff/kfsniff/detectors/topicrecreated"
+	"github.com/kfsniff/kfsniff/detectors/unansweredrequests"
 )
 
 // Analyzers returns every rule, in the order they are described.
 func Analyzers() []*detectors.Analyzer {
 	return []*detectors.Analyzer{
 		internalerror.Analyzer,
-		notleader.Analyzer,
+		notleaderloop.Analyzer,
 		stalledfetch.Analyzer,
-		liveness.Analyzer,
-		quorumdown.Analyzer,
-		dupbatches.Analyzer,
-		divergence.Analyzer,
-		electionstall.Analyzer,
-		refused.Analyzer,
-		listenerconflict.Analyzer,
+		livenesswithoutreplication.Analyzer,
+		metadataquorumdown.Analyzer,
+		duplicatebatches.Analyzer,
+		replicadivergence.Analyzer,
+		leaderelectionstall.Analyzer,
+		connectionrefused.Analyzer,
+		advertisedlistenerconflict.Analyzer,
 		errorstorm.Analyzer,
 		throttled.Analyzer,
-		unanswered.Analyzer,
+		unansweredrequests.Analyzer,
 		slowresponses.Analyzer,
-		rebalance.Analyzer,
-		metastorm.Analyzer,
-		reconnect.Analyzer,
-		sasl.Analyzer,
-		kafka40.Analyzer,
-		sequence.Analyzer,
-		minisr.Analyzer,
-		recreated.Analyzer,
-		fetchsession.Analyzer,
-		consumerlag.Analyzer,
-		followerlag.Analyzer,
-		fencing.Analyzer,
+		rebalanceloop.Analyzer,
+		metadatastorm.Analyzer,
+		reconnectstorm.Analyzer,
+		saslfailure.Analyzer,
+		kafka40removedversions.Analyzer,
+		producersequence.Analyzer,
+		notenoughreplicas.Analyzer,
+		topicrecreated.Analyzer,
+		fetchsessionchurn.Analyzer,
+		consumerfallingbehind.Analyzer,
+		followeroutofsync.Analyzer,
+		brokerfencedwhilealive.Analyzer,
 	}
 }

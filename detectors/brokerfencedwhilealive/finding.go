@@ -1,0 +1,253 @@
+package brokerfencedwhilealive
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is one broker's heartbeats. Its exported fields are the
+// finding's "fields".
+type Finding struct {
+	Broker      int32    `json:"broker"`
+	ClientIDs   []string `json:"client_ids"`
+	Clients     []string `json:"clients"`
+	Controllers []string `json:"controllers"`
+	Heartbeats  int64    `json:"heartbeats"`
+	// FencedResponses counts answers with isFenced to a broker that did
+	// not ask for it, after it had been unfenced; FencedSeconds is the
+	// longest such episode, from its first fenced answer to the next
+	// unfenced one (or the last, StillFenced).
+	FencedResponses int64   `json:"fenced_responses"`
+	FencedEpisodes  int     `json:"fenced_episodes"`
+	FencedSeconds   float64 `json:"fenced_s"`
+	StillFenced     bool    `json:"still_fenced"`
+	// StartupFencedSeconds is how long it was kept fenced since the
+	// capture began, asking to be unfenced.
+	StartupFencedSeconds float64  `json:"startup_fenced_s,omitempty"`
+	UnaskedShutdowns     int64    `json:"unasked_shutdowns"`
+	MaxRoundTripMs       float64  `json:"max_round_trip_ms"`
+	MaxGapMs             float64  `json:"max_gap_ms"`
+	SlowRoundTrips       int64    `json:"slow_round_trips"`
+	LongGaps             int64    `json:"long_gaps"`
+	TimedOut             int64    `json:"timed_out"`
+	SessionTimeoutMs     float64  `json:"session_timeout_ms"`
+	Errors               []string `json:"errors,omitempty"`
+	KnownIssue           string   `json:"known_issue"`
+
+	v       *verdict
+	near    time.Duration
+	p       Params
+	dropped int64
+}
+
+func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
+	b := v.b
+	f := &Finding{
+		Broker: b.id, ClientIDs: text.SortedKeys(b.clientIDs), Clients: b.conns.Clients(), Controllers: b.conns.ServerLabels(p.Nodes),
+		Heartbeats: b.heartbeats, FencedResponses: b.fenced, FencedEpisodes: b.episodes,
+		FencedSeconds: text.Seconds(v.fenced.length()), StillFenced: v.ongoing, UnaskedShutdowns: b.shutdowns,
+		MaxRoundTripMs: text.Millis(b.slowest.d), MaxGapMs: text.Millis(b.widest.d), SlowRoundTrips: b.slow, LongGaps: b.gaps,
+		TimedOut: b.timeout, SessionTimeoutMs: text.Millis(r.p.SessionTimeout), Errors: b.codes.Parts(), KnownIssue: "KAFKA-15019",
+		v: v, near: r.near, p: r.p, dropped: r.dropped,
+	}
+	if v.startup {
+		f.StartupFencedSeconds = text.Seconds(b.startup.length())
+	}
+	var ev []detectors.Evidence
+	add := func(pt point, what string) {
+		if !pt.set() {
+			return
+		}
+		for _, e := range ev {
+			if e.File == pt.ev.File && e.Packet == pt.ev.Packet {
+				return
+			}
+		}
+		e := pt.ev
+		e.What = what
+		ev = append(ev, e)
+	}
+	if v.fenced.n > 0 {
+		add(v.fenced.first, "BrokerHeartbeat response: "+describe(v.fenced.first.answer)+" (fenced while alive)")
+		add(v.fenced.last, "BrokerHeartbeat response: "+describe(v.fenced.last.answer))
+		add(v.fenced.end, "BrokerHeartbeat response: "+describe(v.fenced.end.answer)+" (unfenced again)")
+	}
+	if v.startup {
+		add(b.startup.first, "BrokerHeartbeat response: "+describe(b.startup.first.answer)+" (fenced since the capture began)")
+	}
+	add(b.shutdown, "BrokerHeartbeat response: "+describe(b.shutdown.answer)+" (not asked for)")
+	if b.slowest.unanswered {
+		add(b.slowest, "BrokerHeartbeat still unanswered at the end, "+text.Duration(b.slowest.d)+" after it was sent")
+	} else {
+		add(b.slowest, "BrokerHeartbeat response "+text.Duration(b.slowest.d)+" after its request")
+	}
+	add(b.widest, fmt.Sprintf("BrokerHeartbeat request %s after the previous one (packet %d)", text.Duration(b.widest.d), b.widest.prev))
+	detectors.SortEvidence(ev)
+	ids := tally.IDs{}
+	ids.Add(b.id)
+	for _, id := range b.conns.Nodes(p.Nodes) {
+		ids.Add(id)
+	}
+	first, last := b.first, b.last
+	if v.slow && !b.firstSlow.IsZero() {
+		first, last = b.firstSlow, b.lastSlow
+	}
+	if v.fenced.n > 0 {
+		first, last = v.fenced.first.at, v.fenced.last.at
+		if v.fenced.end.set() {
+			last = v.fenced.end.at
+		}
+	}
+	return detectors.Finding{
+		Severity: v.severity,
+		First:    first,
+		Last:     last,
+		Conns:    b.conns.IDs(),
+		Nodes:    ids.Sorted(),
+		Counts: map[string]int64{
+			"heartbeats":        b.heartbeats,
+			"fenced_responses":  b.fenced,
+			"unasked_shutdowns": b.shutdowns,
+			"slow_round_trips":  b.slow,
+			"long_gaps":         b.gaps,
+			"timed_out":         b.timeout,
+		},
+		Evidence: ev,
+		Subject: detectors.Subject{ClientIDs: f.ClientIDs, Clients: b.conns.ClientAddrs(), Servers: b.conns.ServerAddrs(),
+			Nodes: ids.Sorted()},
+		Detail: f,
+	}
+}
+
+// describe is an answer as the evidence shows it.
+func describe(a answer) string {
+	parts := []string{"isFenced " + strconv.FormatBool(a.fenced), "isCaughtUp " + strconv.FormatBool(a.caughtUp)}
+	if a.shutdown {
+		parts = append(parts, "shouldShutDown")
+	}
+	asked := "wantFence " + strconv.FormatBool(a.wantFence)
+	if a.wantShutdown {
+		asked += ", wantShutDown"
+	}
+	return strings.Join(parts, ", ") + " (request: " + asked + ")"
+}
+
+// timing is the round trips and gaps in a few words.
+func (f *Finding) timing() string {
+	s := fmt.Sprintf("round trips up to %s, gaps up to %s (session timeout %s)", text.Duration(f.v.b.slowest.d),
+		text.Duration(f.v.b.widest.d), text.Duration(f.p.SessionTimeout))
+	if f.TimedOut > 0 {
+		s += fmt.Sprintf(", %s timed out by the controller", text.Plural(f.TimedOut, "heartbeat", "heartbeats"))
+	}
+	return s
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	v := f.v
+	switch {
+	case v.fenced.n > 0:
+		s := fmt.Sprintf("broker %d fenced by the controller while alive: %s with isFenced over %s while it kept "+
+			"heartbeating", f.Broker, text.Plural(v.fenced.n, "heartbeat answered", "heartbeats answered"), text.Duration(v.fenced.length()))
+		if f.StillFenced {
+			s += ", still fenced at the end"
+		} else {
+			s += ", then unfenced"
+		}
+		if f.FencedEpisodes > 1 {
+			s += fmt.Sprintf(" (%d times)", f.FencedEpisodes)
+		}
+		return s + "; " + f.timing()
+	case f.UnaskedShutdowns > 0:
+		return fmt.Sprintf("broker %d told to shut down by the controller (shouldShutDown) without asking, %s; %s",
+			f.Broker, text.Plural(f.UnaskedShutdowns, "time", "times"), f.timing())
+	case v.silent:
+		return fmt.Sprintf("broker %d sent no heartbeat for %s, past the session timeout, with no heartbeat of its own waiting: it had "+
+			"no controller to send to (see metadata-quorum-down), stopped, or was cut off; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
+	case v.expired:
+		return fmt.Sprintf("broker %d's session expired: two of its heartbeats %s apart, past the session timeout, so the controller "+
+			"fenced it though no answer says so; %s", f.Broker, text.Duration(v.b.widest.d), f.timing())
+	case v.slow:
+		return fmt.Sprintf("broker %d's heartbeats come close to the session timeout: %s", f.Broker, f.timing())
+	}
+	return fmt.Sprintf("broker %d kept fenced for %s since the capture began while it asked to be unfenced", f.Broker,
+		text.Duration(f.v.b.startup.length()))
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	v, b := f.v, f.v.b
+	var s strings.Builder
+	fmt.Fprintf(&s, "A KRaft broker sends BrokerHeartbeat to the active controller every broker.heartbeat.interval.ms (2 s by "+
+		"default); the controller fences a broker whose heartbeat it has not processed for broker.session.timeout.ms (%s "+
+		"assumed): the broker loses its leaderships and leaves every ISR, and clients get NOT_LEADER_OR_FOLLOWER until they "+
+		"follow the new leaders. Broker %d sent %s to %s.", text.Duration(f.p.SessionTimeout), f.Broker,
+		text.Plural(f.Heartbeats, "heartbeat", "heartbeats"), text.List(f.Controllers, 3))
+	if v.fenced.n > 0 {
+		fmt.Fprintf(&s, " After an answer had found it unfenced, %s answered isFenced from %s (packet %d) while the broker went "+
+			"on heartbeating without asking to be fenced (wantFence false): the controller fenced a live broker.",
+			text.Plural(v.fenced.n, "heartbeat was", "heartbeats were"), text.Clock(v.fenced.first.at), v.fenced.first.ev.Packet)
+		if v.fenced.end.set() {
+			fmt.Fprintf(&s, " It was unfenced at %s (packet %d), %s later; its partitions do not move back until a preferred "+
+				"leader election.", text.Clock(v.fenced.end.at), v.fenced.end.ev.Packet, text.Duration(v.fenced.length()))
+		} else {
+			s.WriteString(" It was still fenced at its last answer.")
+		}
+	}
+	if b.shutdowns > 0 {
+		fmt.Fprintf(&s, " %s answered shouldShutDown though the heartbeat did not ask to shut down (wantShutDown false): the "+
+			"broker stops.", text.Plural(b.shutdowns, "heartbeat was", "heartbeats were"))
+	}
+	if v.silent && v.fenced.n == 0 {
+		fmt.Fprintf(&s, " For %s broker %d sent no heartbeat, longer than the session timeout, and none of its heartbeats had "+
+			"waited long: the broker itself stopped sending. A KRaft broker sends heartbeats only to the active controller: with "+
+			"none (the controller quorum without a leader) it sends none, and nobody can fence it; otherwise the broker paused "+
+			"(GC, a stopped process) or its network was cut (its packets do not reach the capture), and the controller fenced it.", text.Duration(b.widest.d), f.Broker)
+	} else if v.expired && v.fenced.n == 0 {
+		fmt.Fprintf(&s, " For %s the controller got no heartbeat of broker %d, longer than the session timeout: it fenced "+
+			"the broker then, though no answer in the capture says isFenced (a controller unfences a caught-up broker at its next "+
+			"heartbeat, Apache Kafka 4.1.1 at once), and its partitions' leadership moved meanwhile.",
+			text.Duration(b.widest.d), f.Broker)
+	}
+	if v.slow {
+		fmt.Fprintf(&s, " Its heartbeats came close to the timeout: the slowest answer took %s, the widest gap between two "+
+			"heartbeats was %s, against %s (%s of the session timeout, the time a broker's own heartbeat request waits "+
+			"before it gives up, KAFKA-14392): %d round trips and %d gaps that long.", text.Duration(b.slowest.d),
+			text.Duration(b.widest.d), text.Duration(f.near), strconv.FormatFloat(f.p.Near, 'f', -1, 64), b.slow, b.gaps)
+		if b.timeout > 0 {
+			fmt.Fprintf(&s, " The controller answered %s REQUEST_TIMED_OUT: it could not process them in time.",
+				text.Plural(b.timeout, "heartbeat", "heartbeats"))
+		}
+		s.WriteString(" A controller that processes heartbeats late, overloaded (KAFKA-15019) or blocked (KAFKA-17793), fences brokers that are alive.")
+	}
+	if v.startup {
+		fmt.Fprintf(&s, " From the capture's start it was kept fenced for %s although it asked to be unfenced: a broker starting "+
+			"up and catching up with the metadata log (isCaughtUp %v at the last of those answers), or fenced before the capture began.",
+			text.Duration(b.startup.length()), b.startup.last.answer.caughtUp)
+	}
+	if len(f.Errors) > 0 {
+		fmt.Fprintf(&s, " Errors: %s.", strings.Join(f.Errors, ", "))
+	}
+	if f.dropped > 0 {
+		fmt.Fprintf(&s, " (%d heartbeats of brokers beyond the %d followed were not examined.)", f.dropped, maxBrokers)
+	}
+	return s.String()
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	return fmt.Sprintf("kafka-metadata-quorum.sh --bootstrap-controller <controller> describe --status (and --replication) "+
+		"shows the active controller and, per node, when it last fetched and caught up. On the controller, kafka.controller:type=KafkaController,name=FencedBrokerCount and "+
+		"ActiveBrokerCount, kafka.controller:type=KafkaController,name=TimedOutBrokerHeartbeatCount (KIP-938), and "+
+		"kafka.controller:type=ControllerEventManager,name=EventQueueTimeMs and EventQueueProcessingTimeMs show heartbeats "+
+		"waiting in its queue; look for its GC pauses and for what floods it (partition reassignments, many brokers). The "+
+		"broker's log says \"fenced\" with the reason. broker.session.timeout.ms and broker.heartbeat.interval.ms set the "+
+		"margins; KAFKA-15019 (timed-out heartbeats still count as contact) and KAFKA-19294 (heartbeat RPC timeouts) are "+
+		"fixed in later releases: check broker %d's and the controllers' versions.", f.Broker)
+}

@@ -1,0 +1,171 @@
+package fetchsessionchurn
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is one client's fetch-session churn at one broker. Its exported
+// fields are the finding's "fields".
+type Finding struct {
+	ClientID string   `json:"client_id"`
+	Clients  []string `json:"clients"`
+	Server   string   `json:"server"`
+	// Fetcher is the follower's node id for a replica fetcher, -1 for a
+	// consumer.
+	Fetcher int32    `json:"fetcher"`
+	Errors  []string `json:"errors"`
+	// ResetsPerS is the session errors per second in the worst storm.
+	ResetsPerS float64 `json:"resets_per_s"`
+	// HeldS is the worst storm's span (to the end if still going).
+	HeldS   float64 `json:"held_s"`
+	Ongoing bool    `json:"ongoing"`
+	// Creators are the clients that opened fetch sessions at the broker
+	// since its first session error, most first.
+	Creators []Creator `json:"creators,omitempty"`
+
+	ch      *churn
+	worst   storm
+	storms  int
+	held    time.Duration
+	errs    int64
+	more    int64
+	dropped int64
+	maxGap  time.Duration
+}
+
+// Creator is a client and the fetch sessions it opened.
+type Creator struct {
+	ClientID string `json:"client_id"`
+	Client   string `json:"client"`
+	Sessions int64  `json:"sessions"`
+}
+
+func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
+	worst, storms, held, ongoing := r.verdict(ch, p.End)
+	var errs int64
+	for _, c := range ch.codes {
+		errs += c.N
+	}
+	f := &Finding{ClientID: ch.ID, Clients: ch.conns.Clients(), Server: p.Label(ch.server), Fetcher: ch.fetcher,
+		Errors: ch.codes.Parts(), ResetsPerS: text.Rate(worst.n, worst.span()), HeldS: text.Seconds(held), Ongoing: ongoing,
+		ch: ch, worst: worst, storms: storms, held: held, errs: errs, dropped: r.dropped, maxGap: r.p.MaxGap}
+	if b := r.brokers[ch.server]; b != nil {
+		for c, n := range b.created {
+			f.Creators = append(f.Creators, Creator{c.ID, c.Host.String(), n})
+		}
+		sort.Slice(f.Creators, func(i, j int) bool {
+			a, b := f.Creators[i], f.Creators[j]
+			if a.Sessions != b.Sessions {
+				return a.Sessions > b.Sessions
+			}
+			if a.ClientID != b.ClientID {
+				return a.ClientID < b.ClientID
+			}
+			return a.Client < b.Client
+		})
+		if len(f.Creators) > 5 {
+			f.Creators = f.Creators[:5]
+		}
+		f.more = b.more
+	}
+	code, _ := ch.codes.Top()
+	return detectors.Finding{
+		Severity: detectors.Grade(held, ongoing),
+		First:    ch.first,
+		Last:     ch.last,
+		Conns:    ch.conns.IDs(),
+		Nodes:    ch.conns.Nodes(p.Nodes),
+		Counts: map[string]int64{
+			"session_errors":      errs,
+			"storms":              int64(storms),
+			"fetches":             ch.fetches,
+			"full_fetches":        ch.full,
+			"incremental_fetches": ch.fetches - ch.full,
+			"sessions_created":    ch.sessions,
+		},
+		Evidence: ch.ev.List(),
+		Subject: detectors.Subject{ClientIDs: []string{ch.ID}, Clients: []netip.Addr{ch.Host}, Servers: []netip.AddrPort{ch.server},
+			Nodes: ch.conns.Nodes(p.Nodes), Error: code},
+		Detail: f,
+	}
+}
+
+func (f *Finding) who() string {
+	if f.Fetcher >= 0 {
+		return fmt.Sprintf("follower node %d (client id %q, %s)", f.Fetcher, f.ClientID, text.List(f.Clients, 3))
+	}
+	return fmt.Sprintf("consumer %q (%s)", f.ClientID, text.List(f.Clients, 3))
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	s := fmt.Sprintf("%s at %s: %s %s in %s (%g/s), %d of %d fetches full", f.who(), f.Server, strings.Join(f.ch.codes.Names(), "/"),
+		text.Plural(f.worst.n, "time", "times"), text.Duration(f.worst.span()), f.ResetsPerS, f.ch.full, f.ch.fetches)
+	if f.Ongoing {
+		return s + "; still churning at the end"
+	}
+	return s
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	ch := f.ch
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s answered %s of %s with %s, in %s (errors no more than %s apart); the worst ran from %s to %s: "+
+		"%s in %s, %g session resets per second.", f.Server, text.Plural(ch.fetches, "Fetch request", "Fetch requests"), f.who(),
+		strings.Join(f.Errors, ", "), text.Plural(f.storms, "storm", "storms"), text.Duration(f.maxGap),
+		text.Clock(f.worst.first), text.Clock(f.worst.last), text.Plural(f.worst.n, "error", "errors"),
+		text.Duration(f.worst.span()), f.ResetsPerS)
+	fmt.Fprintf(&b, " Since its first session error the client sent %d full fetches (session epoch 0 or -1, naming every "+
+		"partition) and %d incremental ones, and opened %s.", ch.full, ch.fetches-ch.full, text.Plural(ch.sessions, "session", "sessions"))
+	b.WriteString(" An incremental fetch session (KIP-227) lets a client send only what changed; the broker keeps at most " +
+		"max.incremental.fetch.session.cache.slots sessions (1000 by default) and evicts one to make room for a new " +
+		"one. FETCH_SESSION_ID_NOT_FOUND means the session is gone (evicted, or the broker restarted); " +
+		"INVALID_FETCH_SESSION_EPOCH that client and broker disagree on its epoch (a response lost, or throttled without " +
+		"its session id, KAFKA-6946). Each costs a round trip and a full fetch; one now and then heals itself " +
+		"(KAFKA-20713 lowered the client's log of it to DEBUG), a storm means sessions are evicted faster than they are " +
+		"used: a cache too small for the clients, or brokers before 2.4.0, which evicted live sessions (KAFKA-9137).")
+	if len(f.Creators) > 0 {
+		fmt.Fprintf(&b, " Sessions opened at this broker since its first session error: %s", text.List(creators(f.Creators), 5))
+		if f.more > 0 {
+			fmt.Fprintf(&b, " (and %d by clients not listed)", f.more)
+		}
+		b.WriteString("; a client that opens many is filling the cache, one that opens a session on every fetch defeats it.")
+	}
+	if f.Ongoing {
+		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began.", text.Duration(f.held))
+	}
+	if f.dropped > 0 {
+		fmt.Fprintf(&b, " (%d session errors of further clients were not followed: too many.)", f.dropped)
+	}
+	return b.String()
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	return "On the broker, kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions (against " +
+		"max.incremental.fetch.session.cache.slots), name=NumIncrementalFetchPartitionsCached and " +
+		"name=IncrementalFetchSessionEvictionsPerSec show the cache filling and evicting; kafka-configs.sh " +
+		"--bootstrap-server <broker> --describe --entity-type brokers --entity-default shows the slots, which a rolling " +
+		"config change can raise. Count the fetching clients per broker (kafka-consumer-groups.sh --describe --all-groups " +
+		"--members) and look for clients that open a session on every fetch (session id 0, epoch 0 every time: kfsniff " +
+		"--frames --api Fetch). Brokers before 2.4.0 should be upgraded (KAFKA-9137)."
+}
+
+func creators(cs []Creator) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%q (%s) %s", c.ClientID, c.Client, text.Plural(c.Sessions, "session", "sessions"))
+	}
+	return out
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

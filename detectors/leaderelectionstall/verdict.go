@@ -1,0 +1,265 @@
+package leaderelectionstall
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+)
+
+// Findings implements detectors.Rule: per topic and severity, one finding
+// for the partitions whose worst stretch has that severity.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	var out []detectors.Finding
+	for _, name := range slices.Sorted(maps.Keys(r.topics)) {
+		st := r.topics[name]
+		var bySev [detectors.Error + 1][]ref
+		for _, id := range slices.Sorted(maps.Keys(st.parts)) {
+			if rf, ok := r.worst(p, id, st.parts[id]); ok {
+				bySev[rf.sev] = append(bySev[rf.sev], rf)
+			}
+		}
+		for sev := detectors.Error; sev >= detectors.Info; sev-- {
+			if refs := bySev[sev]; len(refs) > 0 {
+				out = append(out, r.finding(p, name, sev, refs))
+			}
+		}
+	}
+	return out
+}
+
+// ref is the stretch of one partition a finding reports: its worst.
+type ref struct {
+	partition int32
+	l         *stretch
+	d         time.Duration
+	ongoing   bool // open at the end of the capture
+	sev       detectors.Severity
+}
+
+// worst is the stretch of a partition that grades highest (the longer on a
+// tie): the longest finished one, or the one open at the end. ok is false
+// when neither is reported (both shorter than Brief).
+func (r *rule) worst(p *detectors.Pass, id int32, sp *partition) (best ref, ok bool) {
+	for _, l := range []*stretch{sp.worst, sp.open} {
+		if l == nil {
+			continue
+		}
+		c := ref{partition: id, l: l, d: l.dur(p.End), ongoing: l.healed.IsZero()}
+		var reported bool
+		if c.sev, reported = r.p.grade(c.d, c.ongoing); !reported {
+			continue
+		}
+		if !ok || c.sev > best.sev || c.sev == best.sev && c.d > best.d {
+			best, ok = c, true
+		}
+	}
+	return best, ok
+}
+
+func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, refs []ref) detectors.Finding {
+	parts, replicas, isr, offline, leaders := tally.IDs{}, tally.IDs{}, tally.IDs{}, tally.IDs{}, tally.IDs{}
+	conns := tally.Conns{Max: len(refs) * maxConns}
+	errs := map[int16]int64{}
+	leaderCounts := map[int32]int64{}
+	waiting := map[key.Client]*waiter{}
+	f := &Finding{Topic: topic, offlineKnown: true, dropped: r.dropped, sev: sev, p: r.p}
+	var evs [][]detectors.Evidence
+	intervals := make([][2]int64, 0, len(refs))
+	for i, rf := range refs {
+		l := rf.l
+		parts.Add(rf.partition)
+		if i == 0 || l.first.Before(f.first) {
+			f.first = l.first
+		}
+		f.last = maxTime(f.last, l.last)
+		if rf.d > f.dur {
+			f.dur, f.longest = rf.d, rf.partition
+		}
+		if rf.ongoing {
+			f.Ongoing = true
+			f.end = p.End
+			f.lastAnswer = maxTime(f.lastAnswer, l.last)
+		} else {
+			f.healed = maxTime(f.healed, l.healed)
+			leaders.Add(l.newLeader)
+		}
+		f.offlineKnown = f.offlineKnown && l.offlineKnown
+		for _, e := range l.errs {
+			errs[e.code] += e.n
+		}
+		leaderCounts[l.leader] += l.n
+		replicas.AddAll(l.replicas)
+		isr.AddAll(l.isr)
+		offline.AddAll(l.offline)
+		for _, c := range l.conns.List() {
+			conns.Add(c)
+		}
+		f.connsMore += l.conns.More
+		f.waitersMore += l.waitersMore
+		for _, w := range l.waiters {
+			m := waiting[w.Client]
+			if m == nil {
+				m = &waiter{Client: w.Client}
+				waiting[w.Client] = m
+			}
+			// One answer names several partitions: a client sent at
+			// least as many requests as for any one of them (exactly
+			// that many when each request named them all, as a
+			// producer's to one leader does).
+			m.metadata = max(m.metadata, w.metadata)
+			m.produce = max(m.produce, w.produce)
+			m.fetch = max(m.fetch, w.fetch)
+		}
+		evs = append(evs, append(l.ev.List(), l.healEv)) // a zero healEv (open) is skipped
+		intervals = append(intervals, [2]int64{l.firstSeq, l.lastSeq})
+	}
+	f.responses = unionLen(intervals)
+	f.errCode = mostFrequent(errs)
+	f.Error = decode.ErrorName(f.errCode)
+	f.LeaderID = mostFrequent(leaderCounts)
+	servers := conns.ServerAddrs()
+	f.Servers, f.labels = tally.AddrStrings(servers), tally.Labels(p.Nodes, servers)
+	f.Partitions = parts.Sorted()
+	f.Replicas, f.ISR, f.OfflineReplicas = replicas.Sorted(), isr.Sorted(), offline.Sorted()
+	f.NewLeaders = leaders.Sorted()
+	f.nodes = f.OfflineReplicas
+	if len(f.nodes) == 0 {
+		f.nodes = f.Replicas
+	}
+	f.DurationS, f.dur = seconds(f.dur)
+	f.allOffline = f.offlineKnown && len(replicas) > 0 && replicas.Within(offline)
+	f.isrOffline = f.offlineKnown && len(offline) > 0 && len(isr) > 0 && isr.Within(offline)
+	f.online = replicas.Minus(offline).Sorted()
+	f.onlineISR = isr.Minus(offline).Sorted()
+	f.Waited = waiters(waiting)
+	var refused int64
+	var ids []string
+	var hosts []netip.Addr
+	for _, w := range f.Waited {
+		refused += w.ProduceRefused + w.FetchRefused
+	}
+	for k := range waiting {
+		if !slices.Contains(ids, k.ID) {
+			ids = append(ids, k.ID)
+		}
+		if !slices.Contains(hosts, k.Host) {
+			hosts = append(hosts, k.Host)
+		}
+	}
+	slices.Sort(ids)
+	slices.SortFunc(hosts, netip.Addr.Compare)
+	partitions := make([]detectors.TopicPartition, len(f.Partitions))
+	for i, id := range f.Partitions {
+		partitions[i] = detectors.TopicPartition{Topic: topic, Partition: id}
+	}
+	last := maxTime(f.last, f.healed)
+	if f.Ongoing {
+		last = p.End
+	}
+	return detectors.Finding{
+		Severity: sev,
+		First:    f.first,
+		Last:     last,
+		Conns:    conns.IDs(),
+		Nodes:    f.nodes,
+		Counts: map[string]int64{"responses": f.responses, "partitions": int64(len(f.Partitions)),
+			"clients": int64(len(f.Waited)), "refused": refused},
+		Evidence: mergeEvidence(evs...),
+		Subject:  detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: servers, Nodes: f.nodes, Partitions: partitions, Error: f.errCode},
+		Detail:   f,
+	}
+}
+
+// waiters lists the clients that waited, those that waited most first.
+func waiters(m map[key.Client]*waiter) []Waiter {
+	out := make([]Waiter, 0, len(m))
+	for _, w := range m {
+		out = append(out, Waiter{ClientID: w.ID, Host: w.Host.String(), MetadataAnswers: w.metadata, ProduceRefused: w.produce, FetchRefused: w.fetch})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		return cmp.Or(cmp.Compare(b.requests(), a.requests()), cmp.Compare(a.ClientID, b.ClientID), cmp.Compare(a.Host, b.Host)) < 0
+	})
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// seconds is a stretch's length to the millisecond below, in seconds (the
+// "duration_s" field) and as the duration the text shows.
+func seconds(d time.Duration) (float64, time.Duration) {
+	s := float64(d.Milliseconds()) / 1000
+	return s, time.Duration(s * float64(time.Second))
+}
+
+// unionLen is the number of integers covered by closed intervals: the
+// responses of several stretches, each counted once.
+func unionLen(iv [][2]int64) int64 {
+	sort.Slice(iv, func(i, j int) bool { return iv[i][0] < iv[j][0] })
+	var n int64
+	end := int64(-1 << 62)
+	for _, v := range iv {
+		lo := max(v[0], end+1)
+		if v[1] >= lo {
+			n += v[1] - lo + 1
+		}
+		end = max(end, v[1])
+	}
+	return n
+}
+
+// mergeEvidence merges evidence lists into one in packet order without
+// repeats, thinned to the first, the last and a few spread in between.
+func mergeEvidence(lists ...[]detectors.Evidence) []detectors.Evidence {
+	var all []detectors.Evidence
+	for _, l := range lists {
+		for _, e := range l {
+			if e.Packet != 0 {
+				all = append(all, e)
+			}
+		}
+	}
+	detectors.SortEvidence(all)
+	uniq := all[:0]
+	for i, e := range all {
+		if i > 0 && e.File == all[i-1].File && e.Packet == all[i-1].Packet {
+			continue
+		}
+		uniq = append(uniq, e)
+	}
+	const mid = detectors.MaxMiddle
+	if len(uniq) <= mid+2 {
+		return uniq
+	}
+	out := []detectors.Evidence{uniq[0]}
+	between := uniq[1 : len(uniq)-1]
+	for k := range mid {
+		out = append(out, between[(2*k+1)*len(between)/(2*mid)])
+	}
+	return append(out, uniq[len(uniq)-1])
+}
+
+// mostFrequent is the key counted most, the smallest on a tie.
+func mostFrequent[K int16 | int32](m map[K]int64) K {
+	var best K
+	var n int64 = -1
+	for k, c := range m {
+		if c > n || (c == n && k < best) {
+			best, n = k, c
+		}
+	}
+	return best
+}

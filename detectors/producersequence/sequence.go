@@ -1,0 +1,277 @@
+// Package sequence reports idempotent producers whose batches a broker
+// refused as out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, and the other
+// errors that make a producer give up its sequence numbers:
+// UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH), and what the producer did
+// next, from the batches' producer id, epoch and base sequence: a new epoch
+// or producer id (a local bump or InitProducerId), sequences restarted at 0
+// on partitions that had no error, and records sent again under the new
+// identity, which the broker cannot recognise as retries: if their first
+// copy was written, they are written twice (librdkafka issue 4953,
+// KAFKA-12152). A sequence error right after NOT_LEADER_OR_FOLLOWER on the
+// partition is the shape of librdkafka issue 3584.
+package producersequence
+
+import (
+	"net/netip"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
+	"github.com/kfsniff/kfsniff/flows"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "producer-sequence",
+	Recorded: []string{"fixtures/pcaps/clients/producer-sequence-kgo.pcap", "fixtures/pcaps/clients/producer-sequence-librdkafka.pcap"},
+	Severity: detectors.Error,
+	Doc: "Idempotent producers whose Produce the broker refused with OUT_OF_ORDER_SEQUENCE_NUMBER " +
+		"(or UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH), per client id and host: the partitions, the " +
+		"producer ids and epochs before and after (a bump in the batches or by InitProducerId), sequences " +
+		"restarted on other partitions, and records sent again under the new epoch. An error when records " +
+		"whose first copy was written were written again (duplicates); a warning when records of unknown " +
+		"fate (timed out, never answered) were sent again under the new epoch; otherwise graded by how long " +
+		"a partition went without a write from the first error to the next write (info below 3 s, warning " +
+		"from 3 s, error from 30 s or when still not written after 10 s at the end). A single error " +
+		"recovered at once is info.",
+}, Params{MinErrors: 1, MaxPartitions: 8192}, New)
+
+// Params are the rule's thresholds and bounds.
+type Params struct {
+	MinErrors     int `param:"min-errors" doc:"sequence errors of one producer (client id and host) before it is reported"`
+	MaxPartitions int `param:"max-partitions" doc:"producer and partition pairs whose last batches are remembered to recognise records sent again; the oldest are forgotten first"`
+}
+
+// maxClients bounds the producers with sequence errors followed.
+const maxClients = 1024
+
+// New makes the rule.
+func New(p Params) detectors.Rule {
+	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[key.Client]*episode{}}
+}
+
+type rule struct {
+	p       Params
+	hist    histories
+	eps     map[key.Client]*episode
+	dropped int64
+}
+
+// seqError reports whether code makes an idempotent producer give up its
+// sequence numbers.
+func seqError(code int16) bool {
+	switch code {
+	case 45, 47, 59: // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
+		return true
+	}
+	return false
+}
+
+// fate is what an answer's error code says of the batch.
+func fate(code int16) outcome {
+	switch code {
+	case 0, 46: // written; DUPLICATE_SEQUENCE_NUMBER: written before
+		return written
+	case 7, 20, 13: // REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NETWORK_EXCEPTION
+		return unsure
+	}
+	return refused
+}
+
+func markOf(m *flows.Message) mark {
+	return mark{file: m.File, packet: m.Packet, conn: m.Conn.ID, time: m.Time}
+}
+
+// Request implements detectors.RequestHook: every idempotent batch is
+// remembered, with its records' fingerprint (the bytes are gone by the
+// time the answer comes).
+func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
+	if m.Key != int16(kmsg.Produce) || len(m.Batches) == 0 {
+		return
+	}
+	for i := range m.Batches {
+		b := &m.Batches[i]
+		if b.ProducerID < 0 || b.Magic != 2 {
+			continue
+		}
+		c := key.ClientOf(m)
+		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
+		h := r.hist.get(histKey{c, pk})
+		s := sent{identity: identity{b.ProducerID, b.ProducerEpoch}, seq: b.BaseSequence, count: b.Records,
+			sum: b.PayloadSum(), at: markOf(m), prevSeq: -1}
+		if prev := h.find(s.identity, s.seq); prev != nil {
+			// The same batch again: the broker deduplicates it.
+			if prev.state != written {
+				prev.state = pending
+			}
+			continue
+		}
+		if e := r.eps[c]; e != nil {
+			e.sentAfter(h, &s, pk, b.Transactional())
+		}
+		h.add(s)
+	}
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
+	switch x.Key() {
+	case int16(kmsg.Produce):
+		r.produced(p, x)
+	case int16(kmsg.InitProducerID):
+		if x.Resp == nil {
+			return
+		}
+		if resp, ok := x.Resp.Resp.(*kmsg.InitProducerIDResponse); ok && resp.ErrorCode == 0 {
+			if e := r.eps[key.ClientOf(x.Req)]; e != nil {
+				e.initialised(identity{resp.ProducerID, resp.ProducerEpoch}, markOf(x.Resp))
+			}
+		}
+	}
+}
+
+func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil || len(x.Req.Batches) == 0 || x.NoResponse || x.OneSided {
+		return
+	}
+	var resp *kmsg.ProduceResponse
+	if x.Resp != nil {
+		resp, _ = x.Resp.Resp.(*kmsg.ProduceResponse)
+		if resp == nil {
+			return
+		}
+	}
+	c := key.ClientOf(x.Req)
+	cur := answerCursor{}
+	for i := range x.Req.Batches {
+		b := &x.Req.Batches[i]
+		if b.ProducerID < 0 || b.Magic != 2 {
+			continue
+		}
+		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
+		h := r.hist.m[histKey{c, pk}]
+		if h == nil {
+			continue
+		}
+		s := h.find(identity{b.ProducerID, b.ProducerEpoch}, b.BaseSequence)
+		if s == nil {
+			continue
+		}
+		if resp == nil {
+			s.state = unsure // never answered
+			continue
+		}
+		code, offset, ok := cur.find(resp, pk)
+		if !ok {
+			continue
+		}
+		at := markOf(x.Resp)
+		before := *s
+		s.state, s.code, s.offset, s.answeredAt = fate(code), code, offset, at
+		e := r.eps[c]
+		if seqError(code) {
+			if e == nil {
+				if len(r.eps) >= maxClients {
+					r.dropped++
+					continue
+				}
+				e = newEpisode(c, &before, h, p.Nodes)
+				r.eps[c] = e
+			}
+			e.failed(pk, s, code, at, x.Conn, b.Transactional())
+			continue
+		}
+		if e != nil {
+			e.answered(h, pk, s, at)
+		}
+	}
+}
+
+// answerCursor finds partitions' answers in a Produce response, trying
+// the place after the last one found first (answers come in request
+// order), so that a big request costs no quadratic search.
+type answerCursor struct{ t, p int }
+
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk key.Partition) (code int16, offset int64, ok bool) {
+	match := func(t, p int) bool {
+		rt, rp := &resp.Topics[t], &resp.Topics[t].Partitions[p]
+		return rp.Partition == pk.Partition && (pk.Topic != "" && rt.Topic == pk.Topic || pk.Topic == "" && rt.TopicID == pk.TopicID)
+	}
+	if c.t < len(resp.Topics) && c.p < len(resp.Topics[c.t].Partitions) && match(c.t, c.p) {
+		rp := &resp.Topics[c.t].Partitions[c.p]
+		c.p++
+		if c.p == len(resp.Topics[c.t].Partitions) {
+			c.t, c.p = c.t+1, 0
+		}
+		return rp.ErrorCode, rp.BaseOffset, true
+	}
+	for t := range resp.Topics {
+		for p := range resp.Topics[t].Partitions {
+			if match(t, p) {
+				rp := &resp.Topics[t].Partitions[p]
+				return rp.ErrorCode, rp.BaseOffset, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// Findings implements detectors.Rule: one per producer (client id and
+// host) with at least MinErrors sequence errors.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	var eps []*episode
+	for _, e := range r.eps {
+		if e.n >= int64(r.p.MinErrors) {
+			eps = append(eps, e)
+		}
+	}
+	sort.Slice(eps, func(i, j int) bool { return eps[i].first.Before(eps[j].first) })
+	out := make([]detectors.Finding, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, r.finding(p, e))
+	}
+	return out
+}
+
+func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+	held, ongoing := e.held(p.End)
+	sev := detectors.Grade(held, ongoing)
+	switch {
+	case e.dups > 0:
+		sev = detectors.Error
+	case e.maybe > 0:
+		sev = max(sev, detectors.Warning)
+	}
+	f := e.detail(p, held, ongoing)
+	f.forgotten, f.dropped = r.hist.forgotten, r.dropped
+	code, _ := e.codes.Top()
+	parts := make([]detectors.TopicPartition, 0, len(e.parts))
+	for _, pk := range e.partOrder {
+		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
+	}
+	return detectors.Finding{
+		Severity: sev,
+		First:    e.first,
+		Last:     e.last,
+		Conns:    e.conns.IDs(),
+		Nodes:    e.conns.Nodes(p.Nodes),
+		Counts: map[string]int64{
+			"sequence_errors":     e.n,
+			"epoch_bumps":         int64(len(e.ids)) + e.moreIDs,
+			"reset_partitions":    int64(len(e.resets)),
+			"resent_batches":      e.resent,
+			"possible_duplicates": e.maybe,
+			"duplicate_batches":   e.dups,
+		},
+		Evidence: e.evidence(),
+		Subject: detectors.Subject{ClientIDs: []string{e.ID}, Clients: []netip.Addr{e.Host},
+			Servers: e.conns.ServerAddrs(), Nodes: e.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
+		Detail: f,
+	}
+}
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,195 @@
+package unansweredrequests
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Finding is the requests one server never answered (a warning). Its
+// exported fields are the finding's "fields".
+type Finding struct {
+	Server    string           `json:"server"`
+	APIs      []string         `json:"apis"`
+	ByAPI     map[string]int64 `json:"by_api"`
+	ClientIDs []string         `json:"client_ids"`
+	Clients   []string         `json:"clients"`
+	// OldestAPI and OldestPacket are the oldest request's.
+	OldestAPI    string `json:"oldest_api"`
+	OldestPacket uint64 `json:"oldest_packet"`
+	// WaitedS is the longest a request waited beyond what the broker may
+	// hold it (its MaxWaitMillis, a rebalance timeout), in seconds;
+	// Ongoing: some request was still waiting when the capture ended.
+	WaitedS float64 `json:"waited_s"`
+	Ongoing bool    `json:"ongoing"`
+	// NotKafka says what came back on connections that got no Kafka
+	// answer at all, an ApiVersions among their requests: "tls" (TLS
+	// records: a TLS listener, a plaintext client) or "nothing".
+	NotKafka string `json:"not_kafka,omitempty"`
+
+	g           *group
+	serverLabel string
+	grace       time.Duration
+	// silent: not one byte came back on any of the connections, and
+	// their requests include the ApiVersions every Kafka listener answers
+	// (the Java client speaking plaintext to an SSL listener, recorded on
+	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-plaintext-to-ssl)
+	silent bool
+	// tlsBack: what came back were TLS records (an alert)
+	tlsBack bool
+}
+
+// Summary implements detectors.Detail.
+func (f *Finding) Summary() string {
+	o := f.g.oldest
+	s := fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s; clients waited up to %s",
+		f.g.n, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.g.conns.Len()+f.g.conns.More, decode.Name(o.key), text.Clock(o.t),
+		text.Duration(f.g.felt))
+	if f.Ongoing {
+		s += ", some still waiting at the end"
+	}
+	return s
+}
+
+// Explanation implements detectors.Detail.
+func (f *Finding) Explanation() string {
+	g, o := f.g, f.g.oldest
+	why := g.why(overtaken, closed, f.grace)
+	until := map[int]string{overtaken: "until a later one was answered", expired: "until the capture ended",
+		closed: "until its connection closed"}[g.oldestWhy]
+	expl := fmt.Sprintf("%s got %d request(s) it did not answer, from client id(s) %s: %s. The oldest, %s, was sent "+
+		"at %s and waited %s %s.", f.serverLabel, g.n, strings.Join(text.Quote(f.ClientIDs), ", "),
+		strings.Join(why, "; "), o.desc, text.Clock(o.t), text.Duration(o.waited), until)
+	l := g.longest
+	if l.ev != o.ev {
+		expl += fmt.Sprintf(" The longest wait: %s, %s.", l.desc, text.Duration(l.waited))
+	}
+	beyond := ""
+	if l.hold > 0 {
+		expl += fmt.Sprintf(" %s of it is what the broker may hold it (MaxWaitMillis, or the rebalance timeout).",
+			text.Duration(l.hold))
+		beyond = " beyond that"
+	}
+	switch {
+	case g.sev == detectors.Info:
+		expl += fmt.Sprintf(" Clients waited %s%s, under %s: a request lost and given up, or overtaken, at once.",
+			text.Duration(g.felt), beyond, text.Duration(detectors.FeltAfter))
+	case f.Ongoing:
+		expl += fmt.Sprintf(" Clients waited up to %s%s, some until the capture ended.", text.Duration(g.felt), beyond)
+	default:
+		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.felt), beyond)
+	}
+	switch {
+	case f.silent && f.tlsBack:
+		expl += " What came back on these connections was a TLS record (an alert) and nothing else, though their requests " +
+			"include an ApiVersions, which every Kafka listener answers: the listener speaks TLS (SSL or SASL_SSL) and the " +
+			"client plaintext (security.protocol PLAINTEXT or SASL_PLAINTEXT). The client reads the alert as the start of " +
+			"a frame hundreds of MB long and waits for the rest until its request.timeout.ms."
+	case f.silent:
+		expl += " Not one byte came back on these connections, though their requests include an ApiVersions, which every " +
+			"Kafka listener answers: the port does not speak Kafka as the client does. A listener of another security " +
+			"protocol (an SSL or SASL_SSL listener waiting for a TLS ClientHello while the client's security.protocol is " +
+			"PLAINTEXT), a proxy, or another service on a Kafka port."
+	}
+	return expl
+}
+
+// Next implements detectors.Detail.
+func (f *Finding) Next() string {
+	o := f.g.oldest
+	return fmt.Sprintf("kfsniff -r <capture> --frames --conn %d shows the oldest request and what the connection "+
+		"carried after it. On the broker, check the request queue and handler threads (RequestQueueTimeMs, "+
+		"RequestHandlerAvgIdlePercent, NetworkProcessorAvgIdlePercent) and its log at %s; on the client, "+
+		"request.timeout.ms and disconnect messages.", o.conn.ID, text.Clock(o.t)) + f.silentNext()
+}
+
+func (f *Finding) silentNext() string {
+	if !f.silent {
+		return ""
+	}
+	return fmt.Sprintf(" Compare the client's security.protocol with the listener behind %s (the broker's listeners and "+
+		"listener.security.protocol.map); openssl s_client -connect %s shows whether it speaks TLS.", f.Server, f.Server)
+}
+
+// Pending is the requests without a response that may yet have been
+// answered (info): in flight at the end, or on connections where the
+// capture may have missed the response. Its exported fields are the
+// finding's "fields".
+type Pending struct {
+	APIs         []string         `json:"apis"`
+	ByAPI        map[string]int64 `json:"by_api"`
+	Servers      []string         `json:"servers"`
+	OldestAPI    string           `json:"oldest_api"`
+	OldestPacket uint64           `json:"oldest_packet"`
+
+	g     *group
+	grace time.Duration
+}
+
+// Summary implements detectors.Detail.
+func (f *Pending) Summary() string {
+	return fmt.Sprintf("%d request(s) without a response that may yet have been answered (%s)", f.g.n,
+		apiCounts(f.ByAPI, f.APIs))
+}
+
+// Explanation implements detectors.Detail.
+func (f *Pending) Explanation() string {
+	g, o := f.g, f.g.oldest
+	parts := g.why(inFlight, reasons-1, f.grace)
+	return fmt.Sprintf("%d request(s) have no response in the capture, but that does not show that the broker "+
+		"failed to answer. %s. The oldest, %s, was sent at %s, %s before the capture ended or its connection closed.",
+		g.n, strings.Join(parts, ". "), o.desc, text.Clock(o.t), text.Duration(o.waited))
+}
+
+// Next implements detectors.Detail.
+func (f *Pending) Next() string {
+	return "Capture longer (past the requests' timeouts) and on both directions of the connections " +
+		"(tcpdump -i <iface> 'tcp port 9092', no sampling) to see whether they are answered."
+}
+
+// whyText says why requests count, by reason: %[1]d is how many, %[2]s
+// the grace.
+var whyText = [reasons]string{
+	overtaken: "%[1]d overtaken: a later request on the same connection was answered, and Kafka answers a " +
+		"connection's requests in order, so they never will be (the broker dropped them, or the capture missed " +
+		"their responses)",
+	expired: "%[1]d still unanswered when the capture ended, longer than a broker may take (%[2]s, more for a " +
+		"Fetch's MaxWaitMillis or a group's rebalance timeout)",
+	closed: "%[1]d still unanswered, past that allowance, when their connection closed (what a client does when " +
+		"its request.timeout.ms expires)",
+	inFlight: "In flight: %[1]d sent less than %[2]s (or a Fetch's MaxWaitMillis, a group's rebalance timeout, " +
+		"more) before the capture ended or their connection closed, too soon to call them unanswered",
+	longPoll: "Long polls: %[1]d Fetch, JoinGroup or SyncGroup requests within the time the broker may hold them",
+	oneSided: "One-sided: %[1]d on connections of which the capture holds not one packet from the server (a " +
+		"one-sided, filtered or sampled capture), so whether they were answered cannot be told",
+	gaps: "Capture gaps: %[1]d on connections that lost segments in the capture, where their responses may " +
+		"have been lost",
+}
+
+// why says why the group's requests count, for the reasons from first to
+// last that some have.
+func (g *group) why(first, last int, grace time.Duration) []string {
+	var out []string
+	for i := first; i <= last; i++ {
+		if n := g.reasons[i]; n > 0 {
+			out = append(out, fmt.Sprintf(whyText[i], n, text.Duration(grace)))
+		}
+	}
+	return out
+}
+
+// apiCounts renders "Produce 10, Metadata 2", most first.
+func apiCounts(by map[string]int64, names []string) string {
+	names = append([]string(nil), names...)
+	sort.SliceStable(names, func(i, j int) bool { return by[names[i]] > by[names[j]] })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, by[n])
+	}
+	return text.List(parts, 4)
+}

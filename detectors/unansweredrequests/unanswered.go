@@ -1,0 +1,550 @@
+// Package unanswered reports requests that got no response. Every request
+// is given an allowance, the time a healthy broker may take to answer it:
+// Grace, plus MaxWaitMillis for a Fetch (a long poll is answered when data
+// arrives or the wait expires), plus the rebalance timeout for a JoinGroup
+// (held until every member has joined) and for a SyncGroup (held until the
+// leader sends the assignment).
+//
+// A request is unanswered (warning) when
+//   - a later request on its connection was answered ("overtaken": Kafka
+//     answers a connection's requests in order, so it never will be), or
+//   - it waited past its allowance and the capture ended ("expired") or
+//     the connection closed ("closed", what a client does when its
+//     request.timeout.ms expires).
+//
+// The finding of a server is graded by what clients felt (detectors.Grade):
+// how long its longest unanswered request waited beyond what the broker may
+// hold it (a Fetch's MaxWaitMillis, a group's rebalance timeout), until it
+// was overtaken, its connection closed or the capture ended. Info under 3 s
+// (a request dropped and retried at once); a warning from 3 s; an error
+// from 30 s, or from 10 s for a request still waiting when the capture
+// ended.
+//
+// A request whose allowance had not run out when the capture ended or its
+// connection closed is in flight, not unanswered: the long poll pending at
+// the end of every consumer capture is not mentioned at all, other
+// requests are listed at info. So are requests on connections whose server
+// side the capture never saw (not one packet: a one-sided or sampled
+// capture) or that lost segments in the capture: there the response may
+// exist and not have been captured.
+package unansweredrequests
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "unanswered-requests",
+	Recorded: []string{"fixtures/pcaps/clients/unanswered-kgo.pcap", "fixtures/pcaps/clients/unanswered-sarama.pcap"},
+	Severity: detectors.Error,
+	// Generic: a throttled finding for the same client and broker explains
+	// its waits (Subject.Waits).
+	Generic: true,
+	Doc: "Requests that got no response: overtaken by the answer to a later request on the same " +
+		"connection, or still waiting, past their allowance (grace, plus MaxWaitMillis for a Fetch long " +
+		"poll, plus the rebalance timeout for JoinGroup and SyncGroup), when the capture ended or the " +
+		"connection closed. Per broker: count, APIs, connections, the oldest request, graded by how long the " +
+		"longest waited beyond what the broker may hold it: info under 3 s, warning from 3 s, error from 30 s or " +
+		"from 10 s still waiting at the end. Requests still within their allowance at the end are in flight " +
+		"(info; a pending long poll is not reported). Generic: a throttled finding for the same client ids at the same broker, at least as severe, explains its waits, and it drops to info.",
+}, Params{Grace: time.Second}, New)
+
+// Params are the rule's thresholds.
+type Params struct {
+	Grace time.Duration `param:"grace" unit:"s" alias:"grace-s" doc:"how long any request may wait for its response before it counts as unanswered, on top of a Fetch's MaxWaitMillis or a group's rebalance timeout"`
+}
+
+const (
+	// maxTail bounds the requests kept per connection while their fate
+	// is open; older ones beyond it count as unanswered.
+	maxTail = 1024
+	// maxGroupIDs bounds the client ids a group names.
+	maxGroupIDs = 64
+	// defaultMaxWait is assumed for a Fetch whose body was lost.
+	defaultMaxWait = 500 * time.Millisecond
+	// maxEvidenceReqs bounds the requests a group keeps for evidence.
+	maxEvidenceReqs = 4096
+)
+
+// Why a request is counted.
+const (
+	overtaken = iota // a later request on the connection was answered
+	expired          // waited past its allowance until the capture ended
+	closed           // waited past its allowance until the connection closed
+	inFlight         // allowance not run out at the end or at the close
+	longPoll         // a Fetch or group request within its wait: normal
+	oneSided         // the capture has no packet from the server
+	gaps             // the connection lost segments in the capture
+	reasons
+)
+
+var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight", "long_poll", "one_sided", "capture_gaps"}
+
+// New makes the rule.
+func New(p Params) detectors.Rule {
+	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*group)}
+}
+
+// Cut implements detectors.Bounded: requests whose client id was not
+// named, past maxGroupIDs in their group.
+func (r *rule) Cut() map[string]int64 {
+	n := r.info.idsNotNamed
+	for _, g := range r.warn {
+		n += g.idsNotNamed
+	}
+	return map[string]int64{"client_ids_not_named": n}
+}
+
+type rule struct {
+	p     Params
+	conns map[*flows.ConnInfo]*conn
+	// waited has a connection's bit set once a request of it went
+	// unanswered (its conn's tail was not empty): an answer on a
+	// connection without it has no tail to settle, found without the
+	// lookup in conns that missed the cache at every exchange.
+	waited tally.ConnBits
+	// warn groups unanswered requests by server; info gathers those
+	// that are in flight or whose responses the capture may have missed.
+	warn map[netip.AddrPort]*group
+	info group
+}
+
+// conn is what is known of one connection.
+type conn struct {
+	// tail holds the unanswered requests since the last answered one.
+	tail []request
+	// evicted is the oldest request dropped from a full tail (counted
+	// overtaken at once), its wait settled at the end: it waited until
+	// the connection closed or the capture ended.
+	evicted   request
+	rebalance time.Duration // last JoinGroup's rebalance timeout
+	maxWait   time.Duration // last Fetch's MaxWaitMillis
+}
+
+// request is a request without a response.
+type request struct {
+	key      int16
+	t        time.Time
+	allow    time.Duration
+	hold     time.Duration // of the allowance, what the broker may hold it
+	longPoll bool          // the allowance includes a server-side wait
+	lossy    bool          // its connection had lost segments by then
+	ev       detectors.Evidence
+	desc     string        // "Produce v9 corr 12 (packet 40)"
+	waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
+	conn     *flows.ConnInfo
+	clientID string
+}
+
+// group is requests counted together: to one server, or the info ones.
+type group struct {
+	server      netip.AddrPort
+	n           int64
+	reasons     [reasons]int64
+	byAPI       map[string]int64
+	clientIDs   map[string]bool // at most maxGroupIDs
+	idsNotNamed int64           // requests of further client ids
+	conns       tally.Conns
+	first, last time.Time
+	oldest      request
+	oldestWhy   int
+	reqs        []request // for evidence in time order, bounded
+	// longest is the request that waited longest beyond its hold, felt
+	// that wait; sev is the worst of the requests' grades.
+	longest request
+	felt    time.Duration
+	sev     detectors.Severity
+	ongoing bool // some request still waiting when the capture ended
+}
+
+func (g *group) add(r request, reason int) {
+	if g.byAPI == nil {
+		g.byAPI = make(map[string]int64)
+		g.clientIDs = make(map[string]bool)
+	}
+	g.n++
+	g.reasons[reason]++
+	if decode.KnownKey(r.key) {
+		g.byAPI[decode.Name(r.key)]++
+	} else {
+		g.byAPI["unknown"]++ // one entry for the keys from the wire kmsg does not know
+	}
+	if len(g.clientIDs) < maxGroupIDs || g.clientIDs[r.clientID] {
+		g.clientIDs[r.clientID] = true
+	} else {
+		g.idsNotNamed++
+	}
+	g.conns.Add(r.conn)
+	if g.n == 1 || r.t.Before(g.first) {
+		g.first = r.t
+		g.oldest, g.oldestWhy = r, reason
+	}
+	if r.t.After(g.last) {
+		g.last = r.t
+	}
+	if len(g.reqs) < maxEvidenceReqs {
+		g.reqs = append(g.reqs, r)
+	}
+	g.grade(r, reason)
+}
+
+// grade takes in how long r waited, why it counts.
+func (g *group) grade(r request, reason int) {
+	felt := max(r.waited-r.hold, 0)
+	if g.longest.conn == nil || felt > g.felt {
+		g.longest, g.felt = r, felt
+	}
+	g.sev = max(g.sev, detectors.Grade(felt, reason == expired))
+	g.ongoing = g.ongoing || reason == expired
+}
+
+// evidence returns the requests' packets: the oldest first, then a spread.
+func (g *group) evidence() []detectors.Evidence {
+	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].t.Before(g.reqs[j].t) })
+	var s detectors.Sampler[detectors.Evidence]
+	s.Add(g.oldest.ev)
+	for _, r := range g.reqs {
+		if r.ev != g.oldest.ev {
+			s.Add(r.ev)
+		}
+	}
+	return s.List()
+}
+
+// clone copies a group deeply enough that adding to either, or sorting
+// its requests, leaves the other as it was.
+func (g *group) clone() *group {
+	c := *g
+	c.byAPI = maps.Clone(g.byAPI)
+	c.clientIDs = maps.Clone(g.clientIDs)
+	c.conns = g.conns.Clone()
+	c.reqs = slices.Clone(g.reqs)
+	return &c
+}
+
+func (r *rule) conn(c *flows.ConnInfo) *conn {
+	uc := r.conns[c]
+	if uc == nil {
+		uc = &conn{}
+		r.conns[c] = uc
+	}
+	return uc
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil || x.NoResponse || x.Again {
+		return // Again: this exchange was counted with another partition
+	}
+	c := x.Conn
+	switch kmsg.Key(x.Req.Key) {
+	case kmsg.JoinGroup:
+		if j, ok := x.Req.Req.(*kmsg.JoinGroupRequest); ok {
+			uc := r.conn(c)
+			uc.rebalance = time.Duration(j.RebalanceTimeoutMillis) * time.Millisecond
+			if j.Version == 0 || j.RebalanceTimeoutMillis <= 0 {
+				uc.rebalance = time.Duration(j.SessionTimeoutMillis) * time.Millisecond
+			}
+		}
+	case kmsg.Fetch:
+		// Kept for a later Fetch whose body is lost in the capture.
+		if w, ok := decode.MaxWait(x.Req.Req); ok {
+			r.conn(c).maxWait = w
+		}
+	}
+	if x.OneSided {
+		// No packet from the server in the capture: whether it was
+		// answered cannot be told. It waited until the end (settled in
+		// Findings).
+		q := r.request(x)
+		q.waited = -1
+		r.info.add(q, oneSided)
+		return
+	}
+	if !x.Unanswered {
+		// Kafka answers in order: whatever waits before this request
+		// on the connection will not be answered.
+		if c.ID > 0 && !r.waited.Has(c.ID) {
+			return
+		}
+		if uc := r.conns[c]; uc != nil && len(uc.tail) > 0 {
+			for _, q := range uc.tail {
+				q.waited = x.Resp.Time.Sub(q.t)
+				if x.ConnGaps > 0 {
+					// The response may be in the bytes lost.
+					r.info.add(q, gaps)
+				} else {
+					r.warnGroup(q).add(q, overtaken)
+				}
+			}
+			uc.tail = uc.tail[:0]
+		}
+		return
+	}
+	q := r.request(x)
+	uc := r.conn(c)
+	if len(uc.tail) >= maxTail {
+		// A connection with this many unanswered requests is broken
+		// whatever becomes of the rest.
+		uc.tail[0].waited = q.t.Sub(uc.tail[0].t) // so far
+		r.warnGroup(uc.tail[0]).add(uc.tail[0], overtaken)
+		if uc.evicted.conn == nil {
+			uc.evicted = uc.tail[0]
+		}
+		copy(uc.tail, uc.tail[1:])
+		uc.tail = uc.tail[:len(uc.tail)-1]
+	}
+	uc.tail = append(uc.tail, q)
+	r.waited.Set(c.ID)
+}
+
+// request describes an unanswered request with its allowance.
+func (r *rule) request(x *detectors.Exchange) request {
+	m := x.Req
+	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.ClientID, lossy: x.ConnGaps > 0}
+	uc := r.conns[x.Conn]
+	switch kmsg.Key(m.Key) {
+	case kmsg.Fetch:
+		wait := defaultMaxWait
+		if uc != nil && uc.maxWait > 0 {
+			wait = uc.maxWait
+		}
+		if w, ok := decode.MaxWait(m.Req); ok {
+			wait = w
+		}
+		q.hold = wait
+		q.longPoll = true
+	case kmsg.ShareFetch:
+		q.hold, _ = decode.MaxWait(m.Req)
+		q.longPoll = true
+	case kmsg.JoinGroup, kmsg.SyncGroup:
+		// A JoinGroup has just set it from its own rebalance timeout.
+		if uc != nil {
+			q.hold = max(uc.rebalance, 0)
+		}
+		q.longPoll = true
+	}
+	q.allow += q.hold
+	q.ev = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
+	q.desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
+	return q
+}
+
+func (r *rule) warnGroup(q request) *group {
+	s := q.conn.Server
+	g := r.warn[s]
+	if g == nil {
+		g = &group{server: s}
+		r.warn[s] = g
+	}
+	return g
+}
+
+// ending is how a connection ended, from its final counters (Pass.Conns).
+type ending struct {
+	at       time.Time // when it closed, or the capture's end
+	closed   bool
+	oneSided bool // not one packet from the server
+	gaps     bool // lost segments in the capture
+}
+
+func endings(p *detectors.Pass) func(c *flows.ConnInfo) ending {
+	live := make(map[*flows.ConnInfo]*flows.Conn, len(p.Conns))
+	for _, c := range p.Conns {
+		live[&c.ConnInfo] = c
+	}
+	return func(ci *flows.ConnInfo) ending {
+		c := live[ci]
+		if c == nil {
+			// Not among the pipeline's connections (not expected): as
+			// if still open, both ways seen.
+			return ending{at: p.End}
+		}
+		at := p.End
+		if c.Agent != "" && p.AgentEnd != nil {
+			// Another host's capture, read back: it ended where its
+			// agent's did, not with the last of every agent's records.
+			if t, ok := p.AgentEnd(c.Agent); ok {
+				at = t
+			}
+		}
+		e := ending{at: at, oneSided: c.Packets[flows.ToClient] == 0, gaps: c.Gaps > 0}
+		if c.Closed || c.Reset {
+			e.at, e.closed = c.LastSeen, true
+		}
+		return e
+	}
+}
+
+// Findings implements detectors.Rule: one warning per server with
+// unanswered requests, and one info finding for those that may yet have
+// been answered. It settles the requests still open.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	end := endings(p)
+	// Requests of one-sided connections waited until the end.
+	settle := func(q *request) {
+		if q.waited < 0 {
+			q.waited = end(q.conn).at.Sub(q.t)
+		}
+	}
+	settle(&r.info.oldest)
+	for i := range r.info.reqs {
+		settle(&r.info.reqs[i])
+	}
+	// Settle the requests still open at the end, connection by
+	// connection in order.
+	conns := make([]*flows.ConnInfo, 0, len(r.conns))
+	for c, uc := range r.conns {
+		if len(uc.tail) > 0 || uc.evicted.conn != nil {
+			conns = append(conns, c)
+		}
+	}
+	sort.Slice(conns, func(i, j int) bool { return conns[i].ID < conns[j].ID })
+	for _, c := range conns {
+		e := end(c)
+		reason := expired
+		if e.closed {
+			reason = closed
+		}
+		if q := r.conns[c].evicted; q.conn != nil {
+			// Counted when dropped; it waited on until now.
+			q.waited = e.at.Sub(q.t)
+			r.warnGroup(q).grade(q, reason)
+		}
+		for _, q := range r.conns[c].tail {
+			q.waited = e.at.Sub(q.t)
+			switch {
+			case e.oneSided:
+				r.info.add(q, oneSided)
+			case e.gaps || q.lossy:
+				// (A connection read back from an agent's records does
+				// not count its gaps: its requests say them.)
+				r.info.add(q, gaps)
+			case q.waited < q.allow && q.longPoll:
+				r.info.add(q, longPoll)
+			case q.waited < q.allow:
+				r.info.add(q, inFlight)
+			default:
+				r.warnGroup(q).add(q, reason)
+			}
+		}
+		r.conns[c].tail = nil
+	}
+	servers := make([]*group, 0, len(r.warn))
+	for _, g := range r.warn {
+		servers = append(servers, g)
+	}
+	sort.Slice(servers, func(i, j int) bool { return servers[i].server.String() < servers[j].server.String() })
+	var out []detectors.Finding
+	var byID map[int]*flows.Conn // the final connections by id, made once if a group needs them
+	for _, g := range servers {
+		if g.byAPI["ApiVersions"] > 0 && byID == nil {
+			byID = make(map[int]*flows.Conn, len(p.Conns))
+			for _, c := range p.Conns {
+				byID[c.ID] = c
+			}
+		}
+		out = append(out, r.warning(p, g, byID))
+	}
+	// Leave out a group of nothing but pending long polls.
+	if g := &r.info; g.n > g.reasons[longPoll] {
+		out = append(out, r.pending(p, g))
+	}
+	return out
+}
+
+// Snapshot implements detectors.Snapshotter: Findings settles the open
+// requests into the groups, so it runs here on copies of the groups and
+// of the per-connection state.
+func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
+	c := *r
+	c.conns = make(map[*flows.ConnInfo]*conn, len(r.conns))
+	for k, uc := range r.conns {
+		cu := *uc // Findings only reads the tail, then drops it from the copy
+		c.conns[k] = &cu
+	}
+	c.warn = make(map[netip.AddrPort]*group, len(r.warn))
+	for k, g := range r.warn {
+		c.warn[k] = g.clone()
+	}
+	c.info = *r.info.clone()
+	return c.Findings(p)
+}
+
+func (r *rule) warning(p *detectors.Pass, g *group, byID map[int]*flows.Conn) detectors.Finding {
+	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
+		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
+		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
+		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
+	if g.byAPI["ApiVersions"] > 0 {
+		f.silent, f.tlsBack = silentConns(byID, g.conns.IDs())
+		switch {
+		case f.silent && f.tlsBack:
+			f.NotKafka = "tls"
+		case f.silent:
+			f.NotKafka = "nothing"
+		}
+	}
+	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
+}
+
+// silentConns reports whether none of the connections ids (all among
+// the final connections byID) carried a byte to the client but TLS
+// records (tls: some did): a TLS listener's alert to a plaintext client.
+func silentConns(byID map[int]*flows.Conn, ids []int) (silent, tls bool) {
+	for _, id := range ids {
+		c := byID[id]
+		if c == nil {
+			return false, false
+		}
+		if b := c.Bytes[flows.ToClient]; b > 0 {
+			if c.Skipped["tls"] < b {
+				return false, false
+			}
+			tls = true
+		}
+	}
+	return len(ids) > 0, tls
+}
+
+// pending lists the requests that may yet have been answered.
+func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
+	f := &Pending{APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI, Servers: g.conns.Servers(),
+		OldestAPI: decode.Name(g.oldest.key), OldestPacket: g.oldest.ev.Packet, g: g, grace: r.p.Grace}
+	return g.finding(p, detectors.Info, inFlight, reasons-1, g.conns.ServerAddrs(), f)
+}
+
+// finding is the group's finding at sev, counting the reasons from first
+// to last.
+func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
+	d detectors.Detail) detectors.Finding {
+	counts := map[string]int64{"requests": g.n, "connections": int64(g.conns.Len() + g.conns.More)}
+	for i := first; i <= last; i++ {
+		counts[reasonNames[i]] = g.reasons[i]
+	}
+	return detectors.Finding{
+		Severity: sev,
+		First:    g.first,
+		Last:     g.last,
+		Conns:    g.conns.IDs(),
+		Nodes:    g.conns.Nodes(p.Nodes),
+		Counts:   counts,
+		Evidence: g.evidence(),
+		Subject:  detectors.Subject{ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.ClientAddrs(), Servers: servers, Waits: true},
+		Detail:   d,
+	}
+}
