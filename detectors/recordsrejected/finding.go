@@ -74,9 +74,9 @@ func (f *Finding) limit() string {
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Between %s and %s, %d Produce answer(s) to client id %q on %s refused %s (%d records, %d bytes): %s. ",
+	fmt.Fprintf(&b, "Between %s and %s, %d Produce answer(s) to client id %q on %s refused %s (%s, %d bytes): %s. ",
 		text.Clock(f.first), text.Clock(f.last), f.Answers, f.ClientID, f.Host, text.Plural(f.Batches, "batch", "batches"),
-		f.Records, f.Bytes, strings.Join(f.codes, ", "))
+		text.Plural(f.Records, "record", "records"), f.Bytes, strings.Join(f.codes, ", "))
 	b.WriteString("No retry mends these errors: the broker will refuse the same bytes again, so the client fails the " +
 		"records back to the application, and unless the application keeps them and sends them differently, they " +
 		"are lost. ")
