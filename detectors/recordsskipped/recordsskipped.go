@@ -30,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
@@ -138,7 +139,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	switch resp := x.Resp.Resp.(type) {
 	case *kmsg.FetchResponse:
 		if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
-			if id, _ := decode.FetchReplica(req); id >= 0 {
+			if id, _ := cluster.FetchReplica(req); id >= 0 {
 				return // a follower
 			}
 			r.fetched(p, x, req, resp)
@@ -283,8 +284,8 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 		return
 	}
 	c := key.ClientOf(x.Req)
-	decode.FetchOffsets(req, func(ref decode.PartitionRef, off int64) {
-		pt := part{r.name(p.Nodes, ref.Topic, ref.TopicID), ref.Partition}
+	decode.FetchOffsets(req, func(ref cluster.Partition, off int64) {
+		pt := part{r.name(p.Nodes, ref.Topic, ref.TopicID), ref.Num}
 		k := posKey{c, pt}
 		group := r.groupOf(k)
 		if ps := r.pos[k]; ps != nil {
