@@ -12,7 +12,9 @@
 // when the client was still asking (an answer within MaxGap of the end),
 // else to its last failing answer (it gave up). A stall whose first
 // failing answer came early, on a connection opened before the capture
-// began, with no success before, may have begun earlier: it says so. Answers that are steps
+// began, with no success before, may have begun earlier: it says so,
+// and counts one failing answer more (the client's earlier asks were not
+// captured). Answers that are steps
 // of a healthy protocol are neither: MEMBER_ID_REQUIRED,
 // REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION and the
 // KIP-848 fencing codes (rebalance-loop's), and Produce errors another
@@ -348,7 +350,13 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var fs []found
 	for _, s := range r.keys {
 		e, on := r.verdict(s, p.Start, p.End)
-		if e.asks >= int64(r.p.MinAsks) && e.length() >= r.p.MinStall {
+		asks := e.asks
+		if e.atStart {
+			// Joined mid-stall: the client failed before the capture
+			// began, an ask not seen.
+			asks++
+		}
+		if asks >= int64(r.p.MinAsks) && e.length() >= r.p.MinStall {
 			fs = append(fs, found{s, e, on})
 		}
 	}
