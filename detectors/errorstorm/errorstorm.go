@@ -336,22 +336,25 @@ func carries(ecs []flows.ErrorCount, code int16) bool {
 func (c *client) end(t time.Time) {
 	if c.stormy {
 		c.longest = max(c.longest, t.Sub(c.first))
-		c.keepRate()
+		c.fastN, c.fastRate = c.fastest()
 	}
 	c.open, c.stormy = false, false
 }
 
-// keepRate keeps the open spell's rate if it is the fastest yet: the
-// gaps between its errors over the span from its first to its last (a
-// millisecond at least), compared once it holds detectors.FastMin errors.
-func (c *client) keepRate() {
-	if c.n < 2 || c.n < detectors.FastMin && c.fastN >= detectors.FastMin {
-		return
+// fastest is the errors and rate of the fastest spell so far, the open
+// one included: a spell's rate is the gaps between its errors over the
+// span from its first to its last (a millisecond at least), and one that
+// holds detectors.FastMin errors beats one that does not. It changes
+// nothing (Findings and Snapshot call it).
+func (c *client) fastest() (int64, float64) {
+	if !c.open || c.n < 2 || c.n < detectors.FastMin && c.fastN >= detectors.FastMin {
+		return c.fastN, c.fastRate
 	}
 	r := float64(c.n-1) / max(c.last.Sub(c.first), time.Millisecond).Seconds()
-	if r > c.fastRate || c.fastN < detectors.FastMin && c.n > c.fastN {
-		c.fastN, c.fastRate = c.n, r
+	if r > c.fastRate || c.fastN < detectors.FastMin && c.n >= detectors.FastMin || c.fastN < detectors.FastMin && c.n > c.fastN {
+		return c.n, r
 	}
+	return c.fastN, c.fastRate
 }
 
 // held is how long the client was held up by the error in a spell in which
@@ -360,7 +363,6 @@ func (c *client) keepRate() {
 func (c *client) held(end time.Time, window time.Duration) (d time.Duration, ongoing bool) {
 	d = c.longest
 	if c.open && c.stormy {
-		c.keepRate()
 		if end.Sub(c.last) <= window {
 			return max(d, end.Sub(c.first)), true
 		}
@@ -405,11 +407,10 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		failing int
 	)
 	type spell struct {
-		d        time.Duration
-		on       bool
-		n        int64
-		rate     float64
-		stormers bool
+		d    time.Duration
+		on   bool
+		n    int64
+		rate float64
 	}
 	spells := make([]spell, 0, len(g.clients))
 	for k, c := range g.clients {
@@ -425,7 +426,11 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		if on {
 			failing++
 		}
-		spells = append(spells, spell{d: d, on: on, n: c.fastN, rate: c.fastRate})
+		n, rate := c.fastN, c.fastRate
+		if c.stormy {
+			n, rate = c.fastest()
+		}
+		spells = append(spells, spell{d: d, on: on, n: n, rate: rate})
 	}
 	for _, sp := range spells {
 		// The worst client: the most severe, then the longest held, then

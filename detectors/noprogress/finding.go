@@ -176,8 +176,8 @@ func (f *Finding) apis() string {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("%s %s for %s: %d %s answers %s", f.who(), f.what(), text.Duration(f.ep.Seen), f.Answers,
-		f.apis(), strings.Join(f.Errors, ", "))
+	s := fmt.Sprintf("%s %s for %s: %s %s", f.who(), f.what(), text.Duration(f.ep.Seen),
+		text.Plural(f.Answers, f.apis()+" answer", f.apis()+" answers"), strings.Join(f.Errors, ", "))
 	switch {
 	case f.Ongoing:
 		s += "; " + f.ep.Felt()

@@ -40,8 +40,7 @@ import (
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name: "no-progress",
-	Recorded: []string{"fixtures/pcaps/clients/coordinator-stall-kgo.pcap", "fixtures/pcaps/clients/coordinator-stall-sarama.pcap",
-		"fixtures/pcaps/clients/coordinator-blip-kgo.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/coordinator-stall-kgo.pcap", "fixtures/pcaps/clients/coordinator-stall-sarama.pcap"},
 	Severity: detectors.Error,
 	Doc: "A client keeps asking and makes no progress: no coordinator found (FindCoordinator), no group joined " +
 		"(JoinGroup, SyncGroup, ConsumerGroupHeartbeat), no offset commit accepted (OffsetCommit, TxnOffsetCommit), " +
@@ -124,6 +123,12 @@ type ended struct {
 }
 
 func (e ended) length() time.Duration { return e.to.Sub(e.from) }
+
+// who is a client: its host and client id.
+type who struct {
+	host netip.Addr
+	id   string
+}
 
 type rule struct {
 	p       Params
@@ -306,7 +311,7 @@ func (r *rule) answer(p *detectors.Pass, x *detectors.Exchange, k key, code int1
 // close ends the open stall at to, healed by a success or given up.
 func (s *stall) close(to time.Time, healed bool) {
 	e := ended{from: s.first, to: to, asks: s.asks, healed: healed, conns: s.conns.Clone(), ev: s.ev.List(),
-		atStart: !s.sawSuccess && s.mid}
+		atStart: !s.sawSuccess}
 	e.code, _ = s.codes.Top()
 	e.codes = s.codes.Names()
 	if s.worst.asks == 0 || e.length() > s.worst.length() {
@@ -317,13 +322,13 @@ func (s *stall) close(to time.Time, healed bool) {
 
 // verdict is the key's worst stall, the open one counted to end when the
 // client was still asking then.
-func (r *rule) verdict(s *stall, start, end time.Time) (e ended, ongoing bool) {
+func (r *rule) verdict(s *stall, start, end time.Time, older map[who]bool) (e ended, ongoing bool) {
 	e = s.worst
 	if s.open {
 		o := ended{from: s.first, to: s.last, asks: s.asks, conns: s.conns, ev: s.ev.List()}
 		o.code, _ = s.codes.Top()
 		o.codes = s.codes.Names()
-		o.atStart = !s.sawSuccess && s.mid
+		o.atStart = !s.sawSuccess
 		on := end.Sub(s.last) <= r.p.MaxGap
 		if on {
 			o.to = end
@@ -333,9 +338,12 @@ func (r *rule) verdict(s *stall, start, end time.Time) (e ended, ongoing bool) {
 		}
 	}
 	// Already under way when the capture began: its first failing answer
-	// came within max-gap of the start, on a connection opened before
-	// it, with nothing of the key before.
-	e.atStart = e.atStart && s.firstSeen.Sub(start) <= r.p.MaxGap && e.from.Sub(start) <= r.p.MaxGap
+	// came within max-gap of the start, with nothing of the key before,
+	// from a client connected before the capture began (its answer came
+	// on such a connection, or the client had one: a client such as
+	// sarama asks again on new connections).
+	e.atStart = e.atStart && (s.mid || older[who{s.key.host, s.key.client}]) &&
+		s.firstSeen.Sub(start) <= r.p.MaxGap && e.from.Sub(start) <= r.p.MaxGap
 	return e, ongoing
 }
 
@@ -347,9 +355,19 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		e       ended
 		ongoing bool
 	}
+	// The clients (host and client id) with a connection opened before
+	// the capture began.
+	older := map[who]bool{}
+	for _, c := range p.Conns {
+		if c.MidStream {
+			for _, id := range c.ClientIDs {
+				older[who{c.Client.Addr(), id}] = true
+			}
+		}
+	}
 	var fs []found
 	for _, s := range r.keys {
-		e, on := r.verdict(s, p.Start, p.End)
+		e, on := r.verdict(s, p.Start, p.End, older)
 		asks := e.asks
 		if e.atStart {
 			// Joined mid-stall: the client failed before the capture
