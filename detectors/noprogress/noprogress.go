@@ -39,7 +39,7 @@ import (
 
 // Analyzer is the rule.
 var Analyzer = detectors.Define(detectors.Analyzer{
-	Name: "no-progress",
+	Name:     "no-progress",
 	Recorded: []string{"fixtures/pcaps/clients/coordinator-stall-kgo.pcap", "fixtures/pcaps/clients/coordinator-stall-sarama.pcap"},
 	Severity: detectors.Error,
 	Doc: "A client keeps asking and makes no progress: no coordinator found (FindCoordinator), no group joined " +
