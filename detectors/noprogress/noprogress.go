@@ -144,7 +144,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Req.Req == nil || x.Resp.Resp == nil {
 		return
 	}
-	base := key{host: x.Conn.Client.Addr(), client: x.Req.ClientID}
+	base := key{host: x.Conn.Client.Addr(), client: x.Req.Client.ID}
 	switch req := x.Req.Req.(type) {
 	case *kmsg.FindCoordinatorRequest:
 		resp, ok := x.Resp.Resp.(*kmsg.FindCoordinatorResponse)
