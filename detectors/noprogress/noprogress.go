@@ -258,7 +258,7 @@ func step(k kind, code int16) bool {
 		case 6, 74, 75, 5, // not-leader-loop, leader-election-stall
 			19, 20, // not-enough-replicas
 			45, 46, 47, 90, // producer-sequence and fencing
-			10, 18, 2, 87: // rejected for good: too large, corrupt, invalid record
+			10, 18, 2, 87, 32, 76: // records-rejected: too large, corrupt, invalid record or timestamp, compression
 			return true
 		}
 	}
