@@ -49,7 +49,7 @@ func TestDetectorsDoc(t *testing.T) {
 	as := all.Analyzers()
 	want := "# kfsniff detectors\n\nGenerated from `kfsniff --list-detectors` (refresh: `go test ./detectors/all -run DetectorsDoc -update`).\n" +
 		"Change a parameter with `-o detector.param=value` (a duration as `10s` or `250ms`); `--fail-on warning` makes kfsniff\n" +
-		"exit 3 when a finding at or above that severity exists.\n\n" + policy + "\n```\n" + detectors.Describe(as) + "```\n"
+		"exit 3 when a finding at or above that severity exists.\n\n" + policy + "\n```\n" + detectors.Describe(as) + "```\n\n" + all.ErrorCodesDoc()
 	if *update {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -71,5 +71,36 @@ func TestDetectorsDoc(t *testing.T) {
 			t.Errorf("%s listed twice", a.Name)
 		}
 		names[a.Name] = true
+	}
+}
+
+// TestErrorCodesComplete: every code kerr knows has a row, each row a
+// rule that exists, and a recording or a reason for none.
+func TestErrorCodesComplete(t *testing.T) {
+	rules := map[string]bool{}
+	for _, a := range all.Analyzers() {
+		rules[a.Name] = true
+	}
+	rows := all.ErrorCodes()
+	if len(rows) < 100 {
+		t.Fatalf("%d rows: kerr lists more codes", len(rows))
+	}
+	seen := map[int16]bool{}
+	for _, r := range rows {
+		seen[r.Code] = true
+		if !rules[r.Rule] {
+			t.Errorf("code %d: rule %q does not exist", r.Code, r.Rule)
+		}
+		switch {
+		case r.Recording == "" && r.NotRecorded == "":
+			t.Errorf("code %d: no recording and no reason", r.Code)
+		case r.Recording != "" && r.Severity == "":
+			t.Errorf("code %d: a recording without the severity it gives", r.Code)
+		}
+	}
+	for _, code := range []int16{1, 6, 10, 47, 90, 129} {
+		if !seen[code] {
+			t.Errorf("code %d missing", code)
+		}
 	}
 }
