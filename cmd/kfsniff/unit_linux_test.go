@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,7 +152,7 @@ func readUnit(t *testing.T, path string) unit {
 	for _, c := range strings.Fields(ambient) {
 		u.caps = append(u.caps, strings.ToLower(strings.TrimPrefix(c, "CAP_")))
 	}
-	if len(u.execStart) == 0 || u.families == "" || len(u.caps) == 0 || !u.noNewPriv {
+	if len(u.execStart) == 0 || u.families == "" || !u.noNewPriv {
 		t.Fatalf("%s: want ExecStart, RestrictAddressFamilies, capabilities and NoNewPrivileges=yes: %+v", path, u)
 	}
 	return u
@@ -280,6 +281,9 @@ func TestUnitNamedInterface(t *testing.T) {
 		t.Skip("no setpriv (util-linux): cannot drop to the unit's user and capabilities")
 	}
 	u := readUnit(t, "../../docs/systemd/kfsniff-agent.service")
+	if strings.Join(u.caps, ",") != "net_raw" {
+		t.Errorf("capabilities %v, want CAP_NET_RAW alone (-p: no promiscuous mode)", u.caps)
+	}
 	if !strings.Contains(u.families, "AF_NETLINK") {
 		t.Errorf("RestrictAddressFamilies=%s: without AF_NETLINK, -i NAME, -i INDEX and -D fail", u.families)
 	}
@@ -369,4 +373,67 @@ func TestUnitNamedInterface(t *testing.T) {
 			t.Errorf("-D, RestrictAddressFamilies=%s: %v, want a failure for want of netlink:\n%s", withoutNetlink, err, out)
 		}
 	})
+}
+
+// TestUnitCorrelator starts docs/systemd/kfsniff-correlator.service's
+// ExecStart under its address-family filter, no capability and an
+// unprivileged user in a network namespace, reading a kfake export
+// cluster there that an agent shipped a capture to: it serves the
+// correlated requests as metrics, and stops on SIGTERM with exit 0 and
+// its report.
+func TestUnitCorrelator(t *testing.T) {
+	needLive(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv (util-linux): cannot drop to the unit's user and capabilities")
+	}
+	u := readUnit(t, "../../docs/systemd/kfsniff-correlator.service")
+	if len(u.caps) != 0 {
+		t.Errorf("capabilities %v: a correlator captures nothing", u.caps)
+	}
+	ns := newNetns(t)
+	bin := publicBinary(t)
+	sink, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9094), kfake.SeedTopics(4, "kfsniff", "kfsniff.findings"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return ns.listen(network, net.JoinHostPort(ns.addr, "9094"))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	url := "kafka://" + net.JoinHostPort(ns.addr, "9094") + "/kfsniff"
+	if code, _, stderr := kfsniff(t, "-r", fixture("scenarios/mm2-replay.pcap"), "--export", url, "--agent-id", "h1"); code != 0 {
+		t.Fatalf("shipping: exit %d\n%s", code, stderr)
+	}
+	args := append([]string{bin}, u.execStart[1:]...)
+	for i := range args {
+		if strings.HasPrefix(args[i], "kafka://") {
+			args[i] = url
+		}
+	}
+	cmd := ns.sandboxed(u, u.families, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout = &stdout
+	errw := newStderrWatch()
+	cmd.Stderr = errw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	metrics := "http://" + net.JoinHostPort(ns.addr, "9899") + "/metrics"
+	var got float64
+	for deadline := time.Now().Add(20 * time.Second); got == 0; time.Sleep(300 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no correlated request on %s after 20 s\n%s", metrics, errw)
+		}
+		if resp, err := http.Get(metrics); err == nil {
+			resp.Body.Close()
+			s, _ := scrape(t, metrics)
+			got = s.Sum("kfsniff_requests_total", nil)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if err != nil || !strings.Contains(stdout.String(), "Correlation") {
+		t.Errorf("SIGTERM: %v, want exit 0 and the report\nstdout:\n%s\nstderr:\n%s%s", err, stdout.String(), errw, stderr.String())
+	}
 }
