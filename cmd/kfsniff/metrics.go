@@ -122,6 +122,16 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 	}
 }
 
+// info registers kfsniff_build_info with this process's mode: agent (a
+// live capture), correlator (-r kafka://) or file.
+func (s *metricsServer) info(mode string) {
+	if s == nil {
+		return
+	}
+	v, rev, gov := buildInfo()
+	s.m.BuildInfo(v, rev, gov, mode)
+}
+
 // finish sets the final findings and stops serving.
 func (s *metricsServer) finish(res *pipeline.Result) {
 	if s == nil {

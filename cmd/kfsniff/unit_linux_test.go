@@ -355,6 +355,9 @@ func TestUnitNamedInterface(t *testing.T) {
 					t.Fatalf("%v Produce requests on the metrics after 10 s, want %d\n%s", got, records, stderr)
 				}
 			}
+			if s, body := scrape(t, url); s.Sum("kfsniff_build_info", map[string]string{"mode": "agent"}) != 1 {
+				t.Errorf("agent's scrape without kfsniff_build_info{mode=\"agent\"}:\n%s", body)
+			}
 			cmd.Process.Signal(syscall.SIGTERM)
 			err = cmd.Wait()
 			if err != nil || !strings.Contains(stdout.String(), "Produce") {
@@ -429,6 +432,20 @@ func TestUnitCorrelator(t *testing.T) {
 			resp.Body.Close()
 			s, _ := scrape(t, metrics)
 			got = s.Sum("kfsniff_requests_total", nil)
+		}
+	}
+	// Its own metrics: what it read, the lag behind the topic (0 once
+	// read), and its mode for the dashboard.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		s, body := scrape(t, metrics)
+		if s.Sum("kfsniff_correlate_records_total", nil) > 0 {
+			if s.Sum("kfsniff_build_info", map[string]string{"mode": "correlator"}) != 1 || !s.Has("kfsniff_correlate_lag_records") {
+				t.Errorf("correlator's scrape without kfsniff_build_info{mode=\"correlator\"} or its lag:\n%s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kfsniff_correlate_records_total still 0 after 10 s:\n%s", body)
 		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
