@@ -404,6 +404,63 @@ func TestReadMetrics(t *testing.T) {
 	}
 }
 
+// TestReadMetricsLinger: a stream piped to -r - ends between two scrapes,
+// and the server stopped with the run: Prometheus never read the final
+// counts (issue 28: "metrics stay at 0 with -r -"). With --metrics-linger
+// the final metrics are served once the analysis is done, until a scrape
+// has read them (the report's request count), and the run then ends at
+// once; without a scrape, after the linger.
+func TestReadMetricsLinger(t *testing.T) {
+	data, err := os.ReadFile(fixture("recorded-kgo-kfake-group.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errw := newStderrWatch()
+	var out bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"-r", "-", "--json", "--metrics-addr", "127.0.0.1:0", "--metrics-linger", "60s"}, bytes.NewReader(data), &out, errw)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errw.String(), "serving the final metrics"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the final metrics served: %s", errw)
+		}
+	}
+	m := metricsAddrRE.FindStringSubmatch(errw.String())
+	if m == nil {
+		t.Fatalf("no metrics address on stderr: %s", errw)
+	}
+	s, _ := scrape(t, "http://"+m[1]+"/metrics")
+	scraped := time.Now()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still serving 10 s after the final metrics were scraped")
+	}
+	var rep struct {
+		Totals struct {
+			Requests int64 `json:"requests"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v: %s", code, err, errw)
+	}
+	if got := s.Sum("kfsniff_requests_total", nil); got != float64(rep.Totals.Requests) || got == 0 {
+		t.Errorf("final scrape: %v requests, the report %d", got, rep.Totals.Requests)
+	}
+	t.Logf("ended %s after the final scrape", time.Since(scraped).Round(time.Millisecond))
+
+	start := time.Now()
+	code, _, stderr := kfsniff(t, "-r", fixture("basic.pcap"), "--metrics-addr", "127.0.0.1:0", "--metrics-linger", "1s")
+	if took := time.Since(start); code != exitOK || took < time.Second || took > 10*time.Second {
+		t.Errorf("unscraped, --metrics-linger 1s: exit %d after %s: %s", code, took, stderr)
+	}
+	if code, _, stderr := kfsniff(t, "-r", fixture("basic.pcap"), "--metrics-linger", "1s"); code != exitUsage || !strings.Contains(stderr, "--metrics-linger needs --metrics-addr") {
+		t.Errorf("--metrics-linger alone: exit %d, %q", code, stderr)
+	}
+}
+
 // TestMetricsAddrUsage: a malformed address or a port in use is a usage
 // error before anything is read.
 func TestMetricsAddrUsage(t *testing.T) {

@@ -65,6 +65,7 @@ func (c *command) plan(ctx context.Context) (*plan, error) {
 		return p, usage(err)
 	}
 	p.onClose(p.ms.close)
+	p.ms.lingerAfter(cfg.MetricsLinger, p.live != nil)
 	switch {
 	case p.live != nil:
 		p.ms.info("agent")
