@@ -18,8 +18,8 @@ import (
 )
 
 // outageFlag is how long TestLiveExportSpoolOutage keeps the sink down:
-// 20 s in make test; `make test-outage` runs it with 3 minutes.
-var outageFlag = flag.Duration("outage", 20*time.Second, "TestLiveExportSpoolOutage: how long the sink stays down")
+// 12 s in make test; `make test-outage` runs it with 3 minutes.
+var outageFlag = flag.Duration("outage", 12*time.Second, "TestLiveExportSpoolOutage: how long the sink stays down")
 
 // sinkOn is a kfake export sink on a fixed port whose listener can stop
 // taking connections (closing those it has) while the test's own reader,
@@ -68,7 +68,7 @@ func (s *sinkOn) identities(t *testing.T) map[string]bool {
 
 // TestLiveExportSpoolOutage: a live capture under steady load ships to a
 // kfake sink that stops (its connections cut, then the process gone: the
-// port refuses) for --outage (20 s; `make test-outage`: 3 minutes), and a
+// port refuses) for -outage (12 s; `make test-outage`: 3 minutes), and a
 // new sink starts on the same port. With a buffer of 200 records and a
 // spool, no record is lost: every record the agent made (seq 1..N of its
 // run) is in one sink or the other, none dropped or failed. While the
@@ -124,6 +124,9 @@ func TestLiveExportSpoolOutage(t *testing.T) {
 		time.Sleep(time.Second)
 		s, _ := scrape(t, url)
 		if s.Sum("kfsniff_export_sink_up", nil) == 0 {
+			if !sawDown {
+				dashboardMetricsOf(t, s, func(n string) bool { return strings.HasPrefix(n, "kfsniff_export_") })
+			}
 			sawDown = true
 			waited = max(waited, s.Sum("kfsniff_export_pending_records", nil))
 			oldest = max(oldest, s.Sum("kfsniff_export_oldest_pending_seconds", nil))

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +40,11 @@ func TestMain(m *testing.M) {
 	if fams, ok := os.LookupEnv(sandboxEnv); ok {
 		os.Exit(sandboxExec(fams, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if unitBin.path != "" {
+		os.RemoveAll(filepath.Dir(unitBin.path))
+	}
+	os.Exit(code)
 }
 
 // families are the address families a unit may name.
@@ -249,22 +254,36 @@ func (n *netns) sandboxed(u unit, fams string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// publicBinary builds kfsniff where the unprivileged user can run it.
+// publicBinary builds kfsniff, once for the unit tests, where the
+// unprivileged user can run it.
 func publicBinary(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "kfsniff-unit")
-	if err != nil {
-		t.Fatal(err)
+	unitBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kfsniff-unit")
+		if err != nil {
+			unitBin.err = err
+			return
+		}
+		bin := filepath.Join(dir, "kfsniff")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			unitBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		unitBin.err = os.Chmod(dir, 0o755)
+		unitBin.path = bin
+	})
+	if unitBin.err != nil {
+		t.Fatal(unitBin.err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "kfsniff")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return unitBin.path
+}
+
+// unitBin is the unit tests' binary, removed by TestMain.
+var unitBin struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // TestUnitNamedInterface starts docs/systemd/kfsniff-agent.service's
