@@ -104,19 +104,23 @@ echo "== machine"
 ip netns add "$ns"
 ip -n "$ns" link set lo up
 inns() { ip netns exec "$ns" "$@"; }
+# Background commands are started with ip netns exec itself (not inns), so
+# that $! is the command's own pid.
 
-inns "$work/kfakesink" -port 19092 > "$OUT/kfakesink.log" 2>&1 &
+ip netns exec "$ns" "$work/kfakesink" -port 19092 > "$OUT/kfakesink.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086 # word splitting wanted
-inns "$work/soakload" $LOAD_FLAGS > "$OUT/soakload.log" 2>&1 &
+ip netns exec "$ns" "$work/soakload" $LOAD_FLAGS > "$OUT/soakload.log" 2>&1 &
 pids+=($!)
 sleep 3
 
 mkdir -p "$work/tmp"
 # The UI in a pseudo-terminal: script(1) runs the command on a pty; its
-# standard input is a pipe held open for the run (EOF would end it).
+# standard input is a FIFO this shell holds open (EOF would end it).
+mkfifo "$work/pty-in"
+exec 3<> "$work/pty-in"
 cmd="stty cols 200 rows 50; echo \$\$ > $work/kfsniff.pid; exec env TMPDIR=$work/tmp KFSNIFF_PPROF=127.0.0.1:9401 $work/kfsniff -i lo --tui --metrics-addr 127.0.0.1:9400 --export kafka://127.0.0.1:19092/kfsniff portrange 9092-9094"
-sleep $((dur + 120)) | inns script -qfec "$cmd" /dev/null > /dev/null 2> "$OUT/kfsniff.err" &
+ip netns exec "$ns" script -qfec "$cmd" /dev/null < "$work/pty-in" > /dev/null 2> "$OUT/kfsniff.err" &
 pids+=($!)
 for _ in $(seq 50); do
 	if [ -s "$work/kfsniff.pid" ] && inns curl -sf http://127.0.0.1:9400/metrics > /dev/null; then break; fi
