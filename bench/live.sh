@@ -31,8 +31,8 @@
 # rate asked; "top" is tcpreplay's --topspeed, the replayer's own limit.
 # A (capture, mode) stops stepping once both programs dropped.
 # With PROFILE=1 (default) kfsniff is built with -tags kfsniff_pprof and a
-# 'plain' CPU profile is taken over each step: the first step where kfsniff
-# drops is the knee, its profile's top is printed.
+# CPU profile of kfsniff is taken over each step: the first step where
+# kfsniff drops, in each mode, is the knee; its profile's top is printed.
 #
 # Environment: CAPTURES (default "bulk storm kafka"), MODES (default
 # "plain tui metrics export"), RATES_MBPS (default "500 1000 2000 4000
@@ -177,8 +177,8 @@ step() {
 	t0k=$(ticks "$kpid") t0t=$(ticks "$tpid")
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	local prof="" cpid=""
-	if [ "$PROFILE" = 1 ] && [ "$mode" = plain ]; then
-		prof="$OUT/cpu-$cap-$rate.pprof"
+	if [ "$PROFILE" = 1 ]; then
+		prof="$OUT/cpu-$cap-$mode-$rate.pprof"
 		inns curl -sf -o "$prof" "http://127.0.0.1:9401/debug/pprof/profile?seconds=$((STEP > 2 ? STEP - 1 : 1))" &
 		cpid=$!
 	fi
@@ -268,11 +268,11 @@ awk -F, '
 	}' "$OUT/live.csv" | tee "$OUT/summary.txt"
 
 if [ "$PROFILE" = 1 ]; then
-	# The knee: the first plain step where kfsniff dropped.
-	awk -F, '$2 == "plain" && $12 != "0" && !($1 in done) { done[$1] = 1; print $1, $3 }' "$OUT/live.csv" | while read -r cap rate; do
-		p="$OUT/cpu-$cap-$rate.pprof"
+	# The knee: the first step of each mode where kfsniff dropped.
+	awk -F, 'NR > 1 && $12 != "0" && !(($1 "," $2) in done) { done[$1 "," $2] = 1; print $1, $2, $3 }' "$OUT/live.csv" | while read -r cap mode rate; do
+		p="$OUT/cpu-$cap-$mode-$rate.pprof"
 		if [ -s "$p" ]; then
-			echo "== where the time goes at the knee: $cap at $rate (plain; go tool pprof -top)"
+			echo "== where the time goes at the knee: $cap $mode at $rate (go tool pprof -top)"
 			$GO tool pprof -top "$p" 2> /dev/null | sed -n '4,22p'
 		fi
 	done | tee "$OUT/knee.txt"
