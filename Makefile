@@ -43,6 +43,10 @@ fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captur
 fixtures-kafka: ## re-record the real Apache Kafka scenarios (root, Java 17, Maven; ~18 min) and check them (SCENARIOS=...)
 	fixtures/kafka/record.sh $(SCENARIOS)
 
+.PHONY: eval-heldout
+eval-heldout: ## recall and precision on the held-out recordings (fixtures/heldout/manifest.tsv), whole and from 30 %
+	nice -n 10 $(GO) run ./fixtures/heldout/eval -manifest fixtures/heldout/manifest.tsv
+
 .PHONY: bench
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...

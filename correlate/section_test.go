@@ -3,17 +3,19 @@ package correlate
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/report"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+// update, set by -update, rewrites the golden files under testdata (detectortest, which this
+// binary imports, registers the flag).
+var update = detectortest.Update
 
 // TestSectionGolden: the correlation section, text and JSON, of a real
 // client's capture dealt to three agents: two sharing connections, one

@@ -67,7 +67,7 @@ func TestUnansweredOnSharedCaptures(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got := opsFindings(t, "unanswered-requests", opsOpen(t, sharedPath(t, tc.file)))
-			detectortest.Check(t, got, "unanswered-requests", detectortest.Want{Severity: detectors.Info, Counts: tc.counts})
+			detectortest.Compare(t, got, "unanswered-requests", detectortest.Want{Severity: detectors.Info, Counts: tc.counts})
 		})
 	}
 }
@@ -107,7 +107,7 @@ func TestUnansweredCaptureLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := opsFindings(t, "unanswered-requests", f)
-	detectortest.Check(t, got, "unanswered-requests",
+	detectortest.Compare(t, got, "unanswered-requests",
 		detectortest.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "capture_gaps": 1}})
 }
 
@@ -164,7 +164,7 @@ func TestErrorStormOnScenarios(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got := opsFindings(t, "error-storm", opsOpen(t, filepath.Join("..", "fixtures", "pcaps", "scenarios", tc.file)))
-			detectortest.Check(t, got, "error-storm", detectortest.Want{
+			detectortest.Compare(t, got, "error-storm", detectortest.Want{
 				Severity: detectors.Info,
 				Counts:   map[string]int64{"responses": tc.responses, "storm_responses": tc.responses},
 				Fields:   map[string]any{"api": tc.api, "error": tc.err, "explained_by": tc.by},

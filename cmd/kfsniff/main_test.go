@@ -6,14 +6,17 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+// update, set by -update, rewrites golden files under testdata/ (detectortest, which this
+// binary imports, registers the flag).
+var update = detectortest.Update
 
 func kfsniff(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

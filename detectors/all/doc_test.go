@@ -1,16 +1,18 @@
 package all_test
 
 import (
-	"flag"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
+	"github.com/kfsniff/kfsniff/detectors/detectortest"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/detectors.md")
+// update, set by -update, rewrites docs/detectors.md (detectortest, which this
+// binary imports, registers the flag).
+var update = detectortest.Update
 
 // policy is the severity policy every rule applies (detectors/policy.go).
 const policy = `## Severity policy

@@ -31,8 +31,10 @@ type Case struct {
 // findings must show.
 func Run(t *testing.T, a *detectors.Analyzer, cases []Case, also func(t *testing.T, f *detectors.Finding)) {
 	t.Helper()
+	cleanup := owned(t, len(cases))
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
+			cleanup.ran++
 			h := New(t, map[string]map[string]string{a.Name: tc.Settings}, a)
 			tc.Traffic(h)
 			if tc.End > 0 {

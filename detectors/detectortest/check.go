@@ -21,8 +21,17 @@ type Want struct {
 }
 
 // Check compares the findings of rule with want, in order: the same
-// number, and each as its Want says. It reports every difference.
+// number, and each as its Want says, and with the test's goldens (Golden).
+// It reports every difference.
 func Check(t testing.TB, findings []detectors.Finding, rule string, want ...Want) {
+	t.Helper()
+	Golden(t, findings, rule)
+	Compare(t, findings, rule, want...)
+}
+
+// Compare is Check without goldens, for findings over a capture (whose
+// goldens are the report's).
+func Compare(t testing.TB, findings []detectors.Finding, rule string, want ...Want) {
 	t.Helper()
 	var got []detectors.Finding
 	for _, f := range findings {
