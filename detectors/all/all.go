@@ -24,12 +24,14 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/rebalanceloop"
 	"github.com/kfsniff/kfsniff/detectors/reconnectstorm"
 	"github.com/kfsniff/kfsniff/detectors/recordsrejected"
+	"github.com/kfsniff/kfsniff/detectors/recordsskipped"
 	"github.com/kfsniff/kfsniff/detectors/replicadivergence"
 	"github.com/kfsniff/kfsniff/detectors/saslfailure"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 	"github.com/kfsniff/kfsniff/detectors/topicrecreated"
+	"github.com/kfsniff/kfsniff/detectors/transactionalfencing"
 	"github.com/kfsniff/kfsniff/detectors/unansweredrequests"
 )
 
@@ -57,6 +59,8 @@ func Analyzers() []*detectors.Analyzer {
 		kafka40removedversions.Analyzer,
 		producersequence.Analyzer,
 		recordsrejected.Analyzer,
+		recordsskipped.Analyzer,
+		transactionalfencing.Analyzer,
 		notenoughreplicas.Analyzer,
 		topicrecreated.Analyzer,
 		fetchsessionchurn.Analyzer,

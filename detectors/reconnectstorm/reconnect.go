@@ -34,6 +34,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "reconnect-storm",
 	Recorded: []string{"fixtures/pcaps/clients/reconnect-storm-kgo.pcap"},
 	Severity: detectors.Error,
+	// Generic: a rule naming the reconnects' cause (transactional-fencing:
+	// fenced instances restarted) explains the storm (Subject.Reconnects).
+	Generic: true,
 	Doc: "Bursts of new connections to one broker (KAFKA-9648): clients reconnecting in a loop, or all at once " +
 		"after a restart. Per broker and client host: connection attempts (opened, refused, unanswered SYNs), " +
 		"connections per second, their lifetimes, ApiVersions and SASL handshakes. min-conns attempts within " +
@@ -274,7 +277,7 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 			"client_hosts":         int64(len(b.hosts)) + b.moreHosts,
 		},
 		Evidence: b.ev.List(),
-		Subject:  detectors.Subject{Clients: hostAddrs(b), Servers: []netip.AddrPort{b.server}, Nodes: nodes},
+		Subject:  detectors.Subject{Clients: hostAddrs(b), Servers: []netip.AddrPort{b.server}, Nodes: nodes, Reconnects: true},
 		Detail:   f,
 	}
 }
