@@ -18,6 +18,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/livenesswithoutreplication"
 	"github.com/kfsniff/kfsniff/detectors/metadataquorumdown"
 	"github.com/kfsniff/kfsniff/detectors/metadatastorm"
+	"github.com/kfsniff/kfsniff/detectors/noprogress"
 	"github.com/kfsniff/kfsniff/detectors/notenoughreplicas"
 	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
@@ -64,6 +65,7 @@ func Analyzers() []*detectors.Analyzer {
 		notenoughreplicas.Analyzer,
 		topicrecreated.Analyzer,
 		fetchsessionchurn.Analyzer,
+		noprogress.Analyzer,
 		consumerfallingbehind.Analyzer,
 		followeroutofsync.Analyzer,
 		brokerfencedwhilealive.Analyzer,
