@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -230,7 +231,7 @@ func (o Options) schedule(ctx context.Context) (context.Context, context.CancelF
 }
 
 func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Options) *Result {
-	collector := report.NewCollector()
+	collector := collect.NewCollector()
 	handlers := append([]flows.Handler{collector}, opt.Handlers...)
 	if opt.Detectors != nil {
 		handlers = append(handlers, opt.Detectors)
@@ -386,7 +387,7 @@ read:
 	res.Stats, res.Conns, res.Nodes = an.results()
 	collectBeforeBuild(len(res.Conns))
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
-	res.Report.SetTLS(res.Stats, opt.Flows.TLSKeys)
+	collect.SetTLS(res.Report, res.Stats, opt.Flows.TLSKeys)
 	if opt.Detectors != nil {
 		for k, n := range opt.Detectors.Cut() {
 			res.Report.Totals.BoundsReached[k] += n

@@ -19,6 +19,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/memberevicted"
 	"github.com/kfsniff/kfsniff/detectors/metadataquorumdown"
 	"github.com/kfsniff/kfsniff/detectors/metadatastorm"
+	"github.com/kfsniff/kfsniff/detectors/noprogress"
 	"github.com/kfsniff/kfsniff/detectors/notenoughreplicas"
 	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
@@ -66,6 +67,7 @@ func Analyzers() []*detectors.Analyzer {
 		notenoughreplicas.Analyzer,
 		topicrecreated.Analyzer,
 		fetchsessionchurn.Analyzer,
+		noprogress.Analyzer,
 		consumerfallingbehind.Analyzer,
 		followeroutofsync.Analyzer,
 		brokerfencedwhilealive.Analyzer,

@@ -28,6 +28,17 @@ Severity follows what clients felt, not what the wire shows:
 - **error**: a failure that lasted 30 s or more, or that had not healed when the capture ended after
   10 s or more (detectors.Grade).
 
+Intensity and an unknown end (detectors.Episode): a failure still happening when the capture ends has an
+unknown length, not a short one. Its finding says so ("still failing at the end (seen for 0.7 s)") and it is
+graded on what it shows as well as its length, whatever the error code:
+
+- a client retrying faster than any client's backoff allows, 50 failing answers or more at 100 a second
+  or more (the lowest library default backoff, 100 ms, allows a few a second per broker), is a warning
+  however short: a client with no backoff loads the broker for every other client;
+- three clients or more still failing at the end, after 1 s or more of it, is a warning.
+
+Rules that grade an episode this way say so in their description (error-storm, fetch-session-churn).
+
 A rule's thresholds below say where its boundaries lie; each rule is tested on both sides of them.
 `
 
