@@ -72,6 +72,10 @@ type Progress struct {
 	First, Last time.Time     // capture time of the first and last packet
 	Elapsed     time.Duration // wall clock since the run began
 	Done        bool
+	// Tables are the analyzer's growing tables (flows.Analyzer.Tables)
+	// when one analyzer runs on the reading goroutine (live capture),
+	// nil when sharded.
+	Tables []flows.Table
 }
 
 // Stop says why a run stopped reading.
@@ -274,6 +278,9 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 		}
 		packets, bytes, kafka, first, last := an.progress()
 		pr := Progress{Packets: packets, Bytes: bytes, Kafka: kafka, First: first, Last: last, Elapsed: time.Since(began), Done: done}
+		if s, ok := an.(single); ok {
+			pr.Tables = s.Tables()
+		}
 		if live != nil {
 			if ls, err := live.Stats(); err == nil {
 				pr.Live = &ls
