@@ -291,10 +291,19 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	e.Conn = c
+	if e.Kind == flows.ConnOpened {
+		c.Handshake = c.Handshake || r.Handshake
+		c.MidStream = c.MidStream || r.MidStream
+	}
 	if r.ClientID.Set && r.ClientID.V != "" {
 		c.CountClientID(r.ClientID.V)
 	}
-	c.Seen(at, e.Packet)
+	seen := at
+	if r.Last.Set && e.Kind == flows.ConnClosed {
+		// The connection's last packet, before the close was told.
+		seen = rb.Time(&Record{Agent: r.Agent, TS: min(r.Last.V, r.TS)})
+	}
+	c.Seen(seen, e.Packet)
 	if e.Kind == flows.ConnClosed {
 		c.Closed = true
 	}
