@@ -100,7 +100,11 @@ type Counts struct {
 	// for MaxHeldBytes; Folded are connections folded into the totals
 	// past the connection table's bound.
 	Duplicates, TooLarge, BadTime, Clipped, Early, Folded int64
-	Agents                                                []string
+	// Twice were a second agent's view of an exchange or connection
+	// event another agent's records showed (the client's host and the
+	// broker's): skipped, after the clock skew took both.
+	Twice  int64
+	Agents []string
 	// Partitions are those read (held at the end, in a group).
 	Partitions []int32
 }
@@ -663,6 +667,9 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 			s.warn(fmt.Errorf("agent %q: %w", it.Rec.Agent, err))
 			continue
 		}
+		if ev.X == nil && ev.Conn == nil && ev.Req == nil && ev.Opened == nil {
+			continue // a second agent's view (Rebuilder.Twice)
+		}
 		out = s.routed(it.Lane, it.At, it.Rec.Type, ev, out)
 		items[i] = Item{}
 	}
@@ -785,6 +792,7 @@ func (s *Source) Counts() Counts {
 	defer s.mu.Unlock()
 	c := s.counts
 	c.Folded = int64(s.rb.Evicted().Conns)
+	c.Twice = s.rb.Twice
 	for a := range s.agents {
 		c.Agents = append(c.Agents, a)
 	}
