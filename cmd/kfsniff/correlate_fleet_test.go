@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -187,5 +188,94 @@ func TestCorrelateAgentRestarted(t *testing.T) {
 	}
 	if g, w := summaries(got.Findings), summaries(want.Findings); !slices.Equal(g, w) {
 		t.Errorf("an agent restarted:\n  %s\ntwo agents:\n  %s\n%s", strings.Join(g, "\n  "), strings.Join(w, "\n  "), stderr)
+	}
+}
+
+// totalsReport is what TestCorrelateTwoViews compares of a report: the
+// totals and the per-API table (counts and latency percentiles).
+type totalsReport struct {
+	Totals struct {
+		KafkaConnections int64 `json:"kafka_connections"`
+		Requests         int64 `json:"requests"`
+		Responses        int64 `json:"responses"`
+		ErrorResponses   int64 `json:"error_responses"`
+		Unanswered       int64 `json:"unanswered_requests"`
+	} `json:"totals"`
+	APIs []struct {
+		Name      string             `json:"name"`
+		Version   int                `json:"version"`
+		Requests  int64              `json:"requests"`
+		Responses int64              `json:"responses"`
+		Errors    map[string]int64   `json:"errors"`
+		Latency   map[string]float64 `json:"latency_ms"`
+	} `json:"apis"`
+}
+
+func totalsOf(t *testing.T, args ...string) (totalsReport, corrReport) {
+	t.Helper()
+	rep, _ := correlateJSON(t, args...)
+	code, out, stderr := kfsniff(t, append(args, "--json")...)
+	if code != exitOK && code != exitFindings {
+		t.Fatalf("kfsniff %v: exit %d: %s", args, code, stderr)
+	}
+	var tr totalsReport
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr, rep
+}
+
+// TestCorrelateTwoViews (issue 28 points 4 and 7): the agents of a
+// client's host and of its broker's host capture the same connections;
+// the correlator counts each exchange and connection once (totals, the
+// per-API table with its latency percentiles, per exchange and not per
+// partition record: the file's) and gives one agent's findings (no
+// reconnect storm of doubled openings), both views feeding the clock
+// skew.
+func TestCorrelateTwoViews(t *testing.T) {
+	for _, capture := range []string{"scenarios/healthy-group.pcap", "clients/slow-kgo.pcap", "kafka/kraft-listener-conflict.pcap.gz"} {
+		t.Run(capture, func(t *testing.T) {
+			file, _ := totalsOf(t, "-r", fixture(capture))
+			one, _ := newSink(t, 3)
+			agent(t, one, capture, "client-host")
+			_, oneRep := totalsOf(t, "-r", one, "--until-end")
+			url, _ := newSink(t, 3)
+			agent(t, url, capture, "client-host")
+			agent(t, url, capture, "broker-host")
+			got, rep := totalsOf(t, "-r", url, "--until-end")
+			if g, w := fmt.Sprintf("%+v", got.Totals), fmt.Sprintf("%+v", file.Totals); g != w {
+				t.Errorf("totals %s, the file's %s", g, w)
+			}
+			if g, w := fmt.Sprintf("%+v", got.APIs), fmt.Sprintf("%+v", file.APIs); g != w {
+				t.Errorf("per API:\n  %s\nthe file's:\n  %s", g, w)
+			}
+			if g, w := summaries(rep.Findings), summaries(oneRep.Findings); !slices.Equal(g, w) {
+				t.Errorf("findings:\n  %s\none agent's:\n  %s", strings.Join(g, "\n  "), strings.Join(w, "\n  "))
+			}
+			if rep.Correlation == nil || len(rep.Correlation.Agents) != 2 {
+				t.Errorf("correlation %+v: want both agents", rep.Correlation)
+			}
+		})
+	}
+}
+
+// TestCorrelateGroupAloneAsFile (issue 28 point 7): one correlator in a
+// group gives the findings of one without (reconnect-storm's severity
+// was lowered: a connection's opening and close were keyed apart and
+// landed in different lanes).
+func TestCorrelateGroupAloneAsFile(t *testing.T) {
+	for _, capture := range []string{"clients/reconnect-storm-kgo.pcap", "kafka/kraft-election-stall.pcap.gz"} {
+		t.Run(capture, func(t *testing.T) {
+			url, _ := newSink(t, 6)
+			agent(t, url, capture, "host-a")
+			plain, _ := correlateJSON(t, "-r", url, "--until-end")
+			group, stderr := correlateJSON(t, groupArgs(url, "alone")[:7]...)
+			if len(findingsOf(plain.Findings, "reconnect-storm", nil)) == 0 {
+				t.Fatalf("no reconnect-storm without a group: %v", plain.Findings)
+			}
+			if g, w := summaries(findingsOf(group.Findings, "reconnect-storm", nil)), summaries(findingsOf(plain.Findings, "reconnect-storm", nil)); !slices.Equal(g, w) {
+				t.Errorf("in a group:\n  %s\nwithout:\n  %s\n%s", strings.Join(g, "\n  "), strings.Join(w, "\n  "), stderr)
+			}
+		})
 	}
 }
