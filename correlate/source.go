@@ -1001,3 +1001,14 @@ func (h *answerHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return a
 }
+
+// Lag is, per partition held, how many records the last fetch's high
+// watermark is past the next offset to read (the correlator's metrics).
+// Called on the goroutine that calls Next.
+func (s *Source) Lag() map[int32]int64 {
+	out := make(map[int32]int64, len(s.parts))
+	for p, st := range s.parts {
+		out[p] = max(0, st.hw-st.next)
+	}
+	return out
+}
