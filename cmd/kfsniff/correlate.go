@@ -220,6 +220,9 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 		}
 	}
 	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal, c.snapshot}, c.Group != "", c.newSet, o)
+	// The final values, whatever the last snapshot's age.
+	c.snapAt = time.Time{}
+	c.snapshot()
 	res.Report.Correlation = c.stats.Section()
 	for k, v := range c.src.Bounds() {
 		if res.Report.Totals.BoundsReached == nil {
@@ -291,6 +294,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d %s (%d exchanges, %d connection events)", n.Records, len(n.Agents), agents, n.Exchanges, n.ConnEvents)
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
+	}
+	if n.Twice > 0 {
+		fmt.Fprintf(stderr, ", %d seen by two agents (counted once)", n.Twice)
 	}
 	if n.Duplicates > 0 {
 		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
