@@ -8,7 +8,7 @@ import (
 )
 
 // TestCountsOf: a Detail's counts are its fields tagged count, zero
-// included unless omitempty, plus the entries of an inline map; fields
+// included unless omitempty, a list's length, the entries of an inline map; fields
 // without the tag (prose, JSON fields) are not counts.
 func TestCountsOf(t *testing.T) {
 	type Shared struct {
@@ -22,11 +22,12 @@ func TestCountsOf(t *testing.T) {
 		Retries  int32            `count:"retries,omitempty"`
 		Gaps     uint64           `count:"gaps,omitempty"`
 		ByError  map[string]int64 `count:",inline"`
+		Parts    []int32          `json:"partitions" count:"partitions,len"`
 		Held     int64
 	}
 	got := detectors.CountsOf(&detail{Shared: Shared{Conns: 2}, Topic: "t", Requests: 7, Gaps: 1,
-		ByError: map[string]int64{"NOT_LEADER_OR_FOLLOWER": 5}, Held: 9})
-	want := map[string]int64{"connections": 2, "requests": 7, "refused": 0, "gaps": 1, "NOT_LEADER_OR_FOLLOWER": 5}
+		ByError: map[string]int64{"NOT_LEADER_OR_FOLLOWER": 5}, Parts: []int32{0, 3}, Held: 9})
+	want := map[string]int64{"connections": 2, "requests": 7, "refused": 0, "gaps": 1, "NOT_LEADER_OR_FOLLOWER": 5, "partitions": 2}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("counts %v, want %v", got, want)
 	}

@@ -115,7 +115,8 @@ func (f *Finding) fill() {
 
 // CountsOf returns the counts of a struct (or pointer to one) by name:
 // its integer fields tagged `count:"name"`, one tagged
-// `count:"name,omitempty"` left out when zero, and the entries of a
+// `count:"name,omitempty"` left out when zero, the length of a slice or
+// map tagged `count:"name,len"` (partitions listed), and the entries of a
 // map[string]int64 field tagged `count:",inline"` (counts named as the
 // traffic shows them: an error's name). The fields of an untagged
 // embedded struct are the struct's own. Nil if there are none.
@@ -148,6 +149,8 @@ func countsInto(out map[string]int64, v reflect.Value) {
 		name, opts, _ := strings.Cut(tag, ",")
 		fv := v.Field(i)
 		switch {
+		case opts == "len" && (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map):
+			out[name] = int64(fv.Len())
 		case opts == "inline" && fv.Kind() == reflect.Map:
 			for _, k := range fv.MapKeys() {
 				out[k.String()] += fv.MapIndex(k).Int()
