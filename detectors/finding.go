@@ -116,7 +116,9 @@ func (f *Finding) fill() {
 // CountsOf returns the counts of a struct (or pointer to one) by name:
 // its integer fields tagged `count:"name"`, one tagged
 // `count:"name,omitempty"` left out when zero, the length of a slice or
-// map tagged `count:"name,len"` (partitions listed), and the entries of a
+// map tagged `count:"name,len"` (partitions listed), the value of a
+// pointer to an integer when set (a count present only sometimes, whose
+// value may be zero), and the entries of a
 // map[string]int64 field tagged `count:",inline"` (counts named as the
 // traffic shows them: an error's name). The fields of an untagged
 // embedded struct are the struct's own. Nil if there are none.
@@ -148,6 +150,12 @@ func countsInto(out map[string]int64, v reflect.Value) {
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		fv := v.Field(i)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
 		switch {
 		case opts == "len" && (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map):
 			out[name] = int64(fv.Len())
