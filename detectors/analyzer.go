@@ -68,6 +68,15 @@ func (a *Analyzer) Params() []Param {
 // New makes the rule with its default parameters changed by settings
 // (parameter name -> value as given to -o).
 func (a *Analyzer) New(settings map[string]string) (Rule, error) {
+	p, err := a.set(settings)
+	if err != nil {
+		return nil, err
+	}
+	return a.make(p), nil
+}
+
+// set is a copy of the defaults changed by settings.
+func (a *Analyzer) set(settings map[string]string) (any, error) {
 	p := reflect.New(reflect.TypeOf(a.params).Elem())
 	p.Elem().Set(reflect.ValueOf(a.params).Elem())
 	ps, _ := paramsOf(p.Interface())
@@ -80,7 +89,7 @@ func (a *Analyzer) New(settings map[string]string) (Rule, error) {
 			return nil, fmt.Errorf("detector setting %s.%s=%s: %v", a.Name, name, v, err)
 		}
 	}
-	return a.make(p.Interface()), nil
+	return p.Interface(), nil
 }
 
 // Rule is one analyzer's state over a run. Findings is called once the

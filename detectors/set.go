@@ -82,12 +82,8 @@ func (s *Set) Cut() map[string]int64 {
 // NewSet makes the rules of the analyzers, with their parameters changed by
 // settings (rule name -> parameter -> value, as -o gives them).
 func NewSet(analyzers []*Analyzer, settings map[string]map[string]string) (*Set, error) {
-	for name := range settings {
-		if !hasAnalyzer(analyzers, name) {
-			for param := range settings[name] {
-				return nil, fmt.Errorf("unknown detector setting %q (kfsniff --list-detectors lists them)", name+"."+param)
-			}
-		}
+	if err := unknownRule(analyzers, settings); err != nil {
+		return nil, err
 	}
 	s := &Set{analyzers: analyzers, limits: DefaultLimits}
 	for _, a := range analyzers {
@@ -107,6 +103,31 @@ func NewSet(analyzers []*Analyzer, settings map[string]map[string]string) (*Set,
 		}
 	}
 	return s, nil
+}
+
+// CheckSettings reports the first error NewSet would return for
+// settings, without making the rules.
+func CheckSettings(analyzers []*Analyzer, settings map[string]map[string]string) error {
+	if err := unknownRule(analyzers, settings); err != nil {
+		return err
+	}
+	for _, a := range analyzers {
+		if _, err := a.set(settings[a.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unknownRule(analyzers []*Analyzer, settings map[string]map[string]string) error {
+	for name := range settings {
+		if !hasAnalyzer(analyzers, name) {
+			for param := range settings[name] {
+				return fmt.Errorf("unknown detector setting %q (kfsniff --list-detectors lists them)", name+"."+param)
+			}
+		}
+	}
+	return nil
 }
 
 func hasAnalyzer(as []*Analyzer, name string) bool {

@@ -34,8 +34,10 @@ import (
 	"github.com/kfsniff/kfsniff/flows"
 )
 
-// SchemaVersion is the "v" of every record (docs/export.md).
-const SchemaVersion = 1
+// SchemaVersion is the "v" of every record (docs/export.md). Version 2
+// added the bodies (req_body, resp_body) and keyed partition records by
+// partition number and connection events by server.
+const SchemaVersion = 2
 
 // DefaultBuffer is how many records may wait for the sink by default.
 const DefaultBuffer = 65536
@@ -125,6 +127,11 @@ type Exporter struct {
 	raised     map[string]bool
 	closeOnce  sync.Once
 	closeStats Stats
+	// heads are the split APIs' bodies without their topics, reused
+	// (body).
+	heads heads
+	// body is the scratch buffer a body is encoded into before base64.
+	body []byte
 	// run names this Exporter's records (random, 16 hex digits), seq
 	// numbers them from 1 in the order built: with agent, a record's
 	// identity, by which a correlator knows one shipped twice.
@@ -389,8 +396,10 @@ func (e *Exporter) CloseAbort(abort <-chan struct{}) Stats {
 }
 
 // OnConnEvent ships a connection's opening, closing, refusal or
-// unanswered SYNs, keyed by its client id when known (else "@" and the
-// client's address).
+// unanswered SYNs, keyed by "@" and the server's address: every event of
+// one broker lands in one partition of the export topic, so that a
+// correlator in a group sees a broker's openings and closings together
+// (reconnect-storm counts them per broker).
 func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	id := 0
 	if ev.Conn != nil {
@@ -403,13 +412,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	if known && clientID == e.cfg.ClientID {
 		return
 	}
-	b := e.buf[:0]
-	if known {
-		b = append(b, clientID...)
-	} else {
-		b = append(b, '@')
-		b = ev.Client.Addr().AppendTo(b)
-	}
+	b := append(e.buf[:0], '@')
+	b = ev.Server.AppendTo(b)
 	k := len(b)
 	b = append(b, '{')
 	b = appendInt(b, "v", SchemaVersion)
@@ -443,8 +447,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 }
 
 // OnExchange ships an exchange: one record per partition for Produce,
-// Fetch, ListOffsets and OffsetCommit (keyed topic/partition), one record
-// keyed by client id for the rest.
+// Fetch, ListOffsets and OffsetCommit (keyed by the partition's number),
+// one record keyed by client id for the rest.
 func (e *Exporter) OnExchange(x *flows.Exchange) {
 	m := x.Req
 	if m == nil {
@@ -500,9 +504,10 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	for i := range e.parts {
 		p := &e.parts[i]
 		for c := range chunks(p) {
-			b := append(e.buf[:0], p.name...)
-			b = append(b, '/')
-			b = appendIntRaw(b, int64(p.key.part))
+			// The partition's number alone: an agent that never saw a
+			// Metadata answer names the topic by id, another by name,
+			// and both must land in one partition of the export topic.
+			b := appendIntRaw(e.buf[:0], int64(p.key.part))
 			k := len(b)
 			b = append(b, e.head...)
 			b = e.seqField(b) // each record its own, the head being shared
@@ -624,6 +629,12 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	}
 	if parts > 0 {
 		b = appendInt(b, "parts", int64(parts))
+	}
+	if x.Req != nil && x.Req.Req != nil {
+		b = e.appendBody(b, "req_body", e.heads.request(x.Req.Req))
+	}
+	if x.Resp != nil && x.Resp.Resp != nil {
+		b = e.appendBody(b, "resp_body", e.heads.response(x.Resp.Resp))
 	}
 	return b
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -87,7 +86,8 @@ func sameFile(a, b string) bool {
 // to what the command line left at the defaults: its -o settings come
 // before the command line's (which win), its filter is used when the
 // command line gives none.
-func applyExpect(c *Config, fs *pflag.FlagSet) error {
+func (cmd *command) applyExpect() error {
+	c, fs := &cmd.cfg, cmd.fs
 	if c.Expect.File == "" {
 		return nil
 	}
@@ -102,19 +102,19 @@ func applyExpect(c *Config, fs *pflag.FlagSet) error {
 	}
 	// The file's own settings are checked here, so that an error names
 	// the file rather than reading as the command line's.
-	settings := map[string]map[string]string{}
+	// They are parsed into the command's settings, before -o's (which
+	// win).
 	for _, o := range a.Options {
-		if err := detectors.ParseSetting(o, settings); err != nil {
+		if err := detectors.ParseSetting(o, cmd.settings); err != nil {
 			return fmt.Errorf("--expect %s: analysis.options: %v", c.Expect.File, err)
 		}
 	}
-	if _, err := detectors.NewSet(all.Analyzers(), settings); err != nil {
+	if err := detectors.CheckSettings(all.Analyzers(), cmd.settings); err != nil {
 		return fmt.Errorf("--expect %s: analysis.options: %v", c.Expect.File, err)
 	}
 	if _, err := capture.ParseFilter(a.Filter); err != nil {
 		return fmt.Errorf("--expect %s: analysis.filter %q: %v", c.Expect.File, a.Filter, err)
 	}
-	c.Settings = append(slices.Clone(a.Options), c.Settings...)
 	if a.Ports != "" && !fs.Changed("ports") {
 		c.Ports = a.Ports
 	}

@@ -14,7 +14,8 @@ import (
 // checkHTML refuses an --html file that kfsniff could not write without
 // harm: standard output (the report goes there), or one of the inputs or
 // the -w capture, which writing the page would destroy.
-func checkHTML(cfg Config) error {
+func (c *command) checkHTML() error {
+	cfg := &c.cfg
 	if cfg.HTML == "" {
 		return nil
 	}

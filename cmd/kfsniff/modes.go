@@ -13,7 +13,14 @@ import (
 // with another output (--frames --tui failed with "open /dev/tty" after
 // reading the input), the UI without a terminal, --frames' filters
 // without --frames, the live capture's settings without -i.
-func checkModes(cfg Config, fs *pflag.FlagSet) error {
+func (c *command) checkModes() error {
+	if err := checkModes(&c.cfg, c.fs); err != nil {
+		return seeHelp(err)
+	}
+	return nil
+}
+
+func checkModes(cfg *Config, fs *pflag.FlagSet) error {
 	if cfg.TUI {
 		for _, o := range []struct {
 			on   bool

@@ -13,8 +13,9 @@ import (
 // symbolic link, another path), and standard input when it is a file
 // (kfsniff -r - -w x.pcap < x.pcap). Writing would truncate the capture
 // being read (kfsniff -r X -w X turned a 25.7 MB capture into 1 MB, exit 0).
-func refuseOverwrite(cfg Config, stdin io.Reader) error {
-	if in, ok := inputAt(cfg.Write, cfg.Files, stdin); ok {
+func (c *command) refuseOverwrite() error {
+	cfg := &c.cfg
+	if in, ok := inputAt(cfg.Write, cfg.Files, c.stdin); ok {
 		return fmt.Errorf("-w %s: that file is the input %s; writing to it would destroy the capture: write to another file", cfg.Write, in)
 	}
 	return nil
@@ -65,7 +66,8 @@ func refuseSave(path string, files []string, stdin io.Reader) error {
 // written replaced the other, so that -w x --write-expect x left an
 // expectation where the capture was asked for, with exit 0. The same
 // name, or the same existing file by inode.
-func refuseSameOutput(cfg Config) error {
+func (c *command) refuseSameOutput() error {
+	cfg := &c.cfg
 	outs := []struct{ flag, name string }{{"--expect", cfg.Expect.File}, {"-w", cfg.Write}, {"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}}
 	for i, a := range outs {
 		for _, b := range outs[i+1:] {
@@ -90,7 +92,8 @@ func refuseSameOutput(cfg Config) error {
 // --write-expect file whose directory does not exist: they are written at
 // the end, and a long analysis ended in "no such file or directory",
 // exit 1 (-w is created at the start and says so then).
-func refuseMissingDir(cfg Config) error {
+func (c *command) refuseMissingDir() error {
+	cfg := &c.cfg
 	for _, o := range []struct{ flag, name string }{{"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}} {
 		if o.name == "" || o.name == "-" {
 			continue

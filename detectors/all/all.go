@@ -23,6 +23,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
 	"github.com/kfsniff/kfsniff/detectors/rebalanceloop"
 	"github.com/kfsniff/kfsniff/detectors/reconnectstorm"
+	"github.com/kfsniff/kfsniff/detectors/recordsrejected"
 	"github.com/kfsniff/kfsniff/detectors/replicadivergence"
 	"github.com/kfsniff/kfsniff/detectors/saslfailure"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
@@ -55,6 +56,7 @@ func Analyzers() []*detectors.Analyzer {
 		saslfailure.Analyzer,
 		kafka40removedversions.Analyzer,
 		producersequence.Analyzer,
+		recordsrejected.Analyzer,
 		notenoughreplicas.Analyzer,
 		topicrecreated.Analyzer,
 		fetchsessionchurn.Analyzer,
