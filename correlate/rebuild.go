@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -344,7 +345,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	if r.ClientID.Set {
 		clientID = r.ClientID.V
 	}
-	role := flows.ParseRole(r.Role)
+	role := cluster.ParseRole(r.Role)
 	topic, id := rb.topic(r)
 	reqAt, respAt := at, at
 	if lat, ok := r.Latency.V, r.Latency.Set; ok {
@@ -352,10 +353,12 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	}
 	if r.Status != "unmatched" {
 		m := &flows.Message{File: r.File, Packet: uint64(max(r.ReqPkt, 0)), Time: reqAt, FirstTime: reqAt,
-			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, Client: cluster.Client{ID: clientID}}
 		m.FirstPacket = m.Packet
 		c.Attach(m)
 		m.Req = request(r, topic, id)
+		m.Identify()
+		m.Role = role // the record's: the request rebuilt is a part of the one sent
 		if m.Req == nil && !decode.KnownVersion(r.API, r.Ver) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w", decode.Name(r.API), r.Ver, r.Corr, decode.ErrUnknownVersion)
 		}
@@ -374,9 +377,14 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			respAt = at
 		}
 		m := &flows.Message{Response: true, File: r.File, Packet: uint64(max(r.RespPkt, 0)), Time: respAt, FirstTime: respAt,
-			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, Client: cluster.Client{ID: clientID}, Role: role}
 		m.FirstPacket = m.Packet
 		c.Attach(m)
+		if x.Req != nil {
+			m.Answers(x.Req)
+		} else {
+			m.Client.Host = m.Conn.Client.Addr().Unmap()
+		}
 		m.Resp = response(r, topic, id)
 		if r.API == int16(kmsg.Fetch) {
 			m.Batches = batches(r, topic, id, false)

@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -457,13 +458,13 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	if m == nil || x.Conn == nil {
 		return
 	}
-	if m.ClientID == e.cfg.ClientID {
+	if m.Client.ID == e.cfg.ClientID {
 		return
 	}
 	ci := &x.Conn.ConnInfo
-	if m.ClientID != "" && len(e.clientIDs) < maxTracked {
+	if m.Client.ID != "" && len(e.clientIDs) < maxTracked {
 		if _, ok := e.clientIDs[ci.ID]; !ok {
-			e.clientIDs[ci.ID] = m.ClientID
+			e.clientIDs[ci.ID] = m.Client.ID
 		}
 	}
 	if x.Resp != nil {
@@ -536,8 +537,8 @@ func chunks(p *part) int {
 // common appends the key of a record without partitions: the client id,
 // "@" and the client's address when the request has none.
 func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte {
-	if m.ClientID != "" {
-		return append(b, m.ClientID...)
+	if m.Client.ID != "" {
+		return append(b, m.Client.ID...)
 	}
 	b = append(b, '@')
 	return x.Conn.Client.Addr().AppendTo(b)
@@ -574,7 +575,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 			b = appendInt(b, "node", int64(id))
 		}
 	}
-	b = appendStr(b, "client_id", m.ClientID)
+	b = appendStr(b, "client_id", m.Client.ID)
 	b = appendInt(b, "api", int64(m.Key))
 	b = appendInt(b, "ver", int64(m.Version))
 	b = appendInt(b, "corr", int64(m.Correlation))
@@ -601,7 +602,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	if x.Req != nil {
 		switch r := x.Req.Req.(type) {
 		case *kmsg.FetchRequest:
-			id, _ := decode.FetchReplica(r)
+			id, _ := cluster.FetchReplica(r)
 			b = appendInt(b, "replica", int64(id))
 			// How long the broker may hold it (a long poll): what a
 			// reader needs to tell a slow answer from a patient one.
@@ -659,7 +660,7 @@ func status(x *flows.Exchange) string {
 func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	b = appendStr(b, "topic", p.name)
 	if p.id != ([16]byte{}) {
-		b = appendStr(b, "topic_id", decode.TopicID(p.id))
+		b = appendStr(b, "topic_id", cluster.TopicID(p.id))
 	}
 	b = appendInt(b, "partition", int64(p.key.part))
 	if p.hasFetchOffset {
@@ -753,8 +754,8 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	if name == nil {
 		name = x.Resp
 	}
-	add := func(p decode.PartitionRef) *part {
-		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Partition}
+	add := func(p cluster.Partition) *part {
+		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Num}
 		if i, ok := e.index[k]; ok {
 			if e.parts[i].id == ([16]byte{}) {
 				e.parts[i].id = p.TopicID
@@ -768,9 +769,9 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	if x.Req != nil {
 		switch r := x.Req.Req.(type) {
 		case *kmsg.ProduceRequest:
-			decode.RequestPartitions(r, func(p decode.PartitionRef) { add(p) })
+			decode.RequestPartitions(r, func(p cluster.Partition) { add(p) })
 		case *kmsg.FetchRequest:
-			decode.FetchOffsets(r, func(p decode.PartitionRef, off int64) {
+			decode.FetchOffsets(r, func(p cluster.Partition, off int64) {
 				pp := add(p)
 				pp.fetchOffset, pp.hasFetchOffset = off, true
 			})
@@ -778,7 +779,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 			for i := range r.Topics {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
-					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: t.Partitions[j].Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, Num: t.Partitions[j].Partition})
 					pp.timestamp, pp.hasTimestamp = t.Partitions[j].Timestamp, true
 				}
 			}
@@ -787,7 +788,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
 					q := &t.Partitions[j]
-					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: q.Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: q.Partition})
 					pp.offset, pp.offsetEpoch, pp.hasOffset, pp.committed = q.Offset, q.LeaderEpoch, true, true
 				}
 			}
@@ -797,7 +798,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 		switch r := x.Resp.Resp.(type) {
 		case *kmsg.ProduceResponse, *kmsg.FetchResponse:
 			decode.PartitionAnswers(r, func(a decode.PartitionAnswer) {
-				p := add(a.PartitionRef)
+				p := add(a.Partition)
 				p.answered, p.err, p.hw, p.lso = true, a.ErrorCode, a.HighWatermark, a.LastStableOffset
 				p.leader, p.epoch = a.Leader, a.Epoch
 				switch r := r.(type) {
@@ -813,7 +814,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
 					q := &t.Partitions[j]
-					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: q.Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, Num: q.Partition})
 					pp.answered, pp.err = true, q.ErrorCode
 					switch {
 					case r.Version >= 1:
@@ -827,7 +828,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 			for i := range r.Topics {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
-					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: t.Partitions[j].Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: t.Partitions[j].Partition})
 					pp.answered, pp.err = true, t.Partitions[j].ErrorCode
 				}
 			}
@@ -850,7 +851,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	}
 	for i := range e.batches {
 		bo := &e.batches[i]
-		p := add(decode.PartitionRef{Topic: bo.b.Topic, TopicID: bo.b.TopicID, Partition: bo.b.Partition})
+		p := add(cluster.Partition{Topic: bo.b.Topic, TopicID: bo.b.TopicID, Num: bo.b.Partition})
 		if !p.hasBatch {
 			p.hasBatch, p.firstBatch = true, i
 		}

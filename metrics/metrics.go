@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -159,7 +160,7 @@ const (
 
 var foldNames = [numFolds]string{"broker", "client_id", "series", "error"}
 
-// numRoles is flows' roles (flows.Role is a uint8 below 16).
+// numRoles is flows' roles (cluster.Role is a uint8 below 16).
 const numRoles = 16
 
 // recentSize is the number of entries of Metrics.recent (a power of 2).
@@ -265,7 +266,7 @@ func New(cfg Config) *Metrics {
 	m.clientRequests = f.counterVec("kfsniff_client_requests_total", "Kafka requests by client id (the first "+strconv.Itoa(cfg.MaxClientIDs)+" seen; the rest under \"other\").", []string{"client_id"})
 	m.clientErrors = f.counterVec("kfsniff_client_error_responses_total", "Responses carrying at least one error code, by the request's client id (capped as kfsniff_client_requests_total).", []string{"client_id"})
 	roles := f.gaugeVec("kfsniff_connections", "Open Kafka connections that carried requests of each role (a connection counts once in each of its roles); closed by FIN or RST, or idle for "+cfg.IdleAfter.String()+" of capture time.", []string{"role"})
-	for r := flows.RoleLiveness; r < flows.Role(len(m.connsByRole)) && r.String() != "?"; r++ {
+	for r := cluster.RoleLiveness; r < cluster.Role(len(m.connsByRole)) && r.String() != "?"; r++ {
 		m.connsByRole[r] = roles.WithLabelValues(r.String())
 	}
 	m.opened = f.counter("kfsniff_connections_opened_total", "Kafka connections seen opening (or, for those the capture joined, first seen).")
@@ -490,7 +491,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 	s := m.series(cs.broker, msg.Key, msg.Version)
 	s.requests.Inc()
 	s.reqBytes.Add(float64(msg.Size))
-	cl := m.client(cs, msg.ClientID)
+	cl := m.client(cs, msg.Client.ID)
 	cl.requests.Inc()
 	if s.folded {
 		m.folded[foldSeries].Inc()
@@ -503,7 +504,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 	}
 	cs.last = msg.Time
 	m.age(msg.Time)
-	if r := msg.Role; r > flows.RoleNone && int(r) < numRoles && cs.tracked && m.connsByRole[r] != nil {
+	if r := msg.Role; r > cluster.RoleNone && int(r) < numRoles && cs.tracked && m.connsByRole[r] != nil {
 		if bit := uint16(1) << r; cs.roles&bit == 0 {
 			cs.roles |= bit
 			m.connsByRole[r].Inc()
@@ -544,7 +545,7 @@ func (m *Metrics) OnExchange(x *flows.Exchange) {
 				m.folded[foldError].Add(float64(e.Count))
 			}
 		}
-		m.client(cs, x.Req.ClientID).errors.Inc()
+		m.client(cs, x.Req.Client.ID).errors.Inc()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -123,7 +124,7 @@ type client struct {
 	moreConns   int
 	lastConn    *flows.ConnInfo
 	servers     []netip.AddrPort
-	roles       flows.RoleSet
+	roles       cluster.RoleSet
 	file        int
 	firstPacket uint64
 	first, last time.Time
@@ -170,11 +171,11 @@ func newInventory() *inventory {
 func (inv *inventory) client(m *flows.Message) *client {
 	id := m.Conn.ID
 	if id < len(inv.byConn) {
-		if c := inv.byConn[id]; c != nil && m.ClientID == c.key.id {
+		if c := inv.byConn[id]; c != nil && m.Client.ID == c.key.id {
 			return c
 		}
 	}
-	k := clientKey{m.Conn.Client.Addr(), m.ClientID}
+	k := clientKey{m.Conn.Client.Addr(), m.Client.ID}
 	c := inv.clients[k]
 	if c == nil {
 		if len(inv.clients) >= maxClients {
@@ -272,7 +273,7 @@ func (inv *inventory) exchange(x *flows.Exchange) {
 	if !ok || r.ErrorCode != 0 || r.ProducerID < 0 {
 		return
 	}
-	if c := inv.clients[clientKey{x.Req.Conn.Client.Addr(), x.Req.ClientID}]; c != nil {
+	if c := inv.clients[clientKey{x.Req.Conn.Client.Addr(), x.Req.Client.ID}]; c != nil {
 		c.addProducerID(r.ProducerID)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -242,7 +243,7 @@ func TestInventoryBounds(t *testing.T) {
 	at := t0
 	send := func(id string, key, version int16) {
 		r.pkt++
-		r.dl.Deliver(&flows.Event{Req: &flows.Message{Conn: &c.ConnInfo, Key: key, Version: version, ClientID: id, Time: at, Packet: r.pkt}})
+		r.dl.Deliver(&flows.Event{Req: &flows.Message{Conn: &c.ConnInfo, Key: key, Version: version, Client: cluster.Client{ID: id}, Time: at, Packet: r.pkt}})
 	}
 	for i := range maxClients + 5 {
 		send("app-"+strconv.Itoa(i), 18, 0)

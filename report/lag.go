@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -172,14 +173,14 @@ func (c *LagCollector) Dropped() int64 {
 // from nodes (nil: as first known).
 func (c *LagCollector) Rows(nodes *flows.Nodes) []Lag {
 	out := []Lag{}
-	for _, s := range c.table.Series(flows.RoleNone) {
+	for _, s := range c.table.Series(cluster.RoleNone) {
 		t := c.tracks.Get(s.Index)
 		if t == nil || t.n == 0 {
 			continue // its samples never reached us (a handler before panicked)
 		}
 		k := &s.Key
-		l := Lag{Role: s.Role().String(), Groups: c.table.Groups(k.ClientID, k.Host), ClientID: k.ClientID, Client: k.Host.String(),
-			Server: s.Server.String(), Partition: k.Partition, ReadCommitted: s.ReadCommitted, Samples: t.n,
+		l := Lag{Role: s.Role().String(), Groups: c.table.Groups(k.Client.ID, k.Client.Host), ClientID: k.Client.ID, Client: k.Client.Host.String(),
+			Server: s.Server.String(), Partition: k.Partition.Num, ReadCommitted: s.ReadCommitted, Samples: t.n,
 			First: lagPoint(t.First), Last: lagPoint(t.Last), Min: lagPoint(t.Min), Max: lagPoint(t.Max)}
 		if l.Groups == nil {
 			l.Groups = []string{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -126,7 +127,7 @@ type Exchange struct {
 	Version     int16
 	Correlation int32
 	ClientID    string
-	Role        flows.Role
+	Role        cluster.Role
 	State       ExchangeState
 	// ErrorCode is the most frequent non-zero error code of the response
 	// (0 if none); Errors counts all non-zero error codes.
@@ -161,7 +162,7 @@ type Conn struct {
 	// Client and Server are the ends with their node ids when known:
 	// "node 1003 (10.30.7.85:8081)".
 	Client, Server string
-	Roles          []flows.Role
+	Roles          []cluster.Role
 	ClientIDs      []string
 	Requests       int
 	Responses      int
@@ -278,7 +279,7 @@ type connState struct {
 	info Conn
 	// roles and clientIDs as flows holds them; ClientIDs only grows, so
 	// the elements below its length never change.
-	roles     flows.RoleSet
+	roles     cluster.RoleSet
 	clientIDs []string
 	hist      []Exchange
 	histHead  int
@@ -489,7 +490,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	now := time.Time{}
 	if q := x.Req; q != nil {
 		r.File, r.ReqPacket, r.Time = q.File, q.Packet, q.Time
-		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.ClientID, q.Role
+		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.Client.ID, q.Role
 		r.ReqSize = int32(q.Size)
 		r.DecodeError = q.Err != nil
 		if q.Frame != nil {

@@ -212,7 +212,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	g.responses++
 	g.occurrences += int64(ec.Count)
 
-	ck := clientKey{x.Conn.Client.Addr(), x.Req.ClientID}
+	ck := clientKey{x.Conn.Client.Addr(), x.Req.Client.ID}
 	c := g.clients[ck]
 	if c == nil {
 		if r.clients >= maxClients {
@@ -286,7 +286,7 @@ func (r *rule) fail(c *client, k failKey, t time.Time, server netip.AddrPort) {
 // heal ends the open spells of the exchange's client and API at the same
 // broker whose error the response does not carry: the request succeeded.
 func (r *rule) heal(x *detectors.Exchange) {
-	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.ClientID}
+	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.Client.ID}
 	cs, ok := r.failing[k]
 	if !ok {
 		return

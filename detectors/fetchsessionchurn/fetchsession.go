@@ -19,7 +19,6 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -123,7 +122,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			if r.brokers[k.server] == nil {
 				r.brokers[k.server] = &broker{created: map[key.Client]int64{}}
 			}
-			return &churn{pair: k, fetcher: flows.FetcherOf(x.Req), first: x.Resp.Time}
+			return &churn{pair: k, fetcher: x.Req.Fetcher.ID(), first: x.Resp.Time}
 		})
 	}
 	if ch == nil {

@@ -215,7 +215,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp != nil {
 		t = x.Resp.Time
 	}
-	src := source{x.Conn.Client.Addr().Unmap(), x.Req.ClientID}
+	src := source{x.Conn.Client.Addr().Unmap(), x.Req.Client.ID}
 	switch req := x.Req.Req.(type) {
 	case *kmsg.JoinGroupRequest:
 		g.classic = true
