@@ -233,6 +233,11 @@ type Subject struct {
 	// so that one wait gives one finding at its severity (recorded on
 	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-throttled).
 	Waits bool
+	// Reconnects: the finding is about connections opened again and
+	// again (reconnect-storm), or names their cause (transactional-fencing:
+	// each fenced instance restarted), so that the cause explains the
+	// storm of the same client hosts and servers.
+	Reconnects bool
 }
 
 // TopicPartition names a partition.
@@ -249,6 +254,9 @@ type TopicPartition struct {
 // (Severities are compared by the caller.)
 func (s *Subject) Explains(g *Subject) bool {
 	if g.Error == 0 {
+		if s.Reconnects && g.Reconnects {
+			return overlap(s.Clients, g.Clients) && overlap(s.Servers, g.Servers)
+		}
 		return s.Waits && g.Waits && len(g.ClientIDs) > 0 && subset(g.ClientIDs, s.ClientIDs) && overlap(s.Servers, g.Servers)
 	}
 	if s.Error != g.Error {

@@ -53,3 +53,83 @@ func TestTooLargeRecordings(t *testing.T) {
 		})
 	}
 }
+
+func TestOffsetResetRecordings(t *testing.T) {
+	for _, name := range []string{"offset-reset-kgo", "offset-reset-sarama"} {
+		t.Run(name, func(t *testing.T) {
+			var o struct {
+				Committed  int64   `json:"committed"`
+				LogStart   int64   `json:"log_start"`
+				OutOfRange []int64 `json:"out_of_range_fetch_offsets"`
+				FirstFetch int64   `json:"first_fetch_offset"`
+				Skipped    int64   `json:"skipped"`
+			}
+			path := faultSidecar(t, name, &o)
+			if o.Skipped <= 0 || o.LogStart <= o.Committed {
+				t.Fatalf("the recording shows no reset past a committed offset below the log start: %+v", o)
+			}
+			r := analyseWithDetectors(t, path)
+			f := &findingsOf(t, r.Findings, "records-skipped", 1)[0]
+			if f.Severity != detectors.Warning {
+				t.Errorf("severity %s, want warning (a loss): %s", f.Severity, f.Summary)
+			}
+			want := map[string]int64{"offsets_skipped": o.Skipped, "offsets_deleted": o.LogStart - o.Committed, "partitions": 1}
+			for k, n := range want {
+				if f.Counts[k] != n {
+					t.Errorf("%s = %d, the sidecar says %d", k, f.Counts[k], n)
+				}
+			}
+			var oor int64
+			fieldAs(t, f, "out_of_range", &oor)
+			if oor != int64(len(o.OutOfRange)) {
+				t.Errorf("%d jumps after OFFSET_OUT_OF_RANGE, the sidecar has %d such answers", oor, len(o.OutOfRange))
+			}
+			onlyInfoBesides(t, r.Findings, "records-skipped")
+		})
+	}
+}
+
+func TestFencedRecordings(t *testing.T) {
+	for _, name := range []string{"fenced-kgo", "fenced-sarama"} {
+		t.Run(name, func(t *testing.T) {
+			var o struct {
+				Init    []string       `json:"init_producer_id"`
+				Fenced  map[string]int `json:"fenced"`
+				Commits int64          `json:"commits"`
+				Aborts  int64          `json:"aborts"`
+				Refused int64          `json:"commits_refused"`
+			}
+			path := faultSidecar(t, name, &o)
+			var fenced int64
+			for _, n := range o.Fenced {
+				fenced += int64(n)
+			}
+			if fenced < 2 || len(o.Init) < 3 {
+				t.Fatalf("the recording shows no producers fencing each other: %+v", o)
+			}
+			r := analyseWithDetectors(t, path)
+			f := &findingsOf(t, r.Findings, "transactional-fencing", 1)[0]
+			if f.Severity != detectors.Warning {
+				t.Errorf("severity %s, want warning (two instances fencing each other for under 30 s): %s", f.Severity, f.Summary)
+			}
+			for k, n := range map[string]int64{"fenced_answers": fenced, "committed": o.Commits, "aborted": o.Aborts,
+				"commits_refused": o.Refused, "producers": 2} {
+				if f.Counts[k] != n {
+					t.Errorf("%s = %d, the sidecar says %d", k, f.Counts[k], n)
+				}
+			}
+			var id string
+			fieldAs(t, f, "transactional_id", &id)
+			if id != "orders-txn" {
+				t.Errorf("transactional id %q", id)
+			}
+			// The restarts' reconnect storm is explained by the fencing.
+			for _, g := range r.Findings {
+				if g.Detector == "reconnect-storm" && g.Fields["explained_by"] != "transactional-fencing" {
+					t.Errorf("reconnect-storm %s not explained by the fencing: %s", g.Severity, g.Summary)
+				}
+			}
+			onlyInfoBesides(t, r.Findings, "transactional-fencing")
+		})
+	}
+}

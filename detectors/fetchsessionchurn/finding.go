@@ -51,6 +51,9 @@ type Finding struct {
 	Held                  time.Duration
 	MoreCreators, Dropped int64
 	MaxGap                time.Duration
+	// Episode is the worst storm as the severity policy grades it
+	// (detectors.Episode: its intensity).
+	Episode detectors.Episode
 }
 
 func (f *Finding) worstSpan() time.Duration { return f.WorstLast.Sub(f.WorstFirst) }
@@ -73,6 +76,16 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 		SessionErrors: errs, Storms: storms, Fetches: ch.fetches, FullFetches: ch.full, IncrementalFetches: ch.fetches - ch.full,
 		SessionsCreated: ch.sessions, ErrorNames: ch.codes.Names(), WorstErrors: worst.n, WorstFirst: worst.first,
 		WorstLast: worst.last, Held: held, Dropped: r.dropped, MaxGap: r.p.MaxGap}
+	// The worst storm's intensity grades it too: thousands of resets a
+	// second seen for half a second, still going at the end, are a
+	// client fetching faster than any backoff allows (detectors.Episode).
+	f.Episode = detectors.Episode{Seen: held, Ongoing: ongoing, Failures: worst.n, Clients: 1}
+	if worst.n >= 2 {
+		f.Episode.Rate = float64(worst.n-1) / max(worst.span(), time.Millisecond).Seconds()
+	}
+	if ongoing {
+		f.Episode.Failing = 1
+	}
 	if b := r.brokers[ch.server]; b != nil {
 		for c, n := range b.created {
 			f.Creators = append(f.Creators, Creator{c.ID, c.Host.String(), n})
@@ -94,7 +107,7 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 	}
 	code, _ := ch.codes.Top()
 	return detectors.Finding{
-		Severity: detectors.Grade(held, ongoing),
+		Severity: f.Episode.Grade(),
 		First:    ch.first,
 		Last:     ch.last,
 		Conns:    ch.conns.IDs(),
@@ -117,8 +130,8 @@ func (f *Finding) who() string {
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("%s at %s: %s %s in %s (%g/s), %d of %d fetches full", f.who(), f.Server, strings.Join(f.ErrorNames, "/"),
 		text.Plural(f.WorstErrors, "time", "times"), text.Duration(f.worstSpan()), f.ResetsPerS, f.FullFetches, f.Fetches)
-	if f.Ongoing {
-		return s + "; still churning at the end"
+	if f.Ongoing || f.Episode.Fast() {
+		return s + "; " + f.Episode.Felt()
 	}
 	return s
 }
@@ -148,7 +161,11 @@ func (f *Finding) Explanation() string {
 		b.WriteString("; a client that opens many is filling the cache, one that opens a session on every fetch defeats it.")
 	}
 	if f.Ongoing {
-		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began.", text.Duration(f.Held))
+		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began: how long it went on is unknown.", text.Duration(f.Held))
+	}
+	if f.Episode.Fast() && f.Held < detectors.FeltAfter {
+		fmt.Fprintf(&b, " A warning however short: %d session errors at %.0f a second is a client fetching again faster than "+
+			"any client's backoff allows (%.0f a second or more), a load on the broker for every other client.", f.Episode.Failures, f.Episode.Rate, detectors.FastRate)
 	}
 	if f.Dropped > 0 {
 		fmt.Fprintf(&b, " (%d session errors of further clients were not followed: too many.)", f.Dropped)
