@@ -402,7 +402,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
 		Evidence: e.ev.List(),
-		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code},
+		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code, Rebalances: true},
 		Detail:   f,
 	}
 }

@@ -1,4 +1,4 @@
-package report
+package collect
 
 import (
 	"math"
@@ -9,12 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // timelineRun sends Metadata requests through a Delivery to a Collector:
 // at each offset from t0 one request, answered after lat, with an error
 // code when failing.
-func timelineRun(t *testing.T, servers []string, at []time.Duration, lat time.Duration, failing func(i int) bool) *Report {
+func timelineRun(t *testing.T, servers []string, at []time.Duration, lat time.Duration, failing func(i int) bool) *report.Report {
 	t.Helper()
 	c := NewCollector()
 	dl := flows.NewDelivery(c)

@@ -1,4 +1,4 @@
-package report
+package collect
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -59,7 +60,7 @@ func (r *inventoryRun) call(c *flows.Conn, clientID string, req kmsg.Request, re
 	r.dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: a}})
 }
 
-func (r *inventoryRun) report() *Report {
+func (r *inventoryRun) report() *report.Report {
 	return r.col.Build(nil, &flows.Stats{}, r.conns, r.dl.Nodes(), nil)
 }
 
@@ -157,7 +158,7 @@ func TestInventory(t *testing.T) {
 	if billing.Host != "10.0.0.5" || billing.ClientID != "billing" {
 		t.Errorf("first client %s %q, want 10.0.0.5 billing", billing.Host, billing.ClientID)
 	}
-	if want := []Software{{"apache-kafka-java", "2.0.1", 2}}; !reflect.DeepEqual(billing.Software, want) {
+	if want := []report.Software{{Name: "apache-kafka-java", Version: "2.0.1", Connections: 2}}; !reflect.DeepEqual(billing.Software, want) {
 		t.Errorf("software %+v, want %+v", billing.Software, want)
 	}
 	if !reflect.DeepEqual(billing.Connections, []int{1, 2}) || !reflect.DeepEqual(billing.Servers, []string{"10.0.0.1:9092", "10.0.0.2:9092"}) {
@@ -206,7 +207,7 @@ func TestInventory(t *testing.T) {
 	if reader.Idempotent || reader.Transactional || reader.Acks != nil {
 		t.Errorf("reader produced nothing, yet idempotent %v transactional %v acks %v", reader.Idempotent, reader.Transactional, reader.Acks)
 	}
-	var join ClientAPI
+	var join report.ClientAPI
 	for _, a := range reader.APIs {
 		if a.Name == "JoinGroup" {
 			join = a
@@ -217,7 +218,7 @@ func TestInventory(t *testing.T) {
 	}
 
 	var text bytes.Buffer
-	if err := WriteText(&text, rep); err != nil {
+	if err := report.WriteText(&text, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -264,7 +265,7 @@ func TestInventoryBounds(t *testing.T) {
 	if len(rep.Clients) != maxClients || rep.ClientsNotListed != 5 {
 		t.Errorf("%d clients listed, requests of %d not: want %d and 5", len(rep.Clients), rep.ClientsNotListed, maxClients)
 	}
-	var app0, app1 *Client
+	var app0, app1 *report.Client
 	for i := range rep.Clients {
 		switch rep.Clients[i].ClientID {
 		case "app-0":
@@ -285,7 +286,7 @@ func TestInventoryBounds(t *testing.T) {
 		t.Errorf("app-1: %d topics listed, %d mentions not: want %d and 40 (20 topics twice)", len(app1.Topics), app1.TopicsNotListed, maxClientTopics)
 	}
 	var text bytes.Buffer
-	WriteText(&text, rep)
+	report.WriteText(&text, rep)
 	if !strings.Contains(text.String(), "(5 requests of further clients not listed: more than 1000 clients)") {
 		t.Errorf("the text report does not say clients were left out")
 	}

@@ -1,54 +1,44 @@
-package report
+// Package collect counts a run for its report: the flows handlers that
+// gather per-API counts (APICounts, shared with the terminal UI), the
+// client inventory, consumers' and followers' lag, the timeline of the
+// HTML charts and connection events, and Build, which makes them, with
+// the analyzer's state and the findings, into a report.Report that
+// package report renders.
+package collect
 
 import (
 	"sort"
-	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/hist"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // Collector gathers per-API counts and connection events from the
 // analyzer's handlers; Build turns them into a Report.
 type Collector struct {
-	apis   map[apiKey]*apiStats
-	events []Event
+	apis   map[apiKey]*APICounts
+	events []report.Event
 	// counts of events by kind, for the totals.
 	refused, unansweredSYN int64
 	exchanges              int64
 	inv                    *inventory // clients[] (clients.go)
 	lag                    LagCollector
-	timeline               timeline // Report.Timeline (timeline.go)
+	timeline               timeline // report.Report.Timeline (timeline.go)
 }
 
 type apiKey struct{ key, version int16 }
-
-type apiStats struct {
-	requests, responses, errorResponses, decodeErrors, unanswered int64
-	errors                                                        map[int16]int64
-	latency                                                       hist.Histogram
-	undefined                                                     int // codes Kafka does not define in errors
-}
-
-// maxUndefinedErrors bounds the error codes Kafka does not define that an
-// API row names by number; the rest are counted as OtherErrorsName.
-const maxUndefinedErrors = 16
 
 // maxEvents bounds the connection events listed (counts stay exact).
 const maxEvents = 1000
 
 // NewCollector returns an empty Collector.
 func NewCollector() *Collector {
-	c := &Collector{apis: make(map[apiKey]*apiStats), inv: newInventory()}
+	c := &Collector{apis: make(map[apiKey]*APICounts), inv: newInventory()}
 	c.timeline.init()
 	return c
 }
-
-// otherErrors is the key under which an API row counts the error codes
-// Kafka does not define (decode.KnownError).
-const otherErrors int16 = -32768
 
 // unknownRow is the one API row of every (key, version) pair kmsg cannot
 // decode: a pair from the wire would otherwise be a row, with its
@@ -57,14 +47,14 @@ const otherErrors int16 = -32768
 // table.
 var unknownRow = apiKey{-1, -1}
 
-func (c *Collector) api(key, version int16) *apiStats {
+func (c *Collector) api(key, version int16) *APICounts {
 	k := apiKey{key, version}
 	if !decode.KnownVersion(key, version) {
 		k = unknownRow
 	}
 	s := c.apis[k]
 	if s == nil {
-		s = &apiStats{}
+		s = &APICounts{}
 		c.apis[k] = s
 	}
 	return s
@@ -80,9 +70,9 @@ func (c *Collector) OnRequest(m *flows.Message) {
 	c.lag.OnRequest(m)
 	c.timeline.request(m)
 	s := c.api(m.Key, m.Version)
-	s.requests++
+	s.Requests++
 	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
-		s.decodeErrors++
+		s.DecodeErrors++
 	}
 }
 
@@ -98,40 +88,17 @@ func (c *Collector) OnExchange(x *flows.Exchange) {
 	}
 	s := c.api(x.Req.Key, x.Req.Version)
 	if x.Unanswered {
-		s.unanswered++
+		s.Unanswered++
 		return
 	}
 	if x.Resp == nil {
 		return
 	}
 	c.exchanges++
-	s.responses++
 	if x.Resp.Err != nil && decode.KnownVersion(x.Req.Key, x.Req.Version) {
-		s.decodeErrors++
+		s.DecodeErrors++
 	}
-	if len(x.Resp.ErrorCodes) > 0 {
-		s.errorResponses++
-		if s.errors == nil {
-			s.errors = make(map[int16]int64)
-		}
-		for _, e := range x.Resp.ErrorCodes {
-			code := e.Code
-			if !decode.KnownError(code) {
-				// The codes Kafka does not define: the first few by
-				// their number, the rest under one name (a response
-				// can name thousands, each would be an entry).
-				if _, seen := s.errors[code]; !seen {
-					if s.undefined >= maxUndefinedErrors {
-						code = otherErrors
-					} else {
-						s.undefined++
-					}
-				}
-			}
-			s.errors[code] += int64(e.Count)
-		}
-	}
-	s.latency.Add(x.Latency())
+	s.Answered(x.Latency(), x.Resp.ErrorCodes)
 }
 
 // OnConnEvent records refused and unanswered connection attempts.
@@ -145,7 +112,7 @@ func (c *Collector) OnConnEvent(e *flows.ConnEvent) {
 		return
 	}
 	if len(c.events) < maxEvents {
-		c.events = append(c.events, Event{
+		c.events = append(c.events, report.Event{
 			Kind: e.Kind.String(), Client: e.Client.String(), Server: e.Server.String(),
 			File: e.File, Packet: e.Packet, Time: e.Time, Attempts: e.Attempts,
 		})
@@ -154,15 +121,15 @@ func (c *Collector) OnConnEvent(e *flows.ConnEvent) {
 
 // Build assembles the report from the collector, the analyzer's state, the
 // inputs and the findings.
-func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, nodes *flows.Nodes, findings []detectors.Finding) *Report {
-	r := &Report{Schema: Schema, Findings: findings, Events: c.events}
+func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.Conn, nodes *flows.Nodes, findings []detectors.Finding) *report.Report {
+	r := &report.Report{Schema: report.Schema, Findings: findings, Events: c.events}
 	if r.Findings == nil {
 		r.Findings = []detectors.Finding{}
 	}
 	if r.Events == nil {
-		r.Events = []Event{}
+		r.Events = []report.Event{}
 	}
-	r.Capture = Capture{Files: files, Packets: st.Packets, Bytes: st.Bytes, First: st.FirstTime, Last: st.LastTime}
+	r.Capture = report.Capture{Files: files, Packets: st.Packets, Bytes: st.Bytes, First: st.FirstTime, Last: st.LastTime}
 	if !st.FirstTime.IsZero() {
 		r.Capture.Duration = st.LastTime.Sub(st.FirstTime).Seconds()
 	}
@@ -181,14 +148,14 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	t.RefusedConnections, t.UnansweredSYNs = c.refused, c.unansweredSYN
 	t.SkippedBytes = map[string]int64{}
 	for k, n := range st.UnknownAPIs {
-		t.UnknownAPIs = append(t.UnknownAPIs, UnknownAPI{Key: k.Key, Version: k.Version, Count: n})
+		t.UnknownAPIs = append(t.UnknownAPIs, report.UnknownAPI{Key: k.Key, Version: k.Version, Count: n})
 	}
 	sort.Slice(t.UnknownAPIs, func(i, j int) bool {
 		a, b := t.UnknownAPIs[i], t.UnknownAPIs[j]
 		return a.Key < b.Key || a.Key == b.Key && a.Version < b.Version
 	})
 	if t.UnknownAPIs == nil {
-		t.UnknownAPIs = []UnknownAPI{}
+		t.UnknownAPIs = []report.UnknownAPI{}
 	}
 	t.BoundsReached = map[string]int64{}
 	bound := func(name string, n int64) {
@@ -220,7 +187,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	for k, n := range ev.Skipped {
 		t.SkippedBytes[k] += n
 	}
-	r.Connections = make([]Connection, 0, len(conns))
+	r.Connections = make([]report.Connection, 0, len(conns))
 	for _, cn := range conns {
 		t.Requests += int64(cn.Requests)
 		t.Responses += int64(cn.Responses)
@@ -242,7 +209,7 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
 	noteLoss(r.Findings, conns)
-	r.Incidents = Incidents(r.Findings)
+	r.Incidents = report.Incidents(r.Findings)
 	r.Clients, r.ClientsNotListed = c.inv.build(nodes), c.inv.cut
 	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
 	r.Timeline = c.timeline.build(nodes)
@@ -253,37 +220,29 @@ func (c *Collector) Build(files []File, st *flows.Stats, conns []*flows.Conn, no
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].key < keys[j].key || keys[i].key == keys[j].key && keys[i].version < keys[j].version
 	})
-	r.APIs = make([]API, 0, len(keys))
+	r.APIs = make([]report.API, 0, len(keys))
 	for _, k := range keys {
 		s := c.apis[k]
 		name := decode.Name(k.key)
 		if k == unknownRow {
-			name = UnknownAPIName
+			name = report.UnknownAPIName
 		}
-		a := API{
+		a := report.API{
 			Key: k.key, Name: name, Version: k.version,
-			Requests: s.requests, Responses: s.responses, ErrorResponses: s.errorResponses,
-			DecodeErrors: s.decodeErrors, Unanswered: s.unanswered, Errors: map[string]int64{},
-			Latency: Latency{P50: ms(s.latency.Quantile(0.5)), P99: ms(s.latency.Quantile(0.99)), Max: ms(s.latency.Max())},
+			Requests: s.Requests, Responses: s.Responses, ErrorResponses: s.ErrorResponses,
+			DecodeErrors: s.DecodeErrors, Unanswered: s.Unanswered, Errors: map[string]int64{},
+			Latency: report.Latency{P50: report.Millis(s.Latency.Quantile(0.5)), P99: report.Millis(s.Latency.Quantile(0.99)), Max: report.Millis(s.Latency.Max())},
 		}
-		for code, n := range s.errors {
-			name := decode.ErrorName(code)
-			if code == otherErrors {
-				name = OtherErrorsName
-			}
-			a.Errors[name] += n
+		for code, n := range s.Errors {
+			a.Errors[ErrorName(code)] += n
 		}
 		r.APIs = append(r.APIs, a)
 	}
 	return r
 }
 
-func ms(d time.Duration) float64 {
-	return float64(d.Microseconds()) / 1000
-}
-
-func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
-	out := Connection{
+func connection(c *flows.Conn, nodes *flows.Nodes) report.Connection {
+	out := report.Connection{
 		ID: c.ID, Agent: c.Agent, Client: c.Client.String(), Server: c.Server.String(),
 		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),
 		Handshake: c.Handshake, MidStream: c.MidStream, TLS: c.TLS, TLSSession: connTLS(c.TLSInfo),
@@ -300,7 +259,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 	for _, a := range c.APIs {
 		name := decode.Name(a.Key)
 		if a.Key == flows.UnknownKey {
-			name = UnknownAPIName
+			name = report.UnknownAPIName
 		}
 		out.APIs[name] += a.N
 	}
@@ -311,7 +270,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		}
 	}
 	if c.Gaps > 0 {
-		out.Loss = &Loss{
+		out.Loss = &report.Loss{
 			ToServer: c.Lost[flows.ToServer], ToClient: c.Lost[flows.ToClient], Snaplen: c.Cut[0] + c.Cut[1],
 			File: c.FirstGap.File, FirstPacket: c.FirstGap.Packet, LastPacket: c.LastGap.Packet,
 			First: c.FirstGap.Time, Last: c.LastGap.Time,
@@ -336,7 +295,7 @@ func connection(c *flows.Conn, nodes *flows.Nodes) Connection {
 		}
 	}
 	for _, p := range c.Problems {
-		out.Problems = append(out.Problems, Problem{File: p.File, Packet: p.Packet, What: p.What})
+		out.Problems = append(out.Problems, report.Problem{File: p.File, Packet: p.Packet, What: p.What})
 	}
 	return out
 }
@@ -372,9 +331,9 @@ func noteLoss(findings []detectors.Finding, conns []*flows.Conn) {
 }
 
 // problemAt is p for the report, nil if there is none.
-func problemAt(p flows.Problem) *Problem {
+func problemAt(p flows.Problem) *report.Problem {
 	if p.Packet == 0 {
 		return nil
 	}
-	return &Problem{File: p.File, Packet: p.Packet, What: p.What}
+	return &report.Problem{File: p.File, Packet: p.Packet, What: p.What}
 }

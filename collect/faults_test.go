@@ -1,4 +1,4 @@
-package report
+package collect
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // TestPacketFaultsPlaced: undecodable packets and kfsniff's own faults met
@@ -14,7 +15,7 @@ import (
 func TestPacketFaultsPlaced(t *testing.T) {
 	st := &flows.Stats{BadPackets: 2, FirstBad: flows.Problem{File: 0, Packet: 17, What: "truncated IPv4 header"},
 		InternalErrors: 3, FirstInternal: flows.Problem{File: 1, Packet: 42, What: "internal error: \x1b[2J boom"}}
-	r := NewCollector().Build([]File{{Name: "a.pcap"}, {Name: "b.pcap"}}, st, nil, nil, nil)
+	r := NewCollector().Build([]report.File{{Name: "a.pcap"}, {Name: "b.pcap"}}, st, nil, nil, nil)
 	b, err := json.Marshal(r.Totals)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestPacketFaultsPlaced(t *testing.T) {
 		}
 	}
 	var text strings.Builder
-	if err := WriteText(&text, r); err != nil {
+	if err := report.WriteText(&text, r); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"2 undecodable packets (first: packet 17: truncated IPv4 header)",

@@ -1,4 +1,4 @@
-package report
+package collect
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // TestFindingSpanningALoss: a finding whose span overlaps the gaps of one
@@ -36,7 +37,7 @@ func TestFindingSpanningALoss(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	if err := WriteText(&b, r); err != nil {
+	if err := report.WriteText(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(b.String(), "capture loss: 2 gaps (4.3 KiB lost) on connection #3"); n != 2 {
