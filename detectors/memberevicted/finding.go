@@ -19,17 +19,20 @@ type Finding struct {
 	// for. Back: it came back, answered Answer; else it was still silent
 	// at the end.
 	SilentS          float64 `json:"silent_s"`
-	SessionTimeoutMs int64   `json:"session_timeout_ms"`
+	SessionTimeoutMs int64   `json:"session_timeout_ms" count:"session_timeout_ms"`
 	Back             bool    `json:"back"`
 	Answer           string  `json:"answer,omitempty"`
 	// Generations counts the group's generations in the capture;
 	// ExplainsRebalances: no more than the evictions and the members'
 	// joins and leaves make, so that the rebalances are not a loop.
-	Generations        int64 `json:"generations"`
+	Generations        int64 `json:"generations" count:"generations"`
 	ExplainsRebalances bool  `json:"explains_rebalances"`
 
 	last, until time.Time
 	coordinator string
+
+	// SilentMs is how long it was silent in milliseconds, a count.
+	SilentMs int64 `count:"silent_ms"`
 }
 
 // Summary implements detectors.Detail.
