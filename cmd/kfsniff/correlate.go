@@ -292,6 +292,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
 	}
+	if n.Twice > 0 {
+		fmt.Fprintf(stderr, ", %d seen by two agents (counted once)", n.Twice)
+	}
 	if n.Duplicates > 0 {
 		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
 	}
