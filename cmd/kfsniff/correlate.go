@@ -220,6 +220,9 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 		}
 	}
 	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal, c.snapshot}, c.Group != "", c.newSet, o)
+	// The final values, whatever the last snapshot's age.
+	c.snapAt = time.Time{}
+	c.snapshot()
 	res.Report.Correlation = c.stats.Section()
 	for k, v := range c.src.Bounds() {
 		if res.Report.Totals.BoundsReached == nil {
