@@ -19,13 +19,13 @@ type Finding struct {
 	// for (0: its JoinGroup came before the capture). Back: it came back,
 	// answered Answer; else it was still silent at the end.
 	SilentS          float64 `json:"silent_s"`
-	SessionTimeoutMs int64   `json:"session_timeout_ms"`
+	SessionTimeoutMs int64   `json:"session_timeout_ms" count:"session_timeout_ms"`
 	Back             bool    `json:"back"`
 	Answer           string  `json:"answer,omitempty"`
 	// Generations counts the group's generations in the capture;
 	// ExplainsRebalances: no more than the evictions and the members'
 	// joins and leaves make, so that the rebalances are not a loop.
-	Generations int64 `json:"generations"`
+	Generations int64 `json:"generations" count:"generations"`
 	// SinceStart: the member was not heard from before its eviction was
 	// answered: silent at least since the capture began (SilentS is a
 	// lower bound).
@@ -34,6 +34,9 @@ type Finding struct {
 
 	last, until time.Time
 	coordinator string
+
+	// SilentMs is how long it was silent in milliseconds, a count.
+	SilentMs int64 `count:"silent_ms"`
 }
 
 // Summary implements detectors.Detail.

@@ -299,14 +299,13 @@ func (r *rule) finding(p *detectors.Pass, g *group, m *member, evictions int) de
 	// more generations than each eviction and return (two), and each
 	// member's first join and last leave (two) make.
 	explains := g.generations <= int64(2*evictions+2*len(g.joiners))
-	f.ExplainsRebalances = explains
+	f.ExplainsRebalances, f.SilentMs = explains, silent.Milliseconds()
 	return detectors.Finding{
 		Severity: sev,
 		First:    m.lastSeen,
 		Last:     m.silentUntil,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"silent_ms": silent.Milliseconds(), "session_timeout_ms": m.timeout.Milliseconds(), "generations": g.generations},
 		Evidence: evs,
 		Subject: detectors.Subject{ClientIDs: []string{m.client.ID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(),
 			Rebalances: explains},
