@@ -168,6 +168,11 @@ type Subject struct {
 	// each fenced instance restarted), so that the cause explains the
 	// storm of the same client hosts and servers.
 	Reconnects bool
+	// Rebalances: the finding is about a group's rebalances
+	// (rebalance-loop), or names their cause (member-evicted: evictions
+	// accounting for them), so that the cause explains the loop's finding
+	// for the same clients and servers.
+	Rebalances bool
 }
 
 // TopicPartition names a partition.
@@ -183,6 +188,9 @@ type TopicPartition struct {
 // and a server in common: the waits of other clients are theirs.
 // (Severities are compared by the caller.)
 func (s *Subject) Explains(g *Subject) bool {
+	if s.Rebalances && g.Rebalances {
+		return overlap(s.Clients, g.Clients) && overlap(s.Servers, g.Servers)
+	}
 	if g.Error == 0 {
 		if s.Reconnects && g.Reconnects {
 			return overlap(s.Clients, g.Clients) && overlap(s.Servers, g.Servers)

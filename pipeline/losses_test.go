@@ -133,3 +133,35 @@ func TestFencedRecordings(t *testing.T) {
 		})
 	}
 }
+
+func TestEvictedRecordings(t *testing.T) {
+	for _, name := range []string{"evicted-kgo", "evicted-sarama"} {
+		t.Run(name, func(t *testing.T) {
+			var o struct {
+				TimeoutMs int64   `json:"session_timeout_ms"`
+				Member    string  `json:"member"`
+				Silent    float64 `json:"silent_s"`
+				Back      string  `json:"back"`
+			}
+			path := faultSidecar(t, name, &o)
+			if o.Silent*1000 < float64(o.TimeoutMs) || o.Back != "UNKNOWN_MEMBER_ID" {
+				t.Fatalf("the recording shows no eviction: %+v", o)
+			}
+			r := analyseWithDetectors(t, path)
+			f := &findingsOf(t, r.Findings, "member-evicted", 1)[0]
+			if want := max(detectors.Warning, detectors.Grade(seconds(o.Silent), false)); f.Severity != want {
+				t.Errorf("severity %s, want %s: %s", f.Severity, want, f.Summary)
+			}
+			var member, answer string
+			fieldAs(t, f, "member", &member)
+			fieldAs(t, f, "answer", &answer)
+			if member != o.Member || answer != o.Back || f.Counts["session_timeout_ms"] != o.TimeoutMs ||
+				!near(float64(f.Counts["silent_ms"])/1000, o.Silent) {
+				t.Errorf("member %q answered %q, timeout %d ms, silent %d ms; the sidecar says %q %q %d %.3f s",
+					member, answer, f.Counts["session_timeout_ms"], f.Counts["silent_ms"], o.Member, o.Back, o.TimeoutMs, o.Silent)
+			}
+			// One eviction is not a loop: rebalance-loop, if any, is info.
+			onlyInfoBesides(t, r.Findings, "member-evicted")
+		})
+	}
+}

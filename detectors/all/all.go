@@ -16,6 +16,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/kafka40removedversions"
 	"github.com/kfsniff/kfsniff/detectors/leaderelectionstall"
 	"github.com/kfsniff/kfsniff/detectors/livenesswithoutreplication"
+	"github.com/kfsniff/kfsniff/detectors/memberevicted"
 	"github.com/kfsniff/kfsniff/detectors/metadataquorumdown"
 	"github.com/kfsniff/kfsniff/detectors/metadatastorm"
 	"github.com/kfsniff/kfsniff/detectors/noprogress"
@@ -54,6 +55,7 @@ func Analyzers() []*detectors.Analyzer {
 		unansweredrequests.Analyzer,
 		slowresponses.Analyzer,
 		rebalanceloop.Analyzer,
+		memberevicted.Analyzer,
 		metadatastorm.Analyzer,
 		reconnectstorm.Analyzer,
 		saslfailure.Analyzer,

@@ -39,7 +39,7 @@ var specific = map[int16]CodeRow{
 	19:  {Rule: "not-enough-replicas", Says: "acks=all writes refused for a shrunk ISR, how long partitions went unwritten", Recording: "fixtures/pcaps/clients/not-enough-replicas-kgo.pcap", Severity: "warning"},
 	20:  {Rule: "not-enough-replicas", Says: "as NOT_ENOUGH_REPLICAS; a retry without idempotence writes the records twice", NotRecorded: "kfake never answers it (it has no replication); the rule's tests cover it"},
 	22:  {Rule: "rebalance-loop", Says: "a consumer group rebalancing in a loop", NotRecorded: "kfake's groups answer it only to stale members; the rule's tests cover it"},
-	25:  {Rule: "rebalance-loop", Says: "a consumer group rebalancing in a loop", NotRecorded: "the rule's tests cover it"},
+	25:  {Rule: "member-evicted", Says: "a member evicted after missing its session timeout: how long it was silent, against which timeout (rebalance-loop when a group loops)", Recording: "fixtures/pcaps/clients/evicted-kgo.pcap", Severity: "warning"},
 	27:  {Rule: "rebalance-loop", Says: "a consumer group rebalancing in a loop: generations, how long no assignment held", Recording: "fixtures/pcaps/clients/rebalance-kgo-classic.pcap", Severity: "warning"},
 	32:  {Rule: "records-rejected", Says: "batches refused for good: records lost", NotRecorded: "kfake does not check timestamps"},
 	33:  {Rule: "sasl-failure", Says: "a client asking for a SASL mechanism the listener does not offer", Recording: "fixtures/pcaps/clients/sasl-kgo.pcap", Severity: "warning"},

@@ -410,7 +410,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 			"episodes":         int64(episodes),
 		},
 		Evidence: e.ev.List(),
-		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code},
+		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code, Rebalances: true},
 		Detail:   f,
 	}
 }

@@ -36,9 +36,6 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "reconnect-storm",
 	Recorded: []string{"fixtures/pcaps/clients/reconnect-storm-kgo.pcap"},
 	Severity: detectors.Error,
-	// Generic: a rule naming the reconnects' cause (transactional-fencing:
-	// fenced instances restarted) explains the storm (Subject.Reconnects).
-	Generic: true,
 	Doc: "Bursts of new connections to one broker (KAFKA-9648): clients reconnecting in a loop, or all at once " +
 		"after a restart. Per broker and client host: connection attempts (opened, refused, unanswered SYNs), " +
 		"connections per second, their lifetimes, ApiVersions and SASL handshakes. min-conns attempts within " +
