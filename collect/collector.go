@@ -171,6 +171,10 @@ func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.C
 		bound("topic_ids_dropped", d.Topics)
 		bound("metadata_brokers_dropped", d.Brokers)
 	}
+	// The connections table (MaxConns) and the quiet connections
+	// remembered for resumption.
+	bound("connections_not_listed", int64(st.Evicted.Conns))
+	bound("idle_connections_forgotten", st.IdleForgotten)
 	ev := &st.Evicted
 	t.EvictedConnections, t.IdleEvicted = ev.Conns, st.IdleEvicted
 	t.Requests += int64(ev.Requests)

@@ -161,6 +161,10 @@ type Stats struct {
 	// IdleEvicted counts connections whose reassembly state was dropped
 	// after IdleTimeout without packets.
 	IdleEvicted int64
+	// IdleForgotten counts quiet connections forgotten from the full
+	// table of those remembered for resumption: one that speaks again is
+	// counted as another connection.
+	IdleForgotten int64
 	// KeptDropped counts requests whose kept record fingerprints (Keep)
 	// were dropped before their response, to stay within the bounds: the
 	// duplicate-batches rule compared those batches by CRC only.
@@ -313,7 +317,7 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, w.Shards)
-	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, 2*cfg.MaxConns)/shards)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
@@ -423,8 +427,16 @@ func (a *Analyzer) nextID() int {
 	return a.lastID
 }
 
-// maxIdle bounds the idle-evicted connections remembered for resumption.
+// maxIdle bounds the idle-evicted connections remembered for resumption,
+// raised to twice MaxConns: those still listed are held by the table
+// anyway, those dropped from it cost only their 4-tuple (evictedConn), and
+// each one forgotten is counted again when it speaks (IdleForgotten).
 const maxIdle = 65536
+
+// evictedConn stands in the idle table for a quiet connection that was
+// also dropped from the connections table (MaxConns): its record is gone,
+// its 4-tuple is remembered.
+var evictedConn = &Conn{}
 
 // addConn appends a new connection, folding the oldest one (closed ones
 // first) into Stats.Evicted when the table is full.
@@ -457,6 +469,14 @@ func (a *Analyzer) addConn(c *Conn) {
 }
 
 func (a *Analyzer) evict(c *Conn) {
+	if key, _ := makeKey(c.Client, c.Server); a.idle[key] == c {
+		// Quiet, its reassembly state dropped (idle timeout or churn):
+		// the idle table would pin the whole record. Only its 4-tuple
+		// is remembered, so that traffic resuming on it is not counted
+		// as another connection (Conn.continues).
+		a.idle[key] = evictedConn
+	}
+	c.dropped = true
 	// Requests still pending on it will never be reported unanswered.
 	if c.Packets[ToClient] == 0 {
 		c.NotCaptured += c.Pending()

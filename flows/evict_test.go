@@ -86,3 +86,52 @@ func TestIdleConnectionResumes(t *testing.T) {
 		t.Errorf("resumed connection: %+v; want 2 requests, 2 responses, closed", first)
 	}
 }
+
+// Quiet connections dropped from the table (MaxConns) that speak again are
+// counted once, and what they carry after is counted: the idle table keeps
+// only their 4-tuples, not their dropped records.
+func TestEvictedQuietConnectionResumesCountedOnce(t *testing.T) {
+	const n = 40
+	other := netip.MustParseAddrPort("10.0.0.9:40000")
+	script := func(w *gen.Writer) {
+		cs := make([]*gen.Conn, n)
+		for i := range cs {
+			cl := netip.AddrPortFrom(client.Addr(), uint16(50000+i))
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			cs[i] = w.Conn(cl, broker, at, gen.ConnOptions{})
+			cs[i].Request(at.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+			cs[i].Response(at.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+		}
+		// Another connection keeps packets flowing while they are
+		// quiet for longer than the idle timeout.
+		o := w.Conn(other, broker, t0.Add(time.Second), gen.ConnOptions{})
+		for i := 0; i < 30; i++ {
+			at := t0.Add(time.Duration(2+i) * time.Second)
+			o.Request(at, int32(i), kmsg.StringPtr("other"), apiVersions(3))
+			o.Response(at.Add(time.Millisecond), int32(i), apiVersionsResp(3))
+		}
+		for i, c := range cs {
+			at := t0.Add(40*time.Second + time.Duration(i)*time.Millisecond)
+			c.Request(at, 2, kmsg.StringPtr("id"), apiVersions(3))
+			c.Response(at.Add(time.Millisecond), 2, apiVersionsResp(3))
+		}
+	}
+	cfg := flows.DefaultConfig()
+	cfg.IdleTimeout = 10 * time.Second
+	cfg.MaxConns = 10
+	a, _ := analyse(t, cfg, script)
+	st := a.Stats()
+	if st.IdleEvicted < n {
+		t.Fatalf("idle evictions = %d, want at least %d", st.IdleEvicted, n)
+	}
+	requests := st.Evicted.Requests
+	for _, c := range a.Conns() {
+		requests += c.Requests
+	}
+	if got := len(a.Conns()) + st.Evicted.Conns; got != n+1 {
+		t.Errorf("connections listed %d + evicted %d = %d, want %d", len(a.Conns()), st.Evicted.Conns, got, n+1)
+	}
+	if requests != 2*n+30 {
+		t.Errorf("requests listed + evicted = %d, want %d (connections: %d listed, %d evicted)", requests, 2*n+30, len(a.Conns()), st.Evicted.Conns)
+	}
+}

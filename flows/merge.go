@@ -48,6 +48,7 @@ func (s *Stats) Add(o *Stats) {
 	s.UnknownAPIsNotListed += o.UnknownAPIsNotListed
 	s.InternalErrors += o.InternalErrors
 	s.IdleEvicted += o.IdleEvicted
+	s.IdleForgotten += o.IdleForgotten
 	s.KeptDropped += o.KeptDropped
 	s.TLS.add(&o.TLS)
 	s.Evicted.add(&o.Evicted)

@@ -31,7 +31,12 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	s.fr[1].resp = true
 	if c := a.idle[key]; c != nil {
 		delete(a.idle, key)
-		if !tcp.SYN {
+		if c == evictedConn {
+			// Its record was dropped from the table (MaxConns) while
+			// it was quiet: a new record, which counts it again in
+			// place of the one folded into Stats.Evicted (start).
+			s.continues = !tcp.SYN
+		} else if !tcp.SYN {
 			// The connection went quiet for longer than the idle
 			// timeout and its reassembly state was dropped; it
 			// carries on under the same Conn, framed again from the
@@ -71,7 +76,10 @@ type stream struct {
 	ends      [2]netip.AddrPort
 	clientEnd int // index into ends, -1 until known
 	// gen makes the stream's reassembly key its own (see netFlow).
-	gen       uint64
+	gen uint64
+	// continues: the connection's earlier record was dropped from the
+	// table while it was quiet (see evictedConn).
+	continues bool
 	handshake bool
 	midstream [2]bool
 	decided   bool
@@ -405,8 +413,12 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		if len(a.idle) >= a.maxIdle {
 			for k := range a.idle {
 				delete(a.idle, k)
+				a.stats.IdleForgotten++
 				break
 			}
+		}
+		if c.dropped {
+			c = evictedConn // see Analyzer.evict
 		}
 		a.idle[s.key] = c
 		a.stats.IdleEvicted++
@@ -471,6 +483,11 @@ func (s *stream) start(how Recognition, by ClientSide) {
 	s.decided = true
 	a := s.a
 	ci := s.clientEnd
+	if s.continues && a.stats.Evicted.Conns > 0 {
+		// The connection's earlier record was folded into
+		// Stats.Evicted: this one counts it from now on.
+		a.stats.Evicted.Conns--
+	}
 	c := &Conn{
 		ConnInfo: ConnInfo{
 			ID:          a.nextID(),
