@@ -7,14 +7,17 @@ package cluster
 const (
 	None                         int16 = 0
 	OffsetOutOfRange             int16 = 1
+	CorruptMessage               int16 = 2
 	UnknownTopicOrPartition      int16 = 3
 	LeaderNotAvailable           int16 = 5
 	NotLeaderOrFollower          int16 = 6
 	RequestTimedOut              int16 = 7
+	MessageTooLarge              int16 = 10
 	NetworkException             int16 = 13
 	CoordinatorLoadInProgress    int16 = 14
 	CoordinatorNotAvailable      int16 = 15
 	NotCoordinator               int16 = 16
+	RecordListTooLarge           int16 = 18
 	NotEnoughReplicas            int16 = 19
 	NotEnoughReplicasAfterAppend int16 = 20
 	IllegalGeneration            int16 = 22
@@ -23,6 +26,7 @@ const (
 	TopicAuthorizationFailed     int16 = 29
 	GroupAuthorizationFailed     int16 = 30
 	ClusterAuthorizationFailed   int16 = 31
+	InvalidTimestamp             int16 = 32
 	UnsupportedVersion           int16 = 35
 	OutOfOrderSequenceNumber     int16 = 45
 	DuplicateSequenceNumber      int16 = 46
@@ -34,7 +38,9 @@ const (
 	ListenerNotFound             int16 = 72
 	FencedLeaderEpoch            int16 = 74
 	UnknownLeaderEpoch           int16 = 75
+	UnsupportedCompressionType   int16 = 76
 	MemberIDRequired             int16 = 79
+	InvalidRecord                int16 = 87
 	FencedInstanceID             int16 = 82
 	UnknownTopicID               int16 = 100
 	InconsistentTopicID          int16 = 103

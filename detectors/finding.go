@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kfsniff/kfsniff/cluster"
 )
 
 // Severity ranks findings.
@@ -155,7 +157,7 @@ type Subject struct {
 	Clients    []netip.Addr
 	Servers    []netip.AddrPort
 	Nodes      []int32
-	Partitions []TopicPartition
+	Partitions []cluster.Partition
 	// Error is the Kafka error code the finding is about, 0 if none.
 	Error int16
 	// Waits: the finding is about clients waiting: throttled (the waits'
@@ -163,12 +165,6 @@ type Subject struct {
 	// so that one wait gives one finding at its severity (recorded on
 	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-throttled).
 	Waits bool
-}
-
-// TopicPartition names a partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
 }
 
 // Explains reports whether a specific finding about s accounts for a
