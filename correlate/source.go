@@ -902,3 +902,14 @@ func (s *Source) Close() {
 	s.mu.Unlock()
 	s.cl.Close()
 }
+
+// Lag is, per partition held, how many records the last fetch's high
+// watermark is past the next offset to read (the correlator's metrics).
+// Called on the goroutine that calls Next.
+func (s *Source) Lag() map[int32]int64 {
+	out := make(map[int32]int64, len(s.parts))
+	for p, st := range s.parts {
+		out[p] = max(0, st.hw-st.next)
+	}
+	return out
+}

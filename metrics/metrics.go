@@ -122,6 +122,7 @@ type Metrics struct {
 	opened, closed                                  prometheus.Counter
 	attempts                                        *prometheus.CounterVec // reason
 	findings                                        *prometheus.GaugeVec   // detector, severity
+	tableSize, tableBound                           *prometheus.GaugeVec   // table
 	packets, bytes                                  prometheus.Counter
 	kernelReceived, kernelDropped                   prometheus.Counter
 	folded                                          [numFolds]prometheus.Counter
@@ -281,6 +282,8 @@ func New(cfg Config) *Metrics {
 			m.findingSet[findingKey{d, s}] = 0
 		}
 	}
+	m.tableSize = f.gaugeVec("kfsniff_table_size", "Entries (bytes for buffered_bytes) of the analysis's tables that grow with the traffic, as they stand (live capture on one worker; the metrics' own per-connection table as metrics_connections).", []string{"table"})
+	m.tableBound = f.gaugeVec("kfsniff_table_bound", "The bound of each table of kfsniff_table_size (0: none).", []string{"table"})
 	m.packets = f.counter("kfsniff_capture_packets_total", "Packets analysed (after the capture filter).")
 	m.bytes = f.counter("kfsniff_capture_bytes_total", "Bytes of the packets analysed, as captured.")
 	if cfg.Live {
@@ -615,6 +618,20 @@ func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats) {
 			m.sawLive.Dropped = live.Dropped
 		}
 	}
+}
+
+// Tables sets kfsniff_table_size and kfsniff_table_bound to the
+// analyzer's tables (flows.Analyzer.Tables) and the metrics' own
+// per-connection table. It reads that table, so it must run on the
+// goroutine of the handlers (pipeline.Progress carries tables only when
+// one analyzer runs on the reading goroutine).
+func (m *Metrics) Tables(ts []flows.Table) {
+	for _, t := range ts {
+		m.tableSize.WithLabelValues(t.Name).Set(float64(t.Size))
+		m.tableBound.WithLabelValues(t.Name).Set(float64(t.Bound))
+	}
+	m.tableSize.WithLabelValues("metrics_connections").Set(float64(len(m.conns)))
+	m.tableBound.WithLabelValues("metrics_connections").Set(float64(m.cfg.MaxConns))
 }
 
 // age takes the connections idle for Config.IdleAfter at capture time now

@@ -235,7 +235,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		if m.Response {
 			l.Type = "response"
 			if x != nil && x.Req != nil {
-				lat := ms(x.Latency())
+				lat := Millis(x.Latency())
 				l.LatencyMs = &lat
 				l.RequestPkt = x.Req.Packet
 			} else {
@@ -307,7 +307,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	}
 	if m.Response {
 		if x != nil && x.Req != nil {
-			fmt.Fprintf(fw.w, " latency=%.3fms", ms(x.Latency()))
+			fmt.Fprintf(fw.w, " latency=%.3fms", Millis(x.Latency()))
 		} else {
 			fmt.Fprintf(fw.w, " unmatched (request not captured)")
 			if m.Inferred {
