@@ -56,6 +56,10 @@ func TestErrorCodesAreKafkas(t *testing.T) {
 		{cluster.FencedMemberEpoch, "FENCED_MEMBER_EPOCH"},
 		{cluster.StaleMemberEpoch, "STALE_MEMBER_EPOCH"},
 		{cluster.RebootstrapRequired, "REBOOTSTRAP_REQUIRED"},
+		{cluster.ProducerFenced, "PRODUCER_FENCED"},
+		{cluster.UnreleasedInstanceID, "UNRELEASED_INSTANCE_ID"},
+		{cluster.TransactionalIDAuthorizationFailed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"},
+		{cluster.KafkaStorageError, "KAFKA_STORAGE_ERROR"},
 	} {
 		e := kerr.TypedErrorForCode(tt.code)
 		if e == nil || e.Code != tt.code || e.Message != tt.name {

@@ -24,8 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
@@ -65,14 +65,14 @@ type group struct {
 	members     map[string]*member
 	generations int64 // distinct generations JoinGroup answers gave
 	generation  int32
-	joiners     map[key.Client]bool
+	joiners     map[cluster.Client]bool
 	evictions   []*member
 	conns       tally.Conns
 }
 
 type member struct {
 	id       string
-	client   key.Client
+	client   cluster.Client
 	timeout  time.Duration
 	lastSeen time.Time
 	lastEv   detectors.Evidence
@@ -145,7 +145,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 // the coordinator no longer knows.
 func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
 	t := x.Req.Time
-	if !m.evicted && m.timeout > 0 && t.Sub(m.lastSeen) >= m.timeout && (code == 25 || code == 22) {
+	if !m.evicted && m.timeout > 0 && t.Sub(m.lastSeen) >= m.timeout && (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) {
 		m.evicted, m.back, m.silentUntil = true, true, t
 		m.answer = detectors.ErrorName(code)
 		m.backEv = detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+m.answer+" to member "+m.id+" after "+
@@ -166,13 +166,13 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 	g := r.groups[req.Group]
 	if g == nil {
 		g = tally.Entry(r.groups, req.Group, maxGroups, &r.dropped, func() *group {
-			return &group{name: req.Group, members: map[string]*member{}, joiners: map[key.Client]bool{}}
+			return &group{name: req.Group, members: map[string]*member{}, joiners: map[cluster.Client]bool{}}
 		})
 		if g == nil {
 			return
 		}
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	if len(g.joiners) < maxMembers {
 		g.joiners[c] = true
 	}
@@ -184,7 +184,7 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 		r.seen(g, old, x, resp.ErrorCode)
 	}
 	id := resp.MemberID
-	if resp.ErrorCode != 0 && resp.ErrorCode != 79 || id == "" {
+	if resp.ErrorCode != 0 && resp.ErrorCode != cluster.MemberIDRequired || id == "" {
 		return
 	}
 	m := g.members[id]
