@@ -342,6 +342,24 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	if ev.Attempts > 0 {
 		b = appendInt(b, "attempts", int64(ev.Attempts))
 	}
+	if ev.Kind == flows.ConnClosed && ev.Conn != nil && !ev.Conn.LastSeen.IsZero() {
+		// The connection's last packet: a close is told when its
+		// stream completes, later (the wait of a request it left
+		// unanswered ends at its last packet).
+		b = appendInt(b, "last_ns", ev.Conn.LastSeen.UnixNano())
+	}
+	if ev.Kind == flows.ConnOpened && ev.Conn != nil {
+		// Whether the connection was seen opening (its SYN) or was
+		// already open when the capture began: connection-refused
+		// counts the former as a recovery, reconnect-storm leaves the
+		// latter out.
+		if ev.Conn.Handshake {
+			b = appendBool(b, "handshake", true)
+		}
+		if ev.Conn.MidStream {
+			b = appendBool(b, "midstream", true)
+		}
+	}
 	b = appendInt(b, "pkt", int64(ev.Packet))
 	if ev.File > 0 {
 		b = appendInt(b, "file", int64(ev.File))

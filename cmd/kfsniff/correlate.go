@@ -220,6 +220,9 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 		}
 	}
 	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal, c.snapshot}, c.Group != "", c.newSet, o)
+	// The final values, whatever the last snapshot's age.
+	c.snapAt = time.Time{}
+	c.snapshot()
 	res.Report.Correlation = c.stats.Section()
 	for k, v := range c.src.Bounds() {
 		if res.Report.Totals.BoundsReached == nil {
@@ -292,6 +295,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
 	}
+	if n.Twice > 0 {
+		fmt.Fprintf(stderr, ", %d seen by two agents (counted once)", n.Twice)
+	}
 	if n.Duplicates > 0 {
 		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
 	}
@@ -304,19 +310,18 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	fmt.Fprintf(stderr, " (%s)\n", res.Stop)
 }
 
-// failed says, when the cluster never answered (within --read-timeout,
-// or before Ctrl-C), that the input could not be read: exit 2, not an
-// empty report that --fail-on would pass.
-func (c *correlateConfig) failed(res *pipeline.Result, stderr io.Writer) bool {
+// failed is, when the cluster never answered (within --read-timeout,
+// or before Ctrl-C), the usage error that the input could not be read:
+// exit 2, not an empty report that --fail-on would pass.
+func (c *correlateConfig) failed(res *pipeline.Result) error {
 	if !c.on() || c.src == nil || c.src.Answered() {
-		return false
+		return nil
 	}
 	why := c.fatal
 	if why == nil {
 		why = fmt.Errorf("no answer from %s before the run stopped (%s)", strings.Join(c.brokers, ","), res.Stop)
 	}
-	fmt.Fprintf(stderr, "kfsniff: -r %s: %s\n", report.Clean(c.URL), report.Clean(why.Error()))
-	return true
+	return usagef("-r %s: %s", report.Clean(c.URL), report.Clean(why.Error()))
 }
 
 // close commits, in a group, the offsets of what the report covered, and
