@@ -156,7 +156,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			lastEv: detectors.EvidenceAt(x.Req, ""), lastAPI: x.Req.Name(), server: x.Conn.Server}
 		g.members[id] = m
 		g.conns.Add(x.Conn)
-		if (code == 25 || code == 22) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
+		if (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
 			// Its first request in the capture, answered as to a member
 			// the coordinator dropped: silent since before the capture
 			// began, at least that long.
