@@ -30,6 +30,9 @@ type Options struct {
 	// Save writes the capture so far to path (the `w` key); nil when the
 	// source cannot be saved. It runs on its own goroutine.
 	Save func(path string) error
+	// SaveTo, when set, is used instead of Save: it returns what was
+	// saved (packets, time span, what was dropped), shown in the header.
+	SaveTo func(path string) (string, error)
 	// Done is closed when the capture ends; the UI stays open until `q`.
 	Done <-chan struct{}
 	// Refresh is the display's refresh period (default 250ms).
@@ -450,6 +453,9 @@ func (u *ui) refreshStatus() {
 			c = "red"
 		}
 		add("[%s]%d export dropped[-]", c, st.ExportDropped)
+	}
+	if st.SaveDropped > 0 {
+		add("[orange]w keeps the last %d MB: %d older packets dropped[-]", st.SaveKeepMB, st.SaveDropped)
 	}
 	conns := fmt.Sprintf("%d Kafka connections", st.Conns)
 	if st.Refused > 0 || st.SYNsLost > 0 {
@@ -961,7 +967,7 @@ func (u *ui) promptDone(key tcell.Key) {
 // save calls Options.Save off the event loop and shows its result.
 func (u *ui) save(path string) {
 	switch {
-	case u.opts.Save == nil:
+	case u.opts.Save == nil && u.opts.SaveTo == nil:
 		u.setMessage("saving is not available for this source", true)
 		return
 	case path == "":
@@ -970,12 +976,21 @@ func (u *ui) save(path string) {
 	}
 	u.setMessage("saving to "+path+" …", false)
 	go func() {
-		err := u.opts.Save(path)
+		msg := "saved capture to " + path
+		var err error
+		if u.opts.SaveTo != nil {
+			var what string
+			if what, err = u.opts.SaveTo(path); what != "" {
+				msg = what
+			}
+		} else {
+			err = u.opts.Save(path)
+		}
 		u.app.QueueUpdateDraw(func() {
 			if err != nil {
 				u.setMessage("save failed: "+err.Error(), true)
 			} else {
-				u.setMessage("saved capture to "+path, false)
+				u.setMessage(msg, false)
 			}
 		})
 	}()
