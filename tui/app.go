@@ -329,7 +329,7 @@ const helpText = `
                error, role; api:Fetch client:raft- topic:orders
                error:NOT_LEADER errors role:raft conn:4 -word
   [yellow]p[-]            pause the display (the capture continues)
-  [yellow]w[-]            save the capture so far to a file
+  [yellow]w[-]            save the most recent packets (--ui-keep) to a file
   [yellow]1[-]..[yellow]9[-] [yellow]0[-] [yellow]<[-] [yellow]>[-]  Connections: sort by the n-th column, the previous
                or next one; the same digit again reverses
   [yellow]i[-]            Findings: the finding in full

@@ -466,6 +466,25 @@ func TestViewSave(t *testing.T) {
 	}
 }
 
+// TestViewSaveDropped: with SaveTo, the header shows what it says was
+// saved (the span, the older packets dropped), and the status line says
+// when the save buffer dropped packets (SaveDropped).
+func TestViewSaveDropped(t *testing.T) {
+	m, done := observer(t)
+	m.SetCounters(Counters{Packets: 900, SaveDropped: 812, SaveKeepMB: 1})
+	opts := Options{Model: m, Done: done, SaveTo: func(p string) (string, error) {
+		return "saved 88 packets 10:00:01-10:00:02 to " + p + "; 812 older packets dropped (--ui-keep 1 MB)", nil
+	}}
+	s := startUI(t, opts)
+	s.waitFor("w keeps the last 1 MB: 812 older packets dropped")
+	s.typeText("w")
+	s.waitFor("save capture to: kfsniff-")
+	s.key(tcell.KeyCtrlU)
+	s.typeText("/tmp/x.pcapng")
+	s.key(tcell.KeyEnter)
+	s.waitFor("saved 88 packets 10:00:01-10:00:02 to /tmp/x.pcapng; 812 older packets dropped (--ui-keep 1 MB)")
+}
+
 // readyScreen is a simulation screen that says when Run has initialised
 // it (events injected before are lost).
 type readyScreen struct {
