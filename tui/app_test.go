@@ -260,7 +260,7 @@ func TestViewHelp(t *testing.T) {
 	s.typeText("?")
 	scr := s.waitFor("Help: keys")
 	for _, want := range []string{"this help", "next / previous pane", "drill down", "filter exchanges", "pause the display (the capture continues)",
-		"save the capture so far", "sort by", "quit"} {
+		"save the most recent packets", "sort by", "quit"} {
 		if !strings.Contains(scr, want) {
 			t.Errorf("help lacks %q", want)
 		}
