@@ -60,6 +60,18 @@ bench-e2e: ## end to end on generated and real-client captures: Go benchmark (ra
 bench-tshark: ## kfsniff against tshark on generated captures (bench/compare-tshark.sh; installs tshark)
 	bench/compare-tshark.sh
 
+.PHONY: bench-live
+bench-live: ## live capacity: tcpreplay of real captures onto a veth at rising rates, kfsniff (plain, UI, metrics, export) beside tcpdump (bench/live.sh; root; installs tcpreplay)
+	bench/live.sh
+
+.PHONY: bench-growth
+bench-growth: ## time and peak RSS for 1, 4, 16 GB streamed through -r - and for 10k, 100k, 1M connections (bench/growth.sh)
+	bench/growth.sh
+
+.PHONY: soak
+soak: ## live capture of real kgo clients for DURATION (default 1h) with the UI, metrics and export on; RSS, heap, goroutines, tables every 10 s (bench/soak.sh; root)
+	bench/soak.sh $(if $(DURATION),-d $(DURATION))
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (FUZZFLAGS="-parallel 1" for one worker); fails at the end if any did
 	@failed=""; \

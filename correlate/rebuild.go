@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -56,16 +57,19 @@ type Rebuilder struct {
 	ends map[string]int64
 }
 
+// connKey names a connection: its agent, the agent's run (a restarted
+// agent numbers its connections from 1 again: without the run, its new
+// connections would be taken for the old ones) and its number.
 type connKey struct {
-	agent string
-	conn  int
+	agent, run string
+	conn       int
 }
 
 type exKey struct {
-	agent string
-	conn  int
-	corr  int32
-	api   int16
+	agent, run string
+	conn       int
+	corr       int32
+	api        int16
 }
 
 // maxCounted bounds the split exchanges remembered.
@@ -152,7 +156,23 @@ type Events struct {
 // Learn takes from a record what helps rebuild others, before any is
 // rebuilt: a topic's name for its id (an agent that never saw a Metadata
 // response naming the topic ships its id alone, in the topic's place).
+//
+// A Metadata answer's body (schema 2) teaches the names of every topic it
+// lists with its id, as soon as it is read: the records of an agent that
+// knew only the id, held by the merge's reorder window, are rebuilt with
+// the name.
 func (rb *Rebuilder) Learn(r *Record) {
+	if r.API == int16(kmsg.Metadata) && len(r.RespBody) > 0 && r.Type == TypeExchange {
+		if q, err := decode.DecodeResponse(r.API, r.Ver, r.RespBody); err == nil {
+			if m, ok := q.(*kmsg.MetadataResponse); ok {
+				for i := range m.Topics {
+					if t := &m.Topics[i]; t.Topic != nil {
+						rb.nodes.LearnTopic(t.TopicID, *t.Topic)
+					}
+				}
+			}
+		}
+	}
 	if r.TopicID == "" || r.Topic == "" || r.Topic == r.TopicID {
 		return
 	}
@@ -226,7 +246,7 @@ func endpoints(r *Record) (client, server netip.AddrPort, err error) {
 // conn returns the connection of a record, and an opening event when it
 // is seen for the first time.
 func (rb *Rebuilder) conn(r *Record, client, server netip.AddrPort, at time.Time) (*flows.Conn, *flows.Event) {
-	k := connKey{r.Agent, r.Conn}
+	k := connKey{r.Agent, r.Run, r.Conn}
 	if c := rb.conns[k]; c != nil {
 		return c, nil
 	}
@@ -318,14 +338,14 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	// its further partitions.
 	first := r.BatchIndex.V == 0
 	if first && r.Parts > 1 {
-		first = rb.firstPart(exKey{r.Agent, r.Conn, r.Corr, r.API})
+		first = rb.firstPart(exKey{r.Agent, r.Run, r.Conn, r.Corr, r.API})
 	}
 	x.Again = !first
 	clientID := ""
 	if r.ClientID.Set {
 		clientID = r.ClientID.V
 	}
-	role := flows.ParseRole(r.Role)
+	role := cluster.ParseRole(r.Role)
 	topic, id := rb.topic(r)
 	reqAt, respAt := at, at
 	if lat, ok := r.Latency.V, r.Latency.Set; ok {
@@ -333,10 +353,12 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	}
 	if r.Status != "unmatched" {
 		m := &flows.Message{File: r.File, Packet: uint64(max(r.ReqPkt, 0)), Time: reqAt, FirstTime: reqAt,
-			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, Client: cluster.Client{ID: clientID}}
 		m.FirstPacket = m.Packet
 		c.Attach(m)
 		m.Req = request(r, topic, id)
+		m.Identify()
+		m.Role = role // the record's: the request rebuilt is a part of the one sent
 		if m.Req == nil && !decode.KnownVersion(r.API, r.Ver) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w", decode.Name(r.API), r.Ver, r.Corr, decode.ErrUnknownVersion)
 		}
@@ -355,9 +377,14 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			respAt = at
 		}
 		m := &flows.Message{Response: true, File: r.File, Packet: uint64(max(r.RespPkt, 0)), Time: respAt, FirstTime: respAt,
-			Key: r.API, Version: r.Ver, Correlation: r.Corr, ClientID: clientID, Role: role}
+			Key: r.API, Version: r.Ver, Correlation: r.Corr, Client: cluster.Client{ID: clientID}, Role: role}
 		m.FirstPacket = m.Packet
 		c.Attach(m)
+		if x.Req != nil {
+			m.Answers(x.Req)
+		} else {
+			m.Client.Host = m.Conn.Client.Addr().Unmap()
+		}
 		m.Resp = response(r, topic, id)
 		if r.API == int16(kmsg.Fetch) {
 			m.Batches = batches(r, topic, id, false)
@@ -406,21 +433,33 @@ func opt[T any](o Opt[T], def T) T {
 	return def
 }
 
-// request rebuilds a request body: the partition a split record names,
-// or an empty body of the API's version; nil for a key or version kmsg
-// does not know.
+// request rebuilds a request body: the body shipped (schema 2), with the
+// partition a split record names; without a body (older agents, a body
+// over the exporter's bound), what the record's fields say: the partition
+// of a split record, or an empty body of the API's version where an
+// empty body says nothing false; nil for a key or version kmsg does not
+// know.
 func request(r *Record, topic string, id [16]byte) kmsg.Request {
 	if !decode.KnownVersion(r.API, r.Ver) {
 		return nil
 	}
+	var head kmsg.Request
+	if len(r.ReqBody) > 0 {
+		if q, err := decode.DecodeRequest(r.API, r.Ver, r.ReqBody); err == nil {
+			head = q
+		}
+	}
 	split := r.Parts > 0
 	switch kmsg.Key(r.API) {
 	case kmsg.Produce:
-		q := kmsg.NewPtrProduceRequest()
-		q.Version, q.Acks = r.Ver, opt(r.Acks, -1)
-		if r.TxnID.Set {
-			id := r.TxnID.V
-			q.TransactionID = &id
+		q, ok := head.(*kmsg.ProduceRequest)
+		if !ok {
+			q = kmsg.NewPtrProduceRequest()
+			q.Version, q.Acks = r.Ver, opt(r.Acks, -1)
+			if r.TxnID.Set {
+				id := r.TxnID.V
+				q.TransactionID = &id
+			}
 		}
 		if split {
 			t := kmsg.NewProduceRequestTopic()
@@ -432,17 +471,20 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 		}
 		return q
 	case kmsg.Fetch:
-		q := kmsg.NewPtrFetchRequest()
-		q.Version = r.Ver
-		// MaxWaitMillis as shipped; the longest when the agent did not
-		// ship it (older agents), so that no rule takes a long poll for
-		// a slow or lost answer.
-		q.MaxWaitMillis = opt(r.MaxWait, math.MaxInt32)
-		rep := opt(r.Replica, -1)
-		if r.Ver >= 15 {
-			q.ReplicaID, q.ReplicaState.ID = -1, rep
-		} else {
-			q.ReplicaID = rep
+		q, ok := head.(*kmsg.FetchRequest)
+		if !ok {
+			q = kmsg.NewPtrFetchRequest()
+			q.Version = r.Ver
+			// MaxWaitMillis as shipped; the longest when the agent did
+			// not ship it (older agents), so that no rule takes a long
+			// poll for a slow or lost answer.
+			q.MaxWaitMillis = opt(r.MaxWait, math.MaxInt32)
+			rep := opt(r.Replica, -1)
+			if r.Ver >= 15 {
+				q.ReplicaID, q.ReplicaState.ID = -1, rep
+			} else {
+				q.ReplicaID = rep
+			}
 		}
 		if split && r.FetchOffset.Set {
 			t := kmsg.NewFetchRequestTopic()
@@ -454,8 +496,11 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 		}
 		return q
 	case kmsg.ListOffsets:
-		q := kmsg.NewPtrListOffsetsRequest()
-		q.Version, q.ReplicaID = r.Ver, opt(r.Replica, -1)
+		q, ok := head.(*kmsg.ListOffsetsRequest)
+		if !ok {
+			q = kmsg.NewPtrListOffsetsRequest()
+			q.Version, q.ReplicaID = r.Ver, opt(r.Replica, -1)
+		}
 		if split {
 			t := kmsg.NewListOffsetsRequestTopic()
 			t.Topic = topic
@@ -466,8 +511,11 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 		}
 		return q
 	case kmsg.OffsetCommit:
-		q := kmsg.NewPtrOffsetCommitRequest()
-		q.Version, q.Group = r.Ver, r.Group
+		q, ok := head.(*kmsg.OffsetCommitRequest)
+		if !ok {
+			q = kmsg.NewPtrOffsetCommitRequest()
+			q.Version, q.Group = r.Ver, r.Group
+		}
 		if split {
 			t := kmsg.NewOffsetCommitRequestTopic()
 			t.Topic, t.TopicID = topic, id
@@ -478,6 +526,9 @@ func request(r *Record, topic string, id [16]byte) kmsg.Request {
 			q.Topics = append(q.Topics, t)
 		}
 		return q
+	}
+	if head != nil {
+		return head
 	}
 	if !emptyBody(r.API) {
 		return nil
@@ -509,11 +560,20 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 	if !decode.KnownVersion(r.API, r.Ver) {
 		return nil
 	}
+	var head kmsg.Response
+	if len(r.RespBody) > 0 {
+		if q, err := decode.DecodeResponse(r.API, r.Ver, r.RespBody); err == nil {
+			head = q
+		}
+	}
 	split := r.Parts > 0 && r.Error.Set
 	switch kmsg.Key(r.API) {
 	case kmsg.Produce:
-		q := kmsg.NewPtrProduceResponse()
-		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		q, ok := head.(*kmsg.ProduceResponse)
+		if !ok {
+			q = kmsg.NewPtrProduceResponse()
+			q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		}
 		if split {
 			t := kmsg.NewProduceResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -534,8 +594,11 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		}
 		return q
 	case kmsg.Fetch:
-		q := kmsg.NewPtrFetchResponse()
-		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		q, ok := head.(*kmsg.FetchResponse)
+		if !ok {
+			q = kmsg.NewPtrFetchResponse()
+			q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		}
 		if split {
 			t := kmsg.NewFetchResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -552,8 +615,11 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		}
 		return q
 	case kmsg.ListOffsets:
-		q := kmsg.NewPtrListOffsetsResponse()
-		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		q, ok := head.(*kmsg.ListOffsetsResponse)
+		if !ok {
+			q = kmsg.NewPtrListOffsetsResponse()
+			q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		}
 		if split {
 			t := kmsg.NewListOffsetsResponseTopic()
 			t.Topic = topic
@@ -568,8 +634,11 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 		}
 		return q
 	case kmsg.OffsetCommit:
-		q := kmsg.NewPtrOffsetCommitResponse()
-		q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		q, ok := head.(*kmsg.OffsetCommitResponse)
+		if !ok {
+			q = kmsg.NewPtrOffsetCommitResponse()
+			q.Version, q.ThrottleMillis = r.Ver, opt(r.Throttle, 0)
+		}
 		if split {
 			t := kmsg.NewOffsetCommitResponseTopic()
 			t.Topic, t.TopicID = topic, id
@@ -579,6 +648,9 @@ func response(r *Record, topic string, id [16]byte) kmsg.Response {
 			q.Topics = append(q.Topics, t)
 		}
 		return q
+	}
+	if head != nil {
+		return head
 	}
 	if !emptyBody(r.API) {
 		return throttleOnly(r)

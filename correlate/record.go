@@ -42,6 +42,7 @@
 package correlate
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -52,8 +53,13 @@ import (
 	"unsafe"
 )
 
-// SchemaVersion is the version of the records this package reads.
-const SchemaVersion = 1
+// SchemaVersion is the latest version of the records this package
+// reads; it reads every version from MinSchemaVersion on (version 2
+// added the bodies, ReqBody and RespBody).
+const (
+	SchemaVersion    = 2
+	MinSchemaVersion = 1
+)
 
 // The record types (the "type" field).
 const (
@@ -64,8 +70,9 @@ const (
 
 // Errors of Parse, wrapped with the detail (errors.Is tells them apart).
 var (
-	// ErrVersion: the record's "v" is not 1 (or missing).
-	ErrVersion = errors.New("not a schema version 1 record")
+	// ErrVersion: the record's "v" is not one this package reads (or
+	// missing).
+	ErrVersion = errors.New("not a schema version 1 or 2 record")
 	// ErrMalformed: not a JSON object, or a known field of the wrong
 	// type or out of its range.
 	ErrMalformed = errors.New("malformed record")
@@ -87,6 +94,7 @@ const (
 	MaxBatches     = 512 // the exporter's maxBatchesPerRecord
 	MaxErrors      = 256 // Kafka has about 140 error codes
 	MaxString      = 1024
+	MaxBody        = 256 << 10 // the exporter's maxBody
 	MaxAgent       = 255                             // a host name's bound: agents name tables' keys
 	minTS          = 0                               // 1970-01-01 (0: absent)
 	maxTS          = 4102444800 * int64(time.Second) // 2100-01-01
@@ -149,6 +157,10 @@ type Record struct {
 	Group    string      // group: OffsetCommit
 	// Errors are the error codes of an exchange not split by partition.
 	Errors []ErrorCount // errors
+	// ReqBody and RespBody are the request's and response's bodies as
+	// Kafka encodes them at Ver, decoded from base64 (req_body,
+	// resp_body; schema 2): a split record's without its topics.
+	ReqBody, RespBody []byte
 
 	// The fields of a record split by partition (Parts > 0).
 	Parts            int        // parts: the records the exchange was split into (0: not split)
@@ -246,7 +258,7 @@ func Parse(b []byte) (Record, error) {
 	if d.err != nil {
 		return Record{}, d.err
 	}
-	if !d.hasV || r.V != SchemaVersion {
+	if !d.hasV || r.V < MinSchemaVersion || r.V > SchemaVersion {
 		if !d.hasV {
 			return Record{}, fmt.Errorf("%w: no \"v\"", ErrVersion)
 		}
@@ -270,7 +282,8 @@ func Parse(b []byte) (Record, error) {
 
 // Size is about how many bytes the record holds (FuzzParse's invariant).
 func (r *Record) Size() int {
-	n := int(unsafe.Sizeof(*r)) + len(r.Batches)*int(unsafe.Sizeof(Batch{})) + len(r.Errors)*int(unsafe.Sizeof(ErrorCount{})) + len(r.Finding)
+	n := int(unsafe.Sizeof(*r)) + len(r.Batches)*int(unsafe.Sizeof(Batch{})) + len(r.Errors)*int(unsafe.Sizeof(ErrorCount{})) + len(r.Finding) +
+		len(r.ReqBody) + len(r.RespBody)
 	for _, s := range []string{r.Type, r.Agent, r.Run, r.Cluster, r.Client, r.Server, r.ClientID.V, r.Role, r.Status, r.TxnID.V,
 		r.Group, r.Topic, r.TopicID, r.Event, r.State} {
 		n += len(s)
@@ -657,6 +670,37 @@ func (d *decoder) optI16(o *Opt[int16]) {
 
 func (d *decoder) optStr(o *Opt[string]) { o.V, o.Set = d.str() }
 
+// body reads a body field: base64 (standard, padded) of at most MaxBody
+// bytes; null reads as absent.
+func (d *decoder) body() []byte {
+	if d.null() {
+		return nil
+	}
+	if d.peek() != '"' {
+		d.fail("want a string")
+		return nil
+	}
+	start := d.i + 1
+	end, special := d.scanString()
+	if d.err != nil {
+		return nil
+	}
+	raw := d.b[start : end-1]
+	if special {
+		raw = []byte(unescape(raw))
+	}
+	if base64.StdEncoding.DecodedLen(len(raw)) > MaxBody+3 {
+		d.bound("body bytes", MaxBody)
+		return nil
+	}
+	out, err := base64.StdEncoding.AppendDecode(nil, raw)
+	if err != nil || len(out) > MaxBody {
+		d.fail("bad base64 body")
+		return nil
+	}
+	return out
+}
+
 func (d *decoder) plainStr() string {
 	s, _ := d.str()
 	return s
@@ -793,6 +837,10 @@ func (d *decoder) record(r *Record) {
 			if ok {
 				r.ConnGaps = int(v)
 			}
+		case "req_body":
+			r.ReqBody = d.body()
+		case "resp_body":
+			r.RespBody = d.body()
 		case "req_pkt":
 			r.ReqPkt = d.i64()
 		case "resp_pkt":

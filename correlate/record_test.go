@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,12 @@ func fields(r *Record) map[string]any {
 		return m
 	}
 	num("ts_ns", r.TS)
+	if r.ReqBody != nil {
+		m["req_body"] = base64.StdEncoding.EncodeToString(r.ReqBody)
+	}
+	if r.RespBody != nil {
+		m["resp_body"] = base64.StdEncoding.EncodeToString(r.RespBody)
+	}
 	o64("latency_ns", r.Latency)
 	nz("conn", int64(r.Conn))
 	str("client", r.Client)
@@ -194,8 +201,8 @@ func keysOf(m map[string]any, into map[string]bool) {
 	}
 }
 
-// documented are the fields docs/export.md lists for version 1.
-var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns conn client server node client_id
+// documented are the fields docs/export.md lists (version 2).
+var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns conn client server node client_id req_body resp_body
 	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica max_wait_ms throttle_time_ms acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches
@@ -284,7 +291,10 @@ func TestParseErrors(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"version 2", `{"v":2,"type":"exchange"}`, ErrVersion},
+		{"version 3", `{"v":3,"type":"exchange"}`, ErrVersion},
+		{"version 0", `{"v":0,"type":"exchange"}`, ErrVersion},
+		{"body not base64", `{"v":2,"type":"exchange","req_body":"a*=="}`, ErrMalformed},
+		{"body too large", `{"v":2,"type":"exchange","req_body":"` + strings.Repeat("A", MaxBody*4/3+8) + `"}`, ErrTooLarge},
 		{"no version", `{"type":"exchange","agent":"a"}`, ErrVersion},
 		{"version a string", `{"v":"1","type":"exchange"}`, ErrMalformed},
 		{"not JSON", `v=1 type=exchange`, ErrMalformed},

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"hash/maphash"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -165,6 +167,10 @@ type Source struct {
 	idRing []identity
 	idNext int
 	idSeed maphash.Seed
+	// assembling are the split exchanges waiting for their records
+	// (assemble.go), queue them in the order begun.
+	assembling map[exKey]*assembly
+	queue      []*assembly
 }
 
 // identity is a record's agent and run (hashed) and seq.
@@ -310,6 +316,13 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 		}
 		if s.cfg.Group != "" {
 			s.counts.Dropped += int64(s.across.Drop(p))
+			for k, a := range s.assembling {
+				if a.lane == p {
+					s.counts.Dropped += int64(len(a.recs))
+					a.done = true
+					delete(s.assembling, k)
+				}
+			}
 		}
 		s.revoked = append(s.revoked, p)
 		lost = append(lost, p)
@@ -455,7 +468,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 	} else {
 		s.out = s.release(s.out)
 	}
-	b.Items = s.rebuild(s.out, b.Items)
+	b.Items = s.rebuild(s.out, b.Items, end == io.EOF)
 	return b, end
 }
 
@@ -578,7 +591,7 @@ func (s *Source) Flush() Ready {
 	var b Ready
 	b.Revoked, s.revoked = s.revoked, nil
 	s.out = s.flush(s.out[:0])
-	b.Items = s.rebuild(s.out, nil)
+	b.Items = s.rebuild(s.out, nil, true)
 	s.ended = true
 	return b
 }
@@ -598,31 +611,102 @@ func (s *Source) flush(out []Item) []Item {
 	return out
 }
 
-func (s *Source) rebuild(items []Item, out []Routed) []Routed {
+// rebuild turns the items released into events, a split exchange's
+// records into one exchange (assemble.go); final delivers the split
+// exchanges still waiting for records.
+func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 	for i := range items {
 		it := &items[i]
+		out = s.expire(it.At, out)
+		if r := it.Rec; r.Type == TypeExchange && r.Parts > 1 {
+			k := exKey{r.Agent, r.Run, r.Conn, r.Corr, r.API}
+			a := s.assembling[k]
+			if a == nil {
+				if len(s.assembling) >= maxAssembling {
+					out = s.expire(math.MaxInt64, out)
+				}
+				if s.assembling == nil {
+					s.assembling = map[exKey]*assembly{}
+				}
+				a = &assembly{key: k, lane: it.Lane, at: it.At}
+				s.assembling[k] = a
+				s.queue = append(s.queue, a)
+			}
+			a.recs = append(a.recs, r)
+			items[i] = Item{}
+			if len(a.recs) >= r.Parts {
+				out = s.assembled(a, out)
+			}
+			continue
+		}
 		ev, err := s.rb.Rebuild(it.Rec)
 		if err != nil {
 			s.counts.Unusable++
 			s.warn(fmt.Errorf("agent %q: %w", it.Rec.Agent, err))
 			continue
 		}
-		if it.Rec.Type == TypeExchange {
-			s.counts.Exchanges++
-		} else {
-			s.counts.ConnEvents++
-		}
-		t := time.Unix(0, it.At).UTC()
-		if s.first.IsZero() || t.Before(s.first) {
-			s.first = t
-		}
-		if t.After(s.last) {
-			s.last = t
-		}
-		out = append(out, Routed{Lane: it.Lane, Events: ev})
+		out = s.routed(it.Lane, it.At, it.Rec.Type, ev, out)
 		items[i] = Item{}
 	}
+	if final {
+		out = s.expire(math.MaxInt64, out)
+	}
 	return out
+}
+
+// expire delivers the split exchanges that waited for their records past
+// the reorder window of capture time (all of them when at is
+// math.MaxInt64), with the records that came.
+func (s *Source) expire(at int64, out []Routed) []Routed {
+	for len(s.queue) > 0 {
+		a := s.queue[0]
+		if !a.done && at != math.MaxInt64 && a.at >= at-int64(s.cfg.Window) {
+			break
+		}
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		if !a.done {
+			out = s.assembled(a, out)
+		}
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	return out
+}
+
+// assembled delivers a split exchange, whole or with what came.
+func (s *Source) assembled(a *assembly, out []Routed) []Routed {
+	a.done = true
+	delete(s.assembling, a.key)
+	slices.SortFunc(a.recs, func(x, y *Record) int { return cmp.Compare(x.Seq, y.Seq) })
+	ev, errs := s.rb.RebuildSplit(a.recs)
+	for _, err := range errs {
+		s.counts.Unusable++
+		s.warn(fmt.Errorf("agent %q: %w", a.key.agent, err))
+	}
+	if ev.X == nil {
+		return out
+	}
+	return s.routed(a.lane, a.at, TypeExchange, ev, out)
+}
+
+// routed counts what a record (or a split exchange's records) gave and
+// appends it.
+func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Routed) []Routed {
+	if typ == TypeExchange {
+		s.counts.Exchanges++
+	} else {
+		s.counts.ConnEvents++
+	}
+	t := time.Unix(0, at).UTC()
+	if s.first.IsZero() || t.Before(s.first) {
+		s.first = t
+	}
+	if t.After(s.last) {
+		s.last = t
+	}
+	return append(out, Routed{Lane: lane, Events: ev})
 }
 
 func (s *Source) warn(err error) {

@@ -1,6 +1,9 @@
 package decode
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // PartitionAnswer is what a Produce or Fetch response says of one
 // partition: its error code, the leader it names (KIP-951's CurrentLeader,
@@ -10,7 +13,7 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // TopicIndex and Index are its place in the response, which Kafka makes
 // its place in the request (FetchOffsetAt).
 type PartitionAnswer struct {
-	PartitionRef
+	cluster.Partition
 	ErrorCode                       int16
 	Leader, Epoch                   int32
 	HighWatermark, LastStableOffset int64
@@ -26,7 +29,7 @@ func PartitionAnswers(resp kmsg.Response, fn func(a PartitionAnswer)) {
 			t := &r.Topics[i]
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
-				fn(PartitionAnswer{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, ErrorCode: p.ErrorCode,
+				fn(PartitionAnswer{Partition: cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}, ErrorCode: p.ErrorCode,
 					Leader: p.CurrentLeader.LeaderID, Epoch: p.CurrentLeader.LeaderEpoch,
 					HighWatermark: -1, LastStableOffset: -1, TopicIndex: i, Index: j})
 			}
@@ -36,7 +39,7 @@ func PartitionAnswers(resp kmsg.Response, fn func(a PartitionAnswer)) {
 			t := &r.Topics[i]
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
-				fn(PartitionAnswer{PartitionRef: PartitionRef{t.Topic, t.TopicID, p.Partition}, ErrorCode: p.ErrorCode,
+				fn(PartitionAnswer{Partition: cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}, ErrorCode: p.ErrorCode,
 					Leader: p.CurrentLeader.LeaderID, Epoch: p.CurrentLeader.LeaderEpoch,
 					HighWatermark: p.HighWatermark, LastStableOffset: p.LastStableOffset, TopicIndex: i, Index: j})
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -32,7 +33,7 @@ func TestPartitionAnswers(t *testing.T) {
 	var got []string
 	for _, r := range []kmsg.Response{prod, decoded, kmsg.NewPtrMetadataResponse()} {
 		decode.PartitionAnswers(r, func(a decode.PartitionAnswer) {
-			got = append(got, fmt.Sprintf("%s-%d@%d.%d err %d leader %d/%d hw %d lso %d", a.Topic, a.Partition, a.TopicIndex, a.Index,
+			got = append(got, fmt.Sprintf("%s-%d@%d.%d err %d leader %d/%d hw %d lso %d", a.Topic, a.Num, a.TopicIndex, a.Index,
 				a.ErrorCode, a.Leader, a.Epoch, a.HighWatermark, a.LastStableOffset))
 		})
 	}
@@ -51,14 +52,14 @@ func TestFetchOffsetAt(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		ti, pi int
-		p      decode.PartitionRef
+		p      cluster.Partition
 		want   string
 	}{
-		{0, 1, decode.PartitionRef{Topic: "a", Partition: 3}, "30 true"},              // at its place
-		{1, 0, decode.PartitionRef{Topic: "a", Partition: 3}, "30 true"},              // elsewhere
-		{5, 9, decode.PartitionRef{TopicID: id, Partition: 1}, "99 true"},             // past the end
-		{0, 0, decode.PartitionRef{Topic: "a", Partition: 2}, "0 false"},              // not asked for
-		{1, 0, decode.PartitionRef{Topic: "b", TopicID: id, Partition: 1}, "0 false"}, // another topic
+		{0, 1, cluster.Partition{Topic: "a", Num: 3}, "30 true"},              // at its place
+		{1, 0, cluster.Partition{Topic: "a", Num: 3}, "30 true"},              // elsewhere
+		{5, 9, cluster.Partition{TopicID: id, Num: 1}, "99 true"},             // past the end
+		{0, 0, cluster.Partition{Topic: "a", Num: 2}, "0 false"},              // not asked for
+		{1, 0, cluster.Partition{Topic: "b", TopicID: id, Num: 1}, "0 false"}, // another topic
 	} {
 		off, ok := decode.FetchOffsetAt(r, tc.ti, tc.pi, tc.p)
 		if got := fmt.Sprint(off, ok); got != tc.want {
@@ -81,7 +82,7 @@ func TestFetchReplica(t *testing.T) {
 	} {
 		r := kmsg.NewPtrFetchRequest()
 		r.Version, r.ReplicaID, r.ReplicaState.ID, r.ReplicaState.Epoch = tc.version, tc.old, tc.st, 77
-		if id, epoch := decode.FetchReplica(r); id != tc.wantID || epoch != tc.wantEpoch {
+		if id, epoch := cluster.FetchReplica(r); id != tc.wantID || epoch != tc.wantEpoch {
 			t.Errorf("v%d replica %d state %d: %d/%d, want %d/%d", tc.version, tc.old, tc.st, id, epoch, tc.wantID, tc.wantEpoch)
 		}
 	}
@@ -95,8 +96,8 @@ func TestRequestPartitions(t *testing.T) {
 	fetch.Topics = []kmsg.FetchRequestTopic{{Topic: "b", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 5, FetchOffset: 9}}}}
 	var got []string
 	for _, r := range []kmsg.Request{prod, fetch, kmsg.NewPtrMetadataRequest()} {
-		decode.RequestPartitions(r, func(p decode.PartitionRef) {
-			got = append(got, fmt.Sprintf("%s/%x-%d", p.Topic, p.TopicID[0], p.Partition))
+		decode.RequestPartitions(r, func(p cluster.Partition) {
+			got = append(got, fmt.Sprintf("%s/%x-%d", p.Topic, p.TopicID[0], p.Num))
 		})
 	}
 	if want := "[a/0-2 a/0-0 /3-1 b/0-5]"; fmt.Sprint(got) != want {

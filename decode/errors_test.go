@@ -1,11 +1,12 @@
 package decode_test
 
 import (
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"maps"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 

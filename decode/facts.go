@@ -1,26 +1,21 @@
 package decode
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // Facts about requests and responses that several rules need, computed
 // one way here rather than in each rule.
 
-// PartitionRef names a partition by topic name, or by topic id in the
-// versions that name topics by id (the caller names them: flows.Nodes).
-type PartitionRef struct {
-	Topic     string
-	TopicID   [16]byte
-	Partition int32
-}
-
 // FetchOffsets calls fn for each partition a Fetch request asks for, with
 // its fetch offset, in request order.
-func FetchOffsets(r *kmsg.FetchRequest, fn func(p PartitionRef, offset int64)) {
+func FetchOffsets(r *kmsg.FetchRequest, fn func(p cluster.Partition, offset int64)) {
 	for i := range r.Topics {
 		t := &r.Topics[i]
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
-			fn(PartitionRef{t.Topic, t.TopicID, p.Partition}, p.FetchOffset)
+			fn(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}, p.FetchOffset)
 		}
 	}
 }
@@ -31,7 +26,7 @@ func FetchOffsets(r *kmsg.FetchRequest, fn func(p PartitionRef, offset int64)) {
 // or FENCED_LEADER_EPOCH (KIP-951; Source "produce" or "fetch"). Leader is
 // -1 when none is named.
 type LeaderHint struct {
-	PartitionRef
+	cluster.Partition
 	Leader, Epoch int32
 	ErrorCode     int16
 	Source        string
@@ -48,8 +43,8 @@ type LeaderHint struct {
 func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		MetadataPartitions(r, func(ref PartitionRef, p *kmsg.MetadataResponseTopicPartition) {
-			fn(LeaderHint{PartitionRef: ref, Leader: p.Leader, Epoch: p.LeaderEpoch,
+		MetadataPartitions(r, func(ref cluster.Partition, p *kmsg.MetadataResponseTopicPartition) {
+			fn(LeaderHint{Partition: ref, Leader: p.Leader, Epoch: p.LeaderEpoch,
 				ErrorCode: p.ErrorCode, Source: "metadata", Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas})
 		})
 	case *kmsg.ProduceResponse:
@@ -68,7 +63,7 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 func hints(resp kmsg.Response, source string, fn func(h LeaderHint)) {
 	PartitionAnswers(resp, func(a PartitionAnswer) {
 		if a.Leader >= 0 {
-			fn(LeaderHint{PartitionRef: a.PartitionRef, Leader: a.Leader, Epoch: a.Epoch, ErrorCode: a.ErrorCode, Source: source})
+			fn(LeaderHint{Partition: a.Partition, Leader: a.Leader, Epoch: a.Epoch, ErrorCode: a.ErrorCode, Source: source})
 		}
 	})
 }

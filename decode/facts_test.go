@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -16,8 +17,8 @@ func TestFetchOffsets(t *testing.T) {
 		{TopicID: [16]byte{1}, Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 1, FetchOffset: 99}}},
 	}
 	var got []string
-	decode.FetchOffsets(r, func(p decode.PartitionRef, off int64) {
-		got = append(got, fmt.Sprintf("%s/%x-%d@%d", p.Topic, p.TopicID[0], p.Partition, off))
+	decode.FetchOffsets(r, func(p cluster.Partition, off int64) {
+		got = append(got, fmt.Sprintf("%s/%x-%d@%d", p.Topic, p.TopicID[0], p.Num, off))
 	})
 	if want := "[a/0-0@10 a/0-3@7 /1-1@99]"; fmt.Sprint(got) != want {
 		t.Errorf("got %v, want %s", got, want)
@@ -47,7 +48,7 @@ func TestLeaderHints(t *testing.T) {
 	var got []string
 	for _, r := range []kmsg.Response{meta, prod, old, fetch} {
 		decode.LeaderHints(r, func(h decode.LeaderHint) {
-			got = append(got, fmt.Sprintf("%s %s-%d leader %d epoch %d err %d", h.Source, h.Topic, h.Partition, h.Leader, h.Epoch, h.ErrorCode))
+			got = append(got, fmt.Sprintf("%s %s-%d leader %d epoch %d err %d", h.Source, h.Topic, h.Num, h.Leader, h.Epoch, h.ErrorCode))
 		})
 	}
 	want := "[metadata orders-0 leader 3 epoch 7 err 0 metadata orders-1 leader -1 epoch 0 err 5 produce orders-0 leader 4 epoch 8 err 6 fetch raft-0 leader 1003 epoch 643 err 6]"

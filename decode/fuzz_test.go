@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"hash/crc32"
 	"reflect"
 	"testing"
 	"unsafe"
+
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 

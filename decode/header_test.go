@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 

@@ -6,11 +6,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
 type partErr struct {
-	p    decode.PartitionRef
+	p    cluster.Partition
 	code int16
 }
 
@@ -49,23 +50,23 @@ func TestPartitionErrors(t *testing.T) {
 		resp kmsg.Response
 		want []partErr
 	}{
-		{"produce by topic id", produce, []partErr{{decode.PartitionRef{TopicID: id, Partition: 0}, 0}, {decode.PartitionRef{TopicID: id, Partition: 1}, 19}}},
-		{"fetch by name", fetch, []partErr{{decode.PartitionRef{Topic: "orders", Partition: 2}, 100}}},
-		{"metadata topics", meta, []partErr{{decode.PartitionRef{Topic: "orders", TopicID: id, Partition: -1}, 0},
-			{decode.PartitionRef{TopicID: [16]byte{9}, Partition: -1}, 100}}},
+		{"produce by topic id", produce, []partErr{{cluster.Partition{TopicID: id, Num: 0}, 0}, {cluster.Partition{TopicID: id, Num: 1}, 19}}},
+		{"fetch by name", fetch, []partErr{{cluster.Partition{Topic: "orders", Num: 2}, 100}}},
+		{"metadata topics", meta, []partErr{{cluster.Partition{Topic: "orders", TopicID: id, Num: -1}, 0},
+			{cluster.Partition{TopicID: [16]byte{9}, Num: -1}, 100}}},
 		{"other answers name none", kmsg.NewPtrHeartbeatResponse(), nil},
 	} {
 		var got []partErr
-		decode.PartitionErrors(tc.resp, func(p decode.PartitionRef, code int16) { got = append(got, partErr{p, code}) })
+		decode.PartitionErrors(tc.resp, func(p cluster.Partition, code int16) { got = append(got, partErr{p, code}) })
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 
 	var isr []int32
-	var ref decode.PartitionRef
-	decode.MetadataPartitions(meta, func(p decode.PartitionRef, mp *kmsg.MetadataResponseTopicPartition) { ref, isr = p, mp.ISR })
-	if ref != (decode.PartitionRef{Topic: "orders", TopicID: id, Partition: 0}) || !reflect.DeepEqual(isr, []int32{1}) {
+	var ref cluster.Partition
+	decode.MetadataPartitions(meta, func(p cluster.Partition, mp *kmsg.MetadataResponseTopicPartition) { ref, isr = p, mp.ISR })
+	if ref != (cluster.Partition{Topic: "orders", TopicID: id, Num: 0}) || !reflect.DeepEqual(isr, []int32{1}) {
 		t.Errorf("MetadataPartitions: %+v ISR %v", ref, isr)
 	}
 }

@@ -54,7 +54,3 @@ func ReleaseRecords(msg any) {
 		}
 	}
 }
-
-// ClusterMetadataTopicID is the fixed topic id of KRaft's __cluster_metadata
-// log (AAAAAAAAAAAAAAAAAAAAAQ in base64).
-var ClusterMetadataTopicID = [16]byte{15: 1}

@@ -163,6 +163,16 @@ type Subject struct {
 	// so that one wait gives one finding at its severity (recorded on
 	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-throttled).
 	Waits bool
+	// Reconnects: the finding is about connections opened again and
+	// again (reconnect-storm), or names their cause (transactional-fencing:
+	// each fenced instance restarted), so that the cause explains the
+	// storm of the same client hosts and servers.
+	Reconnects bool
+	// Rebalances: the finding is about a group's rebalances
+	// (rebalance-loop), or names their cause (member-evicted: evictions
+	// accounting for them), so that the cause explains the loop's finding
+	// for the same clients and servers.
+	Rebalances bool
 }
 
 // TopicPartition names a partition.
@@ -178,7 +188,13 @@ type TopicPartition struct {
 // and a server in common: the waits of other clients are theirs.
 // (Severities are compared by the caller.)
 func (s *Subject) Explains(g *Subject) bool {
+	if s.Rebalances && g.Rebalances {
+		return overlap(s.Clients, g.Clients) && overlap(s.Servers, g.Servers)
+	}
 	if g.Error == 0 {
+		if s.Reconnects && g.Reconnects {
+			return overlap(s.Clients, g.Clients) && overlap(s.Servers, g.Servers)
+		}
 		return s.Waits && g.Waits && len(g.ClientIDs) > 0 && subset(g.ClientIDs, s.ClientIDs) && overlap(s.Servers, g.Servers)
 	}
 	if s.Error != g.Error {

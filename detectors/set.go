@@ -259,12 +259,15 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 	}
 	// A generic finding explained by a specific one is info and names it;
 	// one already info still names it, so that a reader is sent there.
+	// A finding about reconnects or rebalances (Subject.Reconnects,
+	// Rebalances) is explained the same way by another rule naming their
+	// cause (transactional-fencing, member-evicted).
 	for i := range out {
-		if !generic[i] {
+		if !generic[i] && !out[i].Subject.Reconnects && !out[i].Subject.Rebalances {
 			continue
 		}
 		for j := range out {
-			if g := &out[j]; !generic[j] && g.Severity >= out[i].Severity && g.Subject.Explains(&out[i].Subject) {
+			if g := &out[j]; !generic[j] && g.Detector != out[i].Detector && g.Severity >= out[i].Severity && g.Subject.Explains(&out[i].Subject) {
 				f := &out[i]
 				f.Severity = Info
 				f.Summary += " (explained by " + g.Detector + ")"

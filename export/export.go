@@ -29,13 +29,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
-// SchemaVersion is the "v" of every record (docs/export.md).
-const SchemaVersion = 1
+// SchemaVersion is the "v" of every record (docs/export.md). Version 2
+// added the bodies (req_body, resp_body) and keyed partition records by
+// partition number and connection events by server.
+const SchemaVersion = 2
 
 // DefaultBuffer is how many records may wait for the sink by default.
 const DefaultBuffer = 65536
@@ -125,6 +128,11 @@ type Exporter struct {
 	raised     map[string]bool
 	closeOnce  sync.Once
 	closeStats Stats
+	// heads are the split APIs' bodies without their topics, reused
+	// (body).
+	heads heads
+	// body is the scratch buffer a body is encoded into before base64.
+	body []byte
 	// run names this Exporter's records (random, 16 hex digits), seq
 	// numbers them from 1 in the order built: with agent, a record's
 	// identity, by which a correlator knows one shipped twice.
@@ -389,8 +397,10 @@ func (e *Exporter) CloseAbort(abort <-chan struct{}) Stats {
 }
 
 // OnConnEvent ships a connection's opening, closing, refusal or
-// unanswered SYNs, keyed by its client id when known (else "@" and the
-// client's address).
+// unanswered SYNs, keyed by "@" and the server's address: every event of
+// one broker lands in one partition of the export topic, so that a
+// correlator in a group sees a broker's openings and closings together
+// (reconnect-storm counts them per broker).
 func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	id := 0
 	if ev.Conn != nil {
@@ -403,13 +413,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	if known && clientID == e.cfg.ClientID {
 		return
 	}
-	b := e.buf[:0]
-	if known {
-		b = append(b, clientID...)
-	} else {
-		b = append(b, '@')
-		b = ev.Client.Addr().AppendTo(b)
-	}
+	b := append(e.buf[:0], '@')
+	b = ev.Server.AppendTo(b)
 	k := len(b)
 	b = append(b, '{')
 	b = appendInt(b, "v", SchemaVersion)
@@ -443,8 +448,8 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 }
 
 // OnExchange ships an exchange: one record per partition for Produce,
-// Fetch, ListOffsets and OffsetCommit (keyed topic/partition), one record
-// keyed by client id for the rest.
+// Fetch, ListOffsets and OffsetCommit (keyed by the partition's number),
+// one record keyed by client id for the rest.
 func (e *Exporter) OnExchange(x *flows.Exchange) {
 	m := x.Req
 	if m == nil {
@@ -453,13 +458,13 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	if m == nil || x.Conn == nil {
 		return
 	}
-	if m.ClientID == e.cfg.ClientID {
+	if m.Client.ID == e.cfg.ClientID {
 		return
 	}
 	ci := &x.Conn.ConnInfo
-	if m.ClientID != "" && len(e.clientIDs) < maxTracked {
+	if m.Client.ID != "" && len(e.clientIDs) < maxTracked {
 		if _, ok := e.clientIDs[ci.ID]; !ok {
-			e.clientIDs[ci.ID] = m.ClientID
+			e.clientIDs[ci.ID] = m.Client.ID
 		}
 	}
 	if x.Resp != nil {
@@ -500,9 +505,10 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	for i := range e.parts {
 		p := &e.parts[i]
 		for c := range chunks(p) {
-			b := append(e.buf[:0], p.name...)
-			b = append(b, '/')
-			b = appendIntRaw(b, int64(p.key.part))
+			// The partition's number alone: an agent that never saw a
+			// Metadata answer names the topic by id, another by name,
+			// and both must land in one partition of the export topic.
+			b := appendIntRaw(e.buf[:0], int64(p.key.part))
 			k := len(b)
 			b = append(b, e.head...)
 			b = e.seqField(b) // each record its own, the head being shared
@@ -531,8 +537,8 @@ func chunks(p *part) int {
 // common appends the key of a record without partitions: the client id,
 // "@" and the client's address when the request has none.
 func (e *Exporter) common(b []byte, x *flows.Exchange, m *flows.Message) []byte {
-	if m.ClientID != "" {
-		return append(b, m.ClientID...)
+	if m.Client.ID != "" {
+		return append(b, m.Client.ID...)
 	}
 	b = append(b, '@')
 	return x.Conn.Client.Addr().AppendTo(b)
@@ -569,7 +575,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 			b = appendInt(b, "node", int64(id))
 		}
 	}
-	b = appendStr(b, "client_id", m.ClientID)
+	b = appendStr(b, "client_id", m.Client.ID)
 	b = appendInt(b, "api", int64(m.Key))
 	b = appendInt(b, "ver", int64(m.Version))
 	b = appendInt(b, "corr", int64(m.Correlation))
@@ -596,7 +602,7 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	if x.Req != nil {
 		switch r := x.Req.Req.(type) {
 		case *kmsg.FetchRequest:
-			id, _ := decode.FetchReplica(r)
+			id, _ := cluster.FetchReplica(r)
 			b = appendInt(b, "replica", int64(id))
 			// How long the broker may hold it (a long poll): what a
 			// reader needs to tell a slow answer from a patient one.
@@ -625,6 +631,12 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	if parts > 0 {
 		b = appendInt(b, "parts", int64(parts))
 	}
+	if x.Req != nil && x.Req.Req != nil {
+		b = e.appendBody(b, "req_body", e.heads.request(x.Req.Req))
+	}
+	if x.Resp != nil && x.Resp.Resp != nil {
+		b = e.appendBody(b, "resp_body", e.heads.response(x.Resp.Resp))
+	}
 	return b
 }
 
@@ -648,7 +660,7 @@ func status(x *flows.Exchange) string {
 func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	b = appendStr(b, "topic", p.name)
 	if p.id != ([16]byte{}) {
-		b = appendStr(b, "topic_id", decode.TopicID(p.id))
+		b = appendStr(b, "topic_id", cluster.TopicID(p.id))
 	}
 	b = appendInt(b, "partition", int64(p.key.part))
 	if p.hasFetchOffset {
@@ -742,8 +754,8 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	if name == nil {
 		name = x.Resp
 	}
-	add := func(p decode.PartitionRef) *part {
-		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Partition}
+	add := func(p cluster.Partition) *part {
+		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Num}
 		if i, ok := e.index[k]; ok {
 			if e.parts[i].id == ([16]byte{}) {
 				e.parts[i].id = p.TopicID
@@ -757,9 +769,9 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	if x.Req != nil {
 		switch r := x.Req.Req.(type) {
 		case *kmsg.ProduceRequest:
-			decode.RequestPartitions(r, func(p decode.PartitionRef) { add(p) })
+			decode.RequestPartitions(r, func(p cluster.Partition) { add(p) })
 		case *kmsg.FetchRequest:
-			decode.FetchOffsets(r, func(p decode.PartitionRef, off int64) {
+			decode.FetchOffsets(r, func(p cluster.Partition, off int64) {
 				pp := add(p)
 				pp.fetchOffset, pp.hasFetchOffset = off, true
 			})
@@ -767,7 +779,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 			for i := range r.Topics {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
-					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: t.Partitions[j].Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, Num: t.Partitions[j].Partition})
 					pp.timestamp, pp.hasTimestamp = t.Partitions[j].Timestamp, true
 				}
 			}
@@ -776,7 +788,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
 					q := &t.Partitions[j]
-					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: q.Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: q.Partition})
 					pp.offset, pp.offsetEpoch, pp.hasOffset, pp.committed = q.Offset, q.LeaderEpoch, true, true
 				}
 			}
@@ -786,7 +798,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 		switch r := x.Resp.Resp.(type) {
 		case *kmsg.ProduceResponse, *kmsg.FetchResponse:
 			decode.PartitionAnswers(r, func(a decode.PartitionAnswer) {
-				p := add(a.PartitionRef)
+				p := add(a.Partition)
 				p.answered, p.err, p.hw, p.lso = true, a.ErrorCode, a.HighWatermark, a.LastStableOffset
 				p.leader, p.epoch = a.Leader, a.Epoch
 				switch r := r.(type) {
@@ -802,7 +814,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
 					q := &t.Partitions[j]
-					pp := add(decode.PartitionRef{Topic: t.Topic, Partition: q.Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, Num: q.Partition})
 					pp.answered, pp.err = true, q.ErrorCode
 					switch {
 					case r.Version >= 1:
@@ -816,7 +828,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 			for i := range r.Topics {
 				t := &r.Topics[i]
 				for j := range t.Partitions {
-					pp := add(decode.PartitionRef{Topic: t.Topic, TopicID: t.TopicID, Partition: t.Partitions[j].Partition})
+					pp := add(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: t.Partitions[j].Partition})
 					pp.answered, pp.err = true, t.Partitions[j].ErrorCode
 				}
 			}
@@ -839,7 +851,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	}
 	for i := range e.batches {
 		bo := &e.batches[i]
-		p := add(decode.PartitionRef{Topic: bo.b.Topic, TopicID: bo.b.TopicID, Partition: bo.b.Partition})
+		p := add(cluster.Partition{Topic: bo.b.Topic, TopicID: bo.b.TopicID, Num: bo.b.Partition})
 		if !p.hasBatch {
 			p.hasBatch, p.firstBatch = true, i
 		}

@@ -381,8 +381,9 @@ func (f *framer) dropForBudget() {
 				req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 				m := &Message{
 					Conn: &c.ConnInfo, conn: c, Response: true, FirstPacket: f.startPkt, FirstTime: f.startTime, Size: total,
-					Key: req.Key, Version: req.Version, Correlation: corr, ClientID: req.ClientID, Role: req.Role,
+					Correlation: corr,
 				}
+				m.Answers(req)
 				m.Err = fmt.Errorf("%s v%d response corr %d: %w", decode.Name(req.Key), req.Version, corr, ErrDropped)
 				f.dropped = &Exchange{Conn: c, Req: req, Resp: m}
 				what = fmt.Sprintf("%s v%d response corr %d (%d bytes) dropped after %d", decode.Name(req.Key), req.Version, corr, total, n)

@@ -3,9 +3,11 @@ package flows
 import (
 	"net/netip"
 
-	"github.com/kfsniff/kfsniff/tlsdec"
 	"slices"
 	"time"
+
+	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
 // Recognition says how a connection was recognised as Kafka.
@@ -103,7 +105,7 @@ type Conn struct {
 	// an entry each).
 	APIs APICounts
 	// Roles counts requests by role.
-	Roles RoleSet
+	Roles cluster.RoleSet
 
 	Requests       int
 	Responses      int // matched responses

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -25,7 +26,7 @@ func SetMsgPoison(on bool) {
 		m.Key, m.Version, m.Correlation = 0x7e, 0x7e, -0x7e7e
 		m.File, m.Packet, m.FirstPacket = 0x7e, 0x7e7e7e, 0x7e7e7e
 		m.Time, m.FirstTime = time.Unix(0x7e7e7e, 0), time.Unix(0x7e7e7e, 0)
-		m.Size, m.ClientID, m.Role = 0x7e7e, "given back", RoleNone
+		m.Size, m.Client.ID, m.Role = 0x7e7e, "given back", cluster.RoleNone
 		m.Req, m.Resp, m.Err = nil, nil, errors.New("given back")
 		m.Partial, m.Inferred, m.BatchErrors = true, true, 0x7e
 		for i := range m.Batches {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -178,7 +179,7 @@ func (f *framer) partialRequest(b []byte) *Message {
 		Conn: &f.conn().ConnInfo, conn: f.conn(), File: f.startFile, Packet: f.startPkt, FirstPacket: f.startPkt,
 		Time: f.startTime, FirstTime: f.startTime, Size: int(size) + 4,
 		Key: h.Key, Version: h.Version, Correlation: h.Correlation,
-		ClientID: f.conn().clientID(h.ClientID, h.ClientIDNull), Partial: true,
+		Client: cluster.ClientAt(f.conn().Client.Addr(), f.conn().clientID(h.ClientID, h.ClientIDNull)), Partial: true,
 	}
 	m.Err = fmt.Errorf("%s v%d request corr %d: %w", decode.Name(h.Key), h.Version, h.Correlation, ErrPartial)
 	return m
@@ -641,7 +642,7 @@ func (f *framer) request(frame []byte) bool {
 	m := f.newRequest(n)
 	m.Size = len(frame) + 4
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
-	m.ClientID = c.clientID(h.ClientID, h.ClientIDNull)
+	m.Client.ID = c.clientID(h.ClientID, h.ClientIDNull)
 	m.Frame = frame
 	m.shared = shared
 	switch {
@@ -671,7 +672,7 @@ func (f *framer) request(frame []byte) bool {
 		c.hint(keyVersion{h.Key, h.Version})
 		f.s.fr[ToClient].unstash()
 	}
-	m.Role = RoleOf(m)
+	m.Identify()
 	c.Roles[m.Role]++
 	c.Requests++
 	if decode.KnownKey(h.Key) {
@@ -723,7 +724,7 @@ func (f *framer) response(frame []byte) bool {
 		}
 		return true
 	}
-	m.Key, m.Version, m.ClientID, m.Role = req.Key, req.Version, req.ClientID, req.Role
+	m.Answers(req)
 	if c.ClientBy == ClientByPort || c.ClientBy == ClientByContent || c.ClientBy == ClientByPortNumber {
 		// A request answered: the side taken on weaker evidence is
 		// now proven.

@@ -173,8 +173,8 @@ func TestClientIDsPerRequest(t *testing.T) {
 		t.Fatalf("%d requests, want %d", len(col.requests), len(ids))
 	}
 	for i, m := range col.requests {
-		if m.ClientID != ids[i] {
-			t.Errorf("request %d: client id %q, want %q", i, m.ClientID, ids[i])
+		if m.Client.ID != ids[i] {
+			t.Errorf("request %d: client id %q, want %q", i, m.Client.ID, ids[i])
 		}
 	}
 }

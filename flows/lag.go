@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -28,12 +29,9 @@ import (
 // and host), the node it fetches for (a follower's node id, -1 for a
 // consumer) and the partition (by name, or by topic id from Fetch v13).
 type LagKey struct {
-	ClientID  string
-	Host      netip.Addr
+	Client    cluster.Client
 	Replica   int32
-	Topic     string
-	TopicID   [16]byte
-	Partition int32
+	Partition cluster.Partition
 }
 
 // LagPoint is one sample of a fetcher's lag: at the response's packet, the
@@ -83,18 +81,18 @@ type LagSeries struct {
 
 // Role is the role of the series' fetcher: RoleReplication for a
 // follower's, RoleConsumer for a consumer's.
-func (s *LagSeries) Role() Role {
+func (s *LagSeries) Role() cluster.Role {
 	if s.Key.Replica >= 0 {
-		return RoleReplication
+		return cluster.RoleReplication
 	}
-	return RoleConsumer
+	return cluster.RoleConsumer
 }
 
 // Topic names the series' topic: by the name Metadata gave its id (n) if
 // it was fetched by id, else as when the series began.
 func (s *LagSeries) Topic(n *Nodes) string {
-	if s.Key.Topic == "" && n != nil {
-		if name, ok := n.TopicName(s.Key.TopicID); ok {
+	if s.Key.Partition.Topic == "" && n != nil {
+		if name, ok := n.TopicName(s.Key.Partition.TopicID); ok {
 			return name
 		}
 	}
@@ -138,13 +136,13 @@ type LagTable struct {
 	Dropped int64
 	// Only, if set (RoleConsumer or RoleReplication), follows the
 	// fetches of that role only.
-	Only Role
+	Only cluster.Role
 
 	series  map[LagKey]*LagSeries
 	all     []*LagSeries // by Index
 	ofRole  [2]int       // series of consumers, followers
 	dropped [2]int64     // partitions asked beyond ofRole's bound
-	groups  map[groupKey]*[maxGroups]string
+	groups  map[cluster.Client]*[maxGroups]string
 	// GroupsDropped counts group sightings beyond the bounds.
 	GroupsDropped int64
 	out           []LagSample
@@ -164,41 +162,15 @@ type LagTable struct {
 // maxLagConns bounds the connections whose last Fetch's series are kept.
 const maxLagConns = 1 << 16
 
-type groupKey struct {
-	clientID string
-	host     netip.Addr
-}
-
-// GroupOf returns the consumer group a request names: JoinGroup, SyncGroup,
-// Heartbeat, LeaveGroup, OffsetCommit and ConsumerGroupHeartbeat (KIP-848
-// consumers never join); "" for others.
-func GroupOf(m *Message) string {
-	switch r := m.Req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return r.Group
-	case *kmsg.SyncGroupRequest:
-		return r.Group
-	case *kmsg.HeartbeatRequest:
-		return r.Group
-	case *kmsg.LeaveGroupRequest:
-		return r.Group
-	case *kmsg.OffsetCommitRequest:
-		return r.Group
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		return r.Group
-	}
-	return ""
-}
-
 // Request learns the consumer group of the request's client id and host,
 // from any of its connections (the fetch connections and the coordinator's
 // differ).
 func (t *LagTable) Request(m *Message) {
-	g := GroupOf(m)
+	g := m.Group
 	if g == "" || m.Conn == nil {
 		return
 	}
-	k := groupKey{m.ClientID, m.Conn.Client.Addr().Unmap()}
+	k := m.Client
 	gs := t.groups[k]
 	if gs == nil {
 		if len(t.groups) >= maxGroupKeys {
@@ -206,7 +178,7 @@ func (t *LagTable) Request(m *Message) {
 			return
 		}
 		if t.groups == nil {
-			t.groups = make(map[groupKey]*[maxGroups]string)
+			t.groups = make(map[cluster.Client]*[maxGroups]string)
 		}
 		gs = new([maxGroups]string)
 		t.groups[k] = gs
@@ -229,7 +201,7 @@ func (t *LagTable) Groups(clientID string, host netip.Addr) []string {
 	if t == nil {
 		return nil
 	}
-	gs := t.groups[groupKey{clientID, host.Unmap()}]
+	gs := t.groups[cluster.ClientAt(host, clientID)]
 	if gs == nil {
 		return nil
 	}
@@ -249,7 +221,7 @@ func (t *LagTable) Groups(clientID string, host netip.Addr) []string {
 func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 	t.out = t.out[:0]
 	if req == nil || resp == nil || req.Conn == nil || req.Key != int16(kmsg.Fetch) ||
-		req.Role != RoleConsumer && req.Role != RoleReplication || t.Only != RoleNone && req.Role != t.Only {
+		req.Role != cluster.RoleConsumer && req.Role != cluster.RoleReplication || t.Only != cluster.RoleNone && req.Role != t.Only {
 		return nil
 	}
 	q, ok := req.Req.(*kmsg.FetchRequest)
@@ -258,9 +230,9 @@ func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 		return nil
 	}
 	t.tick++
-	base := LagKey{ClientID: req.ClientID, Host: req.Conn.Client.Addr().Unmap(), Replica: -1}
-	if req.Role == RoleReplication {
-		base.Replica = FetcherOf(req)
+	base := LagKey{Client: req.Client, Replica: -1}
+	if req.Role == cluster.RoleReplication {
+		base.Replica = req.Fetcher.ID()
 	}
 	var prev []*LagSeries
 	id := req.Conn.ID
@@ -274,9 +246,9 @@ func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 	for i := range q.Topics {
 		tp := &q.Topics[i]
 		k := base
-		k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
+		k.Partition = cluster.Partition{Topic: tp.Topic, TopicID: tp.TopicID}.Key(req.names())
 		for j := range tp.Partitions {
-			k.Partition = tp.Partitions[j].Partition
+			k.Partition.Num = tp.Partitions[j].Partition
 			var s *LagSeries
 			if n := len(t.asked); n < len(prev) && prev[n] != nil && prev[n].Key == k {
 				s = prev[n]
@@ -302,10 +274,10 @@ func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 	for i := range r.Topics {
 		tp := &r.Topics[i]
 		k := base
-		k.Topic, k.TopicID = topicKey(req, tp.Topic, tp.TopicID)
+		k.Partition = cluster.Partition{Topic: tp.Topic, TopicID: tp.TopicID}.Key(req.names())
 		for j := range tp.Partitions {
 			p := &tp.Partitions[j]
-			k.Partition = p.Partition
+			k.Partition.Num = p.Partition
 			var s *LagSeries
 			if next < len(t.asked) && t.asked[next] != nil && t.asked[next].Key == k {
 				s = t.asked[next]
@@ -337,17 +309,6 @@ func (t *LagTable) Fetch(req, resp *Message) []LagSample {
 	return t.out
 }
 
-// topicKey is how a series keys its topic: by name when the request names
-// it or the name of its id is known (so one fetcher moving between Fetch
-// versions that name topics and those that give ids keeps one series),
-// else by id.
-func topicKey(req *Message, name string, id [16]byte) (string, [16]byte) {
-	if n, ok := req.knownTopic(name, id); ok || id == [16]byte{} {
-		return n, [16]byte{}
-	}
-	return "", id
-}
-
 // get returns k's series, made if its role has room (counted in
 // t.dropped if not).
 func (t *LagTable) get(k LagKey, req *Message) *LagSeries {
@@ -363,7 +324,7 @@ func (t *LagTable) get(k LagKey, req *Message) *LagSeries {
 	if t.series == nil {
 		t.series = make(map[LagKey]*LagSeries)
 	}
-	s := &LagSeries{Key: k, TopicName: req.TopicName(k.Topic, k.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1,
+	s := &LagSeries{Key: k, TopicName: req.TopicName(k.Partition.Topic, k.Partition.TopicID), Offset: -1, HighWatermark: -1, LastStable: -1,
 		Index: len(t.all), RoleIndex: t.ofRole[r], InAll: len(t.all) < limit}
 	// Whatever is among the first limit of both roles is among the
 	// first of its own, so InAll marks the first limit series of both
@@ -394,14 +355,14 @@ func roleIndex(replica int32) int {
 // RoleDropped counts the partitions asked by fetchers of role r
 // (RoleConsumer or RoleReplication) beyond the first Max series of that
 // role, not followed: what an owner following that role alone misses.
-func (t *LagTable) RoleDropped(r Role) int64 {
+func (t *LagTable) RoleDropped(r cluster.Role) int64 {
 	if t == nil {
 		return 0
 	}
 	switch r {
-	case RoleConsumer:
+	case cluster.RoleConsumer:
 		return t.dropped[0]
-	case RoleReplication:
+	case cluster.RoleReplication:
 		return t.dropped[1]
 	}
 	return 0
@@ -428,13 +389,13 @@ func (t *LagTable) Len() int { return len(t.all) }
 // RoleConsumer or RoleReplication; RoleNone: both roles, those InAll):
 // consumers first, then followers by node id, each by client id, host,
 // topic and partition.
-func (t *LagTable) Series(r Role) []*LagSeries {
+func (t *LagTable) Series(r cluster.Role) []*LagSeries {
 	if t == nil {
 		return nil
 	}
 	var out []*LagSeries
 	for _, s := range t.all {
-		if s.Samples > 0 && (r == RoleNone && s.InAll || r != RoleNone && s.Role() == r) {
+		if s.Samples > 0 && (r == cluster.RoleNone && s.InAll || r != cluster.RoleNone && s.Role() == r) {
 			out = append(out, s)
 		}
 	}
@@ -446,16 +407,16 @@ func lagLess(a, b *LagKey, an, bn string) bool {
 	switch {
 	case a.Replica != b.Replica:
 		return a.Replica < b.Replica
-	case a.ClientID != b.ClientID:
-		return a.ClientID < b.ClientID
-	case a.Host != b.Host:
-		return a.Host.Less(b.Host)
+	case a.Client.ID != b.Client.ID:
+		return a.Client.ID < b.Client.ID
+	case a.Client.Host != b.Client.Host:
+		return a.Client.Host.Less(b.Client.Host)
 	case an != bn:
 		return an < bn
-	case a.TopicID != b.TopicID:
-		return string(a.TopicID[:]) < string(b.TopicID[:])
+	case a.Partition.TopicID != b.Partition.TopicID:
+		return string(a.Partition.TopicID[:]) < string(b.Partition.TopicID[:])
 	}
-	return a.Partition < b.Partition
+	return a.Partition.Num < b.Partition.Num
 }
 
 // LagStates keeps an owner's state of each series by an index of the

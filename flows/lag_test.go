@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -89,7 +90,7 @@ func (r *lagRig) call(c *flows.Conn, clientID string, req kmsg.Request, resp kms
 		if s.P.Packet != p.Packet || !s.P.Time.Equal(p.Time) || s.P.Lag < 0 || s.P.Lag > max(s.P.HighWatermark-s.P.Offset, 0) {
 			r.t.Errorf("point %+v: not at the response (packet %d) or lag not within 0..HW - offset", s.P, p.Packet)
 		}
-		out[s.S.Key.Partition] = s.P.Lag
+		out[s.S.Key.Partition.Num] = s.P.Lag
 	}
 	return out
 }
@@ -106,9 +107,9 @@ func TestLagConsumer(t *testing.T) {
 	if want := map[int32]int64{1: 10}; !mapsEqual(got, want) {
 		t.Errorf("lags %v, want %v (an error partition gives none)", got, want)
 	}
-	ss := r.table.Series(flows.RoleNone)
-	if len(ss) != 2 || ss[0].Key.Partition != 0 || ss[0].Samples != 1 || ss[1].Samples != 2 || ss[0].Key.Replica != -1 ||
-		ss[0].TopicName != "orders" || ss[0].Server != c.Server || ss[0].Key.Host != netip.MustParseAddr("10.0.0.5") {
+	ss := r.table.Series(cluster.RoleNone)
+	if len(ss) != 2 || ss[0].Key.Partition.Num != 0 || ss[0].Samples != 1 || ss[1].Samples != 2 || ss[0].Key.Replica != -1 ||
+		ss[0].TopicName != "orders" || ss[0].Server != c.Server || ss[0].Key.Client.Host != netip.MustParseAddr("10.0.0.5") {
 		t.Errorf("series %+v %+v", ss[0], ss[1])
 	}
 	// Other fetches are not lag: raft's metadata log.
@@ -159,12 +160,12 @@ func TestLagFollowerAndReadCommitted(t *testing.T) {
 	if want := map[int32]int64{0: 0, 1: 50}; !mapsEqual(got, want) {
 		t.Errorf("follower lags %v, want %v", got, want)
 	}
-	if ss := r.table.Series(flows.RoleNone); len(ss) != 2 || ss[0].Key.Replica != 3 {
+	if ss := r.table.Series(cluster.RoleNone); len(ss) != 2 || ss[0].Key.Replica != 3 {
 		t.Errorf("follower series %+v", ss)
 	}
 	// A table following consumers only leaves followers out.
 	cons := &lagRig{t: t}
-	cons.table.Only = flows.RoleConsumer
+	cons.table.Only = cluster.RoleConsumer
 	if got := cons.call(c, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{1: 40}), lagFetched(12, "orders", map[int32]int64{1: 90})); len(got) != 0 || cons.table.Len() != 0 {
 		t.Errorf("a consumers-only table sampled a follower: %v", got)
 	}
@@ -204,7 +205,7 @@ func TestLagGroupsAndBounds(t *testing.T) {
 
 	r.table.Max = 2
 	r.call(fetchConn, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 1, 1: 1, 2: 1}), lagFetched(12, "orders", map[int32]int64{0: 5, 1: 5, 2: 5}))
-	if r.table.Len() != 2 || r.table.Dropped != 1 || r.table.RoleDropped(flows.RoleConsumer) != 1 {
+	if r.table.Len() != 2 || r.table.Dropped != 1 || r.table.RoleDropped(cluster.RoleConsumer) != 1 {
 		t.Errorf("%d series, %d dropped: want 2 followed and 1 counted as dropped", r.table.Len(), r.table.Dropped)
 	}
 	// The bound is per role: a follower's partitions beyond the first
@@ -215,14 +216,14 @@ func TestLagGroupsAndBounds(t *testing.T) {
 	for range 2 {
 		r.call(f, "broker-3-fetcher-0", lagFetch(12, 3, -1, "orders", map[int32]int64{0: 1, 1: 1, 2: 1}), lagFetched(12, "orders", map[int32]int64{0: 5, 1: 5, 2: 5}))
 	}
-	if r.table.Len() != 4 || r.table.RoleDropped(flows.RoleReplication) != 2 || r.table.Dropped != 1+2*3 {
+	if r.table.Len() != 4 || r.table.RoleDropped(cluster.RoleReplication) != 2 || r.table.Dropped != 1+2*3 {
 		t.Errorf("%d series, %d followers' dropped, %d dropped of both: want 4 (2 a role), 2 (1 a request), 7",
-			r.table.Len(), r.table.RoleDropped(flows.RoleReplication), r.table.Dropped)
+			r.table.Len(), r.table.RoleDropped(cluster.RoleReplication), r.table.Dropped)
 	}
-	if n := len(r.table.Series(flows.RoleReplication)); n != 2 {
+	if n := len(r.table.Series(cluster.RoleReplication)); n != 2 {
 		t.Errorf("%d followers' series with samples, want 2", n)
 	}
-	for _, s := range r.table.Series(flows.RoleNone) {
+	for _, s := range r.table.Series(cluster.RoleNone) {
 		if s.Key.Replica >= 0 || !s.InAll {
 			t.Errorf("series of both roles %+v: want the 2 consumers' only, the first 2", s.Key)
 		}
@@ -262,7 +263,7 @@ func (u *lagUser) UseLag(t *flows.LagTable) bool {
 func (u *lagUser) OnExchange(x *flows.Exchange) {
 	u.calls++
 	for _, s := range u.table.Samples() {
-		u.got[s.S.Key.Partition] = s.P.Lag
+		u.got[s.S.Key.Partition.Num] = s.P.Lag
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -15,19 +16,20 @@ import (
 // (req's version must be set).
 func MakeRequest(c *Conn, at time.Time, corr int32, clientID string, req kmsg.Request) *Message {
 	m := &Message{Conn: &c.ConnInfo, conn: c, Time: at, FirstTime: at, Key: req.Key(), Version: req.GetVersion(), Correlation: corr,
-		ClientID: clientID, Req: req}
+		Client: cluster.Client{ID: clientID}, Req: req}
 	id := clientID
 	m.Size = len(decode.AppendRequestFrame(nil, corr, &id, req))
 	scanBatches(m, req)
-	m.Role = RoleOf(m)
+	m.Identify()
 	return m
 }
 
 // MakeResponse returns the response to req, completed at at (resp's
 // version must be set).
 func MakeResponse(req *Message, at time.Time, resp kmsg.Response) *Message {
-	m := &Message{Conn: req.Conn, conn: req.conn, Response: true, Time: at, FirstTime: at, Key: req.Key, Version: req.Version,
-		Correlation: req.Correlation, ClientID: req.ClientID, Role: req.Role, Resp: resp}
+	m := &Message{Conn: req.Conn, conn: req.conn, Response: true, Time: at, FirstTime: at,
+		Correlation: req.Correlation, Resp: resp}
+	m.Answers(req)
 	m.Size = len(decode.AppendResponseFrame(nil, req.Correlation, resp))
 	scanBatches(m, resp)
 	m.ErrorCodes = errorCounts(resp, nil)

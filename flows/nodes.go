@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -167,6 +168,9 @@ func (n *Nodes) EndpointsOf(id int32) []string { return n.endpoints[id] }
 
 // TopicName returns the name of a topic id learned from Metadata.
 func (n *Nodes) TopicName(id [16]byte) (string, bool) {
+	if n == nil {
+		return "", false
+	}
 	s, ok := n.topics[id]
 	return s, ok
 }
@@ -233,10 +237,10 @@ func (n *Nodes) Label(ap netip.AddrPort, server bool) string {
 // learnRequest learns from a request: client ids and registrations.
 func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 	host := c.Client.Addr().Unmap()
-	if id, ok := FetcherNode(m.ClientID); ok {
+	if id, ok := cluster.FetcherNode(m.Client.ID); ok {
 		n.learnHost(host, id)
 	}
-	if id := FetcherOf(m); id >= 0 {
+	if id := m.Fetcher.ID(); id >= 0 {
 		n.learnHost(host, id)
 	}
 	switch r := m.Req.(type) {

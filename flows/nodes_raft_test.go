@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,13 +20,13 @@ func TestNodesLearnVoters(t *testing.T) {
 	}
 	begin := kmsg.NewPtrBeginQuorumEpochRequest()
 	begin.Version, begin.VoterID = 1, 1002
-	n.learnRequest(conn("10.77.0.12:9093"), &Message{Req: begin, ClientID: "raft-client-1001"})
+	n.learnRequest(conn("10.77.0.12:9093"), &Message{Req: begin, Client: cluster.Client{ID: "raft-client-1001"}})
 	vote := kmsg.NewPtrVoteRequest()
 	vote.Version, vote.VoterID = 2, 1003
-	n.learnRequest(conn("10.77.0.13:9093"), &Message{Req: vote, ClientID: "raft-client-1001"})
+	n.learnRequest(conn("10.77.0.13:9093"), &Message{Req: vote, Client: cluster.Client{ID: "raft-client-1001"}})
 	old := kmsg.NewPtrVoteRequest()
 	old.Version, old.VoterID = 0, 1004 // v0 carries no voter id (the field stays at its default)
-	n.learnRequest(conn("10.77.0.14:9093"), &Message{Req: old, ClientID: "raft-client-1001"})
+	n.learnRequest(conn("10.77.0.14:9093"), &Message{Req: old, Client: cluster.Client{ID: "raft-client-1001"}})
 	for server, want := range map[string]int32{"10.77.0.12:9093": 1002, "10.77.0.13:9093": 1003, "10.77.0.14:9093": -1} {
 		if got := n.Server(netip.MustParseAddrPort(server)); got != want {
 			t.Errorf("server %s is node %d, want %d", server, got, want)

@@ -78,16 +78,6 @@ func (m *Message) Agent() string {
 	return m.conn.Agent
 }
 
-// ParseRole is the Role a shipped record names ("" is RoleNone).
-func ParseRole(s string) Role {
-	for r, name := range roleNames {
-		if name == s {
-			return Role(r)
-		}
-	}
-	return RoleNone
-}
-
 // CountRequest counts a rebuilt request on c as the framer counts one.
 func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
 	c.Roles[m.Role]++
@@ -97,7 +87,7 @@ func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
 	} else {
 		c.APIs.Add(UnknownKey)
 	}
-	c.CountClientID(m.ClientID)
+	c.CountClientID(m.Client.ID)
 	c.seen(at, packet)
 }
 

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"io"
 	"net/netip"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -189,8 +190,8 @@ func (ck *checker) OnRequest(m *flows.Message) {
 	if p.key == 7 && p.version == 0 {
 		wantID = "" // header v0 has no client id
 	}
-	if m.ClientID != wantID {
-		t.Errorf("%s: client id %q, want %q", name, m.ClientID, wantID)
+	if m.Client.ID != wantID {
+		t.Errorf("%s: client id %q, want %q", name, m.Client.ID, wantID)
 	}
 	if !bytes.Equal(m.Frame, p.reqFrame[4:]) {
 		t.Errorf("%s: frame differs from the one sent: %s", name, kmsgtest.DiffBytes(m.Frame, p.reqFrame[4:]))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -38,10 +39,14 @@ type Message struct {
 	Key         int16
 	Version     int16
 	Correlation int32
-	ClientID    string
-	// Role is what the request is for (set on requests and on the
-	// responses paired with them).
-	Role Role
+	// Client is the client id on the connection's client host. Role,
+	// Fetcher and Group say what the request is for, the node it fetches
+	// for and the consumer group it names; all four are set once where
+	// the request is decoded, and on the responses paired with it.
+	Client  cluster.Client
+	Role    cluster.Role
+	Fetcher cluster.Fetcher
+	Group   string
 	// Req or Resp is the decoded body (nil if it could not be decoded;
 	// see Err). Record bytes inside them alias the frame and are only
 	// valid during the handler call that delivers the message.
@@ -110,7 +115,7 @@ func (m *Message) TopicName(name string, id [16]byte) string {
 	if id == [16]byte{} {
 		return "?"
 	}
-	return decode.TopicID(id)
+	return cluster.TopicID(id)
 }
 
 // knownTopic is a topic's name: as given, or the name its id is known by
@@ -121,13 +126,40 @@ func (m *Message) knownTopic(name string, id [16]byte) (string, bool) {
 		return name, true
 	case id == [16]byte{}:
 		return "", false
-	case id == decode.ClusterMetadataTopicID:
-		return ClusterMetadataTopic, true
+	case id == cluster.ClusterMetadataTopicID:
+		return cluster.ClusterMetadataTopic, true
 	}
 	if m.Conn != nil && m.Conn.nodes != nil {
 		return m.Conn.nodes.TopicName(id)
 	}
 	return "", false
+}
+
+// names is what the run knows of topics' names, for cluster.Partition.Key.
+func (m *Message) names() cluster.Names {
+	if m.Conn != nil && m.Conn.nodes != nil {
+		return m.Conn.nodes
+	}
+	return nil
+}
+
+// Identify sets what a request is for, once, from its header, its body
+// (Req, nil if it did not decode) and its connection: its client, its role,
+// the node it fetches for and the group it names.
+func (m *Message) Identify() {
+	if m.Conn != nil {
+		m.Client.Host = m.Conn.Client.Addr().Unmap()
+	}
+	m.Role = cluster.RoleOf(m.Key, m.Client.ID, m.Req)
+	m.Fetcher = cluster.FetcherOf(m.Client.ID, m.Req)
+	m.Group = cluster.GroupOf(m.Req)
+}
+
+// Answers makes m, a response, answer req: its API, version, client,
+// role, fetcher and group are the request's.
+func (m *Message) Answers(req *Message) {
+	m.Key, m.Version = req.Key, req.Version
+	m.Client, m.Role, m.Fetcher, m.Group = req.Client, req.Role, req.Fetcher, req.Group
 }
 
 // Name is the API name of the message.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/metrics"
@@ -179,7 +180,7 @@ func FuzzLabels(f *testing.F) {
 			id := string(b[i : i+end])
 			i += end + 1
 			c := conn(fmt.Sprintf("10.0.0.%d:%d", step%250+1, 1024+requests), fmt.Sprintf("10.1.0.%d:9092", broker+1))
-			rq := &flows.Message{Conn: &c.ConnInfo, Key: key, Version: ver, ClientID: id, Time: at, Size: 12}
+			rq := &flows.Message{Conn: &c.ConnInfo, Key: key, Version: ver, Client: cluster.Client{ID: id}, Time: at, Size: 12}
 			m.OnRequest(rq)
 			requests++
 			resp := &flows.Message{Conn: &c.ConnInfo, Key: key, Version: ver, Time: at.Add(time.Millisecond), Size: 20}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -121,6 +122,7 @@ type Metrics struct {
 	opened, closed                                  prometheus.Counter
 	attempts                                        *prometheus.CounterVec // reason
 	findings                                        *prometheus.GaugeVec   // detector, severity
+	tableSize, tableBound                           *prometheus.GaugeVec   // table
 	packets, bytes                                  prometheus.Counter
 	kernelReceived, kernelDropped                   prometheus.Counter
 	folded                                          [numFolds]prometheus.Counter
@@ -159,7 +161,7 @@ const (
 
 var foldNames = [numFolds]string{"broker", "client_id", "series", "error"}
 
-// numRoles is flows' roles (flows.Role is a uint8 below 16).
+// numRoles is flows' roles (cluster.Role is a uint8 below 16).
 const numRoles = 16
 
 // recentSize is the number of entries of Metrics.recent (a power of 2).
@@ -265,7 +267,7 @@ func New(cfg Config) *Metrics {
 	m.clientRequests = f.counterVec("kfsniff_client_requests_total", "Kafka requests by client id (the first "+strconv.Itoa(cfg.MaxClientIDs)+" seen; the rest under \"other\").", []string{"client_id"})
 	m.clientErrors = f.counterVec("kfsniff_client_error_responses_total", "Responses carrying at least one error code, by the request's client id (capped as kfsniff_client_requests_total).", []string{"client_id"})
 	roles := f.gaugeVec("kfsniff_connections", "Open Kafka connections that carried requests of each role (a connection counts once in each of its roles); closed by FIN or RST, or idle for "+cfg.IdleAfter.String()+" of capture time.", []string{"role"})
-	for r := flows.RoleLiveness; r < flows.Role(len(m.connsByRole)) && r.String() != "?"; r++ {
+	for r := cluster.RoleLiveness; r < cluster.Role(len(m.connsByRole)) && r.String() != "?"; r++ {
 		m.connsByRole[r] = roles.WithLabelValues(r.String())
 	}
 	m.opened = f.counter("kfsniff_connections_opened_total", "Kafka connections seen opening (or, for those the capture joined, first seen).")
@@ -280,6 +282,8 @@ func New(cfg Config) *Metrics {
 			m.findingSet[findingKey{d, s}] = 0
 		}
 	}
+	m.tableSize = f.gaugeVec("kfsniff_table_size", "Entries (bytes for buffered_bytes) of the analysis's tables that grow with the traffic, as they stand (live capture on one worker; the metrics' own per-connection table as metrics_connections).", []string{"table"})
+	m.tableBound = f.gaugeVec("kfsniff_table_bound", "The bound of each table of kfsniff_table_size (0: none).", []string{"table"})
 	m.packets = f.counter("kfsniff_capture_packets_total", "Packets analysed (after the capture filter).")
 	m.bytes = f.counter("kfsniff_capture_bytes_total", "Bytes of the packets analysed, as captured.")
 	if cfg.Live {
@@ -490,7 +494,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 	s := m.series(cs.broker, msg.Key, msg.Version)
 	s.requests.Inc()
 	s.reqBytes.Add(float64(msg.Size))
-	cl := m.client(cs, msg.ClientID)
+	cl := m.client(cs, msg.Client.ID)
 	cl.requests.Inc()
 	if s.folded {
 		m.folded[foldSeries].Inc()
@@ -503,7 +507,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 	}
 	cs.last = msg.Time
 	m.age(msg.Time)
-	if r := msg.Role; r > flows.RoleNone && int(r) < numRoles && cs.tracked && m.connsByRole[r] != nil {
+	if r := msg.Role; r > cluster.RoleNone && int(r) < numRoles && cs.tracked && m.connsByRole[r] != nil {
 		if bit := uint16(1) << r; cs.roles&bit == 0 {
 			cs.roles |= bit
 			m.connsByRole[r].Inc()
@@ -544,7 +548,7 @@ func (m *Metrics) OnExchange(x *flows.Exchange) {
 				m.folded[foldError].Add(float64(e.Count))
 			}
 		}
-		m.client(cs, x.Req.ClientID).errors.Inc()
+		m.client(cs, x.Req.Client.ID).errors.Inc()
 	}
 }
 
@@ -614,6 +618,20 @@ func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats) {
 			m.sawLive.Dropped = live.Dropped
 		}
 	}
+}
+
+// Tables sets kfsniff_table_size and kfsniff_table_bound to the
+// analyzer's tables (flows.Analyzer.Tables) and the metrics' own
+// per-connection table. It reads that table, so it must run on the
+// goroutine of the handlers (pipeline.Progress carries tables only when
+// one analyzer runs on the reading goroutine).
+func (m *Metrics) Tables(ts []flows.Table) {
+	for _, t := range ts {
+		m.tableSize.WithLabelValues(t.Name).Set(float64(t.Size))
+		m.tableBound.WithLabelValues(t.Name).Set(float64(t.Bound))
+	}
+	m.tableSize.WithLabelValues("metrics_connections").Set(float64(len(m.conns)))
+	m.tableBound.WithLabelValues("metrics_connections").Set(float64(m.cfg.MaxConns))
 }
 
 // age takes the connections idle for Config.IdleAfter at capture time now

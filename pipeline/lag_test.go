@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/fixtures/record"
 	"github.com/kfsniff/kfsniff/report"
@@ -61,7 +62,7 @@ func TestRecordedSlowConsumer(t *testing.T) {
 		l.Last.Lag != l.Last.HighWatermark-l.Last.FetchOffset || l.Last.Lag < int64(side.Sent.Behind)/2 {
 		t.Errorf("last sample %+v: the clients consumed %d of %d (%d behind)", l.Last, side.Sent.Consumed, side.Sent.Produced, side.Sent.Behind)
 	}
-	if l.First.Lag >= l.Last.Lag || l.Max.Lag != l.Last.Lag || len(l.Points) < 5 || len(l.Points) > report.LagPoints+1 {
+	if l.First.Lag >= l.Last.Lag || l.Max.Lag != l.Last.Lag || len(l.Points) < 5 || len(l.Points) > collect.LagPoints+1 {
 		t.Errorf("lag from %d to %d (max %d) over %d points: want it growing to its maximum, a few points kept",
 			l.First.Lag, l.Last.Lag, l.Max.Lag, len(l.Points))
 	}

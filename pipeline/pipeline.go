@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -71,6 +72,10 @@ type Progress struct {
 	First, Last time.Time     // capture time of the first and last packet
 	Elapsed     time.Duration // wall clock since the run began
 	Done        bool
+	// Tables are the analyzer's growing tables (flows.Analyzer.Tables)
+	// when one analyzer runs on the reading goroutine (live capture),
+	// nil when sharded.
+	Tables []flows.Table
 }
 
 // Stop says why a run stopped reading.
@@ -230,7 +235,7 @@ func (o Options) schedule(ctx context.Context) (context.Context, context.CancelF
 }
 
 func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Options) *Result {
-	collector := report.NewCollector()
+	collector := collect.NewCollector()
 	handlers := append([]flows.Handler{collector}, opt.Handlers...)
 	if opt.Detectors != nil {
 		handlers = append(handlers, opt.Detectors)
@@ -273,6 +278,9 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 		}
 		packets, bytes, kafka, first, last := an.progress()
 		pr := Progress{Packets: packets, Bytes: bytes, Kafka: kafka, First: first, Last: last, Elapsed: time.Since(began), Done: done}
+		if s, ok := an.(single); ok {
+			pr.Tables = s.Tables()
+		}
 		if live != nil {
 			if ls, err := live.Stats(); err == nil {
 				pr.Live = &ls
@@ -386,7 +394,7 @@ read:
 	res.Stats, res.Conns, res.Nodes = an.results()
 	collectBeforeBuild(len(res.Conns))
 	res.Report = collector.Build(rfiles, res.Stats, res.Conns, res.Nodes, findings)
-	res.Report.SetTLS(res.Stats, opt.Flows.TLSKeys)
+	collect.SetTLS(res.Report, res.Stats, opt.Flows.TLSKeys)
 	if opt.Detectors != nil {
 		for k, n := range opt.Detectors.Cut() {
 			res.Report.Totals.BoundsReached[k] += n

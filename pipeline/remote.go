@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -72,7 +73,7 @@ const interruptGrace = 500 * time.Millisecond
 // Options.Duration; then it delivers what the merge still holds and
 // builds the report.
 func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() *detectors.Set, opt Options) *Result {
-	collector := report.NewCollector()
+	collector := collect.NewCollector()
 	nodes := src.Nodes()
 	shared := flows.NewRemoteDelivery(nodes, append([]flows.Handler{collector}, opt.Handlers...)...)
 	lanes := map[int32]*lane{}

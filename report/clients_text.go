@@ -31,7 +31,7 @@ func (p *printer) clients(r *Report) {
 		p.client(&r.Clients[i])
 	}
 	if r.ClientsNotListed > 0 {
-		p.f("  (%d requests of further clients not listed: more than %d clients)\n", r.ClientsNotListed, maxClients)
+		p.f("  (%d requests of further clients not listed: more than %d clients)\n", r.ClientsNotListed, MaxClients)
 	}
 }
 

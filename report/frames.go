@@ -69,7 +69,7 @@ func (f *FrameFilter) match(m *flows.Message) bool {
 	if len(f.APIs) > 0 && !f.APIs[m.Key] {
 		return false
 	}
-	if f.ClientID != "" && !strings.Contains(m.ClientID, f.ClientID) {
+	if f.ClientID != "" && !strings.Contains(m.Client.ID, f.ClientID) {
 		return false
 	}
 	if len(f.Conns) > 0 {
@@ -221,7 +221,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		l := FrameLine{
 			Type: "request", File: m.File, Packet: m.Packet, FirstPacket: m.FirstPacket, Time: m.Time.UTC(),
 			Conn: c.ID, Agent: m.Agent(), Client: c.Client.String(), Server: c.Server.String(),
-			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.ClientID,
+			Key: m.Key, API: api, Version: m.Version, Correlation: m.Correlation, ClientID: m.Client.ID,
 			Size: m.Size, Summary: Summary(m), Role: m.Role.String(),
 		}
 		if nodes := c.Nodes(); nodes != nil {
@@ -235,7 +235,7 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 		if m.Response {
 			l.Type = "response"
 			if x != nil && x.Req != nil {
-				lat := ms(x.Latency())
+				lat := Millis(x.Latency())
 				l.LatencyMs = &lat
 				l.RequestPkt = x.Req.Packet
 			} else {
@@ -302,12 +302,12 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 	if a := m.Agent(); a != "" {
 		fmt.Fprintf(fw.w, " agent=%q", Clean(a))
 	}
-	if m.ClientID != "" && !m.Response {
-		fmt.Fprintf(fw.w, " client=%q", Clean(m.ClientID))
+	if m.Client.ID != "" && !m.Response {
+		fmt.Fprintf(fw.w, " client=%q", Clean(m.Client.ID))
 	}
 	if m.Response {
 		if x != nil && x.Req != nil {
-			fmt.Fprintf(fw.w, " latency=%.3fms", ms(x.Latency()))
+			fmt.Fprintf(fw.w, " latency=%.3fms", Millis(x.Latency()))
 		} else {
 			fmt.Fprintf(fw.w, " unmatched (request not captured)")
 			if m.Inferred {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/net/html"
 
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -26,7 +27,7 @@ const hostile = `</title></style></script><script>alert(1)</script><img src=x on
 func hostileReport(t *testing.T) *report.Report {
 	t.Helper()
 	t0 := time.Date(2026, 7, 20, 3, 0, 0, 0, time.UTC)
-	col := report.NewCollector()
+	col := collect.NewCollector()
 	dl := flows.NewDelivery(col)
 	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:9092"))
 	dl.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: t0}})

@@ -588,7 +588,7 @@ func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *d
 		rw.stats.Markers++
 		if rw.opt.JSON {
 			j := recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
-				ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
+				ClientID: m.Client.ID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
 				KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: []headerJSON{}, Control: typ}
 			off, pid, epoch := r.Offset, b.ProducerID, b.ProducerEpoch
 			j.Offset, j.ProducerID, j.ProducerEpoch = &off, &pid, &epoch
@@ -670,7 +670,7 @@ func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, kn
 		case 'c':
 			l = strconv.AppendInt(l, int64(m.Conn.ID), 10)
 		case 'i':
-			l = append(l, Clean(m.ClientID)...)
+			l = append(l, Clean(m.Client.ID)...)
 		case 'e':
 			if code != 0 {
 				l = append(l, decode.ErrorName(code)...)
@@ -822,7 +822,7 @@ func jsonBytes(b []byte, max int) (text *string, b64 string, cut bool) {
 func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, b *decode.Batch, r *decode.Record) {
 	j := &rw.rec
 	*j = recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
-		ClientID: m.ClientID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
+		ClientID: m.Client.ID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
 		KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: rw.hdrs[:0]}
 	if known {
 		j.Offset = &off

@@ -1,7 +1,7 @@
 // Package report renders an analysis: the text report a person reads, the
 // JSON document a machine reads (schema kfsniff/v1, see docs/json.md), and
-// the one-line-per-frame view. It only renders; it keeps no state of its
-// own beyond what a Collector gathers.
+// the HTML page, and the --frames and --records lines as they stream. It
+// renders a Report that package collect counts; it counts nothing itself.
 package report
 
 import (
@@ -355,4 +355,9 @@ type Event struct {
 	Packet   uint64    `json:"packet"`
 	Time     time.Time `json:"time"`
 	Attempts int       `json:"attempts"`
+}
+
+// Millis is d in milliseconds, to the microsecond.
+func Millis(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }

@@ -2,10 +2,6 @@ package report
 
 import (
 	"fmt"
-	"slices"
-
-	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
 // TLS is what decryption with key logs (--tls-keylog, pcapng secrets)
@@ -43,75 +39,6 @@ type ConnTLS struct {
 	Records      int64  `json:"records_decrypted"`
 	AuthFailures int    `json:"auth_failures,omitempty"`
 	KeyUpdates   int    `json:"key_updates,omitempty"`
-}
-
-func connTLS(i *tlsdec.Info) *ConnTLS {
-	if i == nil {
-		return nil
-	}
-	c := &ConnTLS{SNI: i.SNI, ALPN: i.ALPN, Decrypted: i.Decrypted, Why: i.Why, Records: i.Records,
-		AuthFailures: i.AuthFailures, KeyUpdates: i.KeyUpdates}
-	if i.Version != 0 {
-		c.Version = tlsdec.VersionName(i.Version)
-	}
-	if i.Suite != 0 {
-		c.CipherSuite = tlsdec.SuiteName(i.Suite)
-	}
-	return c
-}
-
-// SetTLS puts the key logs' counts in the report: keys is what the
-// analysis decrypted with (nil: no key log, no section).
-func (r *Report) SetTLS(st *flows.Stats, keys *tlsdec.Keys) {
-	if keys == nil {
-		return
-	}
-	t := &TLS{Connections: st.TLS.Conns, Decrypted: st.TLS.Decrypted, NoKeys: st.TLS.NoKeys, MidStream: st.TLS.MidStream, AuthFailures: st.TLS.AuthFailures}
-	t.KeyLogSessions, t.UnusedSessions = keys.Sessions()
-	t.MalformedLines = keys.Malformed
-	t.FirstAuthFailure = problemAt(st.TLS.FirstAuthFailure)
-	r.TLS = t
-	r.clientTLS()
-}
-
-// clientTLS describes in the client inventory the TLS of each client's
-// connections: a client on TLS 1.2 with CBC, or without SNI, is worth a
-// line.
-func (r *Report) clientTLS() {
-	byID := make(map[int]*ConnTLS, len(r.Connections))
-	for i := range r.Connections {
-		if s := r.Connections[i].TLSSession; s != nil {
-			byID[r.Connections[i].ID] = s
-		}
-	}
-	for i := range r.Clients {
-		c := &r.Clients[i]
-		seen := map[string]bool{}
-		for _, id := range c.Connections {
-			s := byID[id]
-			if s == nil {
-				continue
-			}
-			d := s.Version
-			if d == "" {
-				d = "TLS"
-			}
-			if s.CipherSuite != "" {
-				d += " " + s.CipherSuite
-			}
-			if s.SNI == "" {
-				d += " (no SNI)"
-			}
-			if !s.Decrypted {
-				d += " (not decrypted)"
-			}
-			if !seen[d] {
-				seen[d] = true
-				c.TLS = append(c.TLS, d)
-			}
-		}
-		slices.Sort(c.TLS)
-	}
 }
 
 // text is the TLS line of the text report.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // The field tree of a Kafka body, as --frames -v prints it and the TUI's
@@ -437,9 +437,9 @@ func TreeTime(ms int64) string {
 func cleanQuoted(s string) string { return `"` + Clean(s) + `"` }
 
 func uuidStr(id [16]byte) string {
-	s := decode.TopicID(id)
-	if id == decode.ClusterMetadataTopicID {
-		s += " (" + flows.ClusterMetadataTopic + ")"
+	s := cluster.TopicID(id)
+	if id == cluster.ClusterMetadataTopicID {
+		s += " (" + cluster.ClusterMetadataTopic + ")"
 	}
 	return s
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/gdamore/tcell/v2"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/screen*.txt from the simulation screen")
@@ -106,8 +106,8 @@ func TestViewMain(t *testing.T) {
 	if fg := styles.at(raft2, "500  12.4    500", 13); fg != colorBad {
 		t.Errorf("error count drawn in %v, want red", fg)
 	}
-	if fg := styles.at(hb, "liveness", 0); fg != roleColor(flows.RoleLiveness) {
-		t.Errorf("liveness role drawn in %v, want %v", fg, roleColor(flows.RoleLiveness))
+	if fg := styles.at(hb, "liveness", 0); fg != roleColor(cluster.RoleLiveness) {
+		t.Errorf("liveness role drawn in %v, want %v", fg, roleColor(cluster.RoleLiveness))
 	}
 	// The first finding, the incident's cause, is selected (inverted):
 	// the second is drawn as every row is.

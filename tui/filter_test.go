@@ -3,15 +3,15 @@ package tui
 import (
 	"testing"
 
-	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/cluster"
 )
 
 func TestFilter(t *testing.T) {
 	fetch := Exchange{Conn: 1, Key: 1, Version: 17, ClientID: "raft-client-68", Topic: "__cluster_metadata",
-		Role: flows.RoleRaft, ErrorCode: 6, Errors: 1}
-	hb := Exchange{Conn: 4, Key: 63, Version: 1, ClientID: "68", Role: flows.RoleLiveness}
-	produce := Exchange{Conn: 7, Key: 0, Version: 9, ClientID: "orders-producer", Topic: "orders", Role: flows.RoleProducer, State: Unanswered}
-	snapshot := Exchange{Conn: 2, Key: 59, Version: 0, ClientID: "raft-client-3", Role: flows.RoleRaft}
+		Role: cluster.RoleRaft, ErrorCode: 6, Errors: 1}
+	hb := Exchange{Conn: 4, Key: 63, Version: 1, ClientID: "68", Role: cluster.RoleLiveness}
+	produce := Exchange{Conn: 7, Key: 0, Version: 9, ClientID: "orders-producer", Topic: "orders", Role: cluster.RoleProducer, State: Unanswered}
+	snapshot := Exchange{Conn: 2, Key: 59, Version: 0, ClientID: "raft-client-3", Role: cluster.RoleRaft}
 	all := []Exchange{fetch, hb, produce, snapshot}
 	for _, tc := range []struct {
 		filter string

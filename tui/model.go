@@ -11,10 +11,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
-	"github.com/kfsniff/kfsniff/hist"
 	"github.com/kfsniff/kfsniff/report"
 	"github.com/kfsniff/kfsniff/tlsdec"
 )
@@ -126,7 +127,7 @@ type Exchange struct {
 	Version     int16
 	Correlation int32
 	ClientID    string
-	Role        flows.Role
+	Role        cluster.Role
 	State       ExchangeState
 	// ErrorCode is the most frequent non-zero error code of the response
 	// (0 if none); Errors counts all non-zero error codes.
@@ -161,7 +162,7 @@ type Conn struct {
 	// Client and Server are the ends with their node ids when known:
 	// "node 1003 (10.30.7.85:8081)".
 	Client, Server string
-	Roles          []flows.Role
+	Roles          []cluster.Role
 	ClientIDs      []string
 	Requests       int
 	Responses      int
@@ -270,7 +271,7 @@ type Model struct {
 	rate     window
 	tl       secRing // per second, for the timeline
 	// lag follows consumers' and followers' lag (lag.go).
-	lag report.LagCollector
+	lag collect.LagCollector
 }
 
 type connState struct {
@@ -278,7 +279,7 @@ type connState struct {
 	info Conn
 	// roles and clientIDs as flows holds them; ClientIDs only grows, so
 	// the elements below its length never change.
-	roles     flows.RoleSet
+	roles     cluster.RoleSet
 	clientIDs []string
 	hist      []Exchange
 	histHead  int
@@ -287,12 +288,11 @@ type connState struct {
 	labelDue  time.Time
 }
 
+// apiState is an API key's counts (as the report counts them) and its
+// timeline.
 type apiState struct {
-	requests, responses, errorResponses, unanswered int64
-	errors                                          map[int16]int64
-	latency                                         hist.Histogram
-	tl                                              secRing
-	undefined                                       int // codes Kafka does not define in errors
+	collect.APICounts
+	tl secRing
 }
 
 // NewModel returns an empty model.
@@ -387,13 +387,8 @@ func labels(c *flows.Conn) (client, server string) {
 	return c.Client.String(), c.Server.String()
 }
 
-// unknownKey is the Stats entry of every API key kmsg does not know,
-// undefinedErrors an entry's count of every error code Kafka does not
-// define.
-const (
-	unknownKey      int16 = -32768
-	undefinedErrors int16 = -32768
-)
+// unknownKey is the Stats entry of every API key kmsg does not know.
+const unknownKey int16 = -32768
 
 func (m *Model) api(key int16) *apiState {
 	if key >= 0 && int(key) < len(m.apis) {
@@ -445,7 +440,7 @@ func (m *Model) OnRequest(msg *flows.Message) {
 		cs.refresh(msg.Time)
 	}
 	a := m.api(msg.Key)
-	a.requests++
+	a.Requests++
 	a.tl.add(msg.Time, m.cfg.Timeline, false)
 	m.tl.add(msg.Time, m.cfg.Timeline, false)
 	m.lag.OnRequest(msg)
@@ -489,7 +484,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	now := time.Time{}
 	if q := x.Req; q != nil {
 		r.File, r.ReqPacket, r.Time = q.File, q.Packet, q.Time
-		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.ClientID, q.Role
+		r.Key, r.Version, r.Correlation, r.ClientID, r.Role = q.Key, q.Version, q.Correlation, q.Client.ID, q.Role
 		r.ReqSize = int32(q.Size)
 		r.DecodeError = q.Err != nil
 		if q.Frame != nil {
@@ -506,7 +501,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	switch {
 	case x.Unanswered:
 		r.State = Unanswered
-		a.unanswered++
+		a.Unanswered++
 	case x.NoResponse:
 		r.State = NoResponse
 	case x.OneSided:
@@ -534,32 +529,14 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		now = p.Time
 		m.seen(p)
 		if x.Req == nil {
-			a.responses++
+			a.Responses++
 		} else {
 			r.Latency = x.Latency()
-			a.responses++
-			a.latency.Add(r.Latency)
+			a.Answered(r.Latency, p.ErrorCodes)
 			if len(p.ErrorCodes) > 0 {
-				a.errorResponses++
 				m.status.Errors++
 				for _, r := range [...]*secRing{&m.tl, &a.tl, &cs.tl} {
 					r.add(p.Time, m.cfg.Timeline, true)
-				}
-				if a.errors == nil {
-					a.errors = make(map[int16]int64)
-				}
-				for _, e := range p.ErrorCodes {
-					code := e.Code
-					if _, seen := a.errors[code]; !seen && !decode.KnownError(code) {
-						// Codes Kafka does not define: the first few by
-						// number, the rest as one entry.
-						if a.undefined >= 16 {
-							code = undefinedErrors
-						} else {
-							a.undefined++
-						}
-					}
-					a.errors[code] += int64(e.Count)
 				}
 			}
 		}
@@ -950,9 +927,9 @@ func (m *Model) Stats() []APIStats {
 	var out []APIStats
 	add := func(key int16, a *apiState) {
 		s := APIStats{
-			Key: key, Name: decode.Name(key), Requests: a.requests, Responses: a.responses,
-			ErrorResponses: a.errorResponses, Unanswered: a.unanswered,
-			P50: a.latency.Quantile(0.5), P99: a.latency.Quantile(0.99), Max: a.latency.Max(),
+			Key: key, Name: decode.Name(key), Requests: a.Requests, Responses: a.Responses,
+			ErrorResponses: a.ErrorResponses, Unanswered: a.Unanswered,
+			P50: a.Latency.Quantile(0.5), P99: a.Latency.Quantile(0.99), Max: a.Latency.Max(),
 		}
 		switch {
 		case key == unknownKey:
@@ -960,12 +937,8 @@ func (m *Model) Stats() []APIStats {
 		case key < 0:
 			s.Name = "unmatched"
 		}
-		for code, n := range a.errors {
-			name := decode.ErrorName(code)
-			if code == undefinedErrors {
-				name = "UNDEFINED_ERROR_CODES"
-			}
-			s.Errors = append(s.Errors, ErrorCount{Name: name, Code: code, Count: n})
+		for code, n := range a.Errors {
+			s.Errors = append(s.Errors, ErrorCount{Name: collect.ErrorName(code), Code: code, Count: n})
 		}
 		sort.Slice(s.Errors, func(i, j int) bool {
 			if s.Errors[i].Count != s.Errors[j].Count {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -42,7 +43,7 @@ func TestModelObserverLoop(t *testing.T) {
 	}
 	for id := 1; id <= 3; id++ {
 		c := findConn(t, conns, id)
-		if !slices.Equal(c.Roles, []flows.Role{flows.RoleRaft}) {
+		if !slices.Equal(c.Roles, []cluster.Role{cluster.RoleRaft}) {
 			t.Errorf("#%d roles %v, want raft", id, c.Roles)
 		}
 		if !slices.Equal(c.ClientIDs, []string{"raft-client-68"}) {
@@ -59,7 +60,7 @@ func TestModelObserverLoop(t *testing.T) {
 	if hb.Server != "node 1003 (10.30.7.85:8081)" || hb.Client != "node 68 (10.54.45.36:56262)" {
 		t.Errorf("#4 is %s -> %s, want node 68 (10.54.45.36:56262) -> node 1003 (10.30.7.85:8081)", hb.Client, hb.Server)
 	}
-	if !slices.Equal(hb.Roles, []flows.Role{flows.RoleLiveness}) || hb.Requests != 20 || hb.Errors != 0 {
+	if !slices.Equal(hb.Roles, []cluster.Role{cluster.RoleLiveness}) || hb.Requests != 20 || hb.Errors != 0 {
 		t.Errorf("#4: roles %v, %d requests, %d errors; want liveness, 20, 0", hb.Roles, hb.Requests, hb.Errors)
 	}
 	if hb.BytesToServer != 800 || hb.BytesToClient != 380 {
@@ -125,7 +126,7 @@ func TestModelObserverLoop(t *testing.T) {
 	}
 	x := xs[0]
 	if x.API() != "Fetch" || x.Version != 17 || x.ClientID != "raft-client-68" || x.Topic != "__cluster_metadata" ||
-		x.Role != flows.RoleRaft || x.State != Answered || x.ErrorCode != 6 || x.Errors != 1 || x.Latency <= 0 {
+		x.Role != cluster.RoleRaft || x.State != Answered || x.ErrorCode != 6 || x.Errors != 1 || x.Latency <= 0 {
 		t.Errorf("first exchange %+v", x)
 	}
 	if x.ReqPacket >= x.RespPacket || x.ReqSize <= 0 || x.RespSize <= 0 {
@@ -351,10 +352,10 @@ func (s *synth) exchange(m *Model, errCode int16) {
 	s.conn.Requests++
 	s.conn.Responses++
 	q := &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(2 * s.corr), Time: s.t, Size: len(s.req) + 4,
-		Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Role: flows.RoleMetadata, Frame: s.req}
+		Key: 3, Version: 12, Correlation: s.corr, Client: cluster.Client{ID: s.clint}, Role: cluster.RoleMetadata, Frame: s.req}
 	m.OnRequest(q)
 	p := &flows.Message{Conn: &s.conn.ConnInfo, Response: true, Packet: uint64(2*s.corr + 1), Time: s.t.Add(time.Millisecond),
-		Size: len(s.resp) + 4, Key: 3, Version: 12, Correlation: s.corr, ClientID: s.clint, Frame: s.resp}
+		Size: len(s.resp) + 4, Key: 3, Version: 12, Correlation: s.corr, Client: cluster.Client{ID: s.clint}, Frame: s.resp}
 	if errCode != 0 {
 		p.ErrorCodes = []flows.ErrorCount{{Code: errCode, Count: 1}}
 	}

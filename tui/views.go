@@ -12,9 +12,9 @@ import (
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Colours.
@@ -32,31 +32,31 @@ var (
 )
 
 // roleColorName is the colour of a role, by name for style tags.
-func roleColorName(r flows.Role) string {
+func roleColorName(r cluster.Role) string {
 	switch r {
-	case flows.RoleLiveness:
+	case cluster.RoleLiveness:
 		return "yellow"
-	case flows.RoleRaft:
+	case cluster.RoleRaft:
 		return "fuchsia"
-	case flows.RoleReplication:
+	case cluster.RoleReplication:
 		return "dodgerblue"
-	case flows.RoleConsumer:
+	case cluster.RoleConsumer:
 		return "green"
-	case flows.RoleProducer:
+	case cluster.RoleProducer:
 		return "aqua"
-	case flows.RoleGroup:
+	case cluster.RoleGroup:
 		return "teal"
-	case flows.RoleTransactions:
+	case cluster.RoleTransactions:
 		return "purple"
-	case flows.RoleAdmin:
+	case cluster.RoleAdmin:
 		return "orange"
-	case flows.RoleMetadata:
+	case cluster.RoleMetadata:
 		return "silver"
 	}
 	return "white"
 }
 
-func roleColor(r flows.Role) tcell.Color { return tcell.GetColor(roleColorName(r)) }
+func roleColor(r cluster.Role) tcell.Color { return tcell.GetColor(roleColorName(r)) }
 
 func severityColor(s detectors.Severity) tcell.Color {
 	switch s {
@@ -393,7 +393,7 @@ func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
 	case 6:
 		return numCell(strconv.Itoa(int(x.Correlation)), colorText)
 	case 7:
-		if x.Role == flows.RoleNone {
+		if x.Role == cluster.RoleNone {
 			return cell("-", colorDim)
 		}
 		return cell(x.Role.String(), roleColor(x.Role))

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kfsniff/kfsniff/export"
 )
 
 // shipped is one record read back from the export topic.
@@ -155,8 +157,8 @@ func shipScenario(t *testing.T, capture string, extra ...string) (rep reportWith
 		t.Fatalf("%d records read back, the report says %d shipped", len(all), rep.Export.Records)
 	}
 	for _, s := range all {
-		if s.rec.V != 1 || s.rec.Agent != "host-a" {
-			t.Errorf("%s %q: v %d agent %q; want schema 1 and the --agent-id", s.topic, s.key, s.rec.V, s.rec.Agent)
+		if s.rec.V != export.SchemaVersion || s.rec.Agent != "host-a" {
+			t.Errorf("%s %q: v %d agent %q; want schema %d and the --agent-id", s.topic, s.key, s.rec.V, s.rec.Agent, export.SchemaVersion)
 		}
 		if s.topic == "ship.findings" {
 			findings = append(findings, s)
@@ -180,7 +182,8 @@ func shipScenario(t *testing.T, capture string, extra ...string) (rep reportWith
 }
 
 // checkExchangeRecords: one record per partition of each exchange, keyed
-// topic/partition (the rest by client id), each key in one Kafka
+// by the partition's number (the rest by client id, connection events by
+// "@" and the server), each key in one Kafka
 // partition; every exchange of the report shipped, every connection's
 // opening.
 func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
@@ -205,6 +208,9 @@ func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
 			if r.Event == "opened" {
 				opened++
 			}
+			if s.key != "@"+r.Server {
+				t.Errorf("connection event to %s keyed %q", r.Server, s.key)
+			}
 			continue
 		case "exchange":
 		default:
@@ -221,7 +227,7 @@ func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
 		}
 		if r.Partition != nil {
 			want := r.Topic + "/" + strconv.Itoa(int(*r.Partition))
-			if s.key != want {
+			if s.key != strconv.Itoa(int(*r.Partition)) {
 				t.Errorf("record of %s keyed %q", want, s.key)
 			}
 			if perExchange[id][want] && r.BatchIdx == 0 {

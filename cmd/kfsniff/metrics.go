@@ -109,6 +109,9 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 	progress := o.Progress
 	o.Progress = func(p pipeline.Progress) {
 		s.m.Capture(p.Packets, p.Bytes, p.Live)
+		if p.Tables != nil {
+			s.m.Tables(p.Tables)
+		}
 		if progress != nil {
 			progress(p)
 		}

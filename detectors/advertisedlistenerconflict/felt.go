@@ -148,7 +148,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 	}
 	at := x.Resp.Time
 	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
-		k := part{a.Topic, a.TopicID, a.Partition}
+		k := part{a.Topic, a.TopicID, a.Partition.Num}
 		switch {
 		case a.ErrorCode == 0 && r.openParts > 0:
 			r.heal(k, at)
@@ -175,7 +175,7 @@ func (f *felt) fail(r *rule, x *detectors.Exchange, k part, a decode.PartitionAn
 	s.Fail(x.Resp.Time)
 	f.refused++
 	f.ev.Add(detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d response from %s refuses %s partition %d: NOT_LEADER_OR_FOLLOWER",
-		x.Resp.Name(), x.Resp.Version, x.Conn.Server, x.Resp.TopicName(a.Topic, a.TopicID), a.Partition)))
+		x.Resp.Name(), x.Resp.Version, x.Conn.Server, x.Resp.TopicName(a.Topic, a.TopicID), a.Num)))
 }
 
 // heal ends the spells of partition k, at whichever endpoint refused it.

@@ -16,19 +16,24 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/kafka40removedversions"
 	"github.com/kfsniff/kfsniff/detectors/leaderelectionstall"
 	"github.com/kfsniff/kfsniff/detectors/livenesswithoutreplication"
+	"github.com/kfsniff/kfsniff/detectors/memberevicted"
 	"github.com/kfsniff/kfsniff/detectors/metadataquorumdown"
 	"github.com/kfsniff/kfsniff/detectors/metadatastorm"
+	"github.com/kfsniff/kfsniff/detectors/noprogress"
 	"github.com/kfsniff/kfsniff/detectors/notenoughreplicas"
 	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
 	"github.com/kfsniff/kfsniff/detectors/rebalanceloop"
 	"github.com/kfsniff/kfsniff/detectors/reconnectstorm"
+	"github.com/kfsniff/kfsniff/detectors/recordsrejected"
+	"github.com/kfsniff/kfsniff/detectors/recordsskipped"
 	"github.com/kfsniff/kfsniff/detectors/replicadivergence"
 	"github.com/kfsniff/kfsniff/detectors/saslfailure"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/detectors/throttled"
 	"github.com/kfsniff/kfsniff/detectors/topicrecreated"
+	"github.com/kfsniff/kfsniff/detectors/transactionalfencing"
 	"github.com/kfsniff/kfsniff/detectors/unansweredrequests"
 )
 
@@ -50,14 +55,19 @@ func Analyzers() []*detectors.Analyzer {
 		unansweredrequests.Analyzer,
 		slowresponses.Analyzer,
 		rebalanceloop.Analyzer,
+		memberevicted.Analyzer,
 		metadatastorm.Analyzer,
 		reconnectstorm.Analyzer,
 		saslfailure.Analyzer,
 		kafka40removedversions.Analyzer,
 		producersequence.Analyzer,
+		recordsrejected.Analyzer,
+		recordsskipped.Analyzer,
+		transactionalfencing.Analyzer,
 		notenoughreplicas.Analyzer,
 		topicrecreated.Analyzer,
 		fetchsessionchurn.Analyzer,
+		noprogress.Analyzer,
 		consumerfallingbehind.Analyzer,
 		followeroutofsync.Analyzer,
 		brokerfencedwhilealive.Analyzer,

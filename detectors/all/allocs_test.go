@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
@@ -49,7 +50,7 @@ func newSteadyTraffic(t testing.TB, rounds int) *steadyTraffic {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	next := make([]int64, parts)
 	msg := func(c *flows.Conn, key int16, resp bool, at time.Time, n int) *flows.Message {
-		return &flows.Message{Conn: &c.ConnInfo, Response: resp, Key: key, Version: 12, Correlation: int32(n), ClientID: "client",
+		return &flows.Message{Conn: &c.ConnInfo, Response: resp, Key: key, Version: 12, Correlation: int32(n), Client: cluster.Client{ID: "client"},
 			File: 0, Packet: uint64(2*n + 1), Time: at, FirstTime: at}
 	}
 	for i := range rounds {

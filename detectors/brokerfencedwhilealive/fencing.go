@@ -159,7 +159,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	b.heartbeats++
 	b.conns.Add(x.Conn)
 	if len(b.clientIDs) < 8 {
-		b.clientIDs[x.Req.ClientID] = true
+		b.clientIDs[x.Req.Client.ID] = true
 	}
 	if b.first.IsZero() {
 		b.first = x.Req.Time

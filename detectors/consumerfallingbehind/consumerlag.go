@@ -24,6 +24,7 @@ package consumerfallingbehind
 import (
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/flows"
@@ -208,7 +209,7 @@ func worst(a, b *part) bool {
 // runs.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var consumers lagev.Groups[flows.LagKey, part]
-	for _, s := range r.table.Series(flows.RoleConsumer) {
+	for _, s := range r.table.Series(cluster.RoleConsumer) {
 		tp := r.tracks.Get(s.RoleIndex)
 		if tp == nil {
 			continue // its samples never reached the rule (a handler before panicked)
@@ -229,7 +230,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			continue
 		}
 		pt.sev = detectors.Grade(pt.e.behind(), pt.ongoing)
-		consumers.Add(flows.LagKey{ClientID: s.Key.ClientID, Host: s.Key.Host}, pt)
+		consumers.Add(flows.LagKey{Client: s.Key.Client}, pt)
 	}
 	var out []detectors.Finding
 	consumers.Each(worst, func(k flows.LagKey, parts []part) { out = append(out, r.finding(p, k, parts)) })

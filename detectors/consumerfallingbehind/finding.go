@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/flows"
@@ -55,12 +56,12 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 	w := &parts[0]
 	s, e := w.s, &w.e
 	f := &Finding{
-		ClientID: k.ClientID, Client: k.Host.String(), Groups: r.table.Groups(k.ClientID, k.Host),
-		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition,
+		ClientID: k.Client.ID, Client: k.Client.Host.String(), Groups: r.table.Groups(k.Client.ID, k.Client.Host),
+		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition.Num,
 		LagStart: e.start.Lag, LagMax: e.peak.Lag, LagEnd: e.last.Lag, FloorRise: e.rise(),
 		BehindSeconds: text.Seconds(e.behind()), GrowthPerSec: text.Rate(e.peak.Lag-e.start.Lag, e.peak.Time.Sub(e.start.Time)),
 		Fetches: e.fetches, OffsetFrom: e.start.Offset, OffsetTo: e.last.Offset, StillBehind: w.ongoing,
-		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.RoleDropped(flows.RoleConsumer), p: r.p,
+		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.RoleDropped(cluster.RoleConsumer), p: r.p,
 	}
 	if f.Groups == nil {
 		f.Groups = []string{}
@@ -73,7 +74,7 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 	)
 	for i := range parts {
 		pt := &parts[i]
-		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition, pt.e.start.Time, pt.e.last.Time)
+		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.e.start.Time, pt.e.last.Time)
 		sev = max(sev, pt.sev)
 		where.Add(pt.s.Server, pt.e.start, pt.e.peak, pt.e.last)
 		switch {
@@ -85,7 +86,7 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 	}
 	detectors.SortEvidence(ev)
 	f.Partitions = span.Names
-	subj := detectors.Subject{ClientIDs: []string{k.ClientID}, Clients: []netip.Addr{k.Host}, Partitions: span.Partitions}
+	subj := detectors.Subject{ClientIDs: []string{k.Client.ID}, Clients: []netip.Addr{k.Client.Host}, Partitions: span.Partitions}
 	var nodes []int32
 	f.Servers, subj.Servers, nodes = where.Servers(p)
 	return detectors.Finding{

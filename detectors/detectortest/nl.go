@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -30,7 +30,7 @@ func RaftFetch(node int32, offset int64, epoch int32) *kmsg.FetchRequest {
 	r.ReplicaState.ID, r.ReplicaState.Epoch = node, -1
 	r.MaxWaitMillis, r.MaxBytes, r.SessionEpoch = 500, 8388608, -1
 	t := kmsg.NewFetchRequestTopic()
-	t.TopicID = decode.ClusterMetadataTopicID
+	t.TopicID = cluster.ClusterMetadataTopicID
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.CurrentLeaderEpoch, p.FetchOffset, p.LastFetchedEpoch = epoch, offset, epoch
 	t.Partitions = []kmsg.FetchRequestTopicPartition{p}
@@ -44,7 +44,7 @@ func RaftFetched(code int16, hw int64, leader, epoch int32, host string, port in
 	r := kmsg.NewPtrFetchResponse()
 	r.Version = 17
 	t := kmsg.NewFetchResponseTopic()
-	t.TopicID = decode.ClusterMetadataTopicID
+	t.TopicID = cluster.ClusterMetadataTopicID
 	p := kmsg.NewFetchResponseTopicPartition()
 	p.ErrorCode, p.HighWatermark, p.LastStableOffset = code, hw, hw
 	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, epoch

@@ -59,7 +59,10 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"how long one kept getting the error with no success in between (from its first error to the " +
 		"request that then succeeded at the same broker, or to its last error once quiet for a window): " +
 		"info under 3 s (or a client that succeeds in between, as when every other fetch fails), warning " +
-		"from 3 s, error from 30 s or when still failing at the capture's end after 10 s. Generic: a " +
+		"from 3 s, error from 30 s or when still failing at the capture's end after 10 s; whatever its length, a " +
+		"client getting it 50 times or more at 100 a second or more (faster than any client's backoff allows), or 3 " +
+		"clients or more still getting it at the capture's end after 1 s, is a warning (a failure still going at " +
+		"the end has an unknown length, not a short one). Generic: a " +
 		"specific rule's finding about the same error and client or server, at least as severe, explains " +
 		"it, and it drops to info.",
 }, Params{MinResponses: 5, MinRate: 1, Window: 5 * time.Second}, New)
@@ -164,6 +167,11 @@ type client struct {
 	// longest is the longest spell that stormed and ended, healed if a
 	// success ended it.
 	longest time.Duration
+	// n counts the errors of the open spell; fastN and fastRate are the
+	// errors and their rate of the spell that stormed fastest (Fast).
+	n        int64
+	fastN    int64
+	fastRate float64
 }
 
 type hit struct {
@@ -212,7 +220,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	g.responses++
 	g.occurrences += int64(ec.Count)
 
-	ck := clientKey{x.Conn.Client.Addr(), x.Req.ClientID}
+	ck := clientKey{x.Conn.Client.Addr(), x.Req.Client.ID}
 	c := g.clients[ck]
 	if c == nil {
 		if r.clients >= maxClients {
@@ -274,19 +282,20 @@ func (r *rule) fail(c *client, k failKey, t time.Time, server netip.AddrPort) {
 		c.end(c.last)
 	}
 	if !c.open {
-		c.open, c.first = true, t
+		c.open, c.first, c.n = true, t, 0
 		if !c.listed {
 			c.listed = true
 			r.failing[k] = append(r.failing[k], c)
 		}
 	}
 	c.last, c.server = t, server
+	c.n++
 }
 
 // heal ends the open spells of the exchange's client and API at the same
 // broker whose error the response does not carry: the request succeeded.
 func (r *rule) heal(x *detectors.Exchange) {
-	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.ClientID}
+	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.Client.ID}
 	cs, ok := r.failing[k]
 	if !ok {
 		return
@@ -327,8 +336,25 @@ func carries(ecs []flows.ErrorCount, code int16) bool {
 func (c *client) end(t time.Time) {
 	if c.stormy {
 		c.longest = max(c.longest, t.Sub(c.first))
+		c.fastN, c.fastRate = c.fastest()
 	}
 	c.open, c.stormy = false, false
+}
+
+// fastest is the errors and rate of the fastest spell so far, the open
+// one included: a spell's rate is the gaps between its errors over the
+// span from its first to its last (a millisecond at least), and one that
+// holds detectors.FastMin errors beats one that does not. It changes
+// nothing (Findings and Snapshot call it).
+func (c *client) fastest() (int64, float64) {
+	if !c.open || c.n < 2 || c.n < detectors.FastMin && c.fastN >= detectors.FastMin {
+		return c.fastN, c.fastRate
+	}
+	r := float64(c.n-1) / max(c.last.Sub(c.first), time.Millisecond).Seconds()
+	if r > c.fastRate || c.fastN < detectors.FastMin && c.n >= detectors.FastMin || c.fastN < detectors.FastMin && c.n > c.fastN {
+		return c.n, r
+	}
+	return c.fastN, c.fastRate
 }
 
 // held is how long the client was held up by the error in a spell in which
@@ -374,8 +400,19 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	}
 	var who []string
 	sev := detectors.Info
-	var held time.Duration
-	var ongoing bool
+	var (
+		held    time.Duration
+		ongoing bool
+		ep      detectors.Episode
+		failing int
+	)
+	type spell struct {
+		d    time.Duration
+		on   bool
+		n    int64
+		rate float64
+	}
+	spells := make([]spell, 0, len(g.clients))
 	for k, c := range g.clients {
 		if !c.stormed {
 			continue
@@ -386,10 +423,24 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 			who = append(who, fmt.Sprintf("%q (%s)", k.id, k.addr.Unmap()))
 		}
 		d, on := c.held(p.End, r.window)
+		if on {
+			failing++
+		}
+		n, rate := c.fastN, c.fastRate
+		if c.stormy {
+			n, rate = c.fastest()
+		}
+		spells = append(spells, spell{d: d, on: on, n: n, rate: rate})
+	}
+	for _, sp := range spells {
 		// The worst client: the most severe, then the longest held, then
-		// one still failing (a total order: map order must not matter).
-		if s := detectors.Grade(d, on); s > sev || s == sev && (d > held || d == held && on && !ongoing) {
-			sev, held, ongoing = s, d, on
+		// one still failing, then the fastest (a total order: map order
+		// must not matter).
+		e := detectors.Episode{Seen: sp.d, Ongoing: sp.on, Failures: sp.n, Rate: sp.rate, Clients: len(spells), Failing: failing}
+		s := e.Grade()
+		if s > sev || s == sev && (sp.d > held || sp.d == held && (sp.on && !ongoing ||
+			sp.on == ongoing && (sp.rate > ep.Rate || sp.rate == ep.Rate && sp.n > ep.Failures))) {
+			sev, held, ongoing, ep = s, sp.d, sp.on, e
 		}
 	}
 	sort.Strings(who)
@@ -403,6 +454,10 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100, Held: text.Seconds(held), Ongoing: ongoing,
 		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
 		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window, TopicsCreated: created,
+		Fast: ep.Fast(), StillFailing: failing, ep: ep,
+	}
+	if ep.Fast() {
+		f.FastRate = math.Round(ep.Rate*10) / 10
 	}
 	return detectors.Finding{
 		Severity: sev,

@@ -32,6 +32,12 @@ type Finding struct {
 	// answer listing it): the clients waited for a topic being created,
 	// and the finding is info.
 	TopicsCreated []string `json:"topics_created,omitempty"`
+	// Fast: a client retried faster than any client's backoff allows
+	// (detectors.Episode.Fast), at FastRate failing answers a second;
+	// StillFailing counts the storming clients still failing at the end.
+	Fast         bool    `json:"fast,omitempty"`
+	FastRate     float64 `json:"fast_rate_per_s,omitempty"`
+	StillFailing int     `json:"still_failing,omitempty"`
 
 	g            *group
 	apiResponses int64
@@ -43,6 +49,7 @@ type Finding struct {
 	serverLabels []string
 	k            int
 	window       time.Duration
+	ep           detectors.Episode
 }
 
 // Summary implements detectors.Detail.
@@ -54,6 +61,8 @@ func (f *Finding) Summary() string {
 	}
 	if len(f.TopicsCreated) > 0 {
 		s += fmt.Sprintf(" while %s %s being created", text.List(f.TopicsCreated, 3), text.Word(len(f.TopicsCreated), "was", "were"))
+	} else if f.Ongoing || f.Fast {
+		s += "; " + f.ep.Felt()
 	}
 	return s
 }
@@ -90,10 +99,16 @@ func (f *Finding) felt() string {
 	default:
 		s = "The storming clients got successful answers between the errors"
 	}
-	switch f.sev {
-	case detectors.Error:
+	switch {
+	case f.sev == detectors.Error:
 		return s + fmt.Sprintf(": an error (%s or more, or %s or more and not healed).", text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
-	case detectors.Warning:
+	case f.sev == detectors.Warning && f.ep.Fast() && f.held < detectors.FeltAfter:
+		return s + fmt.Sprintf(": a warning however short, since the client retried %d times at %.0f a second, faster than any client's "+
+			"retry backoff allows (%.0f a second or more: the lowest library default, 100 ms, allows a few a second per broker); "+
+			"a client with no backoff loads the broker for every other client.", f.ep.Failures, f.ep.Rate, detectors.FastRate)
+	case f.sev == detectors.Warning && f.ep.Broad() && f.held < detectors.FeltAfter:
+		return s + fmt.Sprintf(": a warning however short, since %d clients were still failing when the capture ended.", f.StillFailing)
+	case f.sev == detectors.Warning:
 		return s + fmt.Sprintf(": a warning, clients held up for %s or more.", text.Duration(detectors.FeltAfter))
 	}
 	return s + fmt.Sprintf(": info, no client held up for %s.", text.Duration(detectors.FeltAfter))

@@ -19,7 +19,6 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -32,7 +31,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"host and broker: the storms (errors no more than max-gap apart, at least min-errors of them), sessions reset " +
 		"per second, full and incremental fetches, and the clients that opened sessions at the broker meanwhile. " +
 		"Graded by the longest storm (info below 3 s, warning from 3 s, error from 30 s or when still going after 10 s " +
-		"at the end); a session evicted now and then, the client opening a new one at once, is not reported.",
+		"at the end), and at least a warning however short when its errors come 50 or more at 100 a second or more, " +
+		"faster than any client's backoff allows (a storm still raging at the end of a short capture has an unknown " +
+		"length); a session evicted now and then, the client opening a new one at once, is not reported.",
 }, Params{MinErrors: 3, MaxGap: 5 * time.Second}, New)
 
 // Params are the rule's thresholds.
@@ -123,7 +124,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			if r.brokers[k.server] == nil {
 				r.brokers[k.server] = &broker{created: map[key.Client]int64{}}
 			}
-			return &churn{pair: k, fetcher: flows.FetcherOf(x.Req), first: x.Resp.Time}
+			return &churn{pair: k, fetcher: x.Req.Fetcher.ID(), first: x.Resp.Time}
 		})
 	}
 	if ch == nil {

@@ -103,7 +103,7 @@ func TestFetchSessionChurn(t *testing.T) {
 					Fields: map[string]any{"client_id": "consumer-a", "fetcher": int32(-1), "ongoing": true, "held_s": 5.985,
 						"errors":   []string{"FETCH_SESSION_ID_NOT_FOUND x300"},
 						"creators": []fetchsessionchurn.Creator{{ClientID: "consumer-a", Client: "10.2.0.7", Sessions: 299}, {ClientID: "consumer-b", Client: "10.2.0.8", Sessions: 299}}},
-					Summary: []string{`consumer "consumer-a" (10.2.0.7) at 10.1.0.10:9092: FETCH_SESSION_ID_NOT_FOUND 300 times in 6.0 s (50.17/s)`, "299 of 599 fetches full", "still churning at the end"}},
+					Summary: []string{`consumer "consumer-a" (10.2.0.7) at 10.1.0.10:9092: FETCH_SESSION_ID_NOT_FOUND 300 times in 6.0 s (50.17/s)`, "299 of 599 fetches full", "still failing at the end (seen for 6.0 s)"}},
 				{Severity: detectors.Warning, Fields: map[string]any{"client_id": "consumer-b"}},
 			},
 		},
@@ -152,6 +152,37 @@ func TestFetchSessionChurn(t *testing.T) {
 			},
 			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"fetcher": int32(2), "errors": []string{"INVALID_FETCH_SESSION_EPOCH x20"}},
 				Summary: []string{`follower node 2 (client id "broker-2-fetcher-0", 10.1.0.12)`}}},
+		},
+	}, nil)
+}
+
+// TestFetchSessionChurnIntensity: issue 30's fetch-session storms, thousands
+// of session resets a second seen for half a second and still raging at
+// the end, were info ("held under 3 s"); a client fetching again faster
+// than any backoff allows is a warning however short (detectors.Episode),
+// with near misses on both sides of detectors.FastRate.
+func TestFetchSessionChurnIntensity(t *testing.T) {
+	storm := func(step, d time.Duration) func(h *dt.Harness) {
+		return func(h *dt.Harness) {
+			newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32)).every(time.Second, time.Second+d, step, notFound)
+		}
+	}
+	dt.Run(t, fetchsessionchurn.Analyzer, []dt.Case{
+		{
+			// Every other fetch fails: an error every 200 µs, 5,000 a
+			// second, for 0.5 s, to the end.
+			Name: "5,000 resets a second for 0.5 s, still going: warning", Traffic: storm(100*time.Microsecond, 500*time.Millisecond),
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true},
+				Summary: []string{"still failing at the end (seen for 500 ms), retried 2500 times at 5000 a second"}}},
+			Explanation: []string{"A warning however short: 2500 session errors at 5000 a second"},
+		},
+		{
+			Name: "near miss: 99.9 resets a second for 1 s: info", Traffic: storm(5005*time.Microsecond, time.Second),
+			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": true}, Summary: []string{"still failing at the end (seen for"}}},
+		},
+		{
+			Name: "near miss the other way: 100 resets a second for 1 s: warning", Traffic: storm(5*time.Millisecond, time.Second),
+			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
 		},
 	}, nil)
 }

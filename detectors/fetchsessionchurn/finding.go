@@ -32,6 +32,7 @@ type Finding struct {
 	Creators []Creator `json:"creators,omitempty"`
 
 	ch      *churn
+	ep      detectors.Episode
 	worst   storm
 	storms  int
 	held    time.Duration
@@ -57,6 +58,16 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 	f := &Finding{ClientID: ch.ID, Clients: ch.conns.Clients(), Server: p.Label(ch.server), Fetcher: ch.fetcher,
 		Errors: ch.codes.Parts(), ResetsPerS: text.Rate(worst.n, worst.span()), HeldS: text.Seconds(held), Ongoing: ongoing,
 		ch: ch, worst: worst, storms: storms, held: held, errs: errs, dropped: r.dropped, maxGap: r.p.MaxGap}
+	// The worst storm's intensity grades it too: thousands of resets a
+	// second seen for half a second, still going at the end, are a
+	// client fetching faster than any backoff allows (detectors.Episode).
+	f.ep = detectors.Episode{Seen: held, Ongoing: ongoing, Failures: worst.n, Clients: 1}
+	if worst.n >= 2 {
+		f.ep.Rate = float64(worst.n-1) / max(worst.span(), time.Millisecond).Seconds()
+	}
+	if ongoing {
+		f.ep.Failing = 1
+	}
 	if b := r.brokers[ch.server]; b != nil {
 		for c, n := range b.created {
 			f.Creators = append(f.Creators, Creator{c.ID, c.Host.String(), n})
@@ -78,7 +89,7 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 	}
 	code, _ := ch.codes.Top()
 	return detectors.Finding{
-		Severity: detectors.Grade(held, ongoing),
+		Severity: f.ep.Grade(),
 		First:    ch.first,
 		Last:     ch.last,
 		Conns:    ch.conns.IDs(),
@@ -109,8 +120,8 @@ func (f *Finding) who() string {
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("%s at %s: %s %s in %s (%g/s), %d of %d fetches full", f.who(), f.Server, strings.Join(f.ch.codes.Names(), "/"),
 		text.Plural(f.worst.n, "time", "times"), text.Duration(f.worst.span()), f.ResetsPerS, f.ch.full, f.ch.fetches)
-	if f.Ongoing {
-		return s + "; still churning at the end"
+	if f.Ongoing || f.ep.Fast() {
+		return s + "; " + f.ep.Felt()
 	}
 	return s
 }
@@ -141,7 +152,11 @@ func (f *Finding) Explanation() string {
 		b.WriteString("; a client that opens many is filling the cache, one that opens a session on every fetch defeats it.")
 	}
 	if f.Ongoing {
-		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began.", text.Duration(f.held))
+		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began: how long it went on is unknown.", text.Duration(f.held))
+	}
+	if f.ep.Fast() && f.held < detectors.FeltAfter {
+		fmt.Fprintf(&b, " A warning however short: %d session errors at %.0f a second is a client fetching again faster than "+
+			"any client's backoff allows (%.0f a second or more), a load on the broker for every other client.", f.ep.Failures, f.ep.Rate, detectors.FastRate)
 	}
 	if f.dropped > 0 {
 		fmt.Fprintf(&b, " (%d session errors of further clients were not followed: too many.)", f.dropped)

@@ -5,10 +5,10 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -47,11 +47,11 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 	w := &parts[0]
 	s, u := w.s, &w.u
 	f := &Finding{
-		Follower: fl.node, ClientID: s.Key.ClientID, Client: s.Key.Host.String(), Leader: p.Label(fl.leader),
-		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition,
+		Follower: fl.node, ClientID: s.Key.Client.ID, Client: s.Key.Client.Host.String(), Leader: p.Label(fl.leader),
+		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition.Num,
 		TrailStart: u.first.Lag, TrailMax: u.most.Lag, TrailEnd: u.last.Lag, DurationSeconds: text.Seconds(u.length()),
 		Fetches: u.fetches, StillTrailing: u.end.Packet == 0, CatchingUp: u.catchingUp(),
-		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.RoleDropped(flows.RoleReplication), p: r.p,
+		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.RoleDropped(cluster.RoleReplication), p: r.p,
 	}
 	if p.Nodes != nil {
 		f.LeaderNode = p.Nodes.Server(fl.leader)
@@ -66,7 +66,7 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 		ev    []detectors.Evidence
 	)
 	for i, pt := range parts {
-		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition, pt.u.first.Time, pt.u.last.Time)
+		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.u.first.Time, pt.u.last.Time)
 		sev = max(sev, pt.sev)
 		where.Add(pt.s.Server, pt.u.first, pt.u.last)
 		if i < 4 {
@@ -75,7 +75,7 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 	}
 	detectors.SortEvidence(ev)
 	f.Partitions = span.Names
-	subj := detectors.Subject{ClientIDs: []string{s.Key.ClientID}, Clients: []netip.Addr{s.Key.Host},
+	subj := detectors.Subject{ClientIDs: []string{s.Key.Client.ID}, Clients: []netip.Addr{s.Key.Client.Host},
 		Servers: []netip.AddrPort{fl.leader}, Nodes: ids.Sorted(), Partitions: span.Partitions}
 	return detectors.Finding{
 		Severity: sev,

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/lagev"
 	"github.com/kfsniff/kfsniff/flows"
@@ -141,7 +142,7 @@ func worst(a, b *part) bool {
 // with a partition out of sync. It changes nothing.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var followers lagev.Groups[follower, part]
-	for _, s := range r.table.Series(flows.RoleReplication) {
+	for _, s := range r.table.Series(cluster.RoleReplication) {
 		t := r.tracks.Get(s.RoleIndex)
 		if t == nil {
 			continue // its samples never reached the rule (a handler before panicked)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -120,7 +121,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	if !ok || rm.RestoredIn != "" && !r.p.Restored {
 		return
 	}
-	k := clientKey{m.Conn.Client.Addr().Unmap(), m.ClientID}
+	k := clientKey{m.Conn.Client.Addr().Unmap(), m.Client.ID}
 	c := r.clients[k]
 	if c == nil {
 		if len(r.clients) >= maxClients {
@@ -132,7 +133,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	}
 	c.n++
 	c.last = m.Time
-	c.replication = c.replication || m.Role == flows.RoleReplication
+	c.replication = c.replication || m.Role == cluster.RoleReplication
 	c.conns.Add(m.Conn)
 	c.ev.Add(sample{m.File, m.Packet, m.Conn.ID, m.Key, m.Version})
 	for i := range c.versions {

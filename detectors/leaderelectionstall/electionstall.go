@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
@@ -294,7 +295,7 @@ func (r *rule) topic(x *detectors.Exchange, hs []decode.LeaderHint) {
 	}
 	for i := range hs {
 		h := &hs[i]
-		sp := st.parts[h.Partition]
+		sp := st.parts[h.Partition.Num]
 		if !leaderless(h) {
 			if sp != nil && sp.open != nil {
 				r.finish(x, sp, h)
@@ -308,12 +309,12 @@ func (r *rule) topic(x *detectors.Exchange, hs []decode.LeaderHint) {
 			}
 			r.parts++
 			sp = &partition{}
-			st.parts[h.Partition] = sp
+			st.parts[h.Partition.Num] = sp
 		}
 		if sp.open == nil {
 			sp.open = &stretch{first: x.Resp.Time, firstSeq: st.seq, conns: tally.Conns{Max: maxConns}}
 			r.open++
-			r.absorb(sp.open, name, h.Partition)
+			r.absorb(sp.open, name, h.Partition.Num)
 		}
 		sp.open.add(x, st.seq, h, what)
 	}
@@ -370,7 +371,7 @@ func (r *rule) finish(x *detectors.Exchange, sp *partition, h *decode.LeaderHint
 	if sp.worst == nil || d > sp.worst.dur(time.Time{}) {
 		// Only a kept stretch shows the answer that ended it.
 		l.healEv = detectors.EvidenceAt(x.Resp, fmt.Sprintf("Metadata v%d response from %s names leader %d for partition %d again",
-			x.Resp.Version, x.Resp.Conn.Server, h.Leader, h.Partition))
+			x.Resp.Version, x.Resp.Conn.Server, h.Leader, h.Num))
 		sp.worst = l
 	}
 }
@@ -384,11 +385,10 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 		if x.Req == nil {
 			return // who fetched is not known
 		}
-		fr, ok := x.Req.Req.(*kmsg.FetchRequest)
-		if !ok {
+		if _, ok := x.Req.Req.(*kmsg.FetchRequest); !ok {
 			return // who fetched is not known
 		}
-		if id, _ := decode.FetchReplica(fr); id >= 0 {
+		if x.Req.Fetcher.How == cluster.Declared {
 			return // a follower, not a client
 		}
 	}
@@ -396,7 +396,7 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 		if a.ErrorCode != kerr.LeaderNotAvailable.Code && a.ErrorCode != kerr.NotLeaderForPartition.Code {
 			return
 		}
-		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition, client: key.ClientOf(x.Resp),
+		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition.Num, client: key.ClientOf(x.Resp),
 			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
 			ev: detectors.Evidence{File: x.Resp.File, Packet: x.Resp.Packet, Conn: x.Conn.ID}}
 		if st := r.topics[rf.topic]; st != nil {
@@ -427,7 +427,7 @@ func (r *rule) absorb(l *stretch, topic string, partition int32) {
 func (r *rule) describe(m *flows.Message, name string, hs []decode.LeaderHint) string {
 	ids := make([]int32, len(r.lost))
 	for i, hi := range r.lost {
-		ids[i] = hs[hi].Partition
+		ids[i] = hs[hi].Partition.Num
 	}
 	h := &hs[r.lost[0]]
 	return fmt.Sprintf("Metadata v%d response from %s: %s %s without a leader (%s, leader %d)", m.Version, m.Conn.Server, name,

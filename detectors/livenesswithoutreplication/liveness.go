@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/episode"
@@ -171,7 +172,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case kmsg.BrokerHeartbeat:
 		r.heartbeat(x)
 	case kmsg.Fetch:
-		if x.Req.Role == flows.RoleRaft {
+		if x.Req.Role == cluster.RoleRaft {
 			r.raftFetch(x)
 		}
 	}
@@ -190,7 +191,7 @@ func (r *rule) heartbeat(x *detectors.Exchange) {
 	if n == nil {
 		return
 	}
-	n.hbClientID = x.Req.ClientID
+	n.hbClientID = x.Req.Client.ID
 	if resp.ErrorCode == 0 {
 		n.hbOK++
 	} else {
@@ -220,7 +221,7 @@ func (r *rule) heartbeat(x *detectors.Exchange) {
 }
 
 func (r *rule) raftFetch(x *detectors.Exchange) {
-	id := flows.FetcherOf(x.Req)
+	id := x.Req.Fetcher.ID()
 	if id < 0 {
 		return
 	}
@@ -228,7 +229,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	if n == nil {
 		return
 	}
-	n.raftClientID = x.Req.ClientID
+	n.raftClientID = x.Req.Client.ID
 	var resp *kmsg.FetchResponse
 	if x.Resp != nil {
 		if resp, _ = x.Resp.Resp.(*kmsg.FetchResponse); resp == nil {
@@ -265,7 +266,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	e.servers.Add(x.Conn.Server, 1, 0)
 	e.conns.Add(x.Conn)
 	if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
-		decode.FetchOffsets(req, func(_ decode.PartitionRef, offset int64) { e.offset, e.hasOffset = offset, true })
+		decode.FetchOffsets(req, func(_ cluster.Partition, offset int64) { e.offset, e.hasOffset = offset, true })
 	}
 	what := fmt.Sprintf("raft Fetch v%d corr %d to %s: ", x.Req.Version, x.Req.Correlation, peers.Addr(x.Conn.Server))
 	if x.Unanswered {

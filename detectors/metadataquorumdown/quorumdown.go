@@ -29,6 +29,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
@@ -116,7 +117,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 	switch kmsg.Key(x.Req.Key) {
 	case kmsg.Fetch:
-		if x.Req.Role == flows.RoleRaft {
+		if x.Req.Role == cluster.RoleRaft {
 			r.raftFetch(x)
 		}
 	case kmsg.Vote:
@@ -176,7 +177,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	}
 	o.fetches++
 	peers.Widen(&o.first, &o.last, x)
-	if id := flows.FetcherOf(x.Req); id >= 0 {
+	if id := x.Req.Fetcher.ID(); id >= 0 {
 		if len(o.fetchers) < maxFetchers {
 			o.fetchers[id] = true
 		} else if !o.fetchers[id] {

@@ -116,7 +116,7 @@ func (e evid) Evidence() detectors.Evidence {
 }
 
 func (r *rule) client(m *flows.Message, c *flows.ConnInfo) *client {
-	k := key{m.ClientID, c.Client.Addr().Unmap()}
+	k := key{m.Client.ID, c.Client.Addr().Unmap()}
 	cl := r.clients[k]
 	if cl == nil {
 		if len(r.clients) >= maxClients {

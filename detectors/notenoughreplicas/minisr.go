@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
@@ -134,8 +135,8 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 		return
 	}
 	req, _ := x.Req.Req.(*kmsg.ProduceRequest)
-	decode.PartitionErrors(resp, func(ref decode.PartitionRef, code int16) {
-		pk := key.PartitionOf(ref.Topic, ref.TopicID, ref.Partition)
+	decode.PartitionErrors(resp, func(ref cluster.Partition, code int16) {
+		pk := key.PartitionOf(ref.Topic, ref.TopicID, ref.Num)
 		if refusal(code) {
 			r.refused(pr, pk, code, x, req)
 			return
@@ -204,10 +205,10 @@ func (pr *producer) retried(pt *part) {
 
 // metadata keeps what Metadata says of partitions being refused.
 func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
-	decode.MetadataPartitions(resp, func(ref decode.PartitionRef, p *kmsg.MetadataResponseTopicPartition) {
-		s := r.isr[key.PartitionOf(ref.Topic, [16]byte{}, ref.Partition)]
+	decode.MetadataPartitions(resp, func(ref cluster.Partition, p *kmsg.MetadataResponseTopicPartition) {
+		s := r.isr[key.PartitionOf(ref.Topic, [16]byte{}, ref.Num)]
 		if s == nil {
-			s = r.isr[key.PartitionOf("", ref.TopicID, ref.Partition)]
+			s = r.isr[key.PartitionOf("", ref.TopicID, ref.Num)]
 		}
 		if s == nil || !s.open || s.at.Packet != 0 && len(p.ISR) >= len(s.isr) {
 			return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
@@ -120,7 +121,7 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 			f.MetadataServer = e.metaServer.String()
 		}
 	}
-	raft := strings.HasPrefix(c.ID, "raft-client-") && e.key.P.Topic == flows.ClusterMetadataTopic
+	raft := strings.HasPrefix(c.ID, "raft-client-") && e.key.P.Topic == cluster.ClusterMetadataTopic
 	if raft && v.shape == ShapeHintIgnored {
 		f.KnownIssue = "KAFKA-19354"
 	}

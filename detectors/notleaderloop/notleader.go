@@ -32,6 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
@@ -173,7 +174,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 	case kmsg.Fetch, kmsg.Produce:
 		if x.Unanswered {
-			r.tries.add(try{host: x.Conn.Client.Addr(), clientID: x.Req.ClientID, server: x.Conn.Server, t: x.Req.Time, n: 1})
+			r.tries.add(try{host: x.Conn.Client.Addr(), clientID: x.Req.Client.ID, server: x.Conn.Server, t: x.Req.Time, n: 1})
 			r.unanswered(x)
 			return
 		}
@@ -189,17 +190,17 @@ func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
 	server := peers.Addr(x.Conn.Server)
 	nodes := x.Conn.Nodes()
 	// The topic's key is found once, then each partition by number.
-	var topic decode.PartitionRef
+	var topic cluster.Partition
 	var key table.CPKey
 	var ct *table.CPTopic[meta]
 	started := false
 	decode.LeaderHints(resp, func(h decode.LeaderHint) {
 		if !started || h.Topic != topic.Topic || h.TopicID != topic.TopicID {
-			started, topic = true, h.PartitionRef
-			key = cpKey(c, peers.PartitionOf(nodes, h.PartitionRef))
+			started, topic = true, h.Partition
+			key = cpKey(c, peers.PartitionOf(nodes, h.Partition))
 			ct = r.meta.Topic(x.Conn.ID, &key, false)
 		}
-		m := ct.Part(h.Partition)
+		m := ct.Part(h.Partition.Num)
 		if m == nil {
 			if r.nMeta >= peers.MaxKeys {
 				return
@@ -207,7 +208,7 @@ func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
 			if ct == nil {
 				ct = r.meta.Topic(x.Conn.ID, &key, true)
 			}
-			m = ct.Add(h.Partition)
+			m = ct.Add(h.Partition.Num)
 			*m = meta{leader: h.Leader}
 			r.nMeta++
 		}
@@ -240,19 +241,19 @@ func (r *rule) answers(x *detectors.Exchange) {
 	if r.runs.Idle(c) && !refused {
 		return // every partition a success or another error, no run to end or count in
 	}
-	o := obs{x: x, replicaID: -1, fetcher: flows.FetcherOf(x.Req)}
+	o := obs{x: x, replicaID: -1, fetcher: x.Req.Fetcher.ID()}
 	if req, ok := x.Req.Req.(*kmsg.FetchRequest); ok {
 		o.req = req
-		if id, epoch := decode.FetchReplica(req); id >= 0 {
-			o.replicaID, o.replicaEpoch, o.hasReplica = id, epoch, true
-		}
+	}
+	if f := x.Req.Fetcher; f.How == cluster.Declared {
+		o.replicaID, o.replicaEpoch, o.hasReplica = f.Node, f.Epoch, true
 	}
 	nodes := x.Conn.Nodes()
 	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
 		if r.runs.Len() == 0 && a.ErrorCode != notLeader && a.ErrorCode != fencedLeader {
 			return // nothing to follow
 		}
-		o.key = peers.Key{C: c, P: peers.PartitionOf(nodes, a.PartitionRef)}
+		o.key = peers.Key{C: c, P: peers.PartitionOf(nodes, a.Partition)}
 		o.a = a
 		r.observe(&o)
 	})
@@ -305,7 +306,7 @@ func (r *rule) observe(o *obs) {
 			e.fetcher = o.fetcher
 		}
 		if o.req != nil {
-			if off, ok := decode.FetchOffsetAt(o.req, o.a.TopicIndex, o.a.Index, o.a.PartitionRef); ok {
+			if off, ok := decode.FetchOffsetAt(o.req, o.a.TopicIndex, o.a.Index, o.a.Partition); ok {
 				if !e.hasOffset {
 					e.firstOffset = off
 				}
@@ -349,7 +350,7 @@ func (r *rule) unanswered(x *detectors.Exchange) {
 		return
 	}
 	nodes := x.Conn.Nodes()
-	decode.RequestPartitions(x.Req.Req, func(p decode.PartitionRef) {
+	decode.RequestPartitions(x.Req.Req, func(p cluster.Partition) {
 		if e := r.runs.Open(peers.Key{C: c, P: peers.PartitionOf(nodes, p)}); e != nil {
 			// Not among the servers the run reached: a request to the
 			// leader that got no answer did not reach it (tries holds it

@@ -48,7 +48,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"group and episode (disturbances less than hold after the group settled are one episode): " +
 		"generations, members joining, leaving and fenced, and how long no assignment held. A loop " +
 		"(min-rebalances rebalances more than members joining and leaving explain, or min-errors rebalance " +
-		"errors) is a warning when no assignment held for 3 s or more, an error from 30 s or when still " +
+		"errors more than they explain: each join or leave, every member that joined answered once) is a warning when no assignment held for 3 s or more, an error from 30 s or when still " +
 		"unsettled at the end after 10 s, info below; rebalances that joins and leaves explain are info; the " +
 		"MEMBER_ID_REQUIRED of a first JoinGroup gives nothing.",
 }, Params{MinRebalances: 2, MinErrors: 20, Hold: 10 * time.Second}, New)
@@ -56,7 +56,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 // Params are the rule's thresholds.
 type Params struct {
 	MinRebalances int           `param:"min-rebalances" doc:"rebalances in one episode beyond those that members joining and leaving explain that make a loop"`
-	MinErrors     int           `param:"min-errors" doc:"rebalance errors (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_*) in one episode that make a loop"`
+	MinErrors     int           `param:"min-errors" doc:"rebalance errors (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_*) in one episode, beyond those members joining and leaving explain (joins and leaves × members that joined), that make a loop"`
 	Hold          time.Duration `param:"hold" doc:"how long a group must stay settled for its next disturbance to begin a new episode"`
 }
 
@@ -215,7 +215,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp != nil {
 		t = x.Resp.Time
 	}
-	src := source{x.Conn.Client.Addr().Unmap(), x.Req.ClientID}
+	src := source{x.Conn.Client.Addr().Unmap(), x.Req.Client.ID}
 	switch req := x.Req.Req.(type) {
 	case *kmsg.JoinGroupRequest:
 		g.classic = true
@@ -410,7 +410,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 			"episodes":         int64(episodes),
 		},
 		Evidence: e.ev.List(),
-		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code},
+		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code, Rebalances: true},
 		Detail:   f,
 	}
 }

@@ -7,7 +7,9 @@
 // the capture, refused and unanswered SYNs) in a sliding window, and for
 // each connection how long it lived and whether it carried anything beyond
 // ApiVersions and the SASL handshake. min-conns attempts within window are
-// a burst. A burst whose attempts mostly churned (refused, unanswered, or
+// a burst. A connection that carried requests and never ApiVersions is one
+// a client opens per request by design (kafka-go's consumer groups), not
+// a client starting over: short, it does not churn. A burst whose attempts mostly churned (refused, unanswered, or
 // closed less than short-lived after opening: at least min-churn of them)
 // is graded by its length (the severity policy: warning from 3 s, error from
 // 30 s or when still going on at the end after 10 s); a burst of
@@ -38,7 +40,8 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"after a restart. Per broker and client host: connection attempts (opened, refused, unanswered SYNs), " +
 		"connections per second, their lifetimes, ApiVersions and SASL handshakes. min-conns attempts within " +
 		"window are a burst; when at least min-churn of them churned (refused, unanswered, or closed less than " +
-		"short-lived after opening) it is a warning from 3 s, an error from 30 s or when still going on at the end " +
+		"short-lived after opening; not a connection that carried requests without ApiVersions, which a client " +
+		"such as kafka-go's consumer group opens per request by design) it is a warning from 3 s, an error from 30 s or when still going on at the end " +
 		"after 10 s, info below; a burst of connections that stay is info.",
 }, Params{Window: 10 * time.Second, MinConns: 20, ShortLived: 2 * time.Second, MinChurn: 0.5}, New)
 
@@ -84,6 +87,11 @@ type conn struct {
 	b      *broker
 	opened time.Time
 	beyond bool // carried a request other than ApiVersions and SASL
+	// versions: it carried ApiVersions. A connection that never did but
+	// carried other requests is one a client opens per request by design
+	// (kafka-go's consumer groups: FindCoordinator, JoinGroup, LeaveGroup
+	// each on a connection of its own), not a client starting over.
+	versions bool
 }
 
 type broker struct {
@@ -176,7 +184,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 		b := c.b
 		b.closed++
 		life := e.Time.Sub(c.opened)
-		if life < r.p.ShortLived {
+		if life < r.p.ShortLived && (!c.beyond || c.versions) {
 			b.short++
 		}
 		if !c.beyond {
@@ -202,6 +210,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	switch key {
 	case kmsg.ApiVersions:
 		c.b.apiVersions++
+		c.versions = true
 	case kmsg.SASLHandshake:
 		c.b.sasl++
 	case kmsg.SASLAuthenticate:
@@ -274,7 +283,7 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 			"client_hosts":         int64(len(b.hosts)) + b.moreHosts,
 		},
 		Evidence: b.ev.List(),
-		Subject:  detectors.Subject{Clients: hostAddrs(b), Servers: []netip.AddrPort{b.server}, Nodes: nodes},
+		Subject:  detectors.Subject{Clients: hostAddrs(b), Servers: []netip.AddrPort{b.server}, Nodes: nodes, Reconnects: true},
 		Detail:   f,
 	}
 }

@@ -156,3 +156,36 @@ func TestReconnectStorm(t *testing.T) {
 		},
 	}, nil)
 }
+
+// oneRequest: a client opening a connection per request, as kafka-go's
+// consumer groups do (FindCoordinator, JoinGroup, LeaveGroup each on a
+// connection of its own, no ApiVersions, closed at once; recorded:
+// fixtures/heldout/group-churn-kafka-go), n connections period apart;
+// versions: each sends ApiVersions first, as a client starting over does.
+func oneRequest(h *dt.Harness, n int, period time.Duration, versions bool) {
+	for i := range n {
+		at := time.Second + time.Duration(i)*period
+		c := h.OpenAt(fmt.Sprintf("10.2.0.5:%d", 40000+i), broker, dt.At(at))
+		if versions {
+			h.Call(c, dt.At(at+ms), ms, "billing-1", dt.ApiVersions(), dt.ApiVersionsOK())
+		}
+		req, resp := dt.Metadata(12, nil)
+		h.Call(c, dt.At(at+3*ms), ms, "billing-1", req, resp)
+		h.CloseAt(c, dt.At(at+5*ms))
+	}
+}
+
+// TestReconnectOneRequestConnections: issue 30, healthy change stays
+// quiet: a client that opens a connection per request by design is no
+// storm (a burst, info); the same connections each opened with
+// ApiVersions, a client starting over, still churn (near miss).
+func TestReconnectOneRequestConnections(t *testing.T) {
+	dt.Run(t, reconnectstorm.Analyzer, []dt.Case{
+		{Name: "100 connections in 10 s, one request each, no ApiVersions: a burst, info",
+			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, false) }, End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 100, "short_lived": 0}}}},
+		{Name: "near miss: the same with ApiVersions first: a storm",
+			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, true) }, End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 100, "short_lived": 100}}}},
+	}, nil)
+}

@@ -151,7 +151,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 		return
 	}
-	cl := r.client(x.Conn, x.Req.ClientID)
+	cl := r.client(x.Conn, x.Req.Client.ID)
 	if cl == nil {
 		return
 	}

@@ -150,7 +150,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if counted <= r.p.MinLatency && counted < r.p.MinWait {
 		return
 	}
-	e := exchange{counted: counted, latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.ClientID,
+	e := exchange{counted: counted, latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.Client.ID,
 		ev: detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version,
 			x.Req.Correlation, text.Duration(lat)))}
 	if wait > 0 {

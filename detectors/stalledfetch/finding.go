@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
@@ -57,7 +58,7 @@ type Finding struct {
 
 	who, tp      string
 	node         int32
-	role         flows.Role
+	role         cluster.Role
 	fetches      int64
 	errors       int64
 	lso          int64
@@ -169,9 +170,9 @@ func (f *Finding) Explanation() string {
 // kind is what the fetcher does.
 func (f *Finding) kind() string {
 	switch f.role {
-	case flows.RoleRaft:
+	case cluster.RoleRaft:
 		return "metadata replication"
-	case flows.RoleReplication:
+	case cluster.RoleReplication:
 		return "replication"
 	}
 	return "consumption"
@@ -180,11 +181,11 @@ func (f *Finding) kind() string {
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
 	switch f.role {
-	case flows.RoleRaft:
+	case cluster.RoleRaft:
 		return fmt.Sprintf("This is the node's KRaft metadata log: kafka-metadata-quorum.sh describe --replication (node %d's LogEndOffset "+
 			"and Lag), and on the node raft-metrics fetch-records-rate (0), high-watermark (frozen) and broker-metadata-metrics "+
 			"last-applied-record-lag-ms (rising). A not-leader-loop finding says where its fetches go instead.", f.node)
-	case flows.RoleReplication:
+	case cluster.RoleReplication:
 		return fmt.Sprintf("On the leader: kafka-topics.sh --describe --topic %s (is the follower still in the ISR?) and "+
 			"kafka.server:type=FetcherLagMetrics on node %d; the follower's server.log for the partition's fetcher errors.", f.Topic, f.node)
 	}

@@ -22,12 +22,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -82,7 +82,7 @@ type window struct {
 	servers     peers.Servers
 	conns       tally.Conns
 	fetcher     int32 // the node the fetcher speaks for, -1 if none
-	role        flows.Role
+	role        cluster.Role
 	throttled   int64
 	// moved is the answer of the fetch that ended the stall (records
 	// came, the offset moved, or nothing was left to fetch); zero if
@@ -115,7 +115,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 	nodes := x.Conn.Nodes()
 	committed := req.IsolationLevel == 1
 	if req.Version >= 7 && req.SessionEpoch >= 0 {
-		decode.FetchOffsets(req, func(p decode.PartitionRef, offset int64) {
+		decode.FetchOffsets(req, func(p cluster.Partition, offset int64) {
 			k := peers.Key{C: c, P: peers.PartitionOf(nodes, p)}
 			if _, ok := r.session[k]; ok || len(r.session) < peers.MaxKeys {
 				r.session[k] = offset
@@ -131,7 +131,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 	batches := x.Resp.Batches
 	decode.PartitionAnswers(resp, func(a decode.PartitionAnswer) {
 		var records int64
-		for cur < len(batches) && batches[cur].Partition == a.Partition && batches[cur].TopicID == a.TopicID &&
+		for cur < len(batches) && batches[cur].Partition == a.Num && batches[cur].TopicID == a.TopicID &&
 			(a.Topic == "" || batches[cur].Topic == a.Topic) {
 			records += int64(batches[cur].Records)
 			cur++
@@ -146,11 +146,11 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		stuckAt := func(offset int64) bool {
 			return records == 0 && (a.ErrorCode != 0 || (bound >= 0 && bound > offset))
 		}
-		offset, inReq := decode.FetchOffsetAt(req, a.TopicIndex, a.Index, a.PartitionRef)
+		offset, inReq := decode.FetchOffsetAt(req, a.TopicIndex, a.Index, a.Partition)
 		if inReq && !stuckAt(offset) && idle {
 			return // the common, healthy case: nothing to follow
 		}
-		k := peers.Key{C: c, P: peers.PartitionOf(nodes, a.PartitionRef)}
+		k := peers.Key{C: c, P: peers.PartitionOf(nodes, a.Partition)}
 		if !inReq {
 			// A fetch session's partition, unchanged since the request
 			// that last named it.
@@ -225,7 +225,7 @@ func (r *rule) start(k peers.Key, x *detectors.Exchange, offset int64, committed
 	conns.Reset()
 	conns.Max = peers.MaxConns
 	*w = window{key: k, offset: offset, hw: -1, lso: -1, committed: committed, first: x.Req.Time,
-		fetcher: flows.FetcherOf(x.Req), role: x.Req.Role, servers: servers, conns: conns}
+		fetcher: x.Req.Fetcher.ID(), role: x.Req.Role, servers: servers, conns: conns}
 	if !r.wins.Start(k, w) {
 		r.recycle(w)
 		return nil

@@ -94,7 +94,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if ms <= 0 && len(r.groups) == 0 {
 		return
 	}
-	k := key{x.Req.ClientID, x.Req.Key}
+	k := key{x.Req.Client.ID, x.Req.Key}
 	g := r.groups[k]
 	if ms <= 0 {
 		if g != nil {

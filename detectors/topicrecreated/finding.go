@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -57,7 +58,7 @@ func label(name string, id [16]byte) string {
 	return name + " (topic id " + topicID(id) + ")"
 }
 
-func topicID(id [16]byte) string { return decode.TopicID(id) }
+func topicID(id [16]byte) string { return cluster.TopicID(id) }
 
 // finding reports e, naming its topic from what the run knows now (the
 // episode is left as it is: findings may be asked for while the capture

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/key"
@@ -117,7 +118,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		for _, t := range resp.Topics {
 			if t.ErrorCode == 0 && t.Topic != nil {
 				if tp := r.topicOf(*t.Topic); tp != nil {
-					tp.deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.ClientID)
+					tp.deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.Client.ID)
 				}
 			}
 		}
@@ -127,7 +128,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			if t.ErrorCode == 0 {
 				if tp := r.topicOf(t.Topic); tp != nil {
 					tp.created = detectors.EvidenceAt(x.Resp, "CreateTopics answer: "+t.Topic+" created with topic id "+
-						topicID(t.TopicID)+", asked by client id "+x.Req.ClientID)
+						topicID(t.TopicID)+", asked by client id "+x.Req.Client.ID)
 				}
 			}
 		}
@@ -141,7 +142,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if !refused && r.open[c] == 0 {
 		return
 	}
-	decode.PartitionErrors(x.Resp.Resp, func(ref decode.PartitionRef, code int16) {
+	decode.PartitionErrors(x.Resp.Resp, func(ref cluster.Partition, code int16) {
 		k := epKey{c, ref.TopicID, ""}
 		if ref.TopicID == ([16]byte{}) {
 			k.name = ref.Topic

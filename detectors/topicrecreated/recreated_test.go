@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/topicrecreated"
@@ -78,10 +78,10 @@ func TestTopicRecreated(t *testing.T) {
 			},
 			want: []dt.Want{{Severity: detectors.Info,
 				Counts: map[string]int64{"refusals": 2, "fast_retries": 1},
-				Fields: map[string]any{"client_id": "orders-consumer", "topic": "orders", "old_id": decode.TopicID(oldID),
-					"new_id": decode.TopicID(newID), "new_id_packet": uint64(16), "recovered": true, "held_s": 0.2,
+				Fields: map[string]any{"client_id": "orders-consumer", "topic": "orders", "old_id": cluster.TopicID(oldID),
+					"new_id": cluster.TopicID(newID), "new_id_packet": uint64(16), "recovered": true, "held_s": 0.2,
 					"apis": []string{"Fetch x2"}, "errors": []string{"UNKNOWN_TOPIC_ID x2"}},
-				Summary:  []string{`client "orders-consumer" (10.2.0.7): Fetch answered UNKNOWN_TOPIC_ID 2 times in 10 ms`, "for orders (topic id " + decode.TopicID(oldID) + ")", "recreated as topic id " + decode.TopicID(newID), "caught up after 200 ms"},
+				Summary:  []string{`client "orders-consumer" (10.2.0.7): Fetch answered UNKNOWN_TOPIC_ID 2 times in 10 ms`, "for orders (topic id " + cluster.TopicID(oldID) + ")", "recreated as topic id " + cluster.TopicID(newID), "caught up after 200 ms"},
 				Evidence: []uint64{12, 16}}},
 		},
 		{
@@ -95,7 +95,7 @@ func TestTopicRecreated(t *testing.T) {
 			},
 			want: []dt.Want{{Severity: detectors.Error,
 				Counts:  map[string]int64{"refusals": 2401, "fast_retries": 2400},
-				Fields:  map[string]any{"recovered": false, "held_s": 12.0, "mean_gap_ms": 4.0, "rate_per_s": 200.08, "new_id": decode.TopicID(newID)},
+				Fields:  map[string]any{"recovered": false, "held_s": 12.0, "mean_gap_ms": 4.0, "rate_per_s": 200.08, "new_id": cluster.TopicID(newID)},
 				Summary: []string{"UNKNOWN_TOPIC_ID 2401 times in 12.0 s (200.08/s)", "still refused at the end (12.0 s)"}}},
 		},
 		{

@@ -315,7 +315,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 // request describes an unanswered request with its allowance.
 func (r *rule) request(x *detectors.Exchange) request {
 	m := x.Req
-	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.ClientID, lossy: x.ConnGaps > 0}
+	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
 	uc := r.conns[x.Conn]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/flows"
@@ -62,7 +62,7 @@ func TestParts(t *testing.T) {
 		{Topic: "orders", Partition: 0},
 		{TopicID: id, Partition: 0},
 		{Topic: "orders", Partition: 0},
-		{TopicID: decode.ClusterMetadataTopicID},
+		{TopicID: cluster.ClusterMetadataTopicID},
 		{Topic: "orders", Partition: 1},
 		{TopicID: id, Partition: 0},
 	}
@@ -77,7 +77,7 @@ func TestParts(t *testing.T) {
 	if !slices.Equal(got, []uint32{0, 1, 0, 2, 99, 1}) || ps.Dropped != 1 || len(ps.List()) != 3 {
 		t.Errorf("partitions %v, %d dropped", got, ps.Dropped)
 	}
-	if l := ps.List()[2].k.Label(nil); l != flows.ClusterMetadataTopic+"-0" {
+	if l := ps.List()[2].k.Label(nil); l != cluster.ClusterMetadataTopic+"-0" {
 		t.Errorf("KRaft's log is %q", l)
 	}
 	if n := ps.List()[1].k.Name(nil); n != "BwAAAAAAAAAAAAAAAAAABw" {

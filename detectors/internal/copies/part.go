@@ -9,7 +9,7 @@ import (
 	"encoding/binary"
 	"strconv"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -25,8 +25,8 @@ func PartOf(b *flows.BatchRef) Part {
 	switch {
 	case b.Topic != "":
 		return Part{Topic: b.Topic, Partition: b.Partition}
-	case b.TopicID == decode.ClusterMetadataTopicID:
-		return Part{Topic: flows.ClusterMetadataTopic, Partition: b.Partition}
+	case b.TopicID == cluster.ClusterMetadataTopicID:
+		return Part{Topic: cluster.ClusterMetadataTopic, Partition: b.Partition}
 	}
 	return Part{ID: b.TopicID, Partition: b.Partition}
 }
@@ -42,7 +42,7 @@ func (k Part) Name(n *flows.Nodes) string {
 			return name
 		}
 	}
-	return decode.TopicID(k.ID)
+	return cluster.TopicID(k.ID)
 }
 
 // Label is "topic-partition".

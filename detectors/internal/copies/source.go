@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -44,9 +45,9 @@ func (p Path) Replicated() bool { return p == ReplicaFetch || p == RaftFetch }
 // FetchPath is the path of a Fetch's copies, by the request's role.
 func FetchPath(m *flows.Message) Path {
 	switch m.Role {
-	case flows.RoleReplication:
+	case cluster.RoleReplication:
 		return ReplicaFetch
-	case flows.RoleRaft:
+	case cluster.RoleRaft:
 		return RaftFetch
 	}
 	return ConsumerFetch
@@ -155,9 +156,9 @@ func (cs *Sources) Of(m *flows.Message, path Path) uint32 {
 	}
 	fetcher := int32(-1)
 	if path.Replicated() {
-		fetcher = flows.FetcherOf(m)
+		fetcher = m.Fetcher.ID()
 	}
-	k := sourceKey{conn: m.Conn.ID, path: path, fetcher: fetcher, clientID: m.ClientID}
+	k := sourceKey{conn: m.Conn.ID, path: path, fetcher: fetcher, clientID: m.Client.ID}
 	if h := uint(k.conn)<<2 | 3; h >= uint(len(cs.cache)) && len(cs.cache) < maxSourceCache {
 		// Grown by replacing: a cache, emptied, loses nothing.
 		cs.cache = make([]sourceSlot, min(max(uint(256), 1<<bits.Len(h)), maxSourceCache))
@@ -172,7 +173,7 @@ func (cs *Sources) Of(m *flows.Message, path Path) uint32 {
 			return 0 // not cached: the map is full for good
 		}
 		i = uint32(len(cs.list))
-		cs.list = append(cs.list, Source{Path: path, Conn: m.Conn.ID, ClientID: m.ClientID,
+		cs.list = append(cs.list, Source{Path: path, Conn: m.Conn.ID, ClientID: m.Client.ID,
 			Client: m.Conn.Client, Server: m.Conn.Server, Fetcher: fetcher})
 		cs.idx[k] = i
 	}

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -18,7 +18,7 @@ type Client struct {
 }
 
 // ClientOf is the client that sent m (a request, or the answer to one).
-func ClientOf(m *flows.Message) Client { return Client{m.ClientID, m.Conn.Client.Addr().Unmap()} }
+func ClientOf(m *flows.Message) Client { return Client{m.Client.ID, m.Conn.Client.Addr().Unmap()} }
 
 // Partition is a partition by topic id, or by name when no id is known.
 type Partition struct {
@@ -48,7 +48,7 @@ func (p Partition) TopicName(n *flows.Nodes) string {
 			return s
 		}
 	}
-	return decode.TopicID(p.TopicID)
+	return cluster.TopicID(p.TopicID)
 }
 
 // Label is "topic-partition", the topic named as TopicName does.

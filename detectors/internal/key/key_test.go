@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -19,7 +19,7 @@ func TestKeys(t *testing.T) {
 	if PartitionOf("orders", id, 3) != PartitionOf("", id, 3) {
 		t.Error("the same partition by id, with and without its name, makes two keys")
 	}
-	if got := PartitionOf("", id, 3).Label(nil); got != decode.TopicID(id)+"-3" {
+	if got := PartitionOf("", id, 3).Label(nil); got != cluster.TopicID(id)+"-3" {
 		t.Errorf("unknown id: %q", got)
 	}
 	if got := PartitionOf("orders", [16]byte{}, 0).Label(nil); got != "orders-0" {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/episode"
 	"github.com/kfsniff/kfsniff/flows"
@@ -34,7 +34,7 @@ type Client struct {
 
 // ClientOf is the client of an exchange (its request's).
 func ClientOf(x *detectors.Exchange) Client {
-	return Client{Host: x.Conn.Client.Addr().Unmap(), ID: x.Req.ClientID}
+	return Client{Host: x.Conn.Client.Addr().Unmap(), ID: x.Req.Client.ID}
 }
 
 // Partition is a topic-partition, by name when known, else by topic id.
@@ -47,19 +47,19 @@ type Partition struct {
 // PartitionOf names the partition of a request or response that names its
 // topic by name or by id: KRaft's log by its fixed id, an id by the name
 // Metadata gave it (nodes, which may be nil), else by the id.
-func PartitionOf(nodes *flows.Nodes, p decode.PartitionRef) Partition {
+func PartitionOf(nodes *flows.Nodes, p cluster.Partition) Partition {
 	switch {
-	case p.TopicID == decode.ClusterMetadataTopicID:
-		return Partition{Topic: flows.ClusterMetadataTopic, Part: p.Partition}
+	case p.TopicID == cluster.ClusterMetadataTopicID:
+		return Partition{Topic: cluster.ClusterMetadataTopic, Part: p.Num}
 	case p.Topic != "":
-		return Partition{Topic: p.Topic, Part: p.Partition}
+		return Partition{Topic: p.Topic, Part: p.Num}
 	}
 	if nodes != nil {
 		if n, ok := nodes.TopicName(p.TopicID); ok {
-			return Partition{Topic: n, Part: p.Partition}
+			return Partition{Topic: n, Part: p.Num}
 		}
 	}
-	return Partition{ID: p.TopicID, Part: p.Partition}
+	return Partition{ID: p.TopicID, Part: p.Num}
 }
 
 // String is "orders-3", or "topic id <id> partition 3".
@@ -67,7 +67,7 @@ func (p Partition) String() string {
 	if p.Topic != "" {
 		return p.Topic + "-" + strconv.Itoa(int(p.Part))
 	}
-	return "topic id " + decode.TopicID(p.ID) + " partition " + strconv.Itoa(int(p.Part))
+	return "topic id " + cluster.TopicID(p.ID) + " partition " + strconv.Itoa(int(p.Part))
 }
 
 // Name is the topic for the findings' fields: its name, or its id in
@@ -76,7 +76,7 @@ func (p Partition) Name() string {
 	if p.Topic != "" {
 		return p.Topic
 	}
-	return decode.TopicID(p.ID)
+	return cluster.TopicID(p.ID)
 }
 
 // Key is one client's partition.

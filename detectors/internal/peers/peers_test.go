@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
@@ -30,20 +30,20 @@ func learned(t *testing.T) *detectors.Pass {
 func TestPartitionOf(t *testing.T) {
 	p := learned(t)
 	for _, tc := range []struct {
-		ref        decode.PartitionRef
+		ref        cluster.Partition
 		str, field string
 	}{
-		{decode.PartitionRef{Topic: "logs", Partition: 3}, "logs-3", "logs"},
-		{decode.PartitionRef{TopicID: decode.ClusterMetadataTopicID}, "__cluster_metadata-0", "__cluster_metadata"},
-		{decode.PartitionRef{TopicID: [16]byte{9}, Partition: 1}, "orders-1", "orders"},
-		{decode.PartitionRef{TopicID: [16]byte{8}, Partition: 2}, "topic id CAAAAAAAAAAAAAAAAAAAAA partition 2", "CAAAAAAAAAAAAAAAAAAAAA"},
+		{cluster.Partition{Topic: "logs", Num: 3}, "logs-3", "logs"},
+		{cluster.Partition{TopicID: cluster.ClusterMetadataTopicID}, "__cluster_metadata-0", "__cluster_metadata"},
+		{cluster.Partition{TopicID: [16]byte{9}, Num: 1}, "orders-1", "orders"},
+		{cluster.Partition{TopicID: [16]byte{8}, Num: 2}, "topic id CAAAAAAAAAAAAAAAAAAAAA partition 2", "CAAAAAAAAAAAAAAAAAAAAA"},
 	} {
 		got := peers.PartitionOf(p.Nodes, tc.ref)
 		if got.String() != tc.str || got.Name() != tc.field {
 			t.Errorf("%+v: %q / %q, want %q / %q", tc.ref, got.String(), got.Name(), tc.str, tc.field)
 		}
 	}
-	if got := peers.PartitionOf(nil, decode.PartitionRef{TopicID: [16]byte{9}}); got.Topic != "" {
+	if got := peers.PartitionOf(nil, cluster.Partition{TopicID: [16]byte{9}}); got.Topic != "" {
 		t.Errorf("named %q with no nodes", got.Topic)
 	}
 }

@@ -1,0 +1,104 @@
+package cluster_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/kfsniff/kfsniff/cluster"
+)
+
+// names is a run that learned one topic's name from Metadata.
+type names map[[16]byte]string
+
+func (n names) TopicName(id [16]byte) (string, bool) { s, ok := n[id]; return s, ok }
+
+var (
+	ordersID = [16]byte{0x14, 0x65, 0xf2, 0x31}
+	goneID   = [16]byte{0xde, 0xad}
+	learned  = names{ordersID: "orders"}
+)
+
+// TestPartitionKey pins the one keying policy: by name when the run knows
+// one, else by id; so the mixes a capture shows (a Produce v12 by name, a
+// Fetch v13 by id, KRaft's log by either) are one key once Metadata named
+// the id, and two ids never one key.
+func TestPartitionKey(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		p     cluster.Partition
+		names cluster.Names
+		want  cluster.Partition
+	}{
+		{"by name", cluster.Partition{Topic: "orders", Num: 3}, learned, cluster.Partition{Topic: "orders", Num: 3}},
+		{"by id, named by Metadata", cluster.Partition{TopicID: ordersID, Num: 3}, learned, cluster.Partition{Topic: "orders", Num: 3}},
+		{"by name and id: the name", cluster.Partition{Topic: "orders", TopicID: ordersID, Num: 3}, nil, cluster.Partition{Topic: "orders", Num: 3}},
+		{"by id, not named", cluster.Partition{TopicID: goneID, Num: 1}, learned, cluster.Partition{TopicID: goneID, Num: 1}},
+		{"by id, no names", cluster.Partition{TopicID: ordersID, Num: 3}, nil, cluster.Partition{TopicID: ordersID, Num: 3}},
+		{"by id, a nil Nodes behind Names", cluster.Partition{TopicID: ordersID, Num: 3}, (*nilNames)(nil), cluster.Partition{TopicID: ordersID, Num: 3}},
+		{"KRaft's log by id", cluster.Partition{TopicID: cluster.ClusterMetadataTopicID}, nil, cluster.Partition{Topic: "__cluster_metadata"}},
+		{"KRaft's log by name", cluster.Partition{Topic: "__cluster_metadata"}, nil, cluster.Partition{Topic: "__cluster_metadata"}},
+		{"neither", cluster.Partition{Num: 2}, learned, cluster.Partition{Num: 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Key(tt.names); got != tt.want {
+				t.Errorf("Key = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// Produce v12 by name and Fetch v13 by id: one partition.
+	if a, b := (cluster.Partition{Topic: "orders", Num: 0}).Key(learned), (cluster.Partition{TopicID: ordersID}).Key(learned); a != b {
+		t.Errorf("by name %+v and by its id %+v are two keys", a, b)
+	}
+}
+
+type nilNames struct{ m map[[16]byte]string }
+
+func (n *nilNames) TopicName(id [16]byte) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	s, ok := n.m[id]
+	return s, ok
+}
+
+// TestPartitionLabel: a partition is shown as kafka-topics.sh shows it,
+// an id by the name learned since it was keyed, else as Kafka prints ids.
+func TestPartitionLabel(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		p     cluster.Partition
+		names cluster.Names
+		want  string
+	}{
+		{"name", cluster.Partition{Topic: "orders", Num: 3}, nil, "orders-3"},
+		{"id learned later", cluster.Partition{TopicID: ordersID, Num: 3}, learned, "orders-3"},
+		{"id never named", cluster.Partition{TopicID: goneID, Num: 1}, learned, "3q0AAAAAAAAAAAAAAAAAAA-1"},
+		{"KRaft's log", cluster.Partition{TopicID: cluster.ClusterMetadataTopicID}, nil, "__cluster_metadata-0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Label(tt.names); got != tt.want {
+				t.Errorf("Label = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOrder(t *testing.T) {
+	a := netip.MustParseAddr("10.0.0.1")
+	b := netip.MustParseAddr("10.0.0.2")
+	if !(cluster.Client{Host: a, ID: "z"}).Less(cluster.Client{Host: b, ID: "a"}) {
+		t.Error("clients are not ordered by host first")
+	}
+	if !(cluster.Client{Host: a, ID: "a"}).Less(cluster.Client{Host: a, ID: "b"}) {
+		t.Error("clients of one host are not ordered by id")
+	}
+	if got := cluster.ClientAt(netip.MustParseAddr("::ffff:10.0.0.1"), "app"); got != (cluster.Client{Host: a, ID: "app"}) {
+		t.Errorf("ClientAt keeps the IPv4-mapped form: %+v", got)
+	}
+	ps := []cluster.Partition{{TopicID: goneID}, {Topic: "a", Num: 2}, {Topic: "a", Num: 10}, {Topic: "b"}}
+	for i := 1; i < len(ps); i++ {
+		if !ps[i-1].Less(ps[i]) && ps[i-1] != ps[i] {
+			t.Errorf("%+v not before %+v", ps[i-1], ps[i])
+		}
+	}
+}

@@ -1,0 +1,277 @@
+// Package memberevicted reports a consumer group member evicted for
+// missing its session timeout: its group requests (Heartbeat, SyncGroup,
+// OffsetCommit, JoinGroup) stopped for longer than the session timeout its
+// JoinGroup asked for, the coordinator dropped it and rebalanced the group
+// without it, and when it came back its first request was answered
+// UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION (or it never came back before
+// the capture ended). A stopped process (a long GC pause, a hung host, a
+// poll loop that blocks the heartbeat thread) looks like this; a rebalance
+// loop does not, and rebalance-loop's finding on the same group drops to
+// info when the eviction accounts for its rebalances (Subject.Rebalances).
+//
+// One finding per evicted member: the group, member id, client id and
+// host, how long it was silent against which session timeout, what it
+// was told when it came back. Graded by how long it was silent
+// (detectors.Grade, at least a warning: its partitions went unread that
+// long).
+package memberevicted
+
+import (
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/detectors/internal/key"
+	"github.com/kfsniff/kfsniff/detectors/internal/tally"
+)
+
+// Analyzer is the rule.
+var Analyzer = detectors.Define(detectors.Analyzer{
+	Name:     "member-evicted",
+	Severity: detectors.Error,
+	Recorded: []string{"fixtures/pcaps/clients/evicted-kgo.pcap", "fixtures/pcaps/clients/evicted-sarama.pcap"},
+	Doc: "A consumer group member evicted for missing its session timeout: its group requests stopped for longer " +
+		"than the session timeout its JoinGroup asked for, and when it came back it was answered UNKNOWN_MEMBER_ID " +
+		"or ILLEGAL_GENERATION (or it never came back while the group went on rebalancing). Per member: the group, " +
+		"member id, client id and host, how long it was silent against which timeout. A warning (its partitions " +
+		"went unread) from 3 s of silence, an error from 30 s or silent at the end after 10 s. Told apart from a " +
+		"loop: rebalance-loop's finding on the group drops to info when the evictions account for its rebalances.",
+}, Params{}, New)
+
+// Params are the rule's thresholds (none: the session timeout is the
+// client's own).
+type Params struct{}
+
+// The bounds.
+const (
+	maxGroups  = 1024
+	maxMembers = 256 // per group
+)
+
+// New makes the rule.
+func New(Params) detectors.Rule { return &rule{groups: map[string]*group{}} }
+
+type rule struct {
+	groups  map[string]*group
+	dropped int64
+}
+
+type group struct {
+	name        string
+	members     map[string]*member
+	generations int64 // distinct generations JoinGroup answers gave
+	generation  int32
+	joiners     map[key.Client]bool
+	evictions   []*member
+	conns       tally.Conns
+}
+
+type member struct {
+	id       string
+	client   key.Client
+	timeout  time.Duration
+	lastSeen time.Time
+	lastEv   detectors.Evidence
+	left     bool
+	// set at the eviction
+	evicted     bool
+	back        bool
+	silentUntil time.Time
+	answer      string
+	backEv      detectors.Evidence
+	server      netip.AddrPort
+}
+
+// Exchange implements detectors.ExchangeHook.
+func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+	if x.Req == nil || x.Resp == nil || x.Resp.Resp == nil {
+		return
+	}
+	var grp, id string
+	var code int16
+	switch req := x.Req.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		resp, _ := x.Resp.Resp.(*kmsg.JoinGroupResponse)
+		if resp == nil {
+			return
+		}
+		r.joined(x, req, resp)
+		return
+	case *kmsg.HeartbeatRequest:
+		grp, id = req.Group, req.MemberID
+		if resp, ok := x.Resp.Resp.(*kmsg.HeartbeatResponse); ok {
+			code = resp.ErrorCode
+		}
+	case *kmsg.SyncGroupRequest:
+		grp, id = req.Group, req.MemberID
+		if resp, ok := x.Resp.Resp.(*kmsg.SyncGroupResponse); ok {
+			code = resp.ErrorCode
+		}
+	case *kmsg.OffsetCommitRequest:
+		grp, id = req.Group, req.MemberID
+		if resp, ok := x.Resp.Resp.(*kmsg.OffsetCommitResponse); ok && len(resp.Topics) > 0 && len(resp.Topics[0].Partitions) > 0 {
+			code = resp.Topics[0].Partitions[0].ErrorCode
+		}
+	case *kmsg.LeaveGroupRequest:
+		if g := r.groups[req.Group]; g != nil {
+			if m := g.members[req.MemberID]; m != nil {
+				m.left = true
+			}
+			for _, lm := range req.Members {
+				if m := g.members[lm.MemberID]; m != nil {
+					m.left = true
+				}
+			}
+		}
+		return
+	default:
+		return
+	}
+	g := r.groups[grp]
+	if g == nil {
+		return
+	}
+	if m := g.members[id]; m != nil {
+		r.seen(g, m, x, code)
+	}
+}
+
+// seen is a member's group request: an eviction when it comes after a
+// silence longer than the session timeout and is answered as to a member
+// the coordinator no longer knows.
+func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
+	t := x.Req.Time
+	if !m.evicted && m.timeout > 0 && t.Sub(m.lastSeen) >= m.timeout && (code == 25 || code == 22) {
+		m.evicted, m.back, m.silentUntil = true, true, t
+		m.answer = detectors.ErrorName(code)
+		m.backEv = detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+m.answer+" to member "+m.id+" after "+
+			strconv.FormatFloat(t.Sub(m.lastSeen).Seconds(), 'f', 1, 64)+" s of silence")
+		m.server = x.Conn.Server
+		g.evictions = append(g.evictions, m)
+		g.conns.Add(x.Conn)
+		return
+	}
+	if !m.evicted {
+		m.lastSeen = t
+		m.lastEv = detectors.EvidenceAt(x.Req, x.Req.Name()+" request of member "+m.id)
+		m.server = x.Conn.Server
+	}
+}
+
+func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) {
+	g := r.groups[req.Group]
+	if g == nil {
+		g = tally.Entry(r.groups, req.Group, maxGroups, &r.dropped, func() *group {
+			return &group{name: req.Group, members: map[string]*member{}, joiners: map[key.Client]bool{}}
+		})
+		if g == nil {
+			return
+		}
+	}
+	c := key.ClientOf(x.Req)
+	if len(g.joiners) < maxMembers {
+		g.joiners[c] = true
+	}
+	if resp.ErrorCode == 0 && resp.Generation != g.generation {
+		g.generation = resp.Generation
+		g.generations++
+	}
+	if old := g.members[req.MemberID]; old != nil && req.MemberID != "" {
+		r.seen(g, old, x, resp.ErrorCode)
+	}
+	id := resp.MemberID
+	if resp.ErrorCode != 0 && resp.ErrorCode != 79 || id == "" {
+		return
+	}
+	m := g.members[id]
+	if m == nil {
+		if len(g.members) >= maxMembers {
+			return
+		}
+		m = &member{id: id, client: c}
+		g.members[id] = m
+	}
+	m.timeout = time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	if !m.evicted {
+		m.lastSeen = x.Req.Time
+		m.lastEv = detectors.EvidenceAt(x.Req, "JoinGroup request of member "+id+" (session timeout "+
+			strconv.Itoa(int(req.SessionTimeoutMillis))+" ms)")
+		m.server = x.Conn.Server
+	}
+	g.conns.Add(x.Conn)
+}
+
+// Findings implements detectors.Rule: one per evicted member.
+func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
+	var out []detectors.Finding
+	names := make([]string, 0, len(r.groups))
+	for n := range r.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g := r.groups[n]
+		ev := append([]*member(nil), g.evictions...)
+		// Silent at the end: never back, while the group went on.
+		ids := make([]string, 0, len(g.members))
+		for id := range g.members {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			m := g.members[id]
+			if !m.evicted && !m.left && m.timeout > 0 && p.End.Sub(m.lastSeen) >= m.timeout && g.generations > 1 && othersAfter(g, m) {
+				m.evicted, m.silentUntil = true, p.End
+				ev = append(ev, m)
+			}
+		}
+		for _, m := range ev {
+			out = append(out, r.finding(p, g, m, len(ev)))
+		}
+	}
+	return out
+}
+
+// othersAfter reports whether another member of g was heard from after
+// m's session timeout ran out: the group went on without it.
+func othersAfter(g *group, m *member) bool {
+	for _, o := range g.members {
+		if o != m && !o.left && o.lastSeen.After(m.lastSeen.Add(m.timeout)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rule) finding(p *detectors.Pass, g *group, m *member, evictions int) detectors.Finding {
+	silent := m.silentUntil.Sub(m.lastSeen)
+	f := &Finding{Group: g.name, Member: m.id, ClientID: m.client.ID, Host: m.client.Host.String(),
+		SilentS: silent.Seconds(), SessionTimeoutMs: m.timeout.Milliseconds(), Back: m.back, Answer: m.answer,
+		Generations: g.generations, last: m.lastSeen, until: m.silentUntil, coordinator: p.Label(m.server)}
+	sev := max(detectors.Warning, detectors.Grade(silent, !m.back))
+	evs := []detectors.Evidence{m.lastEv}
+	if m.back {
+		evs = append(evs, m.backEv)
+	}
+	// The evictions account for the group's rebalances when there are no
+	// more generations than each eviction and return (two), and each
+	// member's first join and last leave (two) make.
+	explains := g.generations <= int64(2*evictions+2*len(g.joiners))
+	f.ExplainsRebalances = explains
+	return detectors.Finding{
+		Severity: sev,
+		First:    m.lastSeen,
+		Last:     m.silentUntil,
+		Conns:    g.conns.IDs(),
+		Nodes:    g.conns.Nodes(p.Nodes),
+		Counts:   map[string]int64{"silent_ms": silent.Milliseconds(), "session_timeout_ms": m.timeout.Milliseconds(), "generations": g.generations},
+		Evidence: evs,
+		Subject: detectors.Subject{ClientIDs: []string{m.client.ID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(),
+			Rebalances: explains},
+		Detail: f,
+	}
+}

@@ -1,0 +1,118 @@
+package memberevicted_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kfsniff/kfsniff/detectors"
+	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/memberevicted"
+	"github.com/kfsniff/kfsniff/detectors/rebalanceloop"
+)
+
+const broker = "10.1.0.10:9092"
+
+func join(h *dt.Harness, at time.Duration, client, id, member string, gen int32, timeoutMs int32, code int16) {
+	req := dt.JoinGroup("audit", member)
+	req.SessionTimeoutMillis = timeoutMs
+	resp := dt.GroupJoined(code, gen, member)
+	resp.MemberID = member
+	h.Call(h.Conn(client, broker), dt.At(at), time.Millisecond, id, req, resp)
+}
+
+func beat(h *dt.Harness, at time.Duration, client, id, member string, gen int32, code int16) {
+	h.Call(h.Conn(client, broker), dt.At(at), time.Millisecond, id, dt.ClassicHeartbeat("audit", gen, member), dt.Beat(code))
+}
+
+// group is two members beating every second; b is silent from silentFrom
+// for silentFor, then beats once more answered code.
+func group(h *dt.Harness, timeoutMs int32, silentFrom, silentFor time.Duration, code int16, end time.Duration) {
+	join(h, 0, "10.2.0.5:40000", "audit-1", "m-a", 1, timeoutMs, 0)
+	join(h, 10*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 1, timeoutMs, 0)
+	gen := int32(1)
+	for t := time.Second; t < end; t += time.Second {
+		if t > silentFrom+time.Duration(timeoutMs)*time.Millisecond && gen == 1 && code != 0 {
+			gen = 2
+			join(h, t, "10.2.0.5:40000", "audit-1", "m-a", gen, timeoutMs, 0) // the group without b
+		}
+		beat(h, t, "10.2.0.5:40000", "audit-1", "m-a", gen, 0)
+		if t < silentFrom || t >= silentFrom+silentFor {
+			c := int16(0)
+			if t >= silentFrom+silentFor && t < silentFrom+silentFor+time.Second {
+				c = code
+			}
+			if c == 0 || c != 0 {
+				beat(h, t+5*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 1, c)
+			}
+			if c != 0 {
+				return
+			}
+		}
+	}
+}
+
+func TestMemberEvicted(t *testing.T) {
+	dt.Run(t, memberevicted.Analyzer, []dt.Case{
+		{
+			Name:    "silent 12 s past a 6 s session timeout, back to UNKNOWN_MEMBER_ID: a warning",
+			Traffic: func(h *dt.Harness) { group(h, 6000, 2500*time.Millisecond, 11*time.Second, 25, 20*time.Second) },
+			Want: []dt.Want{{
+				Severity: detectors.Warning,
+				Counts:   map[string]int64{"silent_ms": 12000, "session_timeout_ms": 6000},
+				Fields: map[string]any{"group": "audit", "member": "m-b", "client_id": "audit-2", "host": "10.2.0.6",
+					"back": true, "answer": "UNKNOWN_MEMBER_ID"},
+				Summary: []string{`member "m-b" of group "audit" (client "audit-2" on 10.2.0.6) evicted: silent for 12.0 s, past its session timeout of 6.0 s; back, answered UNKNOWN_MEMBER_ID`},
+			}},
+			Explanation: []string{"longer than the session timeout of 6000 ms", "not a rebalance loop"},
+			Next:        []string{"--group audit --members"},
+		},
+		{
+			Name: "near miss: silent 5.9 s under a 6 s timeout, even answered UNKNOWN_MEMBER_ID: nothing",
+			Traffic: func(h *dt.Harness) {
+				join(h, 0, "10.2.0.5:40000", "audit-1", "m-a", 1, 6000, 0)
+				join(h, 0, "10.2.0.6:40000", "audit-2", "m-b", 1, 6000, 0)
+				beat(h, 2*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 0)
+				beat(h, 7900*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 1, 25)
+			},
+		},
+		{
+			Name: "silent 6 s, the timeout itself, answered UNKNOWN_MEMBER_ID: evicted",
+			Traffic: func(h *dt.Harness) {
+				join(h, 0, "10.2.0.5:40000", "audit-1", "m-a", 1, 6000, 0)
+				join(h, 0, "10.2.0.6:40000", "audit-2", "m-b", 1, 6000, 0)
+				beat(h, 2*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 0)
+				beat(h, 8*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 6000}}},
+		},
+		{
+			Name:    "near miss: back after a silence past the timeout but answered without error: nothing",
+			Traffic: func(h *dt.Harness) { group(h, 6000, 2500*time.Millisecond, 8*time.Second, 0, 14*time.Second) },
+		},
+		{
+			Name:    "silent 35 s: an error",
+			Traffic: func(h *dt.Harness) { group(h, 10000, 2500*time.Millisecond, 35*time.Second, 25, 40*time.Second) },
+			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"back": true}}},
+		},
+		{
+			Name: "never back while the group goes on: silent at the end",
+			Traffic: func(h *dt.Harness) {
+				group(h, 6000, 2500*time.Millisecond, time.Hour, 25, 20*time.Second)
+			},
+			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"back": false}}},
+		},
+	}, nil)
+}
+
+// TestLoopExplained: the rebalance-loop finding of a group whose
+// rebalances one eviction accounts for drops to info; a loop of many
+// generations is still a loop.
+func TestLoopExplained(t *testing.T) {
+	h := dt.New(t, nil, memberevicted.Analyzer, rebalanceloop.Analyzer)
+	group(h, 6000, 2500*time.Millisecond, 11*time.Second, 25, 20*time.Second)
+	for _, f := range h.Findings() {
+		if f.Detector == "rebalance-loop" && f.Severity > detectors.Info {
+			t.Errorf("rebalance-loop %s, not explained: %s", f.Severity, f.Summary)
+		}
+	}
+}
