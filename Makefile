@@ -10,6 +10,7 @@ BENCHTIME ?= 1s
 E2ETIME   ?= 2s
 E2ECOUNT  ?= 3
 JUNIT     ?=
+OUTAGE    ?= 3m
 export CGO_ENABLED ?= 0
 
 .DEFAULT_GOAL := help
@@ -32,6 +33,10 @@ test: ## vet, build and run every test (what CI runs)
 	$(GO) build ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	$(GO) run ./cmd/kfsniff check $(if $(JUNIT),--junit $(JUNIT)) fixtures/pcaps
+
+.PHONY: test-outage
+test-outage: ## live capture shipping under load through a 3-minute sink outage (root): no record lost (OUTAGE=3m)
+	$(GO) test -count=1 -timeout 20m -run '^TestLiveExportSpoolOutage$$' -v ./cmd/kfsniff -outage $(OUTAGE)
 
 .PHONY: fixtures
 fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captures

@@ -49,6 +49,9 @@ func (rb *Rebuilder) RebuildSplit(recs []*Record) (Events, []error) {
 			errs = append(errs, err)
 			continue
 		}
+		if ev.X == nil {
+			continue // a second agent's view (Rebuilder.Twice)
+		}
 		if out.X == nil {
 			out = ev
 			continue

@@ -55,7 +55,38 @@ type Rebuilder struct {
 	// clock: the capture's end it shipped (end_ns), a request, a
 	// response, a connection event (at most maxEnds agents).
 	ends map[string]int64
+	// One connection seen by two agents (the client's host and the
+	// broker's): tuples names the connection of a client and server
+	// endpoint pair, by the key of the first agent's records; alias
+	// maps another agent's key to it; views are the exchange records
+	// rebuilt on a connection seen by several agents (a bounded ring),
+	// so that the second view of each is dropped (Twice), after Stats
+	// took both for the clock skew.
+	tuples map[[2]netip.AddrPort]connKey
+	alias  map[connKey]connKey
+	views  map[viewKey]struct{}
+	vring  []viewKey
+	vnext  int
+	// Twice counts the records dropped as a second agent's view of an
+	// exchange or connection event already rebuilt.
+	Twice int64
 }
+
+// viewKey names one record's share of an exchange on a connection: its
+// correlation id, API, partition and first batch (a split exchange's
+// records each their own), and the record's status class.
+type viewKey struct {
+	conn      connKey
+	corr      int32
+	api       int16
+	topic     string
+	partition int32
+	batch     int
+	resp      bool // unmatched: a response alone
+}
+
+// maxViews bounds the exchanges remembered on connections two agents saw.
+const maxViews = 1 << 16
 
 // connKey names a connection: its agent, the agent's run (a restarted
 // agent numbers its connections from 1 again: without the run, its new
@@ -81,7 +112,8 @@ const maxEnds = 4096
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
 func NewRebuilder(nodes *flows.Nodes) *Rebuilder {
 	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{},
-		MaxConns: flows.DefaultConfig().MaxConns}
+		MaxConns: flows.DefaultConfig().MaxConns, tuples: map[[2]netip.AddrPort]connKey{}, alias: map[connKey]connKey{},
+		views: map[viewKey]struct{}{}}
 }
 
 // Evicted sums the counters of the connections folded for MaxConns.
@@ -107,6 +139,10 @@ func (rb *Rebuilder) fold() {
 	rb.connScan = victim
 	rb.evicted.Fold(rb.list[victim])
 	delete(rb.conns, rb.keys[victim])
+	v := rb.list[victim]
+	if t := [2]netip.AddrPort{v.Client, v.Server}; rb.tuples[t] == rb.keys[victim] {
+		delete(rb.tuples, t)
+	}
 	rb.list = append(rb.list[:victim], rb.list[victim+1:]...)
 	rb.keys = append(rb.keys[:victim], rb.keys[victim+1:]...)
 }
@@ -246,10 +282,23 @@ func endpoints(r *Record) (client, server netip.AddrPort, err error) {
 // conn returns the connection of a record, and an opening event when it
 // is seen for the first time.
 func (rb *Rebuilder) conn(r *Record, client, server netip.AddrPort, at time.Time) (*flows.Conn, *flows.Event) {
-	k := connKey{r.Agent, r.Run, r.Conn}
+	k := rb.key(r)
 	if c := rb.conns[k]; c != nil {
 		return c, nil
 	}
+	t := [2]netip.AddrPort{client, server}
+	if other, ok := rb.tuples[t]; ok && other.agent != k.agent {
+		if c := rb.conns[other]; c != nil && !c.Closed && !c.Reset {
+			// Another agent's view of a connection already rebuilt
+			// and still open (once closed, the endpoints used again
+			// are a new connection).
+			if len(rb.alias) < rb.MaxConns {
+				rb.alias[k] = other
+			}
+			return c, nil
+		}
+	}
+	rb.tuples[t] = k
 	rb.number++
 	c := flows.RemoteConn(r.Agent, rb.number, client, server, at, rb.nodes)
 	c.File = r.File
@@ -260,6 +309,44 @@ func (rb *Rebuilder) conn(r *Record, client, server netip.AddrPort, at time.Time
 	rb.fold()
 	return c, &flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: client, Server: server,
 		File: r.File, Packet: c.FirstPacket, Time: at}}
+}
+
+// key is the connection a record is on: its own, or the connection of
+// the agent that first showed it, when another agent captured it too.
+func (rb *Rebuilder) key(r *Record) connKey {
+	k := connKey{r.Agent, r.Run, r.Conn}
+	if a, ok := rb.alias[k]; ok {
+		return a
+	}
+	return k
+}
+
+// again reports whether a record is a second agent's view of an
+// exchange (or exchange partition) already rebuilt on c, remembering it
+// otherwise. Connections only one agent captured remember nothing.
+func (rb *Rebuilder) again(r *Record, k connKey) bool {
+	if len(rb.alias) == 0 {
+		return false
+	}
+	v := viewKey{conn: k, corr: r.Corr, api: r.API, topic: r.TopicID, partition: -1, batch: r.BatchIndex.V, resp: r.Status == "unmatched"}
+	if v.topic == "" {
+		v.topic = r.Topic
+	}
+	if r.Parts > 0 {
+		v.partition = r.Partition
+	}
+	if _, ok := rb.views[v]; ok {
+		return true
+	}
+	if len(rb.vring) < maxViews {
+		rb.vring = append(rb.vring, v)
+	} else {
+		delete(rb.views, rb.vring[rb.vnext])
+		rb.vring[rb.vnext] = v
+		rb.vnext = (rb.vnext + 1) % maxViews
+	}
+	rb.views[v] = struct{}{}
+	return false
 }
 
 func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
@@ -291,11 +378,27 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	}
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
+	if own := (connKey{r.Agent, r.Run, r.Conn}); rb.key(r) != own {
+		// Another agent's view of the connection: its opening or
+		// close was (or will be) told by the agent that showed it
+		// first.
+		rb.Twice++
+		return Events{}, nil
+	}
 	e.Conn = c
+	if e.Kind == flows.ConnOpened {
+		c.Handshake = c.Handshake || r.Handshake
+		c.MidStream = c.MidStream || r.MidStream
+	}
 	if r.ClientID.Set && r.ClientID.V != "" {
 		c.CountClientID(r.ClientID.V)
 	}
-	c.Seen(at, e.Packet)
+	seen := at
+	if r.Last.Set && e.Kind == flows.ConnClosed {
+		// The connection's last packet, before the close was told.
+		seen = rb.Time(&Record{Agent: r.Agent, TS: min(r.Last.V, r.TS)})
+	}
+	c.Seen(seen, e.Packet)
 	if e.Kind == flows.ConnClosed {
 		c.Closed = true
 	}
@@ -328,6 +431,10 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	}
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
+	if rb.again(r, rb.key(r)) {
+		rb.Twice++
+		return Events{}, nil
+	}
 	ev.Opened = opened
 	if r.Node.Set {
 		rb.nodes.LearnServer(server, r.Node.V)
@@ -338,7 +445,8 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 	// its further partitions.
 	first := r.BatchIndex.V == 0
 	if first && r.Parts > 1 {
-		first = rb.firstPart(exKey{r.Agent, r.Run, r.Conn, r.Corr, r.API})
+		k := rb.key(r)
+		first = rb.firstPart(exKey{k.agent, k.run, k.conn, r.Corr, r.API})
 	}
 	x.Again = !first
 	clientID := ""

@@ -94,7 +94,7 @@ const (
 	MaxBatches     = 512 // the exporter's maxBatchesPerRecord
 	MaxErrors      = 256 // Kafka has about 140 error codes
 	MaxString      = 1024
-	MaxBody        = 256 << 10 // the exporter's maxBody
+	MaxBody        = 256 << 10                       // the exporter's maxBody
 	MaxAgent       = 255                             // a host name's bound: agents name tables' keys
 	minTS          = 0                               // 1970-01-01 (0: absent)
 	maxTS          = 4102444800 * int64(time.Second) // 2100-01-01
@@ -187,6 +187,12 @@ type Record struct {
 	Event    string // event: opened, closed, recognised, refused, syn-unanswered
 	Attempts int    // attempts (0: absent)
 	Pkt      int64  // pkt
+	// Handshake and MidStream: an opening whose SYN was captured, or of
+	// a connection open before the capture began (schema 2).
+	Handshake, MidStream bool // handshake, midstream
+	// Last is last_ns on a "closed" event: the connection's last packet,
+	// Unix nanoseconds, the agent's clock (schema 2).
+	Last Opt[int64]
 
 	// A finding's fields.
 	State string // state: raised or final
@@ -271,6 +277,8 @@ func Parse(b []byte) (Record, error) {
 		switch {
 		case r.TS < minTS || r.TS >= maxTS:
 			return Record{}, fmt.Errorf("%w: ts_ns %d is not in the years 1970-2099", ErrTime, r.TS)
+		case r.Last.Set && (r.Last.V < minTS || r.Last.V >= maxTS):
+			return Record{}, fmt.Errorf("%w: last_ns %d is not in the years 1970-2099", ErrTime, r.Last.V)
 		case r.End.Set && (r.End.V < minTS || r.End.V >= maxTS):
 			return Record{}, fmt.Errorf("%w: end_ns %d is not in the years 1970-2099", ErrTime, r.End.V)
 		case r.Latency.Set && (r.Latency.V < minLatency || r.Latency.V > maxLatency):
@@ -929,6 +937,12 @@ func (d *decoder) record(r *Record) {
 			})
 		case "event":
 			r.Event = d.plainStr()
+		case "last_ns":
+			d.optI64(&r.Last)
+		case "handshake":
+			r.Handshake, _ = d.boolean()
+		case "midstream":
+			r.MidStream, _ = d.boolean()
 		case "attempts":
 			r.Attempts = int(d.i32())
 		case "pkt":

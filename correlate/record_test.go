@@ -75,6 +75,15 @@ func fields(r *Record) map[string]any {
 		str("event", r.Event)
 		nz("attempts", int64(r.Attempts))
 		num("pkt", r.Pkt)
+		if r.Handshake {
+			m["handshake"] = true
+		}
+		if r.Last.Set {
+			num("last_ns", r.Last.V)
+		}
+		if r.MidStream {
+			m["midstream"] = true
+		}
 		return m
 	}
 	num("api", int64(r.API))
@@ -209,7 +218,7 @@ var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns c
 	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed
 	batches.magic batches.leader_epoch batches.producer_id batches.producer_epoch batches.base_sequence
 	batches.attributes batches.bytes batches.first_ts batches.max_ts
-	event attempts pkt state finding`)
+	event attempts pkt handshake midstream last_ns state finding`)
 
 // TestRoundTrip: every record the real exporter ships from the scenario
 // captures, and from exchanges built for the fields they lack, parses to

@@ -100,7 +100,11 @@ type Counts struct {
 	// for MaxHeldBytes; Folded are connections folded into the totals
 	// past the connection table's bound.
 	Duplicates, TooLarge, BadTime, Clipped, Early, Folded int64
-	Agents                                                []string
+	// Twice were a second agent's view of an exchange or connection
+	// event another agent's records showed (the client's host and the
+	// broker's): skipped, after the clock skew took both.
+	Twice  int64
+	Agents []string
 	// Partitions are those read (held at the end, in a group).
 	Partitions []int32
 }
@@ -171,6 +175,13 @@ type Source struct {
 	// (assemble.go), queue them in the order begun.
 	assembling map[exKey]*assembly
 	queue      []*assembly
+	// answers are the exchanges rebuilt whose answer comes later than
+	// the records released so far (routed), by the answer's time.
+	answers   answerHeap
+	answerSeq uint64
+	// lastAnswer is, per connection, the time of its latest exchange
+	// waiting in answers.
+	lastAnswer map[*flows.ConnInfo]int64
 }
 
 // identity is a record's agent and run (hashed) and seq.
@@ -321,6 +332,17 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 					s.counts.Dropped += int64(len(a.recs))
 					a.done = true
 					delete(s.assembling, k)
+				}
+			}
+			n := len(s.answers)
+			s.answers = slices.DeleteFunc(s.answers, func(a answer) bool { return a.lane == p })
+			if len(s.answers) != n {
+				s.counts.Dropped += int64(n - len(s.answers))
+				heap.Init(&s.answers)
+				clear(s.lastAnswer)
+				for _, a := range s.answers {
+					c := &a.x.X.Conn.ConnInfo
+					s.lastAnswer[c] = max(s.lastAnswer[c], a.at)
 				}
 			}
 		}
@@ -645,11 +667,15 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 			s.warn(fmt.Errorf("agent %q: %w", it.Rec.Agent, err))
 			continue
 		}
+		if ev.X == nil && ev.Conn == nil && ev.Req == nil && ev.Opened == nil {
+			continue // a second agent's view (Rebuilder.Twice)
+		}
 		out = s.routed(it.Lane, it.At, it.Rec.Type, ev, out)
 		items[i] = Item{}
 	}
 	if final {
 		out = s.expire(math.MaxInt64, out)
+		out = s.releaseAnswers(math.MaxInt64, out)
 	}
 	return out
 }
@@ -692,8 +718,13 @@ func (s *Source) assembled(a *assembly, out []Routed) []Routed {
 }
 
 // routed counts what a record (or a split exchange's records) gave and
-// appends it.
+// appends it: its request at the request's time, its exchange at the
+// response's, as a capture's analysis hands them to the rules (a
+// Metadata answer that came before a refused Produce's answer is read
+// first, whichever request was sent first). An exchange answered later
+// than the records released waits in s.answers.
 func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Routed) []Routed {
+	out = s.releaseAnswers(at, out)
 	if typ == TypeExchange {
 		s.counts.Exchanges++
 	} else {
@@ -706,7 +737,46 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 	if t.After(s.last) {
 		s.last = t
 	}
+	if x := ev.X; x != nil && x.X.Conn != nil {
+		// Kafka answers a connection's requests in order: an exchange
+		// is not handed over before one of an earlier request of its
+		// connection (an unanswered request is overtaken by the next
+		// answer, not by an earlier request answered late).
+		when := at
+		if x.X.Resp != nil && x.X.Req != nil {
+			when = max(when, x.X.Resp.Time.UnixNano())
+		}
+		c := &x.X.Conn.ConnInfo
+		if last, ok := s.lastAnswer[c]; ok {
+			when = max(when, last)
+		}
+		if when > at {
+			if s.lastAnswer == nil {
+				s.lastAnswer = map[*flows.ConnInfo]int64{}
+			}
+			s.lastAnswer[c] = when
+			s.answerSeq++
+			heap.Push(&s.answers, answer{lane: lane, at: when, seq: s.answerSeq, x: x})
+			ev.X = nil
+			if ev.Opened == nil && ev.Req == nil && ev.Conn == nil {
+				return out
+			}
+		}
+	}
 	return append(out, Routed{Lane: lane, Events: ev})
+}
+
+// releaseAnswers appends the exchanges waiting in s.answers answered by at
+// (all of them when at is math.MaxInt64), in the order of their answers.
+func (s *Source) releaseAnswers(at int64, out []Routed) []Routed {
+	for s.answers.Len() > 0 && s.answers[0].at <= at {
+		a := heap.Pop(&s.answers).(answer)
+		if c := &a.x.X.Conn.ConnInfo; s.lastAnswer[c] == a.at {
+			delete(s.lastAnswer, c)
+		}
+		out = append(out, Routed{Lane: a.lane, Events: Events{X: a.x}})
+	}
+	return out
 }
 
 func (s *Source) warn(err error) {
@@ -722,6 +792,7 @@ func (s *Source) Counts() Counts {
 	defer s.mu.Unlock()
 	c := s.counts
 	c.Folded = int64(s.rb.Evicted().Conns)
+	c.Twice = s.rb.Twice
 	for a := range s.agents {
 		c.Agents = append(c.Agents, a)
 	}
@@ -901,4 +972,43 @@ func (s *Source) Close() {
 	s.ended = true
 	s.mu.Unlock()
 	s.cl.Close()
+}
+
+// answer is an exchange waiting for its answer's time (Source.routed).
+type answer struct {
+	lane int32
+	at   int64
+	seq  uint64 // order of arrival, among answers at one time
+	x    *flows.Event
+}
+
+// answerHeap is the answers waiting, earliest first.
+type answerHeap []answer
+
+func (h answerHeap) Len() int { return len(h) }
+func (h answerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h answerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *answerHeap) Push(x any)   { *h = append(*h, x.(answer)) }
+func (h *answerHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = answer{}
+	*h = old[:len(old)-1]
+	return a
+}
+
+// Lag is, per partition held, how many records the last fetch's high
+// watermark is past the next offset to read (the correlator's metrics).
+// Called on the goroutine that calls Next.
+func (s *Source) Lag() map[int32]int64 {
+	out := make(map[int32]int64, len(s.parts))
+	for p, st := range s.parts {
+		out[p] = max(0, st.hw-st.next)
+	}
+	return out
 }

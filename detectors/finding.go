@@ -64,7 +64,8 @@ type Finding struct {
 	Last     time.Time `json:"last"`
 	Conns    []int     `json:"connections,omitempty"`
 	Nodes    []int32   `json:"nodes,omitempty"`
-	// Counts are the numbers behind the finding, by name.
+	// Counts are the numbers behind the finding, by name: those of the
+	// Detail's fields tagged `count:"name"` (CountsOf).
 	Counts map[string]int64 `json:"counts,omitempty"`
 	// Fields are the key field values (topic, partition, leader id,
 	// epoch, offsets...), by name, typed.
@@ -90,8 +91,10 @@ type Finding struct {
 }
 
 // Detail is a rule's own finding: typed fields, which become the finding's
-// "fields" under their json tags (FieldsOf), and its prose, written beside
-// the type (franz-go's kgo.ErrDataLoss writes its sentence the same way).
+// "fields" under their json tags (FieldsOf) and its "counts" under their
+// count tags (CountsOf), and its prose, written beside the type from its
+// exported fields (franz-go's kgo.ErrDataLoss writes its sentence the
+// same way).
 type Detail interface {
 	Summary() string
 	Explanation() string
@@ -105,6 +108,73 @@ func (f *Finding) fill() {
 	}
 	f.Summary, f.Explanation, f.Next = f.Detail.Summary(), f.Detail.Explanation(), f.Detail.Next()
 	f.Fields = FieldsOf(f.Detail)
+	if c := CountsOf(f.Detail); c != nil {
+		f.Counts = c
+	}
+}
+
+// CountsOf returns the counts of a struct (or pointer to one) by name:
+// its integer fields tagged `count:"name"`, one tagged
+// `count:"name,omitempty"` left out when zero, the length of a slice or
+// map tagged `count:"name,len"` (partitions listed), the value of a
+// pointer to an integer when set (a count present only sometimes, whose
+// value may be zero), and the entries of a
+// map[string]int64 field tagged `count:",inline"` (counts named as the
+// traffic shows them: an error's name). The fields of an untagged
+// embedded struct are the struct's own. Nil if there are none.
+func CountsOf(d any) map[string]int64 {
+	v := reflect.Indirect(reflect.ValueOf(d))
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]int64{}
+	countsInto(out, v)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func countsInto(out map[string]int64, v reflect.Value) {
+	for i := range v.NumField() {
+		sf := v.Type().Field(i)
+		tag, ok := sf.Tag.Lookup("count")
+		if !ok {
+			if sf.Anonymous && sf.Type.Kind() == reflect.Struct && sf.Tag.Get("json") == "" {
+				countsInto(out, v.Field(i))
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			panic("detectors: count tag on unexported field " + sf.Name)
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		switch {
+		case opts == "len" && (fv.Kind() == reflect.Slice || fv.Kind() == reflect.Map):
+			out[name] = int64(fv.Len())
+		case opts == "inline" && fv.Kind() == reflect.Map:
+			for _, k := range fv.MapKeys() {
+				out[k.String()] += fv.MapIndex(k).Int()
+			}
+		case fv.CanInt():
+			if opts != "omitempty" || fv.Int() != 0 {
+				out[name] = fv.Int()
+			}
+		case fv.CanUint():
+			if opts != "omitempty" || fv.Uint() != 0 {
+				out[name] = int64(fv.Uint())
+			}
+		default:
+			panic("detectors: count tag on " + sf.Type.String() + " field " + sf.Name)
+		}
+	}
 }
 
 // FieldsOf returns the fields of a struct (or pointer to one) by their

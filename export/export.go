@@ -10,14 +10,12 @@
 package export
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -42,6 +40,9 @@ const SchemaVersion = 2
 
 // DefaultBuffer is how many records may wait for the sink by default.
 const DefaultBuffer = 65536
+
+// DefaultSpoolSize bounds the spool on disk by default: 1 GiB.
+const DefaultSpoolSize = 1 << 30
 
 // maxBufferedBytes bounds the bytes waiting for the sink, whatever the
 // record count: 64 MiB.
@@ -76,6 +77,15 @@ type Config struct {
 	// Waiting, if set, is told when Close has waited a second for the
 	// sink and goes on waiting: how many records, for how much longer.
 	Waiting func(pending int64, upTo time.Duration)
+	// SpoolDir, when set, is where records past Buffer wait for the sink
+	// on disk (spool.go), up to SpoolSize bytes (DefaultSpoolSize when
+	// 0); without it they are dropped.
+	SpoolDir  string
+	SpoolSize int64
+	// Notify, if set, is told in a sentence when the sink goes down, stays
+	// down (every minute) and comes back, and of records an earlier run
+	// left in the spool.
+	Notify func(string)
 	// Opts are more kgo options (tests).
 	Opts []kgo.Opt
 }
@@ -94,8 +104,18 @@ type Stats struct {
 	// sink refused them or was still unreachable when the run ended.
 	Dropped int64
 	Failed  int64
-	// Pending are still waiting (only while the capture runs).
+	// Pending are still waiting, in memory and in the spool (only while
+	// the capture runs); Oldest is how long the oldest of them has.
 	Pending int64
+	Oldest  time.Duration
+	// Spilled records went to the spool (SpoolDir) in all; Spooled are
+	// in it now (at the end: left for the next run, Saved of them put
+	// back by the end of the run), SpoolBytes its size on disk.
+	SpoolDir          string
+	Spilled, Spooled  int64
+	Saved, SpoolBytes int64
+	// Up is false while the sink is down (DownAfter).
+	Up bool
 	// LastError is the last delivery error, if any.
 	LastError string
 }
@@ -114,6 +134,7 @@ type Exporter struct {
 	// connErr is the last failure to connect to the sink (dial, TLS,
 	// SASL), cleared by a success: what "client closed" hides.
 	connErr atomic.Pointer[string]
+	delivery
 	promise func(*kgo.Record, error)
 	// send is ship, or a test's sink for the records as encoded.
 	send      func(topic string, key, value []byte)
@@ -201,16 +222,26 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
 	}
+	if cfg.SpoolSize <= 0 {
+		cfg.SpoolSize = DefaultSpoolSize
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.ProducerLinger(50 * time.Millisecond),
 		// The limits are the exporter's own (limit, below); these are
-		// kgo's, set just above so that TryProduce never blocks.
-		kgo.MaxBufferedRecords(cfg.Buffer + 1),
-		kgo.MaxBufferedBytes(maxBufferedBytes),
-		kgo.RecordDeliveryTimeout(30 * time.Second),
+		// kgo's, set above so that TryProduce never blocks: twice, for
+		// the records of a recreated topic shipped again (deliver.go)
+		// beside those of the capture.
+		kgo.MaxBufferedRecords(2*cfg.Buffer + 1),
+		kgo.MaxBufferedBytes(2 * maxBufferedBytes),
+		// No delivery timeout: records wait in memory (and past it in
+		// the spool) for as long as the sink is down; dropped past both.
+		// Nor a limit on unknown-topic answers: a sink restarted empty,
+		// or the topic recreated (a new topic id), is waited for; Reach
+		// says at the start when the topic does not exist.
+		kgo.UnknownTopicRetries(-1),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
 	}
@@ -245,19 +276,11 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("export: %v", err)
 	}
 	e.run = hex.EncodeToString(r[:])
-	return e, nil
-}
-
-// connectHook keeps the last failure to reach the sink.
-type connectHook struct{ e *Exporter }
-
-func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
-	if err == nil {
-		h.e.connErr.Store(nil)
-		return
+	if err := e.startDelivery(); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("export: %v", err)
 	}
-	s := err.Error()
-	h.e.connErr.Store(&s)
+	return e, nil
 }
 
 // Codec is the compression a --export-compression name stands for.
@@ -275,125 +298,6 @@ func Codec(name string) (kgo.CompressionCodec, error) {
 		return kgo.NoCompression(), nil
 	}
 	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want zstd, lz4, snappy, gzip or none", name)
-}
-
-// delivered is kgo's promise for every record: counts, and the record
-// back to the pool.
-func (e *Exporter) delivered(r *kgo.Record, err error) {
-	e.inflight.Add(-1)
-	switch {
-	case err == nil:
-		e.sent.Add(1)
-		if r.Topic == e.cfg.FindingsTopic {
-			e.findings.Add(1)
-		}
-	case errors.Is(err, kgo.ErrMaxBuffered):
-		e.dropped.Add(1)
-	default:
-		e.failed.Add(1)
-		s := err.Error()
-		e.lastErr.Store(&s)
-	}
-	buf := r.Value[:0]
-	*r = kgo.Record{Value: buf}
-	e.recs.Put(r)
-}
-
-// ship hands key and value (copied) to kgo without ever blocking: past
-// the buffer's bound the record is dropped and counted.
-func (e *Exporter) ship(topic string, key, value []byte) {
-	if e.inflight.Load() >= e.limit.Load() {
-		e.dropped.Add(1)
-		return
-	}
-	e.inflight.Add(1)
-	r := e.recs.Get().(*kgo.Record)
-	data := append(r.Value[:0], key...)
-	data = append(data, value...)
-	r.Key, r.Value = data[:len(key):len(key)], data[len(key):]
-	r.Topic = topic
-	e.cl.TryProduce(context.Background(), r, e.promise)
-}
-
-// Stats returns the counts so far.
-func (e *Exporter) Stats() Stats {
-	s := Stats{
-		Sink: e.sink, Topic: e.cfg.Topic, FindingsTopic: e.cfg.FindingsTopic,
-		Records: e.sent.Load(), Findings: e.findings.Load(),
-		Dropped: e.dropped.Load(), Failed: e.failed.Load(), Pending: e.inflight.Load(),
-	}
-	if p := e.lastErr.Load(); p != nil {
-		s.LastError = *p
-	}
-	if p := e.connErr.Load(); p != nil {
-		// Records waiting for an unreachable sink fail as "client
-		// closed" at the end: the reason is the connection's.
-		s.LastError = "sink unreachable: " + *p
-	}
-	return s
-}
-
-// Dropped is what did not reach the sink so far (dropped and failed): the
-// number the status line shows.
-func (e *Exporter) Dropped() int64 { return e.dropped.Load() + e.failed.Load() }
-
-// Close waits up to the flush timeout for what is buffered to be
-// delivered, then closes the client (what is still waiting fails and is
-// counted), and returns the final counts.
-func (e *Exporter) Close() Stats { return e.CloseAbort(nil) }
-
-// CloseAbort is Close cut short when abort is closed (kfsniff closes it on
-// a second Ctrl-C): what the sink has not taken by then is counted failed.
-func (e *Exporter) CloseAbort(abort <-chan struct{}) Stats {
-	e.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.FlushTimeout)
-		aborted := false
-		if abort != nil {
-			stopped := make(chan struct{})
-			defer close(stopped)
-			go func() {
-				select {
-				case <-abort:
-					cancel()
-				case <-stopped:
-				}
-			}()
-		}
-		done := make(chan error, 1)
-		go func() { done <- e.cl.Flush(ctx) }()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(time.Second):
-			if e.cfg.Waiting != nil && e.cfg.FlushTimeout > time.Second {
-				e.cfg.Waiting(e.inflight.Load(), e.cfg.FlushTimeout-time.Second)
-			}
-			err = <-done
-		}
-		if abort != nil {
-			select {
-			case <-abort:
-				aborted = true
-			default:
-			}
-		}
-		cancel()
-		e.cl.Close() // fails what is left, its promises on kgo's goroutine
-		for wait := time.Now().Add(5 * time.Second); e.inflight.Load() > 0 && time.Now().Before(wait); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := e.inflight.Swap(0); n > 0 {
-			e.failed.Add(n) // promises never called: not delivered
-		}
-		e.closeStats = e.Stats()
-		e.closeStats.Pending = 0
-		if aborted && err != nil {
-			e.closeStats.LastError = "flush cut short by Ctrl-C"
-		} else if err != nil && e.closeStats.LastError == "" {
-			e.closeStats.LastError = "not delivered before the flush timeout (" + e.cfg.FlushTimeout.String() + ")"
-		}
-	})
-	return e.closeStats
 }
 
 // OnConnEvent ships a connection's opening, closing, refusal or
@@ -437,6 +341,24 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	}
 	if ev.Attempts > 0 {
 		b = appendInt(b, "attempts", int64(ev.Attempts))
+	}
+	if ev.Kind == flows.ConnClosed && ev.Conn != nil && !ev.Conn.LastSeen.IsZero() {
+		// The connection's last packet: a close is told when its
+		// stream completes, later (the wait of a request it left
+		// unanswered ends at its last packet).
+		b = appendInt(b, "last_ns", ev.Conn.LastSeen.UnixNano())
+	}
+	if ev.Kind == flows.ConnOpened && ev.Conn != nil {
+		// Whether the connection was seen opening (its SYN) or was
+		// already open when the capture began: connection-refused
+		// counts the former as a recovery, reconnect-storm leaves the
+		// latter out.
+		if ev.Conn.Handshake {
+			b = appendBool(b, "handshake", true)
+		}
+		if ev.Conn.MidStream {
+			b = appendBool(b, "midstream", true)
+		}
 	}
 	b = appendInt(b, "pkt", int64(ev.Packet))
 	if ev.File > 0 {

@@ -56,12 +56,24 @@ type Config struct {
 	// the older half not heard from since they opened is closed early
 	// (connection churn).
 	MaxStreams int
-	// Deferred makes the analyzer hand its events to Sink instead of
-	// calling handlers, and leaves flushing on the clock to the caller
-	// (Flush); see Event and Delivery.
-	Deferred bool
-	Sink     func(Event)
-	// StablePackets, with Deferred, says that the bytes of every packet
+	// FragTimeout (capture time) gives up an IP datagram whose fragments
+	// have not all come; MaxFragDatagrams and MaxFragBytes bound the
+	// datagrams being reassembled and the bytes they hold (the oldest is
+	// given up first). See defrag.go.
+	FragTimeout      time.Duration
+	MaxFragDatagrams int
+	MaxFragBytes     int
+}
+
+// Worker is how an engine that splits one capture among analyzers (the
+// sharded pipeline) runs one of them: what a lone analyzer, made by New
+// with the user's bounds alone, never needs. NewWorker takes it.
+type Worker struct {
+	// Sink takes the analyzer's events instead of handlers (the
+	// analyzer is deferred): flushing on the clock is left to the
+	// caller (Flush); see Event and Delivery. It must be set.
+	Sink func(Event)
+	// StablePackets says that the bytes of every packet
 	// given to the analyzer stay as they are until the events made at
 	// that packet have been delivered (the sharded engine keeps its
 	// rounds of packets so): a Produce request that lies whole in its
@@ -77,13 +89,6 @@ type Config struct {
 	// with packets given to the analyzer by PacketAt at the same places.
 	// If nil, the analyzer learns them from its own packets.
 	Listeners *Listeners
-	// FragTimeout (capture time) gives up an IP datagram whose fragments
-	// have not all come; MaxFragDatagrams and MaxFragBytes bound the
-	// datagrams being reassembled and the bytes they hold (the oldest is
-	// given up first). See defrag.go.
-	FragTimeout      time.Duration
-	MaxFragDatagrams int
-	MaxFragBytes     int
 	// Defragmented says IP fragments are reassembled before this
 	// analyzer, by the Sharder that feeds it: fragments are only counted,
 	// and reassembled datagrams and the losses come through Do.
@@ -186,6 +191,7 @@ type Analyzer struct {
 	// cfg.BufferBudget.
 	tlsHeld  int64
 	cfg      Config
+	w        Worker // the engine's options (NewWorker); zero for New
 	dl       *Delivery
 	phase    uint8
 	stats    Stats
@@ -217,21 +223,13 @@ type Analyzer struct {
 	lastN      uint64
 	endTime    time.Time
 	ar         arena
-	// spare takes big frame buffers back from the delivery; owned is the
-	// one just filled, for the message being made.
+	// spare takes big frame buffers back from the delivery; fpool keeps
+	// big buffers for reuse.
 	spare chan []byte
-	owned []byte
-	// lend is the framer buffer holding exactly the frame being handed
-	// on (complete), which own may give to the message instead of a
-	// copy (lent says it did); fpool keeps big buffers for reuse.
-	lend  []byte
-	lent  bool
 	fpool framePool
 	// payload is the TCP payload of the packet being reassembled, with
-	// Config.StablePackets; view says that the frames now taken lie in
-	// it (stableView).
+	// Worker.StablePackets (stableView).
 	payload []byte
-	view    viewKind
 	// memoHeld is what the connections' memos hold (memo.go), and wide.
 	memoHeld int64
 	// wide is the answers remembered for all connections (decodeWide).
@@ -276,14 +274,31 @@ type Analyzer struct {
 	hot [hotStreams]*stream
 }
 
+// deferred reports an analyzer handing its events to its Worker's Sink.
+func (a *Analyzer) deferred() bool { return a.w.Sink != nil }
+
 // New returns an Analyzer delivering events to the handlers, each of which
 // implements any of RequestHandler, ExchangeHandler and ConnHandler.
 func New(cfg Config, handlers ...Handler) *Analyzer {
+	return newAnalyzer(cfg, Worker{}, handlers)
+}
+
+// NewWorker returns an Analyzer that is one of the workers of an engine,
+// handing its events to w.Sink.
+func NewWorker(cfg Config, w Worker) *Analyzer {
+	if w.Sink == nil {
+		panic("flows: NewWorker without a Sink")
+	}
+	return newAnalyzer(cfg, w, nil)
+}
+
+func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultConfig().MaxStreams
 	}
 	a := &Analyzer{
 		cfg:     cfg,
+		w:       w,
 		dl:      newDelivery(handlers),
 		streams: make(map[tupleKey]*stream),
 		idle:    make(map[tupleKey]*Conn),
@@ -293,11 +308,11 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	// its events; it never reads them itself.
 	a.nodes = a.dl.nodes
 	a.msgs = newMsgPool()
-	if cfg.Deferred {
+	if a.deferred() {
 		a.spare = make(chan []byte, 16)
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
-	shards := max(1, cfg.Shards)
+	shards := max(1, w.Shards)
 	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
@@ -306,11 +321,11 @@ func New(cfg Config, handlers ...Handler) *Analyzer {
 	a.asm.MaxBufferedPagesTotal = cfg.MaxBufferedPages * 16
 	a.hdr.init()
 	a.tcp = &a.hdr.tcp
-	a.listeners = cfg.Listeners
+	a.listeners = w.Listeners
 	if a.listeners == nil {
 		a.listeners, a.learn = NewListeners(), true
 	}
-	if !cfg.Defragmented {
+	if !w.Defragmented {
 		a.frag = newDefrag(&a.cfg)
 	}
 	return a
@@ -401,7 +416,7 @@ func (a *Analyzer) Stats() *Stats { return &a.stats }
 
 // nextID numbers connections from 1, never reusing a number.
 func (a *Analyzer) nextID() int {
-	if a.cfg.Deferred {
+	if a.deferred() {
 		return 0 // numbered when delivered (Delivery)
 	}
 	a.lastID++
@@ -469,7 +484,7 @@ func (a *Analyzer) PacketAt(p *capture.Packet, seq uint64) {
 	a.cur = p
 	a.lastFile, a.lastN = p.File, p.N
 	a.packet(p)
-	if !a.cfg.Deferred {
+	if !a.deferred() {
 		a.maybeFlush(p.Time)
 	}
 }
@@ -693,7 +708,7 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	} else {
 		a.gens++
 	}
-	if a.cfg.StablePackets {
+	if a.w.StablePackets {
 		a.payload = t.Payload
 	}
 	a.asm.AssembleWithContext(netFlow(src, dst, gen), t, &a.ctx)
@@ -871,8 +886,8 @@ func (a *Analyzer) out(ev Event) {
 }
 
 func (a *Analyzer) hand(ev *Event) {
-	if a.cfg.Deferred {
-		a.cfg.Sink(*ev)
+	if a.deferred() {
+		a.w.Sink(*ev)
 		return
 	}
 	a.dl.Deliver(ev)
@@ -901,7 +916,7 @@ func (a *Analyzer) scatter() {
 // shareOf says, in a problem about a bound split among analyzers
 // (Config.Shards), that v is this one's share.
 func (a *Analyzer) shareOf(v int) string {
-	if n := a.cfg.Shards; n > 1 {
+	if n := a.w.Shards; n > 1 {
 		return fmt.Sprintf(" (this worker's share of %d, split among %d workers)", v*n, n)
 	}
 	return ""
@@ -910,12 +925,14 @@ func (a *Analyzer) shareOf(v int) string {
 // own returns frame in memory of its own for a deferred analyzer, whose
 // events outlive the reassembly buffers: small frames are carved from
 // shared chunks (given back together once their events are delivered, see
-// arena.go), large ones copied alone.
-func (a *Analyzer) own(frame []byte) []byte {
-	if !a.cfg.Deferred {
-		return frame
+// arena.go), large ones copied alone, and owned is the buffer the
+// message then holds alone (nil for the arena's and for a view). src says
+// where frame lies (frameSource).
+func (a *Analyzer) own(frame []byte, src *frameSource) (_, owned []byte) {
+	if !a.deferred() {
+		return frame, nil
 	}
-	if a.view == viewRequests && len(frame) >= 2 && binary.BigEndian.Uint16(frame) == uint16(kmsg.Produce) {
+	if src.view == viewRequests && len(frame) >= 2 && binary.BigEndian.Uint16(frame) == uint16(kmsg.Produce) {
 		// In a packet that stays until the frame's events are
 		// delivered (Config.StablePackets): a Produce request's
 		// decoded body keeps nothing of the frame once its records
@@ -924,27 +941,26 @@ func (a *Analyzer) own(frame []byte) []byte {
 		// when their exchange is delivered, later; responses' bodies
 		// may be kept by what learns from them (a view there pinned
 		// whole rounds: churn-conns.pcap's heap grew by 40 MiB).
-		return frame
+		return frame, nil
 	}
-	if cap(a.lend) >= poolMin && &frame[0] == &a.lend[decode.SizeLen] {
+	if cap(src.lend) >= poolMin && &frame[0] == &src.lend[decode.SizeLen] {
 		// The frame is alone in its framer's buffer (complete), one
 		// the pool takes back: the message takes the buffer, and the
 		// framer another.
-		a.owned, a.lent = a.lend, true
-		return frame
+		src.lent = true
+		return frame, src.lend
 	}
 	if len(frame) > arenaChunk/4 {
 		// A big frame gets a buffer of its own, one that the delivery
 		// gave back (see release) if one is big enough.
 		b := a.getBuffer(len(frame))[:len(frame)]
 		copy(b, frame)
-		a.owned = b
-		return b
+		return b, b
 	}
 	b := a.ar.take(len(frame))
 	start := len(b)
 	a.ar.cur = append(b, frame...)
-	return a.ar.cur[start:len(a.ar.cur):len(a.ar.cur)]
+	return a.ar.cur[start:len(a.ar.cur):len(a.ar.cur)], nil
 }
 
 // viewKind says which frames own may hand on as views (stableView).
@@ -977,6 +993,12 @@ func (a *Analyzer) emit(x *Exchange) {
 }
 
 func (a *Analyzer) emitConn(e *ConnEvent) { a.out(Event{Conn: e}) }
+
+// here is packetPos as a Place.
+func (a *Analyzer) here() Place {
+	file, n, t := a.packetPos()
+	return Place{File: file, Packet: n, Time: t}
+}
 
 // packetPos returns the current packet's position, or the last one seen
 // when called outside packet processing (flushes at the end).

@@ -402,14 +402,14 @@ func (f *framer) dropForBudget() {
 // deliverDropped delivers the response dropped for the budget once its
 // last byte has passed (or the rest of it cannot come): a response paired
 // with its request, not decoded (a decode error).
-func (f *framer) deliverDropped() {
+func (f *framer) deliverDropped(at Place) {
 	x := f.dropped
 	if x == nil {
 		return
 	}
 	f.dropped = nil
 	m := x.Resp
-	m.File, m.Packet, m.Time = f.s.a.packetPos()
+	m.File, m.Packet, m.Time = at.File, at.Packet, at.Time
 	c := f.conn()
 	c.Responses++
 	c.DecodeErrors++

@@ -133,7 +133,7 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 	bound := fmt.Sprintf("%d requests waiting on this connection (the bound per connection)", a.cfg.MaxPending)
 	if why == noteMaxPendingTotal {
 		bound = fmt.Sprintf("%d requests waiting across connections (the total bound)", a.cfg.MaxPendingTotal)
-		if n := a.cfg.Shards; n > 1 {
+		if n := a.w.Shards; n > 1 {
 			bound = fmt.Sprintf("%d requests waiting across this worker's connections (its share of the total bound, %d, split among %d workers)", a.cfg.MaxPendingTotal, a.cfg.MaxPendingTotal*n, n)
 		}
 	}

@@ -101,14 +101,13 @@ func skipWhy(reason string) uint8 {
 // lost). If the lost frame is a request whose header was captured, the
 // request is still remembered (not counted as a request frame) so that
 // its response can be decoded.
-func (f *framer) gap(n, cut int) {
+func (f *framer) gap(n, cut int, at Place) {
 	c := f.conn()
 	a := f.s.a
 	c.Gaps++
-	file, pkt, now := a.packetPos()
 	c.Lost[f.role()] += int64(n - cut)
 	c.Cut[f.role()] += int64(cut)
-	c.LastGap = Place{File: file, Packet: pkt, Time: now}
+	c.LastGap = at
 	if c.Gaps == 1 {
 		c.FirstGap = c.LastGap
 	}
@@ -130,12 +129,12 @@ func (f *framer) gap(n, cut int) {
 		if int64(n) <= f.skipTo {
 			f.skipTo -= int64(n)
 			if f.skipTo == 0 {
-				f.deliverDropped()
+				f.deliverDropped(at)
 			}
 			return
 		}
 		f.skipTo = 0
-		f.deliverDropped()
+		f.deliverDropped(at)
 	}
 	if len(f.buf) > 0 {
 		what += "; partial frame dropped"
@@ -153,12 +152,12 @@ func (f *framer) gap(n, cut int) {
 			f.skipTo, f.skipWhy = rest, skipWhy(reason)
 			f.buf = f.buf[:0]
 			f.tentative = true
-			c.problem(file, pkt, what)
+			c.problem(at.File, at.Packet, what)
 			f.trim()
 			return
 		}
 	}
-	c.problem(file, pkt, what)
+	c.problem(at.File, at.Packet, what)
 	f.buf = f.buf[:0]
 	f.synced, f.tentative = false, false
 	f.trim()
@@ -220,13 +219,27 @@ func (f *framer) end() {
 	f.s.a.putBuffer(f.buf)
 	f.buf = nil
 	f.account()
-	f.deliverDropped()
+	f.deliverDropped(f.s.a.here())
 	f.unstash()
 	f.forget()
 }
 
-// feed takes bytes in stream order; data is only valid during the call.
-func (f *framer) feed(data []byte) {
+// frameSource is what the framer's calls for one delivery of bytes are
+// handed, as arguments rather than through the analyzer's fields: the
+// packet the bytes came in (at), which of the frames lying whole in them
+// own may hand on as views (view), and, for a deferred analyzer, the
+// framer's buffer when it holds exactly the frame being handed on (lend),
+// which own may give to the message instead of a copy (setting lent).
+type frameSource struct {
+	at   Place
+	view viewKind
+	lend []byte
+	lent bool
+}
+
+// feed takes bytes in stream order, which came in the packet at; data is
+// only valid during the call.
+func (f *framer) feed(data []byte, at Place) {
 	if f.tls {
 		f.conn().skip(SkipTLS, len(data))
 		return
@@ -237,19 +250,17 @@ func (f *framer) feed(data []byte) {
 		f.conn().skip(skipReasons[f.skipWhy], int(n))
 		data = data[n:]
 		if f.skipTo == 0 {
-			f.deliverDropped()
+			f.deliverDropped(at)
 		}
 		if len(data) == 0 {
 			return
 		}
 	}
 	a := f.s.a
-	file, pkt, now := a.packetPos()
 	owned := len(f.buf) > 0
 	// view: the frames that lie whole in data may be handed on as views
 	// of it even by a deferred analyzer (own).
 	view := viewNone
-	a.view, a.lend, a.lent = viewNone, nil, false // (after a panic)
 	if a.payload != nil {
 		view = a.stableView(f, data)
 	}
@@ -258,7 +269,7 @@ func (f *framer) feed(data []byte) {
 			// The frame buffered is at a known boundary and its size is
 			// known: it takes only the bytes it lacks, and what follows
 			// it in data is framed where it lies.
-			f.complete(data, total, view, file, pkt, now)
+			f.complete(data, total, view, at)
 			return
 		}
 	}
@@ -272,17 +283,19 @@ func (f *framer) feed(data []byte) {
 		if !f.grow(len(data)) {
 			// The frame buffered was dropped for the budget: skip
 			// the rest of it and go on.
-			f.feed(data)
+			f.feed(data, at)
 			return
 		}
 		f.buf = append(f.buf, data...)
 		data = f.buf
 	} else {
-		f.startFile, f.startPkt, f.startTime = file, pkt, now
-		a.view = view
+		f.startFile, f.startPkt, f.startTime = at.File, at.Packet, at.Time
 	}
-	off := f.frames(data, segStart, headAt, file, pkt, now)
-	a.view = viewNone
+	src := frameSource{at: at}
+	if !owned {
+		src.view = view
+	}
+	off := f.frames(data, segStart, headAt, &src)
 	rest := f.scanned(data[off:])
 	f.headAt = off == segStart || off == 0 && headAt
 	if owned {
@@ -300,11 +313,11 @@ func (f *framer) feed(data []byte) {
 // is whole it is handed on from there, and the rest of data is framed as
 // a delivery of its own that began where the frame's bytes did (view:
 // as feed's).
-func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt uint64, now time.Time) {
+func (f *framer) complete(data []byte, total int, view viewKind, at Place) {
 	need := total - len(f.buf)
 	if len(data) < need {
 		if !f.grow(len(data)) {
-			f.feed(data)
+			f.feed(data, at)
 			return
 		}
 		f.buf = append(f.buf, data...)
@@ -312,35 +325,32 @@ func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt u
 		return
 	}
 	if !f.grow(need) {
-		f.feed(data)
+		f.feed(data, at)
 		return
 	}
 	segStart := len(f.buf)
 	f.buf = append(f.buf, data[:need]...)
-	a := f.s.a
-	if a.cfg.Deferred {
+	src := frameSource{at: at}
+	if f.s.a.deferred() {
 		// A deferred analyzer may hand the buffer itself on with the
 		// message instead of copying the frame out of it (own).
-		a.lend = f.buf
+		src.lend = f.buf
 	}
 	frame := f.buf[decode.SizeLen:total:total]
 	var handled bool
 	if f.resp {
-		handled = f.response(frame)
+		handled = f.response(frame, &src)
 	} else {
-		handled = f.request(frame)
+		handled = f.request(frame, &src)
 	}
-	lent := a.lent
-	a.lend, a.lent = nil, false
 	if !handled {
 		// Only a frame at a guessed boundary is refused, and this one
 		// was not guessed; if one is, scan on from its second byte over
 		// it and the rest of data, as the buffering path does.
-		a.owned = nil
 		f.synced, f.tentative = false, false
 		f.conn().skip(f.scanReason(), 1)
 		f.buf = append(f.buf[:total], data[need:]...)
-		off := 1 + f.frames(f.buf[1:], segStart-1, false, file, pkt, now)
+		off := 1 + f.frames(f.buf[1:], segStart-1, false, &frameSource{at: at})
 		f.headAt = off == segStart
 		if rest := len(f.buf) - off; rest > scanLimit && !f.synced {
 			f.conn().skip(f.scanReason(), rest-scanLimit)
@@ -350,17 +360,15 @@ func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt u
 		f.trim()
 		return
 	}
-	if lent {
+	if src.lent {
 		f.buf = nil
 	} else {
 		f.buf = f.buf[:0]
 	}
 	f.everFramed, f.mid = true, false
-	f.startFile, f.startPkt, f.startTime = file, pkt, now
+	f.startFile, f.startPkt, f.startTime = at.File, at.Packet, at.Time
 	data = data[need:]
-	a.view = view
-	off := f.frames(data, -need, false, file, pkt, now)
-	a.view = viewNone
+	off := f.frames(data, -need, false, &frameSource{at: at, view: view})
 	rest := f.scanned(data[off:])
 	f.headAt = false // rest does not begin where data did
 	f.hold(rest)
@@ -371,12 +379,12 @@ func (f *framer) complete(data []byte, total int, view viewKind, file int, pkt u
 // it; headAt: data begins where a delivery began) and returns how many
 // bytes it took or skipped; the rest is the start of a frame, or bytes a
 // boundary may start in.
-func (f *framer) frames(data []byte, segStart int, headAt bool, file int, pkt uint64, now time.Time) int {
+func (f *framer) frames(data []byte, segStart int, headAt bool, src *frameSource) int {
 	a := f.s.a
 	off := 0
 	for off < len(data) {
 		if !f.synced {
-			n, ok := f.resync(data[off:], segStart-off)
+			n, ok := f.resync(data[off:], segStart-off, src.at)
 			off += n
 			if !ok {
 				break
@@ -392,7 +400,7 @@ func (f *framer) frames(data []byte, segStart int, headAt bool, file int, pkt ui
 			min = minResponse
 		}
 		if size < int32(min) || int64(size) > int64(a.cfg.MaxFrame) {
-			f.badSize(rest, size)
+			f.badSize(rest, size, src.at)
 			if f.tls {
 				off = len(data)
 				break
@@ -411,9 +419,9 @@ func (f *framer) frames(data []byte, segStart int, headAt bool, file int, pkt ui
 			// A guessed boundary is confirmed before its frame is
 			// taken (confirmRequest, confirmResponse).
 		case f.resp:
-			handled = f.response(frame)
+			handled = f.response(frame, src)
 		default:
-			handled = f.request(frame)
+			handled = f.request(frame, src)
 		}
 		f.tentative = false
 		if !handled {
@@ -425,15 +433,15 @@ func (f *framer) frames(data []byte, segStart int, headAt bool, file int, pkt ui
 		}
 		f.everFramed, f.mid = true, false
 		off += total
-		f.startFile, f.startPkt, f.startTime = file, pkt, now
+		f.startFile, f.startPkt, f.startTime = src.at.File, src.at.Packet, src.at.Time
 	}
 	return off
 }
 
 // badSize records a size prefix outside [min, --max-frame] and starts a scan.
-func (f *framer) badSize(rest []byte, size int32) {
+func (f *framer) badSize(rest []byte, size int32, at Place) {
 	c := f.conn()
-	file, pkt, _ := f.s.a.packetPos()
+	file, pkt := at.File, at.Packet
 	if f.initial || !f.everFramed {
 		if isTLS(rest) {
 			f.tlsMet(c)
@@ -487,13 +495,12 @@ func isTLS(b []byte) bool {
 
 // resync looks for a frame boundary in b. It returns how many bytes to
 // skip and whether a boundary was found at that offset.
-func (f *framer) resync(b []byte, segStart int) (int, bool) {
+func (f *framer) resync(b []byte, segStart int, at Place) (int, bool) {
 	c := f.conn()
 	if f.initial && isTLS(b) {
 		f.tlsMet(c)
 		c.skip(SkipTLS, len(b))
-		file, pkt, _ := f.s.a.packetPos()
-		c.problem(file, pkt, f.tlsProblem())
+		c.problem(at.File, at.Packet, f.tlsProblem())
 		return len(b), false
 	}
 	maxFrame := f.s.a.cfg.MaxFrame
@@ -598,33 +605,30 @@ func (f *framer) confirm(frame, rest []byte, delivered bool) bool {
 // newRequest returns a request message with the position fields of one
 // completed now: with room for its batches in the same allocation if it
 // carries one or two (n), as a Produce request most often does (msgpool.go).
-func (f *framer) newRequest(n int) *Message {
+func (f *framer) newRequest(n int, at Place, owned []byte) *Message {
 	m := f.s.a.msgs.newRequest(n)
-	f.place(m)
+	f.place(m, at, owned)
 	return m
 }
 
 // place fills the position fields of m, a new (zero) message completed
 // now. The fields are set one by one: a composite literal cleared and
 // copied all of a Message's 328 bytes, with write barriers, again.
-func (f *framer) place(m *Message) {
-	a := f.s.a
-	file, pkt, now := a.packetPos()
-	m.owned = a.owned
-	a.owned = nil
-	m.spare = a.spare
+func (f *framer) place(m *Message, at Place, owned []byte) {
+	m.owned = owned
+	m.spare = f.s.a.spare
 	c := f.conn()
 	m.Conn, m.conn = &c.ConnInfo, c
 	m.Response = f.resp
-	m.File, m.Packet, m.Time = file, pkt, now
+	m.File, m.Packet, m.Time = at.File, at.Packet, at.Time
 	m.FirstPacket, m.FirstTime = f.startPkt, f.startTime
 }
 
 // request handles one request frame. It returns false only for a frame
 // at a guessed boundary that does not decode.
-func (f *framer) request(frame []byte) bool {
+func (f *framer) request(frame []byte, src *frameSource) bool {
 	a := f.s.a
-	frame = a.own(frame)
+	frame, owned := a.own(frame, src)
 	c := f.conn()
 	h, err := decode.ParseRequestHeader(frame)
 	headerErr := err
@@ -639,7 +643,7 @@ func (f *framer) request(frame []byte) bool {
 	if _, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
 		_, n = countBatches(req)
 	}
-	m := f.newRequest(n)
+	m := f.newRequest(n, src.at, owned)
 	m.Size = len(frame) + 4
 	m.Key, m.Version, m.Correlation = h.Key, h.Version, h.Correlation
 	m.Client.ID = c.clientID(h.ClientID, h.ClientIDNull)
@@ -694,9 +698,9 @@ func (f *framer) request(frame []byte) bool {
 var decodeRelease = decode.ReleaseRecords
 
 // response handles one response frame.
-func (f *framer) response(frame []byte) bool {
+func (f *framer) response(frame []byte, src *frameSource) bool {
 	a := f.s.a
-	frame = a.own(frame)
+	frame, owned := a.own(frame, src)
 	c := f.conn()
 	corr, _ := decode.Correlation(frame)
 	// Answered out of order means never answered: Kafka responds on a
@@ -712,7 +716,7 @@ func (f *framer) response(frame []byte) bool {
 		ax = new(respExchange)
 	}
 	m := &ax.m
-	f.place(m)
+	f.place(m, src.at, owned)
 	m.Size = len(frame) + 4
 	m.Correlation = corr
 	m.Frame = frame

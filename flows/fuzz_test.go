@@ -121,7 +121,11 @@ func (s *splitter) send(d gen.Dir, b []byte) {
 // gen writes it (without capture.File, whose 1 MiB read buffer would
 // dominate each fuzz input) into a fresh Analyzer.
 func analysePcap(t *testing.T, pcap []byte, cfg flows.Config, h ...flows.Handler) *flows.Analyzer {
-	a := flows.New(cfg, h...)
+	return analyseWith(t, pcap, flows.New(cfg, h...))
+}
+
+// analyseWith gives a the packets of pcap and closes it.
+func analyseWith(t *testing.T, pcap []byte, a *flows.Analyzer) *flows.Analyzer {
 	var p capture.Packet
 	p.Link = capture.LinkEthernet
 	for b := pcap[24:]; len(b) >= 16; {

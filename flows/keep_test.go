@@ -172,8 +172,7 @@ func runKeeper(t *testing.T, script func(w *gen.Writer), deferred bool, k *keepe
 		return
 	}
 	var evs []flows.Event
-	cfg.Deferred, cfg.Sink = true, func(ev flows.Event) { evs = append(evs, ev) }
-	analysePcap(t, b, cfg)
+	analyseWith(t, b, flows.NewWorker(cfg, flows.Worker{Sink: func(ev flows.Event) { evs = append(evs, ev) }}))
 	d := flows.NewDelivery(k)
 	for i := range evs {
 		d.Deliver(&evs[i])

@@ -317,13 +317,15 @@ func (s *stream) deliver(d int, data []byte, skip int, holeAt uint32) {
 		}
 		return
 	}
+	// The framer is handed the packet the bytes came in.
+	at := s.a.here()
 	if skip > 0 && s.conn != nil {
-		s.fr[s.role(d)].gap(skip, s.cutAt(d, holeAt, skip))
+		s.fr[s.role(d)].gap(skip, s.cutAt(d, holeAt, skip), at)
 	}
 	if n == 0 {
 		return
 	}
-	s.fr[s.role(d)].feed(data)
+	s.fr[s.role(d)].feed(data, at)
 }
 
 // cutAt returns how many of the n bytes missing at sequence number seq of
@@ -515,11 +517,12 @@ func (s *stream) start(how Recognition, by ClientSide) {
 		p := &h.order[i]
 		a.at = p
 		f := &s.fr[s.role(int(p.dir))]
+		at := Place{File: p.file, Packet: p.pkt, Time: p.t}
 		if p.gap > 0 {
-			f.gap(int(p.gap), int(p.cut))
+			f.gap(int(p.gap), int(p.cut), at)
 		}
 		if p.n > 0 {
-			f.feed(h.buf[p.dir][p.off : p.off+p.n])
+			f.feed(h.buf[p.dir][p.off:p.off+p.n], at)
 		}
 	}
 	a.at = nil

@@ -124,3 +124,26 @@ func (h *Histogram) Merge(o *Histogram) {
 		h.max = o.max
 	}
 }
+
+// Sum is the total of the values recorded (negative ones as zero).
+func (h *Histogram) Sum() time.Duration { return h.sum }
+
+// Cumulative gives, for each bound (ascending), how many values were at
+// most it, to the buckets' resolution (a bucket counts below a bound when
+// it begins below it: within ~3 %).
+func (h *Histogram) Cumulative(bounds []time.Duration) []uint64 {
+	out := make([]uint64, len(bounds))
+	var n uint64
+	j := 0
+	for i := range h.counts {
+		for j < len(bounds) && lower(i) >= uint64(bounds[j]/time.Microsecond) {
+			out[j] = n
+			j++
+		}
+		n += uint64(h.counts[i])
+	}
+	for ; j < len(bounds); j++ {
+		out[j] = n
+	}
+	return out
+}

@@ -68,3 +68,22 @@ func TestAddDoesNotAllocate(t *testing.T) {
 		t.Errorf("Add allocates %v times", n)
 	}
 }
+
+// TestCumulative: counts at bounds as a Prometheus histogram's buckets,
+// within the buckets' resolution, and the sum.
+func TestCumulative(t *testing.T) {
+	var h Histogram
+	for _, d := range ramp(1000, time.Millisecond) { // 1..1000 ms
+		h.Add(d)
+	}
+	got := h.Cumulative([]time.Duration{0, 10 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, time.Hour})
+	want := []uint64{0, 10, 100, 500, 1000}
+	for i := range want {
+		if d := int64(got[i]) - int64(want[i]); d < -int64(want[i])/30-1 || d > int64(want[i])/30+1 {
+			t.Errorf("bound %d: %d values at most, want %d (within 3 %%)", i, got[i], want[i])
+		}
+	}
+	if h.Sum() != 500500*time.Millisecond {
+		t.Errorf("sum %s", h.Sum())
+	}
+}

@@ -58,6 +58,24 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard %q: %d queries naming %d metrics; want the main metrics", d.Title, len(d.Exprs), len(names))
 	}
 
+	// Agents and correlators count the same exchanges: every panel
+	// follows the instance selection, whose values are one mode's (All
+	// among them too, not a match-all regex), the mode one at a time.
+	for _, e := range d.Exprs {
+		if !strings.Contains(e, `instance=~"$instance"`) {
+			t.Errorf("query %q does not follow the instance selection", e)
+		}
+	}
+	vars := map[string]promtest.Variable{}
+	for _, v := range d.Variables {
+		vars[v.Name] = v
+	}
+	if v := vars["mode"]; v.Multi || v.IncludeAll || !strings.Contains(v.Query, "kfsniff_build_info") {
+		t.Errorf("mode variable %+v: want one mode at a time, from kfsniff_build_info", v)
+	}
+	if v := vars["instance"]; !strings.Contains(v.Query, `mode="$mode"`) || v.AllValue != "" {
+		t.Errorf("instance variable %+v: want the chosen mode's instances, All being them only", v)
+	}
 	rules := filepath.Join(t.TempDir(), "dashboard.rules.yml")
 	if err := os.WriteFile(rules, promtest.RulesFile(d.PromQL()), 0o644); err != nil {
 		t.Fatal(err)
@@ -80,6 +98,15 @@ func TestDashboard(t *testing.T) {
 		cfg.Detectors = append(cfg.Detectors, a.Name)
 	}
 	m := metrics.New(cfg)
+	// The metrics of the other modes, registered as the command does
+	// (their values are the cmd tests': TestLiveExportSpoolOutage,
+	// TestUnitCorrelator): here their names.
+	m.BuildInfo("v0", "abc", "go1", "file")
+	m.Shipping(func() metrics.ShippingCounts { return metrics.ShippingCounts{Records: 1, Pending: 1, Up: true} })
+	m.Correlator(func() *metrics.Correlation {
+		return &metrics.Correlation{Lag: map[int32]int64{0: 1}, Clocks: []metrics.Clock{{Agent: "a"}},
+			Latency: []metrics.TopicLatency{{Topic: "t", Count: 1, Buckets: make([]uint64, len(metrics.E2EBuckets))}}}
+	})
 	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
 		Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Detectors: dets,
 		Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) },

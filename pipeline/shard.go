@@ -167,17 +167,13 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 			s.order = append(s.order, b)
 		}
 	}
-	wcfg := cfg
-	wcfg.Deferred = true
-	// A round's packets stay until its events are delivered (run).
-	wcfg.StablePackets = true
-	// The reader learns the listening endpoints for every worker, at
-	// each packet's place, so that all agree on what was known when.
+	// A round's packets stay until its events are delivered (run). The
+	// reader learns the listening endpoints for every worker, at each
+	// packet's place, so that all agree on what was known when. IP
+	// fragments are reassembled here, before sharding (route).
 	s.listeners = flows.NewListeners()
-	wcfg.Listeners = s.listeners
-	wcfg.Shards = n
-	// IP fragments are reassembled here, before sharding (route).
-	wcfg.Defragmented = true
+	wopt := flows.Worker{StablePackets: true, Listeners: s.listeners, Shards: n, Defragmented: true}
+	wcfg := cfg
 	wcfg.MaxConns = share(cfg.MaxConns, n)
 	wcfg.MaxStreams = share(cfg.MaxStreams, n)
 	wcfg.MaxPendingTotal = share(cfg.MaxPendingTotal, n)
@@ -185,9 +181,9 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	for i := 0; i < n; i++ {
 		w := &worker{stopped: &s.stopped, in: make(chan *shardIn, inflight), out: make(chan shardOut, inflight), free: s.free, spent: make(chan []stamped, inflight+2),
 			pf: s.dl.Prefinger(), merged: &s.merged}
-		c := wcfg
-		c.Sink = w.sink
-		w.an = flows.New(c)
+		o := wopt
+		o.Sink = w.sink
+		w.an = flows.NewWorker(wcfg, o)
 		s.ans = append(s.ans, w.an)
 		s.workers = append(s.workers, w)
 		s.in = append(s.in, w.in)

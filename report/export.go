@@ -17,6 +17,12 @@ type Export struct {
 	// sink refused them, or was unreachable until the run ended).
 	Dropped int64 `json:"dropped"`
 	Failed  int64 `json:"failed"`
+	// SpoolDir is --export-spool's directory; Spilled how many records
+	// went through it (the sink down or slow past the buffer); Spooled
+	// how many are left in it at the end, for the next run to ship.
+	SpoolDir string `json:"spool_dir,omitempty"`
+	Spilled  int64  `json:"spilled,omitempty"`
+	Spooled  int64  `json:"spooled,omitempty"`
 	// LastError is the last delivery error, if any.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -27,6 +33,12 @@ func (p *printer) export(e *Export) {
 	}
 	p.f("  Export to %s: %d records shipped (%d findings to %s), %d dropped (buffer full), %d failed",
 		Clean(e.Sink), e.Records, e.Findings, Clean(e.FindingsTopic), e.Dropped, e.Failed)
+	if e.Spilled > 0 {
+		p.f(", %d through the spool", e.Spilled)
+	}
+	if e.Spooled > 0 {
+		p.f(", %d left in the spool %s for the next run", e.Spooled, Clean(e.SpoolDir))
+	}
 	if e.LastError != "" {
 		p.f(" (last error: %s)", Clean(e.LastError))
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,6 +16,7 @@ import (
 	"github.com/kfsniff/kfsniff/correlate"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/export"
+	"github.com/kfsniff/kfsniff/metrics"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
 )
@@ -42,6 +45,10 @@ type correlateConfig struct {
 	done bool
 	// fatal is the source's error that ended the run (no answer).
 	fatal error
+	// snap is the metrics' snapshot (with --metrics-addr), taken at
+	// snapAt.
+	snap   *atomic.Pointer[metrics.Correlation]
+	snapAt time.Time
 }
 
 func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
@@ -212,7 +219,10 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 			warn(fmt.Errorf("-r %s: %w (trying again)", report.Clean(c.URL), err))
 		}
 	}
-	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal}, c.Group != "", c.newSet, o)
+	res := pipeline.RunRemote(ctx, remoteSource{c.src, &c.fatal, c.snapshot}, c.Group != "", c.newSet, o)
+	// The final values, whatever the last snapshot's age.
+	c.snapAt = time.Time{}
+	c.snapshot()
 	res.Report.Correlation = c.stats.Section()
 	for k, v := range c.src.Bounds() {
 		if res.Report.Totals.BoundsReached == nil {
@@ -223,6 +233,52 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 	// -c leaves records read but not reported: nothing is committed.
 	c.done = res.Stop != pipeline.StopCount
 	return res
+}
+
+// metrics registers the correlator's metrics (lag, clocks, latency),
+// read from a snapshot the run's goroutine takes (snapshot).
+func (c *correlateConfig) metrics(ms *metricsServer) {
+	if ms == nil || !c.on() {
+		return
+	}
+	c.snap = new(atomic.Pointer[metrics.Correlation])
+	ms.m.Correlator(c.snap.Load)
+}
+
+// snapshot takes the correlator's metrics, at most every half second,
+// on the run's goroutine (Source and Stats are not safe to read from the
+// scrape's).
+func (c *correlateConfig) snapshot() {
+	if c.snap == nil || time.Since(c.snapAt) < 500*time.Millisecond {
+		return
+	}
+	c.snapAt = time.Now()
+	n := c.src.Counts()
+	s := &metrics.Correlation{Lag: c.src.Lag(), Records: n.Records, Unreadable: n.Malformed + n.Version + n.Unusable, Late: n.Late, Duplicates: n.Duplicates}
+	est := c.stats.Skew().Estimates()
+	agents := make([]string, 0, len(est))
+	for a := range est {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	for _, a := range agents {
+		s.Clocks = append(s.Clocks, metrics.Clock{Agent: a, Offset: est[a].Offset, Spread: est[a].Spread})
+	}
+	bounds := make([]time.Duration, len(metrics.E2EBuckets))
+	for i, b := range metrics.E2EBuckets {
+		bounds[i] = time.Duration(b * float64(time.Second))
+	}
+	for _, t := range c.stats.E2E().Topics() {
+		if t.Latency == nil {
+			continue
+		}
+		name := t.Topic
+		if t.Cluster != "" {
+			name = t.Cluster + "/" + t.Topic
+		}
+		s.Latency = append(s.Latency, metrics.TopicLatency{Topic: name, Count: t.Latency.Count(), Sum: t.Latency.Sum(), Buckets: t.Latency.Cumulative(bounds)})
+	}
+	c.snap.Store(s)
 }
 
 // say puts what the correlator read on stderr.
@@ -238,6 +294,9 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	fmt.Fprintf(stderr, "kfsniff: correlated %d records of %d %s (%d exchanges, %d connection events)", n.Records, len(n.Agents), agents, n.Exchanges, n.ConnEvents)
 	if bad := n.Malformed + n.Version + n.Unusable; bad > 0 {
 		fmt.Fprintf(stderr, ", %d unusable (%d malformed, %d of another schema version, %d not rebuilt)", bad, n.Malformed, n.Version, n.Unusable)
+	}
+	if n.Twice > 0 {
+		fmt.Fprintf(stderr, ", %d seen by two agents (counted once)", n.Twice)
 	}
 	if n.Duplicates > 0 {
 		fmt.Fprintf(stderr, ", %d read again (skipped)", n.Duplicates)
@@ -288,6 +347,9 @@ func (c *correlateConfig) close(stderr io.Writer) {
 type remoteSource struct {
 	*correlate.Source
 	fatal *error
+	// snap, when set, is called after each read, on the run's goroutine
+	// (the metrics' snapshot).
+	snap func()
 }
 
 func batchOf(r correlate.Ready) pipeline.RemoteBatch {
@@ -301,6 +363,9 @@ func batchOf(r correlate.Ready) pipeline.RemoteBatch {
 
 func (s remoteSource) Next(ctx context.Context) (pipeline.RemoteBatch, error) {
 	r, err := s.Source.Next(ctx)
+	if s.snap != nil {
+		s.snap()
+	}
 	if errors.Is(err, correlate.ErrNoAnswer) {
 		*s.fatal = err
 		err = fmt.Errorf("%w: %w", pipeline.ErrRemoteFatal, err)

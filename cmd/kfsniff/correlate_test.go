@@ -722,7 +722,7 @@ func TestCorrelateTUIModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := tui.NewModel(tui.ModelConfig{})
-	res := pipeline.RunRemote(context.Background(), remoteSource{src, new(error)}, false, nil,
+	res := pipeline.RunRemote(context.Background(), remoteSource{Source: src, fatal: new(error)}, false, nil,
 		pipeline.Options{Handlers: []flows.Handler{m}, Detectors: dets, LiveFindings: m.SetFindings})
 	m.Sync()
 	m.SetFindings(res.Report.Findings)

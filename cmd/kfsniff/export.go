@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +31,10 @@ type exportConfig struct {
 	FlushTimeout  time.Duration
 	Compression   string
 	ConfigFile    string
+	Spool         string
+	SpoolSize     string
+	Timeout       time.Duration
+	spoolBytes    int64
 	sec           export.Security
 
 	brokers []string
@@ -42,6 +48,9 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 	fs.StringVar(&c.Agent, "agent-id", "", "with --export: this host's `NAME` in every record (default: the hostname)")
 	fs.IntVar(&c.Buffer, "export-buffer", export.DefaultBuffer, "with --export: records that may wait for the sink; past it they are dropped and counted")
 	fs.DurationVar(&c.FlushTimeout, "export-flush-timeout", 10*time.Second, "with --export: how long the end of the run waits for the sink to take what is buffered")
+	fs.StringVar(&c.Spool, "export-spool", "", "with --export: a `DIR` where records past --export-buffer wait on disk while the sink is down or slow, read back in order (and by the next run, if this one ends first); without it they are dropped")
+	fs.StringVar(&c.SpoolSize, "export-spool-size", "1G", "with --export-spool: the spool's bound on disk, `SIZE` in bytes or with K, M, G (KiB, MiB, GiB); past it records are dropped and counted")
+	fs.DurationVar(&c.Timeout, "export-timeout", 30*time.Second, "with --export: how long the sink may take to answer at the start before kfsniff gives up (exit 2)")
 	fs.StringVar(&c.Compression, "export-compression", "zstd", "with --export: the batches' `CODEC`: zstd, lz4 (less CPU, larger batches), snappy, gzip or none")
 	fs.StringVar(&c.ConfigFile, "export-config", "", "with --export: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
 	fs.BoolVar(&c.sec.TLS, "export-tls", false, "with --export: TLS to the sink")
@@ -56,6 +65,7 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 
 // exportFlagsWithout are the flags that mean nothing without --export.
 var exportFlagsWithout = []string{"export-findings-topic", "agent-id", "export-buffer", "export-flush-timeout", "export-compression", "export-config",
+	"export-spool", "export-spool-size", "export-timeout",
 	"export-tls", "export-ca", "export-cert", "export-key", "export-sasl-mechanism", "export-sasl-user", "export-sasl-password"}
 
 // validate checks the flags at parse time and reads the properties file.
@@ -86,6 +96,15 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 	}
 	if c.FlushTimeout < 0 {
 		return fmt.Errorf("--export-flush-timeout must not be negative, got %s", c.FlushTimeout)
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--export-timeout must be positive, got %s", c.Timeout)
+	}
+	if c.spoolBytes, err = parseSize(c.SpoolSize); err != nil || c.spoolBytes < 1<<20 {
+		return fmt.Errorf("--export-spool-size %q: want a size of at least 1M (bytes, or with K, M, G)", c.SpoolSize)
+	}
+	if fs.Changed("export-spool-size") && c.Spool == "" {
+		return errors.New("--export-spool-size needs --export-spool")
 	}
 	if c.Agent == "" {
 		if c.Agent, err = os.Hostname(); err != nil || c.Agent == "" {
@@ -140,13 +159,23 @@ func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 	x, err := export.New(export.Config{
 		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
 		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
-		TLS: tc, SASL: mech,
+		TLS: tc, SASL: mech, SpoolDir: c.Spool, SpoolSize: c.spoolBytes,
+		Notify: func(s string) { fmt.Fprintf(stderr, "kfsniff: --export: %s\n", report.CleanText(s)) },
 		Waiting: func(pending int64, upTo time.Duration) {
 			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout; Ctrl-C to stop waiting)\n", upTo.Round(time.Second), pending)
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--export: %v", err)
+	}
+	// A sink that never answers, or will not take the records, is an
+	// error now rather than a report of records failed at the end.
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	err = x.Reach(ctx)
+	cancel()
+	if err != nil {
+		x.CloseAbort(closed)
+		return nil, fmt.Errorf("--export: %v (--export-timeout %s)", err, c.Timeout)
 	}
 	st := x.Stats()
 	fmt.Fprintf(stderr, "kfsniff: shipping to %s (findings to %s) as agent %s\n", report.Clean(st.Sink), st.FindingsTopic, report.Clean(c.Agent))
@@ -180,7 +209,8 @@ func (e *exporter) metrics(ms *metricsServer) {
 	}
 	ms.m.Shipping(func() metrics.ShippingCounts {
 		s := e.x.Stats()
-		return metrics.ShippingCounts{Records: s.Records, Dropped: s.Dropped, Failed: s.Failed}
+		return metrics.ShippingCounts{Records: s.Records, Dropped: s.Dropped, Failed: s.Failed, Pending: s.Pending,
+			Oldest: s.Oldest, Spilled: s.Spilled, Spooled: s.Spooled, SpoolBytes: s.SpoolBytes, Up: s.Up}
 	})
 }
 
@@ -208,6 +238,7 @@ func (e *exporter) finish(res *pipeline.Result) {
 		res.Report.Export = &report.Export{
 			Sink: s.Sink, Topic: s.Topic, FindingsTopic: s.FindingsTopic,
 			Records: s.Records, Findings: s.Findings, Dropped: s.Dropped, Failed: s.Failed, LastError: s.LastError,
+			SpoolDir: s.SpoolDir, Spilled: s.Spilled, Spooled: s.Spooled,
 		}
 	}
 }
@@ -226,6 +257,30 @@ func (e *exporter) say(res *pipeline.Result, stderr io.Writer) {
 		fmt.Fprintf(stderr, " (last error: %s)", report.Clean(x.LastError))
 	}
 	fmt.Fprintln(stderr)
+}
+
+// closed is a channel closed: a Close that does not wait.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// parseSize reads a size in bytes, or with K, M or G (binary) after it.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<50)/mult {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
 }
 
 // close closes the client if finish was not reached.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -49,6 +50,11 @@ const maxMetricsConns = 256
 type metricsServer struct {
 	m   *metrics.Metrics
 	srv *http.Server
+	// scrapes counts the scrapes served; linger is --metrics-linger
+	// (not live), stderr where finish says it lingers.
+	scrapes atomic.Int64
+	linger  time.Duration
+	stderr  io.Writer
 	// served is closed when the server's goroutine returns.
 	served chan struct{}
 }
@@ -70,7 +76,12 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 	}
 	m := metrics.New(cfg)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
+	h := m.Handler()
+	var s *metricsServer
+	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		s.scrapes.Add(1)
+	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -86,7 +97,7 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: 2 * metricsHeaderTimeout,
 		WriteTimeout: 30 * time.Second, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: 16 << 10}
 	ln = netutil.LimitListener(ln, maxMetricsConns)
-	s := &metricsServer{m: m, srv: srv, served: make(chan struct{})}
+	s = &metricsServer{m: m, srv: srv, served: make(chan struct{}), stderr: stderr}
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -125,13 +136,52 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 	}
 }
 
-// finish sets the final findings and stops serving.
+// info registers kfsniff_build_info with this process's mode: agent (a
+// live capture), correlator (-r kafka://) or file.
+func (s *metricsServer) info(mode string) {
+	if s == nil {
+		return
+	}
+	v, rev, gov := buildInfo()
+	s.m.BuildInfo(v, rev, gov, mode)
+}
+
+// lingerAfter sets --metrics-linger for a run that is not live.
+func (s *metricsServer) lingerAfter(d time.Duration, live bool) {
+	if s != nil && !live {
+		s.linger = d
+	}
+}
+
+// finish sets the final findings, waits --metrics-linger for a scrape to
+// read them, and stops serving.
 func (s *metricsServer) finish(res *pipeline.Result) {
 	if s == nil {
 		return
 	}
 	if res != nil && res.Report != nil {
 		s.m.Findings(res.Report.Findings)
+	}
+	if s.linger > 0 {
+		// A stream piped to -r - ends between two scrapes: the final
+		// counts would never be read.
+		fmt.Fprintf(s.stderr, "kfsniff: analysis done; serving the final metrics until they are scraped, at most %s (--metrics-linger; Ctrl-C to stop)\n", s.linger)
+		abort, stop := interrupts()
+		n := s.scrapes.Load()
+		t := time.NewTicker(50 * time.Millisecond)
+		deadline := time.After(s.linger)
+	wait:
+		for s.scrapes.Load() == n {
+			select {
+			case <-t.C:
+			case <-deadline:
+				break wait
+			case <-abort:
+				break wait
+			}
+		}
+		t.Stop()
+		stop()
 	}
 	s.close()
 }

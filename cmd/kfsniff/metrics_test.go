@@ -306,6 +306,17 @@ func TestLiveMetrics(t *testing.T) {
 // is in a live scrape.
 func dashboardMetrics(t *testing.T, s promtest.Scrape) {
 	t.Helper()
+	// A live agent without --export: the export row's metrics are
+	// TestLiveExportSpoolOutage's, the correlators' TestUnitCorrelator's.
+	dashboardMetricsOf(t, s, func(n string) bool {
+		return !strings.HasPrefix(n, "kfsniff_export_") && !strings.HasPrefix(n, "kfsniff_correlate_")
+	})
+}
+
+// dashboardMetricsOf checks that the scrape has every metric the
+// dashboard queries that want says this scrape should have.
+func dashboardMetricsOf(t *testing.T, s promtest.Scrape, want func(string) bool) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "grafana", "kfsniff.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -315,8 +326,8 @@ func dashboardMetrics(t *testing.T, s promtest.Scrape) {
 		t.Fatal(err)
 	}
 	for _, n := range d.Metrics() {
-		if !s.Has(n) {
-			t.Errorf("docs/grafana/kfsniff.json queries %s, which a live scrape lacks", n)
+		if want(n) && !s.Has(n) {
+			t.Errorf("docs/grafana/kfsniff.json queries %s, which the scrape lacks", n)
 		}
 	}
 }
@@ -401,6 +412,63 @@ func TestReadMetrics(t *testing.T) {
 	}
 	if _, err := http.Get(url); err == nil {
 		t.Errorf("%s still served after the run ended", url)
+	}
+}
+
+// TestReadMetricsLinger: a stream piped to -r - ends between two scrapes,
+// and the server stopped with the run: Prometheus never read the final
+// counts (issue 28: "metrics stay at 0 with -r -"). With --metrics-linger
+// the final metrics are served once the analysis is done, until a scrape
+// has read them (the report's request count), and the run then ends at
+// once; without a scrape, after the linger.
+func TestReadMetricsLinger(t *testing.T) {
+	data, err := os.ReadFile(fixture("recorded-kgo-kfake-group.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errw := newStderrWatch()
+	var out bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"-r", "-", "--json", "--metrics-addr", "127.0.0.1:0", "--metrics-linger", "60s"}, bytes.NewReader(data), &out, errw)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errw.String(), "serving the final metrics"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the final metrics served: %s", errw)
+		}
+	}
+	m := metricsAddrRE.FindStringSubmatch(errw.String())
+	if m == nil {
+		t.Fatalf("no metrics address on stderr: %s", errw)
+	}
+	s, _ := scrape(t, "http://"+m[1]+"/metrics")
+	scraped := time.Now()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still serving 10 s after the final metrics were scraped")
+	}
+	var rep struct {
+		Totals struct {
+			Requests int64 `json:"requests"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v: %s", code, err, errw)
+	}
+	if got := s.Sum("kfsniff_requests_total", nil); got != float64(rep.Totals.Requests) || got == 0 {
+		t.Errorf("final scrape: %v requests, the report %d", got, rep.Totals.Requests)
+	}
+	t.Logf("ended %s after the final scrape", time.Since(scraped).Round(time.Millisecond))
+
+	start := time.Now()
+	code, _, stderr := kfsniff(t, "-r", fixture("basic.pcap"), "--metrics-addr", "127.0.0.1:0", "--metrics-linger", "1s")
+	if took := time.Since(start); code != exitOK || took < time.Second || took > 10*time.Second {
+		t.Errorf("unscraped, --metrics-linger 1s: exit %d after %s: %s", code, took, stderr)
+	}
+	if code, _, stderr := kfsniff(t, "-r", fixture("basic.pcap"), "--metrics-linger", "1s"); code != exitUsage || !strings.Contains(stderr, "--metrics-linger needs --metrics-addr") {
+		t.Errorf("--metrics-linger alone: exit %d, %q", code, stderr)
 	}
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	// HTML is the --html page's file (html.go).
 	HTML        string
 	MetricsAddr string
+	// MetricsLinger is how long a -r run goes on serving its final
+	// metrics, until a scrape has read them.
+	MetricsLinger time.Duration
 }
 
 // command is one run of kfsniff: the flags as parse read them, then what
@@ -124,6 +127,7 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	addExpectFlags(fs, &cfg.Expect)
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", metricsUsage)
+	fs.DurationVar(&cfg.MetricsLinger, "metrics-linger", 0, "with --metrics-addr and -r: once the analysis is done, serve the final metrics until a scrape has read them, at most this `DURATION` (a stream piped to -r - that ended)")
 	c.limits.register(fs)
 	help := fs.BoolP("help", "h", false, "show this help")
 	c.recs = addRecordFlags(fs)

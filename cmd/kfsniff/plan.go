@@ -65,6 +65,15 @@ func (c *command) plan(ctx context.Context) (*plan, error) {
 		return p, usage(err)
 	}
 	p.onClose(p.ms.close)
+	p.ms.lingerAfter(cfg.MetricsLinger, p.live != nil)
+	switch {
+	case p.live != nil:
+		p.ms.info("agent")
+	case c.cr.on():
+		p.ms.info("correlator")
+	default:
+		p.ms.info("file")
+	}
 	if p.xs, err = c.exp.start(p.live != nil, stderr); err != nil {
 		return p, usage(err)
 	}
@@ -75,6 +84,7 @@ func (c *command) plan(ctx context.Context) (*plan, error) {
 			return p, usage(err)
 		}
 		p.onClose(func() { c.cr.close(stderr) })
+		c.cr.metrics(p.ms)
 	}
 	return p, nil
 }

@@ -62,6 +62,12 @@ func (c *Config) Validate() error {
 	if err := validMetricsAddr(c.MetricsAddr); err != nil {
 		return err
 	}
+	if c.MetricsLinger < 0 {
+		return fmt.Errorf("--metrics-linger must not be negative, got %s", c.MetricsLinger)
+	}
+	if c.MetricsLinger > 0 && c.MetricsAddr == "" {
+		return errors.New("--metrics-linger needs --metrics-addr")
+	}
 	return c.validateExpect()
 }
 

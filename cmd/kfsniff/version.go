@@ -59,3 +59,25 @@ func writeVersion(w io.Writer, info *debug.BuildInfo, ok bool) {
 		}
 	}
 }
+
+// buildInfo is what kfsniff_build_info says of this binary: its module
+// version, commit and Go release.
+func buildInfo() (version, revision, goVersion string) {
+	version, revision, goVersion = "unknown", "unknown", runtime.Version()
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if info.Main.Version != "" {
+		version = info.Main.Version
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	if info.GoVersion != "" {
+		goVersion = info.GoVersion
+	}
+	return
+}

@@ -30,37 +30,43 @@ type Finding struct {
 
 	sev          detectors.Severity
 	held         time.Duration
-	attempts     int64   // connection attempts refused or unanswered
-	refused      int64   // partition answers NOT_LEADER_OR_FOLLOWER
 	parts        int     // partitions refused
-	rebootstrap  int64   // ApiVersions answered REBOOTSTRAP_REQUIRED
 	rebootNodes  []int32 // the nodes they asked for
 	partsDropped int64   // refusals of partitions beyond maxParts
-	told         told
+	Told
 	unadvertised []string // servers no node advertises
 	dropped      int64
+
+	// The counts besides Told's: connection attempts to the endpoint
+	// refused or unanswered, partition answers NOT_LEADER_OR_FOLLOWER
+	// there, ApiVersions answers REBOOTSTRAP_REQUIRED for its nodes.
+	Attempts    int64 `count:"refused_attempts"`
+	Refused     int64 `count:"refused_answers"`
+	Rebootstrap int64 `count:"rebootstrap_answers"`
 }
 
-// told is what the responses that showed an issue were.
-type told struct {
-	responses   int64
-	apis        string // "Metadata/DescribeCluster"
-	servers     []string
-	first, last time.Time
-	moreConns   int
+// Told is what the responses that showed an issue were: how many (the
+// finding's count), of which APIs ("Metadata/DescribeCluster"), from which
+// servers, when, and the connections beyond those listed.
+type Told struct {
+	Responses    int64 `count:"responses"`
+	APIs         string
+	ServerLabels []string
+	First, Last  time.Time
+	MoreConns    int
 }
 
-func (t *told) responsesText() string {
-	return fmt.Sprintf("%d %s %s", t.responses, t.apis, text.Word(int(t.responses), "response", "responses"))
+func (t *Told) responsesText() string {
+	return fmt.Sprintf("%d %s %s", t.Responses, t.APIs, text.Word(int(t.Responses), "response", "responses"))
 }
 
 // omitted says what the bounds left out.
-func (t *told) omitted() string {
-	if t.moreConns == 0 {
+func (t *Told) omitted() string {
+	if t.MoreConns == 0 {
 		return ""
 	}
 	return fmt.Sprintf(" (%s beyond the first %d are not listed: other brokers may have answered so too.)",
-		text.Plural(t.moreConns, "connection", "connections"), maxConns)
+		text.Plural(t.MoreConns, "connection", "connections"), maxConns)
 }
 
 // Summary implements detectors.Detail.
@@ -79,19 +85,19 @@ func (f *Finding) Summary() string {
 func (f *Finding) felt() string {
 	var b strings.Builder
 	var met []string
-	if f.refused > 0 {
+	if f.Refused > 0 {
 		met = append(met, fmt.Sprintf("%s NOT_LEADER_OR_FOLLOWER from %s (%s): the broker listening there does not lead "+
-			"what clients sent it", text.Plural(f.refused, "Produce/Fetch partition answer", "Produce/Fetch partition answers"),
+			"what clients sent it", text.Plural(f.Refused, "Produce/Fetch partition answer", "Produce/Fetch partition answers"),
 			f.Endpoint, text.Plural(f.parts, "partition", "partitions")))
 	}
-	if f.rebootstrap > 0 {
+	if f.Rebootstrap > 0 {
 		met = append(met, fmt.Sprintf("%s from %s REBOOTSTRAP_REQUIRED to clients asking for %s (KIP-1242: the broker "+
 			"listening there is not the node the client expected; the client starts over from its bootstrap servers and is "+
-			"sent back there)", text.Plural(f.rebootstrap, "ApiVersions answer", "ApiVersions answers"), f.Endpoint,
+			"sent back there)", text.Plural(f.Rebootstrap, "ApiVersions answer", "ApiVersions answers"), f.Endpoint,
 			text.Word(len(f.rebootNodes), "node", "nodes")+" "+text.IDs(f.rebootNodes, 0)))
 	}
-	if f.attempts > 0 {
-		met = append(met, fmt.Sprintf("%s to %s refused or unanswered", text.Plural(f.attempts, "connection attempt", "connection attempts"), f.Endpoint))
+	if f.Attempts > 0 {
+		met = append(met, fmt.Sprintf("%s to %s refused or unanswered", text.Plural(f.Attempts, "connection attempt", "connection attempts"), f.Endpoint))
 	}
 	if len(met) > 0 {
 		fmt.Fprintf(&b, " Clients met it: %s", strings.Join(met, "; "))
@@ -125,8 +131,8 @@ func (f *Finding) Explanation() string {
 	var b strings.Builder
 	ids := text.IDs(f.NodeIDs, 0)
 	fmt.Fprintf(&b, "%s from %s to %s, from %s to %s UTC, list nodes %s at the same address %s. ",
-		f.told.responsesText(), strings.Join(f.told.servers, ", "), strings.Join(f.Clients, ", "),
-		text.Stamp(f.told.first), text.Stamp(f.told.last), ids, f.Endpoint)
+		f.responsesText(), strings.Join(f.ServerLabels, ", "), strings.Join(f.Clients, ", "),
+		text.Stamp(f.Told.First), text.Stamp(f.Told.Last), ids, f.Endpoint)
 	fmt.Fprintf(&b, "Clients connect to a node at the address it advertises, so requests for nodes %s all go to whatever "+
 		"listens on %s, which is one process at most: requests for the others reach the wrong broker "+
 		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", ids, f.Endpoint)
@@ -135,7 +141,7 @@ func (f *Finding) Explanation() string {
 			strings.Join(f.unadvertised, ", "))
 	}
 	b.WriteString(f.felt())
-	b.WriteString(f.told.omitted())
+	b.WriteString(f.omitted())
 	if f.dropped > 0 {
 		fmt.Fprintf(&b, " (%s listing several nodes at other endpoints were not followed: more than %d such endpoints.)",
 			text.Plural(f.dropped, "response", "responses"), maxIssues)
@@ -163,8 +169,8 @@ type Loopback struct {
 	Clients   []string `json:"clients"` // every remote client told
 	Stuck     []string `json:"stuck"`   // those that did not reach a broker afterwards
 
-	ports   []int32
-	told    told
+	ports []int32
+	Told
 	warning bool
 }
 
@@ -196,7 +202,7 @@ func (l *Loopback) Summary() string {
 func (l *Loopback) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s from %s, from %s to %s UTC, give remote %s %s the loopback %s %s for %s. ",
-		l.told.responsesText(), strings.Join(l.told.servers, ", "), text.Stamp(l.told.first), text.Stamp(l.told.last),
+		l.responsesText(), strings.Join(l.ServerLabels, ", "), text.Stamp(l.Told.First), text.Stamp(l.Told.Last),
 		text.Word(len(l.Clients), "client", "clients"), strings.Join(l.Clients, ", "),
 		text.Word(len(l.Endpoints), "address", "addresses"), strings.Join(l.Endpoints, ", "), l.nodes())
 	b.WriteString("A loopback address means the client's own host: after bootstrapping, the client connects to itself, " +
@@ -210,7 +216,7 @@ func (l *Loopback) Explanation() string {
 	default:
 		fmt.Fprintf(&b, " No new connection from %s to port %s carried Produce, Fetch or group requests afterwards.", strings.Join(l.Stuck, ", "), l.portList())
 	}
-	b.WriteString(l.told.omitted())
+	b.WriteString(l.omitted())
 	return b.String()
 }
 

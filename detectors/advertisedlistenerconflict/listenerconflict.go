@@ -295,7 +295,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	f := &Finding{Problem: "shared-endpoint", Endpoint: is.endpoint, NodeIDs: is.ids.Sorted(), Servers: tally.AddrStrings(is.conns.ServerAddrs()),
 		Clients: is.clientStrings(nil), dropped: r.dropped}
-	f.told = is.told(p)
+	f.Told = is.told(p)
 	if p.Nodes != nil {
 		for _, s := range is.conns.ServerAddrs() {
 			if len(p.Nodes.ServerIDs(s)) == 0 {
@@ -308,12 +308,10 @@ func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	// there for long make it an error (the policy, detectors.Grade).
 	held, ongoing := is.felt.held(p.End)
 	f.RefusedS, f.Ongoing, f.held = text.Seconds(held), ongoing, held
-	f.attempts, f.refused, f.parts, f.partsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
-	f.rebootstrap, f.rebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
+	f.Attempts, f.Refused, f.parts, f.partsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
+	f.Rebootstrap, f.rebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
 	f.sev = max(detectors.Warning, detectors.Grade(held, ongoing))
 	fd := is.finding(f.sev, f.NodeIDs, f)
-	fd.Counts["refused_attempts"], fd.Counts["refused_answers"], fd.Counts["rebootstrap_answers"] = is.felt.attempts, is.felt.refused,
-		is.felt.rebootstrap
 	fd.Evidence = append(fd.Evidence, is.felt.ev.List()...)
 	detectors.SortEvidence(fd.Evidence)
 	return fd
@@ -339,7 +337,7 @@ func loopbackFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	}
 	f := &Loopback{Problem: "loopback", Endpoint: eps[0], Endpoints: eps, NodeIDs: is.ids.Sorted(), Servers: tally.AddrStrings(is.conns.ServerAddrs()),
 		Clients: is.clientStrings(nil), Stuck: is.clientStrings(func(a netip.Addr) bool { return !reached[a] }),
-		ports: is.ports, told: is.told(p)}
+		ports: is.ports, Told: is.told(p)}
 	sev := detectors.Warning
 	if len(f.Stuck) == 0 && !is.moreClients {
 		sev = detectors.Info
@@ -355,7 +353,6 @@ func (is *issue) finding(sev detectors.Severity, ids []int32, d detectors.Detail
 		Last:     is.last,
 		Conns:    is.conns.IDs(),
 		Nodes:    ids,
-		Counts:   map[string]int64{"responses": is.responses},
 		Evidence: is.ev.List(),
 		Subject:  detectors.Subject{Clients: is.clientAddrs(nil), Servers: is.conns.ServerAddrs(), Nodes: ids},
 		Detail:   d,
@@ -363,9 +360,9 @@ func (is *issue) finding(sev detectors.Severity, ids []int32, d detectors.Detail
 }
 
 // told is what the prose says of the responses that showed the issue.
-func (is *issue) told(p *detectors.Pass) told {
-	return told{responses: is.responses, apis: strings.Join(is.apis, "/"), servers: tally.Labels(p.Nodes, is.conns.ServerAddrs()),
-		first: is.first, last: is.last, moreConns: is.conns.More}
+func (is *issue) told(p *detectors.Pass) Told {
+	return Told{Responses: is.responses, APIs: strings.Join(is.apis, "/"), ServerLabels: tally.Labels(p.Nodes, is.conns.ServerAddrs()),
+		First: is.first, Last: is.last, MoreConns: is.conns.More}
 }
 
 // clientAddrs returns the clients (those keep accepts, if set), sorted.

@@ -18,24 +18,24 @@ type Finding struct {
 	ClientIDs   []string `json:"client_ids"`
 	Clients     []string `json:"clients"`
 	Controllers []string `json:"controllers"`
-	Heartbeats  int64    `json:"heartbeats"`
+	Heartbeats  int64    `json:"heartbeats" count:"heartbeats"`
 	// FencedResponses counts answers with isFenced to a broker that did
 	// not ask for it, after it had been unfenced; FencedSeconds is the
 	// longest such episode, from its first fenced answer to the next
 	// unfenced one (or the last, StillFenced).
-	FencedResponses int64   `json:"fenced_responses"`
+	FencedResponses int64   `json:"fenced_responses" count:"fenced_responses"`
 	FencedEpisodes  int     `json:"fenced_episodes"`
 	FencedSeconds   float64 `json:"fenced_s"`
 	StillFenced     bool    `json:"still_fenced"`
 	// StartupFencedSeconds is how long it was kept fenced since the
 	// capture began, asking to be unfenced.
 	StartupFencedSeconds float64  `json:"startup_fenced_s,omitempty"`
-	UnaskedShutdowns     int64    `json:"unasked_shutdowns"`
+	UnaskedShutdowns     int64    `json:"unasked_shutdowns" count:"unasked_shutdowns"`
 	MaxRoundTripMs       float64  `json:"max_round_trip_ms"`
 	MaxGapMs             float64  `json:"max_gap_ms"`
-	SlowRoundTrips       int64    `json:"slow_round_trips"`
-	LongGaps             int64    `json:"long_gaps"`
-	TimedOut             int64    `json:"timed_out"`
+	SlowRoundTrips       int64    `json:"slow_round_trips" count:"slow_round_trips"`
+	LongGaps             int64    `json:"long_gaps" count:"long_gaps"`
+	TimedOut             int64    `json:"timed_out" count:"timed_out"`
 	SessionTimeoutMs     float64  `json:"session_timeout_ms"`
 	Errors               []string `json:"errors,omitempty"`
 	KnownIssue           string   `json:"known_issue"`
@@ -110,14 +110,6 @@ func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
 		Last:     last,
 		Conns:    b.conns.IDs(),
 		Nodes:    ids.Sorted(),
-		Counts: map[string]int64{
-			"heartbeats":        b.heartbeats,
-			"fenced_responses":  b.fenced,
-			"unasked_shutdowns": b.shutdowns,
-			"slow_round_trips":  b.slow,
-			"long_gaps":         b.gaps,
-			"timed_out":         b.timeout,
-		},
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: f.ClientIDs, Clients: b.conns.ClientAddrs(), Servers: b.conns.ServerAddrs(),
 			Nodes: ids.Sorted()},

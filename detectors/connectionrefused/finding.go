@@ -44,6 +44,13 @@ type Finding struct {
 	deadListener                        bool
 	held, recovery                      time.Duration
 	minAttempts                         int
+
+	// The counts: connection attempts, those refused (RST), those whose
+	// SYNs went unanswered, and the SYNs sent.
+	Attempts   int64 `count:"attempts"`
+	Refused    int64 `count:"refused"`
+	Unanswered int64 `count:"unanswered"`
+	SYNs       int64 `count:"syns"`
 }
 
 // Why a finding is info.

@@ -225,17 +225,15 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 	for i, c := range cl {
 		f.Clients[i] = c.String()
 	}
+	f.Attempts = ep.attempts
+	f.Refused = ep.refused
+	f.Unanswered = ep.unanswered
+	f.SYNs = ep.syns
 	return detectors.Finding{
 		Severity: sev,
 		First:    ep.first,
 		Last:     ep.last,
 		Nodes:    f.ids,
-		Counts: map[string]int64{
-			"attempts":   ep.attempts,
-			"refused":    ep.refused,
-			"unanswered": ep.unanswered,
-			"syns":       ep.syns,
-		},
 		Evidence: ep.ev.List(),
 		Subject:  detectors.Subject{Clients: cl, Servers: []netip.AddrPort{srv}, Nodes: f.ids},
 		Detail:   f,

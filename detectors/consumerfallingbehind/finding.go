@@ -21,23 +21,23 @@ type Finding struct {
 	Client   string   `json:"client"`
 	Groups   []string `json:"groups"`
 	// Partitions are those falling behind, worst first ("orders-0").
-	Partitions []string `json:"partitions"`
+	Partitions []string `json:"partitions" count:"partitions,len"`
 	Topic      string   `json:"topic"`
 	Partition  int32    `json:"partition"`
 	// LagStart, LagMax and LagEnd are the worst partition's lag where the
 	// growth began, at its highest and at the last fetch of the episode.
 	LagStart int64 `json:"lag_start"`
-	LagMax   int64 `json:"lag_max"`
+	LagMax   int64 `json:"lag_max" count:"lag_max"`
 	LagEnd   int64 `json:"lag_end"`
 	// FloorRise is how far its floor (the lowest lag of each slice of
 	// time) rose; GrowthPerSec the lag's growth from the start to its
 	// highest, per second.
-	FloorRise    int64   `json:"floor_rise"`
+	FloorRise    int64   `json:"floor_rise" count:"floor_rise"`
 	GrowthPerSec float64 `json:"growth_per_s"`
 	// BehindSeconds is how long the consumer was behind (start to the
 	// last fetch of the episode).
 	BehindSeconds float64 `json:"behind_s"`
-	Fetches       int     `json:"fetches"`
+	Fetches       int     `json:"fetches" count:"fetches"`
 	// OffsetFrom and OffsetTo are the fetch offsets at the start and at
 	// the last fetch: how far the consumer read meanwhile.
 	OffsetFrom    int64    `json:"fetch_offset_from"`
@@ -95,12 +95,6 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 		Last:     span.Last,
 		Conns:    where.Conns(),
 		Nodes:    nodes,
-		Counts: map[string]int64{
-			"partitions": int64(len(parts)),
-			"fetches":    int64(e.fetches),
-			"floor_rise": e.rise(),
-			"lag_max":    e.peak.Lag,
-		},
 		Evidence: ev,
 		Subject:  subj,
 		Detail:   f,

@@ -41,9 +41,6 @@ type Finding struct {
 	CRCSequenceMD5 string `json:"crc_sequence_md5,omitempty"`
 
 	label         string
-	batches       int64 // in the partition
-	dupBatches    int64
-	dupRecords    int64
 	mainBatches   int64
 	mainByRecords int64
 	idempotent    int64 // repeats with a producer id
@@ -51,12 +48,29 @@ type Finding struct {
 	server        string
 	replayBatches int64 // the rule's replay-batches
 	replayRecords int64 // and replay-records
+
+	// The counts: the partition's batches and records seen, the
+	// batches and records repeated; then, where not zero, the repeats
+	// found by their records rather than their CRCs, the batches over
+	// the rule's caps and budget or undecodable, the repeats at other
+	// offset shifts, and what the bounds forgot or did not follow.
+	Batches      int64 `count:"batches"`
+	Records      int64 `count:"records"`
+	DupBatches   int64 `count:"duplicate_batches"`
+	DupRecords   int64 `count:"duplicate_records"`
+	DupByRecords int64 `count:"duplicate_batches_by_records,omitempty"`
+	OverCap      int64 `count:"batches_over_cap,omitempty"`
+	OverBudget   int64 `count:"batches_over_budget,omitempty"`
+	Undecodable  int64 `count:"undecodable_batches,omitempty"`
+	OtherShifts  int64 `count:"repeats_at_other_shifts,omitempty"`
+	Forgotten    int64 `count:"forgotten_batches,omitempty"`
+	NotFollowed  int64 `count:"batches_of_partitions_not_followed,omitempty"`
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("%s: %d batches (%d records) written twice, offsets %d-%d again at %d-%d (shift %+d), producerId %d",
-		f.label, f.dupBatches, f.dupRecords, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset, f.OffsetShift, f.ProducerID)
+		f.label, f.DupBatches, f.DupRecords, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset, f.OffsetShift, f.ProducerID)
 }
 
 // Explanation implements detectors.Detail.
@@ -68,7 +82,7 @@ func (f *Finding) Explanation() string {
 	} else if f.mainByRecords > 0 {
 		how = fmt.Sprintf("byte for byte or, for %d of them, record for record", f.mainByRecords)
 	}
-	fmt.Fprintf(&ex, "%d of the %d batches seen in %s repeat, %s, data already at %d offsets lower: ", f.dupBatches, f.batches, f.label, how, f.OffsetShift)
+	fmt.Fprintf(&ex, "%d of the %d batches seen in %s repeat, %s, data already at %d offsets lower: ", f.DupBatches, f.Batches, f.label, how, f.OffsetShift)
 	if f.Contiguous {
 		fmt.Fprintf(&ex, "the %d batches at offsets %d-%d appear again as one contiguous run at %d-%d", f.mainBatches, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset)
 		if f.CRCSequenceMD5 != "" {
@@ -81,7 +95,7 @@ func (f *Finding) Explanation() string {
 	if len(f.Shifts) > 1 {
 		fmt.Fprintf(&ex, "Repeats were found at %d different shifts (%s). ", len(f.Shifts), text.IDs(f.Shifts, 0))
 	}
-	fmt.Fprintf(&ex, "The log now holds %d records twice; every consumer of the partition reads them twice, and the log keeps both copies until retention removes them. ", f.dupRecords)
+	fmt.Fprintf(&ex, "The log now holds %d records twice; every consumer of the partition reads them twice, and the log keeps both copies until retention removes them. ", f.DupRecords)
 	if f.produced {
 		fmt.Fprintf(&ex, "The repeat was produced by %s to %s", f.ClientID, f.server)
 	} else {
@@ -98,8 +112,8 @@ func (f *Finding) Explanation() string {
 	} else {
 		fmt.Fprintf(&ex, "%s at one shift, fewer than replay-batches (%d): the size of a producer's resend of the batches it had in flight after a lost acknowledgement (a request timeout, a dropped connection), or of a pipeline replaying a few batches.",
 			text.Plural(f.mainBatches, "batch", "batches"), f.replayBatches)
-		if f.dupRecords >= f.replayRecords {
-			fmt.Fprintf(&ex, " But %d records written twice reach replay-records (%d): an error whatever the pattern.", f.dupRecords, f.replayRecords)
+		if f.DupRecords >= f.replayRecords {
+			fmt.Fprintf(&ex, " But %d records written twice reach replay-records (%d): an error whatever the pattern.", f.DupRecords, f.replayRecords)
 		} else {
 			fmt.Fprintf(&ex, " A warning: fewer than replay-records (%d) records, but they stay in the log twice.", f.replayRecords)
 		}
@@ -155,7 +169,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		Contiguous:  main.span == main.repLast-main.repFirst+1,
 		FirstOffset: main.origFirst, LastOffset: main.origLast, RepeatFirstOffset: main.repFirst, RepeatLastOffset: main.repLast,
 		ProducerID: main.producerID, Compared: comparedBy(main),
-		label: pt.key.Label(p.Nodes), batches: pt.batches, dupBatches: dupBatches, dupRecords: dupRecords,
+		label: pt.key.Label(p.Nodes), Batches: pt.batches, DupBatches: dupBatches, DupRecords: dupRecords,
 		mainBatches: main.batches, mainByRecords: main.byRecords, idempotent: idem,
 		Replay: main.batches >= r.replay, replayBatches: r.replay, replayRecords: r.replayRecs,
 	}
@@ -194,25 +208,8 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 	}
 	ev = append(ev, main.ev.List()...)
 
-	counts := map[string]int64{
-		"batches":           pt.batches,
-		"records":           pt.records,
-		"duplicate_batches": dupBatches,
-		"duplicate_records": dupRecords,
-	}
-	for name, n := range map[string]int64{
-		"duplicate_batches_by_records":       byRecords,
-		"batches_over_cap":                   pt.overCap,
-		"batches_over_budget":                pt.overBudget,
-		"undecodable_batches":                pt.badRecs,
-		"repeats_at_other_shifts":            pt.dropRuns,
-		"forgotten_batches":                  r.crcs.Evicted(),
-		"batches_of_partitions_not_followed": r.parts.Dropped,
-	} {
-		if n > 0 {
-			counts[name] = n
-		}
-	}
+	f.Records, f.DupByRecords, f.OverCap, f.OverBudget = pt.records, byRecords, pt.overCap, pt.overBudget
+	f.Undecodable, f.OtherShifts, f.Forgotten, f.NotFollowed = pt.badRecs, pt.dropRuns, r.crcs.Evicted(), r.parts.Dropped
 	sev := detectors.Warning
 	if f.Replay || dupRecords >= r.replayRecs {
 		sev = detectors.Error
@@ -223,7 +220,6 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		Last:     when.Last,
 		Conns:    conns.Ints(),
 		Nodes:    nodes.Sorted(),
-		Counts:   counts,
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(),
 			Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},

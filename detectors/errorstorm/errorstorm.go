@@ -452,26 +452,23 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		API: decode.Name(g.api), Error: decode.ErrorName(g.code), ErrorCode: g.code,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
 		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100, Held: text.Seconds(held), Ongoing: ongoing,
-		g: g, apiResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
+		g: g, APIResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
 		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window, TopicsCreated: created,
 		Fast: ep.Fast(), StillFailing: failing, ep: ep,
 	}
 	if ep.Fast() {
 		f.FastRate = math.Round(ep.Rate*10) / 10
 	}
+	f.Responses = g.responses
+	f.StormResponses = g.stormed
+	f.ErrorCodes = g.occurrences
+	f.StormClients = int64(g.stormClients)
 	return detectors.Finding{
 		Severity: sev,
 		First:    g.stormFirst,
 		Last:     g.stormLast,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"responses":       g.responses,
-			"storm_responses": g.stormed,
-			"error_codes":     g.occurrences,
-			"api_responses":   f.apiResponses,
-			"clients":         int64(g.stormClients),
-		},
 		Evidence: g.ev.List(),
 		Subject: detectors.Subject{ClientIDs: f.ClientIDs, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(),
 			Error: g.code},

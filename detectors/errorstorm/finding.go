@@ -40,7 +40,6 @@ type Finding struct {
 	StillFailing int     `json:"still_failing,omitempty"`
 
 	g            *group
-	apiResponses int64
 	rate         float64
 	duration     time.Duration
 	held         time.Duration
@@ -50,6 +49,16 @@ type Finding struct {
 	k            int
 	window       time.Duration
 	ep           detectors.Episode
+
+	// The counts: responses with the error, those in the worst storm,
+	// the error's occurrences (one response may carry it for many
+	// partitions), the API's responses in all, and the clients in the
+	// storm.
+	Responses      int64 `count:"responses"`
+	StormResponses int64 `count:"storm_responses"`
+	ErrorCodes     int64 `count:"error_codes"`
+	APIResponses   int64 `count:"api_responses"`
+	StormClients   int64 `count:"clients"`
 }
 
 // Summary implements detectors.Detail.
@@ -74,7 +83,7 @@ func (f *Finding) Explanation() string {
 		"for several partitions or resources). %d client(s), %s, kept getting it at %.1f per second for %s, "+
 		"from %s to %s, at least %d within %s: the client retries and the broker gives the same answer every "+
 		"time. A healthy client sees this error now and then and recovers after one refresh or retry.",
-		g.responses, f.apiResponses, f.API, f.Error, f.ErrorCode, g.occurrences, g.stormClients,
+		f.Responses, f.APIResponses, f.API, f.Error, f.ErrorCode, f.ErrorCodes, f.StormClients,
 		strings.Join(f.who, ", "), f.rate, text.Duration(f.duration),
 		text.Clock(g.stormFirst), text.Clock(g.stormLast), f.k, text.Duration(f.window))
 	if g.responses > g.stormed {

@@ -31,16 +31,32 @@ type Finding struct {
 	// since its first session error, most first.
 	Creators []Creator `json:"creators,omitempty"`
 
-	ch      *churn
-	ep      detectors.Episode
-	worst   storm
-	storms  int
-	held    time.Duration
-	errs    int64
-	more    int64
-	dropped int64
-	maxGap  time.Duration
+	// The counts: session errors since the first, in Storms storms;
+	// the client's fetches since, full and incremental; the sessions it
+	// opened.
+	SessionErrors      int64 `count:"session_errors"`
+	Storms             int   `count:"storms"`
+	Fetches            int64 `count:"fetches"`
+	FullFetches        int64 `count:"full_fetches"`
+	IncrementalFetches int64 `count:"incremental_fetches"`
+	SessionsCreated    int64 `count:"sessions_created"`
+
+	// What the prose says besides: the errors' names; the worst storm's
+	// errors, first and last; how long the churn was held (to the end if
+	// ongoing); sessions opened by clients not among Creators; session
+	// errors of clients not followed (too many); the rule's max-gap.
+	ErrorNames            []string
+	WorstErrors           int64
+	WorstFirst, WorstLast time.Time
+	Held                  time.Duration
+	MoreCreators, Dropped int64
+	MaxGap                time.Duration
+	// Episode is the worst storm as the severity policy grades it
+	// (detectors.Episode: its intensity).
+	Episode detectors.Episode
 }
+
+func (f *Finding) worstSpan() time.Duration { return f.WorstLast.Sub(f.WorstFirst) }
 
 // Creator is a client and the fetch sessions it opened.
 type Creator struct {
@@ -57,16 +73,18 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 	}
 	f := &Finding{ClientID: ch.ID, Clients: ch.conns.Clients(), Server: p.Label(ch.server), Fetcher: ch.fetcher,
 		Errors: ch.codes.Parts(), ResetsPerS: text.Rate(worst.n, worst.span()), HeldS: text.Seconds(held), Ongoing: ongoing,
-		ch: ch, worst: worst, storms: storms, held: held, errs: errs, dropped: r.dropped, maxGap: r.p.MaxGap}
+		SessionErrors: errs, Storms: storms, Fetches: ch.fetches, FullFetches: ch.full, IncrementalFetches: ch.fetches - ch.full,
+		SessionsCreated: ch.sessions, ErrorNames: ch.codes.Names(), WorstErrors: worst.n, WorstFirst: worst.first,
+		WorstLast: worst.last, Held: held, Dropped: r.dropped, MaxGap: r.p.MaxGap}
 	// The worst storm's intensity grades it too: thousands of resets a
 	// second seen for half a second, still going at the end, are a
 	// client fetching faster than any backoff allows (detectors.Episode).
-	f.ep = detectors.Episode{Seen: held, Ongoing: ongoing, Failures: worst.n, Clients: 1}
+	f.Episode = detectors.Episode{Seen: held, Ongoing: ongoing, Failures: worst.n, Clients: 1}
 	if worst.n >= 2 {
-		f.ep.Rate = float64(worst.n-1) / max(worst.span(), time.Millisecond).Seconds()
+		f.Episode.Rate = float64(worst.n-1) / max(worst.span(), time.Millisecond).Seconds()
 	}
 	if ongoing {
-		f.ep.Failing = 1
+		f.Episode.Failing = 1
 	}
 	if b := r.brokers[ch.server]; b != nil {
 		for c, n := range b.created {
@@ -85,23 +103,15 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 		if len(f.Creators) > 5 {
 			f.Creators = f.Creators[:5]
 		}
-		f.more = b.more
+		f.MoreCreators = b.more
 	}
 	code, _ := ch.codes.Top()
 	return detectors.Finding{
-		Severity: f.ep.Grade(),
+		Severity: f.Episode.Grade(),
 		First:    ch.first,
 		Last:     ch.last,
 		Conns:    ch.conns.IDs(),
 		Nodes:    ch.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"session_errors":      errs,
-			"storms":              int64(storms),
-			"fetches":             ch.fetches,
-			"full_fetches":        ch.full,
-			"incremental_fetches": ch.fetches - ch.full,
-			"sessions_created":    ch.sessions,
-		},
 		Evidence: ch.ev.List(),
 		Subject: detectors.Subject{ClientIDs: []string{ch.ID}, Clients: []netip.Addr{ch.Host}, Servers: []netip.AddrPort{ch.server},
 			Nodes: ch.conns.Nodes(p.Nodes), Error: code},
@@ -118,25 +128,24 @@ func (f *Finding) who() string {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("%s at %s: %s %s in %s (%g/s), %d of %d fetches full", f.who(), f.Server, strings.Join(f.ch.codes.Names(), "/"),
-		text.Plural(f.worst.n, "time", "times"), text.Duration(f.worst.span()), f.ResetsPerS, f.ch.full, f.ch.fetches)
-	if f.Ongoing || f.ep.Fast() {
-		return s + "; " + f.ep.Felt()
+	s := fmt.Sprintf("%s at %s: %s %s in %s (%g/s), %d of %d fetches full", f.who(), f.Server, strings.Join(f.ErrorNames, "/"),
+		text.Plural(f.WorstErrors, "time", "times"), text.Duration(f.worstSpan()), f.ResetsPerS, f.FullFetches, f.Fetches)
+	if f.Ongoing || f.Episode.Fast() {
+		return s + "; " + f.Episode.Felt()
 	}
 	return s
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	ch := f.ch
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s answered %s of %s with %s, in %s (errors no more than %s apart); the worst ran from %s to %s: "+
-		"%s in %s, %g session resets per second.", f.Server, text.Plural(ch.fetches, "Fetch request", "Fetch requests"), f.who(),
-		strings.Join(f.Errors, ", "), text.Plural(f.storms, "storm", "storms"), text.Duration(f.maxGap),
-		text.Clock(f.worst.first), text.Clock(f.worst.last), text.Plural(f.worst.n, "error", "errors"),
-		text.Duration(f.worst.span()), f.ResetsPerS)
+		"%s in %s, %g session resets per second.", f.Server, text.Plural(f.Fetches, "Fetch request", "Fetch requests"), f.who(),
+		strings.Join(f.Errors, ", "), text.Plural(f.Storms, "storm", "storms"), text.Duration(f.MaxGap),
+		text.Clock(f.WorstFirst), text.Clock(f.WorstLast), text.Plural(f.WorstErrors, "error", "errors"),
+		text.Duration(f.worstSpan()), f.ResetsPerS)
 	fmt.Fprintf(&b, " Since its first session error the client sent %d full fetches (session epoch 0 or -1, naming every "+
-		"partition) and %d incremental ones, and opened %s.", ch.full, ch.fetches-ch.full, text.Plural(ch.sessions, "session", "sessions"))
+		"partition) and %d incremental ones, and opened %s.", f.FullFetches, f.IncrementalFetches, text.Plural(f.SessionsCreated, "session", "sessions"))
 	b.WriteString(" An incremental fetch session (KIP-227) lets a client send only what changed; the broker keeps at most " +
 		"max.incremental.fetch.session.cache.slots sessions (1000 by default) and evicts one to make room for a new " +
 		"one. FETCH_SESSION_ID_NOT_FOUND means the session is gone (evicted, or the broker restarted); " +
@@ -146,20 +155,20 @@ func (f *Finding) Explanation() string {
 		"used: a cache too small for the clients, or brokers before 2.4.0, which evicted live sessions (KAFKA-9137).")
 	if len(f.Creators) > 0 {
 		fmt.Fprintf(&b, " Sessions opened at this broker since its first session error: %s", text.List(creators(f.Creators), 5))
-		if f.more > 0 {
-			fmt.Fprintf(&b, " (and %d by clients not listed)", f.more)
+		if f.MoreCreators > 0 {
+			fmt.Fprintf(&b, " (and %d by clients not listed)", f.MoreCreators)
 		}
 		b.WriteString("; a client that opens many is filling the cache, one that opens a session on every fetch defeats it.")
 	}
 	if f.Ongoing {
-		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began: how long it went on is unknown.", text.Duration(f.held))
+		fmt.Fprintf(&b, " It was still going when the capture ended, %s after it began: how long it went on is unknown.", text.Duration(f.Held))
 	}
-	if f.ep.Fast() && f.held < detectors.FeltAfter {
+	if f.Episode.Fast() && f.Held < detectors.FeltAfter {
 		fmt.Fprintf(&b, " A warning however short: %d session errors at %.0f a second is a client fetching again faster than "+
-			"any client's backoff allows (%.0f a second or more), a load on the broker for every other client.", f.ep.Failures, f.ep.Rate, detectors.FastRate)
+			"any client's backoff allows (%.0f a second or more), a load on the broker for every other client.", f.Episode.Failures, f.Episode.Rate, detectors.FastRate)
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d session errors of further clients were not followed: too many.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d session errors of further clients were not followed: too many.)", f.Dropped)
 	}
 	return b.String()
 }

@@ -23,17 +23,17 @@ type Finding struct {
 	// LeaderNode is the leader's node id, -1 if unknown.
 	LeaderNode int32 `json:"leader_node"`
 	// Partitions are those trailing, worst first ("orders-0").
-	Partitions []string `json:"partitions"`
+	Partitions []string `json:"partitions" count:"partitions,len"`
 	Topic      string   `json:"topic"`
 	Partition  int32    `json:"partition"`
 	// TrailStart, TrailMax and TrailEnd are the records the worst
 	// partition's fetch offset trailed the high watermark by, first, at
 	// most and last.
 	TrailStart      int64   `json:"trail_start"`
-	TrailMax        int64   `json:"trail_max"`
+	TrailMax        int64   `json:"trail_max" count:"trail_max"`
 	TrailEnd        int64   `json:"trail_end"`
 	DurationSeconds float64 `json:"duration_s"`
-	Fetches         int     `json:"fetches"`
+	Fetches         int     `json:"fetches" count:"fetches"`
 	StillTrailing   bool    `json:"still_trailing"`
 	CatchingUp      bool    `json:"catching_up"`
 
@@ -83,11 +83,6 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 		Last:     span.Last,
 		Conns:    where.Conns(),
 		Nodes:    subj.Nodes,
-		Counts: map[string]int64{
-			"partitions": int64(len(parts)),
-			"fetches":    int64(u.fetches),
-			"trail_max":  u.most.Lag,
-		},
 		Evidence: ev,
 		Subject:  subj,
 		Detail:   f,

@@ -10,14 +10,17 @@ type Finding struct {
 	// Error is what the recovered panic said.
 	Error string `json:"error"`
 
-	conn   int
-	packet uint64
+	// Conn is the connection's number, Packet the packet it broke at.
+	Conn   int
+	Packet uint64
+	// RequestsBefore is the requests the connection carried before.
+	RequestsBefore int64 `count:"requests_before"`
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("internal error on connection #%d %s -> %s at packet %d; the rest of that connection was not analysed",
-		f.conn, f.Client, f.Server, f.packet)
+		f.Conn, f.Client, f.Server, f.Packet)
 }
 
 // Explanation implements detectors.Detail.
@@ -29,5 +32,5 @@ func (f *Finding) Explanation() string {
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
 	return fmt.Sprintf("Report the bug with the capture (or `kfsniff -r FILE -c %d -w excerpt.pcap` around packet %d).",
-		f.packet, f.packet)
+		f.Packet, f.Packet)
 }

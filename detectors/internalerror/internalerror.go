@@ -51,11 +51,10 @@ func (rule) Findings(p *detectors.Pass) []detectors.Finding {
 			First:    c.FirstSeen,
 			Last:     c.LastSeen,
 			Conns:    []int{c.ID},
-			Counts:   map[string]int64{"requests_before": int64(c.Requests)},
 			Evidence: []detectors.Evidence{{File: c.BrokenFile, Packet: c.BrokenPacket, Conn: c.ID, What: "internal error: " + c.BrokenWhy}},
 			Subject:  detectors.Subject{Clients: []netip.Addr{c.Client.Addr().Unmap()}, Servers: []netip.AddrPort{c.Server}},
 			Detail: &Finding{Client: c.Client.String(), Server: c.Server.String(), Error: c.BrokenWhy,
-				conn: c.ID, packet: c.BrokenPacket},
+				Conn: c.ID, Packet: c.BrokenPacket, RequestsBefore: int64(c.Requests)},
 		})
 	}
 	return out

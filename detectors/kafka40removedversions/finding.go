@@ -24,13 +24,17 @@ type Finding struct {
 
 	libraryTold  bool
 	versions     []version
-	n            int64
 	first, last  time.Time
 	moreVersions int64
 	dropped      int64
 	serverLabels []string
 	warning      bool
 	minRequests  int
+
+	// The counts: the requests at removed versions, in all and by
+	// version ("Produce v2").
+	Requests  int64            `count:"removed_version_requests"`
+	ByVersion map[string]int64 `count:",inline"`
 }
 
 // Summary implements detectors.Detail.
@@ -89,7 +93,7 @@ func (f *Finding) Explanation() string {
 	expl := fmt.Sprintf("%s from client id %q on %s to %s, between %s and %s, used versions that Apache Kafka 4.0 "+
 		"removed (KIP-896): %s. A 4.0 broker refuses them (it answers UNSUPPORTED_VERSION or closes the "+
 		"connection), so this client fails as soon as its brokers run 4.0, though 3.x brokers serve it today.",
-		text.Plural(f.n, "request", "requests"), f.ClientID, f.Host, strings.Join(f.serverLabels, ", "),
+		text.Plural(f.Requests, "request", "requests"), f.ClientID, f.Host, strings.Join(f.serverLabels, ", "),
 		text.Clock(f.first), text.Clock(f.last), strings.Join(parts, ", "))
 	if len(notes) > 0 {
 		expl += " " + strings.Join(notes, " ")

@@ -174,7 +174,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	sw := r.software[c.key]
 	f := &Finding{
 		ClientID: c.key.id, Host: c.key.host.String(), Servers: c.conns.Servers(),
-		first: c.first, last: c.last, n: c.n, moreVersions: c.moreVers, dropped: r.dropped,
+		first: c.first, last: c.last, moreVersions: c.moreVers, dropped: r.dropped,
 		serverLabels: c.conns.ServerLabels(p.Nodes), minRequests: r.p.MinRequests,
 	}
 	if sw.name != "" || sw.version != "" {
@@ -189,13 +189,13 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	default:
 		f.Upgrade = genericAdvice
 	}
-	counts := map[string]int64{"removed_version_requests": c.n}
+	f.Requests, f.ByVersion = c.n, map[string]int64{}
 	sev := detectors.Info
 	for _, v := range vs {
 		name := decode.Name(v.key) + " v" + itoa(int(v.version))
 		f.Removed = append(f.Removed, name)
 		f.versions = append(f.versions, v)
-		counts[name] = v.n
+		f.ByVersion[name] = v.n
 		if v.removed.RestoredIn == "" && c.n >= int64(r.p.MinRequests) {
 			sev = detectors.Warning
 		}
@@ -207,7 +207,6 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		Last:     c.last,
 		Conns:    c.conns.IDs(),
 		Nodes:    c.conns.Nodes(p.Nodes),
-		Counts:   counts,
 		Evidence: c.ev.List(),
 		Subject:  detectors.Subject{ClientIDs: []string{c.key.id}, Clients: []netip.Addr{c.key.host}, Servers: c.conns.ServerAddrs()},
 		Detail:   f,

@@ -14,7 +14,7 @@ import (
 // are the finding's "fields".
 type Finding struct {
 	Topic           string   `json:"topic"`
-	Partitions      []int32  `json:"partitions"`
+	Partitions      []int32  `json:"partitions" count:"partitions,len"`
 	Error           string   `json:"error"`     // the error answered most often
 	LeaderID        int32    `json:"leader_id"` // the leader answered most often (-1: none)
 	Servers         []string `json:"servers"`   // the brokers that answered
@@ -28,12 +28,15 @@ type Finding struct {
 	NewLeaders []int32 `json:"new_leaders"`
 	// Waited are the clients that waited for a leader, those that
 	// waited most first.
-	Waited []Waiter `json:"waited"`
+	Waited []Waiter `json:"waited" count:"clients,len"`
+	// Responses is the answers without a leader; Refused, of the
+	// waiters' requests, those refused.
+	Responses int64 `count:"responses"`
+	Refused   int64 `count:"refused"`
 
 	sev          detectors.Severity
 	p            Params
 	errCode      int16
-	responses    int64
 	first, last  time.Time // the first and last answers without a leader
 	healed       time.Time // the last answer that ended a stretch
 	end          time.Time // the end of the capture, if a stretch lasted to it
@@ -104,7 +107,7 @@ func (f *Finding) Summary() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%s %s without a leader for %s (%s from %s: %s, leader %d)",
-		f.Topic, f.partitions(), text.Duration(f.dur), text.Plural(f.responses, "Metadata response", "Metadata responses"),
+		f.Topic, f.partitions(), text.Duration(f.dur), text.Plural(f.Responses, "Metadata response", "Metadata responses"),
 		strings.Join(f.labels, ", "), f.Error, f.LeaderID)
 	switch {
 	case f.allOffline && len(f.Replicas) == 1:
@@ -139,7 +142,7 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, ", until a response named %s the leader at %s (%s of capture time for %s partition %d). ",
 			f.leaders(), text.Stamp(f.healed), text.Duration(f.dur), f.Topic, f.longest)
 	}
-	fmt.Fprintf(&b, "%s, from %s. ", text.Plural(f.responses, "response", "responses"), strings.Join(f.labels, ", "))
+	fmt.Fprintf(&b, "%s, from %s. ", text.Plural(f.Responses, "response", "responses"), strings.Join(f.labels, ", "))
 	fmt.Fprintf(&b, "Replicas %v, in-sync replicas %v", f.Replicas, f.ISR)
 	if f.offlineKnown {
 		fmt.Fprintf(&b, ", offline replicas %v. ", f.OfflineReplicas)

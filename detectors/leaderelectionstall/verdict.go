@@ -121,7 +121,7 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 		evs = append(evs, append(l.ev.List(), l.healEv)) // a zero healEv (open) is skipped
 		intervals = append(intervals, [2]int64{l.firstSeq, l.lastSeq})
 	}
-	f.responses = unionLen(intervals)
+	f.Responses = unionLen(intervals)
 	f.errCode = mostFrequent(errs)
 	f.Error = decode.ErrorName(f.errCode)
 	f.LeaderID = mostFrequent(leaderCounts)
@@ -140,11 +140,10 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 	f.online = replicas.Minus(offline).Sorted()
 	f.onlineISR = isr.Minus(offline).Sorted()
 	f.Waited = waiters(waiting)
-	var refused int64
 	var ids []string
 	var hosts []netip.Addr
 	for _, w := range f.Waited {
-		refused += w.ProduceRefused + w.FetchRefused
+		f.Refused += w.ProduceRefused + w.FetchRefused
 	}
 	for k := range waiting {
 		if !slices.Contains(ids, k.ID) {
@@ -170,8 +169,6 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 		Last:     last,
 		Conns:    conns.IDs(),
 		Nodes:    f.nodes,
-		Counts: map[string]int64{"responses": f.responses, "partitions": int64(len(f.Partitions)),
-			"clients": int64(len(f.Waited)), "refused": refused},
 		Evidence: mergeEvidence(evs...),
 		Subject:  detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: servers, Nodes: f.nodes, Partitions: partitions, Error: f.errCode},
 		Detail:   f,

@@ -38,14 +38,22 @@ type Finding struct {
 	IsCaughtUp            *bool  `json:"is_caught_up,omitempty"`
 	IsFenced              *bool  `json:"is_fenced,omitempty"`
 
-	hbOK, hbErr         int64
+	// The counts: heartbeats and those answered with an error; raft
+	// fetches, those answered with an error, those unanswered, and those
+	// sent to the leader.
+	Heartbeats      int64 `count:"heartbeats"`
+	HeartbeatErrors int64 `count:"heartbeat_errors"`
+	RaftFetches     int64 `count:"raft_fetches"`
+	RaftErrors      int64 `count:"raft_fetch_errors"`
+	RaftUnanswered  int64 `count:"raft_fetches_unanswered"`
+	RaftToLeader    int64 `count:"raft_fetches_to_leader"`
+
 	hbTo                string // the controller the heartbeats go to
 	span                string
 	held                time.Duration
 	healed              bool
 	raft                string // what the raft fetches got
 	leaderFrom          string
-	toLeader            int64
 	metaThroughout      bool // the heartbeats' offset did not change during the run
 	fenced, answered    bool
 	caughtUp, hasOffset bool
@@ -104,7 +112,9 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		NodeID: n.id, HeartbeatClientID: n.hbClientID, RaftClientID: n.raftClientID, LeaderID: leader,
 		HeartbeatServers: n.hbServers.Strings(), RaftServers: e.servers.Strings(), Duration: text.Seconds(dur),
 		HeldS: text.Seconds(held), Ongoing: open, held: held, healed: healed,
-		hbOK: hbOK, hbErr: hbErr, span: text.Duration(dur), leaderFrom: leaderFrom, toLeader: toLeader,
+		Heartbeats: hbOK + hbErr, HeartbeatErrors: hbErr, RaftFetches: e.fetches, RaftErrors: e.errors,
+		RaftUnanswered: e.unanswered, RaftToLeader: toLeader,
+		span: text.Duration(dur), leaderFrom: leaderFrom,
 		metaThroughout: n.metaChanged.IsZero() || n.metaChanged.Before(e.first), fenced: n.fenced, answered: n.hbAnswered,
 		caughtUp: n.caughtUp, hasOffset: e.hasOffset, offset: e.offset, metaOffset: n.metaOffset, leaderEP: leaderEP,
 		metaFrom: -1,
@@ -159,14 +169,6 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		Last:     e.last,
 		Conns:    peers.UnionIDs(n.hbConns.IDs(), e.conns.IDs()),
 		Nodes:    nodes,
-		Counts: map[string]int64{
-			"heartbeats":              hbOK + hbErr,
-			"heartbeat_errors":        hbErr,
-			"raft_fetches":            e.fetches,
-			"raft_fetch_errors":       e.errors,
-			"raft_fetches_unanswered": e.unanswered,
-			"raft_fetches_to_leader":  toLeader,
-		},
 		Evidence: ev,
 		// No error: the raft answers' errors are what not-leader-loop
 		// explains.
@@ -204,16 +206,16 @@ func raftFact(e *run, leader int32, toHB, toLeader int64) string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("broker %d is alive by heartbeat but its metadata replication is not: %s answered ok by %s, while %s in %s",
-		f.NodeID, text.Plural(f.hbOK, "heartbeat", "heartbeats"), f.hbTo, f.raft, f.span)
+		f.NodeID, text.Plural(f.heartbeatsOK(), "heartbeat", "heartbeats"), f.hbTo, f.raft, f.span)
 	return s + spell.Tail(f.Ongoing, f.healed, f.held, "failing", "a raft fetch succeeded again", "failed one")
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var b strings.Builder
-	hb := fmt.Sprintf("%d heartbeats to %s answered without error", f.hbOK, f.hbTo)
-	if f.hbErr > 0 {
-		hb = fmt.Sprintf("%d of %d heartbeats to %s answered without error", f.hbOK, f.hbOK+f.hbErr, f.hbTo)
+	hb := fmt.Sprintf("%d heartbeats to %s answered without error", f.heartbeatsOK(), f.hbTo)
+	if f.HeartbeatErrors > 0 {
+		hb = fmt.Sprintf("%d of %d heartbeats to %s answered without error", f.heartbeatsOK(), f.Heartbeats, f.hbTo)
 	}
 	fmt.Fprintf(&b, "broker %d is alive by heartbeat: %s", f.NodeID, hb)
 	if f.answered {
@@ -229,10 +231,10 @@ func (f *Finding) Explanation() string {
 	}
 	fmt.Fprintf(&b, ", over %s. ", f.span)
 	if f.LeaderID >= 0 {
-		if f.toLeader == 0 {
+		if f.RaftToLeader == 0 {
 			fmt.Fprintf(&b, "Not one raft fetch went to leader %d (%s), though its heartbeats reach %s. ", f.LeaderID, f.leaderFrom, f.hbTo)
 		} else {
-			fmt.Fprintf(&b, "%d raft fetches went to leader %d and failed there too. ", f.toLeader, f.LeaderID)
+			fmt.Fprintf(&b, "%d raft fetches went to leader %d and failed there too. ", f.RaftToLeader, f.LeaderID)
 		}
 	}
 	if f.metaOffset >= 0 {
@@ -279,3 +281,6 @@ func (f *Finding) Next() string {
 		"not health). See the not-leader-loop finding for where its raft fetches go. Do not read heartbeats or an unfenced "+
 		"broker as proof of metadata health.", text.Or(f.leaderEP, "<controller>"), f.NodeID, f.NodeID)
 }
+
+// heartbeatsOK is the heartbeats answered without an error.
+func (f *Finding) heartbeatsOK() int64 { return f.Heartbeats - f.HeartbeatErrors }

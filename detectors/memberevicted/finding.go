@@ -16,26 +16,41 @@ type Finding struct {
 	Host     string `json:"host"`
 	// SilentS is how long its group requests stopped, in seconds,
 	// against SessionTimeoutMs, the session timeout its JoinGroup asked
-	// for. Back: it came back, answered Answer; else it was still silent
-	// at the end.
+	// for (0: its JoinGroup came before the capture). Back: it came back,
+	// answered Answer; else it was still silent at the end.
 	SilentS          float64 `json:"silent_s"`
-	SessionTimeoutMs int64   `json:"session_timeout_ms"`
+	SessionTimeoutMs int64   `json:"session_timeout_ms" count:"session_timeout_ms"`
 	Back             bool    `json:"back"`
 	Answer           string  `json:"answer,omitempty"`
 	// Generations counts the group's generations in the capture;
 	// ExplainsRebalances: no more than the evictions and the members'
 	// joins and leaves make, so that the rebalances are not a loop.
-	Generations        int64 `json:"generations"`
-	ExplainsRebalances bool  `json:"explains_rebalances"`
+	Generations int64 `json:"generations" count:"generations"`
+	// SinceStart: the member was not heard from before its eviction was
+	// answered: silent at least since the capture began (SilentS is a
+	// lower bound).
+	SinceStart         bool `json:"since_start"`
+	ExplainsRebalances bool `json:"explains_rebalances"`
 
 	last, until time.Time
 	coordinator string
+
+	// SilentMs is how long it was silent in milliseconds, a count.
+	SilentMs int64 `count:"silent_ms"`
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for %s, past its session timeout of %s",
 		f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()), text.Duration(time.Duration(f.SessionTimeoutMs)*time.Millisecond))
+	switch {
+	case f.SinceStart:
+		s = fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for at least %s, since before the capture began",
+			f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()))
+	case f.SessionTimeoutMs == 0:
+		s = fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for %s (its session timeout not captured)",
+			f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()))
+	}
 	if f.Back {
 		s += "; back, answered " + f.Answer
 	} else {
@@ -48,10 +63,19 @@ func (f *Finding) silent() time.Duration { return time.Duration(f.SilentS * floa
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
+	timeout := fmt.Sprintf("longer than the session timeout of %d ms its JoinGroup asked for", f.SessionTimeoutMs)
+	if f.SessionTimeoutMs == 0 {
+		timeout = "its JoinGroup, which names its session timeout, came before the capture; answered as it was when " +
+			"it came back, the coordinator had dropped it"
+	}
 	s := fmt.Sprintf("Member %q sent its last group request to the coordinator %s at %s and nothing more until %s: "+
-		"%s, longer than the session timeout of %d ms its JoinGroup asked for. The coordinator dropped it and "+
-		"rebalanced the group without it; its partitions went to the other members or unread. ",
-		f.Member, f.coordinator, text.Clock(f.last), text.Clock(f.until), text.Duration(f.silent()), f.SessionTimeoutMs)
+		"%s, %s. The coordinator dropped it and rebalanced the group without it; its partitions went to the other "+
+		"members or unread. ", f.Member, f.coordinator, text.Clock(f.last), text.Clock(f.until), text.Duration(f.silent()), timeout)
+	if f.SinceStart {
+		s = fmt.Sprintf("Member %q sent no group request from the capture's start (%s) until %s, at least %s, and was "+
+			"then answered as a member the coordinator %s had dropped: evicted while silent. ",
+			f.Member, text.Clock(f.last), text.Clock(f.until), text.Duration(f.silent()), f.coordinator)
+	}
 	if f.Back {
 		s += "When it came back, the coordinator no longer knew it (" + f.Answer + "): it must join again, another rebalance. "
 	} else {

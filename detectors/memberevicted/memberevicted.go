@@ -40,11 +40,13 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"member id, client id and host, how long it was silent against which timeout. A warning (its partitions " +
 		"went unread) from 3 s of silence, an error from 30 s or silent at the end after 10 s. Told apart from a " +
 		"loop: rebalance-loop's finding on the group drops to info when the evictions account for its rebalances.",
-}, Params{}, New)
+}, Params{Unknown: 10 * time.Second}, New)
 
-// Params are the rule's thresholds (none: the session timeout is the
-// client's own).
-type Params struct{}
+// Params are the rule's thresholds: the session timeout is the client's
+// own, when its JoinGroup was captured.
+type Params struct {
+	Unknown time.Duration `param:"unknown-timeout" unit:"ms" doc:"silence of a member whose JoinGroup (its session timeout) came before the capture that, answered UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, counts as an eviction (Kafka's minimum session timeout is 6 s, its default 45 s)"`
+}
 
 // The bounds.
 const (
@@ -53,9 +55,10 @@ const (
 )
 
 // New makes the rule.
-func New(Params) detectors.Rule { return &rule{groups: map[string]*group{}} }
+func New(p Params) detectors.Rule { return &rule{p: p, groups: map[string]*group{}} }
 
 type rule struct {
+	p       Params
 	groups  map[string]*group
 	dropped int64
 }
@@ -75,8 +78,12 @@ type member struct {
 	client   key.Client
 	timeout  time.Duration
 	lastSeen time.Time
-	lastEv   detectors.Evidence
+	lastEv   detectors.Evidence // What set at the finding: lastAPI
+	lastAPI  string
 	left     bool
+	// sinceStart: not heard from in the capture before its eviction
+	// was answered; silent at least since the capture began.
+	sinceStart bool
 	// set at the eviction
 	evicted     bool
 	back        bool
@@ -87,7 +94,7 @@ type member struct {
 }
 
 // Exchange implements detectors.ExchangeHook.
-func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Resp.Resp == nil {
 		return
 	}
@@ -131,13 +138,40 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	default:
 		return
 	}
-	g := r.groups[grp]
+	if id == "" {
+		return
+	}
+	g := r.group(grp)
 	if g == nil {
 		return
 	}
-	if m := g.members[id]; m != nil {
-		r.seen(g, m, x, code)
+	m := g.members[id]
+	if m == nil {
+		// A member whose JoinGroup came before the capture: its session
+		// timeout is not known.
+		if len(g.members) >= maxMembers {
+			return
+		}
+		m = &member{id: id, client: key.ClientOf(x.Req), lastSeen: x.Req.Time,
+			lastEv: detectors.EvidenceAt(x.Req, ""), lastAPI: x.Req.Name(), server: x.Conn.Server}
+		g.members[id] = m
+		g.conns.Add(x.Conn)
+		if (code == 25 || code == 22) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
+			// Its first request in the capture, answered as to a member
+			// the coordinator dropped: silent since before the capture
+			// began, at least that long.
+			m.lastSeen, m.sinceStart = p.Start, true
+			r.seen(g, m, x, code)
+		}
+		return
 	}
+	r.seen(g, m, x, code)
+}
+
+func (r *rule) group(name string) *group {
+	return tally.Entry(r.groups, name, maxGroups, &r.dropped, func() *group {
+		return &group{name: name, members: map[string]*member{}, joiners: map[key.Client]bool{}}
+	})
 }
 
 // seen is a member's group request: an eviction when it comes after a
@@ -145,7 +179,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 // the coordinator no longer knows.
 func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
 	t := x.Req.Time
-	if !m.evicted && m.timeout > 0 && t.Sub(m.lastSeen) >= m.timeout && (code == 25 || code == 22) {
+	limit := m.timeout
+	if limit == 0 {
+		limit = r.p.Unknown
+	}
+	if !m.evicted && limit > 0 && t.Sub(m.lastSeen) >= limit && (code == 25 || code == 22) {
 		m.evicted, m.back, m.silentUntil = true, true, t
 		m.answer = detectors.ErrorName(code)
 		m.backEv = detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+m.answer+" to member "+m.id+" after "+
@@ -157,20 +195,15 @@ func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
 	}
 	if !m.evicted {
 		m.lastSeen = t
-		m.lastEv = detectors.EvidenceAt(x.Req, x.Req.Name()+" request of member "+m.id)
+		m.lastEv, m.lastAPI = detectors.EvidenceAt(x.Req, ""), x.Req.Name() // no allocation per heartbeat
 		m.server = x.Conn.Server
 	}
 }
 
 func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) {
-	g := r.groups[req.Group]
+	g := r.group(req.Group)
 	if g == nil {
-		g = tally.Entry(r.groups, req.Group, maxGroups, &r.dropped, func() *group {
-			return &group{name: req.Group, members: map[string]*member{}, joiners: map[key.Client]bool{}}
-		})
-		if g == nil {
-			return
-		}
+		return
 	}
 	c := key.ClientOf(x.Req)
 	if len(g.joiners) < maxMembers {
@@ -198,8 +231,7 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 	m.timeout = time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	if !m.evicted {
 		m.lastSeen = x.Req.Time
-		m.lastEv = detectors.EvidenceAt(x.Req, "JoinGroup request of member "+id+" (session timeout "+
-			strconv.Itoa(int(req.SessionTimeoutMillis))+" ms)")
+		m.lastEv, m.lastAPI = detectors.EvidenceAt(x.Req, ""), "JoinGroup"
 		m.server = x.Conn.Server
 	}
 	g.conns.Add(x.Conn)
@@ -253,7 +285,13 @@ func (r *rule) finding(p *detectors.Pass, g *group, m *member, evictions int) de
 		SilentS: silent.Seconds(), SessionTimeoutMs: m.timeout.Milliseconds(), Back: m.back, Answer: m.answer,
 		Generations: g.generations, last: m.lastSeen, until: m.silentUntil, coordinator: p.Label(m.server)}
 	sev := max(detectors.Warning, detectors.Grade(silent, !m.back))
-	evs := []detectors.Evidence{m.lastEv}
+	last := m.lastEv
+	last.What = "last " + m.lastAPI + " request of member " + m.id + " before its silence"
+	evs := []detectors.Evidence{last}
+	if m.sinceStart {
+		evs = evs[:0]
+		f.SinceStart = true
+	}
 	if m.back {
 		evs = append(evs, m.backEv)
 	}
@@ -261,14 +299,13 @@ func (r *rule) finding(p *detectors.Pass, g *group, m *member, evictions int) de
 	// more generations than each eviction and return (two), and each
 	// member's first join and last leave (two) make.
 	explains := g.generations <= int64(2*evictions+2*len(g.joiners))
-	f.ExplainsRebalances = explains
+	f.ExplainsRebalances, f.SilentMs = explains, silent.Milliseconds()
 	return detectors.Finding{
 		Severity: sev,
 		First:    m.lastSeen,
 		Last:     m.silentUntil,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"silent_ms": silent.Milliseconds(), "session_timeout_ms": m.timeout.Milliseconds(), "generations": g.generations},
 		Evidence: evs,
 		Subject: detectors.Subject{ClientIDs: []string{m.client.ID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(),
 			Rebalances: explains},

@@ -116,3 +116,60 @@ func TestLoopExplained(t *testing.T) {
 		}
 	}
 }
+
+// beats is a member's heartbeats every second from from to to (its
+// JoinGroup before the capture), the last answered code.
+func beats(h *dt.Harness, client, id, member string, from, to time.Duration, code int16) {
+	for t := from; t <= to; t += time.Second {
+		c := int16(0)
+		if t+time.Second > to {
+			c = code
+		}
+		beat(h, t, client, id, member, 3, c)
+	}
+}
+
+func TestMemberEvictedJoinedBeforeTheCapture(t *testing.T) {
+	dt.Run(t, memberevicted.Analyzer, []dt.Case{
+		{
+			Name: "joined before the capture, silent 10 s, back to UNKNOWN_MEMBER_ID: evicted, timeout not known",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
+				beat(h, 12500*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 10000, "session_timeout_ms": 0},
+				Summary: []string{"silent for 10.0 s (its session timeout not captured)"}}},
+			Explanation: []string{"its JoinGroup, which names its session timeout, came before the capture"},
+		},
+		{
+			Name: "near miss: joined before the capture, silent 9.9 s: nothing",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
+				beat(h, 12400*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+		},
+	}, nil)
+}
+
+func TestMemberEvictedSilentSinceTheStart(t *testing.T) {
+	dt.Run(t, memberevicted.Analyzer, []dt.Case{
+		{
+			Name: "first heard 12 s into the capture, answered UNKNOWN_MEMBER_ID: evicted while silent since the start",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beat(h, 12*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 12000},
+				Fields:  map[string]any{"since_start": true},
+				Summary: []string{"silent for at least 12.0 s, since before the capture began"}}},
+		},
+		{
+			Name: "near miss: first heard 9.9 s in, answered UNKNOWN_MEMBER_ID: nothing (a member just rejoining)",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beat(h, 9900*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+		},
+	}, nil)
+}

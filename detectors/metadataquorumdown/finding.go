@@ -15,7 +15,7 @@ import (
 // the finding's "fields".
 type Finding struct {
 	// Fetchers are the nodes whose raft fetches failed.
-	Fetchers []int32 `json:"fetchers"`
+	Fetchers []int32 `json:"fetchers" count:"fetchers,len"`
 	// LeaderID is the leader the answers name (-1: none named), at
 	// LeaderEpoch, at LeaderEndpoint.
 	LeaderID       int32  `json:"leader_id"`
@@ -33,6 +33,15 @@ type Finding struct {
 	HeldS    float64 `json:"held_s"`
 	Ongoing  bool    `json:"ongoing"`
 
+	// The counts besides: the raft fetches to the leader and those
+	// unanswered, the connection attempts refused or unanswered to the
+	// controllers down, the votes asked and granted.
+	RaftFetches     int64 `count:"raft_fetches"`
+	Unanswered      int64 `count:"raft_fetches_unanswered"`
+	RefusedConnects int64 `count:"refused_connects"`
+	Votes           int64 `count:"votes"`
+	VotesGranted    int64 `count:"votes_granted"`
+
 	o       *outage
 	downs   []down
 	held    time.Duration
@@ -48,6 +57,7 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 	f := &Finding{
 		LeaderID: o.leader, LeaderEndpoint: o.leaderEP, Answering: o.answering.Strings(), Down: []string{},
 		Duration: text.Seconds(o.last.Sub(o.first)), HeldS: text.Seconds(held), Ongoing: open,
+		RaftFetches: o.fetches, Unanswered: o.unanswered, Votes: o.votes, VotesGranted: o.granted,
 		o: o, downs: downs, held: held, healed: healed,
 	}
 	for id := range o.fetchers {
@@ -68,9 +78,8 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 	if code, n := o.codes.Top(); n > 0 {
 		f.Error = detectors.ErrorName(code)
 	}
-	var refused int64
 	for _, d := range downs {
-		refused += d.attempts
+		f.RefusedConnects += d.attempts
 	}
 	nodes := append([]int32(nil), f.Fetchers...)
 	if o.leader >= 0 {
@@ -82,14 +91,6 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 		First:    o.first,
 		Last:     o.last,
 		Nodes:    nodes,
-		Counts: map[string]int64{
-			"raft_fetches":            o.fetches,
-			"raft_fetches_unanswered": o.unanswered,
-			"fetchers":                int64(len(o.fetchers)),
-			"refused_connects":        refused,
-			"votes":                   o.votes,
-			"votes_granted":           o.granted,
-		},
 		Evidence: o.ev.List(),
 		Subject:  detectors.Subject{Nodes: nodes},
 		Detail:   f,

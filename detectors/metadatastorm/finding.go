@@ -35,6 +35,17 @@ type Finding struct {
 	first, last time.Time
 	p           Params
 	dropped     int64
+
+	// The counts: the client's Metadata requests, those in the worst
+	// storm, those asking for all topics, those after an error answer;
+	// the bytes of their responses; storms; connections.
+	MetadataRequests    int64 `count:"metadata_requests"`
+	StormRequests       int64 `count:"storm_requests"`
+	AllTopicsRequests   int64 `count:"all_topics_requests"`
+	RefreshesAfterError int64 `count:"refreshes_after_error"`
+	ResponseBytes       int64 `count:"response_bytes"`
+	Storms              int64 `count:"storms"`
+	Connections         int64 `count:"connections"`
 }
 
 func share(n, of int64) float64 {

@@ -218,21 +218,19 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 		storm:            best, storms: storms, peakAt: peakAt, requests: cl.requests, onError: cl.onError, conns: cl.conns.Len(),
 		first: cl.first, last: cl.last, p: r.p, dropped: r.dropped,
 	}
+	f.MetadataRequests = cl.requests
+	f.StormRequests = int64(best.Events)
+	f.AllTopicsRequests = cl.allTopics
+	f.RefreshesAfterError = cl.onError
+	f.ResponseBytes = cl.respBytes
+	f.Storms = int64(storms)
+	f.Connections = int64(cl.conns.Len())
 	return detectors.Finding{
 		Severity: sev,
 		First:    best.Start,
 		Last:     best.End,
 		Conns:    cl.conns.IDs(),
 		Nodes:    cl.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"metadata_requests":     cl.requests,
-			"storm_requests":        int64(best.Events),
-			"all_topics_requests":   cl.allTopics,
-			"refreshes_after_error": cl.onError,
-			"response_bytes":        cl.respBytes,
-			"storms":                int64(storms),
-			"connections":           int64(cl.conns.Len()),
-		},
 		Evidence: cl.ev.List(),
 		Subject:  detectors.Subject{ClientIDs: []string{cl.key.clientID}, Clients: []netip.Addr{cl.key.host}, Servers: cl.conns.ServerAddrs()},
 		Detail:   f,

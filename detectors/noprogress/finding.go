@@ -34,7 +34,7 @@ type Finding struct {
 	// length in seconds, to the capture's end when Ongoing; Healed: a
 	// success ended it; AtStart: it was under way from the capture's
 	// first seconds, so it may have begun before.
-	Answers  int64   `json:"failing_answers"`
+	Answers  int64   `json:"failing_answers" count:"failing_answers"`
 	StalledS float64 `json:"stalled_s"`
 	Ongoing  bool    `json:"ongoing"`
 	Healed   bool    `json:"healed"`
@@ -50,6 +50,9 @@ type Finding struct {
 	ev          []detectors.Evidence
 	ep          detectors.Episode
 	serverLabel []string
+
+	// StalledMs is the stall's length in milliseconds, a count.
+	StalledMs int64 `count:"stalled_ms"`
 }
 
 // add merges one key's stall (Produce partitions of one client and topic).
@@ -110,13 +113,13 @@ func (f *Finding) finding(p *detectors.Pass) detectors.Finding {
 	for _, pt := range f.Partitions {
 		parts = append(parts, detectors.TopicPartition{Topic: f.Topic, Partition: pt})
 	}
+	f.StalledMs = d.Milliseconds()
 	return detectors.Finding{
 		Severity: f.ep.Grade(),
 		First:    f.from,
 		Last:     f.to,
 		Conns:    f.conns.IDs(),
 		Nodes:    f.conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"failing_answers": f.Answers, "stalled_ms": d.Milliseconds()},
 		Evidence: f.ev,
 		Subject: detectors.Subject{ClientIDs: []string{f.ClientID}, Clients: []netip.Addr{f.host}, Servers: f.conns.ServerAddrs(),
 			Partitions: parts, Error: f.code},

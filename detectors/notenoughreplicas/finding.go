@@ -29,6 +29,14 @@ type Finding struct {
 	pr    *producer
 	held  time.Duration
 	topic string // of the first partition refused
+
+	// The counts: the refusals, the partitions refused, those refused
+	// after the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND), and the
+	// batches written again after such a refusal.
+	Refusals       int64 `count:"refusals"`
+	PartitionCount int64 `count:"partitions"`
+	AfterAppend    int64 `count:"after_append"`
+	Rewritten      int64 `count:"rewritten"`
 }
 
 // Partition is one partition's refusals: how many, the mean time between

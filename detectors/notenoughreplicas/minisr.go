@@ -257,18 +257,16 @@ func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
 		}
 	}
 	detectors.SortEvidence(ev)
+	f.Refusals = pr.n
+	f.PartitionCount = int64(len(pr.parts))
+	f.AfterAppend = codeCount(&pr.codes, 20)
+	f.Rewritten = pr.dupRisk
 	return detectors.Finding{
 		Severity: sev,
 		First:    pr.first,
 		Last:     pr.last,
 		Conns:    pr.conns.IDs(),
 		Nodes:    pr.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"refusals":     pr.n,
-			"partitions":   int64(len(pr.parts)),
-			"after_append": codeCount(&pr.codes, 20),
-			"rewritten":    pr.dupRisk,
-		},
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{pr.ID}, Clients: []netip.Addr{pr.Host}, Servers: pr.conns.ServerAddrs(),
 			Nodes: pr.conns.Nodes(p.Nodes), Partitions: parts, Error: code},

@@ -56,6 +56,24 @@ type Finding struct {
 	MetadataServer   string `json:"metadata_server,omitempty"`
 	KnownIssue       string `json:"known_issue,omitempty"`
 
+	// The counts, summed over Partitions on a merged finding: the
+	// requests and the not-leader answers; those to the leader, when
+	// one is named; where not zero, the answers FENCED_LEADER_EPOCH or
+	// another error and the requests unanswered; the client's Metadata
+	// refreshes, when its Metadata was seen; and, when the leader was
+	// unreachable, the connections to it unanswered or refused and the
+	// requests to it unanswered.
+	Requests                   int64  `count:"requests"`
+	NotLeaderResponses         int64  `count:"not_leader_responses"`
+	RequestsToLeader           *int64 `count:"requests_to_leader"`
+	FencedLeaderEpoch          int64  `count:"fenced_leader_epoch,omitempty"`
+	OtherErrors                int64  `count:"other_errors,omitempty"`
+	Unanswered                 int64  `count:"unanswered,omitempty"`
+	MetadataRefreshes          *int64 `count:"metadata_refreshes"`
+	UnansweredConnectsToLeader *int64 `count:"unanswered_connects_to_leader"`
+	RefusedConnectsToLeader    *int64 `count:"refused_connects_to_leader"`
+	UnansweredRequestsToLeader *int64 `count:"unanswered_requests_to_leader"`
+
 	prose
 }
 
@@ -145,22 +163,18 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 	}
 
 	nodes := peers.NodeIDs(p, []*peers.Servers{&e.servers}, f.clientNode, v.leader)
-	counts := map[string]int64{"requests": e.requests, "not_leader_responses": e.notLeader}
+	f.Requests, f.NotLeaderResponses = e.requests, e.notLeader
+	f.FencedLeaderEpoch, f.OtherErrors, f.Unanswered = e.fenced, e.otherErrors, e.unanswered
 	if v.leader >= 0 {
-		counts["requests_to_leader"] = v.toLeader
-	}
-	for name, n := range map[string]int64{"fenced_leader_epoch": e.fenced, "other_errors": e.otherErrors, "unanswered": e.unanswered} {
-		if n > 0 {
-			counts[name] = n
-		}
+		f.RequestsToLeader = ptr(v.toLeader)
 	}
 	if e.metaSeen {
-		counts["metadata_refreshes"] = f.metaRefreshes
+		f.MetadataRefreshes = ptr(f.metaRefreshes)
 	}
 	if v.shape == ShapeUnreachable {
-		counts["unanswered_connects_to_leader"] = v.unreached.connects
-		counts["refused_connects_to_leader"] = v.unreached.refused
-		counts["unanswered_requests_to_leader"] = v.unreached.requests
+		f.UnansweredConnectsToLeader = ptr(v.unreached.connects)
+		f.RefusedConnectsToLeader = ptr(v.unreached.refused)
+		f.UnansweredRequestsToLeader = ptr(v.unreached.requests)
 	}
 	sev := detectors.Grade(held, open)
 	if burst {
@@ -172,7 +186,6 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		Last:     e.last,
 		Conns:    e.conns.IDs(),
 		Nodes:    nodes,
-		Counts:   counts,
 		Evidence: e.ev.List(),
 		Subject:  e.key.Subject(&e.servers, nodes, errCode),
 		Detail:   f,
@@ -439,3 +452,5 @@ func (a answer) Evidence() detectors.Evidence {
 	}
 	return detectors.Evidence{File: int(a.file), Packet: a.packet, Conn: a.conn.ID, What: what}
 }
+
+func ptr(n int64) *int64 { return &n }

@@ -91,9 +91,7 @@ func (mg *merger) add(f *detectors.Finding) {
 		md.held = max(md.held, d.held)
 		md.ongoing = md.ongoing || d.ongoing
 		md.healed = md.healed && d.healed
-		for name, n := range f.Counts {
-			m.Counts[name] += n
-		}
+		md.addCounts(d)
 		if f.First.Before(m.First) {
 			m.First = f.First
 		}
@@ -135,7 +133,7 @@ func (mg *merger) done() []detectors.Finding {
 		md.Partition, md.Partitions = parts[0], parts
 		md.FetchOffset, md.FirstFetchOffset = nil, nil
 		dur := m.Last.Sub(m.First)
-		md.Duration, md.Rate = text.Seconds(dur), text.Rate(m.Counts["requests"], dur)
+		md.Duration, md.Rate = text.Seconds(dur), text.Rate(md.Requests, dur)
 		md.HeldS, md.Ongoing = text.Seconds(md.held), md.ongoing
 		m.Subject.Nodes = m.Nodes
 		m.Subject.Partitions = nil
@@ -146,6 +144,30 @@ func (mg *merger) done() []detectors.Finding {
 		m.Evidence = thin(m.Evidence, 2+detectors.MaxMiddle)
 	}
 	return append(out, mg.cut.Summary()...)
+}
+
+// addCounts adds d's counts to f's; a count present in either is in the
+// sum.
+func (f *Finding) addCounts(d *Finding) {
+	f.Requests += d.Requests
+	f.NotLeaderResponses += d.NotLeaderResponses
+	f.FencedLeaderEpoch += d.FencedLeaderEpoch
+	f.OtherErrors += d.OtherErrors
+	f.Unanswered += d.Unanswered
+	for _, c := range []struct{ to, from **int64 }{
+		{&f.RequestsToLeader, &d.RequestsToLeader}, {&f.MetadataRefreshes, &d.MetadataRefreshes},
+		{&f.UnansweredConnectsToLeader, &d.UnansweredConnectsToLeader},
+		{&f.RefusedConnectsToLeader, &d.RefusedConnectsToLeader},
+		{&f.UnansweredRequestsToLeader, &d.UnansweredRequestsToLeader},
+	} {
+		if *c.from == nil {
+			continue
+		}
+		if *c.to == nil {
+			*c.to = ptr(0)
+		}
+		**c.to += **c.from
+	}
 }
 
 // byPartition sorts merged partitions with their answer counts.

@@ -28,7 +28,7 @@ type Finding struct {
 	// Identities are the producer ids and epochs used after the first
 	// error, in order.
 	Identities      []Identity `json:"identities,omitempty"`
-	ResetPartitions []string   `json:"reset_partitions,omitempty"`
+	ResetPartitions []string   `json:"reset_partitions,omitempty" count:"reset_partitions,len"`
 	Copies          []Copy     `json:"copies,omitempty"`
 	Transactional   bool       `json:"transactional"`
 	// HeldS is the longest a partition went without a write, from a
@@ -39,6 +39,15 @@ type Finding struct {
 	e                  *episode
 	held               time.Duration
 	forgotten, dropped int64
+
+	// The counts: sequence errors; producer epochs bumped (new producer
+	// ids or epochs); batches resent; batches that may be duplicates,
+	// and those seen twice.
+	SequenceErrors     int64 `count:"sequence_errors"`
+	EpochBumps         int64 `count:"epoch_bumps"`
+	ResentBatches      int64 `count:"resent_batches"`
+	PossibleDuplicates int64 `count:"possible_duplicates"`
+	DuplicateBatches   int64 `count:"duplicate_batches"`
 }
 
 // Identity is a producer id and epoch, and where it was first seen.

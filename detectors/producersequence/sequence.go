@@ -253,20 +253,17 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	for _, pk := range e.partOrder {
 		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
 	}
+	f.SequenceErrors = e.n
+	f.EpochBumps = int64(len(e.ids)) + e.moreIDs
+	f.ResentBatches = e.resent
+	f.PossibleDuplicates = e.maybe
+	f.DuplicateBatches = e.dups
 	return detectors.Finding{
 		Severity: sev,
 		First:    e.first,
 		Last:     e.last,
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"sequence_errors":     e.n,
-			"epoch_bumps":         int64(len(e.ids)) + e.moreIDs,
-			"reset_partitions":    int64(len(e.resets)),
-			"resent_batches":      e.resent,
-			"possible_duplicates": e.maybe,
-			"duplicate_batches":   e.dups,
-		},
 		Evidence: e.evidence(),
 		Subject: detectors.Subject{ClientIDs: []string{e.ID}, Clients: []netip.Addr{e.Host},
 			Servers: e.conns.ServerAddrs(), Nodes: e.conns.Nodes(p.Nodes), Partitions: parts, Error: code},

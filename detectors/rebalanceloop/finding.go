@@ -17,13 +17,13 @@ type Finding struct {
 	// Rebalances are the generations completed (classic) and the members
 	// fenced (KIP-848) in the episode; Unexplained those that members
 	// joining and leaving do not account for.
-	Rebalances      int      `json:"rebalances"`
+	Rebalances      int      `json:"rebalances" count:"rebalances"`
 	Unexplained     int      `json:"unexplained_rebalances"`
 	GenerationFirst int32    `json:"generation_first,omitempty"`
 	GenerationLast  int32    `json:"generation_last,omitempty"`
-	Joined          int      `json:"members_joined"`
-	Left            int      `json:"members_left"`
-	Fenced          int      `json:"members_fenced"`
+	Joined          int      `json:"members_joined" count:"members_joined"`
+	Left            int      `json:"members_left" count:"members_left"`
+	Fenced          int      `json:"members_fenced" count:"fences"`
 	Members         []string `json:"member_ids,omitempty"`
 	Errors          []string `json:"errors,omitempty"`
 	// EpisodeS is how long no assignment held: from the first
@@ -37,12 +37,20 @@ type Finding struct {
 	Clients           []string `json:"clients"`
 	Servers           []string `json:"coordinators"`
 
-	episodes             int
-	start, last          time.Time
-	unsettledD, longestD time.Duration
-	errs                 int64
-	dropped              int64
-	p                    Params
+	// The counts besides: the group's error responses in the episode,
+	// its JoinGroup requests, and its episodes of instability in the
+	// capture (this is the worst).
+	RebalanceErrors int64 `count:"rebalance_errors"`
+	JoinRequests    int64 `count:"join_requests"`
+	Episodes        int   `count:"episodes"`
+
+	// What the prose says besides: the episode's span; the time spent
+	// in rebalances, in all and the longest; the exchanges of groups not
+	// followed (too many groups); the rule's parameters.
+	Start, Last        time.Time
+	Unsettled, Longest time.Duration
+	Dropped            int64
+	Params             Params
 }
 
 // Summary implements detectors.Detail.
@@ -52,8 +60,8 @@ func (f *Finding) Summary() string {
 		what = "rebalancing in a loop"
 	}
 	s := fmt.Sprintf("group %q %s: %s in %s without an assignment holding %s (%s in rebalances)", f.Group, what,
-		text.Plural(f.Rebalances, "rebalance", "rebalances"), text.Duration(f.last.Sub(f.start)), text.Duration(f.p.Hold),
-		text.Duration(f.unsettledD))
+		text.Plural(f.Rebalances, "rebalance", "rebalances"), text.Duration(f.Last.Sub(f.Start)), text.Duration(f.Params.Hold),
+		text.Duration(f.Unsettled))
 	if f.Ongoing {
 		s += " (still unsettled at the end)"
 	}
@@ -67,21 +75,21 @@ func (f *Finding) Summary() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Between %s and %s the %s-protocol group %q, coordinated by %s, went through %s",
-		text.Clock(f.start), text.Clock(f.last), f.Protocol, f.Group, text.List(f.Servers, 3), text.Plural(f.Rebalances, "rebalance", "rebalances"))
+		text.Clock(f.Start), text.Clock(f.Last), f.Protocol, f.Group, text.List(f.Servers, 3), text.Plural(f.Rebalances, "rebalance", "rebalances"))
 	if f.GenerationLast != 0 {
 		fmt.Fprintf(&b, " (generations %d to %d)", f.GenerationFirst, f.GenerationLast)
 	}
 	fmt.Fprintf(&b, "; %s joined, %s left and %s fenced, so %s not explained by membership changes. ",
 		text.Plural(f.Joined, "member", "members"), text.Plural(f.Left, "member", "members"),
 		text.Plural(f.Fenced, "member was", "members were"), text.Plural(f.Unexplained, "rebalance is", "rebalances are"))
-	if f.errs > 0 {
+	if f.RebalanceErrors > 0 {
 		fmt.Fprintf(&b, "Members were answered %s. ", strings.Join(f.Errors, ", "))
 	}
 	fmt.Fprintf(&b, "No assignment held for %s in those %s; %s of it (the longest stretch %s) the group spent "+
 		"in rebalances, during which its members stop consuming (the classic protocol is stop-the-world; KIP-848 "+
 		"revokes and assigns partitions member by member), and after each the members start over: offsets "+
 		"fetched again, fetch sessions rebuilt, records of revoked partitions redelivered. ",
-		text.Duration(f.p.Hold), text.Duration(f.last.Sub(f.start)), text.Duration(f.unsettledD), text.Duration(f.longestD))
+		text.Duration(f.Params.Hold), text.Duration(f.Last.Sub(f.Start)), text.Duration(f.Unsettled), text.Duration(f.Longest))
 	if f.Loop {
 		b.WriteString("Rebalances that follow one another without members joining or leaving are a loop: members are " +
 			"kicked out and rejoin, typically because processing a poll takes longer than max.poll.interval.ms, " +
@@ -91,16 +99,16 @@ func (f *Finding) Explanation() string {
 			"UNKNOWN_MEMBER_ID that the coordinator removed it (session timeout).")
 	} else {
 		fmt.Fprintf(&b, "This is below a loop (%d unexplained rebalances and %d rebalance errors make one): "+
-			"rebalances when members join or leave are normal.", f.p.MinRebalances, f.p.MinErrors)
+			"rebalances when members join or leave are normal.", f.Params.MinRebalances, f.Params.MinErrors)
 	}
-	if f.episodes > 1 {
-		fmt.Fprintf(&b, " The group had %s of instability; this is the worst.", text.Plural(f.episodes, "episode", "episodes"))
+	if f.Episodes > 1 {
+		fmt.Fprintf(&b, " The group had %s of instability; this is the worst.", text.Plural(f.Episodes, "episode", "episodes"))
 	}
 	if f.Ongoing {
 		b.WriteString(" The group had not settled when the capture ended.")
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d exchanges of further groups were not followed: too many groups.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d exchanges of further groups were not followed: too many groups.)", f.Dropped)
 	}
 	return b.String()
 }

@@ -392,7 +392,8 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 		Joined: e.joined, Left: e.left, Fenced: e.fences, Members: append([]string(nil), e.named...),
 		Errors: e.codes.Parts(), UnsettledS: text.Seconds(e.unsettled), LongestUnsettledS: text.Seconds(e.longest),
 		EpisodeS: text.Seconds(e.last.Sub(e.start)), Ongoing: ongoing, Loop: loop, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
-		episodes: episodes, unsettledD: e.unsettled, longestD: e.longest, start: e.start, last: e.last, p: r.p, dropped: r.dropped, errs: e.errors,
+		Episodes: episodes, Unsettled: e.unsettled, Longest: e.longest, Start: e.start, Last: e.last, Params: r.p, Dropped: r.dropped,
+		RebalanceErrors: e.errors, JoinRequests: int64(e.joinReqs),
 	}
 	return detectors.Finding{
 		Severity: sev,
@@ -400,15 +401,6 @@ func (r *rule) finding(p *detectors.Pass, g *group, e *episode, episodes int, on
 		Last:     e.last,
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"rebalances":       int64(e.rebalances),
-			"rebalance_errors": e.errors,
-			"join_requests":    int64(e.joinReqs),
-			"members_joined":   int64(e.joined),
-			"members_left":     int64(e.left),
-			"fences":           int64(e.fences),
-			"episodes":         int64(episodes),
-		},
 		Evidence: e.ev.List(),
 		Subject:  detectors.Subject{Clients: e.conns.ClientAddrs(), Servers: e.conns.ServerAddrs(), Error: code, Rebalances: true},
 		Detail:   f,

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kfsniff/kfsniff/detectors/internal/burst"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -30,13 +29,34 @@ type Finding struct {
 	// Clients are the client hosts with their attempts, most first.
 	Clients []HostCount `json:"clients"`
 
-	burst     burst.Episode
-	bursts    int
-	peakAt    time.Time
-	lifetimes bool
-	b         *broker
-	p         Params
-	dropped   int64
+	// What the prose says besides: the first and last attempt; the
+	// worst burst's span; the second its peak began; connections closed
+	// in the capture; HasLifetimes, some closed; attempts to brokers
+	// not followed (too many); the rule's short-lived and min-churn.
+	First, Last          time.Time
+	BurstStart, BurstEnd time.Time
+	PeakAt               time.Time
+	Closed               int64
+	HasLifetimes         bool
+	Dropped              int64
+	ShortLivedUnder      time.Duration
+	MinChurn             float64
+
+	// The counts: connection attempts, in the worst burst; connections
+	// opened, refused, whose SYN went unanswered, short-lived, with only
+	// a handshake; ApiVersions requests and SASL handshakes; bursts;
+	// client hosts.
+	Attempts            int64 `count:"attempts"`
+	BurstAttempts       int64 `count:"burst_attempts"`
+	Opened              int64 `count:"opened"`
+	Refused             int64 `count:"refused"`
+	SYNUnanswered       int64 `count:"syn_unanswered"`
+	ShortLived          int64 `count:"short_lived"`
+	HandshakeOnly       int64 `count:"handshake_only"`
+	APIVersionsRequests int64 `count:"apiversions_requests"`
+	SASLHandshakes      int64 `count:"sasl_handshakes"`
+	Bursts              int64 `count:"bursts"`
+	ClientHosts         int64 `count:"client_hosts"`
 }
 
 // HostCount is a client host and its connection attempts.
@@ -94,7 +114,7 @@ func (f *Finding) Summary() string {
 		what = "reconnect storm"
 	}
 	s := fmt.Sprintf("%s to %s: %s in %s (peak %d/s) from %s", what, f.Server,
-		text.Plural(f.burst.Events, "connection attempt", "connection attempts"), text.Duration(f.burst.Duration()),
+		text.Plural(f.BurstAttempts, "connection attempt", "connection attempts"), text.Duration(f.BurstEnd.Sub(f.BurstStart)),
 		f.PeakPerSecond, text.Plural(len(f.Clients), "client host", "client hosts"))
 	if f.Storm {
 		s += fmt.Sprintf(", %.0f%% refused or short-lived", f.ChurnShare*100)
@@ -107,17 +127,16 @@ func (f *Finding) Summary() string {
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	b := f.b
 	var s strings.Builder
 	fmt.Fprintf(&s, "Between %s and %s, %s were made to %s from %s; from %s to %s, %s (%.1f a second, at most %d "+
 		"in the second from %s). Of all the attempts, %d were refused (RST), %d SYNs went unanswered, %d connections "+
 		"opened and %d of those closed in the capture, %d of them less than %s after opening and %d having carried "+
 		"nothing but ApiVersions and the SASL handshake (%d ApiVersions, %d SaslHandshake requests in all). ",
-		text.Clock(b.first), text.Clock(b.last), text.Plural(b.attempts, "connection attempt", "connection attempts"), f.Server,
-		f.hostList(5), text.Clock(f.burst.Start), text.Clock(f.burst.End), text.Plural(f.burst.Events, "attempt", "attempts"),
-		f.BurstRate, f.PeakPerSecond, text.Clock(f.peakAt), b.refused, b.unanswered, b.opened, b.closed, b.short,
-		text.Duration(f.p.ShortLived), b.bare, b.apiVersions, b.sasl)
-	if f.lifetimes {
+		text.Clock(f.First), text.Clock(f.Last), text.Plural(f.Attempts, "connection attempt", "connection attempts"), f.Server,
+		f.hostList(5), text.Clock(f.BurstStart), text.Clock(f.BurstEnd), text.Plural(f.BurstAttempts, "attempt", "attempts"),
+		f.BurstRate, f.PeakPerSecond, text.Clock(f.PeakAt), f.Refused, f.SYNUnanswered, f.Opened, f.Closed, f.ShortLived,
+		text.Duration(f.ShortLivedUnder), f.HandshakeOnly, f.APIVersionsRequests, f.SASLHandshakes)
+	if f.HasLifetimes {
 		fmt.Fprintf(&s, "Closed connections lived %s at the median, %s at the longest. ",
 			text.Duration(time.Duration(f.MedianLifetimeS*float64(time.Second))), text.Duration(time.Duration(f.MaxLifetimeS*float64(time.Second))))
 	}
@@ -129,16 +148,16 @@ func (f *Finding) Explanation() string {
 			"SASL handshake on such listeners), and the clients' requests wait meanwhile.")
 	} else {
 		fmt.Fprintf(&s, "Most connections stayed (less than %.0f%% churned): clients starting, or reconnecting once "+
-			"after a broker restart, which is normal.", f.p.MinChurn*100)
+			"after a broker restart, which is normal.", f.MinChurn*100)
 	}
-	if f.bursts > 1 {
-		fmt.Fprintf(&s, " There were %d bursts; this is the longest.", f.bursts)
+	if f.Bursts > 1 {
+		fmt.Fprintf(&s, " There were %d bursts; this is the longest.", f.Bursts)
 	}
 	if f.Ongoing {
 		s.WriteString(" It was still going on when the capture ended.")
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&s, " (Connections to %d further brokers were not followed: too many brokers.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&s, " (Connections to %d further brokers were not followed: too many brokers.)", f.Dropped)
 	}
 	return s.String()
 }

@@ -251,11 +251,12 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 	f := &Finding{
 		Server: p.Label(b.server), Storm: storm, Ongoing: ongoing, BurstS: text.Seconds(best.Duration()),
 		BurstRate: best.Rate(), PeakPerSecond: peak, ChurnShare: round3(churn),
-		Clients: hosts(b), burst: best, bursts: bursts, peakAt: peakAt, b: b, p: r.p, dropped: r.dropped,
+		Clients: hosts(b), First: b.first, Last: b.last, BurstStart: best.Start, BurstEnd: best.End, PeakAt: peakAt,
+		Closed: b.closed, Dropped: r.dropped, ShortLivedUnder: r.p.ShortLived, MinChurn: r.p.MinChurn,
 	}
 	f.MedianLifetimeS, f.MaxLifetimeS = lifetimes(b.lifetimes)
 	if len(b.lifetimes) > 0 {
-		f.lifetimes = true
+		f.HasLifetimes = true
 	}
 	var nodes []int32
 	if p.Nodes != nil {
@@ -263,25 +264,23 @@ func (r *rule) finding(p *detectors.Pass, b *broker, best burst.Episode, ongoing
 			nodes = []int32{id}
 		}
 	}
+	f.Attempts = b.attempts
+	f.BurstAttempts = int64(best.Events)
+	f.Opened = b.opened
+	f.Refused = b.refused
+	f.SYNUnanswered = b.unanswered
+	f.ShortLived = b.short
+	f.HandshakeOnly = b.bare
+	f.APIVersionsRequests = b.apiVersions
+	f.SASLHandshakes = b.sasl
+	f.Bursts = int64(bursts)
+	f.ClientHosts = int64(len(b.hosts)) + b.moreHosts
 	return detectors.Finding{
 		Severity: sev,
 		First:    best.Start,
 		Last:     best.End,
 		Conns:    b.conns.IDs(),
 		Nodes:    nodes,
-		Counts: map[string]int64{
-			"attempts":             b.attempts,
-			"burst_attempts":       int64(best.Events),
-			"opened":               b.opened,
-			"refused":              b.refused,
-			"syn_unanswered":       b.unanswered,
-			"short_lived":          b.short,
-			"handshake_only":       b.bare,
-			"apiversions_requests": b.apiVersions,
-			"sasl_handshakes":      b.sasl,
-			"bursts":               int64(bursts),
-			"client_hosts":         int64(len(b.hosts)) + b.moreHosts,
-		},
 		Evidence: b.ev.List(),
 		Subject:  detectors.Subject{Clients: hostAddrs(b), Servers: []netip.AddrPort{b.server}, Nodes: nodes, Reconnects: true},
 		Detail:   f,

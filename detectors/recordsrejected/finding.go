@@ -17,10 +17,10 @@ type Finding struct {
 	Errors     []string `json:"errors"`
 	Servers    []string `json:"servers"`
 	Partitions []string `json:"partitions"`
-	Answers    int64    `json:"answers"`
-	Batches    int64    `json:"batches"`
-	Records    int64    `json:"records"`
-	Bytes      int64    `json:"bytes"`
+	Answers    int64    `json:"answers" count:"refused_answers"`
+	Batches    int64    `json:"batches" count:"batches_refused"`
+	Records    int64    `json:"records" count:"records_refused"`
+	Bytes      int64    `json:"bytes" count:"bytes_refused"`
 	// SmallestTooLarge and LargestRefused are the smallest payload
 	// (bytes of one partition's batches) refused MESSAGE_TOO_LARGE and the
 	// largest refused; LargestAccepted the largest payload the same

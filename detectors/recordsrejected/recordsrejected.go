@@ -342,12 +342,6 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		Last:     c.last,
 		Conns:    c.conns.IDs(),
 		Nodes:    c.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"refused_answers": c.answers,
-			"batches_refused": c.batches,
-			"records_refused": c.records,
-			"bytes_refused":   c.bytes,
-		},
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{c.ID}, Clients: c.conns.ClientAddrs(), Servers: c.conns.ServerAddrs(),
 			Partitions: parts, Error: code},

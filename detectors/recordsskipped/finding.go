@@ -27,6 +27,13 @@ type Finding struct {
 	first, last  time.Time
 	moreParts    int64
 	dropped      int64
+
+	// The counts: the offsets the client skipped, those deleted under
+	// it, and the partitions it skipped on (those not followed
+	// included).
+	OffsetsSkipped int64 `count:"offsets_skipped"`
+	OffsetsDeleted int64 `count:"offsets_deleted"`
+	PartitionCount int64 `count:"partitions"`
 }
 
 // Skip is one partition's jump: the position the consumer had (From: a

@@ -415,13 +415,13 @@ func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
 	if c.outOfRange > 0 {
 		code = 1
 	}
+	f.OffsetsSkipped, f.OffsetsDeleted, f.PartitionCount = c.skipped, c.deleted, int64(len(c.skips))+c.moreParts
 	return detectors.Finding{
 		Severity: detectors.Warning,
 		First:    c.first,
 		Last:     c.last,
 		Conns:    c.conns.IDs(),
 		Nodes:    c.conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"offsets_skipped": c.skipped, "offsets_deleted": c.deleted, "partitions": int64(len(c.skips)) + c.moreParts},
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{c.ID}, Clients: c.conns.ClientAddrs(), Servers: c.conns.ServerAddrs(),
 			Partitions: parts, Error: code},

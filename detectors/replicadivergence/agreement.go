@@ -21,66 +21,88 @@ type Agreement struct {
 	ProducerID  int64  `json:"producer_id"` // the first seen, -1 if none
 	FirstOffset int64  `json:"first_offset"`
 	LastOffset  int64  `json:"last_offset"`
-	agreed
+	Agreed
 }
 
 // Agreements sums up the comparison over more partitions than get an
 // Agreement each (max-info).
-type Agreements struct{ agreed }
+type Agreements struct{ Agreed }
 
-// agreed is the comparison's outcome, the prose of both.
-type agreed struct {
-	what                                                    string // the partition, or "N partitions"
-	batches, copies, single, mism, bad, rew, tainted, other int64
-	names                                                   []string // the replicas
+// Agreed is the comparison's outcome, the counts and prose of both.
+type Agreed struct {
+	// What is the partition, or "N partitions"; Names the replicas.
+	What  string
+	Names []string
+	// Batches were seen in two copies or more: Copies in all, across
+	// Replicas; Mismatches of them differ, BadCRCs copies fail their
+	// CRC, Tainted batches have either.
+	Batches    int64 `count:"batches"`
+	Copies     int64 `count:"copies"`
+	Replicas   int64 `count:"replicas"`
+	Mismatches int64 `count:"mismatches"`
+	BadCRCs    int64 `count:"bad_crcs"`
+	Tainted    int64
+	// Single batches were seen once; Rewritten produced batches the
+	// broker rewrote; OtherTopicID copies name another topic id;
+	// ComparedEarly, NotFollowed and NotDetailed are what the rule's
+	// bounds left out (copies compared before all were in, batches of
+	// partitions not followed, problems not reported on their own);
+	// Partitions, of Agreements, how many partitions it sums up.
+	Single        int64 `count:"single_copy_batches,omitempty"`
+	Rewritten     int64 `count:"rewritten_by_broker,omitempty"`
+	OtherTopicID  int64 `count:"other_topic_id_copies,omitempty"`
+	ComparedEarly int64 `count:"compared_early,omitempty"`
+	NotFollowed   int64 `count:"batches_of_partitions_not_followed,omitempty"`
+	NotDetailed   int64 `count:"problems_not_detailed,omitempty"`
+	Partitions    int64 `count:"partitions,omitempty"`
 }
 
 // Summary implements detectors.Detail.
-func (a *agreed) Summary() string {
-	replicas := text.Plural(int64(len(a.names)), "replica", "replicas")
-	if a.mism == 0 && a.bad == 0 {
-		return fmt.Sprintf("%s: %s verified byte-identical across %s (%d copies compared)", a.what, text.Plural(a.batches, "batch", "batches"), replicas, a.copies)
+func (a *Agreed) Summary() string {
+	replicas := text.Plural(int64(len(a.Names)), "replica", "replicas")
+	if a.Mismatches == 0 && a.BadCRCs == 0 {
+		return fmt.Sprintf("%s: %s verified byte-identical across %s (%d copies compared)", a.What, text.Plural(a.Batches, "batch", "batches"), replicas, a.Copies)
 	}
 	var probs []string
-	if a.mism > 0 {
-		probs = append(probs, text.Plural(a.mism, "batch differs", "batches differ"))
+	if a.Mismatches > 0 {
+		probs = append(probs, text.Plural(a.Mismatches, "batch differs", "batches differ"))
 	}
-	if a.bad > 0 {
-		probs = append(probs, text.Plural(a.bad, "copy fails its CRC", "copies fail their CRC"))
+	if a.BadCRCs > 0 {
+		probs = append(probs, text.Plural(a.BadCRCs, "copy fails its CRC", "copies fail their CRC"))
 	}
-	return fmt.Sprintf("%s: %d of %d batches identical across %s; %s (see the errors)", a.what, a.batches-a.tainted, a.batches,
+	return fmt.Sprintf("%s: %d of %d batches identical across %s; %s (see the errors)", a.What, a.Batches-a.Tainted, a.Batches,
 		replicas, strings.Join(probs, ", "))
 }
 
 // Explanation implements detectors.Detail.
-func (a *agreed) Explanation() string {
+func (a *Agreed) Explanation() string {
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "%s seen in two copies or more (%d copies in all, as produced and as fetched) held by %s. ",
-		text.Plural(a.batches, "batch of "+a.what+" was", "batches of "+a.what+" were"), a.copies, strings.Join(a.names, ", "))
-	if a.mism == 0 {
+		text.Plural(a.Batches, "batch of "+a.What+" was", "batches of "+a.What+" were"), a.Copies, strings.Join(a.Names, ", "))
+	if a.Mismatches == 0 {
 		ex.WriteString("Every copy of a batch carries the same CRC-32C, which covers the attributes, producer id, epoch, sequence and every record: the replicas are byte-identical where the capture could see them (the base offset and partition leader epoch are not covered and may be set by the leader). ")
 	} else {
-		fmt.Fprintf(&ex, "%s copies with different CRCs. ", text.Plural(a.mism, "batch has", "batches have"))
+		fmt.Fprintf(&ex, "%s copies with different CRCs. ", text.Plural(a.Mismatches, "batch has", "batches have"))
 	}
-	if a.bad > 0 {
-		fmt.Fprintf(&ex, "%s a CRC its bytes do not match. ", text.Plural(a.bad, "copy carries", "copies carry"))
+	if a.BadCRCs > 0 {
+		fmt.Fprintf(&ex, "%s a CRC its bytes do not match. ", text.Plural(a.BadCRCs, "copy carries", "copies carry"))
 	}
-	if a.rew > 0 {
-		fmt.Fprintf(&ex, "%s rewritten by the broker (other compression or timestamp type), as the topic's configuration asks; their stored copies were compared with each other. ", text.Plural(a.rew, "produced batch was", "produced batches were"))
+	if a.Rewritten > 0 {
+		fmt.Fprintf(&ex, "%s rewritten by the broker (other compression or timestamp type), as the topic's configuration asks; their stored copies were compared with each other. ", text.Plural(a.Rewritten, "produced batch was", "produced batches were"))
 	}
-	if a.single > 0 {
-		fmt.Fprintf(&ex, "%s seen only once and could not be compared.", text.Plural(a.single, "batch was", "batches were"))
+	if a.Single > 0 {
+		fmt.Fprintf(&ex, "%s seen only once and could not be compared.", text.Plural(a.Single, "batch was", "batches were"))
 	}
-	if a.other > 0 {
+	if a.OtherTopicID > 0 {
 		fmt.Fprintf(&ex, " %s another topic id (the same name on another cluster, or a recreated topic): not compared.",
-			text.Plural(a.other, "copy at these offsets names", "copies at these offsets name"))
+			text.Plural(a.OtherTopicID, "copy at these offsets names", "copies at these offsets name"))
 	}
 	return strings.TrimSpace(ex.String())
 }
 
 // Next implements detectors.Detail.
-func (a *agreed) Next() string {
-	if a.tainted > 0 {
+func (a *Agreed) Next() string {
+	if a.Tainted > 0 {
 		return "See the replica-divergence errors for the copies that differ or fail their CRC."
 	}
 	return "Nothing to do for identical copies. To compare more of the log, capture the producer, the followers' replica fetches and a consumer over the same period."
@@ -120,20 +142,20 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 	nodes := tally.IDs{}
 	names := map[string]bool{}
 	conns := tally.IDs{}
-	var a agreed
+	var a Agreed
 	var when copies.Span
 	var ev detectors.Sampler[detectors.Evidence]
 	var subject []detectors.TopicPartition
 	for _, pt := range parts {
 		r.holders(p.Nodes, pt, nodes, names)
-		a.batches += pt.batches
-		a.copies += pt.copies
-		a.single += pt.single
-		a.mism += pt.mismatches
-		a.tainted += pt.tainted
-		a.bad += pt.badCRCs
-		a.rew += pt.rewritten
-		a.other += pt.otherTopicID
+		a.Batches += pt.batches
+		a.Copies += pt.copies
+		a.Single += pt.single
+		a.Mismatches += pt.mismatches
+		a.Tainted += pt.tainted
+		a.BadCRCs += pt.badCRCs
+		a.Rewritten += pt.rewritten
+		a.OtherTopicID += pt.otherTopicID
 		when.Join(pt.when)
 		for id := range pt.conns {
 			conns.Add(id)
@@ -143,39 +165,22 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 		}
 		subject = append(subject, detectors.TopicPartition{Topic: pt.key.Name(p.Nodes), Partition: pt.key.Partition})
 	}
-	a.names = text.SortedKeys(names)
-	counts := map[string]int64{
-		"batches":    a.batches,
-		"copies":     a.copies,
-		"replicas":   int64(len(names)),
-		"mismatches": a.mism,
-		"bad_crcs":   a.bad,
-	}
-	for name, n := range map[string]int64{
-		"single_copy_batches":                a.single,
-		"rewritten_by_broker":                a.rew,
-		"other_topic_id_copies":              a.other,
-		"compared_early":                     r.entries.Evicted(),
-		"batches_of_partitions_not_followed": r.parts.Dropped,
-		"problems_not_detailed":              r.dropped,
-	} {
-		if n > 0 {
-			counts[name] = n
-		}
-	}
+	a.Names = text.SortedKeys(names)
+	a.Replicas = int64(len(names))
+	a.ComparedEarly, a.NotFollowed, a.NotDetailed = r.entries.Evicted(), r.parts.Dropped, r.dropped
 	var detail detectors.Detail
 	if len(parts) == 1 {
 		pt := parts[0]
-		a.what = pt.key.Label(p.Nodes)
+		a.What = pt.key.Label(p.Nodes)
 		detail = &Agreement{Topic: pt.key.Name(p.Nodes), Partition: pt.key.Partition, ProducerID: pt.producerID,
-			FirstOffset: pt.firstOff, LastOffset: pt.lastOff, agreed: a}
+			FirstOffset: pt.firstOff, LastOffset: pt.lastOff, Agreed: a}
 	} else {
-		counts["partitions"] = int64(len(parts))
-		a.what = fmt.Sprintf("%d partitions", len(parts))
+		a.Partitions = int64(len(parts))
+		a.What = fmt.Sprintf("%d partitions", len(parts))
 		detail = &Agreements{a}
 	}
 	return detectors.Finding{
 		Severity: detectors.Info, First: when.First, Last: when.Last, Conns: conns.Ints(), Nodes: nodes.Sorted(),
-		Counts: counts, Evidence: ev.List(), Subject: detectors.Subject{Nodes: nodes.Sorted(), Partitions: subject}, Detail: detail,
+		Evidence: ev.List(), Subject: detectors.Subject{Nodes: nodes.Sorted(), Partitions: subject}, Detail: detail,
 	}
 }

@@ -33,10 +33,13 @@ type Finding struct {
 	LeaderEpochLeader  *int32 `json:"leader_epoch_leader,omitempty"`  // both copies fetched from a broker:
 	LeaderEpochReplica *int32 `json:"leader_epoch_replica,omitempty"` // their partition leader epochs
 
-	label       string
-	holder      int32 // the node holding the other copy, -1 if unknown
-	crcs        int
-	batches     int64
+	label  string
+	holder int32 // the node holding the other copy, -1 if unknown
+	// CRCs is the different CRCs seen at the offset; Batches the
+	// batches of the partition that differ so on the connection.
+	CRCs    int   `count:"crcs"`
+	Batches int64 `count:"batches"`
+
 	refCopies   int64
 	refPaths    uint8
 	epochChange int64
@@ -65,10 +68,10 @@ func (f *Finding) Explanation() string {
 		other = fmt.Sprintf("the copy producer %s (%s) wrote to %s", f.ClientID, f.client, f.server)
 	}
 	fmt.Fprintf(&ex, "At offset %d of %s, %d different batches were seen. The leader, %s, has CRC %d in %s (%s); %s has CRC %d. ",
-		f.BaseOffset, f.label, f.crcs, f.leader, f.CRCLeader, text.Plural(f.refCopies, "copy", "copies"), pathNames(f.refPaths), other, f.CRCReplica)
+		f.BaseOffset, f.label, f.CRCs, f.leader, f.CRCLeader, text.Plural(f.refCopies, "copy", "copies"), pathNames(f.refPaths), other, f.CRCReplica)
 	ex.WriteString("Both CRCs verify, so each copy is intact as it was sent: the replicas hold different data at one offset, and a consumer sees different records depending on the replica it reads.")
-	if f.batches > 1 {
-		fmt.Fprintf(&ex, " %d batches of this partition differ this way on this connection, the first at offset %d.", f.batches, f.BaseOffset)
+	if f.Batches > 1 {
+		fmt.Fprintf(&ex, " %d batches of this partition differ this way on this connection, the first at offset %d.", f.Batches, f.BaseOffset)
 	}
 	if f.epochChange > 0 {
 		fmt.Fprintf(&ex, " The copies carry different partition leader epochs (%d and %d): the log at this offset was rewritten after a leader change, which is how uncommitted data is truncated and replaced; with acks=1 producers the replaced copy had been acknowledged and is lost.", f.epochs[0], f.epochs[1])
@@ -99,7 +102,7 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	f := &Finding{
 		Topic: m.part.key.Name(p.Nodes), Partition: m.part.key.Partition, BaseOffset: m.base, ClientID: src.ClientID,
 		CRCLeader: int64(m.crcLeader), CRCReplica: int64(m.crcReplica), Path: src.Path.String(),
-		label: m.part.key.Label(p.Nodes), holder: holder, crcs: m.crcs, batches: m.batches, refCopies: m.refCopies,
+		label: m.part.key.Label(p.Nodes), holder: holder, CRCs: m.crcs, Batches: m.batches, refCopies: m.refCopies,
 		refPaths: m.refPaths, epochChange: m.epochChange, consumedLost: m.consumedLost, epochs: [2]int32{m.epochLeader, m.epochRepl}, leader: ref.ServerLabel(p.Nodes), server: src.ServerLabel(p.Nodes),
 		who: src.HolderLabel(p.Nodes), client: src.Client.String(),
 	}
@@ -124,9 +127,9 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	}
 	return detectors.Finding{
 		Severity: sev, First: m.when.First, Last: m.when.Last, Conns: m.conns.Ints(), Nodes: nodes.Sorted(),
-		Counts: map[string]int64{"crcs": int64(m.crcs), "batches": m.batches}, Evidence: m.ev.List(),
-		Subject: detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
-		Detail:  f,
+		Evidence: m.ev.List(),
+		Subject:  detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
+		Detail:   f,
 	}
 }
 
@@ -146,9 +149,11 @@ type BadCRC struct {
 	// Error is the broker's refusal of a produced batch, if any.
 	Error string `json:"error,omitempty"`
 
-	label  string
-	code   int16
-	copies int64
+	label string
+	code  int16
+	// Copies is the copies on the connection that fail the check.
+	Copies int64 `count:"bad_crcs"`
+
 	server string
 	holder string
 }
@@ -188,8 +193,8 @@ func (b *BadCRC) Explanation() string {
 			b.at(), b.label, b.server, b.holder, b.Path, b.CRC, b.CRCComputed)
 		ex.WriteString("A follower or consumer that receives it rejects it (CorruptRecordException) and fetches it again, so it stalls at that offset as long as the broker serves these bytes. ")
 	}
-	if b.copies > 1 {
-		fmt.Fprintf(&ex, "%d copies on this connection failed the check.", b.copies)
+	if b.Copies > 1 {
+		fmt.Fprintf(&ex, "%d copies on this connection failed the check.", b.Copies)
 	}
 	return strings.TrimSpace(ex.String())
 }
@@ -210,14 +215,14 @@ func (r *rule) badFinding(p *detectors.Pass, b *badCopies) detectors.Finding {
 	f := &BadCRC{
 		Topic: b.part.key.Name(p.Nodes), Partition: b.part.key.Partition, BaseOffset: b.base, ClientID: src.ClientID,
 		CRC: int64(b.crc), CRCComputed: int64(b.computed), Path: src.Path.String(),
-		label: b.part.key.Label(p.Nodes), code: b.code, copies: b.copies, server: src.ServerLabel(p.Nodes), holder: src.HolderLabel(p.Nodes),
+		label: b.part.key.Label(p.Nodes), code: b.code, Copies: b.copies, server: src.ServerLabel(p.Nodes), holder: src.HolderLabel(p.Nodes),
 	}
 	if b.code != 0 {
 		f.Error = decode.ErrorName(b.code)
 	}
 	return detectors.Finding{
 		Severity: detectors.Error, First: b.when.First, Last: b.when.Last, Conns: []int{src.Conn}, Nodes: nodes.Sorted(),
-		Counts: map[string]int64{"bad_crcs": b.copies}, Evidence: b.ev.List(),
+		Evidence: b.ev.List(),
 		Subject: detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Error: b.code,
 			Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
 		Detail: f,

@@ -25,12 +25,26 @@ type Finding struct {
 	// Healed is set when the client authenticated after its last
 	// failure.
 	Healed            bool  `json:"healed"`
-	ReauthCloses      int64 `json:"reauth_closes,omitempty"`
+	ReauthCloses      int64 `json:"reauth_closes,omitempty" count:"reauth_closes"`
 	SessionLifetimeMs int64 `json:"session_lifetime_ms,omitempty"`
 
-	c       *client
-	p       Params
-	dropped int64
+	// The counts besides: failed authentications, connections the
+	// broker closed instead of answering, authentications that passed,
+	// re-authentications.
+	Failures  int64 `count:"failures"`
+	Closed    int64 `count:"closed_unanswered"`
+	Successes int64 `count:"authenticate_ok"`
+	Reauths   int64 `count:"reauthentications"`
+
+	// What the prose says besides: the first and last failure, the
+	// first and last close at re-authentication time, the session
+	// lifetime, the clients not followed (too many), the rule's
+	// min-reauth-closes.
+	FailFirst, FailLast   time.Time
+	CloseFirst, CloseLast time.Time
+	Lifetime              time.Duration
+	Dropped               int64
+	MinReauthCloses       int
 }
 
 func durationText(d time.Duration) string { return text.Duration(d) }
@@ -38,14 +52,14 @@ func durationText(d time.Duration) string { return text.Duration(d) }
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	var parts []string
-	if c := f.c; c.failures > 0 {
-		s := fmt.Sprintf("client %q on %s failed SASL authentication %s", f.ClientID, f.ClientHost, text.Plural(c.failures, "time", "times"))
+	if f.Failures > 0 {
+		s := fmt.Sprintf("client %q on %s failed SASL authentication %s", f.ClientID, f.ClientHost, text.Plural(f.Failures, "time", "times"))
 		if len(f.Mechanisms) > 0 {
 			s += " (" + strings.Join(f.Mechanisms, ", ") + ")"
 		}
 		what := f.Errors
-		if c.closed > 0 {
-			what = append(what[:len(what):len(what)], fmt.Sprintf("connection closed unanswered x%d", c.closed))
+		if f.Closed > 0 {
+			what = append(what[:len(what):len(what)], fmt.Sprintf("connection closed unanswered x%d", f.Closed))
 		}
 		s += ": " + strings.Join(what, ", ")
 		if f.Healed {
@@ -57,8 +71,8 @@ func (f *Finding) Summary() string {
 	}
 	if f.ReauthCloses > 0 {
 		s := fmt.Sprintf("%s closed at re-authentication time (session lifetime %s)",
-			text.Plural(f.ReauthCloses, "connection", "connections"), text.Duration(f.c.lifetime))
-		if f.c.failures == 0 {
+			text.Plural(f.ReauthCloses, "connection", "connections"), text.Duration(f.Lifetime))
+		if f.Failures == 0 {
 			s = fmt.Sprintf("client %q on %s: %s", f.ClientID, f.ClientHost, s)
 		}
 		parts = append(parts, s)
@@ -68,16 +82,15 @@ func (f *Finding) Summary() string {
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	c := f.c
 	var b strings.Builder
-	if c.failures > 0 {
+	if f.Failures > 0 {
 		fmt.Fprintf(&b, "Between %s and %s, client id %q on %s failed to authenticate %s with %s",
-			text.Clock(c.first), text.Clock(c.last), f.ClientID, f.ClientHost, text.Plural(c.failures, "time", "times"), text.List(f.Servers, 3))
+			text.Clock(f.FailFirst), text.Clock(f.FailLast), f.ClientID, f.ClientHost, text.Plural(f.Failures, "time", "times"), text.List(f.Servers, 3))
 		if len(f.Errors) > 0 {
 			fmt.Fprintf(&b, ", answered %s", strings.Join(f.Errors, ", "))
 		}
-		if c.closed > 0 {
-			fmt.Fprintf(&b, "; %s the broker closed the connection instead of answering", text.Plural(c.closed, "time", "times"))
+		if f.Closed > 0 {
+			fmt.Fprintf(&b, "; %s the broker closed the connection instead of answering", text.Plural(f.Closed, "time", "times"))
 		}
 		b.WriteString(". ")
 		if len(f.Messages) > 0 {
@@ -108,14 +121,14 @@ func (f *Finding) Explanation() string {
 			"broker closes such a connection at the client's next request, which fails; a client that does not "+
 			"re-authenticate (KIP-368 needs Java 2.2+, librdkafka 2.2+, recent sarama or franz-go; kafkajs has none) "+
 			"loses its connections every lifetime. %d re-authentications were seen from this client.",
-			text.Clock(c.firstClose), text.Clock(c.lastClose), text.Plural(f.ReauthCloses, "connection", "connections"),
-			f.ClientID, text.Duration(c.lifetime), c.reauths)
-		if f.ReauthCloses < int64(f.p.MinReauthCloses) {
-			fmt.Fprintf(&b, " Below %d such closes this may be the client's own close.", f.p.MinReauthCloses)
+			text.Clock(f.CloseFirst), text.Clock(f.CloseLast), text.Plural(f.ReauthCloses, "connection", "connections"),
+			f.ClientID, text.Duration(f.Lifetime), f.Reauths)
+		if f.ReauthCloses < int64(f.MinReauthCloses) {
+			fmt.Fprintf(&b, " Below %d such closes this may be the client's own close.", f.MinReauthCloses)
 		}
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (SASL exchanges of %d further clients were not followed: too many clients.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (SASL exchanges of %d further clients were not followed: too many clients.)", f.Dropped)
 	}
 	return b.String()
 }

@@ -361,7 +361,9 @@ func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
 		Mechanisms: mechs, Enabled: append([]string(nil), cl.enabled...), Errors: cl.codes.Parts(),
 		Messages: append([]string(nil), cl.messages...), Healed: healed, ReauthCloses: cl.reauthClosed,
 		SessionLifetimeMs: cl.lifetime.Milliseconds(),
-		c:                 cl, p: r.p, dropped: r.dropped,
+		Failures:          cl.failures, Closed: cl.closed, Successes: cl.successes, Reauths: cl.reauths,
+		FailFirst: cl.first, FailLast: cl.last, CloseFirst: cl.firstClose, CloseLast: cl.lastClose,
+		Lifetime: cl.lifetime, Dropped: r.dropped, MinReauthCloses: r.p.MinReauthCloses,
 	}
 	return detectors.Finding{
 		Severity: sev,
@@ -369,13 +371,6 @@ func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
 		Last:     last,
 		Conns:    cl.conns.IDs(),
 		Nodes:    cl.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"failures":          cl.failures,
-			"closed_unanswered": cl.closed,
-			"authenticate_ok":   cl.successes,
-			"reauth_closes":     cl.reauthClosed,
-			"reauthentications": cl.reauths,
-		},
 		Evidence: cl.ev.List(),
 		Subject:  detectors.Subject{ClientIDs: []string{cl.key.clientID}, Clients: []netip.Addr{cl.key.host}, Servers: cl.conns.ServerAddrs(), Error: code},
 		Detail:   f,

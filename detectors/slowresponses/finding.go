@@ -26,7 +26,10 @@ type Finding struct {
 	// what the broker may hold it: what the severity grades.
 	WaitedMs float64 `json:"waited_ms"`
 
-	n, responses           int64
+	// Slow is the slow responses, Responses all of the API's.
+	Slow      int64 `count:"slow"`
+	Responses int64 `count:"responses"`
+
 	threshold, median, max time.Duration
 	waited                 time.Duration
 	sev                    detectors.Severity
@@ -40,7 +43,7 @@ type Finding struct {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("%s took over %s%s (median %s, slowest %s) from %s",
-		text.Plural(f.n, f.API+" response", f.API+" responses"), text.Duration(min(f.threshold, f.p.MinWait)), f.beyond(),
+		text.Plural(f.Slow, f.API+" response", f.API+" responses"), text.Duration(min(f.threshold, f.p.MinWait)), f.beyond(),
 		text.Duration(f.median), text.Duration(f.max), text.List(f.serverLabels, 3))
 }
 
@@ -54,7 +57,7 @@ func (f *Finding) Explanation() string {
 	}
 	expl := fmt.Sprintf("Of %s, %d took %s, from %s to %s. The slowest%s: %s. Responses this far from the usual are a "+
 		"broker pausing (GC, disk, overloaded request handlers or network threads, a slow follower holding acks=all "+
-		"produces) rather than the work of the request.", text.Plural(f.responses, f.API+" response", f.API+" responses"), f.n,
+		"produces) rather than the work of the request.", text.Plural(f.Responses, f.API+" response", f.API+" responses"), f.Slow,
 		slow, text.Clock(f.first), text.Clock(f.last), f.beyond(), f.slowest())
 	if f.beyondWait {
 		expl += " A Fetch is counted only for the time past its MaxWaitMillis, as the broker may hold a long " +

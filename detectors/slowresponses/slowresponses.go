@@ -297,7 +297,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		API: decode.Name(a.key), MedianMs: text.Millis(p50), ThresholdMs: text.Millis(min(thr, r.p.MinWait)), MaxMs: text.Millis(maxLat),
 		WaitedMs:  text.Millis(waited),
 		ClientIDs: text.SortedKeys(ids), Clients: conns.Clients(), Servers: conns.Servers(),
-		n: n, responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, waited: waited, first: first.t, last: last.t,
+		Slow: n, Responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, waited: waited, first: first.t, last: last.t,
 		worst: worst, beyondWait: a.fetchWaits, serverLabels: conns.ServerLabels(p.Nodes), p: r.p, sev: sev,
 	}
 	return detectors.Finding{
@@ -306,7 +306,6 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		Last:     last.t,
 		Conns:    conns.IDs(),
 		Nodes:    conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"slow": n, "responses": f.responses},
 		Evidence: ev,
 		Subject:  detectors.Subject{ClientIDs: f.ClientIDs, Clients: conns.ClientAddrs(), Servers: conns.ServerAddrs(), Waits: true},
 		Detail:   f,

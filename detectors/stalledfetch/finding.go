@@ -59,8 +59,6 @@ type Finding struct {
 	who, tp      string
 	node         int32
 	role         cluster.Role
-	fetches      int64
-	errors       int64
 	lso          int64
 	committed    bool
 	dur          time.Duration
@@ -70,6 +68,14 @@ type Finding struct {
 	codeN        int64
 	codes        []string
 	serverLabels []string
+
+	// The counts: the fetches that got nothing, Records none of them
+	// (always 0, the count that says so), ErrorResponses of them answered
+	// with an error, Throttled of them throttled.
+	Fetches        int64 `count:"fetches"`
+	Records        int64 `count:"records"`
+	ErrorResponses int64 `count:"errors"`
+	Throttled      int64 `count:"throttled,omitempty"`
 }
 
 // finding makes the finding of window w; open if it was still stuck when
@@ -84,7 +90,7 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 		HighWatermark: w.hw, Duration: text.Seconds(dur), HeldS: text.Seconds(held), Ongoing: open,
 		Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
 		Role: w.role.String(),
-		tp:   w.key.P.String(), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, fetches: w.fetches, errors: w.errors,
+		tp:   w.key.P.String(), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, Fetches: w.fetches, ErrorResponses: w.errors, Throttled: w.throttled,
 		lso: w.lso, committed: w.committed, dur: dur, held: held, healed: healed, code: code, codeN: codeN, codes: w.codes.Parts(),
 		serverLabels: w.servers.Labels(p),
 	}
@@ -102,17 +108,12 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 		f.who += " (" + c.Host.String() + ")"
 	}
 	nodes := peers.NodeIDs(p, []*peers.Servers{&w.servers}, f.node)
-	counts := map[string]int64{"fetches": w.fetches, "records": 0, "errors": w.errors}
-	if w.throttled > 0 {
-		counts["throttled"] = w.throttled
-	}
 	return detectors.Finding{
 		Severity: detectors.Grade(held, open),
 		First:    w.first,
 		Last:     w.last,
 		Conns:    w.conns.IDs(),
 		Nodes:    nodes,
-		Counts:   counts,
 		Evidence: w.ev.List(),
 		Subject:  w.key.Subject(&w.servers, nodes, code),
 		Detail:   f,
@@ -128,10 +129,10 @@ func (f *Finding) Summary() string {
 	var s string
 	if f.code != 0 {
 		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records (%s, %s x%d)",
-			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw, f.Error, f.codeN)
+			f.who, f.FetchOffset, f.tp, f.Fetches, text.Duration(f.dur), hw, f.Error, f.codeN)
 	} else {
 		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
-			f.who, f.FetchOffset, f.tp, f.fetches, text.Duration(f.dur), hw)
+			f.who, f.FetchOffset, f.tp, f.Fetches, text.Duration(f.dur), hw)
 	}
 	return s + spell.Tail(f.Ongoing, f.healed, f.held, "stuck", "moving again", "stuck fetch")
 }
@@ -141,10 +142,10 @@ func (f *Finding) Explanation() string {
 	var state string
 	codes := strings.Join(f.codes, ", ")
 	switch {
-	case f.errors == f.fetches && f.HighWatermark < 0:
+	case f.ErrorResponses == f.Fetches && f.HighWatermark < 0:
 		state = fmt.Sprintf("every answer was an error (%s) and none reported a high watermark", codes)
-	case f.errors > 0:
-		state = fmt.Sprintf("%d answers were errors (%s); the high watermark stayed at %d", f.errors, codes, f.HighWatermark)
+	case f.ErrorResponses > 0:
+		state = fmt.Sprintf("%d answers were errors (%s); the high watermark stayed at %d", f.ErrorResponses, codes, f.HighWatermark)
 	default:
 		bound := fmt.Sprintf("the high watermark stayed at %d, %d records ahead of it", f.HighWatermark, f.HighWatermark-f.FetchOffset)
 		if f.committed && f.lso >= 0 {
@@ -164,7 +165,7 @@ func (f *Finding) Explanation() string {
 	return fmt.Sprintf("%s fetched %s %d times over %s (%.1f/s) from %s, and its position never moved: every fetch "+
 		"asked for offset %d and every answer brought 0 records; %s. Request and response counters rising on this "+
 		"connection is not health: the %s of this partition is not advancing.%s",
-		f.who, f.tp, f.fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind(), felt)
+		f.who, f.tp, f.Fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind(), felt)
 }
 
 // kind is what the fetcher does.

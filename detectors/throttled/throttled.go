@@ -170,8 +170,9 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	f := &Finding{
 		ClientID: g.key.clientID, API: decode.Name(g.key.api), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
 		Quota: quota(g.key.api), AfterResponse: g.after,
-		key: g.key.api, n: g.n, total: g.total, max: g.max, first: g.first, last: g.last, before: g.before,
-		serverLabels: g.conns.ServerLabels(p.Nodes), dropped: r.dropped, p: r.p,
+		Responses: g.n, TotalMs: g.total.Milliseconds(), MaxMs: g.max.Milliseconds(), HeldMs: g.held.Milliseconds(),
+		Metric: metric(g.key.api), First: g.first, Last: g.last, Before: g.before,
+		ServerLabels: g.conns.ServerLabels(p.Nodes), Dropped: r.dropped, MinTotal: r.p.MinTotal,
 	}
 	for v := range g.versions {
 		f.Versions = append(f.Versions, int(v))
@@ -182,7 +183,7 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	if g.held >= r.p.MinTotal {
 		sev = max(detectors.Warning, detectors.Grade(g.held, g.throttled))
 	}
-	f.sev = sev
+	f.Severity = sev
 	ev := g.ev.List()
 	if !hasPacket(ev, g.maxAt) {
 		ev = append(ev, g.maxAt)
@@ -194,12 +195,6 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		Last:     g.last,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"throttled_responses": g.n,
-			"throttle_ms_total":   g.total.Milliseconds(),
-			"throttle_ms_max":     g.max.Milliseconds(),
-			"held_ms":             g.held.Milliseconds(),
-		},
 		Evidence: ev,
 		Subject:  detectors.Subject{ClientIDs: []string{g.key.clientID}, Clients: g.conns.ClientAddrs(), Servers: g.conns.ServerAddrs(), Waits: true},
 		Detail:   f,

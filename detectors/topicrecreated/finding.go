@@ -31,9 +31,13 @@ type Finding struct {
 	// MeanGapMs is the mean time from a refusal to the client's next
 	// request for the topic; FastRetries how many came within spin-gap.
 	MeanGapMs   float64 `json:"mean_gap_ms"`
-	FastRetries int64   `json:"fast_retries"`
+	FastRetries int64   `json:"fast_retries" count:"fast_retries"`
 	HeldS       float64 `json:"held_s"`
 	Recovered   bool    `json:"recovered"`
+
+	// Refusals are the requests refused, in Episodes episodes.
+	Refusals int64 `count:"refusals"`
+	Episodes int   `count:"episodes"`
 
 	e       *episode
 	apis    []string // names of APIs refused
@@ -71,7 +75,7 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	held, ongoing := e.Held(p.End)
 	f := &Finding{ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: name,
 		Errors: e.codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.first)), FastRetries: e.fast,
-		HeldS: text.Seconds(held), Recovered: !ongoing, e: e, held: held, spinGap: r.p.SpinGap, dropped: r.dropped}
+		HeldS: text.Seconds(held), Recovered: !ongoing, Refusals: e.N, Episodes: e.Runs, e: e, held: held, spinGap: r.p.SpinGap, dropped: r.dropped}
 	if e.id != ([16]byte{}) {
 		f.OldID = topicID(e.id)
 	}
@@ -112,7 +116,6 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 		Last:     e.Last,
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
-		Counts:   map[string]int64{"refusals": e.N, "fast_retries": e.fast, "episodes": int64(e.Runs)},
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{e.ID}, Clients: []netip.Addr{e.Host}, Servers: e.conns.ServerAddrs(),
 			Nodes: e.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
@@ -125,7 +128,7 @@ func (f *Finding) Summary() string {
 	e := f.e
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %q (%s): %s answered %s %s in %s (%g/s) for %s", f.ClientID, text.List(f.Clients, 3),
-		strings.Join(f.apis, "/"), strings.Join(e.codes.Names(), "/"), text.Plural(e.N, "time", "times"),
+		strings.Join(f.apis, "/"), strings.Join(e.codes.Names(), "/"), text.Plural(f.Refusals, "time", "times"),
 		text.Duration(e.Last.Sub(e.first)), f.RatePerS, label(f.Topic, e.id))
 	if f.NewID != "" {
 		fmt.Fprintf(&b, ", recreated as topic id %s", f.NewID)
@@ -143,7 +146,7 @@ func (f *Finding) Explanation() string {
 	e := f.e
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s to %s, %s answered %s of client id %q (%s) for %s with %s (%s).", text.Clock(e.first),
-		text.Clock(e.Last), text.List(f.Servers, 3), text.Plural(e.N, "request", "requests"), f.ClientID,
+		text.Clock(e.Last), text.List(f.Servers, 3), text.Plural(f.Refusals, "request", "requests"), f.ClientID,
 		text.List(f.Clients, 3), label(f.Topic, e.id), strings.Join(f.Errors, ", "), strings.Join(f.APIs, ", "))
 	b.WriteString(" Since KIP-516 a topic is known by an id as well as its name, and a topic deleted and created again " +
 		"under the same name gets a new id: a request naming the old id is answered UNKNOWN_TOPIC_ID, or " +

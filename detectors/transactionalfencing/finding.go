@@ -18,16 +18,16 @@ type Finding struct {
 	Errors          []string   `json:"errors"`
 	// ByAPI counts the fenced answers by API ("EndTxn x12").
 	ByAPI    []string `json:"fenced_by_api"`
-	Fenced   int64    `json:"fenced_answers"`
-	Episodes int64    `json:"episodes"`
+	Fenced   int64    `json:"fenced_answers" count:"fenced_answers"`
+	Episodes int64    `json:"episodes" count:"episodes"`
 	// Committed and Aborted count the EndTxn requests answered without
 	// error; CommitsRefused the commits answered fenced (the coordinator
 	// aborted those transactions), AbortsRefused the aborts answered
 	// fenced (already aborted).
-	Committed      int64 `json:"committed"`
-	Aborted        int64 `json:"aborted"`
-	CommitsRefused int64 `json:"commits_refused"`
-	AbortsRefused  int64 `json:"aborts_refused"`
+	Committed      int64 `json:"committed" count:"committed"`
+	Aborted        int64 `json:"aborted" count:"aborted"`
+	CommitsRefused int64 `json:"commits_refused" count:"commits_refused"`
+	AbortsRefused  int64 `json:"aborts_refused" count:"aborts_refused"`
 
 	first, last  time.Time
 	serverLabels []string
@@ -35,6 +35,10 @@ type Finding struct {
 	dropped      int64
 	sev          detectors.Severity
 	p            Params
+
+	// ProducerCount is the producers (ids and epochs) seen, those not
+	// listed included.
+	ProducerCount int64 `count:"producers"`
 }
 
 // Producer is one client id and host using the transactional.id.
@@ -47,7 +51,7 @@ type Producer struct {
 	Inits    int64 `json:"inits"`
 	Epochs   []int `json:"epochs"`
 	Fenced   int64 `json:"fenced"`
-	Episodes int64 `json:"episodes"`
+	Episodes int64 `json:"episodes" count:"episodes"`
 }
 
 func (p Producer) label() string { return fmt.Sprintf("%q on %s", p.ClientID, p.Host) }

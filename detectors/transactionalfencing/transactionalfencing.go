@@ -284,21 +284,13 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 	}
 	f.sev = sev
 	code, _ := t.codes.Top()
+	f.ProducerCount = int64(len(t.order)) + t.more
 	return detectors.Finding{
 		Severity: sev,
 		First:    t.first,
 		Last:     t.last,
 		Conns:    t.conns.IDs(),
 		Nodes:    t.conns.Nodes(p.Nodes),
-		Counts: map[string]int64{
-			"fenced_answers":  t.fenced,
-			"episodes":        t.episodes,
-			"producers":       int64(len(t.order)) + t.more,
-			"committed":       t.commits,
-			"aborted":         t.aborts,
-			"commits_refused": t.refused,
-			"aborts_refused":  t.abortsRefused,
-		},
 		Evidence: t.ev.List(),
 		Subject: detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: t.conns.ServerAddrs(), Error: code,
 			Reconnects: sev >= detectors.Warning},

@@ -31,6 +31,7 @@ type Finding struct {
 	// answer at all, an ApiVersions among their requests: "tls" (TLS
 	// records: a TLS listener, a plaintext client) or "nothing".
 	NotKafka string `json:"not_kafka,omitempty"`
+	Counted
 
 	g           *group
 	serverLabel string
@@ -48,7 +49,7 @@ type Finding struct {
 func (f *Finding) Summary() string {
 	o := f.g.oldest
 	s := fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s; clients waited up to %s",
-		f.g.n, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.g.conns.Len()+f.g.conns.More, decode.Name(o.key), text.Clock(o.t),
+		f.Requests, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.Connections, decode.Name(o.key), text.Clock(o.t),
 		text.Duration(f.g.felt))
 	if f.Ongoing {
 		s += ", some still waiting at the end"
@@ -126,14 +127,27 @@ type Pending struct {
 	Servers      []string         `json:"servers"`
 	OldestAPI    string           `json:"oldest_api"`
 	OldestPacket uint64           `json:"oldest_packet"`
+	Counted
 
 	g     *group
 	grace time.Duration
 }
 
+// Counted are the counts of a Finding or a Pending: the requests, the
+// connections they were sent on, and the requests by why they count
+// (the reasons of the finding: "overtaken", "closed", "in_flight"...).
+type Counted struct {
+	Requests    int64            `count:"requests"`
+	Connections int64            `count:"connections"`
+	ByReason    map[string]int64 `count:",inline"`
+}
+
+// counted is c, for the group's finding to fill.
+func (c *Counted) counted() *Counted { return c }
+
 // Summary implements detectors.Detail.
 func (f *Pending) Summary() string {
-	return fmt.Sprintf("%d request(s) without a response that may yet have been answered (%s)", f.g.n,
+	return fmt.Sprintf("%d request(s) without a response that may yet have been answered (%s)", f.Requests,
 		apiCounts(f.ByAPI, f.APIs))
 }
 

@@ -531,10 +531,15 @@ func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
 // finding is the group's finding at sev, counting the reasons from first
 // to last.
 func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
-	d detectors.Detail) detectors.Finding {
-	counts := map[string]int64{"requests": g.n, "connections": int64(g.conns.Len() + g.conns.More)}
+	d interface {
+		detectors.Detail
+		counted() *Counted
+	}) detectors.Finding {
+	c := d.counted()
+	c.Requests, c.Connections = g.n, int64(g.conns.Len()+g.conns.More)
+	c.ByReason = make(map[string]int64, last-first+1)
 	for i := first; i <= last; i++ {
-		counts[reasonNames[i]] = g.reasons[i]
+		c.ByReason[reasonNames[i]] = g.reasons[i]
 	}
 	return detectors.Finding{
 		Severity: sev,
@@ -542,7 +547,6 @@ func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last i
 		Last:     g.last,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
-		Counts:   counts,
 		Evidence: g.evidence(),
 		Subject:  detectors.Subject{ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.ClientAddrs(), Servers: servers, Waits: true},
 		Detail:   d,

@@ -147,6 +147,17 @@ type Dashboard struct {
 	Title string
 	// Exprs are the panels' queries, Grafana's variables left in.
 	Exprs []string
+	// Variables are the dashboard's template variables.
+	Variables []Variable
+}
+
+// Variable is a Grafana template variable: its query (label_values...),
+// whether several values or All may be chosen, and All's value ("" for
+// Grafana's default: every value the query lists).
+type Variable struct {
+	Name, Type, Query string
+	Multi, IncludeAll bool
+	AllValue          string
 }
 
 var metricName = regexp.MustCompile(`\bkfsniff_[a-z0-9_]+`)
@@ -163,13 +174,35 @@ func ReadDashboard(data []byte) (*Dashboard, error) {
 		Panels []json.RawMessage `json:"panels"`
 	}
 	var d struct {
-		Title  string            `json:"title"`
-		Panels []json.RawMessage `json:"panels"`
+		Title      string            `json:"title"`
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string          `json:"name"`
+				Type       string          `json:"type"`
+				Query      json.RawMessage `json:"query"`
+				Multi      bool            `json:"multi"`
+				IncludeAll bool            `json:"includeAll"`
+				AllValue   string          `json:"allValue"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	out := &Dashboard{Title: d.Title}
+	for _, v := range d.Templating.List {
+		tv := Variable{Name: v.Name, Type: v.Type, Multi: v.Multi, IncludeAll: v.IncludeAll, AllValue: v.AllValue}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if json.Unmarshal(v.Query, &q) == nil {
+			tv.Query = q.Query
+		} else {
+			json.Unmarshal(v.Query, &tv.Query)
+		}
+		out.Variables = append(out.Variables, tv)
+	}
 	var walk func([]json.RawMessage) error
 	walk = func(ps []json.RawMessage) error {
 		for _, raw := range ps {
@@ -215,7 +248,7 @@ func (d *Dashboard) Metrics() []string {
 // Prometheus accepts: a rate interval, match-all regexes.
 func (d *Dashboard) PromQL() []string {
 	r := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h",
-		"$instance", ".*", "$api", ".*", "$broker", ".*")
+		"$instance", ".*", "$api", ".*", "$broker", ".*", "$mode", "agent")
 	out := make([]string, len(d.Exprs))
 	for i, e := range d.Exprs {
 		out[i] = r.Replace(e)
