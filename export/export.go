@@ -871,7 +871,7 @@ func (e *Exporter) shipFinding(f *detectors.Finding, state string) {
 func findingKey(f *detectors.Finding) string {
 	if len(f.Subject.Partitions) > 0 {
 		p := f.Subject.Partitions[0]
-		return p.Topic + "/" + strconv.Itoa(int(p.Partition))
+		return p.Topic + "/" + strconv.Itoa(int(p.Num))
 	}
 	return f.Detector
 }
