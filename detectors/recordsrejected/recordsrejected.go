@@ -7,10 +7,16 @@
 // duplicates are, however slowly the answers come (an error-storm rule
 // sees 0.9 failures a second and calls it info).
 //
+// A batch sent again (the same checksum and length: a retry, or the Java
+// producer's split of a refused batch that leaves it as it was, resent
+// about 1,760 times a second against Apache Kafka 4.1.1) is one batch
+// lost; the answers count every refusal.
+//
 // Per client id and host: the partitions, the answers, the batches,
 // records and bytes refused, and for MESSAGE_TOO_LARGE the size limit
-// where the capture reveals it: the broker's words (Kafka's
-// RecordTooLargeException names it), a DescribeConfigs answer
+// where the capture reveals it: the broker's words (when it sends any:
+// Apache Kafka 4.1.1 answers MESSAGE_TOO_LARGE with no error message,
+// recorded in fixtures/pcaps/kafka/java-too-large), a DescribeConfigs answer
 // (max.message.bytes of the topic, message.max.bytes of the broker), else
 // the bounds the answers set: larger than the largest batch the topic
 // accepted, not larger than the smallest it refused.
@@ -24,8 +30,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -34,7 +40,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "records-rejected",
 	Severity: detectors.Error,
-	Recorded: []string{"fixtures/pcaps/clients/too-large-kgo.pcap", "fixtures/pcaps/clients/too-large-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/too-large-kgo.pcap", "fixtures/pcaps/clients/too-large-sarama.pcap", "fixtures/pcaps/kafka/java-too-large.pcap.gz"},
 	Doc: "Produce answers refusing records for good: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, " +
 		"CORRUPT_MESSAGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE. No retry mends them: each is a batch " +
 		"the application was told failed, records lost unless it sent them again differently. Per client id and " +
@@ -59,13 +65,13 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinBatches: max(p.MinBatches, 1)}, clients: map[key.Client]*client{},
+	return &rule{p: Params{MinBatches: max(p.MinBatches, 1)}, clients: map[cluster.Client]*client{},
 		accepted: map[string]int64{}, limits: map[string]limit{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[key.Client]*client
+	clients map[cluster.Client]*client
 	dropped int64
 	// accepted is the largest partition payload (bytes of its batches)
 	// each topic accepted, from any client; limits the max.message.bytes
@@ -83,7 +89,7 @@ type limit struct {
 }
 
 type client struct {
-	key.Client
+	cluster.Client
 	codes         tally.Codes
 	answers       int64
 	batches       int64
@@ -91,8 +97,8 @@ type client struct {
 	bytes         int64
 	smallest      int64 // the smallest payload refused MESSAGE_TOO_LARGE
 	largest       int64 // the largest payload refused
-	parts         map[key.Partition]int64
-	order         []key.Partition
+	parts         map[cluster.Partition]int64
+	order         []cluster.Partition
 	moreParts     int64
 	first, last   time.Time
 	ongoing       bool // no write accepted after the last refusal
@@ -103,12 +109,32 @@ type client struct {
 	topicsRefused map[string]bool
 	conns         tally.Conns
 	ev            detectors.Sampler[detectors.Evidence]
+	// seen holds the batches refused so far, so that a batch sent again
+	// (a retry, or the Java producer's split that leaves a batch as it
+	// was: recorded against Apache Kafka 4.1.1, java-too-large) is one
+	// batch lost, not one per answer; resent counts those sent again.
+	seen   map[batchKey]struct{}
+	resent int64
 }
+
+// batchKey tells a batch sent again from a new one: the same bytes have
+// the same checksum and length.
+type batchKey struct {
+	part    cluster.Partition
+	crc     uint32
+	length  int32
+	records int32
+}
+
+// maxSeen bounds the batches remembered per client; past it every refused
+// batch counts as new.
+const maxSeen = 1 << 14
 
 // lost reports the codes that refuse records for good.
 func lost(code int16) bool {
 	switch code {
-	case 2, 10, 18, 32, 76, 87: // CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD
+	case cluster.CorruptMessage, cluster.MessageTooLarge, cluster.RecordListTooLarge, cluster.InvalidTimestamp,
+		cluster.UnsupportedCompressionType, cluster.InvalidRecord:
 		return true
 	}
 	return false
@@ -128,13 +154,13 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 }
 
 func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
-	c := r.clients[key.ClientOf(x.Req)]
+	c := r.clients[x.Req.Client]
 	for ti := range resp.Topics {
 		t := &resp.Topics[ti]
 		topic := x.Resp.TopicName(t.Topic, t.TopicID)
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			pk := key.PartitionOf(t.Topic, t.TopicID, p.Partition)
+			pk := cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}.Key(x.Conn.Nodes())
 			size, records, batches := payload(x.Req, pk)
 			if p.ErrorCode == 0 {
 				if size > r.accepted[topic] {
@@ -154,9 +180,9 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			if c == nil {
-				ck := key.ClientOf(x.Req)
+				ck := x.Req.Client
 				c = tally.Entry(r.clients, ck, maxClients, &r.dropped, func() *client {
-					return &client{Client: ck, parts: map[key.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1}
+					return &client{Client: ck, parts: map[cluster.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1, seen: map[batchKey]struct{}{}}
 				})
 				if c == nil {
 					return
@@ -169,10 +195,10 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 
 // payload is the bytes, records and batches the request carried for the
 // partition.
-func payload(m *flows.Message, pk key.Partition) (size, records, batches int64) {
+func payload(m *flows.Message, pk cluster.Partition) (size, records, batches int64) {
 	for i := range m.Batches {
 		b := &m.Batches[i]
-		if b.Partition != pk.Partition || key.PartitionOf(b.Topic, b.TopicID, b.Partition) != pk {
+		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
 			continue
 		}
 		size += int64(b.Length) + 12 // the offset and length before the batch
@@ -186,7 +212,33 @@ func payload(m *flows.Message, pk key.Partition) (size, records, batches int64) 
 	return size, records, batches
 }
 
-func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk key.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
+// fresh is the batches, records and bytes of the request's batches for
+// the partition that this client had not sent before.
+func (c *client) fresh(m *flows.Message, pk cluster.Partition) (batches, records, size int64) {
+	for i := range m.Batches {
+		b := &m.Batches[i]
+		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
+			continue
+		}
+		k := batchKey{part: pk, crc: b.CRC, length: b.Length, records: b.Records}
+		if _, ok := c.seen[k]; ok {
+			continue
+		}
+		if len(c.seen) < maxSeen {
+			c.seen[k] = struct{}{}
+		}
+		batches++
+		size += int64(b.Length) + 12
+		if b.Magic >= 2 {
+			records += int64(b.Records)
+		} else {
+			records++
+		}
+	}
+	return batches, records, size
+}
+
+func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluster.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
 	t := x.Resp.Time
 	if c.answers == 0 {
 		c.first = t
@@ -195,10 +247,15 @@ func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk key.Pa
 	c.last = t
 	c.ongoing = true
 	c.codes.Add(p.ErrorCode)
-	c.batches += max(batches, 1)
-	c.records += records
-	c.bytes += size
-	if size > 0 && p.ErrorCode == 10 && (c.smallest < 0 || size < c.smallest) {
+	newBatches, newRecords, newBytes := c.fresh(x.Req, pk)
+	if batches == 0 {
+		newBatches = 1 // an answer whose request's batches were not read
+	}
+	c.batches += newBatches
+	c.records += newRecords
+	c.bytes += newBytes
+	c.resent += batches - min(batches, newBatches)
+	if size > 0 && p.ErrorCode == cluster.MessageTooLarge && (c.smallest < 0 || size < c.smallest) {
 		c.smallest = size
 	}
 	c.largest = max(c.largest, size)
@@ -316,7 +373,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	code, _ := c.codes.Top()
 	f := &Finding{
 		ClientID: c.ID, Host: c.Host.String(), Errors: c.codes.Names(), Servers: c.conns.Servers(),
-		Answers: c.answers, Batches: c.batches, Records: c.records, Bytes: c.bytes,
+		Answers: c.answers, Batches: c.batches, Resent: c.resent, Records: c.records, Bytes: c.bytes,
 		LargestRefused: c.largest, Ongoing: c.ongoing, WrittenAfter: c.written, BrokerMessage: c.message,
 		codes: c.codes.Parts(), first: c.first, last: c.last, serverLabels: c.conns.ServerLabels(p.Nodes),
 		moreParts: c.moreParts, dropped: r.dropped,
@@ -324,10 +381,10 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	if c.smallest > 0 {
 		f.SmallestTooLarge = c.smallest
 	}
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	for _, pk := range c.order {
 		f.Partitions = append(f.Partitions, pk.Label(p.Nodes))
-		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
+		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 	}
 	ev := c.ev.List()
 	if c.codes.Names() != nil && hasCode(c, 10) {
