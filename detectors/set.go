@@ -271,7 +271,16 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 			continue
 		}
 		for j := range out {
-			if g := &out[j]; !generic[j] && g.Detector != out[i].Detector && g.Severity >= out[i].Severity && g.Subject.Explains(&out[i].Subject) {
+			g := &out[j]
+			if !generic[i] && !(g.Subject.Reconnects && out[i].Subject.Reconnects) && !(g.Subject.Rebalances && out[i].Subject.Rebalances) {
+				// A specific finding (a storm's or a loop's cause among
+				// them) is explained only as a storm or loop: one that
+				// shares its error code is not its cause (recorded on
+				// Apache Kafka 4.1.1, java-txn-fenced: producer-sequence's
+				// INVALID_PRODUCER_EPOCH had demoted transactional-fencing).
+				continue
+			}
+			if !generic[j] && g.Detector != out[i].Detector && g.Severity >= out[i].Severity && g.Subject.Explains(&out[i].Subject) {
 				f := &out[i]
 				f.Severity = Info
 				f.Summary += " (explained by " + g.Detector + ")"

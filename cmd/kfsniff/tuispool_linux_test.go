@@ -294,24 +294,36 @@ func commentOf(n int, first, last time.Time) string {
 	return strconv.Itoa(n) + " packets from " + first.UTC().Format("2006-01-02 15:04:05.000") + " to " + last.UTC().Format("15:04:05.000 UTC")
 }
 
-// TestUISIGTERMReports: SIGTERM under the UI ends the run as `q` does,
-// with the report and exit 0.
-func TestUISIGTERMReports(t *testing.T) {
+// TestUIStopsWithReport: SIGTERM, SIGINT and the Ctrl-C key under the UI
+// end the run as `q` does: the terminal restored, the report printed,
+// exit 0.
+func TestUIStopsWithReport(t *testing.T) {
 	needLive(t)
 	if testing.Short() {
 		t.Skip("builds the binary: skipped with -short")
 	}
 	bin := buildKfsniff(t)
-	r := startUIRun(t, bin, t.TempDir(), t.TempDir(), "-i", "lo", "--tui", "port", "1")
-	r.waitScreen(t, "packets", 10*time.Second)
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	if code := r.wait(t); code != 0 {
-		t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, r.stderr.String())
-	}
-	if !strings.Contains(r.stdout.String(), "packets") || strings.Contains(r.stderr.String(), "context canceled") {
-		t.Errorf("after SIGTERM: stdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
-	}
-	if !strings.Contains(r.terminal(), "\x1b[?1049l") {
-		t.Errorf("the terminal's alternate screen was not left")
+	for _, tc := range []struct {
+		name string
+		stop func(r *uiRun)
+	}{
+		{"SIGTERM", func(r *uiRun) { r.cmd.Process.Signal(syscall.SIGTERM) }},
+		{"SIGINT", func(r *uiRun) { r.cmd.Process.Signal(syscall.SIGINT) }},
+		{"Ctrl-C key", func(r *uiRun) { r.ctl.Write([]byte{3}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startUIRun(t, bin, t.TempDir(), t.TempDir(), "-i", "lo", "--tui", "port", "1")
+			r.waitScreen(t, "packets", 10*time.Second)
+			tc.stop(r)
+			if code := r.wait(t); code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, r.stderr.String())
+			}
+			if !strings.Contains(r.stdout.String(), "packets") || strings.Contains(r.stderr.String(), "context canceled") {
+				t.Errorf("stdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
+			}
+			if !strings.Contains(r.terminal(), "\x1b[?1049l") {
+				t.Errorf("the terminal's alternate screen was not left")
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "member-evicted",
 	Severity: detectors.Error,
-	Recorded: []string{"fixtures/pcaps/clients/evicted-kgo.pcap", "fixtures/pcaps/clients/evicted-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/evicted-kgo.pcap", "fixtures/pcaps/clients/evicted-sarama.pcap", "fixtures/pcaps/kafka/java-member-evicted.pcap.gz"},
 	Doc: "A consumer group member evicted for missing its session timeout: its group requests stopped for longer " +
 		"than the session timeout its JoinGroup asked for, and when it came back it was answered UNKNOWN_MEMBER_ID " +
 		"or ILLEGAL_GENERATION (or it never came back while the group went on rebalancing). Per member: the group, " +

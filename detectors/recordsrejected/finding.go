@@ -21,6 +21,9 @@ type Finding struct {
 	Batches    int64    `json:"batches" count:"batches_refused"`
 	Records    int64    `json:"records" count:"records_refused"`
 	Bytes      int64    `json:"bytes" count:"bytes_refused"`
+	// Resent counts refused batches the client had sent before (the same
+	// checksum and length): retries, counted once in Batches and Records.
+	Resent int64 `json:"resent,omitempty"`
 	// SmallestTooLarge and LargestRefused are the smallest payload
 	// (bytes of one partition's batches) refused MESSAGE_TOO_LARGE and the
 	// largest refused; LargestAccepted the largest payload the same
@@ -80,6 +83,12 @@ func (f *Finding) Explanation() string {
 	b.WriteString("No retry mends these errors: the broker will refuse the same bytes again, so the client fails the " +
 		"records back to the application, and unless the application keeps them and sends them differently, they " +
 		"are lost. ")
+	if f.Resent > 0 {
+		fmt.Fprintf(&b, "%s refused again and again were the same bytes sent again (a retry, or a split that "+
+			"left the batch as it was: the Java producer splits a refused batch by batch.size, which does not shrink a "+
+			"batch already under it, and re-sends it until delivery.timeout.ms), counted once. ",
+			text.Plural(f.Resent, "batch", "batches"))
+	}
 	for _, e := range f.Errors {
 		switch e {
 		case "MESSAGE_TOO_LARGE":

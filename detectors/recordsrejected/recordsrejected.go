@@ -7,10 +7,16 @@
 // duplicates are, however slowly the answers come (an error-storm rule
 // sees 0.9 failures a second and calls it info).
 //
+// A batch sent again (the same checksum and length: a retry, or the Java
+// producer's split of a refused batch that leaves it as it was, resent
+// about 1,760 times a second against Apache Kafka 4.1.1) is one batch
+// lost; the answers count every refusal.
+//
 // Per client id and host: the partitions, the answers, the batches,
 // records and bytes refused, and for MESSAGE_TOO_LARGE the size limit
-// where the capture reveals it: the broker's words (Kafka's
-// RecordTooLargeException names it), a DescribeConfigs answer
+// where the capture reveals it: the broker's words (when it sends any:
+// Apache Kafka 4.1.1 answers MESSAGE_TOO_LARGE with no error message,
+// recorded in fixtures/pcaps/kafka/java-too-large), a DescribeConfigs answer
 // (max.message.bytes of the topic, message.max.bytes of the broker), else
 // the bounds the answers set: larger than the largest batch the topic
 // accepted, not larger than the smallest it refused.
@@ -34,7 +40,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "records-rejected",
 	Severity: detectors.Error,
-	Recorded: []string{"fixtures/pcaps/clients/too-large-kgo.pcap", "fixtures/pcaps/clients/too-large-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/too-large-kgo.pcap", "fixtures/pcaps/clients/too-large-sarama.pcap", "fixtures/pcaps/kafka/java-too-large.pcap.gz"},
 	Doc: "Produce answers refusing records for good: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, " +
 		"CORRUPT_MESSAGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE. No retry mends them: each is a batch " +
 		"the application was told failed, records lost unless it sent them again differently. Per client id and " +
@@ -103,7 +109,26 @@ type client struct {
 	topicsRefused map[string]bool
 	conns         tally.Conns
 	ev            detectors.Sampler[detectors.Evidence]
+	// seen holds the batches refused so far, so that a batch sent again
+	// (a retry, or the Java producer's split that leaves a batch as it
+	// was: recorded against Apache Kafka 4.1.1, java-too-large) is one
+	// batch lost, not one per answer; resent counts those sent again.
+	seen   map[batchKey]struct{}
+	resent int64
 }
+
+// batchKey tells a batch sent again from a new one: the same bytes have
+// the same checksum and length.
+type batchKey struct {
+	part    cluster.Partition
+	crc     uint32
+	length  int32
+	records int32
+}
+
+// maxSeen bounds the batches remembered per client; past it every refused
+// batch counts as new.
+const maxSeen = 1 << 14
 
 // lost reports the codes that refuse records for good.
 func lost(code int16) bool {
@@ -157,7 +182,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 			if c == nil {
 				ck := x.Req.Client
 				c = tally.Entry(r.clients, ck, maxClients, &r.dropped, func() *client {
-					return &client{Client: ck, parts: map[cluster.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1}
+					return &client{Client: ck, parts: map[cluster.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1, seen: map[batchKey]struct{}{}}
 				})
 				if c == nil {
 					return
@@ -187,6 +212,32 @@ func payload(m *flows.Message, pk cluster.Partition) (size, records, batches int
 	return size, records, batches
 }
 
+// fresh is the batches, records and bytes of the request's batches for
+// the partition that this client had not sent before.
+func (c *client) fresh(m *flows.Message, pk cluster.Partition) (batches, records, size int64) {
+	for i := range m.Batches {
+		b := &m.Batches[i]
+		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
+			continue
+		}
+		k := batchKey{part: pk, crc: b.CRC, length: b.Length, records: b.Records}
+		if _, ok := c.seen[k]; ok {
+			continue
+		}
+		if len(c.seen) < maxSeen {
+			c.seen[k] = struct{}{}
+		}
+		batches++
+		size += int64(b.Length) + 12
+		if b.Magic >= 2 {
+			records += int64(b.Records)
+		} else {
+			records++
+		}
+	}
+	return batches, records, size
+}
+
 func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluster.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
 	t := x.Resp.Time
 	if c.answers == 0 {
@@ -196,9 +247,14 @@ func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluste
 	c.last = t
 	c.ongoing = true
 	c.codes.Add(p.ErrorCode)
-	c.batches += max(batches, 1)
-	c.records += records
-	c.bytes += size
+	newBatches, newRecords, newBytes := c.fresh(x.Req, pk)
+	if batches == 0 {
+		newBatches = 1 // an answer whose request's batches were not read
+	}
+	c.batches += newBatches
+	c.records += newRecords
+	c.bytes += newBytes
+	c.resent += batches - min(batches, newBatches)
 	if size > 0 && p.ErrorCode == cluster.MessageTooLarge && (c.smallest < 0 || size < c.smallest) {
 		c.smallest = size
 	}
@@ -317,7 +373,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	code, _ := c.codes.Top()
 	f := &Finding{
 		ClientID: c.ID, Host: c.Host.String(), Errors: c.codes.Names(), Servers: c.conns.Servers(),
-		Answers: c.answers, Batches: c.batches, Records: c.records, Bytes: c.bytes,
+		Answers: c.answers, Batches: c.batches, Resent: c.resent, Records: c.records, Bytes: c.bytes,
 		LargestRefused: c.largest, Ongoing: c.ongoing, WrittenAfter: c.written, BrokerMessage: c.message,
 		codes: c.codes.Parts(), first: c.first, last: c.last, serverLabels: c.conns.ServerLabels(p.Nodes),
 		moreParts: c.moreParts, dropped: r.dropped,

@@ -16,12 +16,16 @@ import (
 const broker = "10.1.0.10:9092"
 
 // batch is a batch of n records of size bytes each.
-func batch(n, size int) []byte {
+func batch(n, size int) []byte { return batchAt(n, size, 0) }
+
+// batchAt is the same batch made at the k-th millisecond: a new batch of
+// the same size (another checksum), not the first sent again.
+func batchAt(n, size, k int) []byte {
 	vals := make([]string, n)
 	for i := range vals {
 		vals[i] = strings.Repeat("x", size)
 	}
-	return dt.IdempotentBatch(-1, 0, 0, 1767225600000, vals...)
+	return dt.IdempotentBatch(-1, 0, 0, 1767225600000+int64(k), vals...)
 }
 
 // produce sends one batch to orders-p at, answered with code (and msg
@@ -95,7 +99,7 @@ func TestRecordsRejected(t *testing.T) {
 			Name: "refused for 30 s: an error",
 			Traffic: func(h *dt.Harness) {
 				for i := range 31 {
-					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, big, 10, "")
+					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 10, "")
 				}
 				produce(h, "10.2.0.5:40000", "app", 33*time.Second, 0, small, 0, "")
 			},
@@ -105,7 +109,7 @@ func TestRecordsRejected(t *testing.T) {
 			Name: "near miss: refused for 29 s, then written: a warning",
 			Traffic: func(h *dt.Harness) {
 				for i := range 30 {
-					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, big, 10, "")
+					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 10, "")
 				}
 				produce(h, "10.2.0.5:40000", "app", 33*time.Second, 0, small, 0, "")
 			},
@@ -115,7 +119,7 @@ func TestRecordsRejected(t *testing.T) {
 			Name: "still refused at the end after 10 s: an error",
 			Traffic: func(h *dt.Harness) {
 				for i := range 11 {
-					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, big, 87, "")
+					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 87, "")
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"errors": []string{"INVALID_RECORD"}, "ongoing": true}}},
@@ -124,10 +128,22 @@ func TestRecordsRejected(t *testing.T) {
 			Name: "near miss: still refused at the end after 9 s: a warning",
 			Traffic: func(h *dt.Harness) {
 				for i := range 10 {
-					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, big, 87, "")
+					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 87, "")
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
+		},
+		{
+			Name: "the same batch sent again and again: one batch lost, the re-sends counted",
+			Traffic: func(h *dt.Harness) {
+				for i := range 5 {
+					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Millisecond, 0, big, 10, "")
+				}
+			},
+			Want: []dt.Want{{Severity: detectors.Warning,
+				Counts: map[string]int64{"refused_answers": 5, "batches_refused": 1, "records_refused": 1, "bytes_refused": bigSize},
+				Fields: map[string]any{"resent": int64(4)}}},
+			Explanation: []string{"4 batches refused again and again were the same bytes sent again"},
 		},
 		{
 			Name: "near miss: retriable errors are not losses",

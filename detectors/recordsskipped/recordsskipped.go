@@ -41,7 +41,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "records-skipped",
 	Severity: detectors.Warning,
-	Recorded: []string{"fixtures/pcaps/clients/offset-reset-kgo.pcap", "fixtures/pcaps/clients/offset-reset-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/offset-reset-kgo.pcap", "fixtures/pcaps/clients/offset-reset-sarama.pcap", "fixtures/pcaps/kafka/java-records-skipped.pcap.gz"},
 	Doc: "Records a consumer will never read: its committed or fetch offset fell below the log start (retention or " +
 		"DeleteRecords removed the records) and it reset past them. Seen as a Fetch answered OFFSET_OUT_OF_RANGE " +
 		"followed by a Fetch of the partition at a higher offset, or with no error at all as OffsetFetch's " +

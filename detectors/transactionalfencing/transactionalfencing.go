@@ -37,7 +37,7 @@ import (
 var Analyzer = detectors.Define(detectors.Analyzer{
 	Name:     "transactional-fencing",
 	Severity: detectors.Error,
-	Recorded: []string{"fixtures/pcaps/clients/fenced-kgo.pcap", "fixtures/pcaps/clients/fenced-sarama.pcap"},
+	Recorded: []string{"fixtures/pcaps/clients/fenced-kgo.pcap", "fixtures/pcaps/clients/fenced-sarama.pcap", "fixtures/pcaps/kafka/java-txn-fenced.pcap.gz"},
 	Doc: "Transactional producers fenced over one transactional.id: PRODUCER_FENCED or INVALID_PRODUCER_EPOCH " +
 		"answers to Produce, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit or EndTxn after another " +
 		"InitProducerId with the same id. Per transactional.id: the producers (client ids and hosts), their " +
