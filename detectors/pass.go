@@ -65,6 +65,46 @@ type Exchange struct {
 	// Lag are the lag samples of the exchange (flows.LagTable.Samples),
 	// for a rule that follows lag (LagHook).
 	Lag []flows.LagSample
+
+	// answers is Answers once asked (answered), in buf when the Set
+	// made the exchange.
+	answers  []decode.PartitionAnswer
+	answered bool
+	buf      *answerBuf
+}
+
+// answerBuf is the Set's buffer for Answers, reused from exchange to
+// exchange, and how many times it was filled (for the tests).
+type answerBuf struct {
+	a        []decode.PartitionAnswer
+	computed int64
+}
+
+// Answers is what the response says of each partition of a Produce or
+// Fetch (decode.PartitionAnswers), in wire order; nil for another
+// response or none. It is computed at the first ask and the same slice
+// handed to every rule that asks in the exchange: a rule reads it and
+// never changes or keeps it (valid only during the hook's call, like the
+// Exchange).
+func (x *Exchange) Answers() []decode.PartitionAnswer {
+	if x.answered {
+		return x.answers
+	}
+	x.answered = true
+	if x.Resp == nil {
+		return nil
+	}
+	var a []decode.PartitionAnswer
+	if x.buf != nil {
+		a = x.buf.a[:0]
+		x.buf.computed++
+	}
+	decode.PartitionAnswers(x.Resp.Resp, func(p decode.PartitionAnswer) { a = append(a, p) })
+	if x.buf != nil {
+		x.buf.a = a
+	}
+	x.answers = a
+	return a
 }
 
 // Latency is the time from the request's last packet to the response's.

@@ -19,6 +19,9 @@ type Set struct {
 	// x and e are reused for every event (the hooks must not keep them).
 	x Exchange
 	e ConnEvent
+	// answers is the buffer of Exchange.Answers, reused for every
+	// exchange.
+	answers answerBuf
 	// lag is the Delivery's lag table, if a rule follows lag (LagHook).
 	lag *flows.LagTable
 	// limits bound the findings listed.
@@ -175,7 +178,8 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	}
 	s.at(&x.Conn.ConnInfo, m)
 	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
-		NoResponse: x.NoResponse, OneSided: x.OneSided, Again: x.Again, ConnGaps: x.ConnGaps, Lag: s.lag.Samples()}
+		NoResponse: x.NoResponse, OneSided: x.OneSided, Again: x.Again, ConnGaps: x.ConnGaps, Lag: s.lag.Samples(),
+		buf: &s.answers}
 	for _, h := range s.ex {
 		h.Exchange(&s.pass, &s.x)
 	}

@@ -147,7 +147,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 		return
 	}
 	at := x.Resp.Time
-	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
+	for _, a := range x.Answers() {
 		k := part{a.Topic, a.TopicID, a.Partition.Num}
 		switch {
 		case a.ErrorCode == 0 && r.openParts > 0:
@@ -155,7 +155,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 		case a.ErrorCode == cluster.NotLeaderOrFollower && is != nil:
 			is.felt.fail(r, x, k, a)
 		}
-	})
+	}
 }
 
 // fail counts partition k refused at the endpoint by the response of x.

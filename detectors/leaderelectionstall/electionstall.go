@@ -390,9 +390,9 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 			return // a follower, not a client
 		}
 	}
-	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
+	for _, a := range x.Answers() {
 		if a.ErrorCode != cluster.LeaderNotAvailable && a.ErrorCode != cluster.NotLeaderOrFollower {
-			return
+			continue
 		}
 		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition.Num, client: x.Resp.Client,
 			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
@@ -400,12 +400,12 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 		if st := r.topics[rf.topic]; st != nil {
 			if sp := st.parts[rf.partition]; sp != nil && sp.open != nil {
 				sp.open.refused(&rf)
-				return
+				continue
 			}
 		}
 		r.refusals[r.next] = rf
 		r.next = (r.next + 1) % recent
-	})
+	}
 }
 
 // absorb counts on a stretch just opened the refusals of its partition

@@ -242,11 +242,11 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	var code int16
 	if resp != nil {
 		code = resp.ErrorCode
-		decode.PartitionAnswers(resp, func(a decode.PartitionAnswer) {
+		for _, a := range x.Answers() {
 			if code == 0 {
 				code = a.ErrorCode
 			}
-		})
+		}
 		if code == 0 {
 			if e := r.runs.Open(id); e != nil {
 				e.healed = x.Resp.Time
@@ -278,12 +278,12 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 		what += decode.ErrorName(code)
 	}
 	if resp != nil {
-		decode.PartitionAnswers(resp, func(a decode.PartitionAnswer) {
+		for _, a := range x.Answers() {
 			if a.Leader >= 0 {
 				e.leader, e.epoch = a.Leader, a.Epoch
 				what += fmt.Sprintf(", leader %d epoch %d", e.leader, e.epoch)
 			}
-		})
+		}
 		if ep := flows.NodeEndpoint(resp, e.leader); ep != "" {
 			e.leaderEP = ep
 		}

@@ -149,14 +149,14 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	leader, epoch := int32(-1), int32(-1)
 	if resp != nil {
 		code = resp.ErrorCode
-		decode.PartitionAnswers(resp, func(a decode.PartitionAnswer) {
+		for _, a := range x.Answers() {
 			if code == 0 {
 				code = a.ErrorCode
 			}
 			if a.Leader >= 0 {
 				leader, epoch = a.Leader, a.Epoch
 			}
-		})
+		}
 		if code == 0 {
 			if x.Resp.Time.After(r.lastOK) {
 				r.lastOK = x.Resp.Time

@@ -244,14 +244,14 @@ func (r *rule) answers(x *detectors.Exchange) {
 		o.replicaID, o.replicaEpoch, o.hasReplica = f.Node, f.Epoch, true
 	}
 	nodes := x.Conn.Nodes()
-	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
+	for _, a := range x.Answers() {
 		if r.runs.Len() == 0 && a.ErrorCode != cluster.NotLeaderOrFollower && a.ErrorCode != cluster.FencedLeaderEpoch {
-			return // nothing to follow
+			continue // nothing to follow
 		}
 		o.key = peers.Key{C: c, P: a.Partition.Key(nodes)}
 		o.a = a
 		r.observe(&o)
-	})
+	}
 }
 
 // obs is one partition's answer in one exchange.

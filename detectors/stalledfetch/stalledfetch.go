@@ -129,7 +129,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 	// cursor to count each partition's records.
 	cur := 0
 	batches := x.Resp.Batches
-	decode.PartitionAnswers(resp, func(a decode.PartitionAnswer) {
+	for _, a := range x.Answers() {
 		var records int64
 		for cur < len(batches) && batches[cur].Partition == a.Num && batches[cur].TopicID == a.TopicID &&
 			(a.Topic == "" || batches[cur].Topic == a.Topic) {
@@ -145,21 +145,21 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		// graded the same way. Such answers neither stall a partition nor
 		// end its stall.
 		if cluster.TopicGone(a.ErrorCode) {
-			return // not this partition stuck: its topic id is gone (topic-recreated's)
+			continue // not this partition stuck: its topic id is gone (topic-recreated's)
 		}
 		stuckAt := func(offset int64) bool {
 			return records == 0 && (a.ErrorCode != 0 || (bound >= 0 && bound > offset))
 		}
 		offset, inReq := decode.FetchOffsetAt(req, a.TopicIndex, a.Index, a.Partition)
 		if inReq && !stuckAt(offset) && idle {
-			return // the common, healthy case: nothing to follow
+			continue // the common, healthy case: nothing to follow
 		}
 		k := peers.Key{C: c, P: a.Partition.Key(nodes)}
 		if !inReq {
 			// A fetch session's partition, unchanged since the request
 			// that last named it.
 			if offset, inReq = r.session[k]; !inReq {
-				return
+				continue
 			}
 		}
 		w := r.wins.Open(k)
@@ -168,7 +168,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 				w.moved = x.Resp.Time
 				r.finish(k)
 			}
-			return
+			continue
 		}
 		// An answer with an error says nothing of the high watermark
 		// (Kafka sends -1; kfake, 0).
@@ -182,7 +182,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		}
 		if w == nil {
 			if w = r.start(k, x, offset, committed); w == nil {
-				return
+				continue
 			}
 			idle = false
 		}
@@ -205,7 +205,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		w.conns.Add(x.Conn)
 		w.ev.Add(stuck{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: x.Conn, version: x.Req.Version,
 			corr: x.Req.Correlation, offset: offset, hw: hw, code: a.ErrorCode})
-	})
+	}
 }
 
 // start opens k's window at offset, reusing one that ended short; nil if
