@@ -317,7 +317,7 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, w.Shards)
-	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, 2*cfg.MaxConns)/shards)
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, 4*cfg.MaxConns)/shards)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
@@ -428,7 +428,7 @@ func (a *Analyzer) nextID() int {
 }
 
 // maxIdle bounds the idle-evicted connections remembered for resumption,
-// raised to twice MaxConns: those still listed are held by the table
+// raised to four times MaxConns: those still listed are held by the table
 // anyway, those dropped from it cost only their 4-tuple (evictedConn), and
 // each one forgotten is counted again when it speaks (IdleForgotten).
 const maxIdle = 65536
