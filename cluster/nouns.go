@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // Client is one client as the wire shows it: a client id on a host.
@@ -28,6 +29,19 @@ func (c Client) Less(o Client) bool {
 		return c.Host.Less(o.Host)
 	}
 	return c.ID < o.ID
+}
+
+// SeenLess orders clients by when they were first seen, then by client
+// id, then by host: the order in which rules that make one finding per
+// client list them.
+func SeenLess(a Client, aFirst time.Time, b Client, bFirst time.Time) bool {
+	if !aFirst.Equal(bFirst) {
+		return aFirst.Before(bFirst)
+	}
+	if a.ID != b.ID {
+		return a.ID < b.ID
+	}
+	return a.Host.Less(b.Host)
 }
 
 // Partition is a topic-partition as the wire names it: by topic name, by

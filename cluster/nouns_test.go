@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
 )
@@ -104,6 +105,31 @@ func TestOrder(t *testing.T) {
 	for i := 1; i < len(ps); i++ {
 		if !ps[i-1].Less(ps[i]) && ps[i-1] != ps[i] {
 			t.Errorf("%+v not before %+v", ps[i-1], ps[i])
+		}
+	}
+}
+
+func TestSeenLess(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a := cluster.Client{Host: netip.MustParseAddr("10.0.0.2"), ID: "a"}
+	b := cluster.Client{Host: netip.MustParseAddr("10.0.0.1"), ID: "b"}
+	a1 := cluster.Client{Host: netip.MustParseAddr("10.0.0.1"), ID: "a"}
+	for _, c := range []struct {
+		name string
+		x    cluster.Client
+		xt   time.Time
+		y    cluster.Client
+		yt   time.Time
+		less bool
+	}{
+		{"earlier first", b, t0, a, t0.Add(time.Millisecond), true},
+		{"later first", a, t0.Add(time.Millisecond), b, t0, false},
+		{"same time: id before host", a, t0, b, t0, true},
+		{"same time and id: host", a1, t0, a, t0, true},
+		{"equal", a, t0, a, t0, false},
+	} {
+		if got := cluster.SeenLess(c.x, c.xt, c.y, c.yt); got != c.less {
+			t.Errorf("%s: SeenLess = %v, want %v", c.name, got, c.less)
 		}
 	}
 }

@@ -354,13 +354,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		}
 	}
 	sort.Slice(cs, func(i, j int) bool {
-		if !cs[i].first.Equal(cs[j].first) {
-			return cs[i].first.Before(cs[j].first)
-		}
-		if cs[i].ID != cs[j].ID {
-			return cs[i].ID < cs[j].ID
-		}
-		return cs[i].Host.Less(cs[j].Host)
+		return cluster.SeenLess(cs[i].Client, cs[i].first, cs[j].Client, cs[j].first)
 	})
 	out := make([]detectors.Finding, 0, len(cs))
 	for _, c := range cs {
