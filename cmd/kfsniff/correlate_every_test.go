@@ -75,12 +75,8 @@ var stillDiffer = func() map[string]string {
 			"kafka/kraft-fenced-while-alive.pcap.gz"},
 		"reconnect-storm's bursts last 0.3-0.6 s longer, their peaks differ by one a second: records are merged by time within an export partition only, so a connection first met in an exchange record (keyed by client id or partition) read before its opening (keyed @server) opens at the exchange's time": {
 			"kafka/kraft-healthy-startup.pcap.gz", "kafka/kraft-healthy-load.pcap.gz", "kafka/kraft-healthy-load-client.pcap.gz"},
-		"metadata-quorum-down: no raft fetch succeeded for 44.8 s for the file's 44.7 s": {
-			"kafka/kraft-election-stall.pcap.gz"},
 		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s": {
 			"kafka/kraft-listener-conflict.pcap.gz"},
-		"error-storm's info finding of FETCH_SESSION_ID_NOT_FOUND (explained by fetch-session-churn) is missing": {
-			"clients/fetch-session-churn-kgo.pcap"},
 	} {
 		for _, c := range caps {
 			m[c] = why
