@@ -78,6 +78,16 @@ const (
 	defaultMaxWait = 500 * time.Millisecond
 	// maxEvidenceReqs bounds the requests a group keeps for evidence.
 	maxEvidenceReqs = 4096
+	// maxConns bounds the connections whose state the rule keeps (their
+	// last MaxWaitMillis and rebalance timeout, their unanswered tail).
+	// Past it the oldest is forgotten, its tail settled then: a
+	// connection's state is refreshed by its next Fetch or JoinGroup, so
+	// forgetting it costs only the hold of a SyncGroup, or of a Fetch
+	// whose body the capture lost, that follows before the next one. It
+	// also stops the state pinning connections flows has already
+	// dropped from its own table (flows.Config.MaxConns, 100,000 by
+	// default), which it would for the whole run without a bound.
+	maxConns = 1 << 16
 )
 
 // Why a request is counted.
@@ -106,12 +116,17 @@ func (r *rule) Cut() map[string]int64 {
 	for _, g := range r.warn {
 		n += g.idsNotNamed
 	}
-	return map[string]int64{"client_ids_not_named": n}
+	return map[string]int64{"client_ids_not_named": n, "connections_forgotten": r.forgotten}
 }
 
 type rule struct {
 	p     Params
 	conns map[*flows.ConnInfo]*conn
+	// order is conns' keys in the order they were added, a ring of at
+	// most maxConns from head: the oldest is forgotten first.
+	order     []*flows.ConnInfo
+	head      int
+	forgotten int64 // connections forgotten at maxConns
 	// waited has a connection's bit set once a request of it went
 	// unanswered (its conn's tail was not empty): an answer on a
 	// connection without it has no tail to settle, found without the
@@ -236,17 +251,38 @@ func (g *group) clone() *group {
 	return &c
 }
 
-func (r *rule) conn(c *flows.ConnInfo) *conn {
+// conn returns c's state, made if new; at maxConns the oldest
+// connection's is forgotten first (forget).
+func (r *rule) conn(p *detectors.Pass, c *flows.ConnInfo) *conn {
 	uc := r.conns[c]
-	if uc == nil {
-		uc = &conn{}
-		r.conns[c] = uc
+	if uc != nil {
+		return uc
 	}
+	if len(r.order) < maxConns {
+		r.order = append(r.order, c)
+	} else {
+		r.forget(p, r.order[r.head])
+		r.order[r.head] = c
+		r.head = (r.head + 1) % maxConns
+	}
+	uc = &conn{}
+	r.conns[c] = uc
 	return uc
 }
 
+// forget drops c's state, settling its unanswered requests as they stand:
+// they waited until now, the connection neither closed nor seen to lose
+// segments so far (Findings settles the others from its final counters).
+func (r *rule) forget(p *detectors.Pass, c *flows.ConnInfo) {
+	if uc := r.conns[c]; uc != nil {
+		r.settle(uc, ending{at: p.End})
+		delete(r.conns, c)
+		r.forgotten++
+	}
+}
+
 // Exchange implements detectors.ExchangeHook.
-func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.NoResponse || x.Again {
 		return // Again: this exchange was counted with another partition
 	}
@@ -254,7 +290,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	switch kmsg.Key(x.Req.Key) {
 	case kmsg.JoinGroup:
 		if j, ok := x.Req.Req.(*kmsg.JoinGroupRequest); ok {
-			uc := r.conn(c)
+			uc := r.conn(p, c)
 			uc.rebalance = time.Duration(j.RebalanceTimeoutMillis) * time.Millisecond
 			if j.Version == 0 || j.RebalanceTimeoutMillis <= 0 {
 				uc.rebalance = time.Duration(j.SessionTimeoutMillis) * time.Millisecond
@@ -263,7 +299,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case kmsg.Fetch:
 		// Kept for a later Fetch whose body is lost in the capture.
 		if w, ok := decode.MaxWait(x.Req.Req); ok {
-			r.conn(c).maxWait = w
+			r.conn(p, c).maxWait = w
 		}
 	}
 	if x.OneSided {
@@ -296,7 +332,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	q := r.request(x)
-	uc := r.conn(c)
+	uc := r.conn(p, c)
 	if len(uc.tail) >= maxTail {
 		// A connection with this many unanswered requests is broken
 		// whatever becomes of the rest.
@@ -390,6 +426,39 @@ func endings(p *detectors.Pass) func(c *flows.ConnInfo) ending {
 	}
 }
 
+// settle counts the requests still open on a connection that ended as e
+// (closed, or still open at e.at).
+func (r *rule) settle(uc *conn, e ending) {
+	reason := expired
+	if e.closed {
+		reason = closed
+	}
+	if q := uc.evicted; q.conn != nil {
+		// Counted when dropped; it waited on until now.
+		q.waited = e.at.Sub(q.t)
+		r.warnGroup(q).grade(q, reason)
+		uc.evicted = request{}
+	}
+	for _, q := range uc.tail {
+		q.waited = e.at.Sub(q.t)
+		switch {
+		case e.oneSided:
+			r.info.add(q, oneSided)
+		case e.gaps || q.lossy:
+			// (A connection read back from an agent's records does
+			// not count its gaps: its requests say them.)
+			r.info.add(q, gaps)
+		case q.waited < q.allow && q.longPoll:
+			r.info.add(q, longPoll)
+		case q.waited < q.allow:
+			r.info.add(q, inFlight)
+		default:
+			r.warnGroup(q).add(q, reason)
+		}
+	}
+	uc.tail = nil
+}
+
 // Findings implements detectors.Rule: one warning per server with
 // unanswered requests, and one info finding for those that may yet have
 // been answered. It settles the requests still open.
@@ -415,34 +484,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}
 	sort.Slice(conns, func(i, j int) bool { return conns[i].ID < conns[j].ID })
 	for _, c := range conns {
-		e := end(c)
-		reason := expired
-		if e.closed {
-			reason = closed
-		}
-		if q := r.conns[c].evicted; q.conn != nil {
-			// Counted when dropped; it waited on until now.
-			q.waited = e.at.Sub(q.t)
-			r.warnGroup(q).grade(q, reason)
-		}
-		for _, q := range r.conns[c].tail {
-			q.waited = e.at.Sub(q.t)
-			switch {
-			case e.oneSided:
-				r.info.add(q, oneSided)
-			case e.gaps || q.lossy:
-				// (A connection read back from an agent's records does
-				// not count its gaps: its requests say them.)
-				r.info.add(q, gaps)
-			case q.waited < q.allow && q.longPoll:
-				r.info.add(q, longPoll)
-			case q.waited < q.allow:
-				r.info.add(q, inFlight)
-			default:
-				r.warnGroup(q).add(q, reason)
-			}
-		}
-		r.conns[c].tail = nil
+		r.settle(r.conns[c], end(c))
 	}
 	servers := make([]*group, 0, len(r.warn))
 	for _, g := range r.warn {
