@@ -67,13 +67,13 @@ func New(p Params) detectors.Rule {
 	if p.Window <= 0 {
 		p.Window = time.Second
 	}
-	return &rule{p: p, brokers: map[netip.AddrPort]*broker{}, open: map[*flows.ConnInfo]*conn{}}
+	return &rule{p: p, brokers: map[netip.AddrPort]*broker{}, open: map[tally.ConnKey]*conn{}}
 }
 
 type rule struct {
 	p       Params
 	brokers map[netip.AddrPort]*broker
-	open    map[*flows.ConnInfo]*conn
+	open    map[tally.ConnKey]*conn // by value: it pins no connection record
 	dropped int64
 	// beyond has a connection's bit set once it has carried a request
 	// beyond ApiVersions and SASL: its further requests of other APIs
@@ -158,7 +158,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 		b.conns.Add(e.Conn)
 		b.ev.Add(detectors.Evidence{File: e.File, Packet: e.Packet, Conn: e.Conn.ID, What: "connection opened"})
 		if len(r.open) < maxOpen {
-			r.open[e.Conn] = &conn{b: b, opened: e.Time}
+			r.open[tally.KeyOf(e.Conn)] = &conn{b: b, opened: e.Time}
 		}
 	case flows.ConnRefused, flows.ConnUnanswered:
 		b := r.broker(e.Server)
@@ -176,11 +176,15 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 		}
 		b.ev.Add(detectors.Evidence{File: e.File, Packet: e.Packet, What: what})
 	case flows.ConnClosed:
-		c := r.open[e.Conn]
+		if e.Conn == nil {
+			return
+		}
+		k := tally.KeyOf(e.Conn)
+		c := r.open[k]
 		if c == nil {
 			return
 		}
-		delete(r.open, e.Conn)
+		delete(r.open, k)
 		b := c.b
 		b.closed++
 		life := e.Time.Sub(c.opened)
@@ -203,7 +207,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	if key != kmsg.ApiVersions && key != kmsg.SASLHandshake && key != kmsg.SASLAuthenticate && r.beyond.Has(m.Conn.ID) {
 		return
 	}
-	c := r.open[m.Conn]
+	c := r.open[tally.KeyOf(m.Conn)]
 	if c == nil {
 		return
 	}

@@ -106,7 +106,7 @@ var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight",
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*group)}
+	return &rule{p: p, conns: make(map[tally.ConnKey]*conn), warn: make(map[netip.AddrPort]*group)}
 }
 
 // Cut implements detectors.Bounded: requests whose client id was not
@@ -120,11 +120,12 @@ func (r *rule) Cut() map[string]int64 {
 }
 
 type rule struct {
-	p     Params
-	conns map[*flows.ConnInfo]*conn
+	p Params
+	// conns is keyed by value, so that it pins no connection record.
+	conns map[tally.ConnKey]*conn
 	// order is conns' keys in the order they were added, a ring of at
 	// most maxConns from head: the oldest is forgotten first.
-	order     []*flows.ConnInfo
+	order     []tally.ConnKey
 	head      int
 	forgotten int64 // connections forgotten at maxConns
 	// waited has a connection's bit set once a request of it went
@@ -148,6 +149,14 @@ type conn struct {
 	evicted   request
 	rebalance time.Duration // last JoinGroup's rebalance timeout
 	maxWait   time.Duration // last Fetch's MaxWaitMillis
+}
+
+// info is the connection of a conn with requests open.
+func (uc *conn) info() *flows.ConnInfo {
+	if uc.evicted.conn != nil {
+		return uc.evicted.conn
+	}
+	return uc.tail[0].conn
 }
 
 // request is a request without a response.
@@ -254,29 +263,30 @@ func (g *group) clone() *group {
 // conn returns c's state, made if new; at maxConns the oldest
 // connection's is forgotten first (forget).
 func (r *rule) conn(p *detectors.Pass, c *flows.ConnInfo) *conn {
-	uc := r.conns[c]
+	k := tally.KeyOf(c)
+	uc := r.conns[k]
 	if uc != nil {
 		return uc
 	}
 	if len(r.order) < maxConns {
-		r.order = append(r.order, c)
+		r.order = append(r.order, k)
 	} else {
 		r.forget(p, r.order[r.head])
-		r.order[r.head] = c
+		r.order[r.head] = k
 		r.head = (r.head + 1) % maxConns
 	}
 	uc = &conn{}
-	r.conns[c] = uc
+	r.conns[k] = uc
 	return uc
 }
 
 // forget drops c's state, settling its unanswered requests as they stand:
 // they waited until now, the connection neither closed nor seen to lose
 // segments so far (Findings settles the others from its final counters).
-func (r *rule) forget(p *detectors.Pass, c *flows.ConnInfo) {
-	if uc := r.conns[c]; uc != nil {
+func (r *rule) forget(p *detectors.Pass, k tally.ConnKey) {
+	if uc := r.conns[k]; uc != nil {
 		r.settle(uc, ending{at: p.End})
-		delete(r.conns, c)
+		delete(r.conns, k)
 		r.forgotten++
 	}
 }
@@ -317,7 +327,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if c.ID > 0 && !r.waited.Has(c.ID) {
 			return
 		}
-		if uc := r.conns[c]; uc != nil && len(uc.tail) > 0 {
+		if uc := r.conns[tally.KeyOf(c)]; uc != nil && len(uc.tail) > 0 {
 			for _, q := range uc.tail {
 				q.waited = x.Resp.Time.Sub(q.t)
 				if x.ConnGaps > 0 {
@@ -352,7 +362,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 func (r *rule) request(x *detectors.Exchange) request {
 	m := x.Req
 	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
-	uc := r.conns[x.Conn]
+	uc := r.conns[tally.KeyOf(x.Conn)]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
 		wait := defaultMaxWait
@@ -476,15 +486,15 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}
 	// Settle the requests still open at the end, connection by
 	// connection in order.
-	conns := make([]*flows.ConnInfo, 0, len(r.conns))
-	for c, uc := range r.conns {
+	open := make([]*conn, 0, len(r.conns))
+	for _, uc := range r.conns {
 		if len(uc.tail) > 0 || uc.evicted.conn != nil {
-			conns = append(conns, c)
+			open = append(open, uc)
 		}
 	}
-	sort.Slice(conns, func(i, j int) bool { return conns[i].ID < conns[j].ID })
-	for _, c := range conns {
-		r.settle(r.conns[c], end(c))
+	sort.Slice(open, func(i, j int) bool { return open[i].info().ID < open[j].info().ID })
+	for _, uc := range open {
+		r.settle(uc, end(uc.info()))
 	}
 	servers := make([]*group, 0, len(r.warn))
 	for _, g := range r.warn {
@@ -514,7 +524,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 // of the per-connection state.
 func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 	c := *r
-	c.conns = make(map[*flows.ConnInfo]*conn, len(r.conns))
+	c.conns = make(map[tally.ConnKey]*conn, len(r.conns))
 	for k, uc := range r.conns {
 		cu := *uc // Findings only reads the tail, then drops it from the copy
 		c.conns[k] = &cu
