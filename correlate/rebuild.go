@@ -503,6 +503,12 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			m.Batches = batches(r, topic, id, false)
 		}
 		m.ErrorCodes = errorCodes(r)
+		if r.Parts > 0 && m.Resp != nil {
+			// A split record's: its partition's and those outside the
+			// topics (a Fetch session's top-level error), as a
+			// capture's analysis counts them.
+			m.ErrorCodes = flows.ErrorCounts(m.Resp)
+		}
 		x.Resp = m
 	case "unanswered":
 		x.Unanswered = true

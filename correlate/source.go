@@ -783,6 +783,12 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 		if x.X.Resp != nil && x.X.Req != nil {
 			when = max(when, x.X.Resp.Time.UnixNano())
 		}
+		if x.X.AtEnd {
+			// Still waiting when the agent's capture ended: handed
+			// over after its last packet, as a capture's analysis
+			// hands over the requests left at its end.
+			when = max(when, at+int64(x.X.Waited)+1)
+		}
 		c := &x.X.Conn.ConnInfo
 		if last, ok := s.lastAnswer[c]; ok {
 			when = max(when, last)
