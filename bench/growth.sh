@@ -82,9 +82,9 @@ one() {
 	local line
 	line=$(awk -v n="$name" -v b="$bytes" -v p="$packets" -v c="$conns" -v w="$(((t1 - t0) / 1000000))" -v cpu="$cpu" -v r="$rss" \
 		-v l="${listed:-?}" -v e="${evicted:-0}" -v bo="${bounds:-none}" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
-		'BEGIN {printf "%s,%d,%d,%d,%.2f,%.2f,%.1f,%s,%s,%s,%s", n, b, p, c, w / 1000, cpu, r / 1024, l, e, bo, load}')
+		'BEGIN {printf "%s,%.0f,%.0f,%.0f,%.2f,%.2f,%.1f,%s,%s,%s,%s", n, b, p, c, w / 1000, cpu, r / 1024, l, e, bo, load}')
 	echo "$line" >> "$OUT/growth.csv"
-	echo "$line" | awk -F, '{printf "%-10s %6.2f GB %10d packets %8d conns | wall %7.1f s, kfsniff CPU %7.1f s (%.1f s/GB), peak RSS %6.1f MiB | listed %s, evicted %s, bounds %s | load %s\n", $1, $2 / 1e9, $3, $4, $5, $6, $6 / ($2 / 1e9), $7, $8, $9, $10, $11}'
+	echo "$line" | awk -F, '{printf "%-10s %6.2f GB %10.0f packets %8.0f conns | wall %7.1f s, kfsniff CPU %7.1f s (%.1f s/GB), peak RSS %6.1f MiB | listed %s, evicted %s, bounds %s | load %s\n", $1, $2 / 1e9, $3, $4, $5, $6, $6 / ($2 / 1e9), $7, $8, $9, $10, $11}'
 	if [ -n "$partial" ]; then echo "           partial: $partial"; fi
 	if [ -s "$work/k.err" ]; then sed 's/^/           stderr: /' "$work/k.err" | head -3; fi
 }

@@ -2,6 +2,7 @@
 # bench/soak.sh: kfsniff left capturing live for a long time (issue 29, 2).
 #
 #   bench/soak.sh [-d DURATION]        (root; make soak, DURATION=1h)
+#   bench/soak.sh -s DIR               (summarise DIR/soak.csv again)
 #
 # In a network namespace of its own (ksoak-PID, loopback only, removed at
 # the end) it runs bench/cmd/soakload (real kgo clients against a 3-broker
@@ -40,10 +41,12 @@ GO=${GO:-go}
 DURATION=${DURATION:-1h}
 SAMPLE=${SAMPLE:-10}
 LOAD_FLAGS=${LOAD_FLAGS:--bulk-rate 100}
-while getopts d: o; do
+ONLY=""
+while getopts d:s: o; do
 	case $o in
 	d) DURATION=$OPTARG ;;
-	*) echo "usage: bench/soak.sh [-d DURATION]" >&2; exit 2 ;;
+	s) ONLY=1 OUT=$OPTARG ;;
+	*) echo "usage: bench/soak.sh [-d DURATION] [-s DIR (only summarise DIR/soak.csv)]" >&2; exit 2 ;;
 	esac
 done
 secs() { # 90s, 5m, 1h, 1h30m -> seconds
@@ -65,6 +68,89 @@ OUT=${OUT:-bench/out/soak-$(date -u +%Y%m%dT%H%M)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
+tables="connections streams idle handshakes waiting_requests buffered_bytes metrics_connections"
+# summarise: the summary against the goals, the chart and the heap
+# profiles' tops, from the files in $OUT (also alone: -s DIR).
+summarise() {
+	echo
+	echo "== summary"
+	awk -F, -v warm="$WARMUP" -v tables="$tables" -v bfile="$OUT/bounds.txt" '
+		BEGIN {
+			while ((getline l < bfile) > 0) {
+				if (match(l, /table="[a-z_]+"/)) { n = substr(l, RSTART + 7, RLENGTH - 8); split(l, f, " "); bound[n] = f[2] }
+			}
+			nt = split(tables, ts, " ")
+		}
+		NR == 1 { next }
+		{
+			last = $0; t = $1
+			if (ref == "" && t >= warm) { ref = $3; reft = t; gref = $6 }
+			if (ref != "") {
+				if ($3 > rmax) { rmax = $3; rmaxt = t }
+				if (gmin == "" || $6 < gmin) gmin = $6
+				if ($6 > gmax) gmax = $6
+				if ($4 > hmax) hmax = $4
+			}
+			for (i = 1; i <= nt; i++) if ($(12 + i) > tmax[i]) tmax[i] = $(12 + i)
+			if (first == "") { first = $0 }
+			lsum += $2; ln++
+		}
+		END {
+			split(last, L, ",")
+			split(first, F, ",")
+			printf "samples:      %d over %d s; load average (1 min) mean %.2f\n", NR - 1, L[1], lsum / ln
+			printf "RSS:          %.1f MiB at %d s (reference), highest after it %.1f MiB at %d s (%+.1f %%), %.1f MiB at the end (%+.1f %%) -> %s (goal: within +10 %%)\n",
+				ref / 1024, reft, rmax / 1024, rmaxt, (rmax / ref - 1) * 100, L[3] / 1024, (L[3] / ref - 1) * 100, (rmax <= ref * 1.10 ? "MET" : "MISSED")
+			printf "heap in use:  highest after the reference %.1f MiB, %.1f MiB at the end\n", hmax / 1048576, L[4] / 1048576
+			printf "goroutines:   %d at the reference, %d-%d after it, %d at the end -> %s (goal: flat)\n", gref, gmin, gmax, L[6], (gmax - gmin <= 10 ? "MET" : "MISSED")
+			printf "CPU:          %.0f s over %d s (%.1f %% of one core)\n", L[7] - F[7], L[1] - F[1], (L[7] - F[7]) / (L[1] - F[1]) * 100
+			printf "packets:      %d analysed (%.0f/s), kernel received %d, kernel drops %d\n", L[8], L[8] / L[1], L[9], L[10]
+			printf "export:       %d records, %d dropped\n", L[11], L[12]
+			ok = 1
+			for (i = 1; i <= nt; i++) {
+				b = (ts[i] in bound) ? bound[ts[i]] : "?"
+				within = (b == "?" || b == 0 || tmax[i] <= b)
+				if (!within) ok = 0
+				printf "table %-19s highest %d, bound %s%s\n", ts[i], tmax[i], b, within ? "" : " OVER"
+			}
+			printf "tables:       %s (goal: every table at or under its bound)\n", ok ? "MET" : "MISSED"
+		}' "$OUT/soak.csv" | tee "$OUT/summary.txt"
+
+	# A text chart: RSS (#) and heap in use (.) in MiB against time.
+	awk -F, -v rows=16 -v cols=72 '
+		NR == 1 { next }
+		{ n++; t[n] = $1; r[n] = $3 / 1024; h[n] = $4 / 1048576; if (r[n] > top) top = r[n] }
+		END {
+			top = int(top / 10 + 1) * 10
+			for (c = 1; c <= cols; c++) { i = int((c - 1) * (n - 1) / (cols - 1)) + 1; R[c] = r[i]; H[c] = h[i] }
+			for (y = rows; y >= 1; y--) {
+				lo = top * (y - 1) / rows; hi = top * y / rows
+				line = sprintf("%6.0f |", hi)
+				for (c = 1; c <= cols; c++) {
+					ch = " "
+					if (H[c] > lo && H[c] <= hi) ch = "."
+					if (R[c] > lo && R[c] <= hi) ch = "#"
+					line = line ch
+				}
+				print line
+			}
+			printf "   MiB +%s\n", sprintf("%*s", cols, "") 
+			printf "        0 s%*s%d s\n", cols - 8, "", t[n]
+			print "        # RSS, . heap in use (go_memstats_heap_inuse_bytes), one column per " int(t[n] / cols + 0.5) " s"
+		}' "$OUT/soak.csv" | sed 's/+ *$/+'"$(printf '%.0s-' $(seq 72))"'/' | tee "$OUT/soak-chart.txt"
+	for h in warm half end; do
+		if [ -s "$OUT/heap-$h.pprof" ]; then
+			echo "== heap in use, $h (go tool pprof -top -sample_index=inuse_space)"
+			$GO tool pprof -top -sample_index=inuse_space "$OUT/heap-$h.pprof" 2> /dev/null | sed -n '1,18p'
+		fi
+	done | tee "$OUT/heap-top.txt"
+	echo "files: $OUT/soak.csv $OUT/summary.txt $OUT/soak-chart.txt"
+}
+
+if [ -n "$ONLY" ]; then
+	summarise
+	exit 0
+fi
 if [ "$(id -u)" != 0 ]; then
 	echo "soak.sh: needs root (a network namespace and a live capture)" >&2
 	exit 1
@@ -129,7 +215,6 @@ done
 kpid=$(cat "$work/kfsniff.pid")
 echo "kfsniff pid $kpid; sampling every ${SAMPLE}s for ${dur}s into $OUT/soak.csv"
 
-tables="connections streams idle handshakes waiting_requests buffered_bytes metrics_connections"
 {
 	printf "t_s,load1,rss_kib,heap_inuse_b,heap_alloc_b,goroutines,cpu_s,packets,kernel_received,kernel_drops,export_records,export_dropped"
 	for t in $tables; do printf ",%s" "$t"; done
@@ -180,77 +265,4 @@ for _ in $(seq 100); do [ -d /proc/"$kpid" ] || break; sleep 0.2; done
 echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the end, $(date -u +%FT%TZ)" | tee -a "$OUT/machine.txt"
 tail -1 "$OUT/soakload.log" | tee -a "$OUT/machine.txt"
 echo "UI spool at the end: ${spool} MB (TMPDIR, every packet kept for the save key)" | tee -a "$OUT/machine.txt"
-
-echo
-echo "== summary"
-awk -F, -v warm="$WARMUP" -v tables="$tables" -v bfile="$OUT/bounds.txt" '
-	BEGIN {
-		while ((getline l < bfile) > 0) {
-			if (match(l, /table="[a-z_]+"/)) { n = substr(l, RSTART + 7, RLENGTH - 8); split(l, f, " "); bound[n] = f[2] }
-		}
-		nt = split(tables, ts, " ")
-	}
-	NR == 1 { next }
-	{
-		last = $0; t = $1
-		if (ref == "" && t >= warm) { ref = $3; reft = t; gref = $6 }
-		if (ref != "") {
-			if ($3 > rmax) { rmax = $3; rmaxt = t }
-			if (gmin == "" || $6 < gmin) gmin = $6
-			if ($6 > gmax) gmax = $6
-			if ($4 > hmax) hmax = $4
-		}
-		for (i = 1; i <= nt; i++) if ($(12 + i) > tmax[i]) tmax[i] = $(12 + i)
-		if (first == "") { first = $0 }
-		lsum += $2; ln++
-	}
-	END {
-		split(last, L, ",")
-		split(first, F, ",")
-		printf "samples:      %d over %d s; load average (1 min) mean %.2f\n", NR - 1, L[1], lsum / ln
-		printf "RSS:          %.1f MiB at %d s (reference), highest after it %.1f MiB at %d s (%+.1f %%), %.1f MiB at the end (%+.1f %%) -> %s (goal: within +10 %%)\n",
-			ref / 1024, reft, rmax / 1024, rmaxt, (rmax / ref - 1) * 100, L[3] / 1024, (L[3] / ref - 1) * 100, (rmax <= ref * 1.10 ? "MET" : "MISSED")
-		printf "heap in use:  highest after the reference %.1f MiB, %.1f MiB at the end\n", hmax / 1048576, L[4] / 1048576
-		printf "goroutines:   %d at the reference, %d-%d after it, %d at the end -> %s (goal: flat)\n", gref, gmin, gmax, L[6], (gmax - gmin <= 10 ? "MET" : "MISSED")
-		printf "CPU:          %.0f s over %d s (%.1f %% of one core)\n", L[7] - F[7], L[1] - F[1], (L[7] - F[7]) / (L[1] - F[1]) * 100
-		printf "packets:      %d analysed (%.0f/s), kernel received %d, kernel drops %d\n", L[8], L[8] / L[1], L[9], L[10]
-		printf "export:       %d records, %d dropped\n", L[11], L[12]
-		ok = 1
-		for (i = 1; i <= nt; i++) {
-			b = (ts[i] in bound) ? bound[ts[i]] : "?"
-			within = (b == "?" || b == 0 || tmax[i] <= b)
-			if (!within) ok = 0
-			printf "table %-19s highest %d, bound %s%s\n", ts[i], tmax[i], b, within ? "" : " OVER"
-		}
-		printf "tables:       %s (goal: every table at or under its bound)\n", ok ? "MET" : "MISSED"
-	}' "$OUT/soak.csv" | tee "$OUT/summary.txt"
-
-# A text chart: RSS (#) and heap in use (.) in MiB against time.
-awk -F, -v rows=16 -v cols=72 '
-	NR == 1 { next }
-	{ n++; t[n] = $1; r[n] = $3 / 1024; h[n] = $4 / 1048576; if (r[n] > top) top = r[n] }
-	END {
-		top = int(top / 10 + 1) * 10
-		for (c = 1; c <= cols; c++) { i = int((c - 1) * (n - 1) / (cols - 1)) + 1; R[c] = r[i]; H[c] = h[i] }
-		for (y = rows; y >= 1; y--) {
-			lo = top * (y - 1) / rows; hi = top * y / rows
-			line = sprintf("%6.0f |", hi)
-			for (c = 1; c <= cols; c++) {
-				ch = " "
-				if (H[c] > lo && H[c] <= hi) ch = "."
-				if (R[c] > lo && R[c] <= hi) ch = "#"
-				line = line ch
-			}
-			print line
-		}
-		printf "   MiB +%s\n", sprintf("%*s", cols, "") 
-		printf "        0 s%*s%d s\n", cols - 8, "", t[n]
-		print "        # RSS, . heap in use (go_memstats_heap_inuse_bytes), one column per " int(t[n] / cols + 0.5) " s"
-	}' "$OUT/soak.csv" | sed 's/+ *$/+'"$(printf '%.0s-' $(seq 72))"'/' | tee "$OUT/soak-chart.txt"
-for h in warm half end; do
-	if [ -s "$OUT/heap-$h.pprof" ]; then
-		echo "== heap in use, $h (go tool pprof -top -sample_index=inuse_space)"
-		$GO tool pprof -top -sample_index=inuse_space "$OUT/heap-$h.pprof" 2> /dev/null | sed -n '1,18p'
-	fi
-done | tee "$OUT/heap-top.txt"
-echo "files: $OUT/soak.csv $OUT/summary.txt $OUT/soak-chart.txt"
+summarise

@@ -344,19 +344,18 @@ func (c *correlateConfig) uncovered(stderr io.Writer) bool {
 	return true
 }
 
-// failed says, when the cluster never answered (within --read-timeout,
-// or before Ctrl-C), that the input could not be read: exit 2, not an
-// empty report that --fail-on would pass.
-func (c *correlateConfig) failed(res *pipeline.Result, stderr io.Writer) bool {
+// failed is, when the cluster never answered (within --read-timeout,
+// or before Ctrl-C), the usage error that the input could not be read:
+// exit 2, not an empty report that --fail-on would pass.
+func (c *correlateConfig) failed(res *pipeline.Result) error {
 	if !c.on() || c.src == nil || c.src.Answered() {
-		return false
+		return nil
 	}
 	why := c.fatal
 	if why == nil {
 		why = fmt.Errorf("no answer from %s before the run stopped (%s)", strings.Join(c.brokers, ","), res.Stop)
 	}
-	fmt.Fprintf(stderr, "kfsniff: -r %s: %s\n", report.Clean(c.URL), report.Clean(why.Error()))
-	return true
+	return usagef("-r %s: %s", report.Clean(c.URL), report.Clean(why.Error()))
 }
 
 // close commits, in a group, the offsets of what the report covered, and

@@ -85,8 +85,8 @@ func (c *command) write(ctx context.Context, p *plan, res *pipeline.Result) int 
 	p.ms.finish(res)
 	p.xs.finish(res)
 	c.cr.say(res, stderr)
-	if c.cr.failed(res, stderr) {
-		return exitUsage
+	if err := c.cr.failed(res); err != nil {
+		return exitWith(stderr, err)
 	}
 	if cfg.Frames || c.recs.w != nil || cfg.Expect.File != "" {
 		p.xs.say(res, stderr)

@@ -127,8 +127,7 @@ func (rc *recordsConfig) finish(ctx context.Context, cfg *Config, opt pipeline.O
 	if rc.finding > 0 {
 		fs := res.Report.Findings
 		if rc.finding > len(fs) {
-			fmt.Fprintf(stderr, "kfsniff: --finding %d: the report has %d findings\n", rc.finding, len(fs))
-			return exitUsage
+			return exitWith(stderr, usagef("--finding %d: the report has %d findings", rc.finding, len(fs)))
 		}
 		f := &fs[rc.finding-1]
 		flt := findingFilter(f)

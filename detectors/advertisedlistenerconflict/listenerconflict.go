@@ -1,4 +1,4 @@
-// Package listenerconflict reports advertised listeners that cannot work.
+// Package advertisedlistenerconflict reports advertised listeners that cannot work.
 //
 // Each Metadata and DescribeCluster response is checked on its own
 // (flows.Brokers), not the cumulative node table (flows.Nodes): a node

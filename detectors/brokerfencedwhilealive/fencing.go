@@ -1,4 +1,4 @@
-// Package fencing reports KRaft brokers fenced while alive, and heartbeats
+// Package brokerfencedwhilealive reports KRaft brokers fenced while alive, and heartbeats
 // that come close to it (KAFKA-15019). A KRaft broker sends BrokerHeartbeat
 // to the active controller every broker.heartbeat.interval.ms (2 s); the
 // controller fences a broker whose heartbeat it has not processed for

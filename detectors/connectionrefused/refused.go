@@ -1,4 +1,4 @@
-// Package refused reports connection attempts towards an endpoint that
+// Package connectionrefused reports connection attempts towards an endpoint that
 // fail: SYN answered by RST (refused) or never answered.
 //
 // One finding per endpoint (server address and port), graded by how long

@@ -1,4 +1,4 @@
-// Package consumerlag reports consumers falling behind: a consumer whose
+// Package consumerfallingbehind reports consumers falling behind: a consumer whose
 // lag on a partition (the high watermark a Fetch response gives minus the
 // fetch offset its request asked from, flows.LagTable) keeps growing over a
 // window while it keeps fetching. Producers write faster than it reads:

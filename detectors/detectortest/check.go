@@ -18,6 +18,11 @@ type Want struct {
 	Summary  []string
 	// Evidence, if set, are packets that must be among the evidence.
 	Evidence []uint64
+	// Detail, if set, is the rule's typed finding (a pointer to its
+	// Detail type) with the fields the finding must have: each field
+	// set, not zero, is compared with the finding's; a zero field is not
+	// (the case's goldens hold the whole finding).
+	Detail detectors.Detail
 }
 
 // Check compares the findings of rule with want, in order: the same
@@ -72,6 +77,9 @@ func Compare(t testing.TB, findings []detectors.Finding, rule string, want ...Wa
 				t.Errorf("%s finding %d: no evidence at packet %d", rule, i, p)
 			}
 		}
+		if w.Detail != nil {
+			compareDetail(t, rule, i, w.Detail, f.Detail)
+		}
 		if f.Explanation == "" || f.Next == "" {
 			t.Errorf("%s finding %d: every finding says what it means and what to check next", rule, i)
 		}
@@ -85,4 +93,24 @@ func Describe(fs []detectors.Finding) string {
 		fmt.Fprintf(&b, "\n  %s %s: %s counts=%v fields=%v", f.Severity, f.Detector, f.Summary, f.Counts, f.Fields)
 	}
 	return b.String()
+}
+
+// compareDetail reports the fields set in want that got's differ from.
+func compareDetail(t testing.TB, rule string, i int, want, got detectors.Detail) {
+	t.Helper()
+	wv, gv := reflect.ValueOf(want), reflect.ValueOf(got)
+	if got == nil || wv.Type() != gv.Type() {
+		t.Errorf("%s finding %d: detail %T, want %T", rule, i, got, want)
+		return
+	}
+	wv, gv = reflect.Indirect(wv), reflect.Indirect(gv)
+	for j := range wv.NumField() {
+		sf := wv.Type().Field(j)
+		if !sf.IsExported() || wv.Field(j).IsZero() {
+			continue
+		}
+		if w, g := wv.Field(j).Interface(), gv.Field(j).Interface(); !reflect.DeepEqual(w, g) {
+			t.Errorf("%s finding %d: %s = %#v, want %#v", rule, i, sf.Name, g, w)
+		}
+	}
 }

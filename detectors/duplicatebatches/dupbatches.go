@@ -1,4 +1,4 @@
-// Package dupbatches finds the same data written twice into one partition,
+// Package duplicatebatches finds the same data written twice into one partition,
 // the MirrorMaker 2 replay: a batch whose CRC, record count and size equal
 // those of a batch at another offset, or, for batches rebuilt or
 // recompressed on the way, whose records all equal records at one other

@@ -1,4 +1,4 @@
-// Package fetchsession reports fetch-session churn (KIP-227): Fetch
+// Package fetchsessionchurn reports fetch-session churn (KIP-227): Fetch
 // answered FETCH_SESSION_ID_NOT_FOUND (the broker evicted or lost the
 // session) or INVALID_FETCH_SESSION_EPOCH (client and broker disagree on
 // the session's epoch) again and again, each answer costing the client a

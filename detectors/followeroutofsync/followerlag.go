@@ -1,4 +1,4 @@
-// Package followerlag reports followers out of sync: a replica whose
+// Package followeroutofsync reports followers out of sync: a replica whose
 // replica fetch offset (a Fetch with a replica id, flows.FetcherOf) trails
 // the high watermark its leader's response gives, for long. The leader
 // counts a follower's fetch offset before it advances the high watermark,

@@ -1,4 +1,4 @@
-// Package kafka40 reports clients that send request versions Apache Kafka
+// Package kafka40removedversions reports clients that send request versions Apache Kafka
 // 4.0 removed (KIP-896; the versions are decode.RemovedInKafka40): such a
 // client stops working the moment its brokers run 4.0. One finding per
 // client (client id and host), naming the APIs and versions, the client

@@ -1,4 +1,4 @@
-// Package electionstall reports partitions that Metadata answers without a
+// Package leaderelectionstall reports partitions that Metadata answers without a
 // leader, graded by how long clients had to wait for one.
 //
 // A partition is leaderless in a Metadata response when its error is

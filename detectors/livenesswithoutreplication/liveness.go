@@ -1,4 +1,4 @@
-// Package liveness reports a KRaft broker whose heartbeats to the
+// Package livenesswithoutreplication reports a KRaft broker whose heartbeats to the
 // controller succeed while its raft fetches of the metadata log fail or
 // go to nodes other than the leader. The controller sees a live broker;
 // the broker's metadata is frozen. Both facts are stated side by side,

@@ -257,8 +257,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		for _, id := range ids {
 			m := g.members[id]
 			if !m.evicted && !m.left && m.timeout > 0 && p.End.Sub(m.lastSeen) >= m.timeout && g.generations > 1 && othersAfter(g, m) {
-				m.evicted, m.silentUntil = true, p.End
-				ev = append(ev, m)
+				// A copy: Findings is also a live snapshot and must
+				// leave the rule as it found it.
+				c := *m
+				c.evicted, c.silentUntil = true, p.End
+				ev = append(ev, &c)
 			}
 		}
 		for _, m := range ev {

@@ -1,4 +1,4 @@
-// Package quorumdown reports a KRaft metadata quorum with no working
+// Package metadataquorumdown reports a KRaft metadata quorum with no working
 // leader: for a while no raft fetch of __cluster_metadata succeeds from
 // any node, while several nodes keep asking.
 //

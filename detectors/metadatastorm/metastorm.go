@@ -1,4 +1,4 @@
-// Package metastorm reports metadata storms: a client sending Metadata
+// Package metadatastorm reports metadata storms: a client sending Metadata
 // requests, often for all topics, far more often than its periodic refresh
 // (metadata.max.age.ms, 5 minutes by default) and its refreshes after
 // errors explain. Clients that refresh metadata once per partition rather

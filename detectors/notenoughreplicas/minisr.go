@@ -1,4 +1,4 @@
-// Package minisr reports acks=all producers refused because a partition
+// Package notenoughreplicas reports acks=all producers refused because a partition
 // has fewer in-sync replicas than min.insync.replicas: NOT_ENOUGH_REPLICAS
 // (refused before the write) and NOT_ENOUGH_REPLICAS_AFTER_APPEND (written
 // by the leader, then not acknowledged by enough replicas in time). Per

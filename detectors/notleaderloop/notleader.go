@@ -1,4 +1,4 @@
-// Package notleader reports a client that keeps getting
+// Package notleaderloop reports a client that keeps getting
 // NOT_LEADER_OR_FOLLOWER (6) or FENCED_LEADER_EPOCH (74) for one partition
 // and never reaches the leader.
 //

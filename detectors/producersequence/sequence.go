@@ -1,4 +1,4 @@
-// Package sequence reports idempotent producers whose batches a broker
+// Package producersequence reports idempotent producers whose batches a broker
 // refused as out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, and the other
 // errors that make a producer give up its sequence numbers:
 // UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH), and what the producer did

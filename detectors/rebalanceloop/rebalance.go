@@ -1,4 +1,4 @@
-// Package rebalance reports consumer groups that keep rebalancing without
+// Package rebalanceloop reports consumer groups that keep rebalancing without
 // settling: with the classic protocol, JoinGroup, SyncGroup, Heartbeat and
 // OffsetCommit answered REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or
 // UNKNOWN_MEMBER_ID again and again while generation after generation

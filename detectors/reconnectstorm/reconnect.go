@@ -1,4 +1,4 @@
-// Package reconnect reports reconnect storms: bursts of new connections
+// Package reconnectstorm reports reconnect storms: bursts of new connections
 // to one broker, from clients reconnecting in a loop or from every client
 // at once after a broker restart (KAFKA-9648: the listen backlog overflows,
 // SYNs are dropped or reset, and the clients try again).

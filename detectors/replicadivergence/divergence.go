@@ -1,4 +1,4 @@
-// Package divergence finds copies of one batch that differ: the same topic,
+// Package replicadivergence finds copies of one batch that differ: the same topic,
 // partition and base offset seen with different CRCs on different
 // connections (produce, replica fetch, raft fetch, consumer fetch), and
 // copies whose CRC does not verify. When the copies agree, it says (info)

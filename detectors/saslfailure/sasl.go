@@ -1,4 +1,4 @@
-// Package sasl reports SASL authentication failures and connections closed
+// Package saslfailure reports SASL authentication failures and connections closed
 // at re-authentication time.
 //
 // Failures: SaslHandshake answered UNSUPPORTED_SASL_MECHANISM (the client

@@ -46,7 +46,7 @@ func TestThrottled(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"throttled_responses": 6, "throttle_ms_total": 3300, "throttle_ms_max": 800, "held_ms": 3300},
+				Detail:   &throttled.Finding{Responses: 6, TotalMs: 3300, MaxMs: 800, HeldMs: 3300},
 				Fields: map[string]any{"client_id": "bulk-loader", "api": "Produce", "quota": "producer_byte_rate",
 					"clients": []string{"10.2.0.5"}, "servers": []string{broker}, "after_response": true, "held_s": 3.3, "ongoing": false},
 				Summary: []string{`client "bulk-loader" throttled on Produce: 6 response(s), 3.3 s in all (longest 800 ms)`,
@@ -57,7 +57,7 @@ func TestThrottled(t *testing.T) {
 		{
 			Name:        "a single short throttle is info",
 			Traffic:     func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 120, 0, 0) },
-			Want:        []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_total": 120, "throttle_ms_max": 120}}},
+			Want:        []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 1, TotalMs: 120, MaxMs: 120}}},
 			Explanation: []string{"under 3.0 s: a short burst clients hardly felt"},
 		},
 		{
@@ -65,7 +65,7 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, waits(29, 100, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 29, "held_ms": 2900},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 29, HeldMs: 2900},
 				Fields: map[string]any{"ongoing": false}}},
 		},
 		{
@@ -73,12 +73,12 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, waits(30, 100, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 30, "held_ms": 3000}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{Responses: 30, HeldMs: 3000}}},
 		},
 		{
 			Name:    "a single throttle of 3 s is a warning",
 			Traffic: func(h *dt.Harness) { throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 5*time.Second, 0, 3000, 0) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"throttled_responses": 1, "throttle_ms_max": 3000, "held_ms": 3000}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{Responses: 1, MaxMs: 3000, HeldMs: 3000}}},
 		},
 		{
 			Name: "near miss: waits overlapping on two connections count once: 5.8 s of throttle, held up 2.9 s",
@@ -86,14 +86,14 @@ func TestThrottled(t *testing.T) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 2*time.Second, 1450, 1450, 0)
 				throttledEvery(h, "10.2.0.5:40001", broker2, "app", 9, 2*time.Second, 1450, 1450, 0)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 5800, "held_ms": 2900}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 4, TotalMs: 5800, HeldMs: 2900}}},
 		},
 		{
 			Name: "near miss the other way: held up 30 s, healed: an error",
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(30, 1000, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"held_ms": 30000},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 30000},
 				Fields: map[string]any{"ongoing": false}}},
 		},
 		{
@@ -101,14 +101,14 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(29, 1000, 900, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 29900}, Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 29900}, Fields: map[string]any{"ongoing": false}}},
 		},
 		{
 			Name: "near miss: held up 9.9 s and still throttled at the end: a warning",
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(9, 1000, 900)...)
 			},
-			Want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 9900}, Fields: map[string]any{"ongoing": true}}},
+			Want:        []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 9900}, Fields: map[string]any{"ongoing": true}}},
 			Explanation: []string{"its last response of the API in the capture was still throttled"},
 		},
 		{
@@ -116,7 +116,7 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"held_ms": 10000}, Fields: map[string]any{"ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 10000}, Fields: map[string]any{"ongoing": true},
 				Summary: []string{"held up for 10.0 s, still throttled at the end"}}},
 		},
 		{
@@ -124,7 +124,7 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 10000}, Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 10000}, Fields: map[string]any{"ongoing": false}}},
 		},
 		{
 			Name: "near miss: throttleTimeMs 0 everywhere",
@@ -142,13 +142,13 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "bulk-loader", 9, time.Second, 0, 500, 500, 0, 500, 800, 500, 500)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 6}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 6}}},
 		},
 		{
 			Name:     "the old name of min-total, in milliseconds, still works",
 			Settings: map[string]string{"min-total-ms": "1000"},
 			Traffic:  func(h *dt.Harness) { throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, 600, 600, 0) },
-			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 1200}}},
+			Want:     []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 1200}}},
 		},
 		{
 			Name: "per client id and API: two clients on two connections each, and a throttled Fetch",
@@ -162,11 +162,11 @@ func TestThrottled(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 3200, "held_ms": 1600},
+				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 4, TotalMs: 3200, HeldMs: 1600},
 					Fields: map[string]any{"client_id": "alpha", "api": "Produce", "servers": []string{broker, broker2}}},
-				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 1},
+				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 1},
 					Fields: map[string]any{"client_id": "beta", "api": "Produce"}},
-				{Severity: detectors.Info, Counts: map[string]int64{"throttled_responses": 4, "throttle_ms_total": 2800, "held_ms": 2800},
+				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 4, TotalMs: 2800, HeldMs: 2800},
 					Fields: map[string]any{"client_id": "beta", "api": "Fetch", "quota": "consumer_byte_rate"}},
 			},
 		},
@@ -181,7 +181,7 @@ func TestThrottled(t *testing.T) {
 					h.Call(c, at, 1500*time.Millisecond, "old-client", dt.Produce(1), dt.Produced(1, 0, 1500))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"held_ms": 4500},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 4500},
 				Fields: map[string]any{"after_response": false, "versions": []int{1}, "ongoing": true}}},
 		},
 	}, nil)

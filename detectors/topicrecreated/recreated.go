@@ -1,4 +1,4 @@
-// Package recreated reports clients that keep asking for a topic by an id
+// Package topicrecreated reports clients that keep asking for a topic by an id
 // the cluster no longer has: answers UNKNOWN_TOPIC_ID or
 // INCONSISTENT_TOPIC_ID to Fetch, Produce and Metadata, in a loop, often
 // at round-trip speed (franz-go PR 1426). A topic deleted and created again

@@ -1,4 +1,4 @@
-// Package unanswered reports requests that got no response. Every request
+// Package unansweredrequests reports requests that got no response. Every request
 // is given an allowance, the time a healthy broker may take to answer it:
 // Grace, plus MaxWaitMillis for a Fetch (a long poll is answered when data
 // arrives or the wait expires), plus the rebalance timeout for a JoinGroup
