@@ -56,6 +56,17 @@ func Create(name string, link LinkType, snaplen int, ifname string, secrets ...S
 
 // NewWriter writes a capture to out: pcapng if ng, pcap otherwise.
 func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string, secrets ...Secret) (*Writer, error) {
+	return newWriter(out, ng, link, snaplen, ifname, "", secrets)
+}
+
+// NewWriterComment writes a pcapng capture to out whose section header
+// carries comment (opt_comment: what the file holds, shown by capinfos
+// and Wireshark's capture file properties).
+func NewWriterComment(out io.Writer, link LinkType, snaplen int, ifname, comment string, secrets ...Secret) (*Writer, error) {
+	return newWriter(out, true, link, snaplen, ifname, comment, secrets)
+}
+
+func newWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname, comment string, secrets []Secret) (*Writer, error) {
 	if snaplen <= 0 || snaplen > maxRecord {
 		snaplen = DefaultSnaplen
 	}
@@ -74,13 +85,28 @@ func NewWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname string
 		return w, err
 	}
 	w.ifaces = make(map[LinkType]uint32)
-	// Section header block: no options, section length unknown (-1).
-	shb := []byte{
-		0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0,
-		0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0,
-		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-		28, 0, 0, 0,
+	// Section header block: section length unknown (-1), the comment
+	// if any.
+	var opts []byte
+	if comment != "" {
+		if len(comment) > 0xfff0 {
+			comment = comment[:0xfff0]
+		}
+		opts = binary.LittleEndian.AppendUint16(opts, 1) // opt_comment
+		opts = binary.LittleEndian.AppendUint16(opts, uint16(len(comment)))
+		opts = append(opts, comment...)
+		for len(opts)%4 != 0 {
+			opts = append(opts, 0)
+		}
+		opts = append(opts, 0, 0, 0, 0) // opt_endofopt
 	}
+	n := uint32(28 + len(opts))
+	shb := binary.LittleEndian.AppendUint32(nil, ngSHB)
+	shb = binary.LittleEndian.AppendUint32(shb, n)
+	shb = append(shb, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	shb = append(shb, opts...)
+	shb = binary.LittleEndian.AppendUint32(shb, n)
 	if _, err := w.bw.Write(shb); err != nil {
 		return w, err
 	}

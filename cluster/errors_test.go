@@ -16,6 +16,12 @@ func TestErrorCodesAreKafkas(t *testing.T) {
 		name string
 	}{
 		{cluster.OffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
+		{cluster.CorruptMessage, "CORRUPT_MESSAGE"},
+		{cluster.MessageTooLarge, "MESSAGE_TOO_LARGE"},
+		{cluster.RecordListTooLarge, "RECORD_LIST_TOO_LARGE"},
+		{cluster.InvalidTimestamp, "INVALID_TIMESTAMP"},
+		{cluster.UnsupportedCompressionType, "UNSUPPORTED_COMPRESSION_TYPE"},
+		{cluster.InvalidRecord, "INVALID_RECORD"},
 		{cluster.UnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION"},
 		{cluster.LeaderNotAvailable, "LEADER_NOT_AVAILABLE"},
 		{cluster.NotLeaderOrFollower, "NOT_LEADER_FOR_PARTITION"}, // kerr's pre-2.7 name
@@ -50,6 +56,10 @@ func TestErrorCodesAreKafkas(t *testing.T) {
 		{cluster.FencedMemberEpoch, "FENCED_MEMBER_EPOCH"},
 		{cluster.StaleMemberEpoch, "STALE_MEMBER_EPOCH"},
 		{cluster.RebootstrapRequired, "REBOOTSTRAP_REQUIRED"},
+		{cluster.ProducerFenced, "PRODUCER_FENCED"},
+		{cluster.UnreleasedInstanceID, "UNRELEASED_INSTANCE_ID"},
+		{cluster.TransactionalIDAuthorizationFailed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"},
+		{cluster.KafkaStorageError, "KAFKA_STORAGE_ERROR"},
 	} {
 		e := kerr.TypedErrorForCode(tt.code)
 		if e == nil || e.Code != tt.code || e.Message != tt.name {

@@ -43,9 +43,11 @@ type Partition struct {
 // partitions follows: by name when the run knows one (the name the wire
 // carries, KRaft's log by its name, or the name names learned for its id
 // from Metadata), else by topic id. So a partition asked for by name
-// (Produce and Fetch before KIP-516's versions) and by id is one key once
-// Metadata named the id, as it does early in a run: a client asks for
-// Metadata before it produces or fetches.
+// (Produce and Fetch before KIP-516's versions) and by id is one key, and
+// Metadata, which names both, finds the state of either. A partition
+// asked for by id before any Metadata named it is keyed by the id until
+// then (clients ask for Metadata before they produce or fetch, so only a
+// capture that starts mid-connection shows that).
 func (p Partition) Key(names Names) Partition {
 	switch {
 	case p.Topic != "":

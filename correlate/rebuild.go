@@ -350,6 +350,11 @@ func (rb *Rebuilder) again(r *Record, k connKey) bool {
 }
 
 func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
+	if r.Event == EventEnd {
+		// The capture's end: no connection's event (Source.ended).
+		rb.reached(r.Agent, r.TS)
+		return Events{}, nil
+	}
 	client, server, err := endpoints(r)
 	if err != nil {
 		return Events{}, err

@@ -65,7 +65,10 @@ const (
 const (
 	TypeExchange = "exchange"
 	TypeConn     = "conn"
-	TypeFinding  = "finding"
+	// EventEnd is the event of the connection record that tells where
+	// an agent's capture ended (ts_ns) and began (first_ns).
+	EventEnd    = "end"
+	TypeFinding = "finding"
 )
 
 // Errors of Parse, wrapped with the detail (errors.Is tells them apart).
@@ -184,9 +187,12 @@ type Record struct {
 
 	// A connection event's fields (and Conn, Client, Server, ClientID,
 	// Cluster, TS, File above).
-	Event    string // event: opened, closed, recognised, refused, syn-unanswered
-	Attempts int    // attempts (0: absent)
-	Pkt      int64  // pkt
+	Event string // event: opened, closed, recognised, refused, syn-unanswered, end
+	// First is first_ns of an "end" event: the capture's first packet
+	// (its ts_ns the last), Unix nanoseconds, the agent's clock.
+	First    Opt[int64]
+	Attempts int   // attempts (0: absent)
+	Pkt      int64 // pkt
 	// Handshake and MidStream: an opening whose SYN was captured, or of
 	// a connection open before the capture began (schema 2).
 	Handshake, MidStream bool // handshake, midstream
@@ -279,6 +285,8 @@ func Parse(b []byte) (Record, error) {
 			return Record{}, fmt.Errorf("%w: ts_ns %d is not in the years 1970-2099", ErrTime, r.TS)
 		case r.Last.Set && (r.Last.V < minTS || r.Last.V >= maxTS):
 			return Record{}, fmt.Errorf("%w: last_ns %d is not in the years 1970-2099", ErrTime, r.Last.V)
+		case r.First.Set && (r.First.V < minTS || r.First.V >= maxTS):
+			return Record{}, fmt.Errorf("%w: first_ns %d is not in the years 1970-2099", ErrTime, r.First.V)
 		case r.End.Set && (r.End.V < minTS || r.End.V >= maxTS):
 			return Record{}, fmt.Errorf("%w: end_ns %d is not in the years 1970-2099", ErrTime, r.End.V)
 		case r.Latency.Set && (r.Latency.V < minLatency || r.Latency.V > maxLatency):
@@ -939,6 +947,8 @@ func (d *decoder) record(r *Record) {
 			r.Event = d.plainStr()
 		case "last_ns":
 			d.optI64(&r.Last)
+		case "first_ns":
+			d.optI64(&r.First)
 		case "handshake":
 			r.Handshake, _ = d.boolean()
 		case "midstream":

@@ -81,6 +81,9 @@ func fields(r *Record) map[string]any {
 		if r.Last.Set {
 			num("last_ns", r.Last.V)
 		}
+		if r.First.Set {
+			num("first_ns", r.First.V)
+		}
 		if r.MidStream {
 			m["midstream"] = true
 		}
@@ -218,7 +221,7 @@ var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns c
 	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed
 	batches.magic batches.leader_epoch batches.producer_id batches.producer_epoch batches.base_sequence
 	batches.attributes batches.bytes batches.first_ts batches.max_ts
-	event attempts pkt handshake midstream last_ns state finding`)
+	event attempts pkt handshake midstream last_ns first_ns state finding`)
 
 // TestRoundTrip: every record the real exporter ships from the scenario
 // captures, and from exchanges built for the fields they lack, parses to

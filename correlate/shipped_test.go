@@ -62,6 +62,7 @@ func shipCapture(t testing.TB, path, agent string) [][]byte {
 	}
 	res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{Flows: flows.DefaultConfig(), Detectors: set,
 		Handlers: []flows.Handler{x}, Workers: 1})
+	x.End(res.Stats.FirstTime, res.Stats.LastTime, res.Stats.Packets)
 	x.Findings(res.Report.Findings)
 	x.Close()
 	s.mu.Lock()

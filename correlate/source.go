@@ -494,6 +494,12 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			lane = r.Partition
 		}
 		at := s.rb.Time(&rec).UnixNano()
+		if rec.Type == TypeConn && rec.Event == EventEnd {
+			// Not merged: it would move its partition's time on and
+			// release the records before it that wait for a name.
+			s.captureEnd(at, &rec)
+			return
+		}
 		m := s.mergers[r.Partition]
 		if m == nil {
 			m = &Merger{Window: s.cfg.Window, Max: s.cfg.MaxHeld, MaxBytes: s.cfg.MaxHeldBytes / 2}
@@ -711,6 +717,21 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 		out = s.releaseAnswers(math.MaxInt64, out)
 	}
 	return out
+}
+
+// captureEnd takes an agent's "end" record (at: its ts_ns, the capture's last
+// packet, on the reference clock): the span of the records read reaches
+// the capture's first and last packets, as a file's analysis spans them.
+func (s *Source) captureEnd(at int64, r *Record) {
+	s.rb.reached(r.Agent, r.TS)
+	if t := time.Unix(0, at).UTC(); t.After(s.last) {
+		s.last = t
+	}
+	if r.First.Set && r.First.V <= r.TS {
+		if t := time.Unix(0, at-(r.TS-r.First.V)).UTC(); s.first.IsZero() || t.Before(s.first) {
+			s.first = t
+		}
+	}
 }
 
 // expire delivers the split exchanges that waited for their records past

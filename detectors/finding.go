@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kfsniff/kfsniff/cluster"
 )
 
 // Severity ranks findings.
@@ -225,7 +227,7 @@ type Subject struct {
 	Clients    []netip.Addr
 	Servers    []netip.AddrPort
 	Nodes      []int32
-	Partitions []TopicPartition
+	Partitions []cluster.Partition
 	// Error is the Kafka error code the finding is about, 0 if none.
 	Error int16
 	// Waits: the finding is about clients waiting: throttled (the waits'
@@ -243,12 +245,6 @@ type Subject struct {
 	// accounting for them), so that the cause explains the loop's finding
 	// for the same clients and servers.
 	Rebalances bool
-}
-
-// TopicPartition names a partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
 }
 
 // Explains reports whether a specific finding about s accounts for a

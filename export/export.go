@@ -369,6 +369,35 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	e.send(e.cfg.Topic, b[:k], b[k:])
 }
 
+// End ships where the capture ended: a connection record of event "end"
+// whose ts_ns is the capture's last packet, pkt its number (the packets
+// read) and first_ns its first packet (of any protocol), keyed "@end". A correlator ends the agent's
+// capture there, as an analysis of the file does, not at the latest time
+// its other records show (an ACK or a FIN after the last answer). Not
+// shipped for a capture without packets.
+func (e *Exporter) End(first, last time.Time, packets int64) {
+	if last.IsZero() {
+		return
+	}
+	b := append(e.buf[:0], "@end"...)
+	k := len(b)
+	b = append(b, '{')
+	b = appendInt(b, "v", SchemaVersion)
+	b = appendStr(b, "type", "conn")
+	b = appendStr(b, "agent", e.cfg.Agent)
+	b = appendStr(b, "run", e.run)
+	b = e.seqField(b)
+	b = appendInt(b, "ts_ns", last.UnixNano())
+	b = appendStr(b, "event", "end")
+	if !first.IsZero() && !first.After(last) {
+		b = appendInt(b, "first_ns", first.UnixNano())
+	}
+	b = appendInt(b, "pkt", packets)
+	b = append(b, '}')
+	e.buf = b
+	e.send(e.cfg.Topic, b[:k], b[k:])
+}
+
 // OnExchange ships an exchange: one record per partition for Produce,
 // Fetch, ListOffsets and OffsetCommit (keyed by the partition's number),
 // one record keyed by client id for the rest.
@@ -871,7 +900,7 @@ func (e *Exporter) shipFinding(f *detectors.Finding, state string) {
 func findingKey(f *detectors.Finding) string {
 	if len(f.Subject.Partitions) > 0 {
 		p := f.Subject.Partitions[0]
-		return p.Topic + "/" + strconv.Itoa(int(p.Partition))
+		return p.Topic + "/" + strconv.Itoa(int(p.Num))
 	}
 	return f.Detector
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
@@ -358,7 +359,7 @@ func TestLiveFindingsRaisedOnce(t *testing.T) {
 	e, out := capturing(t)
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	a := detectors.Finding{Detector: "notleader", First: at, Conns: []int{3}, Summary: "a",
-		Subject: detectors.Subject{Partitions: []detectors.TopicPartition{{Topic: "orders", Partition: 2}}}}
+		Subject: detectors.Subject{Partitions: []cluster.Partition{{Topic: "orders", Num: 2}}}}
 	b := detectors.Finding{Detector: "throttled", First: at.Add(time.Second), Summary: "b"}
 	e.LiveFindings([]detectors.Finding{a})
 	a.Summary = "a, grown" // the same finding, its counts grown

@@ -30,6 +30,9 @@ type Options struct {
 	// Save writes the capture so far to path (the `w` key); nil when the
 	// source cannot be saved. It runs on its own goroutine.
 	Save func(path string) error
+	// SaveTo, when set, is used instead of Save: it returns what was
+	// saved (packets, time span, what was dropped), shown in the header.
+	SaveTo func(path string) (string, error)
 	// Done is closed when the capture ends; the UI stays open until `q`.
 	Done <-chan struct{}
 	// Refresh is the display's refresh period (default 250ms).
@@ -326,7 +329,7 @@ const helpText = `
                error, role; api:Fetch client:raft- topic:orders
                error:NOT_LEADER errors role:raft conn:4 -word
   [yellow]p[-]            pause the display (the capture continues)
-  [yellow]w[-]            save the capture so far to a file
+  [yellow]w[-]            save the most recent packets (--ui-keep) to a file
   [yellow]1[-]..[yellow]9[-] [yellow]0[-] [yellow]<[-] [yellow]>[-]  Connections: sort by the n-th column, the previous
                or next one; the same digit again reverses
   [yellow]i[-]            Findings: the finding in full
@@ -450,6 +453,9 @@ func (u *ui) refreshStatus() {
 			c = "red"
 		}
 		add("[%s]%d export dropped[-]", c, st.ExportDropped)
+	}
+	if st.SaveDropped > 0 {
+		add("[orange]w keeps the last %d MB: %d older packets dropped[-]", st.SaveKeepMB, st.SaveDropped)
 	}
 	conns := fmt.Sprintf("%d Kafka connections", st.Conns)
 	if st.Refused > 0 || st.SYNsLost > 0 {
@@ -961,7 +967,7 @@ func (u *ui) promptDone(key tcell.Key) {
 // save calls Options.Save off the event loop and shows its result.
 func (u *ui) save(path string) {
 	switch {
-	case u.opts.Save == nil:
+	case u.opts.Save == nil && u.opts.SaveTo == nil:
 		u.setMessage("saving is not available for this source", true)
 		return
 	case path == "":
@@ -970,12 +976,21 @@ func (u *ui) save(path string) {
 	}
 	u.setMessage("saving to "+path+" …", false)
 	go func() {
-		err := u.opts.Save(path)
+		msg := "saved capture to " + path
+		var err error
+		if u.opts.SaveTo != nil {
+			var what string
+			if what, err = u.opts.SaveTo(path); what != "" {
+				msg = what
+			}
+		} else {
+			err = u.opts.Save(path)
+		}
 		u.app.QueueUpdateDraw(func() {
 			if err != nil {
 				u.setMessage("save failed: "+err.Error(), true)
 			} else {
-				u.setMessage("saved capture to "+path, false)
+				u.setMessage(msg, false)
 			}
 		})
 	}()

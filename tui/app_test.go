@@ -260,7 +260,7 @@ func TestViewHelp(t *testing.T) {
 	s.typeText("?")
 	scr := s.waitFor("Help: keys")
 	for _, want := range []string{"this help", "next / previous pane", "drill down", "filter exchanges", "pause the display (the capture continues)",
-		"save the capture so far", "sort by", "quit"} {
+		"save the most recent packets", "sort by", "quit"} {
 		if !strings.Contains(scr, want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -464,6 +464,25 @@ func TestViewSave(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestViewSaveDropped: with SaveTo, the header shows what it says was
+// saved (the span, the older packets dropped), and the status line says
+// when the save buffer dropped packets (SaveDropped).
+func TestViewSaveDropped(t *testing.T) {
+	m, done := observer(t)
+	m.SetCounters(Counters{Packets: 900, SaveDropped: 812, SaveKeepMB: 1})
+	opts := Options{Model: m, Done: done, SaveTo: func(p string) (string, error) {
+		return "saved 88 packets 10:00:01-10:00:02 to " + p + "; 812 older packets dropped (--ui-keep 1 MB)", nil
+	}}
+	s := startUI(t, opts)
+	s.waitFor("w keeps the last 1 MB: 812 older packets dropped")
+	s.typeText("w")
+	s.waitFor("save capture to: kfsniff-")
+	s.key(tcell.KeyCtrlU)
+	s.typeText("/tmp/x.pcapng")
+	s.key(tcell.KeyEnter)
+	s.waitFor("saved 88 packets 10:00:01-10:00:02 to /tmp/x.pcapng; 812 older packets dropped (--ui-keep 1 MB)")
 }
 
 // readyScreen is a simulation screen that says when Run has initialised

@@ -66,9 +66,11 @@
 // Run blocks until the user quits (`q`, Ctrl-C: nil), ctx ends
 // (ctx.Err()), or the terminal fails. Options.Screen nil opens the real
 // terminal; tests pass a tcell simulation screen (uninitialised: Run
-// initialises it). Options.Save, if set, is called on its own goroutine
-// with the file name the user typed after `w`; its error or success is
-// shown in the header. Options.Done is closed when the capture ends; the
+// initialises it). Options.Save (or SaveTo, which also returns the
+// sentence to show: what was saved and what was dropped), if set, is
+// called on its own goroutine with the file name the user typed after
+// `w`; its error or success is shown in the header. Counters.SaveDropped
+// puts the packets the save buffer dropped on the status line. Options.Done is closed when the capture ends; the
 // UI stays open until `q`.
 //
 // # Keys

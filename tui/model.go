@@ -223,6 +223,10 @@ type Counters struct {
 	// shipping dropped or failed to deliver.
 	Export        bool
 	ExportDropped int64
+	// SaveDropped counts the packets the `w` key can no longer save:
+	// older than what its buffer of SaveKeepMB megabytes keeps.
+	SaveDropped int64
+	SaveKeepMB  int
 }
 
 // Status is the model's totals for the status line.

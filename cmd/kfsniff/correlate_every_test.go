@@ -2,6 +2,7 @@ package main
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,11 +44,12 @@ func recordings(t *testing.T) []string {
 // TestCorrelateEveryRecording (issue 30 item 8): every recording shipped
 // by an agent into kfake and read back gives the findings of the file,
 // for every rule, but those that still differ (stillDiffer, each with
-// why: skipped with it, so that -v lists them).
+// why: skipped with it, so that -v lists them; CORRELATE_GAPS=1 runs
+// them too, to see what differs).
 func TestCorrelateEveryRecording(t *testing.T) {
 	for _, capture := range recordings(t) {
 		t.Run(capture, func(t *testing.T) {
-			if why, ok := stillDiffer[capture]; ok {
+			if why, ok := stillDiffer[capture]; ok && os.Getenv("CORRELATE_GAPS") == "" {
 				t.Skip("differs from the file: " + why)
 			}
 			t.Parallel()
@@ -69,19 +71,17 @@ var stillDiffer = func() map[string]string {
 	for why, caps := range map[string][]string{
 		"duplicate-batches by records: MirrorMaker 2 re-batches, and the record fingerprints are not shipped (only batch CRCs)": {
 			"kafka/mm2-replay.pcap.gz", "kafka/mm2-replay-dst.pcap.gz", "kafka/mm2-replay-idempotent.pcap.gz", "kafka/mm2-replay-idempotent-dst.pcap.gz"},
-		"liveness-without-replication counts one raft fetch more (unanswered at the end of the capture) and so does not name the leader the others answered with": {
+		"liveness-without-replication counts one raft fetch more, unanswered, and 2 s longer, and so does not name the leader the others answered with": {
 			"kafka/kraft-observer-loop.pcap.gz", "kafka/kraft-observer-loop-b3.pcap.gz", "kafka/kraft-observer-loop-3.9.pcap.gz",
 			"kafka/kraft-observer-loop-3.9-b3.pcap.gz", "kafka/kraft-fenced-while-alive.pcap.gz", "kafka/kraft-fenced-while-alive-b3.pcap.gz"},
-		"reconnect-storm's bursts last 0.3-0.6 s longer, their peaks differ by one a second (connection openings' times)": {
+		"reconnect-storm's bursts last 0.3-0.6 s longer, their peaks differ by one a second: records are merged by time within an export partition only, so a connection first met in an exchange record (keyed by client id or partition) read before its opening (keyed @server) opens at the exchange's time": {
 			"kafka/kraft-healthy-startup.pcap.gz", "kafka/kraft-healthy-load.pcap.gz", "kafka/kraft-healthy-load-client.pcap.gz"},
-		"unanswered-requests: 5 requests for the file's 4 on one broker, waits longer (a raft Fetch still waiting at the end)": {
+		"metadata-quorum-down: no raft fetch succeeded for 44.8 s for the file's 44.7 s": {
 			"kafka/kraft-election-stall.pcap.gz"},
-		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s (one still waiting at the end)": {
+		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s": {
 			"kafka/kraft-listener-conflict.pcap.gz"},
 		"error-storm's info finding of FETCH_SESSION_ID_NOT_FOUND (explained by fetch-session-churn) is missing": {
 			"clients/fetch-session-churn-kgo.pcap"},
-		"leader-election-stall lasts 10m2s for the file's 10m3s": {"scenarios/election-stall.pcap"},
-		"error-storm failing at the end: seen for 13.5 s for the file's 13.6 s": {"kafka/java-sasl-bad-password.pcap.gz"},
 	} {
 		for _, c := range caps {
 			m[c] = why

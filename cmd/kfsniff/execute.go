@@ -43,7 +43,8 @@ func (c *command) execute(ctx context.Context, p *plan) (*pipeline.Result, error
 	cfg, stderr := &c.cfg, c.stderr
 	if c.wantTUI(p) {
 		res, err := runTUI(ctx, uiSession{ShowSecrets: cfg.ShowSecrets, Source: describeInput(*cfg, p.live), Filter: cfg.Filter, Live: p.live != nil,
-			Inputs: cfg.Files, Stdin: c.stdin, Start: c.start(p), ExportDropped: p.xs.dropped()})
+			Inputs: cfg.Files, Stdin: c.stdin, Start: c.start(p), ExportDropped: p.xs.dropped(),
+			KeepMB: cfg.UIKeep, Keys: p.opt.Flows.TLSKeys, Stderr: stderr})
 		if err != nil {
 			return nil, failure(err)
 		}

@@ -228,6 +228,9 @@ func (e *exporter) finish(res *pipeline.Result) {
 	if e == nil {
 		return
 	}
+	if res != nil && res.Stats != nil {
+		e.x.End(res.Stats.FirstTime, res.Stats.LastTime, res.Stats.Packets)
+	}
 	if res != nil && res.Report != nil {
 		e.x.Findings(res.Report.Findings)
 	}

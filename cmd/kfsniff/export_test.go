@@ -200,7 +200,7 @@ func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
 	records := map[xid]int{}
 	wantParts := map[xid]int{}
 	keyPartition := map[string]int32{}
-	opened := 0
+	opened, ends := 0, 0
 	for _, s := range exch {
 		if p, ok := keyPartition[s.key]; ok && p != s.partition {
 			t.Errorf("key %q in Kafka partitions %d and %d", s.key, p, s.partition)
@@ -211,6 +211,13 @@ func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
 		case "conn":
 			if r.Event == "opened" {
 				opened++
+			}
+			if r.Event == "end" {
+				ends++
+				if s.key != "@end" || r.Server != "" || r.TS <= 0 {
+					t.Errorf("end of the capture keyed %q, server %q, at %d", s.key, r.Server, r.TS)
+				}
+				continue
 			}
 			if s.key != "@"+r.Server {
 				t.Errorf("connection event to %s keyed %q", r.Server, s.key)
@@ -257,6 +264,9 @@ func checkExchangeRecords(t *testing.T, rep reportWithExport, exch []shipped) {
 	}
 	if opened != rep.Totals.KafkaConnections {
 		t.Errorf("%d connection openings shipped, the report has %d Kafka connections", opened, rep.Totals.KafkaConnections)
+	}
+	if ends != 1 {
+		t.Errorf("%d records of the capture's end shipped, want 1", ends)
 	}
 }
 

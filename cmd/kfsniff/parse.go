@@ -27,6 +27,9 @@ type Config struct {
 	Duration time.Duration
 	TUI      bool
 	NoTUI    bool
+	// UIKeep is --ui-keep: megabytes of the most recent packets the UI's
+	// w key can save.
+	UIKeep   int
 	Ports    string
 	MaxFrame int
 	Workers  int
@@ -123,6 +126,7 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long, e.g. 30s or 5m (0: until Ctrl-C)")
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
+	fs.IntVar(&cfg.UIKeep, "ui-keep", 256, "MB of the most recent packets the UI keeps on disk (in $TMPDIR) for its w key, older ones dropped as tcpdump -C/-W does; 0: w is off")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	addExpectFlags(fs, &cfg.Expect)
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sync"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
+	"github.com/kfsniff/kfsniff/tlsdec"
 	"github.com/kfsniff/kfsniff/tui"
 )
 
@@ -37,6 +37,14 @@ type uiSession struct {
 	Start func(ctx context.Context, add uiAdditions) *pipeline.Result
 	// ExportDropped, with --export, counts the records shipping lost.
 	ExportDropped func() int64
+	// KeepMB is --ui-keep: the megabytes of most recent packets the `w`
+	// key can save (0: saving is off).
+	KeepMB int
+	// Keys is the TLS key log (--tls-keylog, a file's secrets), written
+	// into what `w` saves; nil without one.
+	Keys *tlsdec.Keys
+	// Stderr gets the line saying the spool dropped packets, after the UI.
+	Stderr io.Writer
 }
 
 // uiAdditions are what a front end adds to the analysis. Handlers and
@@ -56,22 +64,27 @@ func haveTUI() bool { return true }
 
 // runTUI runs the terminal UI until the user quits (the analysis goes on
 // in the background meanwhile), and returns the analysis result.
-func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func runTUI(parent context.Context, s uiSession) (*pipeline.Result, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	m := tui.NewModel(tui.ModelConfig{ShowSecrets: s.ShowSecrets})
-	sp, err := newSpool()
-	if err != nil {
-		return nil, err
+	var sp *spool
+	var sinks []capture.Sink
+	if s.KeepMB > 0 {
+		var err error
+		if sp, err = newSpool(s.KeepMB, s.Keys); err != nil {
+			return nil, err
+		}
+		defer sp.remove()
+		sinks = append(sinks, sp)
 	}
-	defer sp.remove()
 	done := make(chan struct{})
 	var res *pipeline.Result
 	go func() {
 		defer close(done)
 		res = s.Start(ctx, uiAdditions{
 			Handlers: []flows.Handler{m},
-			Sinks:    []capture.Sink{sp},
+			Sinks:    sinks,
 			Progress: func(p pipeline.Progress) {
 				c := tui.Counters{Packets: p.Packets, Bytes: p.Bytes, Live: s.Live && !p.Done}
 				if p.Live != nil {
@@ -79,6 +92,9 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 				}
 				if s.ExportDropped != nil {
 					c.Export, c.ExportDropped = true, s.ExportDropped()
+				}
+				if sp != nil {
+					c.SaveDropped, c.SaveKeepMB = sp.Dropped(), s.KeepMB
 				}
 				m.SetCounters(c)
 				m.Sync() // Progress runs on the pipeline goroutine
@@ -91,74 +107,27 @@ func runTUI(ctx context.Context, s uiSession) (*pipeline.Result, error) {
 			m.SetPartial(p.String())
 		}
 	}()
-	save := func(path string) error {
-		if err := refuseSave(path, s.Inputs, s.Stdin); err != nil {
-			return err
+	opts := tui.Options{Title: s.Source, Filter: s.Filter, Model: m, Done: done}
+	if sp != nil {
+		opts.SaveTo = func(path string) (string, error) {
+			if err := refuseSave(path, s.Inputs, s.Stdin); err != nil {
+				return "", err
+			}
+			return sp.save(path)
 		}
-		return sp.save(path)
 	}
-	err = tui.Run(ctx, tui.Options{Title: s.Source, Filter: s.Filter, Model: m, Save: save, Done: done})
+	err := tui.Run(ctx, opts)
+	if err != nil && parent.Err() != nil && errors.Is(err, parent.Err()) {
+		// Ctrl-C (SIGINT) or SIGTERM, main's signal context: the run
+		// ends as with `q`, the report printed.
+		err = nil
+	}
 	cancel()
 	<-done
+	if sp != nil && s.Stderr != nil {
+		if n := sp.Dropped(); n > 0 {
+			fmt.Fprintf(s.Stderr, "kfsniff: the UI's w key kept only the last %d MB (--ui-keep): %d older packets were dropped from it\n", s.KeepMB, n)
+		}
+	}
 	return res, err
-}
-
-// spool keeps every packet analysed in a temporary pcapng file, so that
-// the UI's `w` key can save the capture so far.
-type spool struct {
-	mu   sync.Mutex
-	f    *os.File
-	w    *capture.Writer
-	name string
-}
-
-func newSpool() (*spool, error) {
-	f, err := os.CreateTemp("", "kfsniff-spool-*.pcapng")
-	if err != nil {
-		return nil, fmt.Errorf("temporary capture for the UI: %w", err)
-	}
-	w, err := capture.NewWriter(f, true, capture.LinkEthernet, 0, "kfsniff")
-	if err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return &spool{f: f, w: w, name: f.Name()}, nil
-}
-
-// WritePacket implements capture.Sink.
-func (s *spool) WritePacket(p *capture.Packet) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.WritePacket(p)
-}
-
-// save copies the capture so far to path.
-func (s *spool) save(path string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.w.Flush(); err != nil {
-		return err
-	}
-	src, err := os.Open(s.name)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
-}
-
-func (s *spool) remove() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.f.Close()
-	os.Remove(s.name)
 }

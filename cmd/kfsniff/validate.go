@@ -38,6 +38,9 @@ func (c *Config) Validate() error {
 	if c.Write == "-" {
 		return errors.New("-w -: writing the capture to standard output is not supported (the report goes there); give a file name")
 	}
+	if c.UIKeep < 0 {
+		return fmt.Errorf("--ui-keep must not be negative, got %d", c.UIKeep)
+	}
 	if c.TUI && c.NoTUI {
 		return errors.New("--tui and --no-tui contradict each other")
 	}

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
@@ -90,7 +90,7 @@ func (r *rule) versions(x *detectors.Exchange, resp *kmsg.ApiVersionsResponse) {
 		}
 	}
 	switch resp.ErrorCode {
-	case 0:
+	case cluster.None:
 		if node < 0 {
 			return
 		}
@@ -99,7 +99,7 @@ func (r *rule) versions(x *detectors.Exchange, resp *kmsg.ApiVersionsResponse) {
 				s.Heal(x.Resp.Time)
 			}
 		}
-	case kerr.RebootstrapRequired.Code:
+	case cluster.RebootstrapRequired:
 		is := r.issueAt(x.Conn.Server)
 		if is == nil {
 			return
@@ -152,7 +152,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 		switch {
 		case a.ErrorCode == 0 && r.openParts > 0:
 			r.heal(k, at)
-		case a.ErrorCode == kerr.NotLeaderForPartition.Code && is != nil:
+		case a.ErrorCode == cluster.NotLeaderOrFollower && is != nil:
 			is.felt.fail(r, x, k, a)
 		}
 	})

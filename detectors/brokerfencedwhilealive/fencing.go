@@ -34,6 +34,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -196,7 +197,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	}
 	if resp.ErrorCode != 0 {
 		b.codes.Add(resp.ErrorCode)
-		if resp.ErrorCode == 7 { // REQUEST_TIMED_OUT: the controller gave up on it
+		if resp.ErrorCode == cluster.RequestTimedOut { // the controller gave up on it
 			b.timeout++
 			b.sawSlow(x.Req.Time)
 		}

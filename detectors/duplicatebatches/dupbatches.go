@@ -23,6 +23,7 @@ import (
 	"hash"
 	"strconv"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
@@ -95,7 +96,7 @@ func New(p Params) detectors.Rule {
 		crcs:       table.NewFifo[crcKey, origin](p.MaxBatches, nil),
 		recs:       table.NewFifo[recKey, int64](p.MaxRecords, nil),
 	}
-	r.parts = copies.NewParts(p.MaxPartitions, func(k copies.Part, idx uint32) *part {
+	r.parts = copies.NewParts(p.MaxPartitions, func(k cluster.Partition, idx uint32) *part {
 		return &part{key: k, idx: idx, runs: make(map[int64]*run)}
 	})
 	if p.CompareRecords {
@@ -152,7 +153,7 @@ type recKey struct {
 func (k recKey) Hash(seed uint64) uint64 { return table.Mix64(k.h^seed, uint64(k.part)) }
 
 type part struct {
-	key     copies.Part
+	key     cluster.Partition
 	idx     uint32
 	seen    copies.Ranges
 	batches int64

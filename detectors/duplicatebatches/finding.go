@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -165,7 +166,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 	})
 	main := runs[0]
 	f := &Finding{
-		Topic: pt.key.Name(p.Nodes), Partition: pt.key.Partition, OffsetShift: main.shift,
+		Topic: pt.key.TopicName(p.Nodes), Partition: pt.key.Num, OffsetShift: main.shift,
 		Contiguous:  main.span == main.repLast-main.repFirst+1,
 		FirstOffset: main.origFirst, LastOffset: main.origLast, RepeatFirstOffset: main.repFirst, RepeatLastOffset: main.repLast,
 		ProducerID: main.producerID, Compared: comparedBy(main),
@@ -222,7 +223,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		Nodes:    nodes.Sorted(),
 		Evidence: ev,
 		Subject: detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(),
-			Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
+			Partitions: []cluster.Partition{{Topic: f.Topic, Num: f.Partition}}},
 		Detail: f,
 	}, true
 }

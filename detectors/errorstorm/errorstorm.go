@@ -38,6 +38,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -119,7 +120,7 @@ type group struct {
 	groupKey
 	responses   int64 // responses carrying the code, from every client
 	occurrences int64 // times the code appears in them
-	clients     map[clientKey]*client
+	clients     map[cluster.Client]*client
 	what        string // what the evidence shows
 
 	// While clients storm.
@@ -137,15 +138,9 @@ type group struct {
 	unknownCut bool
 }
 
-type clientKey struct {
-	addr netip.Addr
-	id   string
-}
-
 type failKey struct {
-	api  int16
-	addr netip.Addr
-	id   string
+	api    int16
+	client cluster.Client
 }
 
 // client holds the times of a client's last k responses carrying the
@@ -213,14 +208,14 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 			r.groupsDropped++
 			return
 		}
-		g = &group{groupKey: gk, clients: make(map[clientKey]*client), clientIDs: make(map[string]bool)}
+		g = &group{groupKey: gk, clients: make(map[cluster.Client]*client), clientIDs: make(map[string]bool)}
 		r.groups[gk] = g
 	}
 	t := x.Resp.Time
 	g.responses++
 	g.occurrences += int64(ec.Count)
 
-	ck := clientKey{x.Conn.Client.Addr(), x.Req.Client.ID}
+	ck := x.Req.Client
 	c := g.clients[ck]
 	if c == nil {
 		if r.clients >= maxClients {
@@ -233,7 +228,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	if g.what == "" {
 		g.what = fmt.Sprintf("%s response %s", x.Req.Name(), decode.ErrorName(ec.Code))
 	}
-	r.fail(c, failKey{x.Req.Key, ck.addr, ck.id}, t, x.Conn.Server)
+	r.fail(c, failKey{x.Req.Key, ck}, t, x.Conn.Server)
 
 	h := hit{t: t, ev: detectors.EvidenceAt(x.Resp, g.what), conn: x.Conn}
 	c.seq++
@@ -255,7 +250,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	if !c.stormed {
 		c.stormed = true
 		g.stormClients++
-		g.clientIDs[ck.id] = true
+		g.clientIDs[ck.ID] = true
 	}
 	// Count the window's responses not counted yet, oldest first.
 	oldest := c.seq - int64(r.k) + 1
@@ -295,7 +290,7 @@ func (r *rule) fail(c *client, k failKey, t time.Time, server netip.AddrPort) {
 // heal ends the open spells of the exchange's client and API at the same
 // broker whose error the response does not carry: the request succeeded.
 func (r *rule) heal(x *detectors.Exchange) {
-	k := failKey{x.Req.Key, x.Conn.Client.Addr(), x.Req.Client.ID}
+	k := failKey{x.Req.Key, x.Req.Client}
 	cs, ok := r.failing[k]
 	if !ok {
 		return
@@ -417,10 +412,10 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		if !c.stormed {
 			continue
 		}
-		if k.id == "" {
-			who = append(who, k.addr.Unmap().String()+" (no client id)")
+		if k.ID == "" {
+			who = append(who, k.Host.String()+" (no client id)")
 		} else {
-			who = append(who, fmt.Sprintf("%q (%s)", k.id, k.addr.Unmap()))
+			who = append(who, fmt.Sprintf("%q (%s)", k.ID, k.Host))
 		}
 		d, on := c.held(p.End, r.window)
 		if on {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -132,26 +133,26 @@ func (f *Finding) Next() string {
 // hint says what to check for the common errors of retry loops.
 func hint(code int16) string {
 	switch code {
-	case 6, 74, 75: // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+	case cluster.NotLeaderOrFollower, cluster.FencedLeaderEpoch, cluster.UnknownLeaderEpoch:
 		return "Compare the leader the responses and Metadata name with the broker the client sends to " +
 			"(see not-leader-loop); kafka-topics.sh --describe --topic <topic> shows leader and ISR."
-	case 5: // LEADER_NOT_AVAILABLE
+	case cluster.LeaderNotAvailable:
 		return "kafka-topics.sh --describe --unavailable-partitions lists leaderless partitions; " +
 			"check that their replicas' brokers are up (see leader-election-stall)."
-	case 3: // UNKNOWN_TOPIC_OR_PARTITION
+	case cluster.UnknownTopicOrPartition:
 		return "Check that the topic exists (kafka-topics.sh --describe --topic <topic>) and " +
 			"auto.create.topics.enable; a deleted topic still in the client's list loops here."
-	case 14, 15, 16: // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+	case cluster.CoordinatorLoadInProgress, cluster.CoordinatorNotAvailable, cluster.NotCoordinator:
 		return "Check the __consumer_offsets (or __transaction_state) partition of the group: " +
 			"its leader, ISR and the coordinator broker's log for loading errors."
-	case 19, 20: // NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+	case cluster.NotEnoughReplicas, cluster.NotEnoughReplicasAfterAppend:
 		return "Compare the partition's ISR with min.insync.replicas (kafka-topics.sh --describe " +
 			"--under-min-isr-partitions)."
-	case 1: // OFFSET_OUT_OF_RANGE
+	case cluster.OffsetOutOfRange:
 		return "The fetch offset is outside the log: check retention and the consumer's auto.offset.reset."
-	case 29, 30, 31, 58: // TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED
+	case cluster.TopicAuthorizationFailed, cluster.GroupAuthorizationFailed, cluster.ClusterAuthorizationFailed, cluster.SASLAuthenticationFailed:
 		return "Check the principal's ACLs (kafka-acls.sh --list --principal User:<name>) and credentials."
-	case 35: // UNSUPPORTED_VERSION
+	case cluster.UnsupportedVersion:
 		return "The client asks for a version the broker does not support: compare ApiVersions with the client's version."
 	}
 	return "Look the error up in the Kafka protocol guide and the broker's log at the same time; " +

@@ -16,8 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
@@ -63,7 +63,7 @@ type rule struct {
 
 // pair is a client at a broker.
 type pair struct {
-	key.Client
+	cluster.Client
 	server netip.AddrPort
 }
 
@@ -93,11 +93,13 @@ func (s storm) span() time.Duration { return s.last.Sub(s.first) }
 // broker is who opened fetch sessions at a broker since its first session
 // error.
 type broker struct {
-	created map[key.Client]int64
+	created map[cluster.Client]int64
 	more    int64
 }
 
-func sessionError(code int16) bool { return code == 70 || code == 71 } // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+func sessionError(code int16) bool {
+	return code == cluster.FetchSessionIDNotFound || code == cluster.InvalidFetchSessionEpoch
+}
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
@@ -113,7 +115,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if !bad && len(r.keys) == 0 {
 		return
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	k := pair{c, x.Conn.Server}
 	if b := r.brokers[k.server]; b != nil && req.SessionEpoch == 0 && resp.ErrorCode == 0 && resp.SessionID != 0 {
 		b.opened(c)
@@ -122,7 +124,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if ch == nil && bad {
 		ch = tally.Entry(r.keys, k, maxKeys, &r.dropped, func() *churn {
 			if r.brokers[k.server] == nil {
-				r.brokers[k.server] = &broker{created: map[key.Client]int64{}}
+				r.brokers[k.server] = &broker{created: map[cluster.Client]int64{}}
 			}
 			return &churn{pair: k, fetcher: x.Req.Fetcher.ID(), first: x.Resp.Time}
 		})
@@ -145,7 +147,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 }
 
-func (b *broker) opened(c key.Client) {
+func (b *broker) opened(c cluster.Client) {
 	if _, ok := b.created[c]; !ok && len(b.created) >= maxCreators {
 		b.more++
 		return

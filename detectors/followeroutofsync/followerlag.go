@@ -1,5 +1,5 @@
 // Package followeroutofsync reports followers out of sync: a replica whose
-// replica fetch offset (a Fetch with a replica id, flows.FetcherOf) trails
+// replica fetch offset (a Fetch with a replica id, flows.Message.Fetcher) trails
 // the high watermark its leader's response gives, for long. The leader
 // counts a follower's fetch offset before it advances the high watermark,
 // so a follower in the ISR never trails it: one that does has dropped out

@@ -56,29 +56,24 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	return &rule{p: Params{MinRequests: max(p.MinRequests, 1), Restored: p.Restored},
-		clients: map[clientKey]*client{}, software: map[clientKey]software{}}
-}
-
-type clientKey struct {
-	host netip.Addr
-	id   string
+		clients: map[cluster.Client]*client{}, software: map[cluster.Client]software{}}
 }
 
 type software struct{ name, version string }
 
 type rule struct {
 	p       Params
-	clients map[clientKey]*client
+	clients map[cluster.Client]*client
 	// software is what each client told in ApiVersions v3+, kept for
 	// every client (not only those with old versions, which often do
 	// not tell), bounded.
-	software map[clientKey]software
+	software map[cluster.Client]software
 	// dropped counts the requests of clients past maxClients.
 	dropped int64
 }
 
 type client struct {
-	key         clientKey
+	key         cluster.Client
 	versions    []version
 	moreVers    int64
 	n           int64
@@ -121,7 +116,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	if !ok || rm.RestoredIn != "" && !r.p.Restored {
 		return
 	}
-	k := clientKey{m.Conn.Client.Addr().Unmap(), m.Client.ID}
+	k := m.Client
 	c := r.clients[k]
 	if c == nil {
 		if len(r.clients) >= maxClients {
@@ -154,10 +149,10 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	cs := slices.Collect(maps.Values(r.clients))
 	slices.SortFunc(cs, func(a, b *client) int {
-		if c := a.key.host.Compare(b.key.host); c != 0 {
+		if c := a.key.Host.Compare(b.key.Host); c != 0 {
 			return c
 		}
-		return strings.Compare(a.key.id, b.key.id)
+		return strings.Compare(a.key.ID, b.key.ID)
 	})
 	out := make([]detectors.Finding, 0, len(cs))
 	for _, c := range cs {
@@ -173,14 +168,14 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	})
 	sw := r.software[c.key]
 	f := &Finding{
-		ClientID: c.key.id, Host: c.key.host.String(), Servers: c.conns.Servers(),
+		ClientID: c.key.ID, Host: c.key.Host.String(), Servers: c.conns.Servers(),
 		first: c.first, last: c.last, moreVersions: c.moreVers, dropped: r.dropped,
 		serverLabels: c.conns.ServerLabels(p.Nodes), minRequests: r.p.MinRequests,
 	}
 	if sw.name != "" || sw.version != "" {
 		f.Software = sw.name + " " + sw.version
 	}
-	lib, told := identify(sw.name, c.key.id)
+	lib, told := identify(sw.name, c.key.ID)
 	switch {
 	case c.replication:
 		f.Library, f.Upgrade = "Apache Kafka broker (replica fetcher)", brokerAdvice
@@ -208,7 +203,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		Conns:    c.conns.IDs(),
 		Nodes:    c.conns.Nodes(p.Nodes),
 		Evidence: c.ev.List(),
-		Subject:  detectors.Subject{ClientIDs: []string{c.key.id}, Clients: []netip.Addr{c.key.host}, Servers: c.conns.ServerAddrs()},
+		Subject:  detectors.Subject{ClientIDs: []string{c.key.ID}, Clients: []netip.Addr{c.key.Host}, Servers: c.conns.ServerAddrs()},
 		Detail:   f,
 	}
 }

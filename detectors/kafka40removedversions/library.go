@@ -122,7 +122,7 @@ func (r *rule) told(m *flows.Message) {
 	if !ok || q.ClientSoftwareName == "" && q.ClientSoftwareVersion == "" {
 		return
 	}
-	k := clientKey{m.Conn.Client.Addr().Unmap(), m.Client.ID}
+	k := m.Client
 	if _, ok := r.software[k]; ok || len(r.software) >= maxSoftware {
 		return
 	}

@@ -29,13 +29,11 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -152,7 +150,7 @@ type stretch struct {
 
 // waiter is a client that waited for a leader during a stretch.
 type waiter struct {
-	key.Client
+	cluster.Client
 	metadata int64 // Metadata answers telling it the partition had no leader
 	produce  int64 // Produce answers refusing the partition
 	fetch    int64 // Fetch answers refusing the partition
@@ -168,7 +166,7 @@ type errCount struct {
 type refusal struct {
 	topic     string
 	partition int32
-	client    key.Client
+	client    cluster.Client
 	fetch     bool
 	code      int16
 	at        time.Time
@@ -198,7 +196,7 @@ func (l *stretch) mainErr() int16 {
 
 // waiter returns the entry of client c, nil if the stretch holds
 // maxWaiters others (then counted in waitersMore).
-func (l *stretch) waiter(c key.Client) *waiter {
+func (l *stretch) waiter(c cluster.Client) *waiter {
 	for i := range l.waiters {
 		if l.waiters[i].Client == c {
 			return &l.waiters[i]
@@ -229,7 +227,7 @@ func (l *stretch) refused(rf *refusal) {
 
 // leaderless reports a partition answered without a leader.
 func leaderless(h *decode.LeaderHint) bool {
-	return h.Leader < 0 || h.ErrorCode == kerr.LeaderNotAvailable.Code || h.ErrorCode == kerr.NotLeaderForPartition.Code
+	return h.Leader < 0 || h.ErrorCode == cluster.LeaderNotAvailable || h.ErrorCode == cluster.NotLeaderOrFollower
 }
 
 // Exchange implements detectors.ExchangeHook: it reads the partitions of
@@ -340,7 +338,7 @@ func (l *stretch) add(x *detectors.Exchange, seq int64, h *decode.LeaderHint, wh
 	l.offline = appendCapped(l.offline[:0], h.Offline)
 	l.offlineKnown = x.Resp.Version >= 5
 	l.conns.Add(x.Conn)
-	if w := l.waiter(key.ClientOf(x.Resp)); w != nil {
+	if w := l.waiter(x.Resp.Client); w != nil {
 		w.metadata++
 	}
 	ev := detectors.EvidenceAt(x.Resp, what)
@@ -393,10 +391,10 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 		}
 	}
 	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
-		if a.ErrorCode != kerr.LeaderNotAvailable.Code && a.ErrorCode != kerr.NotLeaderForPartition.Code {
+		if a.ErrorCode != cluster.LeaderNotAvailable && a.ErrorCode != cluster.NotLeaderOrFollower {
 			return
 		}
-		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition.Num, client: key.ClientOf(x.Resp),
+		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition.Num, client: x.Resp.Client,
 			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
 			ev: detectors.Evidence{File: x.Resp.File, Packet: x.Resp.Packet, Conn: x.Conn.ID}}
 		if st := r.topics[rf.topic]; st != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/leaderelectionstall"
@@ -494,7 +495,7 @@ func TestElectionStallFinding(t *testing.T) {
 	}
 	s := fs[0].Subject
 	if s.Error != 5 || !slices.Equal(s.Servers, []netip.AddrPort{netip.MustParseAddrPort(server)}) ||
-		!slices.Equal(s.Partitions, []detectors.TopicPartition{{Topic: "orders", Partition: 0}}) {
+		!slices.Equal(s.Partitions, []cluster.Partition{{Topic: "orders", Num: 0}}) {
 		t.Errorf("subject %+v", s)
 	}
 	if !slices.Equal(s.ClientIDs, []string{"app"}) || !slices.Equal(s.Clients, []netip.Addr{netip.MustParseAddr("10.0.0.1")}) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
@@ -150,7 +151,7 @@ func (f *Finding) Explanation() string {
 		b.WriteString(" (these Metadata versions do not list offline replicas). ")
 	}
 	switch {
-	case f.errCode == 72:
+	case f.errCode == cluster.ListenerNotFound:
 		b.WriteString("LISTENER_NOT_FOUND means the leader exists but has no listener by the name the client connected through: " +
 			"the brokers' listener names differ, not an election. ")
 	case f.allOffline:

@@ -8,9 +8,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
@@ -69,7 +69,7 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 	conns := tally.Conns{Max: len(refs) * maxConns}
 	errs := map[int16]int64{}
 	leaderCounts := map[int32]int64{}
-	waiting := map[key.Client]*waiter{}
+	waiting := map[cluster.Client]*waiter{}
 	f := &Finding{Topic: topic, offlineKnown: true, dropped: r.dropped, sev: sev, p: r.p}
 	var evs [][]detectors.Evidence
 	intervals := make([][2]int64, 0, len(refs))
@@ -155,9 +155,9 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 	}
 	slices.Sort(ids)
 	slices.SortFunc(hosts, netip.Addr.Compare)
-	partitions := make([]detectors.TopicPartition, len(f.Partitions))
+	partitions := make([]cluster.Partition, len(f.Partitions))
 	for i, id := range f.Partitions {
-		partitions[i] = detectors.TopicPartition{Topic: topic, Partition: id}
+		partitions[i] = cluster.Partition{Topic: topic, Num: id}
 	}
 	last := maxTime(f.last, f.healed)
 	if f.Ongoing {
@@ -176,7 +176,7 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 }
 
 // waiters lists the clients that waited, those that waited most first.
-func waiters(m map[key.Client]*waiter) []Waiter {
+func waiters(m map[cluster.Client]*waiter) []Waiter {
 	out := make([]Waiter, 0, len(m))
 	for _, w := range m {
 		out = append(out, Waiter{ClientID: w.ID, Host: w.Host.String(), MetadataAnswers: w.metadata, ProduceRefused: w.produce, FetchRefused: w.fetch})

@@ -24,8 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
@@ -68,14 +68,14 @@ type group struct {
 	members     map[string]*member
 	generations int64 // distinct generations JoinGroup answers gave
 	generation  int32
-	joiners     map[key.Client]bool
+	joiners     map[cluster.Client]bool
 	evictions   []*member
 	conns       tally.Conns
 }
 
 type member struct {
 	id       string
-	client   key.Client
+	client   cluster.Client
 	timeout  time.Duration
 	lastSeen time.Time
 	lastEv   detectors.Evidence // What set at the finding: lastAPI
@@ -152,11 +152,11 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if len(g.members) >= maxMembers {
 			return
 		}
-		m = &member{id: id, client: key.ClientOf(x.Req), lastSeen: x.Req.Time,
+		m = &member{id: id, client: x.Req.Client, lastSeen: x.Req.Time,
 			lastEv: detectors.EvidenceAt(x.Req, ""), lastAPI: x.Req.Name(), server: x.Conn.Server}
 		g.members[id] = m
 		g.conns.Add(x.Conn)
-		if (code == 25 || code == 22) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
+		if (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
 			// Its first request in the capture, answered as to a member
 			// the coordinator dropped: silent since before the capture
 			// began, at least that long.
@@ -170,7 +170,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 
 func (r *rule) group(name string) *group {
 	return tally.Entry(r.groups, name, maxGroups, &r.dropped, func() *group {
-		return &group{name: name, members: map[string]*member{}, joiners: map[key.Client]bool{}}
+		return &group{name: name, members: map[string]*member{}, joiners: map[cluster.Client]bool{}}
 	})
 }
 
@@ -183,7 +183,7 @@ func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
 	if limit == 0 {
 		limit = r.p.Unknown
 	}
-	if !m.evicted && limit > 0 && t.Sub(m.lastSeen) >= limit && (code == 25 || code == 22) {
+	if !m.evicted && limit > 0 && t.Sub(m.lastSeen) >= limit && (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) {
 		m.evicted, m.back, m.silentUntil = true, true, t
 		m.answer = detectors.ErrorName(code)
 		m.backEv = detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+m.answer+" to member "+m.id+" after "+
@@ -205,7 +205,7 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 	if g == nil {
 		return
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	if len(g.joiners) < maxMembers {
 		g.joiners[c] = true
 	}
@@ -217,7 +217,7 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 		r.seen(g, old, x, resp.ErrorCode)
 	}
 	id := resp.MemberID
-	if resp.ErrorCode != 0 && resp.ErrorCode != 79 || id == "" {
+	if resp.ErrorCode != 0 && resp.ErrorCode != cluster.MemberIDRequired || id == "" {
 		return
 	}
 	m := g.members[id]

@@ -25,6 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/burst"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -64,22 +65,17 @@ func New(p Params) detectors.Rule {
 	if p.Window <= 0 {
 		p.Window = time.Second
 	}
-	return &rule{p: p, clients: map[key]*client{}}
+	return &rule{p: p, clients: map[cluster.Client]*client{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[key]*client
+	clients map[cluster.Client]*client
 	dropped int64
 }
 
-type key struct {
-	clientID string
-	host     netip.Addr
-}
-
 type client struct {
-	key       key
+	key       cluster.Client
 	win       *burst.Window
 	requests  int64
 	allTopics int64
@@ -116,7 +112,7 @@ func (e evid) Evidence() detectors.Evidence {
 }
 
 func (r *rule) client(m *flows.Message, c *flows.ConnInfo) *client {
-	k := key{m.Client.ID, c.Client.Addr().Unmap()}
+	k := m.Client
 	cl := r.clients[k]
 	if cl == nil {
 		if len(r.clients) >= maxClients {
@@ -211,7 +207,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 	sev := max(detectors.Warning, detectors.Grade(best.Duration(), ongoing))
 	peak, peakAt := cl.win.Peak()
 	f := &Finding{
-		ClientID: cl.key.clientID, ClientHost: cl.key.host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
+		ClientID: cl.key.ID, ClientHost: cl.key.Host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
 		StormS: text.Seconds(best.Duration()), StormRate: best.Rate(), PeakPerSecond: peak, Ongoing: ongoing,
 		AllTopicsShare: share(cl.allTopics, cl.requests), MeanResponseBytes: mean(cl.respBytes, cl.responses),
 		MaxResponseBytes: cl.respMax,
@@ -232,7 +228,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 		Conns:    cl.conns.IDs(),
 		Nodes:    cl.conns.Nodes(p.Nodes),
 		Evidence: cl.ev.List(),
-		Subject:  detectors.Subject{ClientIDs: []string{cl.key.clientID}, Clients: []netip.Addr{cl.key.host}, Servers: cl.conns.ServerAddrs()},
+		Subject:  detectors.Subject{ClientIDs: []string{cl.key.ID}, Clients: []netip.Addr{cl.key.Host}, Servers: cl.conns.ServerAddrs()},
 		Detail:   f,
 	}
 }

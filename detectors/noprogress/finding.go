@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -109,9 +110,9 @@ func (f *Finding) finding(p *detectors.Pass) detectors.Finding {
 		f.ev = append(f.ev[:4], f.ev[len(f.ev)-4:]...)
 	}
 	detectors.SortEvidence(f.ev)
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	for _, pt := range f.Partitions {
-		parts = append(parts, detectors.TopicPartition{Topic: f.Topic, Partition: pt})
+		parts = append(parts, cluster.Partition{Topic: f.Topic, Num: pt})
 	}
 	f.StalledMs = d.Milliseconds()
 	return detectors.Finding{
@@ -259,13 +260,14 @@ func (f *Finding) Next() string {
 
 func hint(code int16) string {
 	switch code {
-	case 14, 15, 16:
+	case cluster.CoordinatorLoadInProgress, cluster.CoordinatorNotAvailable, cluster.NotCoordinator:
 		return "Check the coordinator partition's leader and ISR and the broker's log for loading errors."
-	case 30, 29, 31, 53:
+	case cluster.GroupAuthorizationFailed, cluster.TopicAuthorizationFailed, cluster.ClusterAuthorizationFailed,
+		cluster.TransactionalIDAuthorizationFailed:
 		return "The principal is not authorized: kafka-acls.sh --list --principal User:<name>."
-	case 7:
+	case cluster.RequestTimedOut:
 		return "REQUEST_TIMED_OUT: the broker could not complete the request in time (replication, a slow disk)."
-	case 56:
+	case cluster.KafkaStorageError:
 		return "KAFKA_STORAGE_ERROR: a log directory is offline on the broker."
 	}
 	return "Look " + decode.ErrorName(code) + " up in the Kafka protocol guide."

@@ -33,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
@@ -123,12 +124,6 @@ type ended struct {
 }
 
 func (e ended) length() time.Duration { return e.to.Sub(e.from) }
-
-// who is a client: its host and client id.
-type who struct {
-	host netip.Addr
-	id   string
-}
 
 type rule struct {
 	p       Params
@@ -250,7 +245,8 @@ func step(k kind, code int16) bool {
 	switch k {
 	case join, commit:
 		switch code {
-		case 79, 27, 25, 22, 110, 111: // MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED/UNRELEASED_MEMBER_EPOCH
+		case cluster.MemberIDRequired, cluster.RebalanceInProgress, cluster.UnknownMemberID, cluster.IllegalGeneration,
+			cluster.FencedMemberEpoch, cluster.UnreleasedInstanceID:
 			return true
 		}
 	case produce:
@@ -322,7 +318,7 @@ func (s *stall) close(to time.Time, healed bool) {
 
 // verdict is the key's worst stall, the open one counted to end when the
 // client was still asking then.
-func (r *rule) verdict(s *stall, start, end time.Time, older map[who]bool) (e ended, ongoing bool) {
+func (r *rule) verdict(s *stall, start, end time.Time, older map[cluster.Client]bool) (e ended, ongoing bool) {
 	e = s.worst
 	if s.open {
 		o := ended{from: s.first, to: s.last, asks: s.asks, conns: s.conns, ev: s.ev.List()}
@@ -342,7 +338,7 @@ func (r *rule) verdict(s *stall, start, end time.Time, older map[who]bool) (e en
 	// from a client connected before the capture began (its answer came
 	// on such a connection, or the client had one: a client such as
 	// sarama asks again on new connections).
-	e.atStart = e.atStart && (s.mid || older[who{s.key.host, s.key.client}]) &&
+	e.atStart = e.atStart && (s.mid || older[cluster.Client{Host: s.key.host, ID: s.key.client}]) &&
 		s.firstSeen.Sub(start) <= r.p.MaxGap && e.from.Sub(start) <= r.p.MaxGap
 	return e, ongoing
 }
@@ -357,11 +353,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}
 	// The clients (host and client id) with a connection opened before
 	// the capture began.
-	older := map[who]bool{}
+	older := map[cluster.Client]bool{}
 	for _, c := range p.Conns {
 		if c.MidStream {
 			for _, id := range c.ClientIDs {
-				older[who{c.Client.Addr(), id}] = true
+				older[cluster.Client{Host: c.Client.Addr(), ID: id}] = true
 			}
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -52,22 +51,22 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[key.Client]*producer{}, isr: map[key.Partition]*isrSeen{}}
+	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[cluster.Client]*producer{}, isr: map[cluster.Partition]*isrSeen{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[key.Client]*producer
+	clients map[cluster.Client]*producer
 	// isr is what Metadata said of the partitions refused, while refused.
-	isr     map[key.Partition]*isrSeen
+	isr     map[cluster.Partition]*isrSeen
 	dropped int64
 }
 
 // producer is one client's refusals.
 type producer struct {
-	key.Client
-	parts       map[key.Partition]*part
-	order       []key.Partition
+	cluster.Client
+	parts       map[cluster.Partition]*part
+	order       []cluster.Partition
 	more        int64 // refusals on partitions beyond maxParts
 	codes       tally.Codes
 	n           int64
@@ -99,7 +98,9 @@ type isrSeen struct {
 	open          bool // a client is still refused on it
 }
 
-func refusal(code int16) bool { return code == 19 || code == 20 } // NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND
+func refusal(code int16) bool {
+	return code == cluster.NotEnoughReplicas || code == cluster.NotEnoughReplicasAfterAppend
+}
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
@@ -124,11 +125,11 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	if !refused && len(r.clients) == 0 {
 		return
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	pr := r.clients[c]
 	if pr == nil && refused {
 		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *producer {
-			return &producer{Client: c, parts: map[key.Partition]*part{}}
+			return &producer{Client: c, parts: map[cluster.Partition]*part{}}
 		})
 	}
 	if pr == nil {
@@ -136,7 +137,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	}
 	req, _ := x.Req.Req.(*kmsg.ProduceRequest)
 	decode.PartitionErrors(resp, func(ref cluster.Partition, code int16) {
-		pk := key.PartitionOf(ref.Topic, ref.TopicID, ref.Num)
+		pk := ref.Key(x.Conn.Nodes())
 		if refusal(code) {
 			r.refused(pr, pk, code, x, req)
 			return
@@ -154,7 +155,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	})
 }
 
-func (r *rule) refused(pr *producer, pk key.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
+func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
 	pt := tally.Entry(pr.parts, pk, maxParts, &pr.more, func() *part {
 		pr.order = append(pr.order, pk)
 		return &part{}
@@ -175,14 +176,14 @@ func (r *rule) refused(pr *producer, pk key.Partition, code int16, x *detectors.
 	}
 	pt.Fail(t)
 	pr.retried(pt)
-	if code == 20 {
+	if code == cluster.NotEnoughReplicasAfterAppend {
 		pt.appended = 1
 	}
 	if req != nil {
 		pr.acks = req.Acks
 	}
 	for i := range x.Req.Batches {
-		if b := &x.Req.Batches[i]; b.Partition == pk.Partition && b.ProducerID >= 0 {
+		if b := &x.Req.Batches[i]; b.Partition == pk.Num && b.ProducerID >= 0 {
 			pr.idempotent = true
 		}
 	}
@@ -206,10 +207,7 @@ func (pr *producer) retried(pt *part) {
 // metadata keeps what Metadata says of partitions being refused.
 func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 	decode.MetadataPartitions(resp, func(ref cluster.Partition, p *kmsg.MetadataResponseTopicPartition) {
-		s := r.isr[key.PartitionOf(ref.Topic, [16]byte{}, ref.Num)]
-		if s == nil {
-			s = r.isr[key.PartitionOf("", ref.TopicID, ref.Num)]
-		}
+		s := r.isr[ref.Key(m.Conn.Nodes())]
 		if s == nil || !s.open || s.at.Packet != 0 && len(p.ISR) >= len(s.isr) {
 			return
 		}
@@ -249,9 +247,9 @@ func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
 	}
 	code, _ := pr.codes.Top()
 	ev := pr.ev.List()
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	for _, pk := range pr.order {
-		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
+		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 		if s := r.isr[pk]; s != nil && s.at.Packet != 0 {
 			ev = append(ev, s.at)
 		}

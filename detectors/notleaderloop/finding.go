@@ -113,9 +113,9 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 	c := e.key.C
 	dur := e.duration()
 	held, healed := e.held()
-	errCode := int16(notLeader)
+	errCode := cluster.NotLeaderOrFollower
 	if e.fenced*2 > e.notLeader {
-		errCode = fencedLeader
+		errCode = cluster.FencedLeaderEpoch
 	}
 	f := &Finding{
 		Fields: e.key.Fields(), Error: decode.ErrorName(errCode), Servers: e.servers.Strings(), Duration: text.Seconds(dur),
@@ -144,10 +144,10 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		f.KnownIssue = "KAFKA-19354"
 	}
 	f.prose = prose{v: v, who: text.Or(c.ID, "client") + " (" + c.Host.String() + ")", api: decode.Name(e.api),
-		tp: e.key.P.String(), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
+		tp: peers.Label(e.key.P), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
 		notLeader: e.notLeader, tried: tried(p, e), nServers: e.servers.Len(), answerLeader: e.leader,
 		answerEpoch: e.epoch, metaRefreshes: e.metaEnd - e.metaStart, clientNode: peers.NodeOf(p, e.fetcher, c.Host),
-		part: e.key.P.Part, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter,
+		part: e.key.P.Num, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter,
 		fromRate: text.Rate(v.fromLeader, dur)}
 	if e.hasOffset {
 		f.offset = fmt.Sprintf(" at fetchOffset %d", e.offset)

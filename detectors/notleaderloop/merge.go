@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -138,7 +139,7 @@ func (mg *merger) done() []detectors.Finding {
 		m.Subject.Nodes = m.Nodes
 		m.Subject.Partitions = nil
 		for _, p := range parts {
-			m.Subject.Partitions = append(m.Subject.Partitions, detectors.TopicPartition{Topic: md.Topic, Partition: p})
+			m.Subject.Partitions = append(m.Subject.Partitions, cluster.Partition{Topic: md.Topic, Num: p})
 		}
 		detectors.SortEvidence(m.Evidence)
 		m.Evidence = thin(m.Evidence, 2+detectors.MaxMiddle)

@@ -69,12 +69,6 @@ type Params struct {
 	BurstResponses int           `param:"burst-responses" doc:"not-leader answers that make a loop however short the run, and at least a warning: a client retrying with no backoff sends thousands a second, a client following a leadership change a handful; 0: off"`
 }
 
-// The errors that refuse a request for not being sent to the leader.
-const (
-	notLeader    = 6
-	fencedLeader = 74
-)
-
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	r := &rule{p: p}
@@ -149,15 +143,15 @@ func (e *run) duration() time.Duration { return e.last.Sub(e.first) }
 func (e *run) held() (d time.Duration, healed bool) { return spell.Ended(e.first, e.last, e.healed) }
 
 // cpKey is the key of a client's topic in the Metadata table.
-func cpKey(c peers.Client, p peers.Partition) table.CPKey {
-	return table.CPKey{Host: c.Host, ClientID: c.ID, Topic: p.Topic, TopicID: p.ID}
+func cpKey(c cluster.Client, p cluster.Partition) table.CPKey {
+	return table.CPKey{Host: c.Host, ClientID: c.ID, Topic: p.Topic, TopicID: p.TopicID}
 }
 
 // metaOf returns the leader client c's Metadata names for k's partition,
 // or nil.
 func (r *rule) metaOf(conn int, k peers.Key) *meta {
 	ck := cpKey(k.C, k.P)
-	return r.meta.Topic(conn, &ck, false).Part(k.P.Part)
+	return r.meta.Topic(conn, &ck, false).Part(k.P.Num)
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -186,7 +180,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 
 // metadata keeps the leader that each partition's Metadata names.
 func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
-	c := peers.ClientOf(x)
+	c := x.Req.Client
 	server := peers.Addr(x.Conn.Server)
 	nodes := x.Conn.Nodes()
 	// The topic's key is found once, then each partition by number.
@@ -197,7 +191,7 @@ func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
 	decode.LeaderHints(resp, func(h decode.LeaderHint) {
 		if !started || h.Topic != topic.Topic || h.TopicID != topic.TopicID {
 			started, topic = true, h.Partition
-			key = cpKey(c, peers.PartitionOf(nodes, h.Partition))
+			key = cpKey(c, h.Partition.Key(nodes))
 			ct = r.meta.Topic(x.Conn.ID, &key, false)
 		}
 		m := ct.Part(h.Partition.Num)
@@ -221,10 +215,11 @@ func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
 	})
 }
 
-// anyNotLeader reports whether a response carries error 6 or 74.
+// anyNotLeader reports whether a response carries NOT_LEADER_OR_FOLLOWER
+// or FENCED_LEADER_EPOCH.
 func anyNotLeader(m *flows.Message) bool {
 	for _, e := range m.ErrorCodes {
-		if e.Code == notLeader || e.Code == fencedLeader {
+		if e.Code == cluster.NotLeaderOrFollower || e.Code == cluster.FencedLeaderEpoch {
 			return true
 		}
 	}
@@ -237,7 +232,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 	if r.runs.Len() == 0 && !refused {
 		return // nothing to follow: the common, healthy case
 	}
-	c := peers.ClientOf(x)
+	c := x.Req.Client
 	if r.runs.Idle(c) && !refused {
 		return // every partition a success or another error, no run to end or count in
 	}
@@ -250,10 +245,10 @@ func (r *rule) answers(x *detectors.Exchange) {
 	}
 	nodes := x.Conn.Nodes()
 	decode.PartitionAnswers(x.Resp.Resp, func(a decode.PartitionAnswer) {
-		if r.runs.Len() == 0 && a.ErrorCode != notLeader && a.ErrorCode != fencedLeader {
+		if r.runs.Len() == 0 && a.ErrorCode != cluster.NotLeaderOrFollower && a.ErrorCode != cluster.FencedLeaderEpoch {
 			return // nothing to follow
 		}
-		o.key = peers.Key{C: c, P: peers.PartitionOf(nodes, a.Partition)}
+		o.key = peers.Key{C: c, P: a.Partition.Key(nodes)}
 		o.a = a
 		r.observe(&o)
 	})
@@ -275,7 +270,7 @@ func (r *rule) observe(o *obs) {
 	e := r.runs.Open(o.key)
 	x := o.x
 	switch o.a.ErrorCode {
-	case notLeader, fencedLeader:
+	case cluster.NotLeaderOrFollower, cluster.FencedLeaderEpoch:
 		if e != nil && (e.leader != o.a.Leader || e.epoch != o.a.Epoch) {
 			r.runs.Finish(o.key)
 			e = nil
@@ -293,7 +288,7 @@ func (r *rule) observe(o *obs) {
 		}
 		e.requests++
 		e.notLeader++
-		if o.a.ErrorCode == fencedLeader {
+		if o.a.ErrorCode == cluster.FencedLeaderEpoch {
 			e.fenced++
 		}
 		e.last = x.Resp.Time
@@ -326,7 +321,7 @@ func (r *rule) observe(o *obs) {
 		}
 		e.ev.Add(answer{file: int32(x.Resp.File), packet: x.Resp.Packet, conn: x.Conn, key: x.Req.Key,
 			version: x.Req.Version, corr: x.Req.Correlation, code: o.a.ErrorCode, leader: o.a.Leader, epoch: o.a.Epoch})
-	case 0:
+	case cluster.None:
 		if e != nil {
 			e.healed = x.Resp.Time
 			r.runs.Finish(o.key)
@@ -345,13 +340,13 @@ func (r *rule) observe(o *obs) {
 // unanswered counts a request that got no answer towards the runs of its
 // partitions.
 func (r *rule) unanswered(x *detectors.Exchange) {
-	c := peers.ClientOf(x)
+	c := x.Req.Client
 	if r.runs.Idle(c) {
 		return
 	}
 	nodes := x.Conn.Nodes()
 	decode.RequestPartitions(x.Req.Req, func(p cluster.Partition) {
-		if e := r.runs.Open(peers.Key{C: c, P: peers.PartitionOf(nodes, p)}); e != nil {
+		if e := r.runs.Open(peers.Key{C: c, P: p.Key(nodes)}); e != nil {
 			// Not among the servers the run reached: a request to the
 			// leader that got no answer did not reach it (tries holds it
 			// for the leader-unreachable verdict).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
@@ -571,7 +572,7 @@ func TestNotLeaderLoopSubject(t *testing.T) {
 	if !s.Explains(&storm) || s.Explains(&other) {
 		t.Errorf("subject %+v: explains the client's NOT_LEADER_OR_FOLLOWER storm %v, another error %v", s, s.Explains(&storm), s.Explains(&other))
 	}
-	if len(s.Partitions) != 1 || s.Partitions[0] != (detectors.TopicPartition{Topic: "events", Partition: 0}) || s.Clients[0].String() != "10.1.6.6" {
+	if len(s.Partitions) != 1 || s.Partitions[0] != (cluster.Partition{Topic: "events", Num: 0}) || s.Clients[0].String() != "10.1.6.6" {
 		t.Errorf("subject %+v", s)
 	}
 }

@@ -3,9 +3,9 @@ package producersequence
 import (
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -20,24 +20,24 @@ const (
 
 // episode is one producer's sequence errors and what followed them.
 type episode struct {
-	key.Client
+	cluster.Client
 	first, last time.Time
 	n           int64
 	codes       tally.Codes
 	from        identity // of the first error
 	fromSeq     int32
-	fromPart    key.Partition
+	fromPart    cluster.Partition
 	// after is the error the partition answered just before the first
 	// sequence error (NOT_LEADER_OR_FOLLOWER...), 0 if none.
 	after   int16
 	afterAt mark
 
-	parts     map[key.Partition]*spell.Spell
-	partOrder []key.Partition
+	parts     map[cluster.Partition]*spell.Spell
+	partOrder []cluster.Partition
 	ids       []idSeen
 	moreIDs   int64
-	resets    map[key.Partition]bool
-	resetList []key.Partition
+	resets    map[cluster.Partition]bool
+	resetList []cluster.Partition
 
 	resent, maybe, dups int64
 	copies              []copied
@@ -57,7 +57,7 @@ type idSeen struct {
 
 // copied is a batch sent again under a new identity and written.
 type copied struct {
-	part         key.Partition
+	part         cluster.Partition
 	first, again sent
 	firstAt      mark
 	againAt      mark
@@ -81,8 +81,8 @@ func (s seen) Evidence() detectors.Evidence {
 
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
-func newEpisode(c key.Client, s *sent, h *history, nodes *flows.Nodes) *episode {
-	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[key.Partition]*spell.Spell{}, resets: map[key.Partition]bool{}, nodes: nodes}
+func newEpisode(c cluster.Client, s *sent, h *history, nodes *flows.Nodes) *episode {
+	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.
 	prev := s
@@ -101,7 +101,7 @@ func newEpisode(c key.Client, s *sent, h *history, nodes *flows.Nodes) *episode 
 }
 
 // failed counts a sequence error for part.
-func (e *episode) failed(part key.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
+func (e *episode) failed(part cluster.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
 	if e.n == 0 {
 		e.first, e.fromPart = at.time, part
 	}
@@ -126,7 +126,7 @@ func (e *episode) failed(part key.Partition, s *sent, code int16, at mark, conn 
 // sentAfter looks at a batch the producer sent after its first error: a
 // new identity, a sequence restarted on another partition, records sent
 // before under another identity.
-func (e *episode) sentAfter(h *history, s *sent, part key.Partition, txn bool) {
+func (e *episode) sentAfter(h *history, s *sent, part cluster.Partition, txn bool) {
 	if s.identity != e.from {
 		e.identity(s.identity, s.at, false)
 		if s.seq == 0 && h.n > 0 && e.parts[part] == nil && !e.resets[part] && len(e.resets) < maxParts {
@@ -163,7 +163,7 @@ func (e *episode) identity(id identity, at mark, init bool) {
 // answered looks at a batch answered without a sequence error: a write
 // ends the partition's spell; a copy written is a duplicate if its first
 // copy was written, a possible one if its first copy's fate is unknown.
-func (e *episode) answered(h *history, part key.Partition, s *sent, at mark) {
+func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark) {
 	if s.state != written {
 		return
 	}
@@ -204,7 +204,7 @@ func (e *episode) held(end time.Time) (time.Duration, bool) {
 	return d, ongoing
 }
 
-func (e *episode) topicName(pk key.Partition) string { return pk.TopicName(e.nodes) }
+func (e *episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.nodes) }
 
 // evidence lists the errors sampled, the new identities and the copies.
 func (e *episode) evidence() []detectors.Evidence {

@@ -200,7 +200,7 @@ func (f *Finding) Next() string {
 		"kafka.producer:type=producer-metrics,client-id=%s record-error-rate and record-retry-rate; keep "+
 		"max.in.flight.requests.per.connection at 5 or less with enable.idempotence=true, and a delivery.timeout.ms long "+
 		"enough that batches do not expire while in flight (librdkafka issue 2163).",
-		f.ProducerID, topic, f.e.fromPart.Partition, topic, text.Clock(f.e.first), f.ClientID)
+		f.ProducerID, topic, f.e.fromPart.Num, topic, text.Clock(f.e.first), f.ClientID)
 	if f.e.dups > 0 || f.e.maybe > 0 {
 		s += " Find the copies with kafka-dump-log.sh --files <segment>.log --print-data-log around the offsets listed; " +
 			"consumers must tolerate or remove them. librdkafka is known to bump the epoch on this error and send " +

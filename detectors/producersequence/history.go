@@ -3,8 +3,8 @@ package producersequence
 import (
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 )
 
 // The last batches each idempotent producer sent to each partition, so
@@ -18,8 +18,8 @@ const keep = 8
 
 // histKey is a producer (client id and host) and a partition.
 type histKey struct {
-	key.Client
-	key.Partition
+	cluster.Client
+	cluster.Partition
 }
 
 // identity is a producer id and epoch.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -51,13 +51,13 @@ const maxClients = 1024
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
-	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[key.Client]*episode{}}
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*episode{}}
 }
 
 type rule struct {
 	p       Params
 	hist    histories
-	eps     map[key.Client]*episode
+	eps     map[cluster.Client]*episode
 	dropped int64
 }
 
@@ -65,7 +65,7 @@ type rule struct {
 // sequence numbers.
 func seqError(code int16) bool {
 	switch code {
-	case 45, 47, 59: // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
+	case cluster.OutOfOrderSequenceNumber, cluster.InvalidProducerEpoch, cluster.UnknownProducerID:
 		return true
 	}
 	return false
@@ -74,9 +74,9 @@ func seqError(code int16) bool {
 // fate is what an answer's error code says of the batch.
 func fate(code int16) outcome {
 	switch code {
-	case 0, 46: // written; DUPLICATE_SEQUENCE_NUMBER: written before
+	case cluster.None, cluster.DuplicateSequenceNumber: // written; written before
 		return written
-	case 7, 20, 13: // REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NETWORK_EXCEPTION
+	case cluster.RequestTimedOut, cluster.NotEnoughReplicasAfterAppend, cluster.NetworkException:
 		return unsure
 	}
 	return refused
@@ -98,8 +98,8 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		c := key.ClientOf(m)
-		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
+		c := m.Client
+		pk := cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}.Key(m.Conn.Nodes())
 		h := r.hist.get(histKey{c, pk})
 		s := sent{identity: identity{b.ProducerID, b.ProducerEpoch}, seq: b.BaseSequence, count: b.Records,
 			sum: b.PayloadSum(), at: markOf(m), prevSeq: -1}
@@ -127,7 +127,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			return
 		}
 		if resp, ok := x.Resp.Resp.(*kmsg.InitProducerIDResponse); ok && resp.ErrorCode == 0 {
-			if e := r.eps[key.ClientOf(x.Req)]; e != nil {
+			if e := r.eps[x.Req.Client]; e != nil {
 				e.initialised(identity{resp.ProducerID, resp.ProducerEpoch}, markOf(x.Resp))
 			}
 		}
@@ -145,14 +145,14 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 			return
 		}
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	cur := answerCursor{}
 	for i := range x.Req.Batches {
 		b := &x.Req.Batches[i]
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		pk := key.PartitionOf(b.Topic, b.TopicID, b.Partition)
+		pk := cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}.Key(x.Conn.Nodes())
 		h := r.hist.m[histKey{c, pk}]
 		if h == nil {
 			continue
@@ -165,7 +165,7 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 			s.state = unsure // never answered
 			continue
 		}
-		code, offset, ok := cur.find(resp, pk)
+		code, offset, ok := cur.find(resp, pk, x.Conn.Nodes())
 		if !ok {
 			continue
 		}
@@ -196,10 +196,10 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 // order), so that a big request costs no quadratic search.
 type answerCursor struct{ t, p int }
 
-func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk key.Partition) (code int16, offset int64, ok bool) {
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, names cluster.Names) (code int16, offset int64, ok bool) {
 	match := func(t, p int) bool {
 		rt, rp := &resp.Topics[t], &resp.Topics[t].Partitions[p]
-		return rp.Partition == pk.Partition && (pk.Topic != "" && rt.Topic == pk.Topic || pk.Topic == "" && rt.TopicID == pk.TopicID)
+		return rp.Partition == pk.Num && cluster.Partition{Topic: rt.Topic, TopicID: rt.TopicID, Num: rp.Partition}.Key(names) == pk
 	}
 	if c.t < len(resp.Topics) && c.p < len(resp.Topics[c.t].Partitions) && match(c.t, c.p) {
 		rp := &resp.Topics[c.t].Partitions[c.p]
@@ -249,9 +249,9 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	f := e.detail(p, held, ongoing)
 	f.forgotten, f.dropped = r.hist.forgotten, r.dropped
 	code, _ := e.codes.Top()
-	parts := make([]detectors.TopicPartition, 0, len(e.parts))
+	parts := make([]cluster.Partition, 0, len(e.parts))
 	for _, pk := range e.partOrder {
-		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
+		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 	}
 	f.SequenceErrors = e.n
 	f.EpochBumps = int64(len(e.ids)) + e.moreIDs

@@ -3,6 +3,7 @@ package rebalanceloop
 import (
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -65,7 +66,7 @@ func (r *rule) leave(g *group, t time.Time, c *flows.ConnInfo, ev evid) {
 }
 
 // fail counts a rebalance error code answered to src.
-func (r *rule) fail(g *group, t time.Time, x *detectors.Exchange, code int16, src source) {
+func (r *rule) fail(g *group, t time.Time, x *detectors.Exchange, code int16, src cluster.Client) {
 	if !rebalanceError(code) {
 		return
 	}

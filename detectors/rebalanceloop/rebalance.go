@@ -25,13 +25,13 @@
 package rebalanceloop
 
 import (
-	"net/netip"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -80,19 +80,13 @@ type rule struct {
 	dropped int64
 }
 
-// source is a member's client: its host and client id.
-type source struct {
-	host     netip.Addr
-	clientID string
-}
-
 type group struct {
 	id       string
 	classic  bool
 	consumer bool // KIP-848
 	members  map[string]bool
 	lastGen  int32
-	fenced   map[source]bool // sources fenced in the current episode
+	fenced   map[cluster.Client]bool // sources fenced in the current episode
 	cur      episode
 	best     episode
 	episodes int // reportable episodes
@@ -129,7 +123,7 @@ func (e evid) Evidence() detectors.Evidence {
 // rebalancing or that its generation or identity is stale.
 func rebalanceError(code int16) bool {
 	switch code {
-	case 22, 25, 27, 82, 110, 113: // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH
+	case cluster.IllegalGeneration, cluster.UnknownMemberID, cluster.RebalanceInProgress, cluster.FencedInstanceID, cluster.FencedMemberEpoch, cluster.StaleMemberEpoch:
 		return true
 	}
 	return false
@@ -138,30 +132,10 @@ func rebalanceError(code int16) bool {
 // fencing reports whether code tells a member it is no longer one.
 func fencing(code int16) bool {
 	switch code {
-	case 22, 25, 82, 110:
+	case cluster.IllegalGeneration, cluster.UnknownMemberID, cluster.FencedInstanceID, cluster.FencedMemberEpoch:
 		return true
 	}
 	return false
-}
-
-// groupOf is the group a request is about, and whether it is one of the
-// group APIs the rule follows.
-func groupOf(req kmsg.Request) (string, bool) {
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return r.Group, true
-	case *kmsg.SyncGroupRequest:
-		return r.Group, true
-	case *kmsg.HeartbeatRequest:
-		return r.Group, true
-	case *kmsg.LeaveGroupRequest:
-		return r.Group, true
-	case *kmsg.OffsetCommitRequest:
-		return r.Group, r.Group != ""
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		return r.Group, true
-	}
-	return "", false
 }
 
 func (r *rule) group(id string) *group {
@@ -171,7 +145,7 @@ func (r *rule) group(id string) *group {
 			r.dropped++
 			return nil
 		}
-		g = &group{id: id, members: map[string]bool{}, fenced: map[source]bool{}}
+		g = &group{id: id, members: map[string]bool{}, fenced: map[cluster.Client]bool{}}
 		r.groups[id] = g
 	}
 	return g
@@ -199,8 +173,8 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Req.Req == nil {
 		return
 	}
-	id, ok := groupOf(x.Req.Req)
-	if !ok {
+	id := x.Req.Group // a group API naming no group is Kafka's INVALID_GROUP_ID, no rebalance
+	if id == "" {
 		return
 	}
 	g := r.group(id)
@@ -215,11 +189,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp != nil {
 		t = x.Resp.Time
 	}
-	src := source{x.Conn.Client.Addr().Unmap(), x.Req.Client.ID}
+	src := x.Req.Client
 	switch req := x.Req.Req.(type) {
 	case *kmsg.JoinGroupRequest:
 		g.classic = true
-		if code == 79 { // MEMBER_ID_REQUIRED: the first half of a first join (KIP-394)
+		if code == cluster.MemberIDRequired { // the first half of a first join (KIP-394)
 			return
 		}
 		if x.Resp == nil || x.Resp.Resp == nil {

@@ -24,8 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -59,13 +59,13 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinBatches: max(p.MinBatches, 1)}, clients: map[key.Client]*client{},
+	return &rule{p: Params{MinBatches: max(p.MinBatches, 1)}, clients: map[cluster.Client]*client{},
 		accepted: map[string]int64{}, limits: map[string]limit{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[key.Client]*client
+	clients map[cluster.Client]*client
 	dropped int64
 	// accepted is the largest partition payload (bytes of its batches)
 	// each topic accepted, from any client; limits the max.message.bytes
@@ -83,7 +83,7 @@ type limit struct {
 }
 
 type client struct {
-	key.Client
+	cluster.Client
 	codes         tally.Codes
 	answers       int64
 	batches       int64
@@ -91,8 +91,8 @@ type client struct {
 	bytes         int64
 	smallest      int64 // the smallest payload refused MESSAGE_TOO_LARGE
 	largest       int64 // the largest payload refused
-	parts         map[key.Partition]int64
-	order         []key.Partition
+	parts         map[cluster.Partition]int64
+	order         []cluster.Partition
 	moreParts     int64
 	first, last   time.Time
 	ongoing       bool // no write accepted after the last refusal
@@ -108,7 +108,8 @@ type client struct {
 // lost reports the codes that refuse records for good.
 func lost(code int16) bool {
 	switch code {
-	case 2, 10, 18, 32, 76, 87: // CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD
+	case cluster.CorruptMessage, cluster.MessageTooLarge, cluster.RecordListTooLarge, cluster.InvalidTimestamp,
+		cluster.UnsupportedCompressionType, cluster.InvalidRecord:
 		return true
 	}
 	return false
@@ -128,13 +129,13 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 }
 
 func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
-	c := r.clients[key.ClientOf(x.Req)]
+	c := r.clients[x.Req.Client]
 	for ti := range resp.Topics {
 		t := &resp.Topics[ti]
 		topic := x.Resp.TopicName(t.Topic, t.TopicID)
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			pk := key.PartitionOf(t.Topic, t.TopicID, p.Partition)
+			pk := cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}.Key(x.Conn.Nodes())
 			size, records, batches := payload(x.Req, pk)
 			if p.ErrorCode == 0 {
 				if size > r.accepted[topic] {
@@ -154,9 +155,9 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			if c == nil {
-				ck := key.ClientOf(x.Req)
+				ck := x.Req.Client
 				c = tally.Entry(r.clients, ck, maxClients, &r.dropped, func() *client {
-					return &client{Client: ck, parts: map[key.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1}
+					return &client{Client: ck, parts: map[cluster.Partition]int64{}, topicsRefused: map[string]bool{}, smallest: -1}
 				})
 				if c == nil {
 					return
@@ -169,10 +170,10 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 
 // payload is the bytes, records and batches the request carried for the
 // partition.
-func payload(m *flows.Message, pk key.Partition) (size, records, batches int64) {
+func payload(m *flows.Message, pk cluster.Partition) (size, records, batches int64) {
 	for i := range m.Batches {
 		b := &m.Batches[i]
-		if b.Partition != pk.Partition || key.PartitionOf(b.Topic, b.TopicID, b.Partition) != pk {
+		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
 			continue
 		}
 		size += int64(b.Length) + 12 // the offset and length before the batch
@@ -186,7 +187,7 @@ func payload(m *flows.Message, pk key.Partition) (size, records, batches int64) 
 	return size, records, batches
 }
 
-func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk key.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
+func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluster.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
 	t := x.Resp.Time
 	if c.answers == 0 {
 		c.first = t
@@ -198,7 +199,7 @@ func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk key.Pa
 	c.batches += max(batches, 1)
 	c.records += records
 	c.bytes += size
-	if size > 0 && p.ErrorCode == 10 && (c.smallest < 0 || size < c.smallest) {
+	if size > 0 && p.ErrorCode == cluster.MessageTooLarge && (c.smallest < 0 || size < c.smallest) {
 		c.smallest = size
 	}
 	c.largest = max(c.largest, size)
@@ -324,10 +325,10 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	if c.smallest > 0 {
 		f.SmallestTooLarge = c.smallest
 	}
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	for _, pk := range c.order {
 		f.Partitions = append(f.Partitions, pk.Label(p.Nodes))
-		parts = append(parts, detectors.TopicPartition{Topic: pk.TopicName(p.Nodes), Partition: pk.Partition})
+		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 	}
 	ev := c.ev.List()
 	if c.codes.Names() != nil && hasCode(c, 10) {

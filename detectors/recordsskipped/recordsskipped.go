@@ -33,7 +33,6 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -68,7 +67,7 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	return &rule{p: Params{MinSkipped: max(p.MinSkipped, 1)}, pos: map[posKey]*position{}, starts: map[part]int64{},
-		clients: map[key.Client]*consumer{}}
+		clients: map[cluster.Client]*consumer{}}
 }
 
 type part struct {
@@ -77,7 +76,7 @@ type part struct {
 }
 
 type posKey struct {
-	key.Client
+	cluster.Client
 	part
 }
 
@@ -100,13 +99,13 @@ type rule struct {
 	p         Params
 	pos       map[posKey]*position
 	starts    map[part]int64
-	clients   map[key.Client]*consumer
+	clients   map[cluster.Client]*consumer
 	dropped   int64
 	moreStart int64
 }
 
 type consumer struct {
-	key.Client
+	cluster.Client
 	skips       []skip
 	moreParts   int64
 	skipped     int64
@@ -128,7 +127,7 @@ type skip struct {
 }
 
 func (r *rule) name(n *flows.Nodes, topic string, id [16]byte) string {
-	return key.PartitionOf(topic, id, 0).TopicName(n)
+	return cluster.Partition{Topic: topic, TopicID: id}.TopicName(n)
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -177,7 +176,7 @@ func (r *rule) logStart(pt part, off int64) {
 
 func (r *rule) committed(ps *detectors.Pass, x *detectors.Exchange, resp *kmsg.OffsetFetchResponse) {
 	req, _ := x.Req.Req.(*kmsg.OffsetFetchRequest)
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	note := func(group, topic string, pp *kmsg.OffsetFetchResponseTopicPartition) {
 		if pp.ErrorCode != 0 || pp.Offset < 0 {
 			return
@@ -223,7 +222,7 @@ func (r *rule) expect(k posKey, off int64, oor bool, group string, when time.Tim
 }
 
 func (r *rule) listed(x *detectors.Exchange, req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) {
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		for _, pp := range t.Partitions {
@@ -265,7 +264,7 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 		name := ""
 		for j := range t.Partitions {
 			pp := &t.Partitions[j]
-			if pp.LogStartOffset <= 0 && pp.ErrorCode != 1 {
+			if pp.LogStartOffset <= 0 && pp.ErrorCode != cluster.OffsetOutOfRange {
 				continue
 			}
 			if name == "" {
@@ -275,7 +274,7 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 			if pp.LogStartOffset > 0 {
 				r.logStart(pt, pp.LogStartOffset)
 			}
-			if pp.ErrorCode == 1 {
+			if pp.ErrorCode == cluster.OffsetOutOfRange {
 				oor = append(oor, pt)
 			}
 		}
@@ -283,7 +282,7 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 	if len(r.pos) == 0 && len(oor) == 0 {
 		return
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	decode.FetchOffsets(req, func(ref cluster.Partition, off int64) {
 		pt := part{r.name(p.Nodes, ref.Topic, ref.TopicID), ref.Num}
 		k := posKey{c, pt}
@@ -402,12 +401,12 @@ func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
 	f := &Finding{ClientID: c.ID, Host: c.Host.String(), Groups: c.groups, Skipped: c.skipped, Deleted: c.deleted,
 		OutOfRange: c.outOfRange, serverLabels: c.conns.ServerLabels(p.Nodes), first: c.first, last: c.last,
 		moreParts: c.moreParts, dropped: r.dropped}
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	for _, s := range c.skips {
 		ps := Skip{Partition: s.topic + "-" + strconv.Itoa(int(s.partition)), From: s.from, To: s.to, OutOfRange: s.outOfRange,
 			LogStart: s.logStart}
 		f.Partitions = append(f.Partitions, ps)
-		parts = append(parts, detectors.TopicPartition{Topic: s.topic, Partition: s.partition})
+		parts = append(parts, cluster.Partition{Topic: s.topic, Num: s.partition})
 	}
 	ev := append([]detectors.Evidence(nil), c.ev...)
 	detectors.SortEvidence(ev)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -145,7 +146,7 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 	var a Agreed
 	var when copies.Span
 	var ev detectors.Sampler[detectors.Evidence]
-	var subject []detectors.TopicPartition
+	var subject []cluster.Partition
 	for _, pt := range parts {
 		r.holders(p.Nodes, pt, nodes, names)
 		a.Batches += pt.batches
@@ -163,7 +164,7 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 		for _, e := range pt.ev.List() {
 			ev.Add(e)
 		}
-		subject = append(subject, detectors.TopicPartition{Topic: pt.key.Name(p.Nodes), Partition: pt.key.Partition})
+		subject = append(subject, cluster.Partition{Topic: pt.key.TopicName(p.Nodes), Num: pt.key.Num})
 	}
 	a.Names = text.SortedKeys(names)
 	a.Replicas = int64(len(names))
@@ -172,7 +173,7 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 	if len(parts) == 1 {
 		pt := parts[0]
 		a.What = pt.key.Label(p.Nodes)
-		detail = &Agreement{Topic: pt.key.Name(p.Nodes), Partition: pt.key.Partition, ProducerID: pt.producerID,
+		detail = &Agreement{Topic: pt.key.TopicName(p.Nodes), Partition: pt.key.Num, ProducerID: pt.producerID,
 			FirstOffset: pt.firstOff, LastOffset: pt.lastOff, Agreed: a}
 	} else {
 		a.Partitions = int64(len(parts))

@@ -16,6 +16,7 @@ package replicadivergence
 import (
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/detectors/internal/table"
@@ -65,7 +66,7 @@ func New(p Params) detectors.Rule {
 		mism:    make(map[problemKey]*mismatch),
 		bad:     make(map[problemKey]*badCopies),
 	}
-	r.parts = copies.NewParts(p.MaxPartitions, func(k copies.Part, idx uint32) *part {
+	r.parts = copies.NewParts(p.MaxPartitions, func(k cluster.Partition, idx uint32) *part {
 		return &part{key: k, idx: idx, conns: tally.IDs{}, producerID: -1, firstOff: -1, lastOff: -1}
 	})
 	r.entries = table.NewFifo(p.MaxBatches, r.evict)
@@ -140,7 +141,7 @@ type group struct {
 }
 
 type part struct {
-	key        copies.Part
+	key        cluster.Partition
 	idx        uint32
 	batches    int64 // batches with two copies or more
 	copies     int64 // their copies

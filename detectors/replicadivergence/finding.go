@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
@@ -100,7 +101,7 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	holder := src.HolderNode(p.Nodes)
 	nodes.Add(holder)
 	f := &Finding{
-		Topic: m.part.key.Name(p.Nodes), Partition: m.part.key.Partition, BaseOffset: m.base, ClientID: src.ClientID,
+		Topic: m.part.key.TopicName(p.Nodes), Partition: m.part.key.Num, BaseOffset: m.base, ClientID: src.ClientID,
 		CRCLeader: int64(m.crcLeader), CRCReplica: int64(m.crcReplica), Path: src.Path.String(),
 		label: m.part.key.Label(p.Nodes), holder: holder, CRCs: m.crcs, Batches: m.batches, refCopies: m.refCopies,
 		refPaths: m.refPaths, epochChange: m.epochChange, consumedLost: m.consumedLost, epochs: [2]int32{m.epochLeader, m.epochRepl}, leader: ref.ServerLabel(p.Nodes), server: src.ServerLabel(p.Nodes),
@@ -128,7 +129,7 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	return detectors.Finding{
 		Severity: sev, First: m.when.First, Last: m.when.Last, Conns: m.conns.Ints(), Nodes: nodes.Sorted(),
 		Evidence: m.ev.List(),
-		Subject:  detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
+		Subject:  detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Partitions: []cluster.Partition{{Topic: f.Topic, Num: f.Partition}}},
 		Detail:   f,
 	}
 }
@@ -213,7 +214,7 @@ func (r *rule) badFinding(p *detectors.Pass, b *badCopies) detectors.Finding {
 	nodes.Add(src.ServerNode(p.Nodes))
 	nodes.Add(src.HolderNode(p.Nodes))
 	f := &BadCRC{
-		Topic: b.part.key.Name(p.Nodes), Partition: b.part.key.Partition, BaseOffset: b.base, ClientID: src.ClientID,
+		Topic: b.part.key.TopicName(p.Nodes), Partition: b.part.key.Num, BaseOffset: b.base, ClientID: src.ClientID,
 		CRC: int64(b.crc), CRCComputed: int64(b.computed), Path: src.Path.String(),
 		label: b.part.key.Label(p.Nodes), code: b.code, Copies: b.copies, server: src.ServerLabel(p.Nodes), holder: src.HolderLabel(p.Nodes),
 	}
@@ -224,7 +225,7 @@ func (r *rule) badFinding(p *detectors.Pass, b *badCopies) detectors.Finding {
 		Severity: detectors.Error, First: b.when.First, Last: b.when.Last, Conns: []int{src.Conn}, Nodes: nodes.Sorted(),
 		Evidence: b.ev.List(),
 		Subject: detectors.Subject{ClientIDs: []string{src.ClientID}, Nodes: nodes.Sorted(), Error: b.code,
-			Partitions: []detectors.TopicPartition{{Topic: f.Topic, Partition: f.Partition}}},
+			Partitions: []cluster.Partition{{Topic: f.Topic, Num: f.Partition}}},
 		Detail: f,
 	}
 }

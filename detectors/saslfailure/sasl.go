@@ -33,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -68,19 +69,14 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinReauthCloses = max(p.MinReauthCloses, 1)
-	return &rule{p: p, clients: map[key]*client{}, conns: map[*flows.ConnInfo]*conn{}}
+	return &rule{p: p, clients: map[cluster.Client]*client{}, conns: map[*flows.ConnInfo]*conn{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[key]*client
+	clients map[cluster.Client]*client
 	conns   map[*flows.ConnInfo]*conn
 	dropped int64
-}
-
-type key struct {
-	host     netip.Addr
-	clientID string
 }
 
 // conn is a connection's SASL state.
@@ -106,7 +102,7 @@ func (c *conn) expiredAt(t time.Time, slack time.Duration) bool {
 }
 
 type client struct {
-	key                   key
+	key                   cluster.Client
 	failures              int64
 	closed                int64 // authentication answered by closing the connection
 	codes                 tally.Codes
@@ -126,7 +122,7 @@ type client struct {
 }
 
 func (r *rule) client(c *flows.ConnInfo, clientID string) *client {
-	k := key{c.Client.Addr().Unmap(), clientID}
+	k := cluster.ClientAt(c.Client.Addr(), clientID)
 	cl := r.clients[k]
 	if cl == nil {
 		if len(r.clients) >= maxClients {
@@ -308,17 +304,17 @@ func (r *rule) reauthClose(c *flows.ConnInfo, cn *conn) {
 // Findings implements detectors.Rule: one per client id and host with
 // failures or connections closed at re-authentication time.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	keys := make([]key, 0, len(r.clients))
+	keys := make([]cluster.Client, 0, len(r.clients))
 	for k, cl := range r.clients {
 		if cl.failures > 0 || cl.reauthClosed > 0 {
 			keys = append(keys, k)
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].clientID != keys[j].clientID {
-			return keys[i].clientID < keys[j].clientID
+		if keys[i].ID != keys[j].ID {
+			return keys[i].ID < keys[j].ID
 		}
-		return keys[i].host.Less(keys[j].host)
+		return keys[i].Host.Less(keys[j].Host)
 	})
 	out := make([]detectors.Finding, 0, len(keys))
 	for _, k := range keys {
@@ -357,7 +353,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
 	}
 	sort.Strings(mechs)
 	f := &Finding{
-		ClientID: cl.key.clientID, ClientHost: cl.key.host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
+		ClientID: cl.key.ID, ClientHost: cl.key.Host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
 		Mechanisms: mechs, Enabled: append([]string(nil), cl.enabled...), Errors: cl.codes.Parts(),
 		Messages: append([]string(nil), cl.messages...), Healed: healed, ReauthCloses: cl.reauthClosed,
 		SessionLifetimeMs: cl.lifetime.Milliseconds(),
@@ -372,7 +368,7 @@ func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
 		Conns:    cl.conns.IDs(),
 		Nodes:    cl.conns.Nodes(p.Nodes),
 		Evidence: cl.ev.List(),
-		Subject:  detectors.Subject{ClientIDs: []string{cl.key.clientID}, Clients: []netip.Addr{cl.key.host}, Servers: cl.conns.ServerAddrs(), Error: code},
+		Subject:  detectors.Subject{ClientIDs: []string{cl.key.ID}, Clients: []netip.Addr{cl.key.Host}, Servers: cl.conns.ServerAddrs(), Error: code},
 		Detail:   f,
 	}
 }

@@ -90,7 +90,7 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 		HighWatermark: w.hw, Duration: text.Seconds(dur), HeldS: text.Seconds(held), Ongoing: open,
 		Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
 		Role: w.role.String(),
-		tp:   w.key.P.String(), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, Fetches: w.fetches, ErrorResponses: w.errors, Throttled: w.throttled,
+		tp:   peers.Label(w.key.P), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, Fetches: w.fetches, ErrorResponses: w.errors, Throttled: w.throttled,
 		lso: w.lso, committed: w.committed, dur: dur, held: held, healed: healed, code: code, codeN: codeN, codes: w.codes.Parts(),
 		serverLabels: w.servers.Labels(p),
 	}

@@ -111,12 +111,12 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 }
 
 func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
-	c := peers.ClientOf(x)
+	c := x.Req.Client
 	nodes := x.Conn.Nodes()
 	committed := req.IsolationLevel == 1
 	if req.Version >= 7 && req.SessionEpoch >= 0 {
 		decode.FetchOffsets(req, func(p cluster.Partition, offset int64) {
-			k := peers.Key{C: c, P: peers.PartitionOf(nodes, p)}
+			k := peers.Key{C: c, P: p.Key(nodes)}
 			if _, ok := r.session[k]; ok || len(r.session) < peers.MaxKeys {
 				r.session[k] = offset
 			}
@@ -140,7 +140,11 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if committed && a.LastStableOffset >= 0 {
 			bound = a.LastStableOffset
 		}
-		if goneTopic(a.ErrorCode) {
+		// A topic id that no longer exists: nothing to fetch there, and
+		// topic-recreated reports the client asking for a deleted topic,
+		// graded the same way. Such answers neither stall a partition nor
+		// end its stall.
+		if cluster.TopicGone(a.ErrorCode) {
 			return // not this partition stuck: its topic id is gone (topic-recreated's)
 		}
 		stuckAt := func(offset int64) bool {
@@ -150,7 +154,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if inReq && !stuckAt(offset) && idle {
 			return // the common, healthy case: nothing to follow
 		}
-		k := peers.Key{C: c, P: peers.PartitionOf(nodes, a.Partition)}
+		k := peers.Key{C: c, P: a.Partition.Key(nodes)}
 		if !inReq {
 			// A fetch session's partition, unchanged since the request
 			// that last named it.
@@ -203,13 +207,6 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 			corr: x.Req.Correlation, offset: offset, hw: hw, code: a.ErrorCode})
 	})
 }
-
-// goneTopic reports an error saying the topic id asked for no longer
-// exists (UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID): there is nothing to
-// fetch at that id, and topic-recreated reports the client asking for a
-// deleted topic, graded the same way. Such answers neither stall a
-// partition nor end its stall.
-func goneTopic(code int16) bool { return code == 100 || code == 103 }
 
 // start opens k's window at offset, reusing one that ended short; nil if
 // the table is full.

@@ -106,9 +106,9 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	}
 	detectors.SortEvidence(ev)
 	code, _ := e.codes.Top()
-	var parts []detectors.TopicPartition
+	var parts []cluster.Partition
 	if name != "" {
-		parts = []detectors.TopicPartition{{Topic: name, Partition: -1}}
+		parts = []cluster.Partition{{Topic: name, Num: -1}}
 	}
 	return detectors.Finding{
 		Severity: detectors.Grade(held, ongoing),

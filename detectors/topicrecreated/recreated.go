@@ -16,7 +16,6 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -52,14 +51,14 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors = max(p.MinErrors, 1)
-	return &rule{p: p, topics: map[string]*topic{}, eps: map[epKey]*episode{}, open: map[key.Client]int{}}
+	return &rule{p: p, topics: map[string]*topic{}, eps: map[epKey]*episode{}, open: map[cluster.Client]int{}}
 }
 
 type rule struct {
 	p      Params
 	topics map[string]*topic // by name: ids Metadata named, deletions, creations
 	eps    map[epKey]*episode
-	open   map[key.Client]int // episodes not yet healed, per client
+	open   map[cluster.Client]int // episodes not yet healed, per client
 	// dropped counts refusals not followed (bounds), topicsFull topic
 	// names not remembered.
 	dropped, topicsFull int64
@@ -68,7 +67,7 @@ type rule struct {
 // epKey is a client and the topic it asked for: by id, or by name if the
 // request named no id.
 type epKey struct {
-	key.Client
+	cluster.Client
 	id   [16]byte
 	name string
 }
@@ -136,9 +135,9 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	}
 	refused := false
 	for _, ec := range x.Resp.ErrorCodes {
-		refused = refused || refusal(ec.Code)
+		refused = refused || cluster.TopicGone(ec.Code)
 	}
-	c := key.ClientOf(x.Req)
+	c := x.Req.Client
 	if !refused && r.open[c] == 0 {
 		return
 	}
@@ -148,15 +147,13 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			k.name = ref.Topic
 		}
 		switch {
-		case refusal(code):
+		case cluster.TopicGone(code):
 			r.refused(p, k, ref.Topic, code, x)
 		case code == 0 && r.open[c] > 0:
 			r.answered(p, c, ref.Topic, ref.TopicID, x.Req.Key, x.Resp.Time)
 		}
 	})
 }
-
-func refusal(code int16) bool { return code == 100 || code == 103 } // UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID
 
 func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *detectors.Exchange) {
 	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *episode { return &episode{epKey: k, name: name} })
@@ -198,7 +195,7 @@ func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *d
 // good answer for it, under any id: a Fetch or Produce, or a Metadata for
 // an episode of Metadata refusals only (a refresh is not a recovery for a
 // client that fetches or produces).
-func (r *rule) answered(p *detectors.Pass, c key.Client, name string, id [16]byte, api int16, at time.Time) {
+func (r *rule) answered(p *detectors.Pass, c cluster.Client, name string, id [16]byte, api int16, at time.Time) {
 	if name == "" {
 		name = r.nameOf(p.Nodes, id)
 	}

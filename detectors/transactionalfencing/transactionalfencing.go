@@ -27,9 +27,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
-	"github.com/kfsniff/kfsniff/detectors/internal/key"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 )
 
@@ -72,8 +72,8 @@ type rule struct {
 
 type txn struct {
 	id        string
-	producers map[key.Client]*producer
-	order     []key.Client
+	producers map[cluster.Client]*producer
+	order     []cluster.Client
 	more      int64
 	fenced    int64
 	episodes  int64
@@ -97,7 +97,9 @@ type producer struct {
 }
 
 // fencing reports the codes of a fenced producer.
-func fencing(code int16) bool { return code == 90 || code == 47 } // PRODUCER_FENCED, INVALID_PRODUCER_EPOCH
+func fencing(code int16) bool {
+	return code == cluster.ProducerFenced || code == cluster.InvalidProducerEpoch
+}
 
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
@@ -137,7 +139,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if t = r.txn(id); t == nil {
 		return
 	}
-	pr := t.producer(key.ClientOf(x.Req))
+	pr := t.producer(x.Req.Client)
 	tm := x.Resp.Time
 	if t.fenced == 0 {
 		t.first = tm
@@ -162,11 +164,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 
 func (r *rule) txn(id string) *txn {
 	return tally.Entry(r.txns, id, maxTxns, &r.dropped, func() *txn {
-		return &txn{id: id, producers: map[key.Client]*producer{}, byAPI: map[int16]int64{}}
+		return &txn{id: id, producers: map[cluster.Client]*producer{}, byAPI: map[int16]int64{}}
 	})
 }
 
-func (t *txn) producer(c key.Client) *producer {
+func (t *txn) producer(c cluster.Client) *producer {
 	pr := t.producers[c]
 	if pr == nil {
 		if len(t.producers) >= maxProducers {
@@ -188,7 +190,7 @@ func (r *rule) initialised(x *detectors.Exchange, id string, resp *kmsg.InitProd
 	if t == nil {
 		return
 	}
-	pr := t.producer(key.ClientOf(x.Req))
+	pr := t.producer(x.Req.Client)
 	if pr == nil {
 		return
 	}

@@ -53,10 +53,10 @@ func TestBitset(t *testing.T) {
 // bound are counted, not followed.
 func TestParts(t *testing.T) {
 	type state struct {
-		k   copies.Part
+		k   cluster.Partition
 		idx uint32
 	}
-	ps := copies.NewParts(3, func(k copies.Part, idx uint32) *state { return &state{k, idx} })
+	ps := copies.NewParts(3, func(k cluster.Partition, idx uint32) *state { return &state{k, idx} })
 	id := [16]byte{7, 15: 7}
 	batches := []flows.BatchRef{
 		{Topic: "orders", Partition: 0},
@@ -80,7 +80,7 @@ func TestParts(t *testing.T) {
 	if l := ps.List()[2].k.Label(nil); l != cluster.ClusterMetadataTopic+"-0" {
 		t.Errorf("KRaft's log is %q", l)
 	}
-	if n := ps.List()[1].k.Name(nil); n != "BwAAAAAAAAAAAAAAAAAABw" {
+	if n := ps.List()[1].k.TopicName(nil); n != "BwAAAAAAAAAAAAAAAAAABw" {
 		t.Errorf("a topic id unknown to Metadata shows as %q, want it in base64 as Kafka prints it", n)
 	}
 }

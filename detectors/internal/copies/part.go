@@ -7,56 +7,15 @@ package copies
 
 import (
 	"encoding/binary"
-	"strconv"
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
-// Part names a topic-partition: by name when known, else by topic id.
-type Part struct {
-	Topic     string
-	ID        [16]byte
-	Partition int32
-}
-
-// PartOf is the partition of a batch.
-func PartOf(b *flows.BatchRef) Part {
-	switch {
-	case b.Topic != "":
-		return Part{Topic: b.Topic, Partition: b.Partition}
-	case b.TopicID == cluster.ClusterMetadataTopicID:
-		return Part{Topic: cluster.ClusterMetadataTopic, Partition: b.Partition}
-	}
-	return Part{ID: b.TopicID, Partition: b.Partition}
-}
-
-// Name returns the topic name, resolved through Metadata seen anywhere in
-// the capture, or the topic id as Kafka prints it (base64).
-func (k Part) Name(n *flows.Nodes) string {
-	if k.Topic != "" {
-		return k.Topic
-	}
-	if n != nil {
-		if name, ok := n.TopicName(k.ID); ok {
-			return name
-		}
-	}
-	return cluster.TopicID(k.ID)
-}
-
-// Label is "topic-partition".
-func (k Part) Label(n *flows.Nodes) string { return k.Name(n) + "-" + strconv.Itoa(int(k.Partition)) }
-
-// Less orders partitions by topic, topic id, then number.
-func (k Part) Less(o Part) bool {
-	if k.Topic != o.Topic {
-		return k.Topic < o.Topic
-	}
-	if k.ID != o.ID {
-		return string(k.ID[:]) < string(o.ID[:])
-	}
-	return k.Partition < o.Partition
+// PartOf is the partition of a batch, as cluster.Partition.Key keys it
+// (flows named the batch's topic by its id already, when Metadata had).
+func PartOf(b *flows.BatchRef) cluster.Partition {
+	return cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}.Key(nil)
 }
 
 // Parts is a rule's state per partition, P, for at most Max partitions:
@@ -65,8 +24,8 @@ func (k Part) Less(o Part) bool {
 // key, not by hashing its topic name.
 type Parts[P any] struct {
 	max   int
-	make  func(k Part, idx uint32) *P
-	m     map[Part]*P
+	make  func(k cluster.Partition, idx uint32) *P
+	m     map[cluster.Partition]*P
 	list  []*P
 	cache *[256]partSlot[P]
 	// Dropped counts the batches of partitions past the bound.
@@ -74,14 +33,14 @@ type Parts[P any] struct {
 }
 
 type partSlot[P any] struct {
-	k Part
+	k cluster.Partition
 	p *P
 }
 
 // NewParts returns the table of at most limit partitions; make makes a
 // partition's state the first time it is seen, idx being its number.
-func NewParts[P any](limit int, make func(k Part, idx uint32) *P) *Parts[P] {
-	return &Parts[P]{max: max(limit, 1), make: make, m: map[Part]*P{}, cache: new([256]partSlot[P])}
+func NewParts[P any](limit int, make func(k cluster.Partition, idx uint32) *P) *Parts[P] {
+	return &Parts[P]{max: max(limit, 1), make: make, m: map[cluster.Partition]*P{}, cache: new([256]partSlot[P])}
 }
 
 // Of returns the state of b's partition, nil (counted in Dropped) if it
@@ -110,8 +69,8 @@ func (ps *Parts[P]) Of(b *flows.BatchRef) *P {
 // List returns the partitions' states in the order first seen (idx).
 func (ps *Parts[P]) List() []*P { return ps.list }
 
-func (ps *Parts[P]) slot(k *Part) *partSlot[P] {
-	h := uint32(k.Partition) ^ uint32(len(k.Topic))<<8 ^ binary.LittleEndian.Uint32(k.ID[:])
+func (ps *Parts[P]) slot(k *cluster.Partition) *partSlot[P] {
+	h := uint32(k.Num) ^ uint32(len(k.Topic))<<8 ^ binary.LittleEndian.Uint32(k.TopicID[:])
 	if n := len(k.Topic); n > 0 {
 		h ^= uint32(k.Topic[0])<<16 ^ uint32(k.Topic[n-1])<<24 ^ uint32(k.Topic[n/2])<<4
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
@@ -94,7 +95,7 @@ func (w *Where) Conns() []int {
 // subject's partitions, and the time they cover.
 type Span struct {
 	Names       []string
-	Partitions  []detectors.TopicPartition
+	Partitions  []cluster.Partition
 	First, Last time.Time
 }
 
@@ -102,7 +103,7 @@ type Span struct {
 func (s *Span) Add(topic string, partition int32, first, last time.Time) string {
 	name := topic + "-" + strconv.Itoa(int(partition))
 	s.Names = append(s.Names, name)
-	s.Partitions = append(s.Partitions, detectors.TopicPartition{Topic: topic, Partition: partition})
+	s.Partitions = append(s.Partitions, cluster.Partition{Topic: topic, Num: partition})
 	if s.First.IsZero() || first.Before(s.First) {
 		s.First = first
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // NodeOf is the node a client speaks for: fetcher (the node its requests
-// declare, flows.FetcherOf) if known (>= 0), else the node its host is
+// declare, flows.Message.Fetcher) if known (>= 0), else the node its host is
 // known as, else -1.
 func NodeOf(p *detectors.Pass, fetcher int32, host netip.Addr) int32 {
 	if fetcher >= 0 {

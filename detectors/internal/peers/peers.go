@@ -13,7 +13,6 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/episode"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Bounds of the tables the rules keep.
@@ -26,63 +25,19 @@ const (
 	MaxConns = 64
 )
 
-// Client is one client: its host and client id.
-type Client struct {
-	Host netip.Addr
-	ID   string
-}
-
-// ClientOf is the client of an exchange (its request's).
-func ClientOf(x *detectors.Exchange) Client {
-	return Client{Host: x.Conn.Client.Addr().Unmap(), ID: x.Req.Client.ID}
-}
-
-// Partition is a topic-partition, by name when known, else by topic id.
-type Partition struct {
-	Topic string
-	ID    [16]byte
-	Part  int32
-}
-
-// PartitionOf names the partition of a request or response that names its
-// topic by name or by id: KRaft's log by its fixed id, an id by the name
-// Metadata gave it (nodes, which may be nil), else by the id.
-func PartitionOf(nodes *flows.Nodes, p cluster.Partition) Partition {
-	switch {
-	case p.TopicID == cluster.ClusterMetadataTopicID:
-		return Partition{Topic: cluster.ClusterMetadataTopic, Part: p.Num}
-	case p.Topic != "":
-		return Partition{Topic: p.Topic, Part: p.Num}
-	}
-	if nodes != nil {
-		if n, ok := nodes.TopicName(p.TopicID); ok {
-			return Partition{Topic: n, Part: p.Num}
-		}
-	}
-	return Partition{ID: p.TopicID, Part: p.Num}
-}
-
-// String is "orders-3", or "topic id <id> partition 3".
-func (p Partition) String() string {
+// Label is "orders-3", or "topic id <id> partition 3" for a partition
+// keyed by an id no Metadata named.
+func Label(p cluster.Partition) string {
 	if p.Topic != "" {
-		return p.Topic + "-" + strconv.Itoa(int(p.Part))
+		return p.Topic + "-" + strconv.Itoa(int(p.Num))
 	}
-	return "topic id " + cluster.TopicID(p.ID) + " partition " + strconv.Itoa(int(p.Part))
-}
-
-// Name is the topic for the findings' fields: its name, or its id in
-// Kafka's base64.
-func (p Partition) Name() string {
-	if p.Topic != "" {
-		return p.Topic
-	}
-	return cluster.TopicID(p.ID)
+	return "topic id " + cluster.TopicID(p.TopicID) + " partition " + strconv.Itoa(int(p.Num))
 }
 
 // Key is one client's partition.
 type Key struct {
-	C Client
-	P Partition
+	C cluster.Client
+	P cluster.Partition
 }
 
 // Less orders keys by client host, client id, topic and partition.
@@ -93,10 +48,10 @@ func (k Key) Less(o Key) bool {
 	if k.C.ID != o.C.ID {
 		return k.C.ID < o.C.ID
 	}
-	if a, b := k.P.Name(), o.P.Name(); a != b {
+	if a, b := k.P.TopicName(nil), o.P.TopicName(nil); a != b {
 		return a < b
 	}
-	return k.P.Part < o.P.Part
+	return k.P.Num < o.P.Num
 }
 
 // Fields are the fields that name a finding's client and partition;
@@ -110,19 +65,19 @@ type Fields struct {
 
 // Fields are k's fields.
 func (k Key) Fields() Fields {
-	return Fields{Client: k.C.Host.String(), ClientID: k.C.ID, Topic: k.P.Name(), Partition: k.P.Part}
+	return Fields{Client: k.C.Host.String(), ClientID: k.C.ID, Topic: k.P.TopicName(nil), Partition: k.P.Num}
 }
 
 // Episodes is a table of a rule's episodes per client and partition.
-type Episodes[E any] = episode.Table[Key, Client, E]
+type Episodes[E any] = episode.Table[Key, cluster.Client, E]
 
 // NewEpisodes makes a table of episodes per client and partition (at most
 // MaxKeys): size is what makes one larger than another, qualifies whether
 // one is worth reporting.
 func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episodes[E] {
-	return episode.New(episode.Rule[Key, Client, E]{
+	return episode.New(episode.Rule[Key, cluster.Client, E]{
 		Max:       MaxKeys,
-		Client:    func(k Key) Client { return k.C },
+		Client:    func(k Key) cluster.Client { return k.C },
 		Size:      size,
 		Qualifies: func(e *E, _ bool) bool { return qualifies(e) },
 	})
@@ -133,7 +88,7 @@ func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episo
 // error (0 if none).
 func (k Key) Subject(servers *Servers, nodes []int32, code int16) detectors.Subject {
 	return detectors.Subject{ClientIDs: []string{k.C.ID}, Clients: []netip.Addr{k.C.Host}, Servers: servers.Addrs(), Nodes: nodes,
-		Partitions: []detectors.TopicPartition{{Topic: k.P.Name(), Partition: k.P.Part}}, Error: code}
+		Partitions: []cluster.Partition{{Topic: k.P.TopicName(nil), Num: k.P.Num}}, Error: code}
 }
 
 // Widen stretches [first, last] over exchange x: its request's time and

@@ -27,7 +27,9 @@ func learned(t *testing.T) *detectors.Pass {
 	return &detectors.Pass{Nodes: h.Nodes()}
 }
 
-func TestPartitionOf(t *testing.T) {
+// TestKeyAndLabel: a partition keyed by cluster.Partition.Key through the
+// names a run's flows.Nodes learned, and labelled as the rules print it.
+func TestKeyAndLabel(t *testing.T) {
 	p := learned(t)
 	for _, tc := range []struct {
 		ref        cluster.Partition
@@ -38,12 +40,12 @@ func TestPartitionOf(t *testing.T) {
 		{cluster.Partition{TopicID: [16]byte{9}, Num: 1}, "orders-1", "orders"},
 		{cluster.Partition{TopicID: [16]byte{8}, Num: 2}, "topic id CAAAAAAAAAAAAAAAAAAAAA partition 2", "CAAAAAAAAAAAAAAAAAAAAA"},
 	} {
-		got := peers.PartitionOf(p.Nodes, tc.ref)
-		if got.String() != tc.str || got.Name() != tc.field {
-			t.Errorf("%+v: %q / %q, want %q / %q", tc.ref, got.String(), got.Name(), tc.str, tc.field)
+		got := tc.ref.Key(p.Nodes)
+		if peers.Label(got) != tc.str || got.TopicName(nil) != tc.field {
+			t.Errorf("%+v: %q / %q, want %q / %q", tc.ref, peers.Label(got), got.TopicName(nil), tc.str, tc.field)
 		}
 	}
-	if got := peers.PartitionOf(nil, cluster.Partition{TopicID: [16]byte{9}}); got.Topic != "" {
+	if got := (cluster.Partition{TopicID: [16]byte{9}}).Key(nil); got.Topic != "" {
 		t.Errorf("named %q with no nodes", got.Topic)
 	}
 }
@@ -51,16 +53,16 @@ func TestPartitionOf(t *testing.T) {
 func TestKeyOrder(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	keys := []peers.Key{
-		{C: peers.Client{Host: b, ID: "a"}, P: peers.Partition{Topic: "t", Part: 0}},
-		{C: peers.Client{Host: a, ID: "b"}, P: peers.Partition{Topic: "t", Part: 0}},
-		{C: peers.Client{Host: a, ID: "a"}, P: peers.Partition{Topic: "u", Part: 0}},
-		{C: peers.Client{Host: a, ID: "a"}, P: peers.Partition{Topic: "t", Part: 10}},
-		{C: peers.Client{Host: a, ID: "a"}, P: peers.Partition{Topic: "t", Part: 2}},
+		{C: cluster.Client{Host: b, ID: "a"}, P: cluster.Partition{Topic: "t", Num: 0}},
+		{C: cluster.Client{Host: a, ID: "b"}, P: cluster.Partition{Topic: "t", Num: 0}},
+		{C: cluster.Client{Host: a, ID: "a"}, P: cluster.Partition{Topic: "u", Num: 0}},
+		{C: cluster.Client{Host: a, ID: "a"}, P: cluster.Partition{Topic: "t", Num: 10}},
+		{C: cluster.Client{Host: a, ID: "a"}, P: cluster.Partition{Topic: "t", Num: 2}},
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].Less(keys[j]) })
 	var got []string
 	for _, k := range keys {
-		got = append(got, fmt.Sprintf("%s/%s/%s", k.C.Host, k.C.ID, k.P))
+		got = append(got, fmt.Sprintf("%s/%s/%s", k.C.Host, k.C.ID, peers.Label(k.P)))
 	}
 	if want := "[10.0.0.1/a/t-2 10.0.0.1/a/t-10 10.0.0.1/a/u-0 10.0.0.1/b/t-0 10.0.0.2/a/t-0]"; fmt.Sprint(got) != want {
 		t.Errorf("%v, want %s", got, want)
