@@ -40,6 +40,16 @@ type SourceConfig struct {
 	// SessionTimeout plus 2 s when 0.
 	SessionTimeout time.Duration
 	Quiet          time.Duration
+	// CoverWait (in a group, with UntilEnd; DefaultCoverWait when 0)
+	// bounds how long, once its own partitions are read to their end
+	// and the group quiet, the input waits for every other partition of
+	// the topic to be read to the end by a member (its offset committed
+	// after its report, or marked read by a member about to report), or
+	// to come to it when the session timeout evicts a member that died.
+	// Past it the input ends, and Uncovered names those left.
+	CoverWait time.Duration
+	// Note is told, in a group with UntilEnd, what the end waits for.
+	Note func(string)
 	// Window is the reorder window of the merge by time (DefaultReorderWindow
 	// when 0); MaxHeld bounds the records it holds (DefaultMaxHeld).
 	Window  time.Duration
@@ -69,6 +79,7 @@ const (
 	DefaultMaxHeld       = 200000
 	DefaultMaxHeldBytes  = 64 << 20
 	DefaultTimeout       = 30 * time.Second
+	DefaultCoverWait     = 2 * time.Minute
 	maxWarnings          = 20
 	// maxIdentities is how many records' identities (agent, run, seq)
 	// are remembered to recognise one read twice (about 100 bytes each).
@@ -152,6 +163,17 @@ type Source struct {
 	revoked []int32
 	changed time.Time // last assignment change
 	joined  bool
+	// The end in a group (covered): waitFrom is when this member was
+	// first at its end since the last change, marked whether its
+	// partitions were marked read since; want are the end offsets the
+	// others' partitions must be read to; checked when they were last
+	// asked; uncovered those left at the end; said the last Note.
+	waitFrom  time.Time
+	marked    bool
+	want      map[int32]int64
+	checked   time.Time
+	uncovered []int32
+	said      string
 	// opened is when Open ran; answered whether the cluster ever
 	// answered (a Metadata response, a group's assignment, a record);
 	// noAnswer why not, the last error met.
@@ -165,9 +187,11 @@ type Source struct {
 	warnings int
 	first    time.Time
 	last     time.Time
-	// seen are the identities of the last maxIdentities records read
-	// (idRing in order, to forget the oldest).
-	seen   map[identity]struct{}
+	// seen are the identities of the last maxIdentities records read,
+	// and their partitions (idRing in order, to forget the oldest): a
+	// partition revoked forgets its own, read again by right when it
+	// comes back.
+	seen   map[identity]int32
 	idRing []identity
 	idNext int
 	idSeed maphash.Seed
@@ -193,6 +217,7 @@ type identity struct {
 // partState follows one partition for --until-end.
 type partState struct {
 	next    int64 // next offset to read
+	from    int64 // where reading began (committed, or the log start)
 	end     int64 // end offset when assigned, -1 until known
 	hw      int64 // the high watermark the last fetch gave
 	pending bool  // its start and end are still to be asked
@@ -219,11 +244,14 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.CoverWait <= 0 {
+		cfg.CoverWait = DefaultCoverWait
+	}
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
-		seen: map[identity]struct{}{}, idSeed: maphash.MakeSeed()}
+		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.Skew = func(agent string) (time.Duration, bool) {
@@ -346,6 +374,11 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 				}
 			}
 		}
+		for id, q := range s.seen {
+			if q == p {
+				delete(s.seen, id)
+			}
+		}
 		s.revoked = append(s.revoked, p)
 		lost = append(lost, p)
 	}
@@ -431,7 +464,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			s.warn(fmt.Errorf("%s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err))
 			return
 		}
-		if s.again(&rec) {
+		if s.again(&rec, r.Partition) {
 			s.counts.Duplicates++
 			s.warn(fmt.Errorf("%s partition %d offset %d: agent %q run %s record %d read again: skipped", r.Topic, r.Partition, r.Offset,
 				rec.Agent, rec.Run, rec.Seq))
@@ -489,7 +522,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.warn(err)
 	}
 	var end error
-	if s.cfg.UntilEnd && s.atEnd() {
+	if s.cfg.UntilEnd && s.atEnd(ctx) {
 		s.out = s.flush(s.out)
 		s.ended = true
 		end = io.EOF
@@ -503,7 +536,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 // again tells a record whose identity (agent, run, seq) was read among
 // the last maxIdentities, and remembers this one's. Records of agents
 // before run and seq have none: never taken for one read again.
-func (s *Source) again(r *Record) bool {
+func (s *Source) again(r *Record, part int32) bool {
 	if r.Run == "" || r.Seq <= 0 {
 		return false
 	}
@@ -518,7 +551,7 @@ func (s *Source) again(r *Record) bool {
 		s.idRing[s.idNext] = id
 		s.idNext = (s.idNext + 1) % maxIdentities
 	}
-	s.seen[id] = struct{}{}
+	s.seen[id] = part
 	return false
 }
 
@@ -901,7 +934,7 @@ func (s *Source) resolve(ctx context.Context) error {
 		if c, ok := committed[p]; ok && c >= 0 {
 			from = c
 		}
-		st.end, st.pending = e, false
+		st.end, st.pending, st.from = e, false, from
 		st.next = max(st.next, from)
 	}
 	return nil
@@ -962,8 +995,9 @@ func (s *Source) committed(ctx context.Context, parts []int32) (map[int32]int64,
 }
 
 // atEnd reports whether every partition held has reached its end; in a
-// group, also that no rebalance came for Quiet. Called with s.mu held.
-func (s *Source) atEnd() bool {
+// group, also that no rebalance came for Quiet and that the other
+// partitions of the topic are covered (covered). Called with s.mu held.
+func (s *Source) atEnd(ctx context.Context) bool {
 	if !s.joined {
 		return false
 	}
@@ -972,8 +1006,8 @@ func (s *Source) atEnd() bool {
 			return false
 		}
 	}
-	if s.cfg.Group != "" && time.Since(s.changed) < s.cfg.Quiet {
-		return false
+	if s.cfg.Group != "" {
+		return time.Since(s.changed) >= s.cfg.Quiet && s.covered(ctx)
 	}
 	return true
 }
