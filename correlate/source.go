@@ -356,10 +356,12 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 		if s.cfg.Group != "" {
 			s.counts.Dropped += int64(s.across.Drop(p))
 			for k, a := range s.assembling {
-				if a.lane == p {
-					s.counts.Dropped += int64(len(a.recs))
-					a.done = true
-					delete(s.assembling, k)
+				if n := a.drop(p); n > 0 {
+					s.counts.Dropped += int64(n)
+					if len(a.recs) == 0 {
+						a.done = true
+						delete(s.assembling, k)
+					}
 				}
 			}
 			n := len(s.answers)
@@ -689,11 +691,11 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 				if s.assembling == nil {
 					s.assembling = map[exKey]*assembly{}
 				}
-				a = &assembly{key: k, lane: it.Lane, at: it.At}
+				a = &assembly{key: k, at: it.At}
 				s.assembling[k] = a
 				s.queue = append(s.queue, a)
 			}
-			a.recs = append(a.recs, r)
+			a.recs = append(a.recs, laned{r, it.Lane})
 			items[i] = Item{}
 			if len(a.recs) >= r.Parts {
 				out = s.assembled(a, out)
@@ -755,20 +757,45 @@ func (s *Source) expire(at int64, out []Routed) []Routed {
 	return out
 }
 
-// assembled delivers a split exchange, whole or with what came.
+// assembled delivers a split exchange, whole or with what came: one
+// piece per lane its records came in (in a group, the export partition
+// each was keyed to), so that each partition's rules see its partitions'
+// batches. The piece with the exchange's first record (by seq) comes
+// first and stands for the exchange; the others are marked
+// flows.Exchange.Again, counted once as the file counts it. Without a
+// group there is one lane, and one piece.
 func (s *Source) assembled(a *assembly, out []Routed) []Routed {
 	a.done = true
 	delete(s.assembling, a.key)
-	slices.SortFunc(a.recs, func(x, y *Record) int { return cmp.Compare(x.Seq, y.Seq) })
-	ev, errs := s.rb.RebuildSplit(a.recs)
-	for _, err := range errs {
-		s.counts.Unusable++
-		s.warn(fmt.Errorf("agent %q: %w", a.key.agent, err))
+	slices.SortStableFunc(a.recs, func(x, y laned) int { return cmp.Compare(x.rec.Seq, y.rec.Seq) })
+	var lanes []int32
+	for _, r := range a.recs {
+		if !slices.Contains(lanes, r.lane) {
+			lanes = append(lanes, r.lane)
+		}
 	}
-	if ev.X == nil {
-		return out
+	first := true
+	recs := make([]*Record, 0, len(a.recs))
+	for _, lane := range lanes {
+		recs = recs[:0]
+		for _, r := range a.recs {
+			if r.lane == lane {
+				recs = append(recs, r.rec)
+			}
+		}
+		ev, errs := s.rb.RebuildSplit(recs)
+		for _, err := range errs {
+			s.counts.Unusable++
+			s.warn(fmt.Errorf("agent %q: %w", a.key.agent, err))
+		}
+		if ev.X == nil {
+			continue
+		}
+		ev.X.X.Again = !first
+		first = false
+		out = s.routed(lane, a.at, TypeExchange, ev, out)
 	}
-	return s.routed(a.lane, a.at, TypeExchange, ev, out)
+	return out
 }
 
 // routed counts what a record (or a split exchange's records) gave and
@@ -780,7 +807,9 @@ func (s *Source) assembled(a *assembly, out []Routed) []Routed {
 func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Routed) []Routed {
 	out = s.releaseAnswers(at, out)
 	if typ == TypeExchange {
-		s.counts.Exchanges++
+		if ev.X == nil || !ev.X.X.Again {
+			s.counts.Exchanges++ // a split exchange's pieces once
+		}
 	} else {
 		s.counts.ConnEvents++
 	}
