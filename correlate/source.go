@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -78,9 +79,12 @@ const (
 	DefaultReorderWindow = 2 * time.Second
 	DefaultMaxHeld       = 200000
 	DefaultMaxHeldBytes  = 64 << 20
-	DefaultTimeout       = 30 * time.Second
-	DefaultCoverWait     = 2 * time.Minute
-	maxWarnings          = 20
+	// firstPollRecords and maxPollRecords bound Source.pollMax.
+	firstPollRecords = 256
+	maxPollRecords   = 1 << 16
+	DefaultTimeout   = 30 * time.Second
+	DefaultCoverWait = 2 * time.Minute
+	maxWarnings      = 20
 	// maxIdentities is how many records' identities (agent, run, seq)
 	// are remembered to recognise one read twice (about 100 bytes each).
 	maxIdentities = 1 << 18
@@ -138,7 +142,7 @@ type Source struct {
 	cfg   SourceConfig
 	cl    *kgo.Client
 	name  string
-	nodes *flows.Nodes
+	nodes *cluster.Nodes
 	rb    *Rebuilder
 	// mergers merge each Kafka partition's records by time: one
 	// partition holds every agent's records of its keys.
@@ -184,6 +188,11 @@ type Source struct {
 	counts   Counts
 	agents   map[string]bool
 	out      []Item
+	// pollMax is how many records a poll takes, adapted after each poll
+	// so that one poll's records hold about a quarter of MaxHeldBytes: a
+	// fetch is bounded in compressed bytes, and all it brought, parsed
+	// at once and released early together, went far past the bound.
+	pollMax  int
 	warnings int
 	first    time.Time
 	last     time.Time
@@ -250,7 +259,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
 	}
-	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
+	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
 		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
@@ -261,6 +270,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 		return s.Skew(agent)
 	}
 	s.mergers, s.pushed = map[int32]*Merger{}, map[int32]time.Time{}
+	s.pollMax = firstPollRecords
 	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld, MaxBytes: cfg.MaxHeldBytes / 2}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -305,7 +315,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 func (s *Source) Name() string { return s.name }
 
 // Nodes are the node identities the records taught.
-func (s *Source) Nodes() *flows.Nodes { return s.nodes }
+func (s *Source) Nodes() *cluster.Nodes { return s.nodes }
 
 // Conns are the connections rebuilt.
 func (s *Source) Conns() []*flows.Conn { return s.rb.Conns() }
@@ -417,7 +427,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	fs := s.cl.PollFetches(pctx)
+	fs := s.cl.PollRecords(pctx, s.pollMax)
 	cancel()
 	defer s.cl.AllowRebalance()
 	s.mu.Lock()
@@ -425,6 +435,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 	var b Ready
 	b.Revoked, s.revoked = s.revoked, nil
 	s.out = s.out[:0]
+	var parsed, parsedBytes int64
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
@@ -447,6 +458,8 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.counts.Records++
 		s.counts.Bytes += int64(len(r.Value))
 		rec, err := Parse(r.Value)
+		parsed++
+		parsedBytes += int64(rec.Size())
 		if err != nil {
 			if s.Unreadable != nil {
 				s.Unreadable(err)
@@ -515,6 +528,9 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			st.hw = p.HighWatermark
 		}
 	})
+	if parsed > 0 {
+		s.pollMax = int(min(max(s.cfg.MaxHeldBytes/4*parsed/max(parsedBytes, 1), 1), maxPollRecords))
+	}
 	s.counts.Late, s.counts.Early = s.late, s.across.Early
 	for _, m := range s.mergers {
 		s.counts.Late += m.Late
@@ -828,6 +844,12 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 		when := at
 		if x.X.Resp != nil && x.X.Req != nil {
 			when = max(when, x.X.Resp.Time.UnixNano())
+		}
+		if x.X.AtEnd {
+			// Still waiting when the agent's capture ended: handed
+			// over after its last packet, as a capture's analysis
+			// hands over the requests left at its end.
+			when = max(when, at+int64(x.X.Waited)+1)
 		}
 		c := &x.X.Conn.ConnInfo
 		if last, ok := s.lastAnswer[c]; ok {
