@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -94,6 +95,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := c.validate(); err != nil {
 		return exitWith(stderr, err)
 	}
+	if c.cfg.memoryLimit > 0 {
+		// The process's: a limit set by an earlier run in the same
+		// process (tests) is replaced, not restored.
+		debug.SetMemoryLimit(c.cfg.memoryLimit)
+	}
 	p, err := c.plan(ctx)
 	defer p.close()
 	if err != nil {
@@ -103,7 +109,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return exitWith(stderr, err)
 	}
-	return c.write(ctx, p, res)
+	code := c.write(ctx, p, res)
+	if c.cr.settle(stderr) && code == exitOK {
+		code = exitFailure
+	}
+	return code
 }
 
 // exitError is how a stage ends the run: the message run prints after
