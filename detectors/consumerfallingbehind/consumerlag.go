@@ -107,18 +107,18 @@ func (s *slice) add(p flows.LagPoint) {
 // at), its highest and its latest floor, the highest lag and the last
 // point in it, and, once it ended, the floor that ended it.
 type episode struct {
-	start, floor, latest, peak, last, end flows.LagPoint
+	Start, Floor, Latest, Peak, Last, End flows.LagPoint
 	fetches                               int
 }
 
 func (e *episode) open() bool { return e.fetches > 0 }
 
 // rise is how far its floor rose.
-func (e *episode) rise() int64 { return e.floor.Lag - e.start.Lag }
+func (e *episode) rise() int64 { return e.Floor.Lag - e.Start.Lag }
 
 // behind is how long the consumer was behind: from the start to the last
 // fetch of the episode.
-func (e *episode) behind() time.Duration { return e.last.Time.Sub(e.start.Time) }
+func (e *episode) behind() time.Duration { return e.Last.Time.Sub(e.Start.Time) }
 
 func (r *rule) qualifies(e *episode) bool {
 	return e.fetches >= r.p.MinFetches && e.rise() >= int64(r.p.MinGrowth) && e.behind() >= r.p.Window
@@ -127,22 +127,22 @@ func (r *rule) qualifies(e *episode) bool {
 // step closes slice s into the episode cur: the episode goes on, or ends
 // (returned as ended, if it was open) and a new one begins at s's floor.
 func step(cur episode, s *slice) (next, ended episode) {
-	if cur.open() && s.low.Lag > cur.start.Lag && s.low.Lag >= cur.start.Lag+(cur.rise()+1)/2 {
+	if cur.open() && s.low.Lag > cur.Start.Lag && s.low.Lag >= cur.Start.Lag+(cur.rise()+1)/2 {
 		cur.fetches += s.n
-		cur.last = s.last
-		if s.high.Lag > cur.peak.Lag {
-			cur.peak = s.high
+		cur.Last = s.last
+		if s.high.Lag > cur.Peak.Lag {
+			cur.Peak = s.high
 		}
-		if s.low.Lag > cur.floor.Lag {
-			cur.floor = s.low
+		if s.low.Lag > cur.Floor.Lag {
+			cur.Floor = s.low
 		}
-		cur.latest = s.low
+		cur.Latest = s.low
 		return cur, episode{}
 	}
 	if cur.open() {
-		cur.end = s.low
+		cur.End = s.low
 	}
-	return episode{start: s.low, floor: s.low, latest: s.low, peak: s.highLow, last: s.last, fetches: s.fromLow}, cur
+	return episode{Start: s.low, Floor: s.low, Latest: s.low, Peak: s.highLow, Last: s.last, fetches: s.fromLow}, cur
 }
 
 // UseLag implements detectors.LagHook.
@@ -219,7 +219,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		r.keep(&t, &ended)
 		pt := part{s: s}
 		switch {
-		case r.qualifies(&cur) && cur.latest.Lag-cur.start.Lag >= int64(r.p.MinGrowth):
+		case r.qualifies(&cur) && cur.Latest.Lag-cur.Start.Lag >= int64(r.p.MinGrowth):
 			// The floor is still MinGrowth above the start: not healed.
 			pt.e, pt.ongoing = cur, true
 		case r.qualifies(&cur) && worse(&cur, &t.best):

@@ -68,15 +68,15 @@ type rule struct {
 // request named no id.
 type epKey struct {
 	cluster.Client
-	id   [16]byte
-	name string
+	TopicID [16]byte
+	name    string
 }
 
 // topic is what the capture says of a topic name.
 type topic struct {
 	ids     [maxIDs]idSeen
 	nids    int
-	deleted detectors.Evidence // last DeleteTopics answer naming it
+	Deleted detectors.Evidence // last DeleteTopics answer naming it
 	created detectors.Evidence // last CreateTopics answer naming it
 }
 
@@ -90,8 +90,8 @@ type episode struct {
 	epKey
 	spell.Spell
 	name        string
-	first       time.Time
-	codes       tally.Codes
+	Start       time.Time
+	Codes       tally.Codes
 	apis        tally.APIs
 	fast        int64         // requests within SpinGap of the previous refusal
 	gaps        time.Duration // sum of those gaps, over the requests after a refusal
@@ -117,7 +117,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		for _, t := range resp.Topics {
 			if t.ErrorCode == 0 && t.Topic != nil {
 				if tp := r.topicOf(*t.Topic); tp != nil {
-					tp.deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.Client.ID)
+					tp.Deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.Client.ID)
 				}
 			}
 		}
@@ -161,7 +161,7 @@ func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *d
 		return
 	}
 	if e.name == "" {
-		e.name = r.nameOf(p.Nodes, k.id)
+		e.name = r.nameOf(p.Nodes, k.TopicID)
 	}
 	t := x.Resp.Time
 	if !e.lastRefusal.IsZero() {
@@ -181,11 +181,11 @@ func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *d
 		r.open[k.Client]++
 	}
 	if e.N == 0 {
-		e.first = t
+		e.Start = t
 	}
 	e.Fail(t)
 	e.lastRefusal = t
-	e.codes.Add(code)
+	e.Codes.Add(code)
 	e.apis.Add(x.Req.Key)
 	e.conns.Add(x.Conn)
 	e.ev.Add(detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+e.label()+" "+detectors.ErrorName(code)))

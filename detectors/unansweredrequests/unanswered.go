@@ -137,38 +137,38 @@ type conn struct {
 
 // request is a request without a response.
 type request struct {
-	key      int16
-	t        time.Time
+	Key      int16
+	At       time.Time
 	allow    time.Duration
-	hold     time.Duration // of the allowance, what the broker may hold it
+	Hold     time.Duration // of the allowance, what the broker may hold it
 	longPoll bool          // the allowance includes a server-side wait
 	lossy    bool          // its connection had lost segments by then
-	ev       detectors.Evidence
-	desc     string        // "Produce v9 corr 12 (packet 40)"
-	waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
-	conn     *flows.ConnInfo
+	Evidence detectors.Evidence
+	Desc     string        // "Produce v9 corr 12 (packet 40)"
+	Waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
+	Conn     *flows.ConnInfo
 	clientID string
 }
 
 // group is requests counted together: to one server, or the info ones.
 type group struct {
 	server      netip.AddrPort
-	n           int64
-	reasons     [reasons]int64
+	N           int64
+	Reasons     [reasons]int64
 	byAPI       map[string]int64
 	clientIDs   map[string]bool // at most maxGroupIDs
 	idsNotNamed int64           // requests of further client ids
 	conns       tally.Conns
 	first, last time.Time
-	oldest      request
-	oldestWhy   int
+	Oldest      request
+	OldestWhy   int
 	reqs        []request // for evidence in time order, bounded
 	// longest is the request that waited longest beyond its hold, felt
 	// that wait; sev is the worst of the requests' grades.
-	longest request
-	felt    time.Duration
-	sev     detectors.Severity
-	ongoing bool // some request still waiting when the capture ended
+	Longest  request
+	Felt     time.Duration
+	Severity detectors.Severity
+	ongoing  bool // some request still waiting when the capture ended
 }
 
 func (g *group) add(r request, reason int) {
@@ -176,10 +176,10 @@ func (g *group) add(r request, reason int) {
 		g.byAPI = make(map[string]int64)
 		g.clientIDs = make(map[string]bool)
 	}
-	g.n++
-	g.reasons[reason]++
-	if decode.KnownKey(r.key) {
-		g.byAPI[decode.Name(r.key)]++
+	g.N++
+	g.Reasons[reason]++
+	if decode.KnownKey(r.Key) {
+		g.byAPI[decode.Name(r.Key)]++
 	} else {
 		g.byAPI["unknown"]++ // one entry for the keys from the wire kmsg does not know
 	}
@@ -188,13 +188,13 @@ func (g *group) add(r request, reason int) {
 	} else {
 		g.idsNotNamed++
 	}
-	g.conns.Add(r.conn)
-	if g.n == 1 || r.t.Before(g.first) {
-		g.first = r.t
-		g.oldest, g.oldestWhy = r, reason
+	g.conns.Add(r.Conn)
+	if g.N == 1 || r.At.Before(g.first) {
+		g.first = r.At
+		g.Oldest, g.OldestWhy = r, reason
 	}
-	if r.t.After(g.last) {
-		g.last = r.t
+	if r.At.After(g.last) {
+		g.last = r.At
 	}
 	if len(g.reqs) < maxEvidenceReqs {
 		g.reqs = append(g.reqs, r)
@@ -204,22 +204,22 @@ func (g *group) add(r request, reason int) {
 
 // grade takes in how long r waited, why it counts.
 func (g *group) grade(r request, reason int) {
-	felt := max(r.waited-r.hold, 0)
-	if g.longest.conn == nil || felt > g.felt {
-		g.longest, g.felt = r, felt
+	felt := max(r.Waited-r.Hold, 0)
+	if g.Longest.Conn == nil || felt > g.Felt {
+		g.Longest, g.Felt = r, felt
 	}
-	g.sev = max(g.sev, detectors.Grade(felt, reason == expired))
+	g.Severity = max(g.Severity, detectors.Grade(felt, reason == expired))
 	g.ongoing = g.ongoing || reason == expired
 }
 
 // evidence returns the requests' packets: the oldest first, then a spread.
 func (g *group) evidence() []detectors.Evidence {
-	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].t.Before(g.reqs[j].t) })
+	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].At.Before(g.reqs[j].At) })
 	var s detectors.Sampler[detectors.Evidence]
-	s.Add(g.oldest.ev)
+	s.Add(g.Oldest.Evidence)
 	for _, r := range g.reqs {
-		if r.ev != g.oldest.ev {
-			s.Add(r.ev)
+		if r.Evidence != g.Oldest.Evidence {
+			s.Add(r.Evidence)
 		}
 	}
 	return s.List()
@@ -271,7 +271,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		// answered cannot be told. It waited until the end (settled in
 		// Findings).
 		q := r.request(x)
-		q.waited = -1
+		q.Waited = -1
 		r.info.add(q, oneSided)
 		return
 	}
@@ -283,7 +283,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 		if uc := r.conns[c]; uc != nil && len(uc.tail) > 0 {
 			for _, q := range uc.tail {
-				q.waited = x.Resp.Time.Sub(q.t)
+				q.Waited = x.Resp.Time.Sub(q.At)
 				if x.ConnGaps > 0 {
 					// The response may be in the bytes lost.
 					r.info.add(q, gaps)
@@ -300,9 +300,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if len(uc.tail) >= maxTail {
 		// A connection with this many unanswered requests is broken
 		// whatever becomes of the rest.
-		uc.tail[0].waited = q.t.Sub(uc.tail[0].t) // so far
+		uc.tail[0].Waited = q.At.Sub(uc.tail[0].At) // so far
 		r.warnGroup(uc.tail[0]).add(uc.tail[0], overtaken)
-		if uc.evicted.conn == nil {
+		if uc.evicted.Conn == nil {
 			uc.evicted = uc.tail[0]
 		}
 		copy(uc.tail, uc.tail[1:])
@@ -315,7 +315,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 // request describes an unanswered request with its allowance.
 func (r *rule) request(x *detectors.Exchange) request {
 	m := x.Req
-	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
+	q := request{Key: m.Key, At: m.Time, allow: r.p.Grace, Conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
 	uc := r.conns[x.Conn]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
@@ -326,26 +326,26 @@ func (r *rule) request(x *detectors.Exchange) request {
 		if w, ok := decode.MaxWait(m.Req); ok {
 			wait = w
 		}
-		q.hold = wait
+		q.Hold = wait
 		q.longPoll = true
 	case kmsg.ShareFetch:
-		q.hold, _ = decode.MaxWait(m.Req)
+		q.Hold, _ = decode.MaxWait(m.Req)
 		q.longPoll = true
 	case kmsg.JoinGroup, kmsg.SyncGroup:
 		// A JoinGroup has just set it from its own rebalance timeout.
 		if uc != nil {
-			q.hold = max(uc.rebalance, 0)
+			q.Hold = max(uc.rebalance, 0)
 		}
 		q.longPoll = true
 	}
-	q.allow += q.hold
-	q.ev = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
-	q.desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
+	q.allow += q.Hold
+	q.Evidence = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
+	q.Desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
 	return q
 }
 
 func (r *rule) warnGroup(q request) *group {
-	s := q.conn.Server
+	s := q.Conn.Server
 	g := r.warn[s]
 	if g == nil {
 		g = &group{server: s}
@@ -397,11 +397,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	end := endings(p)
 	// Requests of one-sided connections waited until the end.
 	settle := func(q *request) {
-		if q.waited < 0 {
-			q.waited = end(q.conn).at.Sub(q.t)
+		if q.Waited < 0 {
+			q.Waited = end(q.Conn).at.Sub(q.At)
 		}
 	}
-	settle(&r.info.oldest)
+	settle(&r.info.Oldest)
 	for i := range r.info.reqs {
 		settle(&r.info.reqs[i])
 	}
@@ -409,7 +409,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	// connection in order.
 	conns := make([]*flows.ConnInfo, 0, len(r.conns))
 	for c, uc := range r.conns {
-		if len(uc.tail) > 0 || uc.evicted.conn != nil {
+		if len(uc.tail) > 0 || uc.evicted.Conn != nil {
 			conns = append(conns, c)
 		}
 	}
@@ -420,13 +420,13 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		if e.closed {
 			reason = closed
 		}
-		if q := r.conns[c].evicted; q.conn != nil {
+		if q := r.conns[c].evicted; q.Conn != nil {
 			// Counted when dropped; it waited on until now.
-			q.waited = e.at.Sub(q.t)
+			q.Waited = e.at.Sub(q.At)
 			r.warnGroup(q).grade(q, reason)
 		}
 		for _, q := range r.conns[c].tail {
-			q.waited = e.at.Sub(q.t)
+			q.Waited = e.at.Sub(q.At)
 			switch {
 			case e.oneSided:
 				r.info.add(q, oneSided)
@@ -434,9 +434,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 				// (A connection read back from an agent's records does
 				// not count its gaps: its requests say them.)
 				r.info.add(q, gaps)
-			case q.waited < q.allow && q.longPoll:
+			case q.Waited < q.allow && q.longPoll:
 				r.info.add(q, longPoll)
-			case q.waited < q.allow:
+			case q.Waited < q.allow:
 				r.info.add(q, inFlight)
 			default:
 				r.warnGroup(q).add(q, reason)
@@ -461,7 +461,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		out = append(out, r.warning(p, g, byID))
 	}
 	// Leave out a group of nothing but pending long polls.
-	if g := &r.info; g.n > g.reasons[longPoll] {
+	if g := &r.info; g.N > g.Reasons[longPoll] {
 		out = append(out, r.pending(p, g))
 	}
 	return out
@@ -487,19 +487,19 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) warning(p *detectors.Pass, g *group, byID map[int]*flows.Conn) detectors.Finding {
 	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
-		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
-		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
-		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
+		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.Oldest.Key),
+		OldestPacket: g.Oldest.Evidence.Packet, WaitedS: text.Seconds(g.Felt), Ongoing: g.ongoing,
+		Group: g, ServerLabel: p.Label(g.server), Grace: r.p.Grace}
 	if g.byAPI["ApiVersions"] > 0 {
-		f.silent, f.tlsBack = silentConns(byID, g.conns.IDs())
+		f.Silent, f.TlsBack = silentConns(byID, g.conns.IDs())
 		switch {
-		case f.silent && f.tlsBack:
+		case f.Silent && f.TlsBack:
 			f.NotKafka = "tls"
-		case f.silent:
+		case f.Silent:
 			f.NotKafka = "nothing"
 		}
 	}
-	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
+	return g.finding(p, g.Severity, overtaken, closed, []netip.AddrPort{g.server}, f)
 }
 
 // silentConns reports whether none of the connections ids (all among
@@ -524,7 +524,7 @@ func silentConns(byID map[int]*flows.Conn, ids []int) (silent, tls bool) {
 // pending lists the requests that may yet have been answered.
 func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
 	f := &Pending{APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI, Servers: g.conns.Servers(),
-		OldestAPI: decode.Name(g.oldest.key), OldestPacket: g.oldest.ev.Packet, g: g, grace: r.p.Grace}
+		OldestAPI: decode.Name(g.Oldest.Key), OldestPacket: g.Oldest.Evidence.Packet, Group: g, Grace: r.p.Grace}
 	return g.finding(p, detectors.Info, inFlight, reasons-1, g.conns.ServerAddrs(), f)
 }
 
@@ -536,10 +536,10 @@ func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last i
 		counted() *Counted
 	}) detectors.Finding {
 	c := d.counted()
-	c.Requests, c.Connections = g.n, int64(g.conns.Len()+g.conns.More)
+	c.Requests, c.Connections = g.N, int64(g.conns.Len()+g.conns.More)
 	c.ByReason = make(map[string]int64, last-first+1)
 	for i := first; i <= last; i++ {
-		c.ByReason[reasonNames[i]] = g.reasons[i]
+		c.ByReason[reasonNames[i]] = g.Reasons[i]
 	}
 	return detectors.Finding{
 		Severity: sev,
