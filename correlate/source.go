@@ -68,8 +68,11 @@ const (
 	DefaultReorderWindow = 2 * time.Second
 	DefaultMaxHeld       = 200000
 	DefaultMaxHeldBytes  = 64 << 20
-	DefaultTimeout       = 30 * time.Second
-	maxWarnings          = 20
+	// firstPollRecords and maxPollRecords bound Source.pollMax.
+	firstPollRecords = 256
+	maxPollRecords   = 1 << 16
+	DefaultTimeout   = 30 * time.Second
+	maxWarnings      = 20
 	// maxIdentities is how many records' identities (agent, run, seq)
 	// are remembered to recognise one read twice (about 100 bytes each).
 	maxIdentities = 1 << 18
@@ -162,6 +165,11 @@ type Source struct {
 	counts   Counts
 	agents   map[string]bool
 	out      []Item
+	// pollMax is how many records a poll takes, adapted after each poll
+	// so that one poll's records hold about a quarter of MaxHeldBytes: a
+	// fetch is bounded in compressed bytes, and all it brought, parsed
+	// at once and released early together, went far past the bound.
+	pollMax  int
 	warnings int
 	first    time.Time
 	last     time.Time
@@ -233,6 +241,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 		return s.Skew(agent)
 	}
 	s.mergers, s.pushed = map[int32]*Merger{}, map[int32]time.Time{}
+	s.pollMax = firstPollRecords
 	s.across = Merger{Window: math.MaxInt64, Max: cfg.MaxHeld, MaxBytes: cfg.MaxHeldBytes / 2}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -382,7 +391,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	fs := s.cl.PollFetches(pctx)
+	fs := s.cl.PollRecords(pctx, s.pollMax)
 	cancel()
 	defer s.cl.AllowRebalance()
 	s.mu.Lock()
@@ -390,6 +399,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 	var b Ready
 	b.Revoked, s.revoked = s.revoked, nil
 	s.out = s.out[:0]
+	var parsed, parsedBytes int64
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
@@ -412,6 +422,8 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.counts.Records++
 		s.counts.Bytes += int64(len(r.Value))
 		rec, err := Parse(r.Value)
+		parsed++
+		parsedBytes += int64(rec.Size())
 		if err != nil {
 			if s.Unreadable != nil {
 				s.Unreadable(err)
@@ -480,6 +492,9 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			st.hw = p.HighWatermark
 		}
 	})
+	if parsed > 0 {
+		s.pollMax = int(min(max(s.cfg.MaxHeldBytes/4*parsed/max(parsedBytes, 1), 1), maxPollRecords))
+	}
 	s.counts.Late, s.counts.Early = s.late, s.across.Early
 	for _, m := range s.mergers {
 		s.counts.Late += m.Late
