@@ -26,6 +26,9 @@ type Want struct {
 	// Exact are fields of Detail compared even where zero there: an
 	// expected false, 0 or nil.
 	Exact []string
+	// ExplainedBy, if set, is the rule whose finding the Set found to
+	// explain this one (its "explained_by" field).
+	ExplainedBy string
 }
 
 // Ptr returns a pointer to v, for a Detail's optional fields.
@@ -82,6 +85,9 @@ func Compare(t testing.TB, findings []detectors.Finding, rule string, want ...Wa
 			if !found {
 				t.Errorf("%s finding %d: no evidence at packet %d", rule, i, p)
 			}
+		}
+		if g, _ := f.Fields["explained_by"].(string); w.ExplainedBy != "" && g != w.ExplainedBy {
+			t.Errorf("%s finding %d: explained by %q, want %q", rule, i, g, w.ExplainedBy)
 		}
 		if w.Detail != nil {
 			compareDetail(t, rule, i, w.Detail, f.Detail, w.Exact)

@@ -486,7 +486,7 @@ func TestErrorStormExplainedByNotLeaderLoop(t *testing.T) {
 			w := tc.want
 			w.Severity = detectors.Warning
 			if nl >= detectors.Warning {
-				w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "not-leader-loop"}
+				w.Severity, w.ExplainedBy = detectors.Info, "not-leader-loop"
 				w.Summary = []string{" (explained by not-leader-loop)"}
 			}
 			dt.Check(t, fs, "error-storm", w)
@@ -532,7 +532,7 @@ func TestErrorStormSubject(t *testing.T) {
 			tl.Run()
 			w := dt.Want{Severity: detectors.Warning, Detail: &errorstorm.Finding{StormResponses: 150}}
 			if tc.explained {
-				w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "specific"}
+				w.Severity, w.ExplainedBy = detectors.Info, "specific"
 			}
 			fs := h.Findings()
 			dt.Check(t, fs, "error-storm", w)
@@ -561,7 +561,7 @@ func TestErrorStormInfoNamesItsExplanation(t *testing.T) {
 			tl.Run()
 			w := dt.Want{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 5}}
 			if tc.explained {
-				w.Fields, w.Summary = map[string]any{"explained_by": "specific"}, []string{" (explained by specific)"}
+				w.ExplainedBy, w.Summary = "specific", []string{" (explained by specific)"}
 			}
 			fs := h.Findings()
 			dt.Check(t, fs, "error-storm", w)

@@ -37,7 +37,7 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &kafka40removedversions.Finding{Requests: 1, ClientID: "kafka-python-producer-1", Host: "10.2.0.5", Library: "kafka-python", Removed: []string{"Produce v1"}, Servers: []string{broker}}, Counts: map[string]int64{"Produce v1": 1},
+				Detail:   &kafka40removedversions.Finding{Requests: 1, ClientID: "kafka-python-producer-1", Host: "10.2.0.5", Library: "kafka-python", Removed: []string{"Produce v1"}, Servers: []string{broker}, ByVersion: map[string]int64{"Produce v1": 1}},
 				Summary:  []string{`client "kafka-python-producer-1" on 10.2.0.5 sends Produce v1, removed in Kafka 4.0 (KIP-896): it will fail on 4.0; kafka-python by its default client id`},
 				Evidence: []uint64{2},
 			}},
@@ -57,8 +57,8 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &kafka40removedversions.Finding{Requests: 3, Software: "apache-kafka-java 2.0.0", Library: "Apache Kafka Java client", Removed: []string{"Produce v2", "Fetch v3"}}, Counts: map[string]int64{"Produce v2": 2, "Fetch v3": 1},
-				Summary: []string{"sends Produce v2, Fetch v3, removed in Kafka 4.0", "Apache Kafka Java client (apache-kafka-java 2.0.0)"},
+				Detail:   &kafka40removedversions.Finding{Requests: 3, Software: "apache-kafka-java 2.0.0", Library: "Apache Kafka Java client", Removed: []string{"Produce v2", "Fetch v3"}, ByVersion: map[string]int64{"Produce v2": 2, "Fetch v3": 1}},
+				Summary:  []string{"sends Produce v2, Fetch v3, removed in Kafka 4.0", "Apache Kafka Java client (apache-kafka-java 2.0.0)"},
 			}},
 		},
 		{

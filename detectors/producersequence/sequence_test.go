@@ -115,7 +115,7 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &producersequence.Finding{SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5, Recovered: true}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"}, Counts: map[string]int64{"reset_partitions": 1},
+				Detail: &producersequence.Finding{SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5, Recovered: true, ResetPartitions: []string{"orders-1"}}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"},
 				Summary: []string{"OUT_OF_ORDER_SEQUENCE_NUMBER x9 on orders-0", "9 new producer epochs", "sequences restarted on orders-1",
 					"written again after 4.5 s"}}},
 		},
