@@ -78,7 +78,7 @@ func (p Partition) Key(names Names) Partition {
 	return Partition{TopicID: p.TopicID, Num: p.Num}
 }
 
-// Names knows topics' names by their ids (flows.Nodes, learned from
+// Names knows topics' names by their ids (cluster.Nodes, learned from
 // Metadata); a nil Names, or a nil pointer behind one, knows none.
 type Names interface {
 	TopicName(id [16]byte) (string, bool)

@@ -312,7 +312,7 @@ func (c *client) txn(what string) {
 
 // build lists the clients by host, then client id, with topic ids named
 // as the capture taught.
-func (inv *inventory) build(nodes *flows.Nodes) []report.Client {
+func (inv *inventory) build(nodes *cluster.Nodes) []report.Client {
 	cs := make([]*client, 0, len(inv.clients))
 	for _, c := range inv.clients {
 		cs = append(cs, c)
@@ -331,7 +331,7 @@ func (inv *inventory) build(nodes *flows.Nodes) []report.Client {
 	return out
 }
 
-func (c *client) report(nodes *flows.Nodes) report.Client {
+func (c *client) report(nodes *cluster.Nodes) report.Client {
 	out := report.Client{
 		Host: c.key.host.String(), ClientID: c.key.id, Software: append([]report.Software{}, c.software...),
 		Connections: append([]int{}, c.conns...), ConnectionsNotListed: c.moreConns, Servers: []string{}, Roles: []string{},
@@ -404,7 +404,7 @@ func acksName(acks int16) string {
 
 // topicByID names a topic known by id only: by the name Metadata gave it
 // in the capture, else by the id in base64 as Kafka prints it.
-func topicByID(nodes *flows.Nodes, id [16]byte) string {
+func topicByID(nodes *cluster.Nodes, id [16]byte) string {
 	if nodes != nil {
 		if n, ok := nodes.TopicName(id); ok {
 			return n

@@ -9,6 +9,7 @@ package collect
 import (
 	"sort"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -121,7 +122,7 @@ func (c *Collector) OnConnEvent(e *flows.ConnEvent) {
 
 // Build assembles the report from the collector, the analyzer's state, the
 // inputs and the findings.
-func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.Conn, nodes *flows.Nodes, findings []detectors.Finding) *report.Report {
+func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.Conn, nodes *cluster.Nodes, findings []detectors.Finding) *report.Report {
 	r := &report.Report{Schema: report.Schema, Findings: findings, Events: c.events}
 	if r.Findings == nil {
 		r.Findings = []detectors.Finding{}
@@ -245,7 +246,7 @@ func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.C
 	return r
 }
 
-func connection(c *flows.Conn, nodes *flows.Nodes) report.Connection {
+func connection(c *flows.Conn, nodes *cluster.Nodes) report.Connection {
 	out := report.Connection{
 		ID: c.ID, Agent: c.Agent, Client: c.Client.String(), Server: c.Server.String(),
 		Recognised: string(c.Recognised), ClientBy: string(c.ClientBy),

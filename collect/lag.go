@@ -64,7 +64,7 @@ func (c *LagCollector) Dropped() int64 {
 
 // Rows returns the series for the report, topic ids and node ids named
 // from nodes (nil: as first known).
-func (c *LagCollector) Rows(nodes *flows.Nodes) []report.Lag {
+func (c *LagCollector) Rows(nodes *cluster.Nodes) []report.Lag {
 	out := []report.Lag{}
 	for _, s := range c.table.Series(cluster.RoleNone) {
 		t := c.tracks.Get(s.Index)

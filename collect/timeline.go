@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/report"
@@ -289,7 +290,7 @@ func latLower(i int) uint64 {
 	return 1<<exp | mant<<(exp-latSubBits)
 }
 
-func (l *timeline) build(nodes *flows.Nodes) *report.Timeline {
+func (l *timeline) build(nodes *cluster.Nodes) *report.Timeline {
 	t := &report.Timeline{Start: l.start, Width: l.width, Buckets: l.used}
 	n := l.used
 	t.ToServer = append([]int64{}, l.toServer[:n]...)

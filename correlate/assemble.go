@@ -66,6 +66,12 @@ func (rb *Rebuilder) RebuildSplit(recs []*Record) (Events, []error) {
 	}
 	if out.X != nil {
 		out.X.X.Again = false
+		if r := out.X.X.Resp; r != nil && r.Resp != nil && len(recs) > 1 {
+			// Counted once over the merged response: the codes outside
+			// its topics (a Fetch session's error) are in every
+			// record's body, and count once, as in a capture.
+			r.ErrorCodes = flows.ErrorCounts(r.Resp)
+		}
 	}
 	return out, errs
 }

@@ -31,7 +31,7 @@ import (
 // ErrorCode when the API has one); a batch failing its CRC has no
 // computed checksum (not shipped).
 type Rebuilder struct {
-	nodes *flows.Nodes
+	nodes *cluster.Nodes
 	conns map[connKey]*flows.Conn
 	list  []*flows.Conn
 	keys  []connKey // list's keys
@@ -110,7 +110,7 @@ const maxCounted = 1 << 16
 const maxEnds = 4096
 
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
-func NewRebuilder(nodes *flows.Nodes) *Rebuilder {
+func NewRebuilder(nodes *cluster.Nodes) *Rebuilder {
 	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{},
 		MaxConns: flows.DefaultConfig().MaxConns, tuples: map[[2]netip.AddrPort]connKey{}, alias: map[connKey]connKey{},
 		views: map[viewKey]struct{}{}}
@@ -503,6 +503,12 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			m.Batches = batches(r, topic, id, false)
 		}
 		m.ErrorCodes = errorCodes(r)
+		if r.Parts > 0 && m.Resp != nil {
+			// A split record's: its partition's and those outside the
+			// topics (a Fetch session's top-level error), as a
+			// capture's analysis counts them.
+			m.ErrorCodes = flows.ErrorCounts(m.Resp)
+		}
 		x.Resp = m
 	case "unanswered":
 		x.Unanswered = true

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // rebuildAll parses and rebuilds records in order, failing on an error.
@@ -37,7 +37,7 @@ func rebuildAll(t *testing.T, rb *Rebuilder, recs ...string) []Events {
 // once its skew is known. Each agent its own.
 func TestRebuildAgentEnd(t *testing.T) {
 	const s = int64(time.Second)
-	rb := NewRebuilder(flows.NewNodes())
+	rb := NewRebuilder(cluster.NewNodes())
 	if _, ok := rb.End("old"); ok {
 		t.Fatal("an agent not read has an end")
 	}
@@ -73,7 +73,7 @@ func TestRebuildAgentEnd(t *testing.T) {
 // others are Again, so that the connection counts one request and one
 // unanswered request, as the agent's capture did.
 func TestRebuildSplitOnce(t *testing.T) {
-	rb := NewRebuilder(flows.NewNodes())
+	rb := NewRebuilder(cluster.NewNodes())
 	rec := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"conn":1,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","api":0,"ver":9,"corr":7,"status":"unanswered","req_pkt":4,"acks":-1,"parts":2,"topic":"orders","partition":`
 	evs := rebuildAll(t, rb, rec+`1}`, rec+`0}`)
 	if evs[0].X.X.Again || !evs[1].X.X.Again || evs[0].Req == nil || evs[1].Req != nil {
@@ -94,7 +94,7 @@ func TestRebuildSplitOnce(t *testing.T) {
 // rules allow it that long (decode.MaxWait); a record of an older agent,
 // without it, is rebuilt allowed the longest, as before.
 func TestRebuildFetchMaxWait(t *testing.T) {
-	rb := NewRebuilder(flows.NewNodes())
+	rb := NewRebuilder(cluster.NewNodes())
 	head := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"latency_ns":700000000,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","api":1,"ver":12,"status":"answered","req_pkt":4,"resp_pkt":5,"replica":-1`
 	evs := rebuildAll(t, rb,
 		head+`,"conn":1,"corr":1,"max_wait_ms":500,"parts":1,"topic":"orders","partition":0,"fetch_offset":40,"error":0}`,
@@ -121,7 +121,7 @@ func TestRebuildFetchMaxWait(t *testing.T) {
 // cluster without brokers); a SASLHandshake, without a throttle time,
 // keeps its empty body.
 func TestRebuildThrottle(t *testing.T) {
-	rb := NewRebuilder(flows.NewNodes())
+	rb := NewRebuilder(cluster.NewNodes())
 	head := `{"v":1,"type":"exchange","agent":"a","ts_ns":100000000000,"latency_ns":1000000,"client":"10.0.0.1:4000","server":"10.0.0.2:9092","client_id":"c","status":"answered","req_pkt":4,"resp_pkt":5,"conn":1`
 	evs := rebuildAll(t, rb,
 		head+`,"corr":1,"api":0,"ver":5,"throttle_time_ms":2000,"parts":1,"topic":"orders","partition":0,"error":0}`,

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -130,7 +131,7 @@ type Source struct {
 	cfg   SourceConfig
 	cl    *kgo.Client
 	name  string
-	nodes *flows.Nodes
+	nodes *cluster.Nodes
 	rb    *Rebuilder
 	// mergers merge each Kafka partition's records by time: one
 	// partition holds every agent's records of its keys.
@@ -230,7 +231,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
 	}
-	s := &Source{cfg: cfg, nodes: flows.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
+	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
 		seen: map[identity]struct{}{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
@@ -286,7 +287,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 func (s *Source) Name() string { return s.name }
 
 // Nodes are the node identities the records taught.
-func (s *Source) Nodes() *flows.Nodes { return s.nodes }
+func (s *Source) Nodes() *cluster.Nodes { return s.nodes }
 
 // Conns are the connections rebuilt.
 func (s *Source) Conns() []*flows.Conn { return s.rb.Conns() }
@@ -781,6 +782,12 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 		when := at
 		if x.X.Resp != nil && x.X.Req != nil {
 			when = max(when, x.X.Resp.Time.UnixNano())
+		}
+		if x.X.AtEnd {
+			// Still waiting when the agent's capture ended: handed
+			// over after its last packet, as a capture's analysis
+			// hands over the requests left at its end.
+			when = max(when, at+int64(x.X.Waited)+1)
 		}
 		c := &x.X.Conn.ConnInfo
 		if last, ok := s.lastAnswer[c]; ok {

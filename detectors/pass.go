@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -12,7 +13,7 @@ import (
 // hook and to Findings.
 type Pass struct {
 	// Nodes are the node identities and topic names learned so far.
-	Nodes *flows.Nodes
+	Nodes *cluster.Nodes
 	// Ports are the run's Kafka ports (--ports).
 	Ports *flows.Ports
 	// Start and End bound the capture in time: at an event, End is the

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/tlsdec"
 )
@@ -200,7 +201,7 @@ type Analyzer struct {
 	phase    uint8
 	stats    Stats
 	conns    []*Conn
-	nodes    *Nodes
+	nodes    *cluster.Nodes
 	streams  map[tupleKey]*stream
 	idle     map[tupleKey]*Conn
 	lastIdle time.Time
@@ -488,7 +489,7 @@ func (a *Analyzer) evict(c *Conn) {
 }
 
 // Nodes returns what the traffic said about node identities.
-func (a *Analyzer) Nodes() *Nodes { return a.nodes }
+func (a *Analyzer) Nodes() *cluster.Nodes { return a.nodes }
 
 // Conns returns the Kafka connections in order of first packet.
 func (a *Analyzer) Conns() []*Conn { return a.conns }

@@ -49,11 +49,11 @@ type ConnInfo struct {
 	File        int
 	FirstPacket uint64
 	FirstSeen   time.Time
-	nodes       *Nodes
+	nodes       *cluster.Nodes
 }
 
 // Nodes returns the node identities learned in this analysis.
-func (c *ConnInfo) Nodes() *Nodes { return c.nodes }
+func (c *ConnInfo) Nodes() *cluster.Nodes { return c.nodes }
 
 // Label is "client -> server".
 func (c *ConnInfo) Label() string {

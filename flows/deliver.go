@@ -1,5 +1,7 @@
 package flows
 
+import "github.com/kfsniff/kfsniff/cluster"
+
 // Event is one thing for the handlers: a request, an exchange or a
 // connection event (exactly one of Req, X, Conn is set).
 //
@@ -61,7 +63,7 @@ func requestBefore(x, y *Message) bool {
 // into its frame (which is only valid during the handler calls), keeping
 // what handlers asked to keep of a request until its exchange (Keeper).
 type Delivery struct {
-	nodes *Nodes
+	nodes *cluster.Nodes
 	reqH  []RequestHandler
 	exH   []ExchangeHandler
 	connH []ConnHandler
@@ -92,7 +94,7 @@ func NewDelivery(handlers ...Handler) *Delivery {
 }
 
 func newDelivery(handlers []Handler) *Delivery {
-	d := &Delivery{nodes: newNodes()}
+	d := &Delivery{nodes: cluster.NewNodes()}
 	for _, h := range handlers {
 		if r, ok := h.(RequestHandler); ok {
 			d.reqH = append(d.reqH, r)
@@ -117,7 +119,7 @@ func newDelivery(handlers []Handler) *Delivery {
 }
 
 // Nodes returns the node identities learned from the events delivered.
-func (d *Delivery) Nodes() *Nodes { return d.nodes }
+func (d *Delivery) Nodes() *cluster.Nodes { return d.nodes }
 
 // Deliver hands one event to the handlers.
 func (d *Delivery) Deliver(ev *Event) {
@@ -127,7 +129,7 @@ func (d *Delivery) Deliver(ev *Event) {
 		if d.Broken != nil {
 			defer d.recover(m.conn, m.File, m.Packet)
 		}
-		d.nodes.learnRequest(m.Conn, m)
+		d.nodes.LearnRequest(m.Conn.Client.Addr().Unmap(), m.Conn.Server, m.Client.ID, m.Fetcher, m.Req)
 		d.nameTopics(m)
 		if d.keep.on() {
 			d.keep.request(m)
@@ -151,7 +153,7 @@ func (d *Delivery) Deliver(ev *Event) {
 		}
 		if m != nil {
 			if m.Resp != nil {
-				d.nodes.learnResponse(m.Resp)
+				d.nodes.LearnResponse(m.Resp)
 			}
 			d.nameTopics(m)
 		}

@@ -90,7 +90,7 @@ func (s *LagSeries) Role() cluster.Role {
 
 // Topic names the series' topic: by the name Metadata gave its id (n) if
 // it was fetched by id, else as when the series began.
-func (s *LagSeries) Topic(n *Nodes) string {
+func (s *LagSeries) Topic(n *cluster.Nodes) string {
 	if s.Key.Partition.Topic == "" && n != nil {
 		if name, ok := n.TopicName(s.Key.Partition.TopicID); ok {
 			return name

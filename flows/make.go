@@ -35,3 +35,7 @@ func MakeResponse(req *Message, at time.Time, resp kmsg.Response) *Message {
 	m.ErrorCodes = errorCounts(resp, nil)
 	return m
 }
+
+// ErrorCounts are the non-zero error codes anywhere in resp, counted as
+// the analyzer counts a response's (Message.ErrorCodes).
+func ErrorCounts(resp kmsg.Response) []ErrorCount { return errorCounts(resp, nil) }

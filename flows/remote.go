@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
 
@@ -12,37 +13,11 @@ import (
 // connections it numbers itself, messages tied to them, the counts flows
 // keeps per connection, and the node identities the records name.
 
-// NewNodes returns an empty table of node identities, to be shared by
-// the Deliveries of one correlator (NewRemoteDelivery).
-func NewNodes() *Nodes { return newNodes() }
-
-// LearnServer records that node id serves at ap: a shipped record's
-// "node", which its agent learned from traffic the correlator does not
-// see (Metadata bodies are not shipped).
-func (n *Nodes) LearnServer(ap netip.AddrPort, id int32) {
-	if id < 0 || !ap.IsValid() {
-		return
-	}
-	n.learnEndpoint(id, ap.Addr().Unmap().String(), int32(ap.Port()))
-}
-
-// LearnTopic records a topic id's name (a shipped record naming both).
-func (n *Nodes) LearnTopic(id [16]byte, name string) {
-	if id == ([16]byte{}) || name == "" {
-		return
-	}
-	if _, ok := n.topics[id]; ok || len(n.topics) < maxNodeEntries {
-		n.topics[id] = name
-	} else {
-		n.dropped.Topics++
-	}
-}
-
 // NewRemoteDelivery returns a Delivery to handlers that learns into
 // nodes and does not number connections: a correlator's connections are
 // numbered by RemoteConn, across the Deliveries it feeds. It keeps
 // nothing for the handlers (Keeper): the records carry no bytes.
-func NewRemoteDelivery(nodes *Nodes, handlers ...Handler) *Delivery {
+func NewRemoteDelivery(nodes *cluster.Nodes, handlers ...Handler) *Delivery {
 	d := newDelivery(handlers)
 	if nodes != nil {
 		d.nodes = nodes
@@ -56,7 +31,7 @@ func NewRemoteDelivery(nodes *Nodes, handlers ...Handler) *Delivery {
 // RemoteConn returns a connection another host captured: agent names the
 // host, id is the correlator's number for it, first the time of its first
 // record. Its counters are kept by Count.
-func RemoteConn(agent string, id int, client, server netip.AddrPort, first time.Time, nodes *Nodes) *Conn {
+func RemoteConn(agent string, id int, client, server netip.AddrPort, first time.Time, nodes *cluster.Nodes) *Conn {
 	c := MakeConn(client, server)
 	c.ID, c.Agent, c.FirstSeen, c.LastSeen, c.nodes = id, agent, first, first, nodes
 	c.Recognised = ByPort

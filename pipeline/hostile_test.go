@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
@@ -417,9 +418,9 @@ var hostileCases = map[string]hostileCase{
 		check: func(t *testing.T, r *report.Report) {
 			wantTotals(t, r, totals{conns: 1, requests: 1, responses: 1})
 			b := r.Totals.BoundsReached
-			if b["metadata_brokers_dropped"] != gen.MetadataBrokers-flows.MaxBrokersPerResponse ||
-				b["advertised-listener-conflict.brokers_not_judged"] != gen.MetadataBrokers-flows.MaxBrokersPerResponse ||
-				b["node_ids_dropped"] != flows.MaxBrokersPerResponse-64 || b["topic_ids_dropped"] != gen.MetadataTopics-65536 {
+			if b["metadata_brokers_dropped"] != gen.MetadataBrokers-cluster.MaxBrokersPerResponse ||
+				b["advertised-listener-conflict.brokers_not_judged"] != gen.MetadataBrokers-cluster.MaxBrokersPerResponse ||
+				b["node_ids_dropped"] != cluster.MaxBrokersPerResponse-64 || b["topic_ids_dropped"] != gen.MetadataTopics-65536 {
 				t.Errorf("bounds reached %v", b)
 			}
 			f := finding(t, r, "advertised-listener-conflict")

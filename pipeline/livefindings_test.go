@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
@@ -53,7 +54,7 @@ func (s *snapshotter) OnExchange(x *flows.Exchange) {
 	if s.n%s.every != 0 {
 		return
 	}
-	env := detectors.Pass{Nodes: &flows.Nodes{}, Conns: s.conns, End: s.last}
+	env := detectors.Pass{Nodes: &cluster.Nodes{}, Conns: s.conns, End: s.last}
 	a := s.set.Snapshot(env)
 	b := s.set.Snapshot(env)
 	if ja, jb := mustJSON(s.t, a), mustJSON(s.t, b); !bytes.Equal(ja, jb) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -100,7 +101,7 @@ type Result struct {
 	// workers.
 	Stats *flows.Stats
 	Conns []*flows.Conn
-	Nodes *flows.Nodes
+	Nodes *cluster.Nodes
 	// Workers is how many workers analysed the connections.
 	Workers int
 	Stop    Stop
@@ -133,7 +134,7 @@ type engine interface {
 	// progress figures, on the reading goroutine
 	progress() (packets, bytes int64, kafka int, first, last time.Time)
 	// the results, once closed (for one analyzer, also while running)
-	results() (*flows.Stats, []*flows.Conn, *flows.Nodes)
+	results() (*flows.Stats, []*flows.Conn, *cluster.Nodes)
 	// the endpoints seen accepting connections
 	accepting() *flows.Listeners
 }
@@ -146,7 +147,7 @@ func (s single) progress() (int64, int64, int, time.Time, time.Time) {
 	return st.Packets, st.Bytes, len(s.Conns()), st.FirstTime, st.LastTime
 }
 
-func (s single) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
+func (s single) results() (*flows.Stats, []*flows.Conn, *cluster.Nodes) {
 	return s.Stats(), s.Conns(), s.Nodes()
 }
 
@@ -156,7 +157,7 @@ func (s *sharded) progress() (int64, int64, int, time.Time, time.Time) {
 	return s.packets, s.bytes, int(s.kafka.Load()), s.first, s.last
 }
 
-func (s *sharded) results() (*flows.Stats, []*flows.Conn, *flows.Nodes) {
+func (s *sharded) results() (*flows.Stats, []*flows.Conn, *cluster.Nodes) {
 	return &s.stats, s.conns, s.dl.Nodes()
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -23,7 +24,7 @@ type RemoteSource interface {
 	// Flush returns every record still held.
 	Flush() RemoteBatch
 	Name() string
-	Nodes() *flows.Nodes
+	Nodes() *cluster.Nodes
 	Conns() []*flows.Conn
 	// Records and Bytes read so far; First and Last their capture times.
 	Read() (records, bytes int64, first, last time.Time)

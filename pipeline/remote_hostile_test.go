@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -32,7 +33,7 @@ func (s *bigSource) Next(context.Context) (RemoteBatch, error) {
 }
 func (s *bigSource) Flush() RemoteBatch           { return RemoteBatch{} }
 func (s *bigSource) Name() string                 { return "kafka://test/big" }
-func (s *bigSource) Nodes() *flows.Nodes          { return flows.NewNodes() }
+func (s *bigSource) Nodes() *cluster.Nodes        { return cluster.NewNodes() }
 func (s *bigSource) Conns() []*flows.Conn         { return nil }
 func (s *bigSource) End(string) (time.Time, bool) { return time.Time{}, false }
 func (s *bigSource) Read() (int64, int64, time.Time, time.Time) {

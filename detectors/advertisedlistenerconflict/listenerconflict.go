@@ -1,7 +1,7 @@
 // Package advertisedlistenerconflict reports advertised listeners that cannot work.
 //
 // Each Metadata and DescribeCluster response is checked on its own
-// (flows.Brokers), not the cumulative node table (flows.Nodes): a node
+// (cluster.Brokers), not the cumulative node table (cluster.Nodes): a node
 // that moves to another address between responses (a broker restarted
 // elsewhere, an id reused) is not a conflict.
 //
@@ -42,6 +42,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -98,7 +99,7 @@ type rule struct {
 	at        map[netip.AddrPort]*issue
 	openParts int
 	// brokersDropped counts brokers of responses past
-	// flows.MaxBrokersPerResponse, not judged.
+	// cluster.MaxBrokersPerResponse, not judged.
 	brokersDropped int64
 }
 
@@ -139,7 +140,7 @@ func newIssue(endpoint string) *issue {
 }
 
 func (r *rule) add(id int32, host string, port int32) {
-	if len(r.scratch) >= flows.MaxBrokersPerResponse {
+	if len(r.scratch) >= cluster.MaxBrokersPerResponse {
 		r.brokersDropped++ // a response's brokers are judged up to the bound flows learns
 		return
 	}
@@ -159,7 +160,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	r.scratch = r.scratch[:0]
-	if !flows.Brokers(x.Resp.Resp, r.add) || len(r.scratch) == 0 {
+	if !cluster.Brokers(x.Resp.Resp, r.add) || len(r.scratch) == 0 {
 		return
 	}
 	bs := r.scratch
@@ -196,7 +197,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if len(is.ids) < maxIDs {
 			is.ids.Add(b.id)
 		}
-		ep := flows.Endpoint(b.host, b.port)
+		ep := cluster.Endpoint(b.host, b.port)
 		if !slices.Contains(is.endpoints, ep) && len(is.endpoints) < maxIDs {
 			is.endpoints = append(is.endpoints, ep)
 		}
@@ -222,7 +223,7 @@ func (r *rule) issueAt(ap netip.AddrPort) *issue {
 	if is, ok := r.at[ap]; ok {
 		return is
 	}
-	is := r.shared[flows.Endpoint(canonicalHost(ap.Addr().Unmap().String()), int32(ap.Port()))]
+	is := r.shared[cluster.Endpoint(canonicalHost(ap.Addr().Unmap().String()), int32(ap.Port()))]
 	if len(r.at) < maxServers {
 		r.at[ap] = is
 	}
@@ -231,8 +232,8 @@ func (r *rule) issueAt(ap netip.AddrPort) *issue {
 
 // sharedAt counts a response listing several node ids (bs, one endpoint).
 func (r *rule) sharedAt(x *detectors.Exchange, bs []broker) {
-	key := flows.Endpoint(bs[0].key, bs[0].port)
-	ep := flows.Endpoint(bs[0].host, bs[0].port)
+	key := cluster.Endpoint(bs[0].key, bs[0].port)
+	ep := cluster.Endpoint(bs[0].host, bs[0].port)
 	is := r.shared[key]
 	if is == nil {
 		if len(r.shared) >= maxIssues {

@@ -205,7 +205,7 @@ func TestDetectorsDoNotAllocatePerExchange(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%.3f allocations per round of healthy traffic (Produce, Fetch, Heartbeat, some Metadata), want 0", allocs)
 	}
-	if fs := set.Findings(detectors.Pass{Nodes: &flows.Nodes{}}); len(fs) != 0 {
+	if fs := set.Findings(detectors.Pass{Nodes: &cluster.Nodes{}}); len(fs) != 0 {
 		t.Errorf("healthy traffic gave findings: %v", fs[0].Summary)
 	}
 	if n := s.dl.KeptDropped(); n != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -51,7 +52,7 @@ func New(t testing.TB, settings map[string]map[string]string, analyzers ...*dete
 func (h *Harness) SetLimits(l detectors.Limits) { h.set.SetLimits(l) }
 
 // Nodes are the node identities learned from the events so far.
-func (h *Harness) Nodes() *flows.Nodes { return h.dl.Nodes() }
+func (h *Harness) Nodes() *cluster.Nodes { return h.dl.Nodes() }
 
 // Conn opens a connection from client to server (both "ip:port"), with
 // its ConnOpened event, at the time of the last event so far.

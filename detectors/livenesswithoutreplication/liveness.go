@@ -28,7 +28,6 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/internal/spell"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -284,7 +283,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 				what += fmt.Sprintf(", leader %d epoch %d", e.leader, e.epoch)
 			}
 		}
-		if ep := flows.NodeEndpoint(resp, e.leader); ep != "" {
+		if ep := cluster.NodeEndpoint(resp, e.leader); ep != "" {
 			e.leaderEP = ep
 		}
 		e.ev.Add(detectors.EvidenceAt(x.Resp, what))

@@ -193,7 +193,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	o.answering.Add(x.Conn.Server, 1, 1)
 	if leader >= 0 {
 		o.leader, o.Epoch = leader, epoch
-		if ep := flows.NodeEndpointOr(resp, leader, o.leaderEP); ep != "" {
+		if ep := cluster.NodeEndpointOr(resp, leader, o.leaderEP); ep != "" {
 			o.leaderEP = ep
 		}
 	}

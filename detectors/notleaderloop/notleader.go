@@ -292,7 +292,7 @@ func (r *rule) observe(o *obs) {
 			e.fenced++
 		}
 		e.last = x.Resp.Time
-		if ep := flows.NodeEndpointOr(x.Resp.Resp, o.a.Leader, e.leaderEP); ep != "" {
+		if ep := cluster.NodeEndpointOr(x.Resp.Resp, o.a.Leader, e.leaderEP); ep != "" {
 			e.leaderEP = ep
 		}
 		e.servers.Add(x.Conn.Server, 1, 1)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
@@ -51,7 +52,7 @@ func TestIdempotentTrafficDoesNotAllocate(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%.2f allocations per idempotent Produce exchange, want 0", n)
 	}
-	if fs := set.Findings(detectors.Pass{Nodes: &flows.Nodes{}}); len(fs) != 0 {
+	if fs := set.Findings(detectors.Pass{Nodes: &cluster.Nodes{}}); len(fs) != 0 {
 		t.Errorf("healthy idempotent traffic gave findings: %s", fs[0].Summary)
 	}
 }

@@ -45,7 +45,7 @@ type episode struct {
 	txn   bool
 	conns tally.Conns
 	ev    detectors.Sampler[seen]
-	Nodes *flows.Nodes
+	Nodes *cluster.Nodes
 }
 
 // idSeen is an identity the producer used after the first error.
@@ -71,7 +71,7 @@ type seen struct {
 	id    identity
 	seq   int32
 	code  int16
-	nodes *flows.Nodes
+	nodes *cluster.Nodes
 }
 
 func (s seen) Evidence() detectors.Evidence {
@@ -81,7 +81,7 @@ func (s seen) Evidence() detectors.Evidence {
 
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
-func newEpisode(c cluster.Client, s *sent, h *history, nodes *flows.Nodes) *episode {
+func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *episode {
 	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, Nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.

@@ -34,7 +34,6 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // Analyzer is the rule.
@@ -126,7 +125,7 @@ type skip struct {
 	group      string
 }
 
-func (r *rule) name(n *flows.Nodes, topic string, id [16]byte) string {
+func (r *rule) name(n *cluster.Nodes, topic string, id [16]byte) string {
 	return cluster.Partition{Topic: topic, TopicID: id}.TopicName(n)
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
-	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -243,7 +242,7 @@ func pathNames(bits uint8) string {
 
 // holders resolves the copies' sources to replicas: node ids where known,
 // else addresses.
-func (r *rule) holders(n *flows.Nodes, p *part, nodes tally.IDs, names map[string]bool) {
+func (r *rule) holders(n *cluster.Nodes, p *part, nodes tally.IDs, names map[string]bool) {
 	for i := range p.holders.All() {
 		s := r.srcs.Get(i)
 		if id := s.ServerNode(n); id >= 0 {

@@ -239,7 +239,7 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 
 // nameOf is the name of a topic id, from the run's nodes or the ids
 // Metadata named.
-func (r *rule) nameOf(n *flows.Nodes, id [16]byte) string {
+func (r *rule) nameOf(n *cluster.Nodes, id [16]byte) string {
 	if n != nil {
 		if s, ok := n.TopicName(id); ok {
 			return s

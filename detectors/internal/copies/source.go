@@ -67,7 +67,7 @@ type Source struct {
 
 // ServerNode is the node that served (or, for a produce, received) the
 // copy, -1 if unknown.
-func (s *Source) ServerNode(n *flows.Nodes) int32 {
+func (s *Source) ServerNode(n *cluster.Nodes) int32 {
 	if n == nil {
 		return -1
 	}
@@ -76,7 +76,7 @@ func (s *Source) ServerNode(n *flows.Nodes) int32 {
 
 // HolderNode is the node that holds the copy once it has arrived: the
 // fetching replica for replica and raft fetches, else the server.
-func (s *Source) HolderNode(n *flows.Nodes) int32 {
+func (s *Source) HolderNode(n *cluster.Nodes) int32 {
 	if !s.Path.Replicated() {
 		return s.ServerNode(n)
 	}
@@ -90,7 +90,7 @@ func (s *Source) HolderNode(n *flows.Nodes) int32 {
 }
 
 // ServerLabel is "node 2 (172.31.2.2:9092)" or the address.
-func (s *Source) ServerLabel(n *flows.Nodes) string {
+func (s *Source) ServerLabel(n *cluster.Nodes) string {
 	if n == nil {
 		return s.Server.String()
 	}
@@ -98,7 +98,7 @@ func (s *Source) ServerLabel(n *flows.Nodes) string {
 }
 
 // HolderLabel names the holder of a copy for a person.
-func (s *Source) HolderLabel(n *flows.Nodes) string {
+func (s *Source) HolderLabel(n *cluster.Nodes) string {
 	switch s.Path {
 	case ReplicaFetch, RaftFetch:
 		if id := s.HolderNode(n); id >= 0 {

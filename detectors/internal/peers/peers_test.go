@@ -28,7 +28,7 @@ func learned(t *testing.T) *detectors.Pass {
 }
 
 // TestKeyAndLabel: a partition keyed by cluster.Partition.Key through the
-// names a run's flows.Nodes learned, and labelled as the rules print it.
+// names a run's cluster.Nodes learned, and labelled as the rules print it.
 func TestKeyAndLabel(t *testing.T) {
 	p := learned(t)
 	for _, tc := range []struct {

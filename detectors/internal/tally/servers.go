@@ -3,7 +3,7 @@ package tally
 import (
 	"net/netip"
 
-	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/cluster"
 )
 
 // AddrStrings shows addresses as text, in their order (Conns.ServerAddrs:
@@ -17,8 +17,8 @@ func AddrStrings(aps []netip.AddrPort) []string {
 }
 
 // Labels shows server addresses with the node advertised at each, as
-// flows.Nodes.Label does, in their order.
-func Labels(n *flows.Nodes, aps []netip.AddrPort) []string {
+// cluster.Nodes.Label does, in their order.
+func Labels(n *cluster.Nodes, aps []netip.AddrPort) []string {
 	out := make([]string, len(aps))
 	for i, ap := range aps {
 		out[i] = ap.String()

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -217,7 +218,7 @@ func (s *Conns) ServerAddrs() []netip.AddrPort {
 }
 
 // ServerLabels returns the servers with their node ids where known.
-func (s *Conns) ServerLabels(n *flows.Nodes) []string {
+func (s *Conns) ServerLabels(n *cluster.Nodes) []string {
 	set := map[string]bool{}
 	for _, c := range s.list {
 		if n != nil {
@@ -254,7 +255,7 @@ func (s *Conns) ClientAddrs() []netip.Addr {
 }
 
 // Nodes returns the node ids of the servers and of clients that are nodes.
-func (s *Conns) Nodes(n *flows.Nodes) []int32 {
+func (s *Conns) Nodes(n *cluster.Nodes) []int32 {
 	if n == nil {
 		return nil
 	}

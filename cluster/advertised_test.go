@@ -1,4 +1,4 @@
-package flows
+package cluster
 
 import (
 	"net/netip"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestAdvertisedAs(t *testing.T) {
-	n := newNodes()
+	n := NewNodes()
 	n.learnEndpoint(1, "10.0.0.2", 9092)
 	n.learnEndpoint(2, "10.0.0.3", 9092)
 	n.learnEndpoint(2, "broker-2.example", 9092)

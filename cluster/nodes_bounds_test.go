@@ -1,4 +1,4 @@
-package flows
+package cluster
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // when every insert scanned and sorted), brokers per response, endpoints
 // and topic ids in all.
 func TestNodesBounds(t *testing.T) {
-	n := newNodes()
+	n := NewNodes()
 	resp := kmsg.NewPtrMetadataResponse()
 	const brokers = 160_000
 	for i := range brokers {
@@ -25,7 +25,7 @@ func TestNodesBounds(t *testing.T) {
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	start := time.Now()
-	n.learnResponse(resp)
+	n.LearnResponse(resp)
 	took := time.Since(start)
 	ids := n.AtEndpoint("10.0.0.2:9092")
 	want := make([]int32, maxIDs)
@@ -48,7 +48,7 @@ func TestNodesBounds(t *testing.T) {
 	}
 
 	// Endpoints in all, and topic ids.
-	n = newNodes()
+	n = NewNodes()
 	for i := range maxNodeEntries + 10 {
 		n.learnEndpoint(int32(i%100), fmt.Sprintf("h%d", i), 9092)
 	}
@@ -63,7 +63,7 @@ func TestNodesBounds(t *testing.T) {
 		tp.TopicID[0] = 1
 		resp.Topics = append(resp.Topics, tp)
 	}
-	n.learnResponse(resp)
+	n.LearnResponse(resp)
 	if len(n.topics) != maxNodeEntries || n.Dropped().Topics != 5 {
 		t.Errorf("%d topic ids, %d dropped; want %d and 5", len(n.topics), n.Dropped().Topics, maxNodeEntries)
 	}
@@ -72,7 +72,7 @@ func TestNodesBounds(t *testing.T) {
 // TestNodesInsertCost: the ids of a client host are bounded too, kept
 // sorted, and inserting more allocates nothing once they are full.
 func TestNodesInsertCost(t *testing.T) {
-	n := newNodes()
+	n := NewNodes()
 	allocs := testing.AllocsPerRun(20, func() {
 		for i := range 10_000 {
 			n.learnHost(netipFrom(i%4), int32((i*7919)%100_000))
@@ -95,12 +95,12 @@ func netipFrom(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, 0, byte
 // endpoint is known, learning it again makes no string, and the endpoint
 // and its node stay as learned (IPv4 name, IPv6 address).
 func TestNodesRelearnFree(t *testing.T) {
-	n := newNodes()
+	n := NewNodes()
 	resp := kmsg.NewPtrProduceResponse()
 	resp.Version = 10
 	resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 1, Host: "kafka-1.example", Port: 9092}, {NodeID: 2, Host: "fe80::2", Port: 9093}}
-	n.learnResponse(resp)
-	if allocs := testing.AllocsPerRun(100, func() { n.learnResponse(resp) }); allocs != 0 {
+	n.LearnResponse(resp)
+	if allocs := testing.AllocsPerRun(100, func() { n.LearnResponse(resp) }); allocs != 0 {
 		t.Errorf("%.1f allocations to learn a known answer again, want 0", allocs)
 	}
 	for ep, id := range map[string]int32{"kafka-1.example:9092": 1, "[fe80::2]:9093": 2} {

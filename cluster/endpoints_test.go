@@ -1,11 +1,10 @@
-package flows_test
+package cluster_test
 
 import (
 	"testing"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 func TestNodeEndpoint(t *testing.T) {
@@ -25,7 +24,7 @@ func TestNodeEndpoint(t *testing.T) {
 		{prod, 1, "kafka-1.example:9092"},
 		{kmsg.NewPtrMetadataResponse(), 1, ""},
 	} {
-		if got := flows.NodeEndpoint(tc.resp, tc.id); got != tc.want {
+		if got := cluster.NodeEndpoint(tc.resp, tc.id); got != tc.want {
 			t.Errorf("%s node %d: %q, want %q", kmsg.NameForKey(tc.resp.Key()), tc.id, got, tc.want)
 		}
 	}
@@ -46,11 +45,11 @@ func TestNodeEndpointOr(t *testing.T) {
 		{3, "kafka-1.example:9092", ""},
 		{-1, "x:1", ""},
 	} {
-		if got := flows.NodeEndpointOr(prod, tc.id, tc.known); got != tc.want {
+		if got := cluster.NodeEndpointOr(prod, tc.id, tc.known); got != tc.want {
 			t.Errorf("node %d known %q: %q, want %q", tc.id, tc.known, got, tc.want)
 		}
 	}
-	if a := testing.AllocsPerRun(100, func() { flows.NodeEndpointOr(prod, 1, "kafka-1.example:9092") }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { cluster.NodeEndpointOr(prod, 1, "kafka-1.example:9092") }); a != 0 {
 		t.Errorf("%.1f allocations to find the endpoint known, want 0", a)
 	}
 }

@@ -1,10 +1,9 @@
-package flows
+package cluster
 
 import (
 	"net/netip"
 	"testing"
 
-	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,19 +13,20 @@ import (
 // BeginQuorumEpoch to each voter is the only traffic to a voter that no one
 // fetches from; before, those servers were unnamed. v0 has no voter id.
 func TestNodesLearnVoters(t *testing.T) {
-	n := newNodes()
-	conn := func(server string) *ConnInfo {
-		return &ConnInfo{Client: netip.MustParseAddrPort("10.77.0.11:60996"), Server: netip.MustParseAddrPort(server)}
+	n := NewNodes()
+	host := netip.MustParseAddr("10.77.0.11")
+	learn := func(server string, req kmsg.Request) {
+		n.LearnRequest(host, netip.MustParseAddrPort(server), "raft-client-1001", Fetcher{}, req)
 	}
 	begin := kmsg.NewPtrBeginQuorumEpochRequest()
 	begin.Version, begin.VoterID = 1, 1002
-	n.learnRequest(conn("10.77.0.12:9093"), &Message{Req: begin, Client: cluster.Client{ID: "raft-client-1001"}})
+	learn("10.77.0.12:9093", begin)
 	vote := kmsg.NewPtrVoteRequest()
 	vote.Version, vote.VoterID = 2, 1003
-	n.learnRequest(conn("10.77.0.13:9093"), &Message{Req: vote, Client: cluster.Client{ID: "raft-client-1001"}})
+	learn("10.77.0.13:9093", vote)
 	old := kmsg.NewPtrVoteRequest()
 	old.Version, old.VoterID = 0, 1004 // v0 carries no voter id (the field stays at its default)
-	n.learnRequest(conn("10.77.0.14:9093"), &Message{Req: old, Client: cluster.Client{ID: "raft-client-1001"}})
+	learn("10.77.0.14:9093", old)
 	for server, want := range map[string]int32{"10.77.0.12:9093": 1002, "10.77.0.13:9093": 1003, "10.77.0.14:9093": -1} {
 		if got := n.Server(netip.MustParseAddrPort(server)); got != want {
 			t.Errorf("server %s is node %d, want %d", server, got, want)

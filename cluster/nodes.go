@@ -1,4 +1,4 @@
-package flows
+package cluster
 
 import (
 	"net/netip"
@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -40,7 +39,8 @@ type NodesDropped struct {
 // Dropped returns what the bounds kept out.
 func (n *Nodes) Dropped() NodesDropped { return n.dropped }
 
-func newNodes() *Nodes {
+// NewNodes returns an empty table of node identities.
+func NewNodes() *Nodes {
 	return &Nodes{
 		byEndpoint: make(map[string][]int32),
 		byHost:     make(map[netip.Addr][]int32),
@@ -234,16 +234,17 @@ func (n *Nodes) Label(ap netip.AddrPort, server bool) string {
 	return "node " + strconv.Itoa(int(id)) + " (" + ap.String() + ")"
 }
 
-// learnRequest learns from a request: client ids and registrations.
-func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
-	host := c.Client.Addr().Unmap()
-	if id, ok := cluster.FetcherNode(m.Client.ID); ok {
+// LearnRequest learns from a request req that the client at host, with
+// client id clientID and fetching for fetcher, sent to server: client ids
+// and registrations.
+func (n *Nodes) LearnRequest(host netip.Addr, server netip.AddrPort, clientID string, fetcher Fetcher, req kmsg.Request) {
+	if id, ok := FetcherNode(clientID); ok {
 		n.learnHost(host, id)
 	}
-	if id := m.Fetcher.ID(); id >= 0 {
+	if id := fetcher.ID(); id >= 0 {
 		n.learnHost(host, id)
 	}
-	switch r := m.Req.(type) {
+	switch r := req.(type) {
 	case *kmsg.BrokerHeartbeatRequest:
 		n.learnHost(host, r.BrokerID)
 	case *kmsg.BrokerRegistrationRequest:
@@ -256,7 +257,7 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 		// node. Apache Kafka 4.1's leader sends one every second or so to
 		// each voter, the only traffic to a voter no one fetches from.
 		if r.Version >= 1 {
-			n.LearnServer(c.Server, r.VoterID)
+			n.LearnServer(server, r.VoterID)
 		}
 		for _, e := range r.LeaderEndpoints {
 			for _, t := range r.Topics {
@@ -267,7 +268,7 @@ func (n *Nodes) learnRequest(c *ConnInfo, m *Message) {
 		}
 	case *kmsg.VoteRequest:
 		if r.Version >= 1 {
-			n.LearnServer(c.Server, r.VoterID) // the voter asked, as above
+			n.LearnServer(server, r.VoterID) // the voter asked, as above
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
@@ -287,8 +288,8 @@ func (n *Nodes) brokersTaken(listed int) int {
 	return listed
 }
 
-// learnResponse learns from a response: advertised brokers and endpoints.
-func (n *Nodes) learnResponse(resp kmsg.Response) {
+// LearnResponse learns from a response: advertised brokers and endpoints.
+func (n *Nodes) LearnResponse(resp kmsg.Response) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
 		for i := range n.brokersTaken(len(r.Brokers)) {
@@ -325,5 +326,44 @@ func (n *Nodes) learnResponse(resp kmsg.Response) {
 		for _, c := range r.Coordinators {
 			n.learnEndpoint(c.NodeID, c.Host, c.Port)
 		}
+	}
+}
+
+// AdvertisedAs returns the endpoints, as brokers advertised them
+// ("host:port"), that name ap: by its address, or as "localhost" for a
+// loopback one (the endpoints whose node ids ServerIDs returns), sorted.
+func (n *Nodes) AdvertisedAs(ap netip.AddrPort) []string {
+	addr, local := endpointsOf(ap)
+	var out []string
+	if len(n.byEndpoint[addr]) > 0 {
+		out = append(out, addr)
+	}
+	if local != "" && len(n.byEndpoint[local]) > 0 {
+		// "127.0.0.1:9092" < "[::1]:9092" < "localhost:9092": the
+		// address sorts first.
+		out = append(out, local)
+	}
+	return out
+}
+
+// LearnServer records that node id serves at ap: a shipped record's
+// "node", which its agent learned from traffic the correlator does not
+// see (Metadata bodies are not shipped).
+func (n *Nodes) LearnServer(ap netip.AddrPort, id int32) {
+	if id < 0 || !ap.IsValid() {
+		return
+	}
+	n.learnEndpoint(id, ap.Addr().Unmap().String(), int32(ap.Port()))
+}
+
+// LearnTopic records a topic id's name (a shipped record naming both).
+func (n *Nodes) LearnTopic(id [16]byte, name string) {
+	if id == ([16]byte{}) || name == "" {
+		return
+	}
+	if _, ok := n.topics[id]; ok || len(n.topics) < maxNodeEntries {
+		n.topics[id] = name
+	} else {
+		n.dropped.Topics++
 	}
 }
