@@ -23,8 +23,8 @@ import (
 // exported fields. The prose of every rule (its Details' Summary,
 // Explanation and Next, and every function or method of the rule's
 // package they call, transitively) reads no unexported field, of the
-// Detail or of anything it points at, so that a consumer of the typed
-// finding can rebuild the sentence. The rule packages are type-checked
+// Detail or of anything it points at, and no field of an unexported
+// type, so that a consumer of the typed finding can rebuild the sentence. The rule packages are type-checked
 // from source against the export data `go list -export` gives for their
 // imports.
 func TestProseReadsExportedFields(t *testing.T) {
@@ -46,10 +46,10 @@ func TestProseReadsExportedFields(t *testing.T) {
 		hidden := hiddenReads(t, fset, imp, filepath.Join("..", name), "github.com/kfsniff/kfsniff/detectors/"+name)
 		total += len(hidden)
 		if len(hidden) > 0 {
-			t.Errorf("%s: its prose reads %d unexported field(s): %s", a.Name, len(hidden), strings.Join(hidden, ", "))
+			t.Errorf("%s: its prose reads %d unexported field(s) or field(s) of unexported type: %s", a.Name, len(hidden), strings.Join(hidden, ", "))
 		}
 	}
-	t.Logf("unexported fields read by prose, all rules: %d", total)
+	t.Logf("unexported fields, or fields of unexported type, read by prose, all rules: %d", total)
 }
 
 // goListExports maps the import path of every dependency of the rule
@@ -120,8 +120,13 @@ func hiddenReads(t *testing.T, fset *token.FileSet, imp types.Importer, dir, pat
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
-				if s := info.Selections[n]; s != nil && s.Kind() == types.FieldVal && !s.Obj().Exported() {
-					hidden[types.TypeString(deref(s.Recv()), types.RelativeTo(s.Obj().Pkg()))+"."+s.Obj().Name()] = true
+				if s := info.Selections[n]; s != nil && s.Kind() == types.FieldVal {
+					name := types.TypeString(deref(s.Recv()), types.RelativeTo(s.Obj().Pkg())) + "." + s.Obj().Name()
+					if !s.Obj().Exported() {
+						hidden[name] = true
+					} else if u := unexportedType(s.Obj().Type()); u != "" {
+						hidden[name+" (of type "+u+")"] = true
+					}
 				}
 			case *ast.Ident:
 				if d := decls[info.Uses[n]]; d != nil {
@@ -146,6 +151,30 @@ func isProse(fd *ast.FuncDecl) bool {
 		return fd.Type.Results.NumFields() == 1
 	}
 	return false
+}
+
+// unexportedType names the unexported named type t is, or holds (through
+// pointers, slices, arrays and maps), if any: a consumer outside the
+// package cannot name it.
+func unexportedType(t types.Type) string {
+	switch t := t.(type) {
+	case *types.Named:
+		if o := t.Obj(); o.Pkg() != nil && !o.Exported() {
+			return o.Name()
+		}
+	case *types.Pointer:
+		return unexportedType(t.Elem())
+	case *types.Slice:
+		return unexportedType(t.Elem())
+	case *types.Array:
+		return unexportedType(t.Elem())
+	case *types.Map:
+		if u := unexportedType(t.Key()); u != "" {
+			return u
+		}
+		return unexportedType(t.Elem())
+	}
+	return ""
 }
 
 func deref(t types.Type) types.Type {

@@ -66,7 +66,7 @@ func New(p Params) detectors.Rule {
 	if p.Near <= 0 || p.Near > 1 {
 		p.Near = 0.5
 	}
-	return &rule{p: p, near: time.Duration(float64(p.SessionTimeout) * p.Near), brokers: map[int32]*broker{}}
+	return &rule{p: p, near: time.Duration(float64(p.SessionTimeout) * p.Near), brokers: map[int32]*Broker{}}
 }
 
 // maxBrokers bounds the broker ids followed.
@@ -75,30 +75,30 @@ const maxBrokers = 4096
 type rule struct {
 	p       Params
 	near    time.Duration
-	brokers map[int32]*broker
+	brokers map[int32]*Broker
 	dropped int64
 }
 
-// point is a heartbeat exchange's place and what it showed; its
+// Point is a heartbeat exchange's place and what it showed; its
 // evidence's words are written when it is reported.
-type point struct {
+type Point struct {
 	Evidence   detectors.Evidence
 	At         time.Time
 	Wait       time.Duration // the round trip or gap it shows
 	prev       uint64        // a gap's previous heartbeat's packet
 	unanswered bool          // a round trip still waiting at the end
-	Answer     answer
+	Answer     Answer
 }
 
-// answer is a heartbeat's answer and what it asked.
-type answer struct {
+// Answer is a heartbeat's answer and what it asked.
+type Answer struct {
 	CaughtUp, fenced, shutdown, wantFence, wantShutdown bool
 }
 
-func (p point) set() bool { return p.Evidence.Packet != 0 }
+func (p Point) set() bool { return p.Evidence.Packet != 0 }
 
-// broker is what one broker id's heartbeats show.
-type broker struct {
+// Broker is what one broker id's heartbeats show.
+type Broker struct {
 	id                  int32
 	heartbeats, fenced  int64
 	unfencedSeen        bool
@@ -106,7 +106,7 @@ type broker struct {
 	lastPacket          uint64
 	lastConn            *flows.ConnInfo
 	lastGaps            int
-	Slowest, Widest     point // longest round trip, longest gap
+	Slowest, Widest     Point // longest round trip, longest gap
 	Slow, Gaps, Timeout int64 // round trips and gaps approaching the timeout, heartbeats timed out
 	// firstSlow and lastSlow are when the first and the last of those
 	// heartbeats were sent.
@@ -114,25 +114,25 @@ type broker struct {
 	codes               tally.Codes
 	// cur is the fenced-while-alive episode under way; longest the
 	// longest; episodes counts them.
-	cur, longest episode
+	cur, longest Episode
 	episodes     int
-	Startup      episode // fenced since the capture began, not asked
-	shutdown     point   // shouldShutDown not asked for
+	Startup      Episode // fenced since the capture began, not asked
+	shutdown     Point   // shouldShutDown not asked for
 	Shutdowns    int64
 	conns        tally.Conns
 	clientIDs    map[string]bool
 	first, last  time.Time
 }
 
-// episode is a stretch of fenced responses: the first, the last, and the
+// Episode is a stretch of fenced responses: the first, the last, and the
 // unfenced response that ended it.
-type episode struct {
-	First, Last, End point
+type Episode struct {
+	First, Last, End Point
 	N                int64
 }
 
-func (e *episode) open() bool { return e.N > 0 && !e.End.set() }
-func (e *episode) length() time.Duration {
+func (e *Episode) open() bool { return e.N > 0 && !e.End.set() }
+func (e *Episode) length() time.Duration {
 	if e.End.set() {
 		return e.End.At.Sub(e.First.At)
 	}
@@ -154,7 +154,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			r.dropped++
 			return
 		}
-		b = &broker{id: q.BrokerID, clientIDs: map[string]bool{}}
+		b = &Broker{id: q.BrokerID, clientIDs: map[string]bool{}}
 		r.brokers[q.BrokerID] = b
 	}
 	b.heartbeats++
@@ -176,7 +176,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 				b.sawSlow(x.Req.Time)
 			}
 			if gap > b.Widest.Wait {
-				b.Widest = point{Evidence: detectors.EvidenceAt(x.Req, ""), At: x.Req.Time, Wait: gap, prev: b.lastPacket}
+				b.Widest = Point{Evidence: detectors.EvidenceAt(x.Req, ""), At: x.Req.Time, Wait: gap, prev: b.lastPacket}
 			}
 		}
 	}
@@ -203,7 +203,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		}
 		return
 	}
-	at := point{Evidence: detectors.EvidenceAt(x.Resp, ""), At: x.Resp.Time, Answer: answer{CaughtUp: resp.IsCaughtUp,
+	at := Point{Evidence: detectors.EvidenceAt(x.Resp, ""), At: x.Resp.Time, Answer: Answer{CaughtUp: resp.IsCaughtUp,
 		fenced: resp.IsFenced, shutdown: resp.ShouldShutdown, wantFence: q.WantFence, wantShutdown: q.WantShutdown}}
 	if resp.ShouldShutdown && !q.WantShutdown {
 		b.Shutdowns++
@@ -226,7 +226,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	case b.unfencedSeen:
 		b.fenced++
 		if !b.cur.open() {
-			b.cur = episode{First: at}
+			b.cur = Episode{First: at}
 			b.episodes++
 		}
 		b.cur.Last = at
@@ -240,14 +240,14 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	}
 }
 
-func (b *broker) sawSlow(t time.Time) {
+func (b *Broker) sawSlow(t time.Time) {
 	if b.firstSlow.IsZero() {
 		b.firstSlow = t
 	}
 	b.lastSlow = t
 }
 
-func (r *rule) roundTrip(b *broker, x *detectors.Exchange, d time.Duration, unanswered bool) {
+func (r *rule) roundTrip(b *Broker, x *detectors.Exchange, d time.Duration, unanswered bool) {
 	if d >= r.near {
 		b.Slow++
 		b.sawSlow(x.Req.Time)
@@ -259,20 +259,20 @@ func (r *rule) roundTrip(b *broker, x *detectors.Exchange, d time.Duration, unan
 	if unanswered {
 		m = x.Req
 	}
-	b.Slowest = point{Evidence: detectors.EvidenceAt(m, ""), At: x.Req.Time, Wait: d, unanswered: unanswered}
+	b.Slowest = Point{Evidence: detectors.EvidenceAt(m, ""), At: x.Req.Time, Wait: d, unanswered: unanswered}
 }
 
 // keep keeps the fenced episode under way as the longest, if it is.
-func (r *rule) keep(b *broker) {
+func (r *rule) keep(b *Broker) {
 	if b.longest.N == 0 || b.cur.length() > b.longest.length() {
 		b.longest = b.cur
 	}
 }
 
-// verdict is what a broker's heartbeats add up to.
-type verdict struct {
-	Broker  *broker
-	Fenced  episode // the longest fenced-while-alive episode, the one under way counted
+// Verdict is what a broker's heartbeats add up to.
+type Verdict struct {
+	Broker  *Broker
+	Fenced  Episode // the longest fenced-while-alive episode, the one under way counted
 	ongoing bool
 	Startup bool // kept fenced since the capture began for a session timeout
 	Slow    bool
@@ -289,8 +289,8 @@ type verdict struct {
 	severity detectors.Severity
 }
 
-func (r *rule) judge(b *broker) (verdict, bool) {
-	v := verdict{Broker: b, Fenced: b.longest}
+func (r *rule) judge(b *Broker) (Verdict, bool) {
+	v := Verdict{Broker: b, Fenced: b.longest}
 	if b.cur.open() && (v.Fenced.N == 0 || b.cur.length() >= v.Fenced.length()) {
 		v.Fenced, v.ongoing = b.cur, true
 	}

@@ -40,13 +40,13 @@ type Finding struct {
 	Errors               []string `json:"errors,omitempty"`
 	KnownIssue           string   `json:"known_issue"`
 
-	Verdict *verdict
+	Verdict *Verdict
 	Near    time.Duration
 	Params  Params
 	Dropped int64
 }
 
-func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, v *Verdict) detectors.Finding {
 	b := v.Broker
 	f := &Finding{
 		Broker: b.id, ClientIDs: text.SortedKeys(b.clientIDs), Clients: b.conns.Clients(), Controllers: b.conns.ServerLabels(p.Nodes),
@@ -60,7 +60,7 @@ func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
 		f.StartupFencedSeconds = text.Seconds(b.Startup.length())
 	}
 	var ev []detectors.Evidence
-	add := func(pt point, what string) {
+	add := func(pt Point, what string) {
 		if !pt.set() {
 			return
 		}
@@ -118,7 +118,7 @@ func (r *rule) finding(p *detectors.Pass, v *verdict) detectors.Finding {
 }
 
 // describe is an answer as the evidence shows it.
-func describe(a answer) string {
+func describe(a Answer) string {
 	parts := []string{"isFenced " + strconv.FormatBool(a.fenced), "isCaughtUp " + strconv.FormatBool(a.CaughtUp)}
 	if a.shutdown {
 		parts = append(parts, "shouldShutDown")

@@ -46,7 +46,7 @@ type Finding struct {
 	ReadCommitted bool     `json:"read_committed,omitempty"`
 	Servers       []string `json:"servers"`
 
-	Episode episode
+	Episode Episode
 	More    int
 	Dropped int64
 	Params  Params

@@ -92,7 +92,7 @@ func New(p Params) detectors.Rule {
 		minResponses: int64(max(p.MinResponses, 1)),
 		window:       p.Window,
 		k:            min(max(k, 1), maxWindow),
-		groups:       make(map[groupKey]*group),
+		groups:       make(map[groupKey]*Group),
 		failing:      make(map[failKey][]*client),
 	}
 }
@@ -101,7 +101,7 @@ type rule struct {
 	minResponses int64
 	window       time.Duration
 	k            int // responses a window must hold
-	groups       map[groupKey]*group
+	groups       map[groupKey]*Group
 	// groupsDropped counts the error codes of responses beyond maxGroups.
 	groupsDropped int64
 	apiResponses  tally.APIs
@@ -115,8 +115,8 @@ type rule struct {
 
 type groupKey struct{ api, code int16 }
 
-// group is one API and error code.
-type group struct {
+// Group is one API and error code.
+type Group struct {
 	groupKey
 	Responses   int64 // responses carrying the code, from every client
 	occurrences int64 // times the code appears in them
@@ -208,7 +208,7 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 			r.groupsDropped++
 			return
 		}
-		g = &group{groupKey: gk, clients: make(map[cluster.Client]*client), clientIDs: make(map[string]bool)}
+		g = &Group{groupKey: gk, clients: make(map[cluster.Client]*client), clientIDs: make(map[string]bool)}
 		r.groups[gk] = g
 	}
 	t := x.Resp.Time
@@ -387,7 +387,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, g *Group) detectors.Finding {
 	dur := g.StormLast.Sub(g.StormFirst)
 	rate := float64(g.Stormed)
 	if dur > 0 {

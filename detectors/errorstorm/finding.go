@@ -40,7 +40,7 @@ type Finding struct {
 	FastRate     float64 `json:"fast_rate_per_s,omitempty"`
 	StillFailing int     `json:"still_failing,omitempty"`
 
-	Group        *group
+	Group        *Group
 	ExactRate    float64
 	Span         time.Duration
 	HeldFor      time.Duration

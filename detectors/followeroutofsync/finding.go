@@ -37,7 +37,7 @@ type Finding struct {
 	StillTrailing   bool    `json:"still_trailing"`
 	CatchingUp      bool    `json:"catching_up"`
 
-	Run     run
+	Run     Run
 	More    int
 	Dropped int64
 	p       Params

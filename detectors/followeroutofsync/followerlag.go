@@ -62,21 +62,21 @@ type rule struct {
 // track is one follower partition: the run under way and the worst
 // finished one that qualified.
 type track struct {
-	cur, best run
+	cur, best Run
 }
 
-// run is an unbroken stretch of trailing samples: the first, the one
+// Run is an unbroken stretch of trailing samples: the first, the one
 // trailing most, the last, and the sample that ended it.
-type run struct {
+type Run struct {
 	First, Most, Last, End flows.LagPoint
 	fetches                int
 }
 
-func (u *run) open() bool               { return u.fetches > 0 }
-func (u *run) length() time.Duration    { return u.Last.Time.Sub(u.First.Time) }
-func (r *rule) qualifies(u *run) bool   { return u.fetches >= 2 && u.length() >= r.p.MinDuration }
-func (u *run) catchingUp() bool         { return u.Last.Lag*2 <= u.Most.Lag && u.Last.Time.After(u.Most.Time) }
-func (u *run) longer(v *run) bool       { return !v.open() || u.length() > v.length() }
+func (u *Run) open() bool               { return u.fetches > 0 }
+func (u *Run) length() time.Duration    { return u.Last.Time.Sub(u.First.Time) }
+func (r *rule) qualifies(u *Run) bool   { return u.fetches >= 2 && u.length() >= r.p.MinDuration }
+func (u *Run) catchingUp() bool         { return u.Last.Lag*2 <= u.Most.Lag && u.Last.Time.After(u.Most.Time) }
+func (u *Run) longer(v *Run) bool       { return !v.open() || u.length() > v.length() }
 func (r *rule) trailing(lag int64) bool { return lag >= int64(r.p.MinLag) }
 
 // UseLag implements detectors.LagHook.
@@ -103,20 +103,20 @@ func (r *rule) add(t *track, p flows.LagPoint) {
 			u.Most = p
 		}
 	case r.trailing(p.Lag):
-		*u = run{First: p, Most: p, Last: p, fetches: 1}
+		*u = Run{First: p, Most: p, Last: p, fetches: 1}
 	case u.open():
 		u.End = p
 		if r.qualifies(u) && u.longer(&t.best) {
 			t.best = *u
 		}
-		*u = run{}
+		*u = Run{}
 	}
 }
 
 // part is a partition's run to report.
 type part struct {
 	s       *flows.LagSeries
-	u       run
+	u       Run
 	ongoing bool
 	sev     detectors.Severity
 }

@@ -23,7 +23,7 @@ type Finding struct {
 	Upgrade  string   `json:"upgrade"`
 
 	LibraryTold  bool
-	Versions     []version
+	Versions     []Version
 	First, Last  time.Time
 	MoreVersions int64
 	Dropped      int64

@@ -74,7 +74,7 @@ type rule struct {
 
 type client struct {
 	key         cluster.Client
-	versions    []version
+	versions    []Version
 	moreVers    int64
 	n           int64
 	first, last time.Time
@@ -97,7 +97,7 @@ func (s sample) Evidence() detectors.Evidence {
 		What: decode.Name(s.key) + " v" + itoa(int(s.version)) + " request, a version Kafka 4.0 removed"}
 }
 
-type version struct {
+type Version struct {
 	key, version int16
 	N            int64
 	Removed      decode.Removed
@@ -141,7 +141,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 		c.moreVers++
 		return
 	}
-	c.versions = append(c.versions, version{key: m.Key, version: m.Version, N: 1, Removed: rm})
+	c.versions = append(c.versions, Version{key: m.Key, version: m.Version, N: 1, Removed: rm})
 }
 
 // Findings implements detectors.Rule: one per client, by host then client
@@ -163,7 +163,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	vs := slices.Clone(c.versions)
-	slices.SortFunc(vs, func(a, b version) int {
+	slices.SortFunc(vs, func(a, b Version) int {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
 	})
 	sw := r.software[c.key]

@@ -42,14 +42,14 @@ type Finding struct {
 	Votes           int64 `count:"votes"`
 	VotesGranted    int64 `count:"votes_granted"`
 
-	Outage  *outage
-	Downs   []down
+	Outage  *Outage
+	Downs   []Down
 	Held    time.Duration
 	Healed  bool
 	LeaderN string // "node 1001 (10.77.0.11:9093)"
 }
 
-func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Finding {
+func finding(p *detectors.Pass, o *Outage, open bool, downs []Down) detectors.Finding {
 	held, healed := o.held()
 	if open {
 		held, healed = p.End.Sub(o.First), false

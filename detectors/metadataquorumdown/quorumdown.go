@@ -71,9 +71,9 @@ type rule struct {
 	p Params
 	// lastOK is when a raft fetch last succeeded; cur the outage since.
 	lastOK time.Time
-	cur    *outage
+	cur    *Outage
 	// worst is the longest outage that ended, to be reported.
-	worst *outage
+	worst *Outage
 	// refusals are the connection attempts to Kafka endpoints that were
 	// refused or never answered, per endpoint, with their times: the
 	// dead controllers of an outage are among them.
@@ -85,8 +85,8 @@ type refusal struct {
 	attempts    int64
 }
 
-// outage is a time no raft fetch succeeded.
-type outage struct {
+// Outage is a time no raft fetch succeeded.
+type Outage struct {
 	First, last time.Time
 	healed      time.Time // the success that ended it (zero: none)
 	Fetches     int64
@@ -103,7 +103,7 @@ type outage struct {
 	ev          detectors.Sampler[detectors.Evidence]
 }
 
-func (o *outage) held() (time.Duration, bool) {
+func (o *Outage) held() (time.Duration, bool) {
 	if !o.healed.IsZero() {
 		return o.healed.Sub(o.First), true
 	}
@@ -172,7 +172,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	}
 	o := r.cur
 	if o == nil {
-		o = &outage{First: x.Req.Time, leader: -1, Epoch: -1, fetchers: map[int32]bool{}}
+		o = &Outage{First: x.Req.Time, leader: -1, Epoch: -1, fetchers: map[int32]bool{}}
 		r.cur = o
 	}
 	o.Fetches++
@@ -218,7 +218,7 @@ func (r *rule) end(t time.Time) {
 	}
 }
 
-func (r *rule) qualifies(o *outage) bool {
+func (r *rule) qualifies(o *Outage) bool {
 	d, _ := o.held()
 	return len(o.fetchers) >= r.p.MinFetchers && d >= r.p.MinDuration
 }
@@ -266,13 +266,13 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding { return r.Findin
 // attempts during outage o and are controllers: the leader the answers
 // name, or a server of raft fetches, or an endpoint on a raft server's
 // port.
-func (r *rule) refusedDuring(p *detectors.Pass, o *outage) []down {
+func (r *rule) refusedDuring(p *detectors.Pass, o *Outage) []Down {
 	ports := map[uint16]bool{}
 	for _, s := range o.answering.List() {
 		ports[s.Addr.Port()] = true
 	}
 	eps := peers.Endpoints(p, o.leader, o.leaderEP)
-	var out []down
+	var out []Down
 	for ap, s := range r.refusals {
 		if s.last.Before(o.First) || s.first.After(o.last) {
 			continue
@@ -281,14 +281,14 @@ func (r *rule) refusedDuring(p *detectors.Pass, o *outage) []down {
 		if !isLeader && !ports[ap.Port()] {
 			continue
 		}
-		out = append(out, down{AddrPort: ap, Attempts: s.attempts, Leader: isLeader})
+		out = append(out, Down{AddrPort: ap, Attempts: s.attempts, Leader: isLeader})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].AddrPort.Compare(out[j].AddrPort) < 0 })
 	return out
 }
 
-// down is a controller endpoint that refused or ignored connections.
-type down struct {
+// Down is a controller endpoint that refused or ignored connections.
+type Down struct {
 	AddrPort netip.AddrPort
 	Attempts int64
 	Leader   bool

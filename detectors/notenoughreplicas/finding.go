@@ -26,7 +26,7 @@ type Finding struct {
 	HeldS     float64 `json:"held_s"`
 	Recovered bool    `json:"recovered"`
 
-	Producer *producer
+	Producer *Producer
 	Held     time.Duration
 	Topic    string // of the first partition refused
 
@@ -58,7 +58,7 @@ type ISR struct {
 	Packet    uint64  `json:"packet"`
 }
 
-func (r *rule) detail(p *detectors.Pass, pr *producer) *Finding {
+func (r *rule) detail(p *detectors.Pass, pr *Producer) *Finding {
 	f := &Finding{ClientID: pr.ID, Clients: pr.conns.Clients(), Servers: pr.conns.ServerLabels(p.Nodes), Errors: pr.codes.Parts(),
 		Acks: pr.acks, Idempotent: pr.idempotent, Recovered: true, Producer: pr}
 	for i, pk := range pr.order {

@@ -51,19 +51,19 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[cluster.Client]*producer{}, isr: map[cluster.Partition]*isrSeen{}}
+	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[cluster.Client]*Producer{}, isr: map[cluster.Partition]*isrSeen{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[cluster.Client]*producer
+	clients map[cluster.Client]*Producer
 	// isr is what Metadata said of the partitions refused, while refused.
 	isr     map[cluster.Partition]*isrSeen
 	dropped int64
 }
 
-// producer is one client's refusals.
-type producer struct {
+// Producer is one client's refusals.
+type Producer struct {
 	cluster.Client
 	parts       map[cluster.Partition]*part
 	order       []cluster.Partition
@@ -128,8 +128,8 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	c := x.Req.Client
 	pr := r.clients[c]
 	if pr == nil && refused {
-		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *producer {
-			return &producer{Client: c, parts: map[cluster.Partition]*part{}}
+		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *Producer {
+			return &Producer{Client: c, parts: map[cluster.Partition]*part{}}
 		})
 	}
 	if pr == nil {
@@ -155,7 +155,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	})
 }
 
-func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
+func (r *rule) refused(pr *Producer, pk cluster.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
 	pt := tally.Entry(pr.parts, pk, maxParts, &pr.More, func() *part {
 		pr.order = append(pr.order, pk)
 		return &part{}
@@ -197,7 +197,7 @@ func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detect
 
 // retried counts a copy if the attempt just answered followed an
 // append answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, without idempotence.
-func (pr *producer) retried(pt *part) {
+func (pr *Producer) retried(pt *part) {
 	if !pr.idempotent {
 		pr.DupRisk += pt.appended
 	}
@@ -220,7 +220,7 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 // Findings implements detectors.Rule: one per client with at least
 // MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var prs []*producer
+	var prs []*Producer
 	for _, pr := range r.clients {
 		if pr.N >= int64(r.p.MinErrors) {
 			prs = append(prs, pr)
@@ -239,7 +239,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, pr *Producer) detectors.Finding {
 	f := r.detail(p, pr)
 	sev := detectors.Grade(f.Held, !f.Recovered)
 	if pr.DupRisk > 0 {

@@ -80,7 +80,7 @@ type Finding struct {
 // prose is what the text says, as it stood when the finding was made: of
 // the first partition of a merged finding.
 type prose struct {
-	Verdict                  verdict
+	Verdict                  Verdict
 	Who, API, TopicPartition string
 	Raft                     bool
 	Span                     string
@@ -109,7 +109,7 @@ type prose struct {
 
 // finding makes the finding of run e read as v; open if it was still
 // refused when the capture ended, burst if it had burst-responses answers.
-func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.Finding {
+func finding(p *detectors.Pass, e *run, v Verdict, open, burst bool) detectors.Finding {
 	c := e.key.C
 	dur := e.duration()
 	held, healed := e.held()
@@ -353,7 +353,7 @@ func (f *Finding) unreachable(b *strings.Builder) {
 }
 
 // text says what the client's unanswered attempts were.
-func (u unreached) text() string {
+func (u Unreached) text() string {
 	var parts []string
 	if u.Connects > 0 {
 		parts = append(parts, fmt.Sprintf("%s never answered (%s)", text.Plural(u.Connects, "connection attempt", "connection attempts"),

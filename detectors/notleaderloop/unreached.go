@@ -39,12 +39,12 @@ func (ts *tries) add(t try) {
 	ts.list = append(ts.list, t)
 }
 
-// unreached counts a client's unanswered attempts to a leader.
-type unreached struct {
+// Unreached counts a client's unanswered attempts to a leader.
+type Unreached struct {
 	Connects, Syns, Refused, Requests int64
 }
 
-func (u unreached) any() bool { return u.Connects > 0 || u.Refused > 0 || u.Requests > 0 }
+func (u Unreached) any() bool { return u.Connects > 0 || u.Refused > 0 || u.Requests > 0 }
 
 // lookBack is how far before a run's first refusal an unanswered attempt
 // still counts as part of it: the attempt that timed out is what sends a
@@ -55,8 +55,8 @@ const lookBack = 30 * time.Second
 // to counts the attempts of run e's client to leader v that got no
 // answer: connection attempts from its host, requests from its host and
 // client id, from lookBack before the run's first refusal to its last.
-func (ts *tries) to(p *detectors.Pass, e *run, v verdict) unreached {
-	var u unreached
+func (ts *tries) to(p *detectors.Pass, e *run, v Verdict) Unreached {
+	var u Unreached
 	eps := peers.Endpoints(p, v.Leader, v.Endpoint)
 	from, until := e.first.Add(-lookBack), e.last
 	for i := range ts.list {

@@ -25,8 +25,8 @@ const (
 	ShapeShared = "leader-endpoint-shared"
 )
 
-// verdict is how a run reads once node identities are known.
-type verdict struct {
+// Verdict is how a run reads once node identities are known.
+type Verdict struct {
 	Shape         string
 	Leader, Epoch int32
 	Source        string // "response" or "metadata"
@@ -36,7 +36,7 @@ type verdict struct {
 	Resolved      bool  // every server's identity relative to the leader is known
 	// unreached: the client's attempts to reach the leader that got no
 	// answer (connection attempts, requests), in and just before the run
-	Unreached unreached
+	Unreached Unreached
 	// sharedWith: the nodes advertised at the leader's endpoint
 	// (ShapeShared), the leader among them
 	SharedWith []int32
@@ -44,7 +44,7 @@ type verdict struct {
 
 // shared marks v ShapeShared when its leader's endpoint is advertised by
 // more than one node.
-func shared(p *detectors.Pass, v verdict) verdict {
+func shared(p *detectors.Pass, v Verdict) Verdict {
 	if p.Nodes == nil || v.Endpoint == "" {
 		return v
 	}
@@ -73,9 +73,9 @@ func count(p *detectors.Pass, e *run, id int32, eps []string) (to, from int64, r
 
 // against is the verdict's facts about leader id named by source: where
 // it is, and what the client sent it.
-func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) verdict {
+func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) Verdict {
 	eps := peers.Endpoints(p, id, known)
-	v := verdict{Leader: id, Epoch: epoch, Source: source}
+	v := Verdict{Leader: id, Epoch: epoch, Source: source}
 	if len(eps) > 0 {
 		v.Endpoint = eps[0]
 	}
@@ -86,7 +86,7 @@ func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) v
 // verdictOf reads run e: false if it is not a loop after all (the client
 // does reach the leader the answers name). minResponses is the answers
 // from the named leader itself that make it the refuser.
-func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
+func verdictOf(p *detectors.Pass, e *run, minResponses int64) (Verdict, bool) {
 	metaOK := e.metaSeen && !e.metaUnstable && e.metaLeader >= 0
 	if metaOK {
 		if v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", ""); v.FromLeader >= minResponses {
@@ -113,5 +113,5 @@ func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
 		v.Shape = ShapeHintIgnored
 		return v, v.toLeader == 0
 	}
-	return verdict{Shape: ShapeUnknown, Leader: -1, Epoch: -1}, true
+	return Verdict{Shape: ShapeUnknown, Leader: -1, Epoch: -1}, true
 }

@@ -18,8 +18,8 @@ const (
 	maxCopies = 4  // duplicated batches listed
 )
 
-// episode is one producer's sequence errors and what followed them.
-type episode struct {
+// Episode is one producer's sequence errors and what followed them.
+type Episode struct {
 	cluster.Client
 	First, Last time.Time
 	N           int64
@@ -34,7 +34,7 @@ type episode struct {
 
 	parts     map[cluster.Partition]*spell.Spell
 	partOrder []cluster.Partition
-	IDs       []idSeen
+	IDs       []IDSeen
 	MoreIDs   int64
 	resets    map[cluster.Partition]bool
 	resetList []cluster.Partition
@@ -48,8 +48,8 @@ type episode struct {
 	Nodes *cluster.Nodes
 }
 
-// idSeen is an identity the producer used after the first error.
-type idSeen struct {
+// IDSeen is an identity the producer used after the first error.
+type IDSeen struct {
 	identity
 	at   mark
 	init bool // given by InitProducerId, not first seen in a batch
@@ -81,8 +81,8 @@ func (s seen) Evidence() detectors.Evidence {
 
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
-func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *episode {
-	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, Nodes: nodes}
+func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *Episode {
+	e := &Episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, Nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.
 	prev := s
@@ -101,7 +101,7 @@ func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *ep
 }
 
 // failed counts a sequence error for part.
-func (e *episode) failed(part cluster.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
+func (e *Episode) failed(part cluster.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
 	if e.N == 0 {
 		e.First, e.FromPart = at.time, part
 	}
@@ -126,7 +126,7 @@ func (e *episode) failed(part cluster.Partition, s *sent, code int16, at mark, c
 // sentAfter looks at a batch the producer sent after its first error: a
 // new identity, a sequence restarted on another partition, records sent
 // before under another identity.
-func (e *episode) sentAfter(h *history, s *sent, part cluster.Partition, txn bool) {
+func (e *Episode) sentAfter(h *history, s *sent, part cluster.Partition, txn bool) {
 	if s.identity != e.from {
 		e.identity(s.identity, s.at, false)
 		if s.seq == 0 && h.n > 0 && e.parts[part] == nil && !e.resets[part] && len(e.resets) < maxParts {
@@ -142,9 +142,9 @@ func (e *episode) sentAfter(h *history, s *sent, part cluster.Partition, txn boo
 }
 
 // initialised notes an identity InitProducerId gave the producer.
-func (e *episode) initialised(id identity, at mark) { e.identity(id, at, true) }
+func (e *Episode) initialised(id identity, at mark) { e.identity(id, at, true) }
 
-func (e *episode) identity(id identity, at mark, init bool) {
+func (e *Episode) identity(id identity, at mark, init bool) {
 	if id == e.from {
 		return
 	}
@@ -157,13 +157,13 @@ func (e *episode) identity(id identity, at mark, init bool) {
 		e.MoreIDs++
 		return
 	}
-	e.IDs = append(e.IDs, idSeen{id, at, init})
+	e.IDs = append(e.IDs, IDSeen{id, at, init})
 }
 
 // answered looks at a batch answered without a sequence error: a write
 // ends the partition's spell; a copy written is a duplicate if its first
 // copy was written, a possible one if its first copy's fate is unknown.
-func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark) {
+func (e *Episode) answered(h *history, part cluster.Partition, s *sent, at mark) {
 	if s.state != written {
 		return
 	}
@@ -194,7 +194,7 @@ func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark)
 
 // held is the longest a partition went without a write from a sequence
 // error, and whether one was still waiting at end.
-func (e *episode) held(end time.Time) (time.Duration, bool) {
+func (e *Episode) held(end time.Time) (time.Duration, bool) {
 	var d time.Duration
 	ongoing := false
 	for _, sp := range e.parts {
@@ -204,10 +204,10 @@ func (e *episode) held(end time.Time) (time.Duration, bool) {
 	return d, ongoing
 }
 
-func (e *episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.Nodes) }
+func (e *Episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.Nodes) }
 
 // evidence lists the errors sampled, the new identities and the copies.
-func (e *episode) evidence() []detectors.Evidence {
+func (e *Episode) evidence() []detectors.Evidence {
 	ev := e.ev.List()
 	if e.after != 0 {
 		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.FromPart.Label(e.Nodes)+

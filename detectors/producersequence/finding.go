@@ -36,7 +36,7 @@ type Finding struct {
 	HeldS     float64 `json:"held_s"`
 	Recovered bool    `json:"recovered"`
 
-	Episode            *episode
+	Episode            *Episode
 	Held               time.Duration
 	Forgotten, Dropped int64
 
@@ -71,7 +71,7 @@ type Copy struct {
 	Certain     bool  `json:"certain"`
 }
 
-func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *Finding {
+func (e *Episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *Finding {
 	f := &Finding{
 		ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
 		Errors: e.codes.Parts(), ProducerID: e.from.pid, Epoch: e.from.epoch, Sequence: e.fromSeq,

@@ -51,13 +51,13 @@ const maxClients = 1024
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
-	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*episode{}}
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*Episode{}}
 }
 
 type rule struct {
 	p       Params
 	hist    histories
-	eps     map[cluster.Client]*episode
+	eps     map[cluster.Client]*Episode
 	dropped int64
 }
 
@@ -223,7 +223,7 @@ func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, na
 // Findings implements detectors.Rule: one per producer (client id and
 // host) with at least MinErrors sequence errors.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*episode
+	var eps []*Episode
 	for _, e := range r.eps {
 		if e.N >= int64(r.p.MinErrors) {
 			eps = append(eps, e)
@@ -237,7 +237,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 	held, ongoing := e.held(p.End)
 	sev := detectors.Grade(held, ongoing)
 	switch {

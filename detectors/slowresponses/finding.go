@@ -34,7 +34,7 @@ type Finding struct {
 	Waited                 time.Duration
 	Severity               detectors.Severity
 	First, Last            time.Time
-	Worst                  []exchange // the slowest by counted latency, slowest first
+	Worst                  []Exchange // the slowest by counted latency, slowest first
 	BeyondWait             bool       // latency is counted beyond MaxWaitMillis
 	ServerLabels           []string
 	Params                 Params

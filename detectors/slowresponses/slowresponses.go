@@ -96,18 +96,18 @@ func (r *rule) Cut() map[string]int64 {
 type api struct {
 	key   int16
 	h     hist.Histogram // counted latency of every exchange
-	cands []exchange     // counted latency over MinLatency, in order
+	cands []Exchange     // counted latency over MinLatency, in order
 	// Past maxCandidates: exchanges judged as they come.
 	late                int64
-	lateFirst, lateLast exchange
+	lateFirst, lateLast Exchange
 	lateConns           tally.Conns
 	lateIDs             map[string]bool
-	worst               []exchange // the slowest by counted latency, slowest first
+	worst               []Exchange // the slowest by counted latency, slowest first
 	fetchWaits          bool       // some exchanges had a MaxWaitMillis taken off
 }
 
-// exchange is one exchange over MinLatency.
-type exchange struct {
+// Exchange is one exchange over MinLatency.
+type Exchange struct {
 	Counted  time.Duration // latency beyond what the broker may hold it
 	Latency  time.Duration
 	t        time.Time
@@ -150,7 +150,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if counted <= r.p.MinLatency && counted < r.p.MinWait {
 		return
 	}
-	e := exchange{Counted: counted, Latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.Client.ID,
+	e := Exchange{Counted: counted, Latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.Client.ID,
 		Evidence: detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version,
 			x.Req.Correlation, text.Duration(lat)))}
 	if wait > 0 {
@@ -192,12 +192,12 @@ func (r *rule) api(key int16) *api {
 	return a
 }
 
-func (a *api) keepWorst(e exchange) {
+func (a *api) keepWorst(e Exchange) {
 	i := sort.Search(len(a.worst), func(i int) bool { return a.worst[i].Counted < e.Counted })
 	if i >= worstKept {
 		return
 	}
-	a.worst = append(a.worst, exchange{})
+	a.worst = append(a.worst, Exchange{})
 	copy(a.worst[i+1:], a.worst[i:])
 	a.worst[i] = e
 	if len(a.worst) > worstKept {
@@ -234,7 +234,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	thr := r.threshold(a)
-	var slow []exchange
+	var slow []Exchange
 	for _, e := range a.cands {
 		if r.slow(a, e.Counted) {
 			slow = append(slow, e)
@@ -261,7 +261,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		ids[e.clientID] = true
 		maxLat = max(maxLat, e.Latency)
 	}
-	var first, last exchange
+	var first, last Exchange
 	if len(slow) > 0 {
 		first, last = slow[0], slow[len(slow)-1]
 	}
@@ -277,7 +277,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		}
 		last = a.lateLast
 	}
-	var worst []exchange
+	var worst []Exchange
 	for _, e := range a.worst {
 		if r.slow(a, e.Counted) {
 			worst = append(worst, e)

@@ -39,17 +39,17 @@ type Finding struct {
 	Refusals int64 `count:"refusals"`
 	Episodes int   `count:"episodes"`
 
-	Episode   *episode
+	Episode   *Episode
 	APINames  []string // names of APIs refused
 	Held      time.Duration
 	SpinGap   time.Duration
-	TopicSeen *topic
+	TopicSeen *Topic
 	Dropped   int64
 }
 
-func (e *episode) firstAt() time.Time { return e.Start }
+func (e *Episode) firstAt() time.Time { return e.Start }
 
-func (e *episode) label() string { return label(e.name, e.TopicID) }
+func (e *Episode) label() string { return label(e.name, e.TopicID) }
 
 // label names a topic by its name and id, as known.
 func label(name string, id [16]byte) string {
@@ -67,7 +67,7 @@ func topicID(id [16]byte) string { return cluster.TopicID(id) }
 // finding reports e, naming its topic from what the run knows now (the
 // episode is left as it is: findings may be asked for while the capture
 // runs).
-func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 	name := e.name
 	if name == "" {
 		name = r.nameOf(p.Nodes, e.TopicID)

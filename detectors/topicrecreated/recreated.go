@@ -51,13 +51,13 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors = max(p.MinErrors, 1)
-	return &rule{p: p, topics: map[string]*topic{}, eps: map[epKey]*episode{}, open: map[cluster.Client]int{}}
+	return &rule{p: p, topics: map[string]*Topic{}, eps: map[epKey]*Episode{}, open: map[cluster.Client]int{}}
 }
 
 type rule struct {
 	p      Params
-	topics map[string]*topic // by name: ids Metadata named, deletions, creations
-	eps    map[epKey]*episode
+	topics map[string]*Topic // by name: ids Metadata named, deletions, creations
+	eps    map[epKey]*Episode
 	open   map[cluster.Client]int // episodes not yet healed, per client
 	// dropped counts refusals not followed (bounds), topicsFull topic
 	// names not remembered.
@@ -72,8 +72,8 @@ type epKey struct {
 	name    string
 }
 
-// topic is what the capture says of a topic name.
-type topic struct {
+// Topic is what the capture says of a topic name.
+type Topic struct {
 	ids     [maxIDs]idSeen
 	nids    int
 	Deleted detectors.Evidence // last DeleteTopics answer naming it
@@ -85,8 +85,8 @@ type idSeen struct {
 	at detectors.Evidence
 }
 
-// episode is one client's refusals for one topic id.
-type episode struct {
+// Episode is one client's refusals for one topic id.
+type Episode struct {
 	epKey
 	spell.Spell
 	name        string
@@ -101,8 +101,8 @@ type episode struct {
 	ev          detectors.Sampler[detectors.Evidence]
 }
 
-func (r *rule) topicOf(name string) *topic {
-	return tally.Entry(r.topics, name, maxTopics, &r.topicsFull, func() *topic { return &topic{} })
+func (r *rule) topicOf(name string) *Topic {
+	return tally.Entry(r.topics, name, maxTopics, &r.topicsFull, func() *Topic { return &Topic{} })
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -156,7 +156,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 }
 
 func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *detectors.Exchange) {
-	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *episode { return &episode{epKey: k, name: name} })
+	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *Episode { return &Episode{epKey: k, name: name} })
 	if e == nil {
 		return
 	}
@@ -258,7 +258,7 @@ func (r *rule) nameOf(n *cluster.Nodes, id [16]byte) string {
 // Findings implements detectors.Rule: one per client and topic id with at
 // least MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*episode
+	var eps []*Episode
 	for _, e := range r.eps {
 		if e.N >= int64(r.p.MinErrors) {
 			eps = append(eps, e)

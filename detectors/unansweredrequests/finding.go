@@ -33,7 +33,7 @@ type Finding struct {
 	NotKafka string `json:"not_kafka,omitempty"`
 	Counted
 
-	Group       *group
+	Group       *Group
 	ServerLabel string
 	Grace       time.Duration
 	// silent: not one byte came back on any of the connections, and
@@ -129,7 +129,7 @@ type Pending struct {
 	OldestPacket uint64           `json:"oldest_packet"`
 	Counted
 
-	Group *group
+	Group *Group
 	Grace time.Duration
 }
 
@@ -187,7 +187,7 @@ var whyText = [reasons]string{
 
 // why says why the group's requests count, for the reasons from first to
 // last that some have.
-func (g *group) why(first, last int, grace time.Duration) []string {
+func (g *Group) why(first, last int, grace time.Duration) []string {
 	var out []string
 	for i := first; i <= last; i++ {
 		if n := g.Reasons[i]; n > 0 {

@@ -96,7 +96,7 @@ var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight",
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*group)}
+	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*Group)}
 }
 
 // Cut implements detectors.Bounded: requests whose client id was not
@@ -119,24 +119,24 @@ type rule struct {
 	waited tally.ConnBits
 	// warn groups unanswered requests by server; info gathers those
 	// that are in flight or whose responses the capture may have missed.
-	warn map[netip.AddrPort]*group
-	info group
+	warn map[netip.AddrPort]*Group
+	info Group
 }
 
 // conn is what is known of one connection.
 type conn struct {
 	// tail holds the unanswered requests since the last answered one.
-	tail []request
+	tail []Request
 	// evicted is the oldest request dropped from a full tail (counted
 	// overtaken at once), its wait settled at the end: it waited until
 	// the connection closed or the capture ended.
-	evicted   request
+	evicted   Request
 	rebalance time.Duration // last JoinGroup's rebalance timeout
 	maxWait   time.Duration // last Fetch's MaxWaitMillis
 }
 
-// request is a request without a response.
-type request struct {
+// Request is a request without a response.
+type Request struct {
 	Key      int16
 	At       time.Time
 	allow    time.Duration
@@ -150,8 +150,8 @@ type request struct {
 	clientID string
 }
 
-// group is requests counted together: to one server, or the info ones.
-type group struct {
+// Group is requests counted together: to one server, or the info ones.
+type Group struct {
 	server      netip.AddrPort
 	N           int64
 	Reasons     [reasons]int64
@@ -160,18 +160,18 @@ type group struct {
 	idsNotNamed int64           // requests of further client ids
 	conns       tally.Conns
 	first, last time.Time
-	Oldest      request
+	Oldest      Request
 	OldestWhy   int
-	reqs        []request // for evidence in time order, bounded
+	reqs        []Request // for evidence in time order, bounded
 	// longest is the request that waited longest beyond its hold, felt
 	// that wait; sev is the worst of the requests' grades.
-	Longest  request
+	Longest  Request
 	Felt     time.Duration
 	Severity detectors.Severity
 	ongoing  bool // some request still waiting when the capture ended
 }
 
-func (g *group) add(r request, reason int) {
+func (g *Group) add(r Request, reason int) {
 	if g.byAPI == nil {
 		g.byAPI = make(map[string]int64)
 		g.clientIDs = make(map[string]bool)
@@ -203,7 +203,7 @@ func (g *group) add(r request, reason int) {
 }
 
 // grade takes in how long r waited, why it counts.
-func (g *group) grade(r request, reason int) {
+func (g *Group) grade(r Request, reason int) {
 	felt := max(r.Waited-r.Hold, 0)
 	if g.Longest.Conn == nil || felt > g.Felt {
 		g.Longest, g.Felt = r, felt
@@ -213,7 +213,7 @@ func (g *group) grade(r request, reason int) {
 }
 
 // evidence returns the requests' packets: the oldest first, then a spread.
-func (g *group) evidence() []detectors.Evidence {
+func (g *Group) evidence() []detectors.Evidence {
 	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].At.Before(g.reqs[j].At) })
 	var s detectors.Sampler[detectors.Evidence]
 	s.Add(g.Oldest.Evidence)
@@ -227,7 +227,7 @@ func (g *group) evidence() []detectors.Evidence {
 
 // clone copies a group deeply enough that adding to either, or sorting
 // its requests, leaves the other as it was.
-func (g *group) clone() *group {
+func (g *Group) clone() *Group {
 	c := *g
 	c.byAPI = maps.Clone(g.byAPI)
 	c.clientIDs = maps.Clone(g.clientIDs)
@@ -313,9 +313,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 }
 
 // request describes an unanswered request with its allowance.
-func (r *rule) request(x *detectors.Exchange) request {
+func (r *rule) request(x *detectors.Exchange) Request {
 	m := x.Req
-	q := request{Key: m.Key, At: m.Time, allow: r.p.Grace, Conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
+	q := Request{Key: m.Key, At: m.Time, allow: r.p.Grace, Conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
 	uc := r.conns[x.Conn]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
@@ -344,11 +344,11 @@ func (r *rule) request(x *detectors.Exchange) request {
 	return q
 }
 
-func (r *rule) warnGroup(q request) *group {
+func (r *rule) warnGroup(q Request) *Group {
 	s := q.Conn.Server
 	g := r.warn[s]
 	if g == nil {
-		g = &group{server: s}
+		g = &Group{server: s}
 		r.warn[s] = g
 	}
 	return g
@@ -396,7 +396,7 @@ func endings(p *detectors.Pass) func(c *flows.ConnInfo) ending {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	end := endings(p)
 	// Requests of one-sided connections waited until the end.
-	settle := func(q *request) {
+	settle := func(q *Request) {
 		if q.Waited < 0 {
 			q.Waited = end(q.Conn).at.Sub(q.At)
 		}
@@ -444,7 +444,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		}
 		r.conns[c].tail = nil
 	}
-	servers := make([]*group, 0, len(r.warn))
+	servers := make([]*Group, 0, len(r.warn))
 	for _, g := range r.warn {
 		servers = append(servers, g)
 	}
@@ -477,7 +477,7 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 		cu := *uc // Findings only reads the tail, then drops it from the copy
 		c.conns[k] = &cu
 	}
-	c.warn = make(map[netip.AddrPort]*group, len(r.warn))
+	c.warn = make(map[netip.AddrPort]*Group, len(r.warn))
 	for k, g := range r.warn {
 		c.warn[k] = g.clone()
 	}
@@ -485,7 +485,7 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 	return c.Findings(p)
 }
 
-func (r *rule) warning(p *detectors.Pass, g *group, byID map[int]*flows.Conn) detectors.Finding {
+func (r *rule) warning(p *detectors.Pass, g *Group, byID map[int]*flows.Conn) detectors.Finding {
 	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.Oldest.Key),
 		OldestPacket: g.Oldest.Evidence.Packet, WaitedS: text.Seconds(g.Felt), Ongoing: g.ongoing,
@@ -522,7 +522,7 @@ func silentConns(byID map[int]*flows.Conn, ids []int) (silent, tls bool) {
 }
 
 // pending lists the requests that may yet have been answered.
-func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
+func (r *rule) pending(p *detectors.Pass, g *Group) detectors.Finding {
 	f := &Pending{APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI, Servers: g.conns.Servers(),
 		OldestAPI: decode.Name(g.Oldest.Key), OldestPacket: g.Oldest.Evidence.Packet, Group: g, Grace: r.p.Grace}
 	return g.finding(p, detectors.Info, inFlight, reasons-1, g.conns.ServerAddrs(), f)
@@ -530,7 +530,7 @@ func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
 
 // finding is the group's finding at sev, counting the reasons from first
 // to last.
-func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
+func (g *Group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
 	d interface {
 		detectors.Detail
 		counted() *Counted
