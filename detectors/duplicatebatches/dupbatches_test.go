@@ -226,7 +226,7 @@ func TestDuplicateBatches(t *testing.T) {
 		{
 			name: "same-producer-window 0: the same record sent again is reported", settings: map[string]string{"same-producer-window": "0"},
 			traffic: sameValue,
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"offset_shift": int64(1), "producer_id": int64(4000), "compared": "records"}}},
+			want:    []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{OffsetShift: int64(1), ProducerID: int64(4000), Compared: "records"}}},
 		},
 		{
 			// The other side: the same session writing the same
@@ -245,8 +245,7 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"duplicate_batches": 6, "duplicate_records": 60, "duplicate_batches_by_records": 6},
-				Fields:   map[string]any{"offset_shift": int64(60), "producer_id": int64(4000), "compared": "records"},
+				Detail:   &duplicatebatches.Finding{DupBatches: 6, DupRecords: 60, DupByRecords: 6, OffsetShift: int64(60), ProducerID: int64(4000), Compared: "records"},
 			}},
 		},
 		{name: "re-batched replay, gzip to lz4", traffic: rebatched(gz, lz), want: []dt.Want{rebatchedWant}, absent: []string{"crc_sequence_md5"}},
