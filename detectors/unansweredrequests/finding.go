@@ -42,7 +42,7 @@ type Finding struct {
 	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-plaintext-to-ssl)
 	Silent bool
 	// tlsBack: what came back were TLS records (an alert)
-	TlsBack bool
+	TLSBack bool
 }
 
 // Summary implements detectors.Detail.
@@ -86,7 +86,7 @@ func (f *Finding) Explanation() string {
 		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.Felt), beyond)
 	}
 	switch {
-	case f.Silent && f.TlsBack:
+	case f.Silent && f.TLSBack:
 		expl += " What came back on these connections was a TLS record (an alert) and nothing else, though their requests " +
 			"include an ApiVersions, which every Kafka listener answers: the listener speaks TLS (SSL or SASL_SSL) and the " +
 			"client plaintext (security.protocol PLAINTEXT or SASL_PLAINTEXT). The client reads the alert as the start of " +
