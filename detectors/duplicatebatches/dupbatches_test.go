@@ -250,7 +250,9 @@ func TestDuplicateBatches(t *testing.T) {
 		{
 			name: "same-producer-window 0: byte-identical batches on one connection are reported", settings: map[string]string{"same-producer-window": "0"},
 			traffic: sameValueBy(dt.NoProducer),
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"offset_shift": int64(1), "producer_id": int64(-1), "compared": "crc"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				OffsetShift: int64(1), ProducerID: int64(-1), Compared: "crc",
+			}}},
 		},
 		{
 			name: "same-producer-window 0: the same record sent again is reported", settings: map[string]string{"same-producer-window": "0"},
