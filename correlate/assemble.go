@@ -28,10 +28,23 @@ const maxAssembling = 1 << 14
 // assembly is a split exchange waiting for its records.
 type assembly struct {
 	key  exKey
-	lane int32
 	at   int64
-	recs []*Record
+	recs []laned
 	done bool
+}
+
+// laned is a record of a split exchange and the lane it came in.
+type laned struct {
+	rec  *Record
+	lane int32
+}
+
+// drop forgets the records of lane p (a partition revoked) and returns
+// how many.
+func (a *assembly) drop(p int32) int {
+	n := len(a.recs)
+	a.recs = slices.DeleteFunc(a.recs, func(r laned) bool { return r.lane == p })
+	return n - len(a.recs)
 }
 
 // RebuildSplit rebuilds the records of one split exchange (the same

@@ -41,6 +41,16 @@ type SourceConfig struct {
 	// SessionTimeout plus 2 s when 0.
 	SessionTimeout time.Duration
 	Quiet          time.Duration
+	// CoverWait (in a group, with UntilEnd; DefaultCoverWait when 0)
+	// bounds how long, once its own partitions are read to their end
+	// and the group quiet, the input waits for every other partition of
+	// the topic to be read to the end by a member (its offset committed
+	// after its report, or marked read by a member about to report), or
+	// to come to it when the session timeout evicts a member that died.
+	// Past it the input ends, and Uncovered names those left.
+	CoverWait time.Duration
+	// Note is told, in a group with UntilEnd, what the end waits for.
+	Note func(string)
 	// Window is the reorder window of the merge by time (DefaultReorderWindow
 	// when 0); MaxHeld bounds the records it holds (DefaultMaxHeld).
 	Window  time.Duration
@@ -73,6 +83,7 @@ const (
 	firstPollRecords = 256
 	maxPollRecords   = 1 << 16
 	DefaultTimeout   = 30 * time.Second
+	DefaultCoverWait = 2 * time.Minute
 	maxWarnings      = 20
 	// maxIdentities is how many records' identities (agent, run, seq)
 	// are remembered to recognise one read twice (about 100 bytes each).
@@ -156,6 +167,17 @@ type Source struct {
 	revoked []int32
 	changed time.Time // last assignment change
 	joined  bool
+	// The end in a group (covered): waitFrom is when this member was
+	// first at its end since the last change, marked whether its
+	// partitions were marked read since; want are the end offsets the
+	// others' partitions must be read to; checked when they were last
+	// asked; uncovered those left at the end; said the last Note.
+	waitFrom  time.Time
+	marked    bool
+	want      map[int32]int64
+	checked   time.Time
+	uncovered []int32
+	said      string
 	// opened is when Open ran; answered whether the cluster ever
 	// answered (a Metadata response, a group's assignment, a record);
 	// noAnswer why not, the last error met.
@@ -174,9 +196,11 @@ type Source struct {
 	warnings int
 	first    time.Time
 	last     time.Time
-	// seen are the identities of the last maxIdentities records read
-	// (idRing in order, to forget the oldest).
-	seen   map[identity]struct{}
+	// seen are the identities of the last maxIdentities records read,
+	// and their partitions (idRing in order, to forget the oldest): a
+	// partition revoked forgets its own, read again by right when it
+	// comes back.
+	seen   map[identity]int32
 	idRing []identity
 	idNext int
 	idSeed maphash.Seed
@@ -202,6 +226,7 @@ type identity struct {
 // partState follows one partition for --until-end.
 type partState struct {
 	next    int64 // next offset to read
+	from    int64 // where reading began (committed, or the log start)
 	end     int64 // end offset when assigned, -1 until known
 	hw      int64 // the high watermark the last fetch gave
 	pending bool  // its start and end are still to be asked
@@ -228,11 +253,14 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.CoverWait <= 0 {
+		cfg.CoverWait = DefaultCoverWait
+	}
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
-		seen: map[identity]struct{}{}, idSeed: maphash.MakeSeed()}
+		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.Skew = func(agent string) (time.Duration, bool) {
@@ -338,10 +366,12 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 		if s.cfg.Group != "" {
 			s.counts.Dropped += int64(s.across.Drop(p))
 			for k, a := range s.assembling {
-				if a.lane == p {
-					s.counts.Dropped += int64(len(a.recs))
-					a.done = true
-					delete(s.assembling, k)
+				if n := a.drop(p); n > 0 {
+					s.counts.Dropped += int64(n)
+					if len(a.recs) == 0 {
+						a.done = true
+						delete(s.assembling, k)
+					}
 				}
 			}
 			n := len(s.answers)
@@ -354,6 +384,11 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 					c := &a.x.X.Conn.ConnInfo
 					s.lastAnswer[c] = max(s.lastAnswer[c], a.at)
 				}
+			}
+		}
+		for id, q := range s.seen {
+			if q == p {
+				delete(s.seen, id)
 			}
 		}
 		s.revoked = append(s.revoked, p)
@@ -444,7 +479,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			s.warn(fmt.Errorf("%s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err))
 			return
 		}
-		if s.again(&rec) {
+		if s.again(&rec, r.Partition) {
 			s.counts.Duplicates++
 			s.warn(fmt.Errorf("%s partition %d offset %d: agent %q run %s record %d read again: skipped", r.Topic, r.Partition, r.Offset,
 				rec.Agent, rec.Run, rec.Seq))
@@ -505,7 +540,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.warn(err)
 	}
 	var end error
-	if s.cfg.UntilEnd && s.atEnd() {
+	if s.cfg.UntilEnd && s.atEnd(ctx) {
 		s.out = s.flush(s.out)
 		s.ended = true
 		end = io.EOF
@@ -519,7 +554,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 // again tells a record whose identity (agent, run, seq) was read among
 // the last maxIdentities, and remembers this one's. Records of agents
 // before run and seq have none: never taken for one read again.
-func (s *Source) again(r *Record) bool {
+func (s *Source) again(r *Record, part int32) bool {
 	if r.Run == "" || r.Seq <= 0 {
 		return false
 	}
@@ -534,7 +569,7 @@ func (s *Source) again(r *Record) bool {
 		s.idRing[s.idNext] = id
 		s.idNext = (s.idNext + 1) % maxIdentities
 	}
-	s.seen[id] = struct{}{}
+	s.seen[id] = part
 	return false
 }
 
@@ -672,11 +707,11 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 				if s.assembling == nil {
 					s.assembling = map[exKey]*assembly{}
 				}
-				a = &assembly{key: k, lane: it.Lane, at: it.At}
+				a = &assembly{key: k, at: it.At}
 				s.assembling[k] = a
 				s.queue = append(s.queue, a)
 			}
-			a.recs = append(a.recs, r)
+			a.recs = append(a.recs, laned{r, it.Lane})
 			items[i] = Item{}
 			if len(a.recs) >= r.Parts {
 				out = s.assembled(a, out)
@@ -738,20 +773,45 @@ func (s *Source) expire(at int64, out []Routed) []Routed {
 	return out
 }
 
-// assembled delivers a split exchange, whole or with what came.
+// assembled delivers a split exchange, whole or with what came: one
+// piece per lane its records came in (in a group, the export partition
+// each was keyed to), so that each partition's rules see its partitions'
+// batches. The piece with the exchange's first record (by seq) comes
+// first and stands for the exchange; the others are marked
+// flows.Exchange.Again, counted once as the file counts it. Without a
+// group there is one lane, and one piece.
 func (s *Source) assembled(a *assembly, out []Routed) []Routed {
 	a.done = true
 	delete(s.assembling, a.key)
-	slices.SortFunc(a.recs, func(x, y *Record) int { return cmp.Compare(x.Seq, y.Seq) })
-	ev, errs := s.rb.RebuildSplit(a.recs)
-	for _, err := range errs {
-		s.counts.Unusable++
-		s.warn(fmt.Errorf("agent %q: %w", a.key.agent, err))
+	slices.SortStableFunc(a.recs, func(x, y laned) int { return cmp.Compare(x.rec.Seq, y.rec.Seq) })
+	var lanes []int32
+	for _, r := range a.recs {
+		if !slices.Contains(lanes, r.lane) {
+			lanes = append(lanes, r.lane)
+		}
 	}
-	if ev.X == nil {
-		return out
+	first := true
+	recs := make([]*Record, 0, len(a.recs))
+	for _, lane := range lanes {
+		recs = recs[:0]
+		for _, r := range a.recs {
+			if r.lane == lane {
+				recs = append(recs, r.rec)
+			}
+		}
+		ev, errs := s.rb.RebuildSplit(recs)
+		for _, err := range errs {
+			s.counts.Unusable++
+			s.warn(fmt.Errorf("agent %q: %w", a.key.agent, err))
+		}
+		if ev.X == nil {
+			continue
+		}
+		ev.X.X.Again = !first
+		first = false
+		out = s.routed(lane, a.at, TypeExchange, ev, out)
 	}
-	return s.routed(a.lane, a.at, TypeExchange, ev, out)
+	return out
 }
 
 // routed counts what a record (or a split exchange's records) gave and
@@ -763,7 +823,9 @@ func (s *Source) assembled(a *assembly, out []Routed) []Routed {
 func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Routed) []Routed {
 	out = s.releaseAnswers(at, out)
 	if typ == TypeExchange {
-		s.counts.Exchanges++
+		if ev.X == nil || !ev.X.X.Again {
+			s.counts.Exchanges++ // a split exchange's pieces once
+		}
 	} else {
 		s.counts.ConnEvents++
 	}
@@ -923,7 +985,7 @@ func (s *Source) resolve(ctx context.Context) error {
 		if c, ok := committed[p]; ok && c >= 0 {
 			from = c
 		}
-		st.end, st.pending = e, false
+		st.end, st.pending, st.from = e, false, from
 		st.next = max(st.next, from)
 	}
 	return nil
@@ -984,8 +1046,9 @@ func (s *Source) committed(ctx context.Context, parts []int32) (map[int32]int64,
 }
 
 // atEnd reports whether every partition held has reached its end; in a
-// group, also that no rebalance came for Quiet. Called with s.mu held.
-func (s *Source) atEnd() bool {
+// group, also that no rebalance came for Quiet and that the other
+// partitions of the topic are covered (covered). Called with s.mu held.
+func (s *Source) atEnd(ctx context.Context) bool {
 	if !s.joined {
 		return false
 	}
@@ -994,8 +1057,8 @@ func (s *Source) atEnd() bool {
 			return false
 		}
 	}
-	if s.cfg.Group != "" && time.Since(s.changed) < s.cfg.Quiet {
-		return false
+	if s.cfg.Group != "" {
+		return time.Since(s.changed) >= s.cfg.Quiet && s.covered(ctx)
 	}
 	return true
 }

@@ -132,6 +132,10 @@ type Partial struct {
 	// Bounds are the bounds reached (the keys of totals.bounds_reached):
 	// what they kept out was not analysed.
 	Bounds []string `json:"bounds,omitempty"`
+	// Uncovered are the partitions of the export topic a correlator of
+	// a group (-r kafka:// --group --until-end) ended without: no member
+	// read them to their end within --group-wait.
+	Uncovered []int32 `json:"uncovered_partitions,omitempty"`
 }
 
 // String says in a sentence what the run left out.
@@ -152,6 +156,13 @@ func (p *Partial) String() string {
 	}
 	if len(p.Bounds) > 0 {
 		parts = append(parts, "bounds reached, what they kept out not analysed: "+strings.Join(p.Bounds, ", "))
+	}
+	if len(p.Uncovered) > 0 {
+		ps := make([]string, len(p.Uncovered))
+		for i, n := range p.Uncovered {
+			ps[i] = fmt.Sprint(n)
+		}
+		parts = append(parts, "export partitions "+strings.Join(ps, ",")+" not covered: no member of the correlator group read them to their end within --group-wait")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -58,6 +58,10 @@ func (p *printer) overview(r *Report) {
 	by := tally(r.Findings)
 	n := by[detectors.Error] + by[detectors.Warning]
 	if n == 0 {
+		if c := r.Capture.Partial; c != nil && len(c.Uncovered) > 0 {
+			p.f("No problems found in the partitions read (%d informational findings); the others were not analysed.\n\n", by[detectors.Info])
+			return
+		}
 		p.f("No problems found (%d informational findings).\n\n", by[detectors.Info])
 		return
 	}

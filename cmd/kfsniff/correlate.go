@@ -30,6 +30,7 @@ type correlateConfig struct {
 	UntilEnd       bool
 	Window         time.Duration
 	SessionTimeout time.Duration
+	CoverWait      time.Duration
 	Timeout        time.Duration
 	ConfigFile     string
 	sec            export.Security
@@ -43,6 +44,10 @@ type correlateConfig struct {
 	// done is set once the run has ended normally: its offsets may be
 	// committed after the report.
 	done bool
+	// ended is set when the input ended (--until-end), not stopped.
+	ended bool
+	// committed is set once the offsets were committed (settle).
+	committed bool
 	// fatal is the source's error that ended the run (no answer).
 	fatal error
 	// snap is the metrics' snapshot (with --metrics-addr), taken at
@@ -54,9 +59,10 @@ type correlateConfig struct {
 func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 	c := &correlateConfig{}
 	fs.StringVar(&c.Group, "group", "", "with -r kafka://: share the topic's partitions with the other correlators of consumer group `NAME` (offsets committed after the report)")
-	fs.BoolVar(&c.UntilEnd, "until-end", false, "with -r kafka://: stop when every partition read has reached the end offset it had when assigned (in a group: and no rebalance came for --group-session-timeout + 2s)")
+	fs.BoolVar(&c.UntilEnd, "until-end", false, "with -r kafka://: stop when every partition read has reached the end offset it had when assigned (in a group: no rebalance came for --group-session-timeout + 2s and every other partition was read to its end by a member, see --group-wait)")
 	fs.DurationVar(&c.Window, "reorder-window", correlate.DefaultReorderWindow, "with -r kafka://: how far apart in capture time records may arrive and still be merged in order (later ones are counted late)")
 	fs.DurationVar(&c.SessionTimeout, "group-session-timeout", 45*time.Second, "with --group: the group session timeout: how soon the partitions of a correlator that died go to the others")
+	fs.DurationVar(&c.CoverWait, "group-wait", correlate.DefaultCoverWait, "with --group --until-end: how long, once its partitions are read, a correlator waits for the group's other partitions to be read to their end by a member (or to come to it when a dead member is evicted); past it, it names those left and exits 1")
 	fs.DurationVar(&c.Timeout, "read-timeout", correlate.DefaultTimeout, "with -r kafka://: how long the cluster may take to answer at the start before kfsniff gives up (exit 2)")
 	fs.StringVar(&c.ConfigFile, "read-config", "", "with -r kafka://: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
 	fs.BoolVar(&c.sec.TLS, "read-tls", false, "with -r kafka://: TLS to the Kafka read from")
@@ -70,7 +76,7 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 }
 
 // correlateFlags mean nothing without a kafka:// input.
-var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "read-timeout", "read-config", "read-tls", "read-ca",
+var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "group-wait", "read-timeout", "read-config", "read-tls", "read-ca",
 	"read-cert", "read-key", "read-sasl-mechanism", "read-sasl-user", "read-sasl-password"}
 
 // isKafkaURL tells a topic to read back from a capture file's name.
@@ -117,6 +123,8 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		return fmt.Errorf("--reorder-window must not be negative, got %s", c.Window)
 	case c.SessionTimeout <= 0:
 		return fmt.Errorf("--group-session-timeout must be positive, got %s", c.SessionTimeout)
+	case c.CoverWait <= 0:
+		return fmt.Errorf("--group-wait must be positive, got %s", c.CoverWait)
 	case c.Timeout <= 0:
 		return fmt.Errorf("--read-timeout must be positive, got %s", c.Timeout)
 	}
@@ -174,10 +182,13 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 	warned := 0
 	src, err := correlate.Open(correlate.SourceConfig{
 		Brokers: c.brokers, Topic: c.topic, Group: c.Group, UntilEnd: c.UntilEnd,
-		SessionTimeout: c.SessionTimeout, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
+		SessionTimeout: c.SessionTimeout, CoverWait: c.CoverWait, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
 		Warn: func(err error) {
 			warned++
 			fmt.Fprintf(stderr, "kfsniff: warning: %s\n", report.Clean(err.Error()))
+		},
+		Note: func(msg string) {
+			fmt.Fprintf(stderr, "kfsniff: group %s: %s\n", report.Clean(c.Group), report.Clean(msg))
 		},
 		Assigned: func(assigned, revoked []int32) {
 			if len(assigned) > 0 {
@@ -230,8 +241,15 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 		}
 		res.Report.Totals.BoundsReached[k] += v
 	}
+	if u := c.src.Uncovered(); len(u) > 0 {
+		if res.Report.Capture.Partial == nil {
+			res.Report.Capture.Partial = &report.Partial{}
+		}
+		res.Report.Capture.Partial.Uncovered = u
+	}
 	// -c leaves records read but not reported: nothing is committed.
 	c.done = res.Stop != pipeline.StopCount
+	c.ended = res.Stop == pipeline.StopEnd
 	return res
 }
 
@@ -310,6 +328,22 @@ func (c *correlateConfig) say(res *pipeline.Result, stderr io.Writer) {
 	fmt.Fprintf(stderr, " (%s)\n", res.Stop)
 }
 
+// uncovered says, when a group's run ended without some partitions of
+// the topic (no member read them within --group-wait), which: the
+// report covers the others only (exit 1).
+func (c *correlateConfig) uncovered(stderr io.Writer) bool {
+	if !c.on() || c.src == nil {
+		return false
+	}
+	u := c.src.Uncovered()
+	if len(u) == 0 {
+		return false
+	}
+	fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s were read to their end by no member of the group within --group-wait %s (a member still running without --until-end, or one that died and was not evicted): the report does not cover them\n",
+		report.Clean(c.Group), partList(u), report.Clean(c.topic), c.CoverWait)
+	return true
+}
+
 // failed is, when the cluster never answered (within --read-timeout,
 // or before Ctrl-C), the usage error that the input could not be read:
 // exit 2, not an empty report that --fail-on would pass.
@@ -331,7 +365,7 @@ func (c *correlateConfig) close(stderr io.Writer) {
 	if !c.on() || c.src == nil {
 		return
 	}
-	if c.done && c.Group != "" {
+	if c.done && c.Group != "" && !c.committed {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := c.src.Commit(ctx); err != nil {
 			fmt.Fprintf(stderr, "kfsniff: group %s: committing the offsets read: %v (the next correlator of the group reads them again)\n", report.Clean(c.Group), err)
@@ -339,6 +373,33 @@ func (c *correlateConfig) close(stderr io.Writer) {
 		cancel()
 	}
 	c.src.Close()
+}
+
+// settle, at the end of a group's --until-end run, once the report is
+// written, commits the offsets read and waits (up to --group-wait) for
+// the other members to commit theirs: a member killed after it marked
+// its partitions read but before its report leaves them unreported, said
+// here (true: exit 1) since the report was already written.
+func (c *correlateConfig) settle(stderr io.Writer) bool {
+	if !c.on() || c.src == nil || !c.done || !c.ended || c.Group == "" || len(c.src.Uncovered()) > 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := c.src.Commit(ctx)
+	cancel()
+	if err != nil {
+		return false // close says it, trying again
+	}
+	c.committed = true
+	ctx, cancel = context.WithTimeout(context.Background(), c.CoverWait)
+	left := c.src.Unreported(ctx)
+	cancel()
+	if len(left) == 0 {
+		return false
+	}
+	fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s were read to their end by a member that ended before its report (killed?): no report covers them; the group's next run reads them\n",
+		report.Clean(c.Group), partList(left), report.Clean(c.topic))
+	return true
 }
 
 // remoteSource adapts correlate.Source to what the pipeline reads; the

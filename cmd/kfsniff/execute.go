@@ -96,6 +96,9 @@ func (c *command) write(ctx context.Context, p *plan, res *pipeline.Result) int 
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
 	code := exitOK
+	if c.cr.uncovered(stderr) {
+		code = exitFailure
+	}
 	if p.writer != nil {
 		if err := p.writer.Close(); err != nil && res.Err == nil {
 			res.Err = err

@@ -103,7 +103,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return exitWith(stderr, err)
 	}
-	return c.write(ctx, p, res)
+	code := c.write(ctx, p, res)
+	if c.cr.settle(stderr) && code == exitOK {
+		code = exitFailure
+	}
+	return code
 }
 
 // exitError is how a stage ends the run: the message run prints after
