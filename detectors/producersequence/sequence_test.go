@@ -285,7 +285,7 @@ func TestFencingNotCounted(t *testing.T) {
 				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
 				produce(300*time.Millisecond, "txn-a", 4, 0, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"sequence_errors": 1},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{SequenceErrors: 1},
 				Summary: []string{`producer "txn-a" (10.2.0.5): INVALID_PRODUCER_EPOCH x1 on orders-0`}}},
 		},
 	} {
