@@ -103,7 +103,12 @@ func TestProducerSequence(t *testing.T) {
 				p.healthy(at+100*time.Millisecond, 10)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Detail: &producersequence.Finding{SequenceErrors: 1, EpochBumps: 1, ResentBatches: 1, PossibleDuplicates: 0, DuplicateBatches: 0, ClientID: "orders-producer", Partitions: []string{"orders-0"}, ProducerID: pid, Epoch: int16(0), Sequence: int32(5), Recovered: true, ResetPartitions: []string{"orders-1"}}, Exact: []string{"PossibleDuplicates", "DuplicateBatches", "ProducerID", "Epoch"},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 1, ResentBatches: 1, PossibleDuplicates: 0,
+					DuplicateBatches: 0, ClientID: "orders-producer", Partitions: []string{"orders-0"},
+					ProducerID: pid, Epoch: int16(0), Sequence: int32(5), Recovered: true,
+					ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches", "ProducerID", "Epoch"},
 				Summary: []string{`producer "orders-producer" (10.2.0.5): OUT_OF_ORDER_SEQUENCE_NUMBER x1 on orders-0`, "1 new producer epoch", "written again after 50 ms"}}},
 		},
 		{
@@ -119,7 +124,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &producersequence.Finding{SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5, Recovered: true, ResetPartitions: []string{"orders-1"}}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5,
+					Recovered: true, ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"},
 				Summary: []string{"OUT_OF_ORDER_SEQUENCE_NUMBER x9 on orders-0", "9 new producer epochs", "sequences restarted on orders-1",
 					"written again after 4.5 s"}}},
 		},
@@ -156,7 +164,9 @@ func TestProducerSequence(t *testing.T) {
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Detail: &producersequence.Finding{SequenceErrors: 1, EpochBumps: 0, After: "NOT_LEADER_OR_FOLLOWER", Recovered: false}, Exact: []string{"EpochBumps", "Recovered"},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 0, After: "NOT_LEADER_OR_FOLLOWER", Recovered: false,
+				}, Exact: []string{"EpochBumps", "Recovered"},
 				Summary: []string{"not written since (12.4 s)"}}},
 		},
 		{
@@ -170,7 +180,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "in-flight", ok) // now sequence 0 of the new epoch: a new batch to the broker
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &producersequence.Finding{PossibleDuplicates: 1, DuplicateBatches: 0, ResentBatches: 2, Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}}}, Exact: []string{"DuplicateBatches"},
+				Detail: &producersequence.Finding{
+					PossibleDuplicates: 1, DuplicateBatches: 0, ResentBatches: 2,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}},
+				}, Exact: []string{"DuplicateBatches"},
 				Summary: []string{"1 batch of unknown fate written again"}}},
 		},
 		{
@@ -184,7 +197,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "acked", ok) // the client sends them again: offset 6
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Detail: &producersequence.Finding{DuplicateBatches: 1, PossibleDuplicates: 0, Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}}}, Exact: []string{"PossibleDuplicates"},
+				Detail: &producersequence.Finding{
+					DuplicateBatches: 1, PossibleDuplicates: 0,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}},
+				}, Exact: []string{"PossibleDuplicates"},
 				Summary: []string{"1 batch written twice"}}},
 		},
 		{
@@ -197,7 +213,9 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+20*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{PossibleDuplicates: 0, DuplicateBatches: 0}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{
+				PossibleDuplicates: 0, DuplicateBatches: 0,
+			}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"}}},
 		},
 		{
 			name: "a new producer id from InitProducerId",
@@ -211,7 +229,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+10*time.Millisecond, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Detail: &producersequence.Finding{Errors: []string{"UNKNOWN_PRODUCER_ID x1"}, Identities: []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}}}}},
+				Detail: &producersequence.Finding{
+					Errors:     []string{"UNKNOWN_PRODUCER_ID x1"},
+					Identities: []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}},
+				}}},
 		},
 		{
 			name:     "min-errors raised above the errors seen: nothing",
