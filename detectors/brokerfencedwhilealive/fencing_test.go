@@ -130,7 +130,11 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &brokerfencedwhilealive.Finding{Heartbeats: 13, FencedResponses: 5, UnaskedShutdowns: 0, Broker: int32(2), FencedSeconds: 10.005, StillFenced: false, FencedEpisodes: 1, Controllers: []string{controller}, Clients: []string{"10.9.0.2"}, KnownIssue: "KAFKA-15019"}, Exact: []string{"UnaskedShutdowns", "StillFenced"},
+				Detail: &brokerfencedwhilealive.Finding{
+					Heartbeats: 13, FencedResponses: 5, UnaskedShutdowns: 0, Broker: int32(2),
+					FencedSeconds: 10.005, StillFenced: false, FencedEpisodes: 1,
+					Controllers: []string{controller}, Clients: []string{"10.9.0.2"}, KnownIssue: "KAFKA-15019",
+				}, Exact: []string{"UnaskedShutdowns", "StillFenced"},
 				Summary:  []string{"broker 2 fenced by the controller while alive: 5 heartbeats answered with isFenced over 10.0 s while it kept heartbeating, then unfenced"},
 				Evidence: []uint64{12, 20, 22},
 			}},
@@ -148,12 +152,16 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 		{
 			Name:    "still fenced at the end after 8 s: warning",
 			Traffic: fencedThenUnfenced(5, -1),
-			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{StillFenced: true, FencedSeconds: 8.004}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				StillFenced: true, FencedSeconds: 8.004,
+			}}},
 		},
 		{
 			Name:    "still fenced at the end after 10 s: error",
 			Traffic: fencedThenUnfenced(6, -1),
-			Want:    []dt.Want{{Severity: detectors.Error, Detail: &brokerfencedwhilealive.Finding{StillFenced: true, FencedSeconds: 10.005}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &brokerfencedwhilealive.Finding{
+				StillFenced: true, FencedSeconds: 10.005,
+			}}},
 		},
 		{
 			Name: "told to shut down without asking: error",
@@ -172,7 +180,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 		{
 			Name:    "near miss the other way: a gap of 4.5 s",
 			Traffic: paused(2499 * time.Millisecond),
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{LongGaps: 1, SlowRoundTrips: 0, MaxGapMs: 4500.0}, Exact: []string{"SlowRoundTrips"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				LongGaps: 1, SlowRoundTrips: 0, MaxGapMs: 4500.0,
+			}, Exact: []string{"SlowRoundTrips"},
 				Summary: []string{"broker 4's heartbeats come close to the session timeout: round trips up to 1 ms, gaps up to 4.5 s (session timeout 9.0 s)"}}},
 		},
 		{
@@ -232,7 +242,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				}
 				n.ok(2)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{SlowRoundTrips: 3, LongGaps: 3, MaxRoundTripMs: 5000.0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				SlowRoundTrips: 3, LongGaps: 3, MaxRoundTripMs: 5000.0,
+			}}},
 		},
 		{
 			Name: "near miss: the last heartbeat unanswered 4.4 s at the end",
@@ -267,7 +279,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				n.beat(time.Millisecond, false, false, false, false, 7)
 				n.ok(3)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{TimedOut: 1, Errors: []string{"REQUEST_TIMED_OUT x1"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				TimedOut: 1, Errors: []string{"REQUEST_TIMED_OUT x1"},
+			}}},
 		},
 		{
 			Name: "kept fenced since the capture began for 8 s: quiet",

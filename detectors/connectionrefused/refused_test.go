@@ -64,7 +64,9 @@ func restart(name string, settings map[string]string, n int, span, at float64, w
 			refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, n, span)
 			advertise(h, at, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 		},
-		Want:  []dt.Want{{Severity: want, Detail: &connectionrefused.Finding{Attempts: int64(n), Recovered: true, UnableS: span, Ongoing: false}, Exact: []string{"Attempts", "UnableS", "Ongoing"}}},
+		Want: []dt.Want{{Severity: want, Detail: &connectionrefused.Finding{
+			Attempts: int64(n), Recovered: true, UnableS: span, Ongoing: false,
+		}, Exact: []string{"Attempts", "UnableS", "Ongoing"}}},
 		Nodes: []int32{1},
 	}
 }
@@ -79,7 +81,11 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &connectionrefused.Finding{Attempts: 10, Refused: 10, Unanswered: 0, SYNs: 10, Endpoint: "10.0.0.3:9092", Advertised: true, AdvertisedAs: []string{"10.0.0.3:9092"}, Clients: []string{"10.0.0.1"}, Recovered: false, KafkaEndpoint: true, UnableS: 9.0, Ongoing: true}, Exact: []string{"Unanswered", "Recovered"},
+				Detail: &connectionrefused.Finding{
+					Attempts: 10, Refused: 10, Unanswered: 0, SYNs: 10, Endpoint: "10.0.0.3:9092",
+					Advertised: true, AdvertisedAs: []string{"10.0.0.3:9092"}, Clients: []string{"10.0.0.1"},
+					Recovered: false, KafkaEndpoint: true, UnableS: 9.0, Ongoing: true,
+				}, Exact: []string{"Unanswered", "Recovered"},
 				Summary: []string{"10 connection attempts to 10.0.0.3:9092 from 10.0.0.1 refused (SYN answered by RST) over 9.0 s",
 					"Metadata advertises it (10.0.0.3:9092) for node 2", "none opened afterwards"},
 				Evidence: []uint64{1000, 1009},
@@ -111,8 +117,11 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &connectionrefused.Finding{Attempts: 5, Endpoint: "127.0.0.1:9492", Advertised: true, AdvertisedAs: []string{"localhost:9492"}, Clients: []string{"127.0.0.1"}},
-				Summary:  []string{"for nodes 4, 5"},
+				Detail: &connectionrefused.Finding{
+					Attempts: 5, Endpoint: "127.0.0.1:9492", Advertised: true,
+					AdvertisedAs: []string{"localhost:9492"}, Clients: []string{"127.0.0.1"},
+				},
+				Summary: []string{"for nodes 4, 5"},
 			}},
 			Nodes: []int32{4, 5},
 		},
@@ -122,7 +131,9 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 1, 1)
 				advertise(h, 0.2, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{Attempts: 1, Recovered: true, Advertised: true, UnableS: 0.0, Ongoing: false}, Exact: []string{"UnableS", "Ongoing"},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 1, Recovered: true, Advertised: true, UnableS: 0.0, Ongoing: false,
+			}, Exact: []string{"UnableS", "Ongoing"},
 				Summary: []string{"1 connection attempt to", "; a connection to it opened afterwards"}}},
 			Nodes: []int32{1},
 		},
@@ -132,7 +143,9 @@ func TestConnectionRefused(t *testing.T) {
 				advertise(h, 0, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 1, 3, 1)
 			},
-			Want:  []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Recovered: false, Advertised: true}, Exact: []string{"Recovered"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Recovered: false, Advertised: true,
+			}, Exact: []string{"Recovered"}}},
 			Nodes: []int32{1},
 		},
 		{
@@ -142,7 +155,9 @@ func TestConnectionRefused(t *testing.T) {
 				c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
 				c.FirstSeen, c.MidStream = sec(2.5), true
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Recovered: false, Advertised: false, KafkaEndpoint: true}, Exact: []string{"Recovered", "Advertised"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Recovered: false, Advertised: false, KafkaEndpoint: true,
+			}, Exact: []string{"Recovered", "Advertised"}}},
 		},
 		{
 			Name: "a connection opening at the moment of the last failure is a recovery",
@@ -158,12 +173,16 @@ func TestConnectionRefused(t *testing.T) {
 		{
 			Name:    "three attempts in 2 s, never followed by a connection: a dead endpoint, a warning however short",
 			Traffic: func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 3, 2) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 3, UnableS: 2.0, Ongoing: true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 3, UnableS: 2.0, Ongoing: true,
+			}}},
 		},
 		{
-			Name:        "near miss: two attempts in 2.9 s, under min-attempts and under 3 s",
-			Traffic:     func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 2, 2.9) },
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{Attempts: 2, Advertised: false, AdvertisedAs: []string(nil), KafkaEndpoint: true}, Exact: []string{"Advertised", "AdvertisedAs"}}},
+			Name:    "near miss: two attempts in 2.9 s, under min-attempts and under 3 s",
+			Traffic: func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 2, 2.9) },
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 2, Advertised: false, AdvertisedAs: []string(nil), KafkaEndpoint: true,
+			}, Exact: []string{"Advertised", "AdvertisedAs"}}},
 			Explanation: []string{"Info only: fewer than 3 attempts failed, for less than 3.0 s."},
 		},
 		{
@@ -199,7 +218,10 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &connectionrefused.Finding{Attempts: 5, Unanswered: 5, Refused: 0, SYNs: 4*3 + 1, Clients: []string{"10.0.0.1", "10.0.0.5"}, Advertised: true}, Exact: []string{"Refused", "SYNs"},
+				Detail: &connectionrefused.Finding{
+					Attempts: 5, Unanswered: 5, Refused: 0, SYNs: 4*3 + 1,
+					Clients: []string{"10.0.0.1", "10.0.0.5"}, Advertised: true,
+				}, Exact: []string{"Refused", "SYNs"},
 				Summary:  []string{"5 connection attempts to 10.0.0.3:9092 from 10.0.0.1, 10.0.0.5 never answered (SYNs unanswered) over 44.0 s"},
 				Evidence: []uint64{100, 200},
 			}},
@@ -211,15 +233,19 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 3, 1)
 				h.ConnEvent(dt.SynUnanswered("10.0.0.1:51000", "10.0.0.2:9092", sec(4), 200, 1))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 4, Refused: 3, Unanswered: 1, SYNs: 5},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 4, Refused: 3, Unanswered: 1, SYNs: 5,
+			},
 				Summary: []string{"failed (3 refused by RST, 1 SYN unanswered)"}}},
 		},
 
 		// Which endpoints are Kafka.
 		{
-			Name:        "a port that is not Kafka, on a host that never speaks Kafka: info however long",
-			Traffic:     func(h *dt.Harness) { refusedEvery(h, "10.0.0.1", "10.0.0.2:8080", 0, 40, 1) },
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{Attempts: 40, KafkaEndpoint: false, Advertised: false, SameHost: []string(nil)}, Exact: []string{"KafkaEndpoint", "Advertised", "SameHost"}}},
+			Name:    "a port that is not Kafka, on a host that never speaks Kafka: info however long",
+			Traffic: func(h *dt.Harness) { refusedEvery(h, "10.0.0.1", "10.0.0.2:8080", 0, 40, 1) },
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 40, KafkaEndpoint: false, Advertised: false, SameHost: []string(nil),
+			}, Exact: []string{"KafkaEndpoint", "Advertised", "SameHost"}}},
 			Explanation: []string{"Info only: the endpoint is not known as Kafka", "a port scan or a health check"},
 		},
 		{
@@ -233,7 +259,9 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9099", 1, 20, 1)
 			},
 			Want: []dt.Want{{Severity: detectors.Error,
-				Detail: &connectionrefused.Finding{KafkaEndpoint: true, Advertised: false, SameHost: []string{"10.0.0.2:9092"}}, Exact: []string{"Advertised"}}},
+				Detail: &connectionrefused.Finding{
+					KafkaEndpoint: true, Advertised: false, SameHost: []string{"10.0.0.2:9092"},
+				}, Exact: []string{"Advertised"}}},
 			Explanation: []string{"Its host serves Kafka in this capture (10.0.0.2:9092)"},
 		},
 		{
@@ -242,7 +270,9 @@ func TestConnectionRefused(t *testing.T) {
 				h.Conn("10.0.0.1:40000", "10.0.0.2:8080")
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:8080", 1, 5, 1)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{KafkaEndpoint: true, Advertised: false, Recovered: false}, Exact: []string{"Advertised", "Recovered"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: true, Advertised: false, Recovered: false,
+			}, Exact: []string{"Advertised", "Recovered"}}},
 		},
 		{
 			Name: "a port that never accepted a connection, on a host serving Kafka elsewhere: a dead bootstrap server",
@@ -250,7 +280,10 @@ func TestConnectionRefused(t *testing.T) {
 				kafkaAt(h, 0, "10.0.0.7:40000", "10.0.0.2:9092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 3, 1)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 3, KafkaEndpoint: true, Advertised: false, Accepted: false, SameHost: []string{"10.0.0.2:9092"}, UnableS: 1.0, Ongoing: true}, Exact: []string{"Advertised", "Accepted"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 3, KafkaEndpoint: true, Advertised: false, Accepted: false,
+				SameHost: []string{"10.0.0.2:9092"}, UnableS: 1.0, Ongoing: true,
+			}, Exact: []string{"Advertised", "Accepted"},
 				Summary: []string{"its host serves Kafka at 10.0.0.2:9092 and this port never accepted a connection: a dead bootstrap server or listener"}}},
 			Explanation: []string{"Its host serves Kafka in this capture (10.0.0.2:9092)"},
 			Next:        []string{"Check the clients' bootstrap.servers (the port Kafka listens on at that host is 10.0.0.2:9092)"},
@@ -270,7 +303,9 @@ func TestConnectionRefused(t *testing.T) {
 				h.Accepting("10.0.0.2:39092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 13, 12)
 			},
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{KafkaEndpoint: false, Accepted: true, SameHost: []string{"10.0.0.2:9092"}}, Exact: []string{"KafkaEndpoint"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: false, Accepted: true, SameHost: []string{"10.0.0.2:9092"},
+			}, Exact: []string{"KafkaEndpoint"}}},
 			Explanation: []string{"it accepted connections, so something else listens there"},
 		},
 		{
@@ -279,7 +314,9 @@ func TestConnectionRefused(t *testing.T) {
 				kafkaAt(h, 0, "10.0.0.1:40000", "10.0.0.3:9092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 13, 12)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{KafkaEndpoint: false, SameHost: []string(nil)}, Exact: []string{"KafkaEndpoint", "SameHost"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: false, SameHost: []string(nil),
+			}, Exact: []string{"KafkaEndpoint", "SameHost"}}},
 		},
 		{
 			Name: "one finding per endpoint",

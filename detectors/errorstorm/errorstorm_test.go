@@ -97,7 +97,9 @@ func timeline(traffic func(h *dt.Harness, tl *dt.Timeline)) func(h *dt.Harness) 
 // failing at the capture's end after 10 s; both sides of each boundary.
 func TestErrorStormSeverity(t *testing.T) {
 	held := func(sev detectors.Severity, s float64, ongoing bool) []dt.Want {
-		return []dt.Want{{Severity: sev, Detail: &errorstorm.Finding{Held: s, Ongoing: ongoing}, Exact: []string{"Held", "Ongoing"}}}
+		return []dt.Want{{Severity: sev, Detail: &errorstorm.Finding{
+			Held: s, Ongoing: ongoing,
+		}, Exact: []string{"Held", "Ongoing"}}}
 	}
 	dt.Run(t, errorstorm.Analyzer, []dt.Case{
 		{Name: "held 2.999 s, then a success: info", Traffic: failFor(2999*time.Millisecond, time.Minute),
@@ -113,7 +115,9 @@ func TestErrorStormSeverity(t *testing.T) {
 		{Name: "near miss the other way: still failing at the end after 10 s: error", Traffic: failingAtEnd(10 * time.Second),
 			Want: held(detectors.Error, 10, true)},
 		{Name: "the 15 s loop, healed: warning", Traffic: timeline(healedLoop),
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{StormResponses: 150, Held: 14.999, Ongoing: false, Duration: 14.9}, Exact: []string{"Ongoing"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{
+				StormResponses: 150, Held: 14.999, Ongoing: false, Duration: 14.9,
+			}, Exact: []string{"Ongoing"}}}},
 		{
 			// The issue's second case: kgo retried a NOT_LEADER_OR_FOLLOWER
 			// partition 8 times in 8.5 s, then wrote it. Not even info
@@ -131,7 +135,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{StormResponses: 8, API: "Produce", Held: 8.498}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{
+				StormResponses: 8, API: "Produce", Held: 8.498,
+			}}},
 		},
 		{
 			Name: "an error every other fetch at 10/s for 20 s: the client is not held up, info",
@@ -147,7 +153,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				}
 				tl.Run()
 			},
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 100, Held: 0.099, Error: "FETCH_SESSION_ID_NOT_FOUND"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 100, Held: 0.099, Error: "FETCH_SESSION_ID_NOT_FOUND",
+			}}},
 			Explanation: []string{"The longest a client kept getting it with no success in between was 99 ms: info"},
 		},
 		{
@@ -195,7 +203,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				tl.Every(c, dt.At(3100*time.Millisecond), 300*time.Millisecond, 50, time.Millisecond, "consumer-1", func() (kmsg.Request, kmsg.Response) { return dt.Heartbeat(0) })
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 7, Held: 2.099, Ongoing: false}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 7, Held: 2.099, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "healthy: ten members of one application (one client id and host) each answered MEMBER_ID_REQUIRED, then joining: info at most",
@@ -211,7 +221,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 10, Error: "MEMBER_ID_REQUIRED"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 10, Error: "MEMBER_ID_REQUIRED",
+			}}},
 		},
 	}, nil)
 }
@@ -228,8 +240,13 @@ func TestErrorStorm(t *testing.T) {
 			traffic: loop,
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &errorstorm.Finding{Responses: 150, StormResponses: 150, ErrorCodes: 150, APIResponses: 150, StormClients: 1, API: "Fetch", Error: "NOT_LEADER_OR_FOLLOWER", ErrorCode: int16(6), ClientIDs: []string{"loop-client"}, Clients: []string{"10.2.0.5"}, Servers: []string{broker}, Duration: 14.9, Rate: 10.07, Held: 14.9, Ongoing: true},
-				Summary:  []string{`Fetch answered NOT_LEADER_OR_FOLLOWER 150 times in 14.9 s (10.1/s) to "loop-client" (10.2.0.5) from ` + broker},
+				Detail: &errorstorm.Finding{
+					Responses: 150, StormResponses: 150, ErrorCodes: 150, APIResponses: 150, StormClients: 1,
+					API: "Fetch", Error: "NOT_LEADER_OR_FOLLOWER", ErrorCode: int16(6),
+					ClientIDs: []string{"loop-client"}, Clients: []string{"10.2.0.5"}, Servers: []string{broker},
+					Duration: 14.9, Rate: 10.07, Held: 14.9, Ongoing: true,
+				},
+				Summary: []string{`Fetch answered NOT_LEADER_OR_FOLLOWER 150 times in 14.9 s (10.1/s) to "loop-client" (10.2.0.5) from ` + broker},
 			}},
 		},
 		{
@@ -240,7 +257,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &errorstorm.Finding{Responses: 60, StormResponses: 60, ErrorCodes: 120, APIResponses: 60, API: "Metadata", Error: "LEADER_NOT_AVAILABLE", Duration: 29.5, Rate: 2.03, Ongoing: true},
+				Detail: &errorstorm.Finding{
+					Responses: 60, StormResponses: 60, ErrorCodes: 120, APIResponses: 60, API: "Metadata",
+					Error: "LEADER_NOT_AVAILABLE", Duration: 29.5, Rate: 2.03, Ongoing: true,
+				},
 			}},
 		},
 		{
@@ -346,8 +366,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Info,
-				Detail:   &errorstorm.Finding{Error: "UNKNOWN_TOPIC_OR_PARTITION", TopicsCreated: []string{"app-repartition"}, Held: 5.499},
-				Summary:  []string{"while app-repartition was being created"},
+				Detail: &errorstorm.Finding{
+					Error: "UNKNOWN_TOPIC_OR_PARTITION", TopicsCreated: []string{"app-repartition"}, Held: 5.499,
+				},
+				Summary: []string{"while app-repartition was being created"},
 			}},
 		},
 		{
@@ -374,7 +396,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &errorstorm.Finding{Responses: 155, StormResponses: 150, StormClients: 1, ClientIDs: []string{"loop-client"}, Servers: []string{broker}},
+				Detail: &errorstorm.Finding{
+					Responses: 155, StormResponses: 150, StormClients: 1, ClientIDs: []string{"loop-client"},
+					Servers: []string{broker},
+				},
 			}},
 		},
 		{
@@ -388,8 +413,12 @@ func TestErrorStorm(t *testing.T) {
 			// unknown length this broad is a warning (detectors.Episode).
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &errorstorm.Finding{Responses: 90, StormResponses: 90, StormClients: 3, ClientIDs: []string{"", "a", "b"}, Clients: []string{"10.2.0.5", "10.2.0.6"}, Servers: []string{broker, broker2}, Held: 2.9, Ongoing: true},
-				Summary:  []string{`to "a" (10.2.0.5), "b" (10.2.0.5), 10.2.0.6 (no client id) from`},
+				Detail: &errorstorm.Finding{
+					Responses: 90, StormResponses: 90, StormClients: 3, ClientIDs: []string{"", "a", "b"},
+					Clients: []string{"10.2.0.5", "10.2.0.6"}, Servers: []string{broker, broker2}, Held: 2.9,
+					Ongoing: true,
+				},
+				Summary: []string{`to "a" (10.2.0.5), "b" (10.2.0.5), 10.2.0.6 (no client id) from`},
 			}},
 		},
 	} {
@@ -601,7 +630,9 @@ func storm(n int, step time.Duration, healed bool) func(h *dt.Harness) {
 // detectors.FastRate and FastMin.
 func TestErrorStormIntensity(t *testing.T) {
 	fast := func(sev detectors.Severity, fast bool, ongoing bool) []dt.Want {
-		w := dt.Want{Severity: sev, Detail: &errorstorm.Finding{Ongoing: ongoing, Error: "REQUEST_TIMED_OUT"}, Exact: []string{"Ongoing"}}
+		w := dt.Want{Severity: sev, Detail: &errorstorm.Finding{
+			Ongoing: ongoing, Error: "REQUEST_TIMED_OUT",
+		}, Exact: []string{"Ongoing"}}
 		if fast {
 			w.Detail.(*errorstorm.Finding).Fast = true
 		}

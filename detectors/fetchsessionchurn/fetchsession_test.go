@@ -99,7 +99,12 @@ func TestFetchSessionChurn(t *testing.T) {
 			},
 			Want: []dt.Want{
 				{Severity: detectors.Warning,
-					Detail:  &fetchsessionchurn.Finding{SessionErrors: 300, Storms: 1, Fetches: 599, FullFetches: 299, IncrementalFetches: 300, SessionsCreated: 299, ClientID: "consumer-a", Fetcher: int32(-1), Ongoing: true, HeldS: 5.985, Errors: []string{"FETCH_SESSION_ID_NOT_FOUND x300"}, Creators: []fetchsessionchurn.Creator{{ClientID: "consumer-a", Client: "10.2.0.7", Sessions: 299}, {ClientID: "consumer-b", Client: "10.2.0.8", Sessions: 299}}},
+					Detail: &fetchsessionchurn.Finding{
+						SessionErrors: 300, Storms: 1, Fetches: 599, FullFetches: 299, IncrementalFetches: 300,
+						SessionsCreated: 299, ClientID: "consumer-a", Fetcher: int32(-1), Ongoing: true,
+						HeldS: 5.985, Errors: []string{"FETCH_SESSION_ID_NOT_FOUND x300"},
+						Creators: []fetchsessionchurn.Creator{{ClientID: "consumer-a", Client: "10.2.0.7", Sessions: 299}, {ClientID: "consumer-b", Client: "10.2.0.8", Sessions: 299}},
+					},
 					Summary: []string{`consumer "consumer-a" (10.2.0.7) at 10.1.0.10:9092: FETCH_SESSION_ID_NOT_FOUND 300 times in 6.0 s (50.17/s)`, "299 of 599 fetches full", "still failing at the end (seen for 6.0 s)"}},
 				{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{ClientID: "consumer-b"}},
 			},
@@ -118,7 +123,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 3*time.Second, 50*time.Millisecond, notFound) // errors every 100 ms, 50 ms to 2950 ms
 				c.every(3*time.Second, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{Ongoing: false, HeldS: 2.9}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{
+				Ongoing: false, HeldS: 2.9,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss the other way: 3.1 s is a warning",
@@ -127,7 +134,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 3200*time.Millisecond, 50*time.Millisecond, notFound) // 50 ms to 3150 ms
 				c.every(3200*time.Millisecond, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{Ongoing: false, HeldS: 3.1}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{
+				Ongoing: false, HeldS: 3.1,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "two short storms more than max-gap apart stay info, counted as two",
@@ -147,7 +156,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 4*time.Second, 100*time.Millisecond, wrongEpoch)
 				c.every(4*time.Second, 8*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{Fetcher: int32(2), Errors: []string{"INVALID_FETCH_SESSION_EPOCH x20"}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{
+				Fetcher: int32(2), Errors: []string{"INVALID_FETCH_SESSION_EPOCH x20"},
+			},
 				Summary: []string{`follower node 2 (client id "broker-2-fetcher-0", 10.1.0.12)`}}},
 		},
 	}, nil)

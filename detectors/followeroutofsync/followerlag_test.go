@@ -67,7 +67,12 @@ func TestFollowerOutOfSync(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &followeroutofsync.Finding{Fetches: 25, TrailMax: 200, Follower: int32(2), ClientID: "broker-2-fetcher-0", Client: "10.1.0.12", Leader: leader, Topic: "orders", Partition: int32(0), TrailStart: int64(200), TrailEnd: int64(200), DurationSeconds: 12.0, StillTrailing: false, CatchingUp: false, Partitions: []string{"orders-0"}}, Exact: []string{"Leader", "Partition", "StillTrailing", "CatchingUp"},
+				Detail: &followeroutofsync.Finding{
+					Fetches: 25, TrailMax: 200, Follower: int32(2), ClientID: "broker-2-fetcher-0",
+					Client: "10.1.0.12", Leader: leader, Topic: "orders", Partition: int32(0),
+					TrailStart: int64(200), TrailEnd: int64(200), DurationSeconds: 12.0, StillTrailing: false,
+					CatchingUp: false, Partitions: []string{"orders-0"},
+				}, Exact: []string{"Leader", "Partition", "StillTrailing", "CatchingUp"},
 				Summary:  []string{"follower node 2 out of sync with leader 10.1.0.10:9092 on orders-0: its fetch offset trailed the high watermark by 200 to 200 records for 12.0 s, then back in step"},
 				Evidence: []uint64{10, 58, 60},
 			}},
@@ -96,7 +101,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(4, trail(inSync))
 				f.run(31, trail(func(i int) int64 { return 50 + 20*int64(i) }))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{TrailMax: 650, StillTrailing: true, CatchingUp: false, TrailStart: int64(50)}, Exact: []string{"CatchingUp"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+				TrailMax: 650, StillTrailing: true, CatchingUp: false, TrailStart: int64(50),
+			}, Exact: []string{"CatchingUp"}}},
 		},
 		{
 			Name: "behind for 35 s, then back in step: error (lasted long)",
@@ -105,7 +112,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(71, trail(func(int) int64 { return 300 }))
 				f.run(2, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{DurationSeconds: 35.0, StillTrailing: false}, Exact: []string{"StillTrailing"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+				DurationSeconds: 35.0, StillTrailing: false,
+			}, Exact: []string{"StillTrailing"}}},
 		},
 		{
 			Name: "healthy: caught up after a restart, 5000 behind shrinking over 20 s: info",
@@ -114,7 +123,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(41, trail(func(i int) int64 { return 5000 - 125*int64(i) }))
 				f.run(4, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &followeroutofsync.Finding{CatchingUp: true, StillTrailing: false}, Exact: []string{"StillTrailing"},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &followeroutofsync.Finding{
+				CatchingUp: true, StillTrailing: false,
+			}, Exact: []string{"StillTrailing"},
 				Summary: []string{"then caught up"}}},
 		},
 		{
@@ -122,7 +133,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newFetcher(h, leader).run(31, trail(func(i int) int64 { return 5000 - 100*int64(i) }))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{CatchingUp: true, StillTrailing: true, TrailEnd: int64(2000)}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{
+				CatchingUp: true, StillTrailing: true, TrailEnd: int64(2000),
+			}}},
 		},
 		{
 			Name:     "min-lag 100: 50 behind for 20 s is quiet",
@@ -159,7 +172,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(25, trail(func(int) int64 { return 200 })) // 12 s
 				f.run(4, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{Fetches: 25, TrailMax: 200, Partitions: []string{"orders-0"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{
+				Fetches: 25, TrailMax: 200, Partitions: []string{"orders-0"},
+			}}},
 		},
 		{
 			Name: "per follower and leader: two partitions behind one leader, one behind another",
@@ -171,9 +186,13 @@ func TestFollowerOutOfSync(t *testing.T) {
 				g.run(30, pattern{func(int) []int64 { return []int64{100} }, func(int) []int64 { return []int64{150} }})
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{TrailMax: 600, Partitions: []string{"orders-2", "orders-0"}, Leader: leader}, Exact: []string{"Leader"},
+				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+					TrailMax: 600, Partitions: []string{"orders-2", "orders-0"}, Leader: leader,
+				}, Exact: []string{"Leader"},
 					Summary: []string{"(and 1 more partition)"}},
-				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{TrailMax: 50, Leader: leader2, Partitions: []string{"payments-0"}}, Exact: []string{"Leader"}},
+				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+					TrailMax: 50, Leader: leader2, Partitions: []string{"payments-0"},
+				}, Exact: []string{"Leader"}},
 			},
 		},
 	}, func(t *testing.T, f *detectors.Finding) {

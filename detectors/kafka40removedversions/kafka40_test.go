@@ -37,7 +37,11 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &kafka40removedversions.Finding{Requests: 1, ClientID: "kafka-python-producer-1", Host: "10.2.0.5", Library: "kafka-python", Removed: []string{"Produce v1"}, Servers: []string{broker}, ByVersion: map[string]int64{"Produce v1": 1}},
+				Detail: &kafka40removedversions.Finding{
+					Requests: 1, ClientID: "kafka-python-producer-1", Host: "10.2.0.5", Library: "kafka-python",
+					Removed: []string{"Produce v1"}, Servers: []string{broker},
+					ByVersion: map[string]int64{"Produce v1": 1},
+				},
 				Summary:  []string{`client "kafka-python-producer-1" on 10.2.0.5 sends Produce v1, removed in Kafka 4.0 (KIP-896): it will fail on 4.0; kafka-python by its default client id`},
 				Evidence: []uint64{2},
 			}},
@@ -57,8 +61,12 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &kafka40removedversions.Finding{Requests: 3, Software: "apache-kafka-java 2.0.0", Library: "Apache Kafka Java client", Removed: []string{"Produce v2", "Fetch v3"}, ByVersion: map[string]int64{"Produce v2": 2, "Fetch v3": 1}},
-				Summary:  []string{"sends Produce v2, Fetch v3, removed in Kafka 4.0", "Apache Kafka Java client (apache-kafka-java 2.0.0)"},
+				Detail: &kafka40removedversions.Finding{
+					Requests: 3, Software: "apache-kafka-java 2.0.0", Library: "Apache Kafka Java client",
+					Removed:   []string{"Produce v2", "Fetch v3"},
+					ByVersion: map[string]int64{"Produce v2": 2, "Fetch v3": 1},
+				},
+				Summary: []string{"sends Produce v2, Fetch v3, removed in Kafka 4.0", "Apache Kafka Java client (apache-kafka-java 2.0.0)"},
 			}},
 		},
 		{
@@ -81,7 +89,9 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			name:     "min-requests=3: two old Produce requests are info",
 			settings: map[string]string{"min-requests": "3"},
 			traffic:  func(h *dt.Harness) { send(h, "10.2.0.9:40000", "legacy", dt.Produce(0), dt.Produce(0)) },
-			want:     []dt.Want{{Severity: detectors.Info, Detail: &kafka40removedversions.Finding{Requests: 2, Removed: []string{"Produce v0"}}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &kafka40removedversions.Finding{
+				Requests: 2, Removed: []string{"Produce v0"},
+			}}},
 		},
 		{
 			name:     "min-requests=3: three are a warning",
@@ -102,7 +112,9 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{
 				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{ClientID: "billing", Host: "10.2.0.20"}},
-				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{ClientID: "audit", Host: "10.2.0.21", Removed: []string{"ListOffsets v0"}}},
+				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{
+					ClientID: "audit", Host: "10.2.0.21", Removed: []string{"ListOffsets v0"},
+				}},
 				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{ClientID: "billing", Host: "10.2.0.21"}},
 			},
 		},

@@ -85,7 +85,15 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"broker 5 is alive by heartbeat but its metadata replication is not: 15 heartbeats answered ok by node 9 (10.4.0.9:9093), " +
 					"while 120 raft fetches to 1 other controller all answered NOT_LEADER_OR_FOLLOWER naming leader 9 in 29.8 s"},
-				Detail: &livenesswithoutreplication.Finding{Heartbeats: 15, HeartbeatErrors: 0, RaftFetches: 120, RaftErrors: 120, RaftUnanswered: 0, RaftToLeader: 0, NodeID: int32(5), HeartbeatClientID: "5", RaftClientID: "raft-client-5", LeaderID: int32(9), LeaderEpoch: dt.Ptr[int32](int32(8)), LeaderEndpoint: "10.4.0.9:9093", FetchOffset: dt.Ptr[int64](int64(4001)), CurrentMetadataOffset: dt.Ptr[int64](int64(4000)), IsCaughtUp: dt.Ptr[bool](true), IsFenced: dt.Ptr[bool](false), HeartbeatServers: []string{"10.4.0.9:9093"}, RaftServers: []string{"10.4.0.7:9093"}, Duration: 29.752}, Exact: []string{"HeartbeatErrors", "RaftUnanswered", "RaftToLeader"},
+				Detail: &livenesswithoutreplication.Finding{
+					Heartbeats: 15, HeartbeatErrors: 0, RaftFetches: 120, RaftErrors: 120, RaftUnanswered: 0,
+					RaftToLeader: 0, NodeID: int32(5), HeartbeatClientID: "5", RaftClientID: "raft-client-5",
+					LeaderID: int32(9), LeaderEpoch: dt.Ptr[int32](int32(8)), LeaderEndpoint: "10.4.0.9:9093",
+					FetchOffset: dt.Ptr[int64](int64(4001)), CurrentMetadataOffset: dt.Ptr[int64](int64(4000)),
+					IsCaughtUp: dt.Ptr[bool](true), IsFenced: dt.Ptr[bool](false),
+					HeartbeatServers: []string{"10.4.0.9:9093"}, RaftServers: []string{"10.4.0.7:9093"},
+					Duration: 29.752,
+				}, Exact: []string{"HeartbeatErrors", "RaftUnanswered", "RaftToLeader"},
 				Evidence: []uint64{2, 4, 270},
 			}},
 			Nodes: []int32{5, 9},
@@ -105,7 +113,10 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"120 raft fetches to the same controller, none answered successfully (no answer x120)"},
-				Detail:   &livenesswithoutreplication.Finding{RaftFetches: 120, RaftErrors: 0, RaftUnanswered: 120, Heartbeats: 15, NodeID: int32(5), LeaderID: int32(-1)}, Exact: []string{"RaftErrors"},
+				Detail: &livenesswithoutreplication.Finding{
+					RaftFetches: 120, RaftErrors: 0, RaftUnanswered: 120, Heartbeats: 15, NodeID: int32(5),
+					LeaderID: int32(-1),
+				}, Exact: []string{"RaftErrors"},
 			}},
 		},
 		{
@@ -127,7 +138,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				}
 				s.Run(h)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{Heartbeats: 10, HeartbeatErrors: 4}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+				Heartbeats: 10, HeartbeatErrors: 4,
+			}}},
 			Explanation: []string{"6 of 10 heartbeats to node 9 (10.4.0.9:9093) answered without error",
 				"Its heartbeats meanwhile report currentMetadataOffset from 4000 to 4001 and its raft fetches ask"},
 		},
@@ -154,7 +167,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				}
 				s.Run(h)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{CurrentMetadataOffset: dt.Ptr[int64](int64(4000)), FetchOffset: dt.Ptr[int64](int64(4001))}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+				CurrentMetadataOffset: dt.Ptr[int64](int64(4000)), FetchOffset: dt.Ptr[int64](int64(4001)),
+			}}},
 			Explanation: []string{"(last answer while the raft fetches failed: isCaughtUp true, isFenced false)",
 				"Its heartbeats meanwhile report currentMetadataOffset 4000 throughout and its raft fetches ask for offset 4001 every time: the metadata it applies is frozen."},
 		},
@@ -188,11 +203,15 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			Name:     "the election's 3 s of failures count once min-duration is lowered (a bare number is in seconds): a warning",
 			Settings: map[string]string{"min-duration": "2", "min-heartbeats": "1"},
 			Traffic:  func(h *dt.Harness) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", election(12)) },
-			Want:     []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{RaftFetches: 12, Heartbeats: 2, HeldS: 3.002, Ongoing: false}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+				RaftFetches: 12, Heartbeats: 2, HeldS: 3.002, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 	},
 		dt.Edge("min-duration (failing 10 s, to the raft fetch that succeeds): healed before 30 s, a warning", nil,
-			dt.Want{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{RaftFetches: 40, Heartbeats: 5, HeldS: 10.002, Ongoing: false}, Exact: []string{"Ongoing"},
+			dt.Want{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+				RaftFetches: 40, Heartbeats: 5, HeldS: 10.002, Ongoing: false,
+			}, Exact: []string{"Ongoing"},
 				Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed one"}},
 			func(h *dt.Harness) { refused(h, 40) }, func(h *dt.Harness) { refused(h, 39) }),
 		dt.Edge("min-raft-fetches (5 failed, min-duration lowered: under 3 s, info)", map[string]string{"min-duration": "1s", "min-heartbeats": "1"},
@@ -205,17 +224,23 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			{
 				Name:    "near miss of 30 s (LongAfter): failing 29 s, then replicating: a warning",
 				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(116)) },
-				Want:    []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{HeldS: 29.002, Ongoing: false}, Exact: []string{"Ongoing"}}},
+				Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 29.002, Ongoing: false,
+				}, Exact: []string{"Ongoing"}}},
 			},
 			{
 				Name:    "failing 31 s, then replicating: an error (LongAfter)",
 				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(124)) },
-				Want:    []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{HeldS: 31.002, Ongoing: false}, Exact: []string{"Ongoing"}}},
+				Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 31.002, Ongoing: false,
+				}, Exact: []string{"Ongoing"}}},
 			},
 			{
 				Name:    "still failing at the end after 11 s: an error (HealAfter)",
 				Traffic: func(h *dt.Harness) { broker(h, 11250*time.Millisecond, 0, "10.4.0.7:9093", notLeader) },
-				Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{HeldS: 11.002, Ongoing: true},
+				Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 11.002, Ongoing: true,
+				},
 					Summary: []string{"; still failing when the capture ended"}}},
 			},
 			{
@@ -225,7 +250,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			{
 				Name:    "raft fetches to the leader time out (2 s each) for 12 s, then answered: a warning",
 				Traffic: func(h *dt.Harness) { timeouts(h, 6) },
-				Want:    []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{RaftFetches: 6, RaftUnanswered: 6}}},
+				Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+					RaftFetches: 6, RaftUnanswered: 6,
+				}}},
 			},
 		},
 	), nil)

@@ -58,8 +58,11 @@ func TestMemberEvicted(t *testing.T) {
 			Traffic: func(h *dt.Harness) { group(h, 6000, 2500*time.Millisecond, 11*time.Second, 25, 20*time.Second) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &memberevicted.Finding{SilentMs: 12000, SessionTimeoutMs: 6000, Group: "audit", Member: "m-b", ClientID: "audit-2", Host: "10.2.0.6", Back: true, Answer: "UNKNOWN_MEMBER_ID"},
-				Summary:  []string{`member "m-b" of group "audit" (client "audit-2" on 10.2.0.6) evicted: silent for 12.0 s, past its session timeout of 6.0 s; back, answered UNKNOWN_MEMBER_ID`},
+				Detail: &memberevicted.Finding{
+					SilentMs: 12000, SessionTimeoutMs: 6000, Group: "audit", Member: "m-b", ClientID: "audit-2",
+					Host: "10.2.0.6", Back: true, Answer: "UNKNOWN_MEMBER_ID",
+				},
+				Summary: []string{`member "m-b" of group "audit" (client "audit-2" on 10.2.0.6) evicted: silent for 12.0 s, past its session timeout of 6.0 s; back, answered UNKNOWN_MEMBER_ID`},
 			}},
 			Explanation: []string{"longer than the session timeout of 6000 ms", "not a rebalance loop"},
 			Next:        []string{"--group audit --members"},
@@ -136,7 +139,9 @@ func TestMemberEvictedJoinedBeforeTheCapture(t *testing.T) {
 				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
 				beat(h, 12500*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 10000, SessionTimeoutMs: 0}, Exact: []string{"SessionTimeoutMs"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{
+				SilentMs: 10000, SessionTimeoutMs: 0,
+			}, Exact: []string{"SessionTimeoutMs"},
 				Summary: []string{"silent for 10.0 s (its session timeout not captured)"}}},
 			Explanation: []string{"its JoinGroup, which names its session timeout, came before the capture"},
 		},

@@ -64,7 +64,12 @@ func TestQuorumDown(t *testing.T) {
 			Traffic: func(h *dt.Harness) { traffic(h, 60*time.Second, 10*time.Second, 50*time.Second, 3) },
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &metadataquorumdown.Finding{RaftFetches: 600, RefusedConnects: 80, Fetchers: []int32{1, 2, 3}, LeaderID: int32(1001), LeaderEndpoint: "10.5.0.11:9093", Answering: []string{"10.5.0.13:9093"}, Down: []string{"10.5.0.11:9093", "10.5.0.12:9093"}, Error: "NOT_LEADER_OR_FOLLOWER", Ongoing: false, HeldS: 40.002}, Exact: []string{"Ongoing"},
+				Detail: &metadataquorumdown.Finding{
+					RaftFetches: 600, RefusedConnects: 80, Fetchers: []int32{1, 2, 3}, LeaderID: int32(1001),
+					LeaderEndpoint: "10.5.0.11:9093", Answering: []string{"10.5.0.13:9093"},
+					Down: []string{"10.5.0.11:9093", "10.5.0.12:9093"}, Error: "NOT_LEADER_OR_FOLLOWER",
+					Ongoing: false, HeldS: 40.002,
+				}, Exact: []string{"Ongoing"},
 				Summary: []string{"the KRaft metadata quorum has no working leader: no raft fetch succeeded for 40.0 s while 3 nodes (1, 2, 3) kept fetching; " +
 					"the answers name leader node 1001 (10.5.0.11:9093), which refuses connections; 2 controller endpoint(s) down (10.5.0.11:9093, 10.5.0.12:9093), 1 answering"},
 			}},

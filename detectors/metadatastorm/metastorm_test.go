@@ -40,7 +40,11 @@ func TestMetadataStorm(t *testing.T) {
 			End: 30 * time.Second,
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &metadatastorm.Finding{MetadataRequests: 60, StormRequests: 60, AllTopicsRequests: 60, Storms: 1, ClientID: "sarama", ClientHost: "10.2.0.5", AllTopicsShare: 1.0, PeakPerSecond: 10, Ongoing: false, Servers: []string{broker}}, Exact: []string{"Ongoing"},
+				Detail: &metadatastorm.Finding{
+					MetadataRequests: 60, StormRequests: 60, AllTopicsRequests: 60, Storms: 1,
+					ClientID: "sarama", ClientHost: "10.2.0.5", AllTopicsShare: 1.0, PeakPerSecond: 10,
+					Ongoing: false, Servers: []string{broker},
+				}, Exact: []string{"Ongoing"},
 				Summary:  []string{`metadata storm from client "sarama" on 10.2.0.5: 60 Metadata requests in 5.9 s (peak 10/s), 100% for all topics`},
 				Evidence: []uint64{1},
 			}},
@@ -57,8 +61,10 @@ func TestMetadataStorm(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 50, 200*ms, "orders")
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{StormRequests: 50, AllTopicsShare: 0.0}, Exact: []string{"AllTopicsShare"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				StormRequests: 50, AllTopicsShare: 0.0,
+			}, Exact: []string{"AllTopicsShare"}}},
 		},
 		{
 			Name: "per client id and host: two hosts with 30 each, and two client ids on one host with 30 each, give nothing",
@@ -92,8 +98,10 @@ func TestMetadataStorm(t *testing.T) {
 					h.Call(c, dt.At(9100*ms+time.Duration(i)*100*ms), 2*ms, "sarama", dt.MetadataFor("orders"), dt.MetadataOf(1))
 				}
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{RefreshesAfterError: 0, StormRequests: 60}, Exact: []string{"RefreshesAfterError"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				RefreshesAfterError: 0, StormRequests: 60,
+			}, Exact: []string{"RefreshesAfterError"}}},
 		},
 		{
 			Name: "one refresh per partition after one error: the error explains one, the rest are a storm",
@@ -102,8 +110,10 @@ func TestMetadataStorm(t *testing.T) {
 				h.Call(c, dt.At(time.Second), 2*ms, "sarama", dt.Produce(9), dt.Produced(9, 6, 0))
 				refresh(h, c, "sarama", time.Second+10*ms, 200, 5*ms, "orders")
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{RefreshesAfterError: 1, StormRequests: 199}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				RefreshesAfterError: 1, StormRequests: 199,
+			}}},
 		},
 		{
 			Name:    "near miss: a storm of 29.9 s is a warning",

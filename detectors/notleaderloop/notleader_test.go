@@ -96,7 +96,12 @@ var policy = []dt.Case{
 			Severity: detectors.Warning,
 			Summary: []string{"metadata names broker 1 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER: app (10.1.2.2) retried it 9 times in 8.0 s",
 				"a success 8.5 s after the first refusal", "[3 partitions: 0, 1, 2]"},
-			Detail: &notleaderloop.Finding{Requests: 27, NotLeaderResponses: 27, RequestsToLeader: dt.Ptr[int64](27), Partitions: []int32{0, 1, 2}, NotLeaderPerPartition: []int64{9, 9, 9}, HeldS: 8.5, Ongoing: false, Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1), LeaderSource: "metadata"}, Exact: []string{"Ongoing", "Shape"},
+			Detail: &notleaderloop.Finding{
+				Requests: 27, NotLeaderResponses: 27, RequestsToLeader: dt.Ptr[int64](27),
+				Partitions: []int32{0, 1, 2}, NotLeaderPerPartition: []int64{9, 9, 9}, HeldS: 8.5,
+				Ongoing: false, Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1),
+				LeaderSource: "metadata",
+			}, Exact: []string{"Ongoing", "Shape"},
 		}},
 		Nodes:       []int32{1},
 		Explanation: []string{"A success ended the loop 8.5 s after the first refused request: that long the client was held up."},
@@ -104,17 +109,23 @@ var policy = []dt.Case{
 	{
 		Name:    "near miss of 30 s (LongAfter): refused 29 s, then written: a warning",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 29, time.Second, 29*time.Second, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{HeldS: 29.0, Ongoing: false}, Exact: []string{"Ongoing"}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			HeldS: 29.0, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 	},
 	{
 		Name:    "refused 31 s, then written: an error (LongAfter)",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 31, time.Second, 31*time.Second, 0) },
-		Want:    []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{HeldS: 31.0, Ongoing: false}, Exact: []string{"Ongoing"}}},
+		Want: []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{
+			HeldS: 31.0, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 	},
 	{
 		Name:    "near miss of 10 s still refused at the end (HealAfter): 9 s, a warning",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 19, 500*time.Millisecond, 0, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{HeldS: 9.001, Ongoing: true}, Summary: []string{"still refused when the capture ended"}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			HeldS: 9.001, Ongoing: true,
+		}, Summary: []string{"still refused when the capture ended"}}},
 	},
 	{
 		Name:    "still refused at the end after 11 s: an error (HealAfter)",
@@ -130,9 +141,11 @@ var policy = []dt.Case{
 		Traffic: func(h *dt.Harness) { leaderMove(h, "follower", 10, 50*time.Millisecond) },
 	},
 	{
-		Name:        "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
-		Traffic:     func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
-		Want:        []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{NotLeaderResponses: 500, Ongoing: false}, Exact: []string{"Ongoing"}}},
+		Name:    "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
+		Traffic: func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			NotLeaderResponses: 500, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 		Explanation: []string{"That is short, but 500 refusals in it", "mean the client retries without backoff", "KIP-580"},
 	},
 }
@@ -182,7 +195,16 @@ func TestNotLeaderLoop(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-7 (10.2.0.7) loops Fetch of __cluster_metadata-0 on 2 non-leader controller(s): 60 NOT_LEADER_OR_FOLLOWER",
 					"naming leader node 3000 (10.2.0.13:9093) epoch 12", "KAFKA-19354"},
-				Detail: &notleaderloop.Finding{Requests: 60, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0), Error: "NOT_LEADER_OR_FOLLOWER", LeaderID: int32(3000), LeaderEpoch: dt.Ptr[int32](int32(12)), LeaderEndpoint: "10.2.0.13:9093", LeaderSource: "response", FetchOffset: dt.Ptr[int64](int64(9000)), ReplicaID: dt.Ptr[int32](int32(7)), ReplicaEpoch: dt.Ptr[int64](int64(-1)), KnownIssue: "KAFKA-19354", Shape: notleaderloop.ShapeHintIgnored, Servers: []string{"10.2.0.11:9093", "10.2.0.12:9093"}, Fields: peers.Fields{Client: "10.2.0.7", ClientID: "raft-client-7", Topic: "__cluster_metadata", Partition: int32(0)}}, Exact: []string{"Partition", "Shape"},
+				Detail: &notleaderloop.Finding{
+					Requests: 60, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0),
+					Error: "NOT_LEADER_OR_FOLLOWER", LeaderID: int32(3000),
+					LeaderEpoch: dt.Ptr[int32](int32(12)), LeaderEndpoint: "10.2.0.13:9093",
+					LeaderSource: "response", FetchOffset: dt.Ptr[int64](int64(9000)),
+					ReplicaID: dt.Ptr[int32](int32(7)), ReplicaEpoch: dt.Ptr[int64](int64(-1)),
+					KnownIssue: "KAFKA-19354", Shape: notleaderloop.ShapeHintIgnored,
+					Servers: []string{"10.2.0.11:9093", "10.2.0.12:9093"},
+					Fields:  peers.Fields{Client: "10.2.0.7", ClientID: "raft-client-7", Topic: "__cluster_metadata", Partition: int32(0)},
+				}, Exact: []string{"Partition", "Shape"},
 				Evidence: []uint64{2, 120},
 			}},
 			Nodes: []int32{7, 3000},
@@ -221,7 +243,12 @@ func TestNotLeaderLoop(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-7 (10.2.0.7) cannot reach leader node 3000 (10.2.0.13:9093) of __cluster_metadata-0: " +
 					"2 connection attempts never answered (14 SYNs) and 1 request to it never answered, while 2 other server(s) answered NOT_LEADER_OR_FOLLOWER naming it 60 times"},
-				Detail: &notleaderloop.Finding{Requests: 61, Unanswered: 1, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0), UnansweredConnectsToLeader: dt.Ptr[int64](2), RefusedConnectsToLeader: dt.Ptr[int64](0), UnansweredRequestsToLeader: dt.Ptr[int64](1), Shape: notleaderloop.ShapeUnreachable, LeaderID: int32(3000)}, Exact: []string{"Shape"},
+				Detail: &notleaderloop.Finding{
+					Requests: 61, Unanswered: 1, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0),
+					UnansweredConnectsToLeader: dt.Ptr[int64](2), RefusedConnectsToLeader: dt.Ptr[int64](0),
+					UnansweredRequestsToLeader: dt.Ptr[int64](1), Shape: notleaderloop.ShapeUnreachable,
+					LeaderID: int32(3000),
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes:       []int32{7, 3000},
 			Explanation: []string{"The client did try the leader", "this is not the KAFKA-19354 bug"},
@@ -238,7 +265,9 @@ func TestNotLeaderLoop(t *testing.T) {
 				h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnUnanswered, Client: netip.MustParseAddrPort("10.2.0.8:41000"),
 					Server: netip.MustParseAddrPort("10.2.0.13:9093"), Time: dt.At(4 * time.Second), Attempts: 7})
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{Shape: notleaderloop.ShapeHintIgnored, KnownIssue: "KAFKA-19354"}, Exact: []string{"Shape"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{
+				Shape: notleaderloop.ShapeHintIgnored, KnownIssue: "KAFKA-19354",
+			}, Exact: []string{"Shape"}}},
 		},
 		{
 			// Apache Kafka 4.1.1 with broker 3 advertising broker 2's listener
@@ -302,7 +331,13 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"app-consumer (10.1.5.5) keeps sending Fetch for orders-0 to 1 non-leader(s)", "none sent to the leader"},
-				Detail:   &notleaderloop.Finding{Requests: 30, NotLeaderResponses: 30, RequestsToLeader: dt.Ptr[int64](0), FencedLeaderEpoch: 30, MetadataRefreshes: dt.Ptr[int64](0), Error: "FENCED_LEADER_EPOCH", LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(9)), MetadataLeaderID: dt.Ptr[int32](int32(2)), LeaderEndpoint: "10.1.0.2:9092", FetchOffset: dt.Ptr[int64](int64(1234)), Servers: []string{"10.1.0.1:9092"}},
+				Detail: &notleaderloop.Finding{
+					Requests: 30, NotLeaderResponses: 30, RequestsToLeader: dt.Ptr[int64](0),
+					FencedLeaderEpoch: 30, MetadataRefreshes: dt.Ptr[int64](0), Error: "FENCED_LEADER_EPOCH",
+					LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(9)),
+					MetadataLeaderID: dt.Ptr[int32](int32(2)), LeaderEndpoint: "10.1.0.2:9092",
+					FetchOffset: dt.Ptr[int64](int64(1234)), Servers: []string{"10.1.0.1:9092"},
+				},
 			}},
 			Nodes: []int32{1, 2},
 		},
@@ -312,7 +347,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"metadata names broker 1 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER: kafkajs (10.1.6.6) retried it 15 times in 56.0 s"},
-				Detail:   &notleaderloop.Finding{Requests: 15, NotLeaderResponses: 15, RequestsToLeader: dt.Ptr[int64](15), MetadataRefreshes: dt.Ptr[int64](14), Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1), LeaderSource: "metadata", LeaderEndpoint: "10.1.0.1:9092", MetadataServer: "10.1.0.3:9092"}, Exact: []string{"Shape"},
+				Detail: &notleaderloop.Finding{
+					Requests: 15, NotLeaderResponses: 15, RequestsToLeader: dt.Ptr[int64](15),
+					MetadataRefreshes: dt.Ptr[int64](14), Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1),
+					LeaderSource: "metadata", LeaderEndpoint: "10.1.0.1:9092", MetadataServer: "10.1.0.3:9092",
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes: []int32{1},
 			Explanation: []string{"kafkajs (10.1.6.6) sent 15 Produce requests for events-0 over 56.0 s (0.3/s): 15 to node 1 (10.1.0.1:9092). " +
@@ -326,7 +365,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"broker 2 answers NOT_LEADER_OR_FOLLOWER for events-0 while naming itself as leader (epoch 7): kgo (10.1.7.7) retried it 2400 times"},
-				Detail:   &notleaderloop.Finding{Requests: 2400, NotLeaderResponses: 2400, RequestsToLeader: dt.Ptr[int64](2400), Shape: notleaderloop.ShapeHintSelf, LeaderID: int32(2), LeaderSource: "response", Rate: 200.07}, Exact: []string{"Shape"},
+				Detail: &notleaderloop.Finding{
+					Requests: 2400, NotLeaderResponses: 2400, RequestsToLeader: dt.Ptr[int64](2400),
+					Shape: notleaderloop.ShapeHintSelf, LeaderID: int32(2), LeaderSource: "response",
+					Rate: 200.07,
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes:       []int32{2},
 			Explanation: []string{"Each of those answers names node 2 itself as the leader at epoch 7, so a client that follows the hint comes straight back."},
@@ -347,7 +390,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
 				Summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms", "still refused when the capture ended"},
-				Detail:   &notleaderloop.Finding{NotLeaderResponses: 300, MetadataRefreshes: dt.Ptr[int64](0), Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(7)), Rate: 1001.67, HeldS: 0.3, Ongoing: true}, Exact: []string{"Shape"},
+				Detail: &notleaderloop.Finding{
+					NotLeaderResponses: 300, MetadataRefreshes: dt.Ptr[int64](0),
+					Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(7)),
+					Rate: 1001.67, HeldS: 0.3, Ongoing: true,
+				}, Exact: []string{"Shape"},
 			}},
 		},
 		{
@@ -371,7 +418,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"metadata names broker 3 as leader of logs-0", "[3 partitions: 0, 1, 2]"},
-				Detail:   &notleaderloop.Finding{Requests: 60, NotLeaderResponses: 60, MetadataRefreshes: dt.Ptr[int64](57), Partitions: []int32{0, 1, 2}, Duration: 19.001, Rate: 3.16, Fields: peers.Fields{Partition: int32(0)}}, Exact: []string{"Partition"},
+				Detail: &notleaderloop.Finding{
+					Requests: 60, NotLeaderResponses: 60, MetadataRefreshes: dt.Ptr[int64](57),
+					Partitions: []int32{0, 1, 2}, Duration: 19.001, Rate: 3.16,
+					Fields: peers.Fields{Partition: int32(0)},
+				}, Exact: []string{"Partition"},
 			}},
 			Nodes: []int32{3},
 		},
@@ -381,7 +432,9 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"legacy (10.1.9.9) got 12 NOT_LEADER_OR_FOLLOWER for t-0 in 11.0 s from 1 server(s)", "nothing in the capture names the leader"},
-				Detail:   &notleaderloop.Finding{Requests: 12, NotLeaderResponses: 12, Shape: notleaderloop.ShapeUnknown, LeaderID: int32(-1)}, Exact: []string{"Shape"},
+				Detail: &notleaderloop.Finding{
+					Requests: 12, NotLeaderResponses: 12, Shape: notleaderloop.ShapeUnknown, LeaderID: int32(-1),
+				}, Exact: []string{"Shape"},
 			}},
 			Explanation: []string{"legacy (10.1.9.9) sent 12 Produce requests for t-0 over 11.0 s (1.1/s), 12 to 10.1.0.2:9092, and every answer was NOT_LEADER_OR_FOLLOWER",
 				"It was still refused when the capture ended, 11.0 s after its first refused request."},
@@ -483,7 +536,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &notleaderloop.Finding{Requests: 20, NotLeaderResponses: 18, OtherErrors: 1, Unanswered: 1, FetchOffset: dt.Ptr[int64](int64(101)), FirstFetchOffset: dt.Ptr[int64](int64(100)), Duration: 18.001},
+				Detail: &notleaderloop.Finding{
+					Requests: 20, NotLeaderResponses: 18, OtherErrors: 1, Unanswered: 1,
+					FetchOffset: dt.Ptr[int64](int64(101)), FirstFetchOffset: dt.Ptr[int64](int64(100)),
+					Duration: 18.001,
+				},
 			}},
 		},
 		{
@@ -503,13 +560,18 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"by-id (10.1.3.3) keeps sending Fetch for orders-0"},
-				Detail:   &notleaderloop.Finding{FetchOffset: dt.Ptr[int64](int64(50)), LeaderID: int32(2), MetadataLeaderID: dt.Ptr[int32](int32(2)), Fields: peers.Fields{Topic: "orders"}},
+				Detail: &notleaderloop.Finding{
+					FetchOffset: dt.Ptr[int64](int64(50)), LeaderID: int32(2),
+					MetadataLeaderID: dt.Ptr[int32](int32(2)), Fields: peers.Fields{Topic: "orders"},
+				},
 			}},
 		},
 	},
 		policy,
 		dt.Edge("held up 3 s (the policy's FeltAfter): refused for 3.1 s, then a success", nil,
-			dt.Want{Severity: detectors.Warning, Detail: &notleaderloop.Finding{NotLeaderResponses: 15, HeldS: 3.1, Ongoing: false, Shape: notleaderloop.ShapeMetaSelf}, Exact: []string{"Ongoing", "Shape"}},
+			dt.Want{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+				NotLeaderResponses: 15, HeldS: 3.1, Ongoing: false, Shape: notleaderloop.ShapeMetaSelf,
+			}, Exact: []string{"Ongoing", "Shape"}},
 			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 3100*time.Millisecond, 0) },
 			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 2900*time.Millisecond, 0) }),
 		dt.Edge("min-responses (2 refusals, then a success 5 s on: kgo at its metadata refresh)", nil,

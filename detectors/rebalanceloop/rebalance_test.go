@@ -100,14 +100,21 @@ func TestRebalanceLoop(t *testing.T) {
 			Traffic: func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &rebalanceloop.Finding{Rebalances: 7, Joined: 1, RebalanceErrors: 6, Episodes: 1, Group: "g", Protocol: "classic", Unexplained: 6, GenerationFirst: int32(1), GenerationLast: int32(7), Loop: true, Ongoing: false, Members: []string{"m-1"}, Errors: []string{"REBALANCE_IN_PROGRESS x6"}, Clients: []string{"10.2.0.5"}}, Exact: []string{"Ongoing"},
+				Detail: &rebalanceloop.Finding{
+					Rebalances: 7, Joined: 1, RebalanceErrors: 6, Episodes: 1, Group: "g", Protocol: "classic",
+					Unexplained: 6, GenerationFirst: int32(1), GenerationLast: int32(7), Loop: true,
+					Ongoing: false, Members: []string{"m-1"}, Errors: []string{"REBALANCE_IN_PROGRESS x6"},
+					Clients: []string{"10.2.0.5"},
+				}, Exact: []string{"Ongoing"},
 				Summary: []string{`group "g" rebalancing in a loop: 7 rebalances in 5.6 s without an assignment holding 10.0 s (3.1 s in rebalances)`, "REBALANCE_IN_PROGRESS x6"},
 			}},
 		},
 		{
 			Name:    "near miss: a loop over 2.9 s is info",
 			Traffic: func(h *dt.Harness) { loop(h, 3, 1326500*time.Microsecond, 100*ms) },
-			Want:    []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{Loop: true, EpisodeS: 2.9, Rebalances: 4}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				Loop: true, EpisodeS: 2.9, Rebalances: 4,
+			}}},
 		},
 		{
 			Name:    "a loop over 3 s is a warning",
@@ -121,12 +128,16 @@ func TestRebalanceLoop(t *testing.T) {
 				c := h.Conn("10.2.0.5:40001", coordinator)
 				h.Call(c, dt.At(9*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{Ongoing: false, Left: 1, EpisodeS: 3.0}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{
+				Ongoing: false, Left: 1, EpisodeS: 3.0,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name:    "near miss: one rebalance beyond the join, however slow, is not a loop",
 			Traffic: func(h *dt.Harness) { loop(h, 1, time.Second, 5*time.Second) },
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{Loop: false, Unexplained: 1}, Exact: []string{"Loop"},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				Loop: false, Unexplained: 1,
+			}, Exact: []string{"Loop"},
 				Summary: []string{`group "g" rebalanced: 2 rebalances`}}},
 		},
 		{
@@ -148,7 +159,9 @@ func TestRebalanceLoop(t *testing.T) {
 					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &rebalanceloop.Finding{RebalanceErrors: 24, Ongoing: true, Loop: true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &rebalanceloop.Finding{
+				RebalanceErrors: 24, Ongoing: true, Loop: true,
+			},
 				Summary: []string{"still unsettled at the end"}}},
 		},
 		{
@@ -189,7 +202,9 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 				m.rejoin(t+10*time.Second, "m-1", 2, 20*ms)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{RebalanceErrors: 19, Loop: false}, Exact: []string{"Loop"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				RebalanceErrors: 19, Loop: false,
+			}, Exact: []string{"Loop"}}},
 		},
 		{
 			Name: "UNKNOWN_MEMBER_ID: members fenced rejoin with new ids, which are not new members",
@@ -204,7 +219,9 @@ func TestRebalanceLoop(t *testing.T) {
 				m.beat(t+9*time.Second, 0)
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &rebalanceloop.Finding{Rebalances: 5, Joined: 1, Unexplained: 4, Errors: []string{"UNKNOWN_MEMBER_ID x4"}},
+				Detail: &rebalanceloop.Finding{
+					Rebalances: 5, Joined: 1, Unexplained: 4, Errors: []string{"UNKNOWN_MEMBER_ID x4"},
+				},
 			}},
 		},
 		{
@@ -245,7 +262,9 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &rebalanceloop.Finding{Fenced: 8, Rebalances: 8, Protocol: "consumer", Errors: []string{"FENCED_MEMBER_EPOCH x8"}},
+				Detail: &rebalanceloop.Finding{
+					Fenced: 8, Rebalances: 8, Protocol: "consumer", Errors: []string{"FENCED_MEMBER_EPOCH x8"},
+				},
 			}},
 		},
 		{

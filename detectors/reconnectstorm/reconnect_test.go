@@ -60,7 +60,9 @@ func TestReconnectStorm(t *testing.T) {
 				}
 			},
 			End: 30 * time.Second,
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{Attempts: 40, ClientHosts: 40, ShortLived: 0, Storm: false}, Exact: []string{"ShortLived", "Storm"},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Attempts: 40, ClientHosts: 40, ShortLived: 0, Storm: false,
+			}, Exact: []string{"ShortLived", "Storm"},
 				Summary: []string{"burst of new connections to 10.1.0.10:9092: 40 connection attempts"}}},
 		},
 		{
@@ -68,7 +70,11 @@ func TestReconnectStorm(t *testing.T) {
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
 			End:     30 * time.Second,
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Detail:   &reconnectstorm.Finding{Attempts: 31, BurstAttempts: 31, ShortLived: 31, HandshakeOnly: 31, APIVersionsRequests: 31, Storm: true, ChurnShare: 1.0, BurstS: 6.0, MedianLifetimeS: 0.05, Clients: []reconnectstorm.HostCount{{Host: "10.2.0.5", Attempts: 31}}},
+				Detail: &reconnectstorm.Finding{
+					Attempts: 31, BurstAttempts: 31, ShortLived: 31, HandshakeOnly: 31, APIVersionsRequests: 31,
+					Storm: true, ChurnShare: 1.0, BurstS: 6.0, MedianLifetimeS: 0.05,
+					Clients: []reconnectstorm.HostCount{{Host: "10.2.0.5", Attempts: 31}},
+				},
 				Summary:  []string{"reconnect storm to 10.1.0.10:9092: 31 connection attempts in 6.0 s (peak 5/s) from 1 client host, 100% refused or short-lived"},
 				Evidence: []uint64{1}}},
 		},
@@ -80,7 +86,9 @@ func TestReconnectStorm(t *testing.T) {
 			Traffic: func(h *dt.Harness) { working(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
 			End:     30 * time.Second,
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &reconnectstorm.Finding{Attempts: 31, ShortLived: 31, HandshakeOnly: 0, APIVersionsRequests: 62}, Exact: []string{"HandshakeOnly"}}},
+				Detail: &reconnectstorm.Finding{
+					Attempts: 31, ShortLived: 31, HandshakeOnly: 0, APIVersionsRequests: 62,
+				}, Exact: []string{"HandshakeOnly"}}},
 		},
 		{
 			Name:    "near miss: 19 attempts within 10 s give nothing",
@@ -110,8 +118,10 @@ func TestReconnectStorm(t *testing.T) {
 				churn(h, "10.2.0.5", time.Second, 9, 400*ms, 50*ms)
 				churn(h, "10.2.0.6", 1200*ms, 11, 400*ms, 0)
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{Storm: false, ChurnShare: 0.45}, Exact: []string{"Storm"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Storm: false, ChurnShare: 0.45,
+			}, Exact: []string{"Storm"}}},
 		},
 		{
 			Name: "half churned (10 of 20): a storm",
@@ -137,8 +147,10 @@ func TestReconnectStorm(t *testing.T) {
 					h.RefusedAt(fmt.Sprintf("10.2.0.%d:40000", i%5+1), broker, dt.At(time.Second+time.Duration(i)*200*ms), 1)
 				}
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{Refused: 25, Opened: 0, ClientHosts: 5}, Exact: []string{"Opened"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{
+				Refused: 25, Opened: 0, ClientHosts: 5,
+			}, Exact: []string{"Opened"}}},
 		},
 		{
 			Name:    "still reconnecting at the end after 10 s: an error",
@@ -181,7 +193,9 @@ func TestReconnectOneRequestConnections(t *testing.T) {
 	dt.Run(t, reconnectstorm.Analyzer, []dt.Case{
 		{Name: "100 connections in 10 s, one request each, no ApiVersions: a burst, info",
 			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, false) }, End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{Attempts: 100, ShortLived: 0}, Exact: []string{"ShortLived"}}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Attempts: 100, ShortLived: 0,
+			}, Exact: []string{"ShortLived"}}}},
 		{Name: "near miss: the same with ApiVersions first: a storm",
 			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, true) }, End: time.Minute,
 			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{Attempts: 100, ShortLived: 100}}}},

@@ -67,7 +67,12 @@ func TestRecordsRejected(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &recordsrejected.Finding{Answers: 1, Batches: 1, Records: 1, Bytes: bigSize, ClientID: "app", Host: "10.2.0.5", Errors: []string{"MESSAGE_TOO_LARGE"}, Partitions: []string{"orders-0"}, SmallestTooLarge: bigSize, LargestAccepted: int64(len(small)), Ongoing: false, WrittenAfter: int64(1)}, Exact: []string{"Bytes", "SmallestTooLarge", "LargestAccepted", "Ongoing"},
+				Detail: &recordsrejected.Finding{
+					Answers: 1, Batches: 1, Records: 1, Bytes: bigSize, ClientID: "app", Host: "10.2.0.5",
+					Errors: []string{"MESSAGE_TOO_LARGE"}, Partitions: []string{"orders-0"},
+					SmallestTooLarge: bigSize, LargestAccepted: int64(len(small)), Ongoing: false,
+					WrittenAfter: int64(1),
+				}, Exact: []string{"Bytes", "SmallestTooLarge", "LargestAccepted", "Ongoing"},
 				Summary: []string{`client "app" on 10.2.0.5: 1 batch refused for good (MESSAGE_TOO_LARGE)`, "orders-0, 1 record lost",
 					"limit between"},
 			}},
@@ -80,7 +85,9 @@ func TestRecordsRejected(t *testing.T) {
 				produce(h, "10.2.0.5:40000", "app", time.Second, 1, big, 10,
 					"The message is 3082 bytes when serialized which is larger than 1048576, the maximum configured message size of 1000.")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{LimitBytes: int64(1000), LimitFrom: "the broker's error message"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{
+				LimitBytes: int64(1000), LimitFrom: "the broker's error message",
+			},
 				Summary: []string{"limit 1000 bytes"}}},
 		},
 		{
@@ -89,7 +96,9 @@ func TestRecordsRejected(t *testing.T) {
 				describeConfigs(h, 500*time.Millisecond, kmsg.ConfigResourceTypeTopic, "orders", "max.message.bytes", "2048")
 				produce(h, "10.2.0.5:40000", "app", time.Second, 1, big, 10, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{LimitBytes: int64(2048), LimitFrom: "DescribeConfigs: orders max.message.bytes"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{
+				LimitBytes: int64(2048), LimitFrom: "DescribeConfigs: orders max.message.bytes",
+			}}},
 		},
 		{
 			Name: "refused for 30 s: an error",
@@ -99,7 +108,9 @@ func TestRecordsRejected(t *testing.T) {
 				}
 				produce(h, "10.2.0.5:40000", "app", 33*time.Second, 0, small, 0, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{Batches: 31, Ongoing: false}, Exact: []string{"Ongoing"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{
+				Batches: 31, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss: refused for 29 s, then written: a warning",
@@ -118,7 +129,9 @@ func TestRecordsRejected(t *testing.T) {
 					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 87, "")
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{Errors: []string{"INVALID_RECORD"}, Ongoing: true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{
+				Errors: []string{"INVALID_RECORD"}, Ongoing: true,
+			}}},
 		},
 		{
 			Name: "near miss: still refused at the end after 9 s: a warning",
@@ -137,7 +150,9 @@ func TestRecordsRejected(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Detail: &recordsrejected.Finding{Answers: 5, Batches: 1, Records: 1, Bytes: bigSize, Resent: int64(4)}, Exact: []string{"Bytes"},
+				Detail: &recordsrejected.Finding{
+					Answers: 5, Batches: 1, Records: 1, Bytes: bigSize, Resent: int64(4),
+				}, Exact: []string{"Bytes"},
 			}},
 			Explanation: []string{"4 batches refused again and again were the same bytes sent again"},
 		},

@@ -73,7 +73,10 @@ func TestRecordsSkipped(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &recordsskipped.Finding{OffsetsSkipped: 40, OffsetsDeleted: 40, PartitionCount: 1, ClientID: "audit", Host: "10.2.0.5", Groups: []string{"audit-group"}, OutOfRange: int64(1)},
+				Detail: &recordsskipped.Finding{
+					OffsetsSkipped: 40, OffsetsDeleted: 40, PartitionCount: 1, ClientID: "audit",
+					Host: "10.2.0.5", Groups: []string{"audit-group"}, OutOfRange: int64(1),
+				},
 				Summary: []string{`consumer "audit" on 10.2.0.5 (group audit-group) skipped 40 offsets it will never read: orders-0 20->60`,
 					"40 of them deleted from the log"},
 			}},
@@ -90,7 +93,9 @@ func TestRecordsSkipped(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &recordsskipped.Finding{OffsetsSkipped: 80, OffsetsDeleted: 40, OutOfRange: int64(0)}, Exact: []string{"OutOfRange"},
+				Detail: &recordsskipped.Finding{
+					OffsetsSkipped: 80, OffsetsDeleted: 40, OutOfRange: int64(0),
+				}, Exact: []string{"OutOfRange"},
 			}},
 			Explanation: []string{"OffsetFetch answered the committed offset 20, with no error; the log started at 60",
 				"40 of the 80 offsets were still in the log"},
@@ -126,7 +131,9 @@ func TestRecordsSkipped(t *testing.T) {
 				fetch(h, 2*time.Second, 510, 1, 700)
 				fetch(h, 2100*time.Millisecond, 700, 0, 700)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsskipped.Finding{OffsetsSkipped: 190, OffsetsDeleted: 190, Groups: []string(nil)}, Exact: []string{"Groups"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsskipped.Finding{
+				OffsetsSkipped: 190, OffsetsDeleted: 190, Groups: []string(nil),
+			}, Exact: []string{"Groups"}}},
 		},
 		{
 			Name:     "fewer offsets than min-skipped: nothing",

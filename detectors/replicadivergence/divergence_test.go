@@ -118,7 +118,11 @@ func TestReplicaDivergence(t *testing.T) {
 	}
 	identical := dt.Want{
 		Severity: detectors.Info,
-		Detail:   &replicadivergence.Agreement{Topic: topic, Partition: int32(0), ProducerID: int64(5009), FirstOffset: int64(0), LastOffset: int64(389), Agreed: replicadivergence.Agreed{Batches: 5, Copies: 20, Replicas: 3, Mismatches: 0, BadCRCs: 0}}, Exact: []string{"Mismatches", "BadCRCs", "Topic", "Partition", "FirstOffset"},
+		Detail: &replicadivergence.Agreement{
+			Topic: topic, Partition: int32(0), ProducerID: int64(5009), FirstOffset: int64(0),
+			LastOffset: int64(389),
+			Agreed:     replicadivergence.Agreed{Batches: 5, Copies: 20, Replicas: 3, Mismatches: 0, BadCRCs: 0},
+		}, Exact: []string{"Mismatches", "BadCRCs", "Topic", "Partition", "FirstOffset"},
 		Summary: []string{"lifecycle_test-0: 5 batches verified byte-identical across 3 replicas (20 copies compared)"},
 	}
 
@@ -146,7 +150,13 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Error,
-					Detail:   &replicadivergence.Finding{CRCs: 2, Batches: 1, Topic: topic, Partition: int32(0), BaseOffset: int64(156), ClientID: "broker-3-fetcher-0", CRCLeader: int64(dt.CRC(bs[2])), CRCReplica: int64(dt.CRC(changed)), LeaderID: dt.Ptr[int32](int32(2)), ReplicaID: dt.Ptr[int32](int32(3)), Path: "replica-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(0)), LeaderEpochReplica: dt.Ptr[int32](int32(0))}, Exact: []string{"Topic", "Partition", "CRCLeader", "CRCReplica"},
+					Detail: &replicadivergence.Finding{
+						CRCs: 2, Batches: 1, Topic: topic, Partition: int32(0), BaseOffset: int64(156),
+						ClientID: "broker-3-fetcher-0", CRCLeader: int64(dt.CRC(bs[2])),
+						CRCReplica: int64(dt.CRC(changed)), LeaderID: dt.Ptr[int32](int32(2)),
+						ReplicaID: dt.Ptr[int32](int32(3)), Path: "replica-fetch",
+						LeaderEpochLeader: dt.Ptr[int32](int32(0)), LeaderEpochReplica: dt.Ptr[int32](int32(0)),
+					}, Exact: []string{"Topic", "Partition", "CRCLeader", "CRCReplica"},
 					// Both copies stored at leader epoch 0: node 0 and
 					// epoch 0 are values, not absences.
 					Summary: []string{fmt.Sprintf("lifecycle_test-0 offset 156: node 3's copy (broker-3-fetcher-0) has crc %d, the leader's %d", dt.CRC(changed), dt.CRC(bs[2]))},
@@ -162,7 +172,10 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Error,
-					Detail:   &replicadivergence.BadCRC{Copies: 1, BaseOffset: int64(234), ClientID: "broker-1-fetcher-0", CRC: int64(dt.CRC(bs[3])), CRCComputed: int64(dt.CRC(corrupt)), CRCValid: false, Path: "replica-fetch"}, Exact: []string{"CRC", "CRCComputed", "CRCValid"},
+					Detail: &replicadivergence.BadCRC{
+						Copies: 1, BaseOffset: int64(234), ClientID: "broker-1-fetcher-0", CRC: int64(dt.CRC(bs[3])),
+						CRCComputed: int64(dt.CRC(corrupt)), CRCValid: false, Path: "replica-fetch",
+					}, Exact: []string{"CRC", "CRCComputed", "CRCValid"},
 					Summary: []string{"fails its CRC"},
 				},
 				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Mismatches: 0, BadCRCs: 1}}, Exact: []string{"Mismatches"}},
@@ -177,7 +190,10 @@ func TestReplicaDivergence(t *testing.T) {
 				toConsumer: onBatch(1, func([]byte) []byte { return dt.Stored(bs[1], 78, 0) })},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &replicadivergence.BadCRC{Copies: 1, BaseOffset: int64(-1), ClientID: "producer-1", CRCValid: false, Path: "produce", Error: "CORRUPT_MESSAGE", CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false)))}, Exact: []string{"CRCValid", "CRCComputed"},
+				Detail: &replicadivergence.BadCRC{
+					Copies: 1, BaseOffset: int64(-1), ClientID: "producer-1", CRCValid: false, Path: "produce",
+					Error: "CORRUPT_MESSAGE", CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false))),
+				}, Exact: []string{"CRCValid", "CRCComputed"},
 				Summary: []string{"producer producer-1 sent a batch whose CRC does not verify"},
 			}},
 			extra: []extra{{nodes: []int32{2}}},
@@ -195,7 +211,10 @@ func TestReplicaDivergence(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &replicadivergence.BadCRC{Copies: 1, BaseOffset: int64(-1), CRC: int64(dt.CRC(bs[1])), CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false))), Path: "produce"}, Exact: []string{"CRC", "CRCComputed"},
+				Detail: &replicadivergence.BadCRC{
+					Copies: 1, BaseOffset: int64(-1), CRC: int64(dt.CRC(bs[1])),
+					CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false))), Path: "produce",
+				}, Exact: []string{"CRC", "CRCComputed"},
 			}},
 			extra: []extra{{absent: []string{"error"}}},
 		},
@@ -221,7 +240,10 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Warning,
-					Detail:   &replicadivergence.Finding{BaseOffset: int64(0), LeaderEpochLeader: dt.Ptr[int32](int32(7)), LeaderEpochReplica: dt.Ptr[int32](int32(6))}, Exact: []string{"BaseOffset"},
+					Detail: &replicadivergence.Finding{
+						BaseOffset: int64(0), LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+						LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+					}, Exact: []string{"BaseOffset"},
 				},
 				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Copies: 15, Mismatches: 1}}},
 			},
@@ -348,13 +370,19 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 		{
 			Name:    "a leader change replaced a copy only a follower had fetched: warning",
 			Traffic: run(script{noProduce: true, epoch: 7, toFollower: onBatch(0, olderEpoch)}),
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &replicadivergence.Finding{Batches: 1, Path: "replica-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)), LeaderEpochReplica: dt.Ptr[int32](int32(6))}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &replicadivergence.Finding{
+				Batches: 1, Path: "replica-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+				LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+			}},
 				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{
 			Name:    "near miss: a consumer had read the replaced copy (committed data lost): error",
 			Traffic: run(script{noProduce: true, epoch: 7, toConsumer: onBatch(0, olderEpoch)}),
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{Batches: 1, Path: "consumer-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)), LeaderEpochReplica: dt.Ptr[int32](int32(6))}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{
+				Batches: 1, Path: "consumer-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+				LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+			}},
 				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{
@@ -383,7 +411,9 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 		{
 			Name:    "one differing copy is an error at once: no duration makes it worse or better",
 			Traffic: run(script{toObserver: onBatch(4, func(b []byte) []byte { return dt.Damaged(b, true) })}),
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{Batches: 1, CRCs: 2, BaseOffset: int64(312), Path: "replica-fetch"}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{
+				Batches: 1, CRCs: 2, BaseOffset: int64(312), Path: "replica-fetch",
+			}},
 				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{

@@ -82,14 +82,22 @@ func TestSaslFailure(t *testing.T) {
 				}
 			},
 			End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{Failures: 3, Mechanisms: []string{"OAUTHBEARER"}, Enabled: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, Errors: []string{"UNSUPPORTED_SASL_MECHANISM x3"}, Healed: false, ClientHost: "10.2.0.5", ClientID: "app"}, Exact: []string{"Healed"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				Failures: 3, Mechanisms: []string{"OAUTHBEARER"},
+				Enabled: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"},
+				Errors:  []string{"UNSUPPORTED_SASL_MECHANISM x3"}, Healed: false, ClientHost: "10.2.0.5",
+				ClientID: "app",
+			}, Exact: []string{"Healed"},
 				Summary:  []string{`client "app" on 10.2.0.5 failed SASL authentication 3 times (OAUTHBEARER): UNSUPPORTED_SASL_MECHANISM x3, never authenticated after`},
 				Evidence: []uint64{2}}},
 		},
 		{
 			Name:    "a wrong password, failing for 10 s to the end of the capture: an error",
 			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 10*time.Second, false) },
-			Want:    []dt.Want{{Severity: detectors.Error, Detail: &saslfailure.Finding{Failures: 11, Messages: []string{badPassword}, Errors: []string{"SASL_AUTHENTICATION_FAILED x11"}}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &saslfailure.Finding{
+				Failures: 11, Messages: []string{badPassword},
+				Errors: []string{"SASL_AUTHENTICATION_FAILED x11"},
+			}}},
 		},
 		{
 			Name:    "near miss: failing for 9.9 s to the end: a warning",
@@ -120,8 +128,10 @@ func TestSaslFailure(t *testing.T) {
 				q, _ := h.Call(c, dt.At(time.Second+2*ms), 0, "app", dt.SaslAuthenticate("\x00app\x00wrong"), nil)
 				h.Unanswered(c, q)
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{Closed: 1, Failures: 1}, Summary: []string{"connection closed unanswered x1"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				Closed: 1, Failures: 1,
+			}, Summary: []string{"connection closed unanswered x1"}}},
 		},
 		{
 			Name: "ILLEGAL_SASL_STATE: a handshake on an authenticated connection without a session lifetime",
@@ -142,7 +152,9 @@ func TestSaslFailure(t *testing.T) {
 					expire(h, c, at+5200*ms, i == 0)
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{ReauthCloses: 2, Failures: 0, SessionLifetimeMs: int64(5000)}, Exact: []string{"Failures"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				ReauthCloses: 2, Failures: 0, SessionLifetimeMs: int64(5000),
+			}, Exact: []string{"Failures"},
 				Summary:  []string{`client "app" on 10.2.0.5: 2 connections closed at re-authentication time (session lifetime 5.0 s)`},
 				Evidence: []uint64{7, 8}}},
 		},

@@ -80,8 +80,12 @@ func TestSlowResponses(t *testing.T) {
 			mix:  mix{fast: ms(2), n: 5, slow: 3 * time.Second},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &slowresponses.Finding{Slow: 5, Responses: 105, API: "Produce", MedianMs: 2.0, MaxMs: 3000.0, ThresholdMs: 1000.0, WaitedMs: 3000.0, ClientIDs: []string{"producer-2"}, Clients: []string{"10.2.0.6"}, Servers: []string{broker}},
-				Summary:  []string{"5 Produce responses took over 1.0 s (median 2 ms, slowest 3.0 s) from " + broker},
+				Detail: &slowresponses.Finding{
+					Slow: 5, Responses: 105, API: "Produce", MedianMs: 2.0, MaxMs: 3000.0, ThresholdMs: 1000.0,
+					WaitedMs: 3000.0, ClientIDs: []string{"producer-2"}, Clients: []string{"10.2.0.6"},
+					Servers: []string{broker},
+				},
+				Summary: []string{"5 Produce responses took over 1.0 s (median 2 ms, slowest 3.0 s) from " + broker},
 			}},
 			explanation: []string{"A client waited 3.0 s for one response."},
 		},
@@ -125,7 +129,9 @@ func TestSlowResponses(t *testing.T) {
 			traffic: func(h *dt.Harness, tl *dt.Timeline) {
 				series(h, tl, "10.2.0.5:40000", "producer-1", time.Second, 4100*time.Millisecond, 20, 4*time.Second, produce(9, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{Slow: 20, Responses: 20, MedianMs: 4000.0, ThresholdMs: 3000.0, WaitedMs: 4000.0},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{
+				Slow: 20, Responses: 20, MedianMs: 4000.0, ThresholdMs: 3000.0, WaitedMs: 4000.0,
+			},
 				Summary: []string{"20 Produce responses took over 3.0 s (median 4.0 s, slowest 4.0 s)"}}},
 			explanation: []string{"took 3.0 s or more, which clients feel however slow the API usually is (median 4.0 s)"},
 		},
@@ -152,7 +158,9 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss the other way: Fetch with MaxWaitMillis 5000 answered after 6.1 s: slow, 1.1 s beyond the wait (info)",
 			mix:  mix{fast: ms(1), n: 10, slow: ms(6100), maxWait: 5000},
-			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 10, API: "Fetch", MaxMs: 6100.0, WaitedMs: 1100.0},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{
+				Slow: 10, API: "Fetch", MaxMs: 6100.0, WaitedMs: 1100.0,
+			},
 				Summary: []string{"10 Fetch responses took over 1.0 s beyond MaxWaitMillis"}}},
 		},
 		{
@@ -169,7 +177,10 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "Fetch with MaxWaitMillis 500 answered after 3.5 s",
 			mix:  mix{fast: ms(20), n: 5, slow: 3500 * time.Millisecond, maxWait: 500},
-			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{Slow: 5, Responses: 105, API: "Fetch", MaxMs: 3500.0, WaitedMs: 3000.0, ClientIDs: []string{"consumer-2"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{
+				Slow: 5, Responses: 105, API: "Fetch", MaxMs: 3500.0, WaitedMs: 3000.0,
+				ClientIDs: []string{"consumer-2"},
+			}}},
 		},
 		{
 			name: "near miss: Fetches whose request body was lost are not judged (MaxWaitMillis unknown)",

@@ -57,7 +57,9 @@ var policy = []dt.Case{
 			Severity: detectors.Warning,
 			Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 9 fetches in 8.0 s brought 0 records " +
 				"(high watermark unknown, KAFKA_STORAGE_ERROR x9); moving again 8.5 s after the first stuck fetch"},
-			Detail: &stalledfetch.Finding{Fetches: 9, ErrorResponses: 9, HeldS: 8.5, Ongoing: false, Duration: 8.001}, Exact: []string{"Ongoing"},
+			Detail: &stalledfetch.Finding{
+				Fetches: 9, ErrorResponses: 9, HeldS: 8.5, Ongoing: false, Duration: 8.001,
+			}, Exact: []string{"Ongoing"},
 		}},
 		Explanation: []string{"A fetch moved it again 8.5 s after the first stuck one: that long the consumption was held up."},
 	},
@@ -66,7 +68,9 @@ var policy = []dt.Case{
 		Traffic: func(h *dt.Harness) {
 			erring(h, h.Conn("10.3.0.5:41020", "10.3.0.1:9092"), "kfake-consumer", 8, 600*time.Millisecond, 40, 56, 0)
 		},
-		Want: []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{HighWatermark: int64(-1), HeldS: 4.201, Ongoing: true},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+			HighWatermark: int64(-1), HeldS: 4.201, Ongoing: true,
+		},
 			Summary: []string{"(high watermark unknown, KAFKA_STORAGE_ERROR x8)"}}},
 	},
 	{
@@ -88,7 +92,9 @@ var policy = []dt.Case{
 	{
 		Name:    "near miss of 10 s still stuck at the end (HealAfter): 9 s, a warning",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 19, 500*time.Millisecond, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{HeldS: 9.001, Ongoing: true}, Summary: []string{"still stuck when the capture ended"}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+			HeldS: 9.001, Ongoing: true,
+		}, Summary: []string{"still stuck when the capture ended"}}},
 	},
 	{
 		Name:    "still stuck at the end after 11 s: an error (HealAfter)",
@@ -110,7 +116,12 @@ func TestStalledFetch(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 40 fetches in 19.5 s brought 0 records " +
 					"though the high watermark 500"},
-				Detail: &stalledfetch.Finding{Fetches: 40, Records: 0, ErrorResponses: 0, FetchOffset: int64(100), HighWatermark: int64(500), Role: "consumer", Servers: []string{"10.3.0.1:9092"}, Duration: 19.502, HeldS: 19.502, Ongoing: true, Rate: 2.05, Fields: peers.Fields{Client: "10.3.0.5", ClientID: "stuck-consumer", Topic: "payments", Partition: int32(3)}}, Exact: []string{"Records", "ErrorResponses"},
+				Detail: &stalledfetch.Finding{
+					Fetches: 40, Records: 0, ErrorResponses: 0, FetchOffset: int64(100),
+					HighWatermark: int64(500), Role: "consumer", Servers: []string{"10.3.0.1:9092"},
+					Duration: 19.502, HeldS: 19.502, Ongoing: true, Rate: 2.05,
+					Fields: peers.Fields{Client: "10.3.0.5", ClientID: "stuck-consumer", Topic: "payments", Partition: int32(3)},
+				}, Exact: []string{"Records", "ErrorResponses"},
 				Evidence: []uint64{2, 80},
 			}},
 			Explanation: []string{"no answer carried an error, yet the high watermark stayed at 500, 400 records ahead of it",
@@ -130,7 +141,11 @@ func TestStalledFetch(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-9 (node 9, 10.3.0.9) is stuck at offset 777 of __cluster_metadata-0: 30 fetches in 29.0 s " +
 					"brought 0 records (high watermark unknown, NOT_LEADER_OR_FOLLOWER x30)"},
-				Detail: &stalledfetch.Finding{Fetches: 30, Records: 0, ErrorResponses: 30, FetchOffset: int64(777), HighWatermark: int64(-1), Error: "NOT_LEADER_OR_FOLLOWER", Role: "raft", Fields: peers.Fields{Topic: "__cluster_metadata"}}, Exact: []string{"Records"},
+				Detail: &stalledfetch.Finding{
+					Fetches: 30, Records: 0, ErrorResponses: 30, FetchOffset: int64(777),
+					HighWatermark: int64(-1), Error: "NOT_LEADER_OR_FOLLOWER", Role: "raft",
+					Fields: peers.Fields{Topic: "__cluster_metadata"},
+				}, Exact: []string{"Records"},
 			}},
 			Nodes:       []int32{9},
 			Explanation: []string{"every answer was an error (NOT_LEADER_OR_FOLLOWER x30) and none reported a high watermark", "metadata replication"},
@@ -153,7 +168,10 @@ func TestStalledFetch(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"broker-2-fetcher-0 (node 2, 10.3.0.12)", "(high watermark 90, FENCED_LEADER_EPOCH x5)"},
-				Detail:   &stalledfetch.Finding{Fetches: 25, ErrorResponses: 5, Role: "replication", Error: "FENCED_LEADER_EPOCH", HighWatermark: int64(90)},
+				Detail: &stalledfetch.Finding{
+					Fetches: 25, ErrorResponses: 5, Role: "replication", Error: "FENCED_LEADER_EPOCH",
+					HighWatermark: int64(90),
+				},
 			}},
 			Nodes:       []int32{2},
 			Explanation: []string{"5 answers were errors (FENCED_LEADER_EPOCH x5); the high watermark stayed at 90", "the replication of this partition"},
@@ -182,7 +200,10 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &stalledfetch.Finding{Fetches: 29, ErrorResponses: 29, FetchOffset: int64(600), Error: "NOT_LEADER_OR_FOLLOWER", Fields: peers.Fields{Partition: int32(1)}},
+				Detail: &stalledfetch.Finding{
+					Fetches: 29, ErrorResponses: 29, FetchOffset: int64(600), Error: "NOT_LEADER_OR_FOLLOWER",
+					Fields: peers.Fields{Partition: int32(1)},
+				},
 			}},
 			Next: []string{"(NOT_LEADER_OR_FOLLOWER: act on it, e.g. the leader it names)"},
 		},
@@ -199,7 +220,10 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &stalledfetch.Finding{Fetches: 30, Throttled: 30, Isolation: "read_committed", LastStableOffset: dt.Ptr[int64](int64(320)), HighWatermark: int64(350)},
+				Detail: &stalledfetch.Finding{
+					Fetches: 30, Throttled: 30, Isolation: "read_committed",
+					LastStableOffset: dt.Ptr[int64](int64(320)), HighWatermark: int64(350),
+				},
 			}},
 			Explanation: []string{"the last stable offset stayed at 320, 20 records ahead of it"},
 		},
@@ -301,13 +325,18 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Detail:   &stalledfetch.Finding{Fetches: 21, ErrorResponses: 0, FetchOffset: int64(40), Servers: []string{"10.3.0.2:9092"}, Duration: 12.001}, Exact: []string{"ErrorResponses"},
+				Detail: &stalledfetch.Finding{
+					Fetches: 21, ErrorResponses: 0, FetchOffset: int64(40), Servers: []string{"10.3.0.2:9092"},
+					Duration: 12.001,
+				}, Exact: []string{"ErrorResponses"},
 			}},
 		},
 	},
 		policy,
 		dt.Edge("held up 3 s (the policy's FeltAfter): stuck 3.1 s, then records", nil,
-			dt.Want{Severity: detectors.Warning, Detail: &stalledfetch.Finding{Fetches: 15, ErrorResponses: 15, HeldS: 3.1, Ongoing: false, Error: "KAFKA_STORAGE_ERROR"}, Exact: []string{"Ongoing"}},
+			dt.Want{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+				Fetches: 15, ErrorResponses: 15, HeldS: 3.1, Ongoing: false, Error: "KAFKA_STORAGE_ERROR",
+			}, Exact: []string{"Ongoing"}},
 			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 3100*time.Millisecond) },
 			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 2900*time.Millisecond) }),
 		dt.Edge("min-fetches (2 stuck fetches 2 s apart, as sarama retries, then records at 4 s)", nil,

@@ -77,7 +77,12 @@ func TestTopicRecreated(t *testing.T) {
 				c.every(2200*time.Millisecond, 3*time.Second, 500*time.Millisecond, newID, ok)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Detail: &topicrecreated.Finding{Refusals: 2, FastRetries: 1, ClientID: "orders-consumer", Topic: "orders", OldID: cluster.TopicID(oldID), NewID: cluster.TopicID(newID), NewIDPacket: uint64(16), Recovered: true, HeldS: 0.2, APIs: []string{"Fetch x2"}, Errors: []string{"UNKNOWN_TOPIC_ID x2"}}, Exact: []string{"OldID", "NewID"},
+				Detail: &topicrecreated.Finding{
+					Refusals: 2, FastRetries: 1, ClientID: "orders-consumer", Topic: "orders",
+					OldID: cluster.TopicID(oldID), NewID: cluster.TopicID(newID), NewIDPacket: uint64(16),
+					Recovered: true, HeldS: 0.2, APIs: []string{"Fetch x2"},
+					Errors: []string{"UNKNOWN_TOPIC_ID x2"},
+				}, Exact: []string{"OldID", "NewID"},
 				Summary:  []string{`client "orders-consumer" (10.2.0.7): Fetch answered UNKNOWN_TOPIC_ID 2 times in 10 ms`, "for orders (topic id " + cluster.TopicID(oldID) + ")", "recreated as topic id " + cluster.TopicID(newID), "caught up after 200 ms"},
 				Evidence: []uint64{12, 16}}},
 		},
@@ -91,7 +96,10 @@ func TestTopicRecreated(t *testing.T) {
 				c.every(2500*time.Millisecond, 14*time.Second+time.Millisecond, 5*time.Millisecond, oldID, unknownID)
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Detail: &topicrecreated.Finding{Refusals: 2401, FastRetries: 2400, Recovered: false, HeldS: 12.0, MeanGapMs: 4.0, RatePerS: 200.08, NewID: cluster.TopicID(newID)}, Exact: []string{"Recovered", "NewID"},
+				Detail: &topicrecreated.Finding{
+					Refusals: 2401, FastRetries: 2400, Recovered: false, HeldS: 12.0, MeanGapMs: 4.0,
+					RatePerS: 200.08, NewID: cluster.TopicID(newID),
+				}, Exact: []string{"Recovered", "NewID"},
 				Summary: []string{"UNKNOWN_TOPIC_ID 2401 times in 12.0 s (200.08/s)", "still refused at the end (12.0 s)"}}},
 		},
 		{
@@ -101,7 +109,9 @@ func TestTopicRecreated(t *testing.T) {
 				c.metadata(3850*time.Millisecond, newID)
 				c.fetch(3900*time.Millisecond, newID, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{Refusals: 29, FastRetries: 0, HeldS: 2.9}, Exact: []string{"FastRetries"}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{
+				Refusals: 29, FastRetries: 0, HeldS: 2.9,
+			}, Exact: []string{"FastRetries"}}},
 		},
 		{
 			name: "near miss the other way: 3.1 s is a warning",
@@ -135,7 +145,10 @@ func TestTopicRecreated(t *testing.T) {
 				c.fetch(1300*time.Millisecond, oldID, incon)
 				c.fetch(1400*time.Millisecond, newID, ok) // no Metadata named it: not known to be the same topic
 			},
-			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{Refusals: 4, APIs: []string{"Fetch x2", "Produce x1", "Metadata x1"}, Errors: []string{"UNKNOWN_TOPIC_ID x3", "INCONSISTENT_TOPIC_ID x1"}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{
+				Refusals: 4, APIs: []string{"Fetch x2", "Produce x1", "Metadata x1"},
+				Errors: []string{"UNKNOWN_TOPIC_ID x3", "INCONSISTENT_TOPIC_ID x1"},
+			},
 				Evidence: []uint64{4}}},
 		},
 		{

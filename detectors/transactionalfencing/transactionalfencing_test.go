@@ -71,7 +71,10 @@ func TestTransactionalFencing(t *testing.T) {
 			Traffic: func(h *dt.Harness) { fight(h, 3) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &transactionalfencing.Finding{Fenced: 5, Episodes: 5, ProducerCount: 2, Committed: 6, TransactionalID: "orders-txn", Errors: []string{"PRODUCER_FENCED"}, ByAPI: []string{"AddPartitionsToTxn x5"}},
+				Detail: &transactionalfencing.Finding{
+					Fenced: 5, Episodes: 5, ProducerCount: 2, Committed: 6, TransactionalID: "orders-txn",
+					Errors: []string{"PRODUCER_FENCED"}, ByAPI: []string{"AddPartitionsToTxn x5"},
+				},
 				Summary: []string{`transactional.id "orders-txn": "svc-a" on 10.2.0.5, "svc-b" on 10.2.0.6 fenced 5 times`,
 					"5 fenced answers of 2 producer(s)"},
 			}},
@@ -86,7 +89,9 @@ func TestTransactionalFencing(t *testing.T) {
 				endTxn(h, 1500*time.Millisecond, "10.2.0.5:40000", "svc", "orders-txn", true, 90)
 				endTxn(h, 1600*time.Millisecond, "10.2.0.6:40000", "svc", "orders-txn", true, 0)
 			},
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &transactionalfencing.Finding{Episodes: 1, CommitsRefused: 1, Committed: 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &transactionalfencing.Finding{
+				Episodes: 1, CommitsRefused: 1, Committed: 1,
+			}}},
 			Explanation: []string{"Fenced once: a replacement stopping a zombie"},
 		},
 		{
