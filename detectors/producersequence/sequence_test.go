@@ -1,8 +1,12 @@
 package producersequence_test
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
@@ -99,9 +103,12 @@ func TestProducerSequence(t *testing.T) {
 				p.healthy(at+100*time.Millisecond, 10)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Counts: map[string]int64{"sequence_errors": 1, "epoch_bumps": 1, "resent_batches": 1, "possible_duplicates": 0, "duplicate_batches": 0},
-				Fields: map[string]any{"client_id": "orders-producer", "partitions": []string{"orders-0"}, "producer_id": pid,
-					"epoch": int16(0), "sequence": int32(5), "recovered": true, "reset_partitions": []string{"orders-1"}},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 1, ResentBatches: 1, PossibleDuplicates: 0,
+					DuplicateBatches: 0, ClientID: "orders-producer", Partitions: []string{"orders-0"},
+					ProducerID: pid, Epoch: int16(0), Sequence: int32(5), Recovered: true,
+					ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches", "ProducerID", "Epoch"},
 				Summary: []string{`producer "orders-producer" (10.2.0.5): OUT_OF_ORDER_SEQUENCE_NUMBER x1 on orders-0`, "1 new producer epoch", "written again after 50 ms"}}},
 		},
 		{
@@ -117,8 +124,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"sequence_errors": 9, "epoch_bumps": 9, "reset_partitions": 1, "possible_duplicates": 0, "duplicate_batches": 0},
-				Fields: map[string]any{"held_s": 4.5, "recovered": true},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5,
+					Recovered: true, ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"},
 				Summary: []string{"OUT_OF_ORDER_SEQUENCE_NUMBER x9 on orders-0", "9 new producer epochs", "sequences restarted on orders-1",
 					"written again after 4.5 s"}}},
 		},
@@ -130,7 +139,7 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+2900*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"held_s": 2.9}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{HeldS: 2.9}}},
 		},
 		{
 			name: "near miss the other way: 3.1 s without a write is a warning",
@@ -140,7 +149,7 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+3100*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 3.1}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &producersequence.Finding{HeldS: 3.1}}},
 		},
 		{
 			name: "after NOT_LEADER_OR_FOLLOWER, the new leader refuses the sequence and the producer stops: error at the end",
@@ -155,8 +164,9 @@ func TestProducerSequence(t *testing.T) {
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts:  map[string]int64{"sequence_errors": 1, "epoch_bumps": 0},
-				Fields:  map[string]any{"after": "NOT_LEADER_OR_FOLLOWER", "recovered": false},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 0, After: "NOT_LEADER_OR_FOLLOWER", Recovered: false,
+				}, Exact: []string{"EpochBumps", "Recovered"},
 				Summary: []string{"not written since (12.4 s)"}}},
 		},
 		{
@@ -170,8 +180,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "in-flight", ok) // now sequence 0 of the new epoch: a new batch to the broker
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Counts:  map[string]int64{"possible_duplicates": 1, "duplicate_batches": 0, "resent_batches": 2},
-				Fields:  map[string]any{"copies": []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}}},
+				Detail: &producersequence.Finding{
+					PossibleDuplicates: 1, DuplicateBatches: 0, ResentBatches: 2,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}},
+				}, Exact: []string{"DuplicateBatches"},
 				Summary: []string{"1 batch of unknown fate written again"}}},
 		},
 		{
@@ -185,8 +197,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "acked", ok) // the client sends them again: offset 6
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts:  map[string]int64{"duplicate_batches": 1, "possible_duplicates": 0},
-				Fields:  map[string]any{"copies": []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}}},
+				Detail: &producersequence.Finding{
+					DuplicateBatches: 1, PossibleDuplicates: 0,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}},
+				}, Exact: []string{"PossibleDuplicates"},
 				Summary: []string{"1 batch written twice"}}},
 		},
 		{
@@ -199,7 +213,9 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+20*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"possible_duplicates": 0, "duplicate_batches": 0}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{
+				PossibleDuplicates: 0, DuplicateBatches: 0,
+			}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"}}},
 		},
 		{
 			name: "a new producer id from InitProducerId",
@@ -213,8 +229,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+10*time.Millisecond, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Fields: map[string]any{"errors": []string{"UNKNOWN_PRODUCER_ID x1"},
-					"identities": []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}}}}},
+				Detail: &producersequence.Finding{
+					Errors:     []string{"UNKNOWN_PRODUCER_ID x1"},
+					Identities: []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}},
+				}}},
 		},
 		{
 			name:     "min-errors raised above the errors seen: nothing",
@@ -233,4 +251,89 @@ func TestProducerSequence(t *testing.T) {
 			dt.Check(t, h.Findings(), rule, tc.want...)
 		})
 	}
+}
+
+// txnBatch is IdempotentBatch marked transactional.
+func txnBatch(pid int64, epoch int16, seq int32, value string) []byte {
+	b := dt.IdempotentBatch(pid, epoch, seq, ts, value)
+	b[22] |= 0x10 // attributes' transactional bit
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// TestFencingNotCounted: INVALID_PRODUCER_EPOCH answered to a
+// transactional producer replaced by another instance (fencing,
+// transactional-fencing's finding; recorded on Apache Kafka 4.1.1:
+// fixtures/pcaps/kafka/java-txn-fenced) is not a sequence error, but the
+// producer's own epoch bump still is.
+func TestFencingNotCounted(t *testing.T) {
+	const invalidEpoch = int16(47)
+	for _, tc := range []struct {
+		name    string
+		traffic func(h *dt.Harness, produce func(at time.Duration, client string, epoch int16, seq int32, code int16))
+		want    []dt.Want
+	}{
+		{
+			name: "another client asks InitProducerId for the transactional id: nothing",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				c := h.Conn("10.2.0.6:40000", "10.1.0.10:9092")
+				init := dt.InitProducerID(-1, -1)
+				init.TransactionalID = kmsg.StringPtr("shared-tx")
+				// The first ask is answered CONCURRENT_TRANSACTIONS (51):
+				// the coordinator fences at once, and the fenced Produce is
+				// answered before the ask that succeeds.
+				h.Call(c, dt.At(100*time.Millisecond), time.Millisecond, "txn-b", init, errInit(51))
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+			},
+		},
+		{
+			name: "the replacement's ask not captured, its batches at a later epoch are: nothing",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				produce(100*time.Millisecond, "txn-b", 4, 0, ok)
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+			},
+		},
+		{
+			name: "near miss: the producer bumps its own epoch, then its old epoch is refused: counted",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				c := h.Conn("10.2.0.5:40009", "10.1.0.10:9092")
+				init := dt.InitProducerID(pid, 3)
+				init.TransactionalID = kmsg.StringPtr("shared-tx")
+				h.Call(c, dt.At(100*time.Millisecond), time.Millisecond, "txn-a", init, dt.InitProducerIDAnswer(pid, 4))
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+				produce(300*time.Millisecond, "txn-a", 4, 0, ok)
+			},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{SequenceErrors: 1},
+				Summary: []string{`producer "txn-a" (10.2.0.5): INVALID_PRODUCER_EPOCH x1 on orders-0`}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, producersequence.Analyzer)
+			conns := map[string]*flows.Conn{
+				"txn-a": h.Conn("10.2.0.5:40000", "10.1.0.11:9092"),
+				"txn-b": h.Conn("10.2.0.6:40001", "10.1.0.11:9092"),
+			}
+			offset := int64(0)
+			produce := func(at time.Duration, client string, epoch int16, seq int32, code int16) {
+				req := dt.ProduceBatches(9, -1, dt.Sent{Topic: "orders", Partition: 0, Batch: txnBatch(pid, epoch, seq, client+"@"+at.String())})
+				req.TransactionID = kmsg.StringPtr("shared-tx")
+				a := dt.Answer{Topic: "orders", Partition: 0, Err: code, Offset: offset}
+				if code == ok {
+					offset++
+				}
+				h.Call(conns[client], dt.At(at), time.Millisecond, client, req, dt.ProduceAnswers(9, a))
+			}
+			tc.traffic(h, produce)
+			dt.Check(t, h.Findings(), rule, tc.want...)
+		})
+	}
+}
+
+func errInit(code int16) *kmsg.InitProducerIDResponse {
+	r := dt.InitProducerIDAnswer(-1, -1)
+	r.ErrorCode = code
+	return r
 }
