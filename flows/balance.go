@@ -25,6 +25,10 @@ import (
 // Everything depends only on the packets, in order: the same capture is
 // sharded alike every run.
 //
+// With TLS key logs, connections are sharded by their pair of hosts
+// instead (hostHash), so that a resumed TLS 1.2 session runs on the
+// worker of the session it resumes.
+//
 // The table is bounded (maxOwned connections). An entry is dropped only
 // when nothing an analyzer holds can tie a later packet of its 4-tuple to
 // the connection: it ended (a RST, or a FIN from each end), no connection
@@ -88,6 +92,9 @@ type endedRef struct {
 type owners struct {
 	n   int
 	max int
+	// byHosts shards by the pair of hosts, not by load (TLS key logs:
+	// see hostHash).
+	byHosts bool
 	idx map[tupleKey]int32
 	// hot holds some connections' slots (plus one; 0 is none), each at
 	// its key's place (tupleKey.slot), as Analyzer.hot holds streams:
@@ -124,7 +131,8 @@ type youngConn struct {
 }
 
 func newOwners(n int, cfg *Config) *owners {
-	o := &owners{n: n, max: maxOwned, idx: make(map[tupleKey]int32), hot: make([]int32, hotStreams), load: make([]uint64, n), young: make([][]youngConn, n)}
+	o := &owners{n: n, max: maxOwned, idx: make(map[tupleKey]int32), hot: make([]int32, hotStreams), load: make([]uint64, n), young: make([][]youngConn, n),
+		byHosts: cfg.TLSKeys != nil}
 	if cfg.IdleTimeout > 0 {
 		o.horizon = int64(2*cfg.IdleTimeout + 2*max(0, cfg.ReorderWindow))
 	}
@@ -211,15 +219,18 @@ func (o *owners) lookup(k tupleKey, now int64) (shard int, slot int32) {
 	}
 	if o.frozen {
 		o.hashed++
-		return shardHash(k, o.n), -1
+		return o.hash(k), -1
 	}
 	i := o.slot(now)
 	if i < 0 {
 		o.frozen = true
 		o.hashed++
-		return shardHash(k, o.n), -1
+		return o.hash(k), -1
 	}
 	best := o.choose(now)
+	if o.byHosts {
+		best = hostHash(k, o.n)
+	}
 	e := &o.slots[i]
 	*e = owned{key: k, shard: uint16(best), gen: e.gen + 1, last: now, ep: o.epoch}
 	o.idx[k] = i
@@ -317,6 +328,31 @@ func (o *owners) saw(i int32, t *layers.TCP, fromB bool) {
 }
 
 // shardHash is the shard of connection k by its 4-tuple alone.
+// hash is the shard of a connection not in the table.
+func (o *owners) hash(k tupleKey) int {
+	if o.byHosts {
+		return hostHash(k, o.n)
+	}
+	return shardHash(k, o.n)
+}
+
+// hostHash shards by the pair of hosts, whatever the ports: with TLS key
+// logs, every connection between a client and a broker goes to one
+// shard, so that a TLS 1.2 session resumed on a later connection (its
+// master secret is learned from the connection that made the session,
+// clients log no line for a resumed one) finds it whichever connection
+// ran first. Spread by load, the two ran on two workers at once and the
+// resumed one was decrypted or not by their race: 3 to 17 requests on
+// one capture from run to run with two workers.
+func hostHash(k tupleKey, n int) int {
+	h := uint64(14695981039346656037)
+	for i := range k.a {
+		h = (h ^ uint64(k.a[i])) * 1099511628211
+		h = (h ^ uint64(k.b[i])) * 1099511628211
+	}
+	return int(h % uint64(n))
+}
+
 func shardHash(k tupleKey, n int) int {
 	// FNV-1a: deterministic, so that runs shard alike.
 	h := uint64(14695981039346656037)

@@ -420,7 +420,7 @@ func (s *Sharder) shard(src, dst netip.AddrPort) int {
 	if i, ok := s.own.idx[k]; ok {
 		return int(s.own.slots[i].shard)
 	}
-	return shardHash(k, s.own.n)
+	return s.own.hash(k)
 }
 
 // TCP flags as the quick look reads them.
