@@ -1,9 +1,9 @@
 // Package collect counts a run for its report: the flows handlers that
-// gather per-API counts (APICounts, shared with the terminal UI), the
-// client inventory, consumers' and followers' lag, the timeline of the
-// HTML charts and connection events, and Build, which makes them, with
-// the analyzer's state and the findings, into a report.Report that
-// package report renders.
+// gather per-API counts (CountRequest and CountExchange, shared with the
+// terminal UI and the metrics), the client inventory, consumers' and
+// followers' lag, the timeline of the HTML charts and connection events,
+// and Build, which makes them, with the analyzer's state and the
+// findings, into a report.Report that package report renders.
 package collect
 
 import (
@@ -70,11 +70,7 @@ func (c *Collector) OnRequest(m *flows.Message) {
 	c.inv.request(m)
 	c.lag.OnRequest(m)
 	c.timeline.request(m)
-	s := c.api(m.Key, m.Version)
-	s.Requests++
-	if m.Err != nil && decode.KnownVersion(m.Key, m.Version) {
-		s.DecodeErrors++
-	}
+	CountRequest(c.api(m.Key, m.Version), m)
 }
 
 // OnExchange counts a response and its latency.
@@ -87,19 +83,9 @@ func (c *Collector) OnExchange(x *flows.Exchange) {
 	if x.Req == nil {
 		return // unmatched: counted per connection
 	}
-	s := c.api(x.Req.Key, x.Req.Version)
-	if x.Unanswered {
-		s.Unanswered++
-		return
+	if CountExchange(c.api(x.Req.Key, x.Req.Version), x) >= Answered {
+		c.exchanges++
 	}
-	if x.Resp == nil {
-		return
-	}
-	c.exchanges++
-	if x.Resp.Err != nil && decode.KnownVersion(x.Req.Key, x.Req.Version) {
-		s.DecodeErrors++
-	}
-	s.Answered(x.Latency(), x.Resp.ErrorCodes)
 }
 
 // OnConnEvent records refused and unanswered connection attempts.

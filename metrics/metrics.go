@@ -23,6 +23,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -186,8 +187,10 @@ type broker struct {
 	other     bool
 }
 
-// series is the children of one (api, version, broker), resolved once.
+// series is the children of one (api, version, broker), resolved once:
+// a collect.Tally, counted as the report and the terminal UI count.
 type series struct {
+	m                    *Metrics
 	api, version, broker string
 	requests, responses  prometheus.Counter
 	errorResponses       prometheus.Counter
@@ -405,7 +408,7 @@ func (m *Metrics) series(b *broker, key, version int16) *series {
 
 func (m *Metrics) newSeries(api, version string, b *broker) *series {
 	return &series{
-		api: api, version: version, broker: b.label,
+		m: m, api: api, version: version, broker: b.label,
 		requests:       m.requests.WithLabelValues(api, version, b.label),
 		responses:      m.responses.WithLabelValues(api, version, b.label),
 		errorResponses: m.errorResponses.WithLabelValues(api, version, b.label),
@@ -492,7 +495,7 @@ func (m *Metrics) OnRequest(msg *flows.Message) {
 	}
 	cs := m.state(msg.Conn)
 	s := m.series(cs.broker, msg.Key, msg.Version)
-	s.requests.Inc()
+	collect.CountRequest(s, msg)
 	s.reqBytes.Add(float64(msg.Size))
 	cl := m.client(cs, msg.Client.ID)
 	cl.requests.Inc()
@@ -529,26 +532,36 @@ func (m *Metrics) OnExchange(x *flows.Exchange) {
 		return
 	}
 	s := m.series(cs.broker, x.Req.Key, x.Req.Version)
-	if x.Unanswered {
-		s.unanswered.Inc()
+	switch collect.CountExchange(s, x) {
+	case collect.AnsweredErrors:
+		m.client(cs, x.Req.Client.ID).errors.Inc()
+		fallthrough
+	case collect.Answered:
+		s.respBytes.Add(float64(x.Resp.Size))
+	}
+}
+
+// AddRequest implements collect.Tally.
+func (s *series) AddRequest(bool) { s.requests.Inc() }
+
+// AddUnanswered implements collect.Tally.
+func (s *series) AddUnanswered() { s.unanswered.Inc() }
+
+// AddAnswered implements collect.Tally: the response, its latency, and
+// its error codes by name.
+func (s *series) AddAnswered(latency time.Duration, codes []flows.ErrorCount, _ bool) {
+	s.responses.Inc()
+	s.latency.Observe(latency.Seconds())
+	if len(codes) == 0 {
 		return
 	}
-	if x.Resp == nil {
-		return // no response expected, or none could be captured
-	}
-	s.responses.Inc()
-	s.respBytes.Add(float64(x.Resp.Size))
-	s.latency.Observe(x.Latency().Seconds())
-	if len(x.Resp.ErrorCodes) > 0 {
-		s.errorResponses.Inc()
-		for _, e := range x.Resp.ErrorCodes {
-			c, other := s.errCounter(m, e.Code)
-			c.Add(float64(e.Count))
-			if other {
-				m.folded[foldError].Add(float64(e.Count))
-			}
+	s.errorResponses.Inc()
+	for _, e := range codes {
+		c, other := s.errCounter(s.m, e.Code)
+		c.Add(float64(e.Count))
+		if other {
+			s.m.folded[foldError].Add(float64(e.Count))
 		}
-		m.client(cs, x.Req.Client.ID).errors.Inc()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,11 +24,13 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/internal/promtest"
 	"github.com/kfsniff/kfsniff/metrics"
 	"github.com/kfsniff/kfsniff/pipeline"
 	"github.com/kfsniff/kfsniff/report"
+	"github.com/kfsniff/kfsniff/tui"
 )
 
 func gather(t *testing.T, m *metrics.Metrics) promtest.Scrape {
@@ -56,7 +59,9 @@ func apiLabel(a report.API) (string, string) {
 // worker and on two: every count the report gives per API and version
 // (requests, responses, error responses, unanswered, error codes by name),
 // the latency histogram's count, unmatched responses, connections opened
-// and request bytes are the same in the metrics.
+// and request bytes are the same in the metrics; and the terminal UI's
+// per-API counts (agreeUI) are the metrics', all three counting through
+// collect.CountRequest and CountExchange.
 func TestAgreesWithReport(t *testing.T) {
 	files := []string{
 		"recorded-kgo-kfake-group.pcap", "recorded-kgo-kfake-admin.pcap", "recorded-kgo-kfake-apiversions-fallback.pcap",
@@ -64,18 +69,24 @@ func TestAgreesWithReport(t *testing.T) {
 		"loss.pcap", "midstream.pcap", "pipelining.pcap", "refused.pcap", "reuse-pending.pcap",
 		"clients/unanswered-kgo.pcap", "clients/rebalance-kgo-consumer.pcap", "clients/kafka40-librdkafka.pcap",
 	}
+	files = append(files, inferredCapture(t))
 	var errorCodes, unanswered, refused float64
 	for _, name := range files {
 		for _, workers := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%d", name, workers), func(t *testing.T) {
-				f, err := capture.Open(filepath.Join("..", "fixtures", "pcaps", name), 0)
+				path := name
+				if !filepath.IsAbs(path) {
+					path = filepath.Join("..", "fixtures", "pcaps", name)
+				}
+				f, err := capture.Open(path, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer f.Close()
 				m := metrics.New(metrics.Config{})
+				ui := tui.NewModel(tui.ModelConfig{})
 				res := pipeline.Run(context.Background(), []*capture.File{f}, pipeline.Options{
-					Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m}, Workers: workers,
+					Flows: flows.DefaultConfig(), Handlers: []flows.Handler{m, ui}, Workers: workers,
 					Progress: func(p pipeline.Progress) { m.Capture(p.Packets, p.Bytes, p.Live) },
 				})
 				s := gather(t, m)
@@ -137,6 +148,7 @@ func TestAgreesWithReport(t *testing.T) {
 					}
 					errorCodes += n
 				}
+				agreeUI(t, s, ui.Stats(), r.Totals.UnmatchedResponses)
 				lat := s.By("kfsniff_response_latency_seconds", nil, "api")
 				resp := s.By("kfsniff_responses_total", nil, "api")
 				for api, n := range resp {
@@ -176,6 +188,89 @@ func TestAgreesWithReport(t *testing.T) {
 	// The captures must exercise what is compared.
 	if errorCodes == 0 || unanswered == 0 || refused == 0 {
 		t.Errorf("over all captures: %v error codes, %v unanswered requests, %v failed attempts; want some of each", errorCodes, unanswered, refused)
+	}
+}
+
+// inferredCapture writes a capture joined while a connection was idle:
+// answers to requests sent before it began, two of them decoded as the
+// API of the connection's next request (flows infers it), one not, then an
+// error response. Unmatched responses are not an API's responses, even
+// when their API is inferred.
+func inferredCapture(t *testing.T) string {
+	t.Helper()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	meta := func() *kmsg.MetadataResponse {
+		r := kmsg.NewPtrMetadataResponse()
+		r.Version = 12
+		r.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 1, Host: "10.0.0.2", Port: 9092}}
+		return r
+	}
+	b, err := gen.Script(func(w *gen.Writer) {
+		c := w.Conn(netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:9092"), t0, gen.ConnOptions{NoHandshake: true})
+		c.Response(t0, 40, meta())
+		av := kmsg.NewPtrApiVersionsResponse()
+		av.Version = 3
+		c.Response(t0.Add(time.Second), 41, av)
+		c.Response(t0.Add(2*time.Second), 42, meta())
+		id := "c"
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		c.Request(t0.Add(3*time.Second), 43, &id, req)
+		bad := meta()
+		bad.ErrorCode = 29 // CLUSTER_AUTHORIZATION_FAILED
+		c.Response(t0.Add(3*time.Second+time.Millisecond), 43, bad)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "inferred.pcap")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// agreeUI checks that the terminal UI's counts per API key (stats) are
+// the metrics' per API, all versions and brokers together (s), and that
+// its row of unmatched responses holds the report's unmatched.
+func agreeUI(t *testing.T, s promtest.Scrape, stats []tui.APIStats, unmatched int64) {
+	t.Helper()
+	type row struct{ requests, responses, errResp, unanswered, errs float64 }
+	got := map[string]*row{}
+	for _, a := range stats {
+		if a.Key == -1 {
+			if a.Responses != unmatched || a.Requests != 0 {
+				t.Errorf("the UI's unmatched row has %d requests and %d responses; the report has %d unmatched", a.Requests, a.Responses, unmatched)
+			}
+			continue
+		}
+		g := &row{float64(a.Requests), float64(a.Responses), float64(a.ErrorResponses), float64(a.Unanswered), 0}
+		for _, e := range a.Errors {
+			g.errs += float64(e.Count)
+		}
+		got[a.Name] = g
+	}
+	for _, c := range []struct {
+		metric string
+		get    func(*row) float64
+	}{
+		{"kfsniff_requests_total", func(g *row) float64 { return g.requests }},
+		{"kfsniff_responses_total", func(g *row) float64 { return g.responses }},
+		{"kfsniff_error_responses_total", func(g *row) float64 { return g.errResp }},
+		{"kfsniff_unanswered_requests_total", func(g *row) float64 { return g.unanswered }},
+		{"kfsniff_response_errors_total", func(g *row) float64 { return g.errs }},
+	} {
+		want := s.By(c.metric, nil, "api")
+		for api, g := range got {
+			if c.get(g) != want[api] {
+				t.Errorf("the UI counts %v for %s in %s; the metrics %v", c.get(g), api, c.metric, want[api])
+			}
+		}
+		for api, v := range want {
+			if got[api] == nil && v != 0 {
+				t.Errorf("%s{api=%s}: %v; the UI has no such API", c.metric, api, v)
+			}
+		}
 	}
 }
 

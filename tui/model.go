@@ -444,7 +444,7 @@ func (m *Model) OnRequest(msg *flows.Message) {
 		cs.refresh(msg.Time)
 	}
 	a := m.api(msg.Key)
-	a.Requests++
+	collect.CountRequest(a, msg)
 	a.tl.add(msg.Time, m.cfg.Timeline, false)
 	m.tl.add(msg.Time, m.cfg.Timeline, false)
 	m.lag.OnRequest(msg)
@@ -501,11 +501,9 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	} else if p := x.Resp; p != nil && p.Inferred {
 		r.Key, r.Version = p.Key, p.Version
 	}
-	a := m.api(r.Key)
 	switch {
 	case x.Unanswered:
 		r.State = Unanswered
-		a.Unanswered++
 	case x.NoResponse:
 		r.State = NoResponse
 	case x.OneSided:
@@ -533,15 +531,21 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		now = p.Time
 		m.seen(p)
 		if x.Req == nil {
-			a.Responses++
+			// Unmatched: in a row of its own (key -1), whatever API
+			// its response was inferred to be, as the report and the
+			// metrics count it apart from the APIs.
+			m.api(-1).Responses++
 		} else {
 			r.Latency = x.Latency()
-			a.Answered(r.Latency, p.ErrorCodes)
-			if len(p.ErrorCodes) > 0 {
-				m.status.Errors++
-				for _, r := range [...]*secRing{&m.tl, &a.tl, &cs.tl} {
-					r.add(p.Time, m.cfg.Timeline, true)
-				}
+		}
+	}
+	// The request's API's counts, as the report and the metrics count
+	// them.
+	if x.Req != nil {
+		if a := m.api(r.Key); collect.CountExchange(a, x) == collect.AnsweredErrors {
+			m.status.Errors++
+			for _, r := range [...]*secRing{&m.tl, &a.tl, &cs.tl} {
+				r.add(x.Resp.Time, m.cfg.Timeline, true)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"hash"
 	"strconv"
+	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
@@ -43,7 +44,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"seen again at the same offset (by a consumer, a follower, a retry the broker recognised) is not a " +
 		"duplicate. Control and transactional batches are not compared by records (an aborted transaction " +
 		"sent again repeats its records legitimately), and records match only between copies naming the same " +
-		"topic id. Severity: duplicates never heal (the log keeps both copies until retention, and every " +
+		"topic id. Records equal to records that one idempotent producer session (producer id and epoch) sent under other " +
+		"sequence numbers less than same-producer-window before are that application's own repeats (one value sent twice " +
+		"within a millisecond), not a replay. Severity: duplicates never heal (the log keeps both copies until retention, and every " +
 		"consumer reads the records twice), so they are graded by how much was written twice and how: an " +
 		"error for an MM2-style replay, replay-batches or more batches appended again at one offset shift " +
 		"(a consumer-producer pipeline that re-read its source from an earlier position: MirrorMaker 2 or " +
@@ -55,7 +58,7 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 	Recorded: []string{"fixtures/pcaps/kafka/mm2-replay.pcap.gz", "fixtures/pcaps/kafka/mm2-replay-idempotent.pcap.gz", "fixtures/pcaps/clients/mm2-replay-kgo.pcap", "fixtures/pcaps/clients/mm2-replay-sarama.pcap"},
 }, Params{MinBatches: 1, ReplayBatches: 6, ReplayRecords: 1000, CompareRecords: true, MaxDecompressed: 16 * detectors.MiB,
 	MaxFrameDecompressed: 64 * detectors.MiB, MaxRunDecompressed: 256 * detectors.MiB, MaxInflation: 64, MaxBatches: 200000,
-	MaxRecords: 250000, MaxPartitions: 10000}, New)
+	MaxRecords: 250000, MaxPartitions: 10000, SameProducerWindow: time.Second}, New)
 
 // Params are the rule's thresholds and bounds.
 type Params struct {
@@ -68,8 +71,9 @@ type Params struct {
 	MaxRunDecompressed   detectors.Bytes `param:"max-decompressed-run" unit:"MiB" doc:"decompressed bytes over the whole run compared by records, beyond max-inflation times the compressed bytes read; further batches are compared by CRC only and counted as batches_over_budget (bounds_reached: duplicate-batches.batches_over_run_budget)"`
 	MaxInflation         int             `param:"max-inflation" doc:"how many decompressed bytes each compressed byte read adds to the run's budget (max-decompressed-run), so that decompression time stays linear in the capture's size; real record batches compress 2 to 10 times"`
 	MaxBatches           int             `param:"max-batches" doc:"batch fingerprints (CRC, record count, size) remembered over all partitions; the oldest are forgotten first (counted as forgotten_batches)"`
-	MaxRecords           int             `param:"max-records" doc:"record fingerprints remembered over all partitions for the comparison by records (about 50 bytes each); the oldest are forgotten first"`
+	MaxRecords           int             `param:"max-records" doc:"record fingerprints remembered over all partitions for the comparison by records (about 70 bytes each); the oldest are forgotten first"`
 	MaxPartitions        int             `param:"max-partitions" doc:"partitions followed; batches of further partitions are not checked"`
+	SameProducerWindow   time.Duration   `param:"same-producer-window" unit:"s" doc:"records equal to records one idempotent producer session (producer id and epoch) sent less than this before, under other sequence numbers, are that application's own repeats (one value sent twice within a millisecond), not a replay: a consume-transform-produce pipeline replays only after a restart or a rebalance"`
 }
 
 // Cut implements detectors.Bounded: batches not decompressed for the
@@ -94,7 +98,8 @@ func New(p Params) detectors.Rule {
 		replay:     int64(max(p.ReplayBatches, 1)),
 		replayRecs: int64(max(p.ReplayRecords, 1)),
 		crcs:       table.NewFifo[crcKey, origin](p.MaxBatches, nil),
-		recs:       table.NewFifo[recKey, int64](p.MaxRecords, nil),
+		recs:       table.NewFifo[recKey, recAt](p.MaxRecords, nil),
+		sameWindow: int64(p.SameProducerWindow),
 	}
 	r.parts = copies.NewParts(p.MaxPartitions, func(k cluster.Partition, idx uint32) *part {
 		return &part{key: k, idx: idx, runs: make(map[int64]*run)}
@@ -117,7 +122,8 @@ type rule struct {
 	hasher     *decode.RecordHasher // nil when records are not compared
 	parts      *copies.Parts[part]
 	crcs       *table.Fifo[crcKey, origin]
-	recs       *table.Fifo[recKey, int64]
+	recs       *table.Fifo[recKey, recAt]
+	sameWindow int64 // ns, Params.SameProducerWindow
 	srcs       copies.Sources
 	scratch    []decode.RecordHash
 	found      []int64
@@ -151,6 +157,24 @@ type recKey struct {
 }
 
 func (k recKey) Hash(seed uint64) uint64 { return table.Mix64(k.h^seed, uint64(k.part)) }
+
+// recAt is where a record was first seen, when it was sent (for a
+// Produce) and the idempotent producer session that sent it (session).
+type recAt struct {
+	offset, at int64 // at: the Produce's capture time, unix ns; 0 for a Fetch's copy
+	session    uint64
+}
+
+// session is an idempotent producer's id and epoch, 0 for a producer
+// without idempotence. A session numbers every batch it sends, so two of
+// its batches under other sequence numbers are two sends the broker took
+// as distinct.
+func session(b *flows.BatchRef) uint64 {
+	if b.ProducerID < 0 {
+		return 0
+	}
+	return table.Mix64(uint64(b.ProducerID), uint64(uint16(b.ProducerEpoch))) | 1
+}
 
 type part struct {
 	key     cluster.Partition
@@ -323,6 +347,12 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	// over) point at one offset and so at several shifts.
 	r.found = r.found[:0]
 	shift, all := int64(0), true
+	// When both were sent in a Produce the capture shows; a Fetch shows
+	// the records, not when they were sent.
+	ses, at := session(b), int64(0)
+	if !c.Path.Stored() {
+		at = c.Msg.Time.UnixNano()
+	}
 	for i, h := range hs {
 		o := r.recs.Get(recKey{h: h.Sum ^ mix, part: p.idx})
 		if o == nil {
@@ -330,7 +360,15 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 			all = false
 			continue
 		}
-		off := *o
+		off := o.offset
+		if ses != 0 && o.session == ses && at != 0 && o.at != 0 && at-o.at < r.sameWindow {
+			// The same value sent again by the same producer
+			// session moments later: the application's, not a
+			// replay.
+			r.found = append(r.found, off)
+			all = false
+			continue
+		}
 		r.found = append(r.found, off)
 		if s := c.Base + int64(h.Delta) - off; i == 0 {
 			shift = s
@@ -344,7 +382,7 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	}
 	for i, h := range hs {
 		if r.found[i] < 0 {
-			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, c.Base+int64(h.Delta))
+			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, recAt{offset: c.Base + int64(h.Delta), at: at, session: ses})
 		}
 	}
 }

@@ -157,6 +157,17 @@ func TestDuplicateBatches(t *testing.T) {
 		Summary: []string{"3 batches (100 records) written twice", "producerId 9001"},
 	}
 
+	sameValue := func(t *testing.T, h *dt.Harness) {
+		var batches [][]byte
+		var bases []int64
+		for i := range 40 {
+			rec := []kmsg.Record{{TimestampDelta64: dt.T0.UnixMilli(), Value: []byte("hello")}}
+			batches = append(batches, dt.BatchSpec{ProducerID: 4000, Sequence: int32(i), Records: rec}.Encode(t))
+			bases = append(bases, int64(i))
+		}
+		producer(h, "172.31.0.100:51000", "kgo", 0, batches, bases, nil)
+	}
+
 	for _, tc := range []struct {
 		name     string
 		settings map[string]string
@@ -217,6 +228,38 @@ func TestDuplicateBatches(t *testing.T) {
 				}
 				producer(h, "172.31.0.100:51000", "perf-producer", 0, batches, bases, nil)
 			},
+		},
+		{
+			// Seen in a kgo ProduceSync loop of one value: one-record
+			// batches sent within the same millisecond are equal
+			// records; each has its own sequence number.
+			name: "near miss: one idempotent session sends the same record again moments later", traffic: sameValue,
+		},
+		{
+			name: "same-producer-window 0: the same record sent again is reported", settings: map[string]string{"same-producer-window": "0"},
+			traffic: sameValue,
+			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"offset_shift": int64(1), "producer_id": int64(4000), "compared": "records"}}},
+		},
+		{
+			// The other side: the same session writing the same
+			// records again 20 s later (a consume-transform-produce
+			// app that re-read its input after a rebalance, its
+			// producer kept) is a replay.
+			name: "one idempotent session writes the same records again after 20 s",
+			traffic: func(t *testing.T, h *dt.Harness) {
+				orig, ob := rebatch(t, nil, 4000, 10, 10, 10, 10, 10, 10)
+				again, ab := rebatch(t, nil, 4000, 10, 10, 10, 10, 10, 10)
+				for i := range again {
+					again[i] = dt.BatchSpec{ProducerID: 4000, Sequence: int32(60 + 10*i), Records: records(10*i, 10)}.Encode(t)
+				}
+				producer(h, "172.31.0.100:51000", "streams-app", 0, orig, ob, nil)
+				producer(h, "172.31.0.100:51002", "streams-app", 20*time.Second, again, shifted(ab, 60), nil)
+			},
+			want: []dt.Want{{
+				Severity: detectors.Error,
+				Counts:   map[string]int64{"duplicate_batches": 6, "duplicate_records": 60, "duplicate_batches_by_records": 6},
+				Fields:   map[string]any{"offset_shift": int64(60), "producer_id": int64(4000), "compared": "records"},
+			}},
 		},
 		{name: "re-batched replay, gzip to lz4", traffic: rebatched(gz, lz), want: []dt.Want{rebatchedWant}, absent: []string{"crc_sequence_md5"}},
 		{name: "re-batched replay, snappy to zstd", traffic: rebatched(sn, zs), want: []dt.Want{rebatchedWant}},
