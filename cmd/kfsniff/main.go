@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -95,6 +96,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer c.warnJSON.done()
 	if err := c.validate(); err != nil {
 		return exitWith(stderr, err)
+	}
+	if c.cfg.memoryLimit > 0 {
+		// The process's: a limit set by an earlier run in the same
+		// process (tests) is replaced, not restored.
+		debug.SetMemoryLimit(c.cfg.memoryLimit)
 	}
 	p, err := c.plan(ctx)
 	defer p.close()

@@ -58,6 +58,10 @@ type Config struct {
 	// MetricsLinger is how long a -r run goes on serving its final
 	// metrics, until a scrape has read them.
 	MetricsLinger time.Duration
+	// MemoryLimit is --memory-limit: the Go runtime's soft memory limit
+	// (runtime/debug.SetMemoryLimit), memoryLimit its bytes (0: none).
+	MemoryLimit string
+	memoryLimit int64
 }
 
 // command is one run of kfsniff: the flags as parse read them, then what
@@ -126,6 +130,7 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long, e.g. 30s or 5m (0: until Ctrl-C)")
 	fs.StringVarP(&cfg.Write, "write", "w", "", "also write every packet analysed to `FILE` (pcapng if it ends in .pcapng, pcap otherwise)")
 	fs.BoolVar(&cfg.TUI, "tui", false, "open the terminal UI (the default for live capture on a terminal), also for -r")
+	fs.StringVar(&cfg.MemoryLimit, "memory-limit", "0", "a soft limit on kfsniff's memory, `SIZE` in bytes or with K, M, G (KiB, MiB, GiB): the garbage collector runs more often as the memory nears it, trading CPU for RSS; it is not a cap (what the analysis holds, within its bounds, is kept). 0: none, Go's default (GOMEMLIMIT, if set, applies)")
 	fs.IntVar(&cfg.UIKeep, "ui-keep", 256, "MB of the most recent packets the UI keeps on disk (in $TMPDIR) for its w key, older ones dropped as tcpdump -C/-W does; 0: w is off")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
 	addExpectFlags(fs, &cfg.Expect)

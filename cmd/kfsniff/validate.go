@@ -38,6 +38,11 @@ func (c *Config) Validate() error {
 	if c.Write == "-" {
 		return errors.New("-w -: writing the capture to standard output is not supported (the report goes there); give a file name")
 	}
+	limit, err := parseSize(c.MemoryLimit)
+	if err != nil {
+		return fmt.Errorf("--memory-limit %q: want a size (bytes, or with K, M, G), 0 for none", c.MemoryLimit)
+	}
+	c.memoryLimit = limit
 	if c.UIKeep < 0 {
 		return fmt.Errorf("--ui-keep must not be negative, got %d", c.UIKeep)
 	}

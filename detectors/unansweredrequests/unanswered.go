@@ -78,6 +78,16 @@ const (
 	defaultMaxWait = 500 * time.Millisecond
 	// maxEvidenceReqs bounds the requests a group keeps for evidence.
 	maxEvidenceReqs = 4096
+	// maxConns bounds the connections whose state the rule keeps (their
+	// last MaxWaitMillis and rebalance timeout, their unanswered tail).
+	// Past it the oldest is forgotten, its tail settled then: a
+	// connection's state is refreshed by its next Fetch or JoinGroup, so
+	// forgetting it costs only the hold of a SyncGroup, or of a Fetch
+	// whose body the capture lost, that follows before the next one. It
+	// also stops the state pinning connections flows has already
+	// dropped from its own table (flows.Config.MaxConns, 100,000 by
+	// default), which it would for the whole run without a bound.
+	maxConns = 1 << 16
 )
 
 // Why a request is counted.
@@ -96,7 +106,7 @@ var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight",
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: p, conns: make(map[*flows.ConnInfo]*conn), warn: make(map[netip.AddrPort]*group)}
+	return &rule{p: p, conns: make(map[tally.ConnKey]*conn), warn: make(map[netip.AddrPort]*group)}
 }
 
 // Cut implements detectors.Bounded: requests whose client id was not
@@ -106,12 +116,18 @@ func (r *rule) Cut() map[string]int64 {
 	for _, g := range r.warn {
 		n += g.idsNotNamed
 	}
-	return map[string]int64{"client_ids_not_named": n}
+	return map[string]int64{"client_ids_not_named": n, "connections_forgotten": r.forgotten}
 }
 
 type rule struct {
-	p     Params
-	conns map[*flows.ConnInfo]*conn
+	p Params
+	// conns is keyed by value, so that it pins no connection record.
+	conns map[tally.ConnKey]*conn
+	// order is conns' keys in the order they were added, a ring of at
+	// most maxConns from head: the oldest is forgotten first.
+	order     []tally.ConnKey
+	head      int
+	forgotten int64 // connections forgotten at maxConns
 	// waited has a connection's bit set once a request of it went
 	// unanswered (its conn's tail was not empty): an answer on a
 	// connection without it has no tail to settle, found without the
@@ -133,6 +149,14 @@ type conn struct {
 	evicted   request
 	rebalance time.Duration // last JoinGroup's rebalance timeout
 	maxWait   time.Duration // last Fetch's MaxWaitMillis
+}
+
+// info is the connection of a conn with requests open.
+func (uc *conn) info() *flows.ConnInfo {
+	if uc.evicted.conn != nil {
+		return uc.evicted.conn
+	}
+	return uc.tail[0].conn
 }
 
 // request is a request without a response.
@@ -236,17 +260,39 @@ func (g *group) clone() *group {
 	return &c
 }
 
-func (r *rule) conn(c *flows.ConnInfo) *conn {
-	uc := r.conns[c]
-	if uc == nil {
-		uc = &conn{}
-		r.conns[c] = uc
+// conn returns c's state, made if new; at maxConns the oldest
+// connection's is forgotten first (forget).
+func (r *rule) conn(p *detectors.Pass, c *flows.ConnInfo) *conn {
+	k := tally.KeyOf(c)
+	uc := r.conns[k]
+	if uc != nil {
+		return uc
 	}
+	if len(r.order) < maxConns {
+		r.order = append(r.order, k)
+	} else {
+		r.forget(p, r.order[r.head])
+		r.order[r.head] = k
+		r.head = (r.head + 1) % maxConns
+	}
+	uc = &conn{}
+	r.conns[k] = uc
 	return uc
 }
 
+// forget drops c's state, settling its unanswered requests as they stand:
+// they waited until now, the connection neither closed nor seen to lose
+// segments so far (Findings settles the others from its final counters).
+func (r *rule) forget(p *detectors.Pass, k tally.ConnKey) {
+	if uc := r.conns[k]; uc != nil {
+		r.settle(uc, ending{at: p.End})
+		delete(r.conns, k)
+		r.forgotten++
+	}
+}
+
 // Exchange implements detectors.ExchangeHook.
-func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.NoResponse || x.Again {
 		return // Again: this exchange was counted with another partition
 	}
@@ -254,7 +300,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	switch kmsg.Key(x.Req.Key) {
 	case kmsg.JoinGroup:
 		if j, ok := x.Req.Req.(*kmsg.JoinGroupRequest); ok {
-			uc := r.conn(c)
+			uc := r.conn(p, c)
 			uc.rebalance = time.Duration(j.RebalanceTimeoutMillis) * time.Millisecond
 			if j.Version == 0 || j.RebalanceTimeoutMillis <= 0 {
 				uc.rebalance = time.Duration(j.SessionTimeoutMillis) * time.Millisecond
@@ -263,7 +309,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case kmsg.Fetch:
 		// Kept for a later Fetch whose body is lost in the capture.
 		if w, ok := decode.MaxWait(x.Req.Req); ok {
-			r.conn(c).maxWait = w
+			r.conn(p, c).maxWait = w
 		}
 	}
 	if x.OneSided {
@@ -281,7 +327,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		if c.ID > 0 && !r.waited.Has(c.ID) {
 			return
 		}
-		if uc := r.conns[c]; uc != nil && len(uc.tail) > 0 {
+		if uc := r.conns[tally.KeyOf(c)]; uc != nil && len(uc.tail) > 0 {
 			for _, q := range uc.tail {
 				q.waited = x.Resp.Time.Sub(q.t)
 				if x.ConnGaps > 0 {
@@ -296,7 +342,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	q := r.request(x)
-	uc := r.conn(c)
+	uc := r.conn(p, c)
 	if len(uc.tail) >= maxTail {
 		// A connection with this many unanswered requests is broken
 		// whatever becomes of the rest.
@@ -316,7 +362,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 func (r *rule) request(x *detectors.Exchange) request {
 	m := x.Req
 	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
-	uc := r.conns[x.Conn]
+	uc := r.conns[tally.KeyOf(x.Conn)]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
 		wait := defaultMaxWait
@@ -390,6 +436,39 @@ func endings(p *detectors.Pass) func(c *flows.ConnInfo) ending {
 	}
 }
 
+// settle counts the requests still open on a connection that ended as e
+// (closed, or still open at e.at).
+func (r *rule) settle(uc *conn, e ending) {
+	reason := expired
+	if e.closed {
+		reason = closed
+	}
+	if q := uc.evicted; q.conn != nil {
+		// Counted when dropped; it waited on until now.
+		q.waited = e.at.Sub(q.t)
+		r.warnGroup(q).grade(q, reason)
+		uc.evicted = request{}
+	}
+	for _, q := range uc.tail {
+		q.waited = e.at.Sub(q.t)
+		switch {
+		case e.oneSided:
+			r.info.add(q, oneSided)
+		case e.gaps || q.lossy:
+			// (A connection read back from an agent's records does
+			// not count its gaps: its requests say them.)
+			r.info.add(q, gaps)
+		case q.waited < q.allow && q.longPoll:
+			r.info.add(q, longPoll)
+		case q.waited < q.allow:
+			r.info.add(q, inFlight)
+		default:
+			r.warnGroup(q).add(q, reason)
+		}
+	}
+	uc.tail = nil
+}
+
 // Findings implements detectors.Rule: one warning per server with
 // unanswered requests, and one info finding for those that may yet have
 // been answered. It settles the requests still open.
@@ -407,42 +486,15 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	}
 	// Settle the requests still open at the end, connection by
 	// connection in order.
-	conns := make([]*flows.ConnInfo, 0, len(r.conns))
-	for c, uc := range r.conns {
+	open := make([]*conn, 0, len(r.conns))
+	for _, uc := range r.conns {
 		if len(uc.tail) > 0 || uc.evicted.conn != nil {
-			conns = append(conns, c)
+			open = append(open, uc)
 		}
 	}
-	sort.Slice(conns, func(i, j int) bool { return conns[i].ID < conns[j].ID })
-	for _, c := range conns {
-		e := end(c)
-		reason := expired
-		if e.closed {
-			reason = closed
-		}
-		if q := r.conns[c].evicted; q.conn != nil {
-			// Counted when dropped; it waited on until now.
-			q.waited = e.at.Sub(q.t)
-			r.warnGroup(q).grade(q, reason)
-		}
-		for _, q := range r.conns[c].tail {
-			q.waited = e.at.Sub(q.t)
-			switch {
-			case e.oneSided:
-				r.info.add(q, oneSided)
-			case e.gaps || q.lossy:
-				// (A connection read back from an agent's records does
-				// not count its gaps: its requests say them.)
-				r.info.add(q, gaps)
-			case q.waited < q.allow && q.longPoll:
-				r.info.add(q, longPoll)
-			case q.waited < q.allow:
-				r.info.add(q, inFlight)
-			default:
-				r.warnGroup(q).add(q, reason)
-			}
-		}
-		r.conns[c].tail = nil
+	sort.Slice(open, func(i, j int) bool { return open[i].info().ID < open[j].info().ID })
+	for _, uc := range open {
+		r.settle(uc, end(uc.info()))
 	}
 	servers := make([]*group, 0, len(r.warn))
 	for _, g := range r.warn {
@@ -472,7 +524,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 // of the per-connection state.
 func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 	c := *r
-	c.conns = make(map[*flows.ConnInfo]*conn, len(r.conns))
+	c.conns = make(map[tally.ConnKey]*conn, len(r.conns))
 	for k, uc := range r.conns {
 		cu := *uc // Findings only reads the tail, then drops it from the copy
 		c.conns[k] = &cu

@@ -14,6 +14,18 @@ import (
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
+// ConnKey is a connection as a map key holding no pointer into its
+// record: what a rule keeps by it does not keep the record (flows.Conn,
+// 768 bytes) alive once flows has dropped it from its table
+// (flows.Config.MaxConns). A map keyed by *flows.ConnInfo does.
+type ConnKey struct {
+	ID             int
+	Client, Server netip.AddrPort
+}
+
+// KeyOf is c's key.
+func KeyOf(c *flows.ConnInfo) ConnKey { return ConnKey{c.ID, c.Client, c.Server} }
+
 // IDs is a set of ids (node ids, connection ids); negative ids (unknown)
 // are not added.
 type IDs map[int32]bool
