@@ -28,14 +28,14 @@ type Finding struct {
 	RefusedS float64 `json:"refused_s"`
 	Ongoing  bool    `json:"ongoing"`
 
-	sev          detectors.Severity
-	held         time.Duration
-	parts        int     // partitions refused
-	rebootNodes  []int32 // the nodes they asked for
-	partsDropped int64   // refusals of partitions beyond maxParts
+	Severity     detectors.Severity
+	Held         time.Duration
+	Parts        int     // partitions refused
+	RebootNodes  []int32 // the nodes they asked for
+	PartsDropped int64   // refusals of partitions beyond maxParts
 	Told
-	unadvertised []string // servers no node advertises
-	dropped      int64
+	Unadvertised []string // servers no node advertises
+	Dropped      int64
 
 	// The counts besides Told's: connection attempts to the endpoint
 	// refused or unanswered, partition answers NOT_LEADER_OR_FOLLOWER
@@ -72,8 +72,8 @@ func (t *Told) omitted() string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("nodes %s are all advertised at %s: a client reaches at most one of them there", text.IDs(f.NodeIDs, 0), f.Endpoint)
-	if f.held > 0 {
-		s += fmt.Sprintf("; clients were refused there for %s", text.Duration(f.held))
+	if f.Held > 0 {
+		s += fmt.Sprintf("; clients were refused there for %s", text.Duration(f.Held))
 		if f.Ongoing {
 			s += ", still at the end of the capture"
 		}
@@ -88,34 +88,34 @@ func (f *Finding) felt() string {
 	if f.Refused > 0 {
 		met = append(met, fmt.Sprintf("%s NOT_LEADER_OR_FOLLOWER from %s (%s): the broker listening there does not lead "+
 			"what clients sent it", text.Plural(f.Refused, "Produce/Fetch partition answer", "Produce/Fetch partition answers"),
-			f.Endpoint, text.Plural(f.parts, "partition", "partitions")))
+			f.Endpoint, text.Plural(f.Parts, "partition", "partitions")))
 	}
 	if f.Rebootstrap > 0 {
 		met = append(met, fmt.Sprintf("%s from %s REBOOTSTRAP_REQUIRED to clients asking for %s (KIP-1242: the broker "+
 			"listening there is not the node the client expected; the client starts over from its bootstrap servers and is "+
 			"sent back there)", text.Plural(f.Rebootstrap, "ApiVersions answer", "ApiVersions answers"), f.Endpoint,
-			text.Word(len(f.rebootNodes), "node", "nodes")+" "+text.IDs(f.rebootNodes, 0)))
+			text.Word(len(f.RebootNodes), "node", "nodes")+" "+text.IDs(f.RebootNodes, 0)))
 	}
 	if f.Attempts > 0 {
 		met = append(met, fmt.Sprintf("%s to %s refused or unanswered", text.Plural(f.Attempts, "connection attempt", "connection attempts"), f.Endpoint))
 	}
 	if len(met) > 0 {
 		fmt.Fprintf(&b, " Clients met it: %s", strings.Join(met, "; "))
-		if f.held > 0 {
-			fmt.Fprintf(&b, "; the longest a partition, a node or the connections went refused was %s", text.Duration(f.held))
+		if f.Held > 0 {
+			fmt.Fprintf(&b, "; the longest a partition, a node or the connections went refused was %s", text.Duration(f.Held))
 			if f.Ongoing {
 				b.WriteString(", still at the end of the capture")
 			}
 		}
 		b.WriteString(".")
 	}
-	if f.partsDropped > 0 {
+	if f.PartsDropped > 0 {
 		fmt.Fprintf(&b, " (%s of partitions beyond the first %d, or nodes beyond the first %d, were not followed.)",
-			text.Plural(f.partsDropped, "refusal", "refusals"), maxParts, maxIDs)
+			text.Plural(f.PartsDropped, "refusal", "refusals"), maxParts, maxIDs)
 	}
-	if f.sev == detectors.Error {
-		fmt.Fprintf(&b, " An error: clients were refused there for %s", text.Duration(f.held))
-		if f.held < detectors.LongAfter {
+	if f.Severity == detectors.Error {
+		fmt.Fprintf(&b, " An error: clients were refused there for %s", text.Duration(f.Held))
+		if f.Held < detectors.LongAfter {
 			b.WriteString(" and still at the end of the capture")
 		}
 		b.WriteString(".")
@@ -136,15 +136,15 @@ func (f *Finding) Explanation() string {
 	fmt.Fprintf(&b, "Clients connect to a node at the address it advertises, so requests for nodes %s all go to whatever "+
 		"listens on %s, which is one process at most: requests for the others reach the wrong broker "+
 		"(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR) or are refused when that one is down. ", ids, f.Endpoint)
-	if len(f.unadvertised) > 0 {
+	if len(f.Unadvertised) > 0 {
 		fmt.Fprintf(&b, "The responses came from %s, an address no node advertises: the brokers listen elsewhere than they advertise.",
-			strings.Join(f.unadvertised, ", "))
+			strings.Join(f.Unadvertised, ", "))
 	}
 	b.WriteString(f.felt())
 	b.WriteString(f.omitted())
-	if f.dropped > 0 {
+	if f.Dropped > 0 {
 		fmt.Fprintf(&b, " (%s listing several nodes at other endpoints were not followed: more than %d such endpoints.)",
-			text.Plural(f.dropped, "response", "responses"), maxIssues)
+			text.Plural(f.Dropped, "response", "responses"), maxIssues)
 	}
 	return b.String()
 }
@@ -169,9 +169,9 @@ type Loopback struct {
 	Clients   []string `json:"clients"` // every remote client told
 	Stuck     []string `json:"stuck"`   // those that did not reach a broker afterwards
 
-	ports []int32
+	Ports []int32
 	Told
-	warning bool
+	Warning bool
 }
 
 func (l *Loopback) nodes() string {
@@ -179,8 +179,8 @@ func (l *Loopback) nodes() string {
 }
 
 func (l *Loopback) portList() string {
-	ports := make([]string, len(l.ports))
-	for i, p := range l.ports {
+	ports := make([]string, len(l.Ports))
+	for i, p := range l.Ports {
 		ports[i] = strconv.Itoa(int(p))
 	}
 	return strings.Join(ports, "/")
@@ -189,7 +189,7 @@ func (l *Loopback) portList() string {
 // Summary implements detectors.Detail.
 func (l *Loopback) Summary() string {
 	eps := strings.Join(l.Endpoints, ", ")
-	if l.warning {
+	if l.Warning {
 		n := len(l.Stuck)
 		return fmt.Sprintf("%s advertised at %s to remote %s %s: %s will connect to %s", l.nodes(), eps,
 			text.Word(n, "client", "clients"), strings.Join(l.Stuck, ", "), text.Word(n, "it", "they"), text.Word(n, "itself", "themselves"))
@@ -208,7 +208,7 @@ func (l *Loopback) Explanation() string {
 	b.WriteString("A loopback address means the client's own host: after bootstrapping, the client connects to itself, " +
 		"gets refused or reaches something else, and never produces or fetches.")
 	switch {
-	case !l.warning:
+	case !l.Warning:
 		fmt.Fprintf(&b, " Each of these clients afterwards opened a connection to port %s carrying Produce, Fetch or group requests, "+
 			"so the address works for them (a port forward, e.g. Docker's -p); clients elsewhere would fail.", l.portList())
 	case len(l.Stuck) < len(l.Clients):
@@ -225,5 +225,5 @@ func (l *Loopback) Next() string {
 	return fmt.Sprintf("Set advertised.listeners of %s to an address the clients can reach (the broker's IP or DNS name); "+
 		"for clients both inside and outside a container or host, use two listeners (e.g. INTERNAL://localhost:%d,EXTERNAL://<host>:<port>) "+
 		"with listener.security.protocol.map. Check with kcat -L -b %s from the client host.",
-		l.nodes(), l.ports[0], text.First(l.Servers, l.Endpoint))
+		l.nodes(), l.Ports[0], text.First(l.Servers, l.Endpoint))
 }

@@ -295,24 +295,24 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	f := &Finding{Problem: "shared-endpoint", Endpoint: is.endpoint, NodeIDs: is.ids.Sorted(), Servers: tally.AddrStrings(is.conns.ServerAddrs()),
-		Clients: is.clientStrings(nil), dropped: r.dropped}
+		Clients: is.clientStrings(nil), Dropped: r.dropped}
 	f.Told = is.told(p)
 	if p.Nodes != nil {
 		for _, s := range is.conns.ServerAddrs() {
 			if len(p.Nodes.ServerIDs(s)) == 0 {
-				f.unadvertised = append(f.unadvertised, s.String())
+				f.Unadvertised = append(f.Unadvertised, s.String())
 			}
 		}
 	}
-	sort.Strings(f.unadvertised)
+	sort.Strings(f.Unadvertised)
 	// A misconfiguration that will bite is a warning; clients refused
 	// there for long make it an error (the policy, detectors.Grade).
 	held, ongoing := is.felt.held(p.End)
-	f.RefusedS, f.Ongoing, f.held = text.Seconds(held), ongoing, held
-	f.Attempts, f.Refused, f.parts, f.partsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
-	f.Rebootstrap, f.rebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
-	f.sev = max(detectors.Warning, detectors.Grade(held, ongoing))
-	fd := is.finding(f.sev, f.NodeIDs, f)
+	f.RefusedS, f.Ongoing, f.Held = text.Seconds(held), ongoing, held
+	f.Attempts, f.Refused, f.Parts, f.PartsDropped = is.felt.attempts, is.felt.refused, len(is.felt.parts), is.felt.dropped
+	f.Rebootstrap, f.RebootNodes = is.felt.rebootstrap, slices.Sorted(maps.Keys(is.felt.nodes))
+	f.Severity = max(detectors.Warning, detectors.Grade(held, ongoing))
+	fd := is.finding(f.Severity, f.NodeIDs, f)
 	fd.Evidence = append(fd.Evidence, is.felt.ev.List()...)
 	detectors.SortEvidence(fd.Evidence)
 	return fd
@@ -338,12 +338,12 @@ func loopbackFinding(p *detectors.Pass, is *issue) detectors.Finding {
 	}
 	f := &Loopback{Problem: "loopback", Endpoint: eps[0], Endpoints: eps, NodeIDs: is.ids.Sorted(), Servers: tally.AddrStrings(is.conns.ServerAddrs()),
 		Clients: is.clientStrings(nil), Stuck: is.clientStrings(func(a netip.Addr) bool { return !reached[a] }),
-		ports: is.ports, Told: is.told(p)}
+		Ports: is.ports, Told: is.told(p)}
 	sev := detectors.Warning
 	if len(f.Stuck) == 0 && !is.moreClients {
 		sev = detectors.Info
 	}
-	f.warning = sev == detectors.Warning
+	f.Warning = sev == detectors.Warning
 	return is.finding(sev, f.NodeIDs, f)
 }
 

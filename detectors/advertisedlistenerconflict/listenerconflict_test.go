@@ -49,9 +49,11 @@ func TestListenerConflict(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"responses": 3},
-				Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "10.0.0.2:9092", "node_ids": []int32{1, 2},
-					"servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}, "refused_s": 0.0, "ongoing": false},
+				Detail: &advertisedlistenerconflict.Finding{
+					Problem: "shared-endpoint", Endpoint: "10.0.0.2:9092", NodeIDs: []int32{1, 2},
+					Servers: []string{"10.0.0.2:9092"}, Clients: []string{"10.0.0.1"}, RefusedS: 0.0,
+					Ongoing: false, Told: advertisedlistenerconflict.Told{Responses: 3},
+				}, Exact: []string{"RefusedS", "Ongoing"},
 				Summary:  []string{"nodes 1, 2 are all advertised at 10.0.0.2:9092: a client reaches at most one of them there"},
 				Evidence: []uint64{2, 6},
 			}},
@@ -61,21 +63,23 @@ func TestListenerConflict(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "127.0.0.1", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}, "endpoint": "127.0.0.1:9092"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{
+				NodeIDs: []int32{1, 2}, Endpoint: "127.0.0.1:9092",
+			}}},
 		},
 		{
 			name: "::1 and localhost at one port are one listener",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("127.0.0.1:40000", "127.0.0.1:9092"), 0, b(1, "localhost", 9092), b(2, "::1", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{NodeIDs: []int32{1, 2}}}},
 		},
 		{
 			name: "host names compare case-insensitively",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "kafka-0.example", 9092), b(2, "KAFKA-0.example", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"node_ids": []int32{1, 2}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{NodeIDs: []int32{1, 2}}}},
 		},
 		{
 			name: "DescribeCluster with two ids at one endpoint",
@@ -83,7 +87,9 @@ func TestListenerConflict(t *testing.T) {
 				req, resp := dt.DescribeCluster(dt.ClusterBroker(7, "kafka.internal", 9092), dt.ClusterBroker(8, "kafka.internal", 9092))
 				h.Call(h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), dt.At(0), time.Millisecond, "admin", req, resp)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "kafka.internal:9092", "node_ids": []int32{7, 8}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{
+				Endpoint: "kafka.internal:9092", NodeIDs: []int32{7, 8},
+			},
 				Summary: []string{"nodes 7, 8 are all advertised at kafka.internal:9092"}}},
 		},
 		{
@@ -116,9 +122,11 @@ func TestListenerConflict(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"responses": 2},
-				Fields: map[string]any{"problem": "loopback", "endpoint": "localhost:9092", "endpoints": []string{"localhost:9092"},
-					"node_ids": []int32{1}, "servers": []string{"10.0.0.2:9092"}, "clients": []string{"10.0.0.1"}, "stuck": []string{"10.0.0.1"}},
+				Detail: &advertisedlistenerconflict.Loopback{
+					Problem: "loopback", Endpoint: "localhost:9092", Endpoints: []string{"localhost:9092"},
+					NodeIDs: []int32{1}, Servers: []string{"10.0.0.2:9092"}, Clients: []string{"10.0.0.1"},
+					Stuck: []string{"10.0.0.1"}, Told: advertisedlistenerconflict.Told{Responses: 2},
+				},
 				Summary:  []string{"node 1 advertised at localhost:9092 to remote client 10.0.0.1: it will connect to itself"},
 				Evidence: []uint64{2, 4},
 			}},
@@ -128,23 +136,28 @@ func TestListenerConflict(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(0, "localhost", 9092), b(1, "localhost", 9093), b(2, "localhost", 9094))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "localhost:9092",
-				"endpoints": []string{"localhost:9092", "localhost:9093", "localhost:9094"}, "node_ids": []int32{0, 1, 2}, "stuck": []string{"10.0.0.1"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{
+				Endpoint:  "localhost:9092",
+				Endpoints: []string{"localhost:9092", "localhost:9093", "localhost:9094"},
+				NodeIDs:   []int32{0, 1, 2}, Stuck: []string{"10.0.0.1"},
+			}}},
 		},
 		{
 			name: "127.0.1.1 told to a remote client",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "127.0.1.1", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "127.0.1.1:9092"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{Endpoint: "127.0.1.1:9092"}}},
 		},
 		{
 			name: "0.0.0.0, [::1] and localhost.localdomain told to remote clients",
 			traffic: func(h *dt.Harness) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "0.0.0.0", 9092), b(2, "::1", 9093), b(3, "localhost.localdomain", 9094))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{
-				"endpoints": []string{"0.0.0.0:9092", "[::1]:9093", "localhost.localdomain:9094"}, "node_ids": []int32{1, 2, 3}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{
+				Endpoints: []string{"0.0.0.0:9092", "[::1]:9093", "localhost.localdomain:9094"},
+				NodeIDs:   []int32{1, 2, 3},
+			}}},
 		},
 		{
 			name: "near miss: localhost told to a local client",
@@ -170,7 +183,9 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
 				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9092"), 1.1)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"clients": []string{"172.17.0.1"}, "stuck": []string{}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &advertisedlistenerconflict.Loopback{
+				Clients: []string{"172.17.0.1"}, Stuck: []string{},
+			}, Exact: []string{"Stuck"},
 				Summary: []string{"node 1 advertised at localhost:9092 to remote client 172.17.0.1, which reached the brokers anyway (port forwarding)"}}},
 		},
 		{
@@ -180,7 +195,7 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 1, b(1, "localhost", 9092))
 				produce(h, q, 2)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"stuck": []string{"172.17.0.1"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{Stuck: []string{"172.17.0.1"}}}},
 		},
 		{
 			name: "near miss: the client then produces to another port",
@@ -188,7 +203,7 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("172.17.0.1:40000", "172.17.0.2:9092"), 0, b(1, "localhost", 9092))
 				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9093"), 1.1)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"stuck": []string{"172.17.0.1"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{Stuck: []string{"172.17.0.1"}}}},
 		},
 		{
 			name: "a remote client that only refreshes metadata is stuck",
@@ -196,7 +211,9 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092))
 				advertise(h, h.Conn("10.0.0.1:40001", "10.0.0.2:9092"), 1.1, b(1, "localhost", 9092))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 2}, Fields: map[string]any{"stuck": []string{"10.0.0.1"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{
+				Stuck: []string{"10.0.0.1"}, Told: advertisedlistenerconflict.Told{Responses: 2},
+			}}},
 		},
 		{
 			name: "two clients told, one reached a broker",
@@ -205,7 +222,9 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("10.0.0.1:40000", "172.17.0.2:9092"), 0.5, b(1, "localhost", 9092))
 				produce(h, h.Conn("172.17.0.1:40001", "172.17.0.2:9092"), 1.1)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"clients": []string{"10.0.0.1", "172.17.0.1"}, "stuck": []string{"10.0.0.1"}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{
+				Clients: []string{"10.0.0.1", "172.17.0.1"}, Stuck: []string{"10.0.0.1"},
+			},
 				Summary: []string{"to remote client 10.0.0.1: it will connect to itself"}}},
 		},
 		{
@@ -214,8 +233,12 @@ func TestListenerConflict(t *testing.T) {
 				advertise(h, h.Conn("10.0.0.1:40000", "10.0.0.2:9092"), 0, b(1, "localhost", 9092), b(2, "localhost", 9092))
 			},
 			want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"problem": "shared-endpoint", "endpoint": "localhost:9092"}},
-				{Severity: detectors.Warning, Fields: map[string]any{"problem": "loopback", "node_ids": []int32{1, 2}}},
+				{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{
+					Problem: "shared-endpoint", Endpoint: "localhost:9092",
+				}},
+				{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Loopback{
+					Problem: "loopback", NodeIDs: []int32{1, 2},
+				}},
 			},
 		},
 	} {
@@ -361,10 +384,14 @@ func shared(refused, end int, never bool) func(h *dt.Harness) {
 // after 10 s at the end of the capture, make it an error.
 func TestListenerConflictFelt(t *testing.T) {
 	warning := func(secs float64, ongoing bool) []dt.Want {
-		return []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"refused_s": secs, "ongoing": ongoing}}}
+		return []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{
+			RefusedS: secs, Ongoing: ongoing,
+		}, Exact: []string{"RefusedS", "Ongoing"}}}
 	}
 	errorAfter := func(secs float64, ongoing bool) []dt.Want {
-		return []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"refused_s": secs, "ongoing": ongoing}}}
+		return []dt.Want{{Severity: detectors.Error, Detail: &advertisedlistenerconflict.Finding{
+			RefusedS: secs, Ongoing: ongoing,
+		}, Exact: []string{"RefusedS", "Ongoing"}}}
 	}
 	refusedSYNs := func(n int, opened bool) func(h *dt.Harness) {
 		return func(h *dt.Harness) {
@@ -403,8 +430,9 @@ func TestListenerConflictFelt(t *testing.T) {
 		{
 			Name:    "KIP-1242 clients refused REBOOTSTRAP_REQUIRED for node 1 to the end after 11 s: an error",
 			Traffic: rebootstrap(12, false),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebootstrap_answers": 12, "refused_answers": 0},
-				Fields:   map[string]any{"refused_s": 11.1, "ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &advertisedlistenerconflict.Finding{
+				Rebootstrap: 12, Refused: 0, RefusedS: 11.1, Ongoing: true,
+			}, Exact: []string{"Refused"},
 				Evidence: []uint64{4}}},
 			Explanation: []string{"12 ApiVersions answers from 10.0.0.2:9092 REBOOTSTRAP_REQUIRED to clients asking for node 1 (KIP-1242"},
 		},
@@ -423,8 +451,9 @@ func TestListenerConflictFelt(t *testing.T) {
 		{
 			Name:    "connections to the shared endpoint refused to the end after 12 s: an error",
 			Traffic: refusedSYNs(12, false),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"refused_attempts": 12, "refused_answers": 0},
-				Fields:   map[string]any{"endpoint": "localhost:9492", "refused_s": 13.002, "ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &advertisedlistenerconflict.Finding{
+				Attempts: 12, Refused: 0, Endpoint: "localhost:9492", RefusedS: 13.002, Ongoing: true,
+			}, Exact: []string{"Refused"},
 				Summary:  []string{"clients were refused there for 13.0 s, still at the end of the capture"},
 				Evidence: []uint64{101, 112}}},
 			Explanation: []string{"Clients met it: 12 connection attempts to localhost:9492 refused or unanswered",
@@ -446,7 +475,7 @@ func TestListenerConflictFelt(t *testing.T) {
 						dt.ProducedTo(9, "orders", 6, -1, 0, "", 0, 0))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refused_answers": 0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &advertisedlistenerconflict.Finding{Refused: 0}, Exact: []string{"Refused"}}},
 		},
 		{
 			Name: "a partition refused at the endpoint is healed by a write elsewhere",

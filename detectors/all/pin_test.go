@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
@@ -17,13 +19,13 @@ import (
 // record (flows.Conn, 768 bytes) alive beyond the few their findings name.
 // flows bounds the records it holds (MaxConns) and drops the rest; a rule
 // keeping a record by pointer would keep it for the whole run. Here 20,000
-// consumer and producer connections open, each carrying a Fetch and a
-// Produce, and never close (as connections reaped by the idle timeout do
+// consumer and producer connections open, each carrying a SASL handshake,
+// a Fetch and a Produce, and never close (as connections reaped by the idle timeout do
 // not), then are dropped by their owner; after a collection at most
 // maxPinned of them (a few times the first 256 a finding names) may
 // still be reachable from the Set. Before the
 // rules kept their per-connection state by value (tally.ConnKey),
-// reconnect-storm and unanswered-requests held all 20,000.
+// reconnect-storm, unanswered-requests and sasl-failure held all 20,000.
 func TestRulesPinNoConnectionRecords(t *testing.T) {
 	const n, maxPinned = 20000, 4 * tally.DefaultMaxConns
 	set, err := detectors.NewSet(Analyzers(), nil)
@@ -33,13 +35,21 @@ func TestRulesPinNoConnectionRecords(t *testing.T) {
 	var opened, freed atomic.Int64
 	server := netip.MustParseAddrPort("10.1.0.10:9092")
 	for i := 1; i <= n; i++ {
-		c := flows.MakeConn(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), 40000), server)
+		c := flows.MakeConn(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, 0, 1}), uint16(20000+i)), server) // one client host
 		c.ID, c.Handshake, c.Packets = i, true, [2]int64{2, 2}
 		opened.Add(1)
 		runtime.SetFinalizer(c, func(*flows.Conn) { freed.Add(1) })
 		at := detectortest.At(time.Duration(i) * time.Millisecond)
 		set.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Packet: uint64(4 * i), Time: at})
-		q := flows.MakeRequest(c, at, 1, "consumer", detectortest.Fetch(500))
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, "PLAIN"
+		hsr := kmsg.NewPtrSASLHandshakeResponse()
+		hsr.Version, hsr.SupportedMechanisms = 1, []string{"PLAIN"}
+		q := flows.MakeRequest(c, at, 3, "consumer", hs)
+		q.Packet = uint64(4*i + 3)
+		set.OnRequest(q)
+		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at, hsr)})
+		q = flows.MakeRequest(c, at, 1, "consumer", detectortest.Fetch(500))
 		q.Packet = uint64(4*i + 1)
 		set.OnRequest(q)
 		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), detectortest.Fetched(0, 0))})

@@ -66,7 +66,7 @@ func New(p Params) detectors.Rule {
 	if p.Near <= 0 || p.Near > 1 {
 		p.Near = 0.5
 	}
-	return &rule{p: p, near: time.Duration(float64(p.SessionTimeout) * p.Near), brokers: map[int32]*broker{}}
+	return &rule{p: p, near: time.Duration(float64(p.SessionTimeout) * p.Near), brokers: map[int32]*Broker{}}
 }
 
 // maxBrokers bounds the broker ids followed.
@@ -75,30 +75,30 @@ const maxBrokers = 4096
 type rule struct {
 	p       Params
 	near    time.Duration
-	brokers map[int32]*broker
+	brokers map[int32]*Broker
 	dropped int64
 }
 
-// point is a heartbeat exchange's place and what it showed; its
+// Point is a heartbeat exchange's place and what it showed; its
 // evidence's words are written when it is reported.
-type point struct {
-	ev         detectors.Evidence
-	at         time.Time
-	d          time.Duration // the round trip or gap it shows
+type Point struct {
+	Evidence   detectors.Evidence
+	At         time.Time
+	Wait       time.Duration // the round trip or gap it shows
 	prev       uint64        // a gap's previous heartbeat's packet
 	unanswered bool          // a round trip still waiting at the end
-	answer     answer
+	Answer     Answer
 }
 
-// answer is a heartbeat's answer and what it asked.
-type answer struct {
-	caughtUp, fenced, shutdown, wantFence, wantShutdown bool
+// Answer is a heartbeat's answer and what it asked.
+type Answer struct {
+	CaughtUp, fenced, shutdown, wantFence, wantShutdown bool
 }
 
-func (p point) set() bool { return p.ev.Packet != 0 }
+func (p Point) set() bool { return p.Evidence.Packet != 0 }
 
-// broker is what one broker id's heartbeats show.
-type broker struct {
+// Broker is what one broker id's heartbeats show.
+type Broker struct {
 	id                  int32
 	heartbeats, fenced  int64
 	unfencedSeen        bool
@@ -106,37 +106,37 @@ type broker struct {
 	lastPacket          uint64
 	lastConn            *flows.ConnInfo
 	lastGaps            int
-	slowest, widest     point // longest round trip, longest gap
-	slow, gaps, timeout int64 // round trips and gaps approaching the timeout, heartbeats timed out
+	Slowest, Widest     Point // longest round trip, longest gap
+	Slow, Gaps, Timeout int64 // round trips and gaps approaching the timeout, heartbeats timed out
 	// firstSlow and lastSlow are when the first and the last of those
 	// heartbeats were sent.
 	firstSlow, lastSlow time.Time
 	codes               tally.Codes
 	// cur is the fenced-while-alive episode under way; longest the
 	// longest; episodes counts them.
-	cur, longest episode
+	cur, longest Episode
 	episodes     int
-	startup      episode // fenced since the capture began, not asked
-	shutdown     point   // shouldShutDown not asked for
-	shutdowns    int64
+	Startup      Episode // fenced since the capture began, not asked
+	shutdown     Point   // shouldShutDown not asked for
+	Shutdowns    int64
 	conns        tally.Conns
 	clientIDs    map[string]bool
 	first, last  time.Time
 }
 
-// episode is a stretch of fenced responses: the first, the last, and the
+// Episode is a stretch of fenced responses: the first, the last, and the
 // unfenced response that ended it.
-type episode struct {
-	first, last, end point
-	n                int64
+type Episode struct {
+	First, Last, End Point
+	N                int64
 }
 
-func (e *episode) open() bool { return e.n > 0 && !e.end.set() }
-func (e *episode) length() time.Duration {
-	if e.end.set() {
-		return e.end.at.Sub(e.first.at)
+func (e *Episode) open() bool { return e.N > 0 && !e.End.set() }
+func (e *Episode) length() time.Duration {
+	if e.End.set() {
+		return e.End.At.Sub(e.First.At)
 	}
-	return e.last.at.Sub(e.first.at)
+	return e.Last.At.Sub(e.First.At)
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -154,7 +154,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			r.dropped++
 			return
 		}
-		b = &broker{id: q.BrokerID, clientIDs: map[string]bool{}}
+		b = &Broker{id: q.BrokerID, clientIDs: map[string]bool{}}
 		r.brokers[q.BrokerID] = b
 	}
 	b.heartbeats++
@@ -172,11 +172,11 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if !b.lastReq.IsZero() && !lost {
 		if gap := x.Req.Time.Sub(b.lastReq); gap > 0 {
 			if gap >= r.near {
-				b.gaps++
+				b.Gaps++
 				b.sawSlow(x.Req.Time)
 			}
-			if gap > b.widest.d {
-				b.widest = point{ev: detectors.EvidenceAt(x.Req, ""), at: x.Req.Time, d: gap, prev: b.lastPacket}
+			if gap > b.Widest.Wait {
+				b.Widest = Point{Evidence: detectors.EvidenceAt(x.Req, ""), At: x.Req.Time, Wait: gap, prev: b.lastPacket}
 			}
 		}
 	}
@@ -198,15 +198,15 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if resp.ErrorCode != 0 {
 		b.codes.Add(resp.ErrorCode)
 		if resp.ErrorCode == cluster.RequestTimedOut { // the controller gave up on it
-			b.timeout++
+			b.Timeout++
 			b.sawSlow(x.Req.Time)
 		}
 		return
 	}
-	at := point{ev: detectors.EvidenceAt(x.Resp, ""), at: x.Resp.Time, answer: answer{caughtUp: resp.IsCaughtUp,
+	at := Point{Evidence: detectors.EvidenceAt(x.Resp, ""), At: x.Resp.Time, Answer: Answer{CaughtUp: resp.IsCaughtUp,
 		fenced: resp.IsFenced, shutdown: resp.ShouldShutdown, wantFence: q.WantFence, wantShutdown: q.WantShutdown}}
 	if resp.ShouldShutdown && !q.WantShutdown {
-		b.shutdowns++
+		b.Shutdowns++
 		if !b.shutdown.set() {
 			b.shutdown = at
 		}
@@ -214,11 +214,11 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	switch {
 	case !resp.IsFenced:
 		if b.cur.open() {
-			b.cur.end = at
+			b.cur.End = at
 			r.keep(b)
 		}
-		if b.startup.n > 0 && !b.startup.end.set() {
-			b.startup.end = at
+		if b.Startup.N > 0 && !b.Startup.End.set() {
+			b.Startup.End = at
 		}
 		b.unfencedSeen = true
 	case q.WantFence:
@@ -226,93 +226,93 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	case b.unfencedSeen:
 		b.fenced++
 		if !b.cur.open() {
-			b.cur = episode{first: at}
+			b.cur = Episode{First: at}
 			b.episodes++
 		}
-		b.cur.last = at
-		b.cur.n++
+		b.cur.Last = at
+		b.cur.N++
 	default:
-		if b.startup.n == 0 {
-			b.startup.first = at
+		if b.Startup.N == 0 {
+			b.Startup.First = at
 		}
-		b.startup.last = at
-		b.startup.n++
+		b.Startup.Last = at
+		b.Startup.N++
 	}
 }
 
-func (b *broker) sawSlow(t time.Time) {
+func (b *Broker) sawSlow(t time.Time) {
 	if b.firstSlow.IsZero() {
 		b.firstSlow = t
 	}
 	b.lastSlow = t
 }
 
-func (r *rule) roundTrip(b *broker, x *detectors.Exchange, d time.Duration, unanswered bool) {
+func (r *rule) roundTrip(b *Broker, x *detectors.Exchange, d time.Duration, unanswered bool) {
 	if d >= r.near {
-		b.slow++
+		b.Slow++
 		b.sawSlow(x.Req.Time)
 	}
-	if d <= b.slowest.d {
+	if d <= b.Slowest.Wait {
 		return
 	}
 	m := x.Resp
 	if unanswered {
 		m = x.Req
 	}
-	b.slowest = point{ev: detectors.EvidenceAt(m, ""), at: x.Req.Time, d: d, unanswered: unanswered}
+	b.Slowest = Point{Evidence: detectors.EvidenceAt(m, ""), At: x.Req.Time, Wait: d, unanswered: unanswered}
 }
 
 // keep keeps the fenced episode under way as the longest, if it is.
-func (r *rule) keep(b *broker) {
-	if b.longest.n == 0 || b.cur.length() > b.longest.length() {
+func (r *rule) keep(b *Broker) {
+	if b.longest.N == 0 || b.cur.length() > b.longest.length() {
 		b.longest = b.cur
 	}
 }
 
-// verdict is what a broker's heartbeats add up to.
-type verdict struct {
-	b       *broker
-	fenced  episode // the longest fenced-while-alive episode, the one under way counted
+// Verdict is what a broker's heartbeats add up to.
+type Verdict struct {
+	Broker  *Broker
+	Fenced  Episode // the longest fenced-while-alive episode, the one under way counted
 	ongoing bool
-	startup bool // kept fenced since the capture began for a session timeout
-	slow    bool
+	Startup bool // kept fenced since the capture began for a session timeout
+	Slow    bool
 	// expired: two heartbeats a session timeout or more apart (the
 	// controller heard none in between): it fenced the broker though
 	// no answer says so (Apache Kafka 4.1.1 unfences a caught-up broker
 	// at its first heartbeat after, so the answers never show isFenced:
 	// fixtures/pcaps/kafka/kraft-fenced-while-alive)
-	expired bool
+	Expired bool
 	// silent: the gap is the broker's own: it sent no heartbeat, none of
 	// its heartbeats waited long (Apache Kafka 4.1.1 with its controller
 	// quorum down sends none: fixtures/pcaps/kafka/kraft-election-stall)
-	silent   bool
+	Silent   bool
 	severity detectors.Severity
 }
 
-func (r *rule) judge(b *broker) (verdict, bool) {
-	v := verdict{b: b, fenced: b.longest}
-	if b.cur.open() && (v.fenced.n == 0 || b.cur.length() >= v.fenced.length()) {
-		v.fenced, v.ongoing = b.cur, true
+func (r *rule) judge(b *Broker) (Verdict, bool) {
+	v := Verdict{Broker: b, Fenced: b.longest}
+	if b.cur.open() && (v.Fenced.N == 0 || b.cur.length() >= v.Fenced.length()) {
+		v.Fenced, v.ongoing = b.cur, true
 	}
-	v.startup = b.startup.n > 0 && b.startup.length() >= r.p.SessionTimeout
-	v.slow = b.slowest.d >= r.near || b.widest.d >= r.near || b.timeout > 0
-	v.expired = b.widest.d >= r.p.SessionTimeout
-	v.silent = v.expired && b.slowest.d < r.near
+	v.Startup = b.Startup.N > 0 && b.Startup.length() >= r.p.SessionTimeout
+	v.Slow = b.Slowest.Wait >= r.near || b.Widest.Wait >= r.near || b.Timeout > 0
+	v.Expired = b.Widest.Wait >= r.p.SessionTimeout
+	v.Silent = v.Expired && b.Slowest.Wait < r.near
 	switch {
-	case v.fenced.n > 0:
-		v.severity = max(detectors.Warning, detectors.Grade(v.fenced.length(), v.ongoing))
-	case v.expired:
-		v.severity = max(detectors.Warning, detectors.Grade(b.widest.d, false))
-	case v.slow:
+	case v.Fenced.N > 0:
+		v.severity = max(detectors.Warning, detectors.Grade(v.Fenced.length(), v.ongoing))
+	case v.Expired:
+		v.severity = max(detectors.Warning, detectors.Grade(b.Widest.Wait, false))
+	case v.Slow:
 		v.severity = detectors.Warning
-	case v.startup:
+	case v.Startup:
 		v.severity = detectors.Info
 	default:
-		if b.shutdowns == 0 {
+		if b.Shutdowns == 0 {
 			return v, false
 		}
 	}
-	if b.shutdowns > 0 {
+	if b.Shutdowns > 0 {
 		v.severity = detectors.Error
 	}
 	return v, true

@@ -130,9 +130,11 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"heartbeats": 13, "fenced_responses": 5, "unasked_shutdowns": 0},
-				Fields: map[string]any{"broker": int32(2), "fenced_s": 10.005, "still_fenced": false, "fenced_episodes": 1,
-					"controllers": []string{controller}, "clients": []string{"10.9.0.2"}, "known_issue": "KAFKA-15019"},
+				Detail: &brokerfencedwhilealive.Finding{
+					Heartbeats: 13, FencedResponses: 5, UnaskedShutdowns: 0, Broker: int32(2),
+					FencedSeconds: 10.005, StillFenced: false, FencedEpisodes: 1,
+					Controllers: []string{controller}, Clients: []string{"10.9.0.2"}, KnownIssue: "KAFKA-15019",
+				}, Exact: []string{"UnaskedShutdowns", "StillFenced"},
 				Summary:  []string{"broker 2 fenced by the controller while alive: 5 heartbeats answered with isFenced over 10.0 s while it kept heartbeating, then unfenced"},
 				Evidence: []uint64{12, 20, 22},
 			}},
@@ -140,22 +142,26 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 		{
 			Name:    "near miss: fenced 29.9 s, then unfenced, stays a warning",
 			Traffic: fencedThenUnfenced(14, 1900*time.Millisecond),
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"fenced_s": 29.913}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{FencedSeconds: 29.913}}},
 		},
 		{
 			Name:    "near miss the other way: fenced 30 s, then unfenced: error",
 			Traffic: fencedThenUnfenced(14, 1989*time.Millisecond),
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"fenced_s": 30.002}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &brokerfencedwhilealive.Finding{FencedSeconds: 30.002}}},
 		},
 		{
 			Name:    "still fenced at the end after 8 s: warning",
 			Traffic: fencedThenUnfenced(5, -1),
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"still_fenced": true, "fenced_s": 8.004}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				StillFenced: true, FencedSeconds: 8.004,
+			}}},
 		},
 		{
 			Name:    "still fenced at the end after 10 s: error",
 			Traffic: fencedThenUnfenced(6, -1),
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"still_fenced": true, "fenced_s": 10.005}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &brokerfencedwhilealive.Finding{
+				StillFenced: true, FencedSeconds: 10.005,
+			}}},
 		},
 		{
 			Name: "told to shut down without asking: error",
@@ -164,7 +170,7 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				n.ok(3)
 				n.beat(time.Millisecond, false, false, false, true, 0)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"unasked_shutdowns": 1},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &brokerfencedwhilealive.Finding{UnaskedShutdowns: 1},
 				Summary: []string{"broker 3 told to shut down by the controller (shouldShutDown) without asking"}}},
 		},
 		{
@@ -174,8 +180,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 		{
 			Name:    "near miss the other way: a gap of 4.5 s",
 			Traffic: paused(2499 * time.Millisecond),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"long_gaps": 1, "slow_round_trips": 0},
-				Fields:  map[string]any{"max_gap_ms": 4500.0},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				LongGaps: 1, SlowRoundTrips: 0, MaxGapMs: 4500.0,
+			}, Exact: []string{"SlowRoundTrips"},
 				Summary: []string{"broker 4's heartbeats come close to the session timeout: round trips up to 1 ms, gaps up to 4.5 s (session timeout 9.0 s)"}}},
 		},
 		{
@@ -235,8 +242,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				}
 				n.ok(2)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow_round_trips": 3, "long_gaps": 3},
-				Fields: map[string]any{"max_round_trip_ms": 5000.0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				SlowRoundTrips: 3, LongGaps: 3, MaxRoundTripMs: 5000.0,
+			}}},
 		},
 		{
 			Name: "near miss: the last heartbeat unanswered 4.4 s at the end",
@@ -261,7 +269,7 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				o.ok(1)
 				n.giveUp()
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow_round_trips": 1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{SlowRoundTrips: 1}}},
 		},
 		{
 			Name: "heartbeats the controller timed out: warning",
@@ -271,8 +279,9 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				n.beat(time.Millisecond, false, false, false, false, 7)
 				n.ok(3)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"timed_out": 1},
-				Fields: map[string]any{"errors": []string{"REQUEST_TIMED_OUT x1"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &brokerfencedwhilealive.Finding{
+				TimedOut: 1, Errors: []string{"REQUEST_TIMED_OUT x1"},
+			}}},
 		},
 		{
 			Name: "kept fenced since the capture began for 8 s: quiet",
@@ -289,7 +298,7 @@ func TestBrokerFencedWhileAlive(t *testing.T) {
 				n.fenced(5)
 				n.ok(2)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"startup_fenced_s": 10.005}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &brokerfencedwhilealive.Finding{StartupFencedSeconds: 10.005}}},
 		},
 		{
 			Name:     "session-timeout 18 s: a gap of 4.5 s is quiet",

@@ -34,16 +34,15 @@ type Finding struct {
 	UnableS float64 `json:"unable_s"`
 	Ongoing bool    `json:"ongoing"`
 
-	srv                                 netip.AddrPort
-	ids                                 []int32
-	attempts, refused, unanswered, syns int64
-	first, last                         time.Time
-	moreClients                         bool
-	seen, after                         int // Kafka connections to it, those opened after the last failure
-	why                                 int // why it is info, 0 if graded
-	deadListener                        bool
-	held, recovery                      time.Duration
-	minAttempts                         int
+	Server         netip.AddrPort
+	IDs            []int32
+	First, Last    time.Time
+	MoreClients    bool
+	Seen, After    int // Kafka connections to it, those opened after the last failure
+	Why            int // why it is info, 0 if graded
+	DeadListener   bool
+	Held, Recovery time.Duration
+	MinAttempts    int
 
 	// The counts: connection attempts, those refused (RST), those whose
 	// SYNs went unanswered, and the SYNs sent.
@@ -63,15 +62,15 @@ const (
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s to %s from %s %s", text.Plural(f.attempts, "connection attempt", "connection attempts"),
+	fmt.Fprintf(&b, "%s to %s from %s %s", text.Plural(f.Attempts, "connection attempt", "connection attempts"),
 		f.Endpoint, f.clientText(), f.how())
-	if f.attempts > 1 {
-		fmt.Fprintf(&b, " over %s", text.Duration(f.last.Sub(f.first)))
+	if f.Attempts > 1 {
+		fmt.Fprintf(&b, " over %s", text.Duration(f.Last.Sub(f.First)))
 	}
 	if f.Advertised {
 		fmt.Fprintf(&b, "; Metadata advertises it (%s) for %s", strings.Join(f.AdvertisedAs, ", "), f.nodes())
 	}
-	if f.deadListener {
+	if f.DeadListener {
 		fmt.Fprintf(&b, "; its host serves Kafka at %s and this port never accepted a connection: a dead bootstrap server or listener",
 			text.List(f.SameHost, 3))
 	}
@@ -87,19 +86,19 @@ func (f *Finding) Summary() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s to %s UTC, %s (%s with retransmissions) from %s to %s %s. ",
-		text.Stamp(f.first), text.Stamp(f.last), text.Plural(f.attempts, "connection attempt", "connection attempts"),
-		text.Plural(f.syns, "SYN", "SYNs"), f.clientText(), f.Endpoint, f.how())
-	if f.refused > 0 {
-		fmt.Fprintf(&b, "A RST in answer to a SYN means the host is up but nothing listens on port %d (or a firewall rejects). ", f.srv.Port())
+		text.Stamp(f.First), text.Stamp(f.Last), text.Plural(f.Attempts, "connection attempt", "connection attempts"),
+		text.Plural(f.SYNs, "SYN", "SYNs"), f.clientText(), f.Endpoint, f.how())
+	if f.Refused > 0 {
+		fmt.Fprintf(&b, "A RST in answer to a SYN means the host is up but nothing listens on port %d (or a firewall rejects). ", f.Server.Port())
 	}
-	if f.unanswered > 0 {
+	if f.Unanswered > 0 {
 		b.WriteString("An unanswered SYN means the host is down or unreachable, or a firewall drops the packets. ")
 	}
 	switch {
 	case f.Advertised:
 		fmt.Fprintf(&b, "Metadata advertises this endpoint (as %s) for %s, so clients are sent there and fail. ",
 			strings.Join(f.AdvertisedAs, ", "), f.nodes())
-	case f.deadListener:
+	case f.DeadListener:
 		fmt.Fprintf(&b, "Its host serves Kafka in this capture (%s), and this port never accepted a connection in it: "+
 			"a client given it as a bootstrap server, or a listener that is not up (a wrong port in bootstrap.servers, "+
 			"a listener missing from listeners=). ", text.List(f.SameHost, 3))
@@ -108,14 +107,14 @@ func (f *Finding) Explanation() string {
 	}
 	switch {
 	case f.Recovered:
-		fmt.Fprintf(&b, "%s to it opened after the last failure.", text.Plural(f.after, "connection", "connections"))
-	case f.seen > 0:
-		fmt.Fprintf(&b, "The capture holds %d Kafka %s to it, none opened after the last failure.", f.seen,
-			text.Word(f.seen, "connection", "connections"))
+		fmt.Fprintf(&b, "%s to it opened after the last failure.", text.Plural(f.After, "connection", "connections"))
+	case f.Seen > 0:
+		fmt.Fprintf(&b, "The capture holds %d Kafka %s to it, none opened after the last failure.", f.Seen,
+			text.Word(f.Seen, "connection", "connections"))
 	default:
 		b.WriteString("No Kafka connection to it is in the capture.")
 	}
-	switch f.why {
+	switch f.Why {
 	case notKafka:
 		b.WriteString(" Info only: the endpoint is not known as Kafka (not advertised, no Kafka connection to it, not a " +
 			"default Kafka port")
@@ -126,17 +125,17 @@ func (f *Finding) Explanation() string {
 		}
 		b.WriteString("): a port scan or a health check, not a Kafka client.")
 	case fewAttempts:
-		fmt.Fprintf(&b, " Info only: fewer than %d attempts failed, for less than %s.", f.minAttempts,
+		fmt.Fprintf(&b, " Info only: fewer than %d attempts failed, for less than %s.", f.MinAttempts,
 			text.Duration(detectors.FeltAfter))
 	case restart:
-		if f.attempts == 1 {
+		if f.Attempts == 1 {
 			b.WriteString(" Info only: one attempt failed, and then a connection to it opened.")
 			break
 		}
 		fmt.Fprintf(&b, " Info only: the failures lasted %s, under %s, and then a connection to it opened (a restart).",
-			text.Duration(f.held), text.Duration(f.recovery))
+			text.Duration(f.Held), text.Duration(f.Recovery))
 	default:
-		fmt.Fprintf(&b, " Clients were unable to connect for %s (first to last failure)", text.Duration(f.held))
+		fmt.Fprintf(&b, " Clients were unable to connect for %s (first to last failure)", text.Duration(f.Held))
 		if f.Recovered {
 			b.WriteString(".")
 		} else {
@@ -149,18 +148,18 @@ func (f *Finding) Explanation() string {
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
 	next := fmt.Sprintf("On the host of %s: ss -ltnp 'sport = :%d' (does anything listen?), the broker process and its log",
-		f.Endpoint, f.srv.Port())
+		f.Endpoint, f.Server.Port())
 	if f.Advertised {
 		next += fmt.Sprintf(" for %s; compare listeners= and advertised.listeners= of %s with this address",
-			f.nodes(), text.Word(len(f.ids), "that node", "those nodes"))
+			f.nodes(), text.Word(len(f.IDs), "that node", "those nodes"))
 	}
-	next += fmt.Sprintf(". From a client host: nc -vz %s %d.", f.srv.Addr(), f.srv.Port())
-	if f.unanswered > 0 {
+	next += fmt.Sprintf(". From a client host: nc -vz %s %d.", f.Server.Addr(), f.Server.Port())
+	if f.Unanswered > 0 {
 		next += " For unanswered SYNs: is the host up, firewall / security group rules, routes."
 	}
 	if !f.Advertised && f.KafkaEndpoint {
 		next += " Check the clients' bootstrap.servers"
-		if f.deadListener {
+		if f.DeadListener {
 			next += fmt.Sprintf(" (the port Kafka listens on at that host is %s) and the brokers' listeners=", text.List(f.SameHost, 3))
 		}
 		next += "."
@@ -171,17 +170,17 @@ func (f *Finding) Next() string {
 // how says how the attempts failed.
 func (f *Finding) how() string {
 	switch {
-	case f.refused == 0:
+	case f.Refused == 0:
 		return "never answered (SYNs unanswered)"
-	case f.unanswered > 0:
-		return fmt.Sprintf("failed (%d refused by RST, %s unanswered)", f.refused, text.Plural(f.unanswered, "SYN", "SYNs"))
+	case f.Unanswered > 0:
+		return fmt.Sprintf("failed (%d refused by RST, %s unanswered)", f.Refused, text.Plural(f.Unanswered, "SYN", "SYNs"))
 	}
 	return "refused (SYN answered by RST)"
 }
 
 func (f *Finding) clientText() string {
 	s := strings.Join(f.Clients, ", ")
-	if f.moreClients {
+	if f.MoreClients {
 		s += " and more"
 	}
 	return s
@@ -189,5 +188,5 @@ func (f *Finding) clientText() string {
 
 // nodes is "node 2" or "nodes 4, 5, 6".
 func (f *Finding) nodes() string {
-	return text.Word(len(f.ids), "node", "nodes") + " " + text.IDs(f.ids, 0)
+	return text.Word(len(f.IDs), "node", "nodes") + " " + text.IDs(f.IDs, 0)
 }

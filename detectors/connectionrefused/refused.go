@@ -142,15 +142,15 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 }
 
 func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) detectors.Finding {
-	f := &Finding{Endpoint: srv.String(), srv: srv, attempts: ep.attempts, refused: ep.refused,
-		unanswered: ep.unanswered, syns: ep.syns, first: ep.first, last: ep.last, moreClients: ep.moreClients}
+	f := &Finding{Endpoint: srv.String(), Server: srv, Attempts: ep.attempts, Refused: ep.refused,
+		Unanswered: ep.unanswered, SYNs: ep.syns, First: ep.first, Last: ep.last, MoreClients: ep.moreClients}
 	if p.Nodes != nil {
-		f.ids = p.Nodes.ServerIDs(srv)
-		if len(f.ids) > 0 {
+		f.IDs = p.Nodes.ServerIDs(srv)
+		if len(f.IDs) > 0 {
 			f.AdvertisedAs = p.Nodes.AdvertisedAs(srv)
 		}
 	}
-	f.Advertised = len(f.ids) > 0
+	f.Advertised = len(f.IDs) > 0
 
 	// Connections to the endpoint that opened: one after the last failure
 	// means the endpoint recovered.
@@ -170,9 +170,9 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 			continue
 		}
 		f.KafkaEndpoint = true
-		f.seen++
+		f.Seen++
 		if c.Handshake && !c.FirstSeen.Before(ep.last) {
-			f.after++
+			f.After++
 		}
 	}
 	// Kafka endpoints advertised on the same host, connected to or not:
@@ -193,9 +193,9 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 	sort.Strings(f.SameHost)
 	f.Accepted = p.Listeners.Accepted(srv)
 	if !f.KafkaEndpoint && len(f.SameHost) > 0 && !f.Accepted {
-		f.KafkaEndpoint, f.deadListener = true, true
+		f.KafkaEndpoint, f.DeadListener = true, true
 	}
-	f.Recovered = f.after > 0
+	f.Recovered = f.After > 0
 
 	// How long clients were unable to connect: from the first failure to
 	// the last (the policy's measure; a client's retry backoff after the
@@ -206,18 +206,18 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 	sev := detectors.Grade(held, f.Ongoing)
 	switch {
 	case !f.KafkaEndpoint:
-		sev, f.why = detectors.Info, notKafka
+		sev, f.Why = detectors.Info, notKafka
 	case f.Recovered && held < r.p.Recovery:
-		sev, f.why = detectors.Info, restart
+		sev, f.Why = detectors.Info, restart
 	case sev == detectors.Info && f.Recovered:
 		sev = detectors.Warning // recovery was set below FeltAfter
 	case sev == detectors.Info && ep.attempts >= int64(r.p.MinAttempts):
 		sev = detectors.Warning // a dead endpoint: every attempt failed
 	case sev == detectors.Info:
-		f.why = fewAttempts
+		f.Why = fewAttempts
 	}
-	f.held, f.recovery = held, r.p.Recovery
-	f.minAttempts = r.p.MinAttempts
+	f.Held, f.Recovery = held, r.p.Recovery
+	f.MinAttempts = r.p.MinAttempts
 
 	cl := slices.Clone(ep.clients)
 	sort.Slice(cl, func(i, j int) bool { return cl[i].Less(cl[j]) })
@@ -225,17 +225,13 @@ func (r *rule) finding(p *detectors.Pass, srv netip.AddrPort, ep *endpoint) dete
 	for i, c := range cl {
 		f.Clients[i] = c.String()
 	}
-	f.Attempts = ep.attempts
-	f.Refused = ep.refused
-	f.Unanswered = ep.unanswered
-	f.SYNs = ep.syns
 	return detectors.Finding{
 		Severity: sev,
 		First:    ep.first,
 		Last:     ep.last,
-		Nodes:    f.ids,
+		Nodes:    f.IDs,
 		Evidence: ep.ev.List(),
-		Subject:  detectors.Subject{Clients: cl, Servers: []netip.AddrPort{srv}, Nodes: f.ids},
+		Subject:  detectors.Subject{Clients: cl, Servers: []netip.AddrPort{srv}, Nodes: f.IDs},
 		Detail:   f,
 	}
 }

@@ -64,8 +64,9 @@ func restart(name string, settings map[string]string, n int, span, at float64, w
 			refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, n, span)
 			advertise(h, at, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 		},
-		Want: []dt.Want{{Severity: want, Counts: map[string]int64{"attempts": int64(n)},
-			Fields: map[string]any{"recovered": true, "unable_s": span, "ongoing": false}}},
+		Want: []dt.Want{{Severity: want, Detail: &connectionrefused.Finding{
+			Attempts: int64(n), Recovered: true, UnableS: span, Ongoing: false,
+		}, Exact: []string{"Attempts", "UnableS", "Ongoing"}}},
 		Nodes: []int32{1},
 	}
 }
@@ -80,9 +81,11 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"attempts": 10, "refused": 10, "unanswered": 0, "syns": 10},
-				Fields: map[string]any{"endpoint": "10.0.0.3:9092", "advertised": true, "advertised_as": []string{"10.0.0.3:9092"},
-					"clients": []string{"10.0.0.1"}, "recovered": false, "kafka_endpoint": true, "unable_s": 9.0, "ongoing": true},
+				Detail: &connectionrefused.Finding{
+					Attempts: 10, Refused: 10, Unanswered: 0, SYNs: 10, Endpoint: "10.0.0.3:9092",
+					Advertised: true, AdvertisedAs: []string{"10.0.0.3:9092"}, Clients: []string{"10.0.0.1"},
+					Recovered: false, KafkaEndpoint: true, UnableS: 9.0, Ongoing: true,
+				}, Exact: []string{"Unanswered", "Recovered"},
 				Summary: []string{"10 connection attempts to 10.0.0.3:9092 from 10.0.0.1 refused (SYN answered by RST) over 9.0 s",
 					"Metadata advertises it (10.0.0.3:9092) for node 2", "none opened afterwards"},
 				Evidence: []uint64{1000, 1009},
@@ -96,7 +99,7 @@ func TestConnectionRefused(t *testing.T) {
 				advertise(h, 0, "10.0.0.1:40000", "10.0.0.2:9092", b1, b2)
 				refusedOver(h, "10.0.0.1", "10.0.0.3:9092", 1, 12, 9.9)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"unable_s": 9.9, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{UnableS: 9.9, Ongoing: true}}},
 		},
 		{
 			Name: "near miss the other way: refused for 10 s to the end of the capture is an error",
@@ -104,7 +107,7 @@ func TestConnectionRefused(t *testing.T) {
 				advertise(h, 0, "10.0.0.1:40000", "10.0.0.2:9092", b1, b2)
 				refusedOver(h, "10.0.0.1", "10.0.0.3:9092", 1, 12, 10)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"unable_s": 10.0, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &connectionrefused.Finding{UnableS: 10.0, Ongoing: true}}},
 		},
 		{
 			Name: "loopback advertised as localhost matches 127.0.0.1",
@@ -114,9 +117,10 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"attempts": 5},
-				Fields: map[string]any{"endpoint": "127.0.0.1:9492", "advertised": true, "advertised_as": []string{"localhost:9492"},
-					"clients": []string{"127.0.0.1"}},
+				Detail: &connectionrefused.Finding{
+					Attempts: 5, Endpoint: "127.0.0.1:9492", Advertised: true,
+					AdvertisedAs: []string{"localhost:9492"}, Clients: []string{"127.0.0.1"},
+				},
 				Summary: []string{"for nodes 4, 5"},
 			}},
 			Nodes: []int32{4, 5},
@@ -127,8 +131,9 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 1, 1)
 				advertise(h, 0.2, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 1},
-				Fields:  map[string]any{"recovered": true, "advertised": true, "unable_s": 0.0, "ongoing": false},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 1, Recovered: true, Advertised: true, UnableS: 0.0, Ongoing: false,
+			}, Exact: []string{"UnableS", "Ongoing"},
 				Summary: []string{"1 connection attempt to", "; a connection to it opened afterwards"}}},
 			Nodes: []int32{1},
 		},
@@ -138,7 +143,9 @@ func TestConnectionRefused(t *testing.T) {
 				advertise(h, 0, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 1, 3, 1)
 			},
-			Want:  []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"recovered": false, "advertised": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Recovered: false, Advertised: true,
+			}, Exact: []string{"Recovered"}}},
 			Nodes: []int32{1},
 		},
 		{
@@ -148,7 +155,9 @@ func TestConnectionRefused(t *testing.T) {
 				c := h.Conn("10.0.0.1:40000", "10.0.0.2:9092")
 				c.FirstSeen, c.MidStream = sec(2.5), true
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"recovered": false, "advertised": false, "kafka_endpoint": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Recovered: false, Advertised: false, KafkaEndpoint: true,
+			}, Exact: []string{"Recovered", "Advertised"}}},
 		},
 		{
 			Name: "a connection opening at the moment of the last failure is a recovery",
@@ -156,7 +165,7 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 3, 1)
 				advertise(h, 2, "10.0.0.1:40000", "10.0.0.2:9092", b1)
 			},
-			Want:  []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"recovered": true, "unable_s": 2.0}}},
+			Want:  []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{Recovered: true, UnableS: 2.0}}},
 			Nodes: []int32{1},
 		},
 
@@ -164,26 +173,28 @@ func TestConnectionRefused(t *testing.T) {
 		{
 			Name:    "three attempts in 2 s, never followed by a connection: a dead endpoint, a warning however short",
 			Traffic: func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 3, 2) },
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 3},
-				Fields: map[string]any{"unable_s": 2.0, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 3, UnableS: 2.0, Ongoing: true,
+			}}},
 		},
 		{
 			Name:    "near miss: two attempts in 2.9 s, under min-attempts and under 3 s",
 			Traffic: func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 2, 2.9) },
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 2},
-				Fields: map[string]any{"advertised": false, "advertised_as": []string(nil), "kafka_endpoint": true}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 2, Advertised: false, AdvertisedAs: []string(nil), KafkaEndpoint: true,
+			}, Exact: []string{"Advertised", "AdvertisedAs"}}},
 			Explanation: []string{"Info only: fewer than 3 attempts failed, for less than 3.0 s."},
 		},
 		{
 			Name:    "near miss the other way: two attempts 3 s apart: clients were unable to connect for 3 s",
 			Traffic: func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 2, 3) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 2}, Fields: map[string]any{"unable_s": 3.0}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 2, UnableS: 3.0}}},
 		},
 		{
 			Name:     "two attempts in 1 s with min-attempts 2",
 			Settings: map[string]string{"min-attempts": "2"},
 			Traffic:  func(h *dt.Harness) { refusedOver(h, "10.0.0.1", "10.0.0.2:9092", 0, 2, 1) },
-			Want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 2}}},
+			Want:     []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 2}}},
 		},
 
 		// A restart: failures, then a connection that opens; graded by
@@ -207,8 +218,10 @@ func TestConnectionRefused(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"attempts": 5, "unanswered": 5, "refused": 0, "syns": 4*3 + 1},
-				Fields:   map[string]any{"clients": []string{"10.0.0.1", "10.0.0.5"}, "advertised": true},
+				Detail: &connectionrefused.Finding{
+					Attempts: 5, Unanswered: 5, Refused: 0, SYNs: 4*3 + 1,
+					Clients: []string{"10.0.0.1", "10.0.0.5"}, Advertised: true,
+				}, Exact: []string{"Refused", "SYNs"},
 				Summary:  []string{"5 connection attempts to 10.0.0.3:9092 from 10.0.0.1, 10.0.0.5 never answered (SYNs unanswered) over 44.0 s"},
 				Evidence: []uint64{100, 200},
 			}},
@@ -220,7 +233,9 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 3, 1)
 				h.ConnEvent(dt.SynUnanswered("10.0.0.1:51000", "10.0.0.2:9092", sec(4), 200, 1))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 4, "refused": 3, "unanswered": 1, "syns": 5},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 4, Refused: 3, Unanswered: 1, SYNs: 5,
+			},
 				Summary: []string{"failed (3 refused by RST, 1 SYN unanswered)"}}},
 		},
 
@@ -228,8 +243,9 @@ func TestConnectionRefused(t *testing.T) {
 		{
 			Name:    "a port that is not Kafka, on a host that never speaks Kafka: info however long",
 			Traffic: func(h *dt.Harness) { refusedEvery(h, "10.0.0.1", "10.0.0.2:8080", 0, 40, 1) },
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 40},
-				Fields: map[string]any{"kafka_endpoint": false, "advertised": false, "same_host_kafka": []string(nil)}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				Attempts: 40, KafkaEndpoint: false, Advertised: false, SameHost: []string(nil),
+			}, Exact: []string{"KafkaEndpoint", "Advertised", "SameHost"}}},
 			Explanation: []string{"Info only: the endpoint is not known as Kafka", "a port scan or a health check"},
 		},
 		{
@@ -243,7 +259,9 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9099", 1, 20, 1)
 			},
 			Want: []dt.Want{{Severity: detectors.Error,
-				Fields: map[string]any{"kafka_endpoint": true, "advertised": false, "same_host_kafka": []string{"10.0.0.2:9092"}}}},
+				Detail: &connectionrefused.Finding{
+					KafkaEndpoint: true, Advertised: false, SameHost: []string{"10.0.0.2:9092"},
+				}, Exact: []string{"Advertised"}}},
 			Explanation: []string{"Its host serves Kafka in this capture (10.0.0.2:9092)"},
 		},
 		{
@@ -252,7 +270,9 @@ func TestConnectionRefused(t *testing.T) {
 				h.Conn("10.0.0.1:40000", "10.0.0.2:8080")
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:8080", 1, 5, 1)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"kafka_endpoint": true, "advertised": false, "recovered": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: true, Advertised: false, Recovered: false,
+			}, Exact: []string{"Advertised", "Recovered"}}},
 		},
 		{
 			Name: "a port that never accepted a connection, on a host serving Kafka elsewhere: a dead bootstrap server",
@@ -260,9 +280,10 @@ func TestConnectionRefused(t *testing.T) {
 				kafkaAt(h, 0, "10.0.0.7:40000", "10.0.0.2:9092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 3, 1)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 3},
-				Fields: map[string]any{"kafka_endpoint": true, "advertised": false, "accepted": false,
-					"same_host_kafka": []string{"10.0.0.2:9092"}, "unable_s": 1.0, "ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{
+				Attempts: 3, KafkaEndpoint: true, Advertised: false, Accepted: false,
+				SameHost: []string{"10.0.0.2:9092"}, UnableS: 1.0, Ongoing: true,
+			}, Exact: []string{"Advertised", "Accepted"},
 				Summary: []string{"its host serves Kafka at 10.0.0.2:9092 and this port never accepted a connection: a dead bootstrap server or listener"}}},
 			Explanation: []string{"Its host serves Kafka in this capture (10.0.0.2:9092)"},
 			Next:        []string{"Check the clients' bootstrap.servers (the port Kafka listens on at that host is 10.0.0.2:9092)"},
@@ -273,7 +294,7 @@ func TestConnectionRefused(t *testing.T) {
 				kafkaAt(h, 0, "10.0.0.7:40000", "10.0.0.2:9092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 13, 12)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"kafka_endpoint": true, "unable_s": 12.0}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &connectionrefused.Finding{KafkaEndpoint: true, UnableS: 12.0}}},
 		},
 		{
 			Name: "near miss: the same port seen accepting a connection (not Kafka): something else listens, info",
@@ -282,8 +303,9 @@ func TestConnectionRefused(t *testing.T) {
 				h.Accepting("10.0.0.2:39092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 13, 12)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"kafka_endpoint": false, "accepted": true,
-				"same_host_kafka": []string{"10.0.0.2:9092"}}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: false, Accepted: true, SameHost: []string{"10.0.0.2:9092"},
+			}, Exact: []string{"KafkaEndpoint"}}},
 			Explanation: []string{"it accepted connections, so something else listens there"},
 		},
 		{
@@ -292,7 +314,9 @@ func TestConnectionRefused(t *testing.T) {
 				kafkaAt(h, 0, "10.0.0.1:40000", "10.0.0.3:9092")
 				refusedOver(h, "10.0.0.1", "10.0.0.2:39092", 1, 13, 12)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"kafka_endpoint": false, "same_host_kafka": []string(nil)}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &connectionrefused.Finding{
+				KafkaEndpoint: false, SameHost: []string(nil),
+			}, Exact: []string{"KafkaEndpoint", "SameHost"}}},
 		},
 		{
 			Name: "one finding per endpoint",
@@ -301,8 +325,8 @@ func TestConnectionRefused(t *testing.T) {
 				refusedEvery(h, "10.0.0.1", "10.0.0.2:9092", 0, 1, 1)
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"endpoint": "10.0.0.9:9092"}},
-				{Severity: detectors.Info, Fields: map[string]any{"endpoint": "10.0.0.2:9092"}},
+				{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Endpoint: "10.0.0.9:9092"}},
+				{Severity: detectors.Info, Detail: &connectionrefused.Finding{Endpoint: "10.0.0.2:9092"}},
 			},
 		},
 		{
@@ -312,7 +336,7 @@ func TestConnectionRefused(t *testing.T) {
 					h.ConnEvent(dt.Refused(fmt.Sprintf("10.0.1.%d:50000", i+1), "10.0.0.2:9092", sec(float64(i)/10), uint64(1000+i)))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 20},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &connectionrefused.Finding{Attempts: 20},
 				Summary: []string{"10.0.1.15, 10.0.1.16 and more refused"}}},
 		},
 		{

@@ -75,7 +75,7 @@ type rule struct {
 // way and the worst finished one that qualified.
 type track struct {
 	sl        slice
-	cur, best episode
+	cur, best Episode
 }
 
 // slice is the samples of one slice of time: its lowest point (the
@@ -103,46 +103,46 @@ func (s *slice) add(p flows.LagPoint) {
 	s.last = p
 }
 
-// episode is a stretch of rising floors: its start (the floor it began
+// Episode is a stretch of rising floors: its start (the floor it began
 // at), its highest and its latest floor, the highest lag and the last
 // point in it, and, once it ended, the floor that ended it.
-type episode struct {
-	start, floor, latest, peak, last, end flows.LagPoint
+type Episode struct {
+	Start, Floor, Latest, Peak, Last, End flows.LagPoint
 	fetches                               int
 }
 
-func (e *episode) open() bool { return e.fetches > 0 }
+func (e *Episode) open() bool { return e.fetches > 0 }
 
 // rise is how far its floor rose.
-func (e *episode) rise() int64 { return e.floor.Lag - e.start.Lag }
+func (e *Episode) rise() int64 { return e.Floor.Lag - e.Start.Lag }
 
 // behind is how long the consumer was behind: from the start to the last
 // fetch of the episode.
-func (e *episode) behind() time.Duration { return e.last.Time.Sub(e.start.Time) }
+func (e *Episode) behind() time.Duration { return e.Last.Time.Sub(e.Start.Time) }
 
-func (r *rule) qualifies(e *episode) bool {
+func (r *rule) qualifies(e *Episode) bool {
 	return e.fetches >= r.p.MinFetches && e.rise() >= int64(r.p.MinGrowth) && e.behind() >= r.p.Window
 }
 
 // step closes slice s into the episode cur: the episode goes on, or ends
 // (returned as ended, if it was open) and a new one begins at s's floor.
-func step(cur episode, s *slice) (next, ended episode) {
-	if cur.open() && s.low.Lag > cur.start.Lag && s.low.Lag >= cur.start.Lag+(cur.rise()+1)/2 {
+func step(cur Episode, s *slice) (next, ended Episode) {
+	if cur.open() && s.low.Lag > cur.Start.Lag && s.low.Lag >= cur.Start.Lag+(cur.rise()+1)/2 {
 		cur.fetches += s.n
-		cur.last = s.last
-		if s.high.Lag > cur.peak.Lag {
-			cur.peak = s.high
+		cur.Last = s.last
+		if s.high.Lag > cur.Peak.Lag {
+			cur.Peak = s.high
 		}
-		if s.low.Lag > cur.floor.Lag {
-			cur.floor = s.low
+		if s.low.Lag > cur.Floor.Lag {
+			cur.Floor = s.low
 		}
-		cur.latest = s.low
-		return cur, episode{}
+		cur.Latest = s.low
+		return cur, Episode{}
 	}
 	if cur.open() {
-		cur.end = s.low
+		cur.End = s.low
 	}
-	return episode{start: s.low, floor: s.low, latest: s.low, peak: s.highLow, last: s.last, fetches: s.fromLow}, cur
+	return Episode{Start: s.low, Floor: s.low, Latest: s.low, Peak: s.highLow, Last: s.last, fetches: s.fromLow}, cur
 }
 
 // UseLag implements detectors.LagHook.
@@ -162,7 +162,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 func (r *rule) add(t *track, p flows.LagPoint) {
 	i := p.Time.UnixNano() / int64(r.slice)
 	if t.sl.n > 0 && i != t.sl.index {
-		var ended episode
+		var ended Episode
 		t.cur, ended = step(t.cur, &t.sl)
 		r.keep(t, &ended)
 		t.sl = slice{}
@@ -172,7 +172,7 @@ func (r *rule) add(t *track, p flows.LagPoint) {
 }
 
 // keep keeps an ended episode if it qualifies and is the worst so far.
-func (r *rule) keep(t *track, e *episode) {
+func (r *rule) keep(t *track, e *Episode) {
 	if e.open() && r.qualifies(e) && worse(e, &t.best) {
 		t.best = *e
 	}
@@ -180,7 +180,7 @@ func (r *rule) keep(t *track, e *episode) {
 
 // worse reports whether a is a worse episode than b: longer behind, or as
 // long with a larger rise.
-func worse(a, b *episode) bool {
+func worse(a, b *Episode) bool {
 	if !b.open() || a.behind() != b.behind() {
 		return !b.open() || a.behind() > b.behind()
 	}
@@ -190,7 +190,7 @@ func worse(a, b *episode) bool {
 // part is a partition's episode to report.
 type part struct {
 	s       *flows.LagSeries
-	e       episode
+	e       Episode
 	ongoing bool
 	sev     detectors.Severity
 }
@@ -219,7 +219,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		r.keep(&t, &ended)
 		pt := part{s: s}
 		switch {
-		case r.qualifies(&cur) && cur.latest.Lag-cur.start.Lag >= int64(r.p.MinGrowth):
+		case r.qualifies(&cur) && cur.Latest.Lag-cur.Start.Lag >= int64(r.p.MinGrowth):
 			// The floor is still MinGrowth above the start: not healed.
 			pt.e, pt.ongoing = cur, true
 		case r.qualifies(&cur) && worse(&cur, &t.best):

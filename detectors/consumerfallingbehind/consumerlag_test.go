@@ -62,11 +62,12 @@ func TestConsumerFallingBehind(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				// Slices of 2 s: the last floor is fetch 55's lag (3300).
-				Counts: map[string]int64{"partitions": 1, "fetches": 61, "floor_rise": 3300, "lag_max": 3600},
-				Fields: map[string]any{"client_id": "slow-app", "client": "10.2.0.5", "groups": []string{}, "topic": "orders",
-					"partition": int32(0), "lag_start": int64(0), "lag_max": int64(3600), "lag_end": int64(3600), "behind_s": 12.0,
-					"growth_per_s": 300.0, "still_behind": true, "fetch_offset_from": int64(1000), "fetch_offset_to": int64(3400),
-					"partitions": []string{"orders-0"}},
+				Detail: &consumerfallingbehind.Finding{
+					Fetches: 61, FloorRise: 3300, LagMax: 3600, ClientID: "slow-app", Client: "10.2.0.5",
+					Groups: []string{}, Topic: "orders", Partition: int32(0), LagStart: int64(0),
+					LagEnd: int64(3600), BehindSeconds: 12.0, GrowthPerSec: 300.0, StillBehind: true,
+					OffsetFrom: int64(1000), OffsetTo: int64(3400), Partitions: []string{"orders-0"},
+				}, Exact: []string{"Groups", "Partition", "LagStart"},
 				Summary:  []string{`consumer "slow-app" on 10.2.0.5 (unknown group) falling behind on orders-0: lag grew from 0 to 3600 records in 12.0 s (300/s) over 61 fetches, 3600 behind at the end`},
 				Evidence: []uint64{2, 112, 122},
 			}},
@@ -81,8 +82,10 @@ func TestConsumerFallingBehind(t *testing.T) {
 			},
 			// The slice 12-14 s (floor 1800 at 13.8 s) still holds half
 			// of the rise; the next (floor 0 at 14.4 s) ends it.
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"floor_rise": 2700, "fetches": 65},
-				Fields:  map[string]any{"still_behind": false, "behind_s": 12.8, "lag_end": int64(1800), "lag_max": int64(3600)},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &consumerfallingbehind.Finding{
+				FloorRise: 2700, Fetches: 65, StillBehind: false, BehindSeconds: 12.8, LagEnd: int64(1800),
+				LagMax: int64(3600),
+			}, Exact: []string{"StillBehind"},
 				Summary: []string{"then caught up"}}},
 		},
 		{
@@ -94,7 +97,9 @@ func TestConsumerFallingBehind(t *testing.T) {
 			},
 			// The slice 40-42 s ends it (floor 0); the last floor in it
 			// is 38-40 s's, fetch 185's lag.
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"still_behind": false, "floor_rise": int64(1850), "behind_s": 38.8}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{
+				StillBehind: false, FloorRise: int64(1850), BehindSeconds: 38.8,
+			}, Exact: []string{"StillBehind"}}},
 		},
 		{
 			Name: "near miss: growth over 9.8 s, short of the window",
@@ -107,7 +112,9 @@ func TestConsumerFallingBehind(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(51, linear(0, 100, 40))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 10.0, "floor_rise": int64(2700)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{
+				BehindSeconds: 10.0, FloorRise: int64(2700),
+			}}},
 		},
 		{
 			// A ramp whose last floor (fetch 55, at 12 s) is 490.
@@ -121,7 +128,7 @@ func TestConsumerFallingBehind(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, ramp(500))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"floor_rise": 500}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{FloorRise: 500}}},
 		},
 		{
 			Name: "near miss: 4 fetches, 4 s apart (min-fetches 5)",
@@ -138,7 +145,7 @@ func TestConsumerFallingBehind(t *testing.T) {
 				c.every = 3 * time.Second
 				c.run(5, linear(0, 2000, 100))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"fetches": 5, "floor_rise": 7600}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{Fetches: 5, FloorRise: 7600}}},
 		},
 		{
 			Name: "healthy: idle at the high watermark, long polls for a minute",
@@ -186,14 +193,18 @@ func TestConsumerFallingBehind(t *testing.T) {
 			},
 			// Troughs (every third fetch) rise by 50; the last floor is
 			// fetch 75's, 1250.
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"behind_s": 15.0, "lag_start": int64(0), "floor_rise": int64(1250)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{
+				BehindSeconds: 15.0, LagStart: int64(0), FloorRise: int64(1250),
+			}, Exact: []string{"LagStart"}}},
 		},
 		{
 			Name: "stuck: fetches keep coming, the offset never moves",
 			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, linear(700, 50, 0))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"fetch_offset_from": int64(700), "fetch_offset_to": int64(700)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{
+				OffsetFrom: int64(700), OffsetTo: int64(700),
+			}}},
 		},
 		{
 			Name: "the group comes from the coordinator connection of the same client id and host",
@@ -204,7 +215,7 @@ func TestConsumerFallingBehind(t *testing.T) {
 				h.Call(other, dt.At(600*time.Millisecond), time.Millisecond, "app", dt.ClassicHeartbeat("someone-else", 1, "member-1"), dt.Beat(0))
 				newConsumer(h, "10.2.0.5:40000", "app").run(61, linear(0, 100, 40))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"groups": []string{"orders-app"}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{Groups: []string{"orders-app"}},
 				Summary: []string{`consumer "app" on 10.2.0.5 (group "orders-app")`}}},
 		},
 		{
@@ -215,8 +226,9 @@ func TestConsumerFallingBehind(t *testing.T) {
 					func(i int) []int64 { return []int64{int64(i) * 100, int64(i) * 100, int64(i) * 50} }))
 				newConsumer(h, "10.2.0.7:40000", "other").run(61, linear(0, 100, 100))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"partitions": 2, "floor_rise": 3300},
-				Fields:  map[string]any{"partitions": []string{"orders-0", "orders-2"}, "partition": int32(0)},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &consumerfallingbehind.Finding{
+				FloorRise: 3300, Partitions: []string{"orders-0", "orders-2"}, Partition: int32(0),
+			}, Exact: []string{"Partition"},
 				Summary: []string{"(and 1 more partition)"}}},
 		},
 		{

@@ -46,10 +46,10 @@ type Finding struct {
 	ReadCommitted bool     `json:"read_committed,omitempty"`
 	Servers       []string `json:"servers"`
 
-	e       episode
-	more    int
-	dropped int64
-	p       Params
+	Episode Episode
+	More    int
+	Dropped int64
+	Params  Params
 }
 
 func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detectors.Finding {
@@ -58,10 +58,10 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 	f := &Finding{
 		ClientID: k.Client.ID, Client: k.Client.Host.String(), Groups: r.table.Groups(k.Client.ID, k.Client.Host),
 		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition.Num,
-		LagStart: e.start.Lag, LagMax: e.peak.Lag, LagEnd: e.last.Lag, FloorRise: e.rise(),
-		BehindSeconds: text.Seconds(e.behind()), GrowthPerSec: text.Rate(e.peak.Lag-e.start.Lag, e.peak.Time.Sub(e.start.Time)),
-		Fetches: e.fetches, OffsetFrom: e.start.Offset, OffsetTo: e.last.Offset, StillBehind: w.ongoing,
-		ReadCommitted: s.ReadCommitted, e: *e, more: len(parts) - 1, dropped: r.table.RoleDropped(cluster.RoleConsumer), p: r.p,
+		LagStart: e.Start.Lag, LagMax: e.Peak.Lag, LagEnd: e.Last.Lag, FloorRise: e.rise(),
+		BehindSeconds: text.Seconds(e.behind()), GrowthPerSec: text.Rate(e.Peak.Lag-e.Start.Lag, e.Peak.Time.Sub(e.Start.Time)),
+		Fetches: e.fetches, OffsetFrom: e.Start.Offset, OffsetTo: e.Last.Offset, StillBehind: w.ongoing,
+		ReadCommitted: s.ReadCommitted, Episode: *e, More: len(parts) - 1, Dropped: r.table.RoleDropped(cluster.RoleConsumer), Params: r.p,
 	}
 	if f.Groups == nil {
 		f.Groups = []string{}
@@ -74,14 +74,14 @@ func (r *rule) finding(p *detectors.Pass, k flows.LagKey, parts []part) detector
 	)
 	for i := range parts {
 		pt := &parts[i]
-		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.e.start.Time, pt.e.last.Time)
+		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.e.Start.Time, pt.e.Last.Time)
 		sev = max(sev, pt.sev)
-		where.Add(pt.s.Server, pt.e.start, pt.e.peak, pt.e.last)
+		where.Add(pt.s.Server, pt.e.Start, pt.e.Peak, pt.e.Last)
 		switch {
 		case i == 0:
-			ev = lagev.Append(ev, name, pt.e.start, pt.e.floor, pt.e.peak, pt.e.last, pt.e.end)
+			ev = lagev.Append(ev, name, pt.e.Start, pt.e.Floor, pt.e.Peak, pt.e.Last, pt.e.End)
 		case i < 4:
-			ev = lagev.Append(ev, name, pt.e.start, pt.e.last)
+			ev = lagev.Append(ev, name, pt.e.Start, pt.e.Last)
 		}
 	}
 	detectors.SortEvidence(ev)
@@ -113,15 +113,15 @@ func (f *Finding) group() string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("consumer %q on %s (%s) falling behind on %s-%d: lag grew from %d to %d records in %s (%s/s) over %s",
-		f.ClientID, f.Client, f.group(), f.Topic, f.Partition, f.LagStart, f.LagMax, text.Duration(f.e.peak.Time.Sub(f.e.start.Time)),
+		f.ClientID, f.Client, f.group(), f.Topic, f.Partition, f.LagStart, f.LagMax, text.Duration(f.Episode.Peak.Time.Sub(f.Episode.Start.Time)),
 		num(f.GrowthPerSec), text.Plural(f.Fetches, "fetch", "fetches"))
 	if f.StillBehind {
 		s += fmt.Sprintf(", %d behind at the end", f.LagEnd)
 	} else {
 		s += ", then caught up"
 	}
-	if f.more > 0 {
-		s += fmt.Sprintf(" (and %s)", text.Plural(f.more, "more partition", "more partitions"))
+	if f.More > 0 {
+		s += fmt.Sprintf(" (and %s)", text.Plural(f.More, "more partition", "more partitions"))
 	}
 	return s
 }
@@ -137,9 +137,9 @@ func (f *Finding) Explanation() string {
 		"the difference is its lag, the records it has still to read (the consumer's records-lag metric, the LAG column of "+
 		"kafka-consumer-groups.sh). On %s-%d it was %d at %s (packet %d) and rose to %d by %s (packet %d), %s records a "+
 		"second, over %s from %s; even its lowest point in each %s rose, to %d at %s (packet %d), so this is growth, not "+
-		"the ups and downs of fetching.", bound, f.Topic, f.Partition, f.LagStart, text.Clock(f.e.start.Time), f.e.start.Packet,
-		f.LagMax, text.Clock(f.e.peak.Time), f.e.peak.Packet, num(f.GrowthPerSec), text.Plural(f.Fetches, "fetch", "fetches"),
-		text.List(f.Servers, 3), text.Duration(f.p.Window/slices), f.e.floor.Lag, text.Clock(f.e.floor.Time), f.e.floor.Packet)
+		"the ups and downs of fetching.", bound, f.Topic, f.Partition, f.LagStart, text.Clock(f.Episode.Start.Time), f.Episode.Start.Packet,
+		f.LagMax, text.Clock(f.Episode.Peak.Time), f.Episode.Peak.Packet, num(f.GrowthPerSec), text.Plural(f.Fetches, "fetch", "fetches"),
+		text.List(f.Servers, 3), text.Duration(f.Params.Window/slices), f.Episode.Floor.Lag, text.Clock(f.Episode.Floor.Time), f.Episode.Floor.Packet)
 	if f.OffsetTo == f.OffsetFrom {
 		fmt.Fprintf(&b, " Its fetch offset stayed at %d throughout: it fetches but does not move on (a record it cannot "+
 			"process, a paused partition, a consumer that fetches without polling).", f.OffsetFrom)
@@ -150,14 +150,14 @@ func (f *Finding) Explanation() string {
 	if f.StillBehind {
 		fmt.Fprintf(&b, " When the capture ended it was %d records behind, its floor %d above where the growth began %s "+
 			"earlier: it had not caught up. Records that outlive the topic's retention are deleted before it reads them "+
-			"(OFFSET_OUT_OF_RANGE, then auto.offset.reset skips or replays).", f.LagEnd, f.e.latest.Lag-f.LagStart,
-			text.Duration(f.e.behind()))
-	} else if f.e.end.Packet != 0 {
-		fmt.Fprintf(&b, " It caught up afterwards: lag %d at %s (packet %d).", f.e.end.Lag, text.Clock(f.e.end.Time), f.e.end.Packet)
+			"(OFFSET_OUT_OF_RANGE, then auto.offset.reset skips or replays).", f.LagEnd, f.Episode.Latest.Lag-f.LagStart,
+			text.Duration(f.Episode.behind()))
+	} else if f.Episode.End.Packet != 0 {
+		fmt.Fprintf(&b, " It caught up afterwards: lag %d at %s (packet %d).", f.Episode.End.Lag, text.Clock(f.Episode.End.Time), f.Episode.End.Packet)
 	} else {
 		fmt.Fprintf(&b, " By the end its floor had come down again (lag %d at the last fetch).", f.LagEnd)
 	}
-	b.WriteString(lagev.Others("falling behind", f.Partitions, f.dropped))
+	b.WriteString(lagev.Others("falling behind", f.Partitions, f.Dropped))
 	return b.String()
 }
 

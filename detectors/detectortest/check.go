@@ -21,9 +21,18 @@ type Want struct {
 	// Detail, if set, is the rule's typed finding (a pointer to its
 	// Detail type) with the fields the finding must have: each field
 	// set, not zero, is compared with the finding's; a zero field is not
-	// (the case's goldens hold the whole finding).
+	// (the case's goldens hold the whole finding), unless Exact names it.
 	Detail detectors.Detail
+	// Exact are fields of Detail compared even where zero there: an
+	// expected false, 0 or nil.
+	Exact []string
+	// ExplainedBy, if set, is the rule whose finding the Set found to
+	// explain this one (its "explained_by" field).
+	ExplainedBy string
 }
+
+// Ptr returns a pointer to v, for a Detail's optional fields.
+func Ptr[T any](v T) *T { return &v }
 
 // Check compares the findings of rule with want, in order: the same
 // number, and each as its Want says, and with the test's goldens (Golden).
@@ -77,8 +86,13 @@ func Compare(t testing.TB, findings []detectors.Finding, rule string, want ...Wa
 				t.Errorf("%s finding %d: no evidence at packet %d", rule, i, p)
 			}
 		}
+		if g, _ := f.Fields["explained_by"].(string); w.ExplainedBy != "" && g != w.ExplainedBy {
+			t.Errorf("%s finding %d: explained by %q, want %q", rule, i, g, w.ExplainedBy)
+		}
 		if w.Detail != nil {
-			compareDetail(t, rule, i, w.Detail, f.Detail)
+			compareDetail(t, rule, i, w.Detail, f.Detail, w.Exact)
+		} else if len(w.Exact) > 0 {
+			t.Errorf("%s finding %d: Exact %v without a Detail", rule, i, w.Exact)
 		}
 		if f.Explanation == "" || f.Next == "" {
 			t.Errorf("%s finding %d: every finding says what it means and what to check next", rule, i)
@@ -95,8 +109,10 @@ func Describe(fs []detectors.Finding) string {
 	return b.String()
 }
 
-// compareDetail reports the fields set in want that got's differ from.
-func compareDetail(t testing.TB, rule string, i int, want, got detectors.Detail) {
+// compareDetail reports the fields set in want (or named in exact) that
+// got's differ from. The fields of an embedded struct are compared one by
+// one, as the detail's own.
+func compareDetail(t testing.TB, rule string, i int, want, got detectors.Detail, exact []string) {
 	t.Helper()
 	wv, gv := reflect.ValueOf(want), reflect.ValueOf(got)
 	if got == nil || wv.Type() != gv.Type() {
@@ -104,13 +120,38 @@ func compareDetail(t testing.TB, rule string, i int, want, got detectors.Detail)
 		return
 	}
 	wv, gv = reflect.Indirect(wv), reflect.Indirect(gv)
+	named := map[string]bool{}
+	for _, n := range exact {
+		if _, ok := wv.Type().FieldByName(n); !ok {
+			t.Errorf("%s finding %d: Exact names %s, not a field of %T", rule, i, n, want)
+		}
+		named[n] = true
+	}
+	compareFields(t, rule, i, wv, gv, named)
+}
+
+func compareFields(t testing.TB, rule string, i int, wv, gv reflect.Value, exact map[string]bool) {
+	t.Helper()
 	for j := range wv.NumField() {
 		sf := wv.Type().Field(j)
-		if !sf.IsExported() || wv.Field(j).IsZero() {
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			compareFields(t, rule, i, wv.Field(j), gv.Field(j), exact)
+			continue
+		}
+		if !sf.IsExported() || wv.Field(j).IsZero() && !exact[sf.Name] {
 			continue
 		}
 		if w, g := wv.Field(j).Interface(), gv.Field(j).Interface(); !reflect.DeepEqual(w, g) {
-			t.Errorf("%s finding %d: %s = %#v, want %#v", rule, i, sf.Name, g, w)
+			t.Errorf("%s finding %d: %s = %s, want %s", rule, i, sf.Name, show(g), show(w))
 		}
 	}
+}
+
+// show prints a field's value, and what a pointer points at.
+func show(v any) string {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		return fmt.Sprintf("&%#v", rv.Elem().Interface())
+	}
+	return fmt.Sprintf("%#v", v)
 }

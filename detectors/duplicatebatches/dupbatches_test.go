@@ -123,13 +123,13 @@ func TestDuplicateBatches(t *testing.T) {
 	}
 	replayWant := dt.Want{
 		Severity: detectors.Error,
-		Counts:   map[string]int64{"batches": 20, "records": 154, "duplicate_batches": 10, "duplicate_records": 77},
-		Fields: map[string]any{
-			"topic": topic, "partition": int32(0), "offset_shift": int64(77), "shifts": []int64{77}, "contiguous": true,
-			"first_offset": int64(0), "last_offset": int64(76), "repeat_first_offset": int64(77), "repeat_last_offset": int64(153),
-			"producer_id": int64(-1), "client_id": "mm2-producer", "compared": "crc", "crc_sequence_md5": crcMD5(src),
-			"replay": true,
-		},
+		Detail: &duplicatebatches.Finding{
+			Batches: 20, Records: 154, DupBatches: 10, DupRecords: 77, Topic: topic, Partition: int32(0),
+			OffsetShift: int64(77), Shifts: []int64{77}, Contiguous: true, FirstOffset: int64(0),
+			LastOffset: int64(76), RepeatFirstOffset: int64(77), RepeatLastOffset: int64(153),
+			ProducerID: int64(-1), ClientID: "mm2-producer", Compared: "crc",
+			CRCSequenceMD5: crcMD5(src), Replay: true,
+		}, Exact: []string{"Topic", "Partition", "FirstOffset", "CRCSequenceMD5"},
 		Summary: []string{"src.events-0: 10 batches (77 records) written twice, offsets 0-76 again at 77-153 (shift +77), producerId -1"},
 	}
 
@@ -147,13 +147,12 @@ func TestDuplicateBatches(t *testing.T) {
 	// replay-records (1000), a warning.
 	rebatchedWant := dt.Want{
 		Severity: detectors.Warning,
-		Counts: map[string]int64{"batches": 7, "records": 200, "duplicate_batches": 3, "duplicate_records": 100,
-			"duplicate_batches_by_records": 3},
-		Fields: map[string]any{
-			"offset_shift": int64(100), "contiguous": true, "first_offset": int64(0), "last_offset": int64(99),
-			"repeat_first_offset": int64(100), "repeat_last_offset": int64(199), "producer_id": int64(9001), "compared": "records",
-			"replay": false,
-		},
+		Detail: &duplicatebatches.Finding{
+			Batches: 7, Records: 200, DupBatches: 3, DupRecords: 100, DupByRecords: 3,
+			OffsetShift: int64(100), Contiguous: true, FirstOffset: int64(0), LastOffset: int64(99),
+			RepeatFirstOffset: int64(100), RepeatLastOffset: int64(199), ProducerID: int64(9001),
+			Compared: "records", Replay: false,
+		}, Exact: []string{"FirstOffset", "Replay"},
 		Summary: []string{"3 batches (100 records) written twice", "producerId 9001"},
 	}
 
@@ -238,7 +237,9 @@ func TestDuplicateBatches(t *testing.T) {
 		{
 			name: "same-producer-window 0: the same record sent again is reported", settings: map[string]string{"same-producer-window": "0"},
 			traffic: sameValue,
-			want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"offset_shift": int64(1), "producer_id": int64(4000), "compared": "records"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				OffsetShift: int64(1), ProducerID: int64(4000), Compared: "records",
+			}}},
 		},
 		{
 			// The other side: the same session writing the same
@@ -257,8 +258,10 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"duplicate_batches": 6, "duplicate_records": 60, "duplicate_batches_by_records": 6},
-				Fields:   map[string]any{"offset_shift": int64(60), "producer_id": int64(4000), "compared": "records"},
+				Detail: &duplicatebatches.Finding{
+					DupBatches: 6, DupRecords: 60, DupByRecords: 6, OffsetShift: int64(60),
+					ProducerID: int64(4000), Compared: "records",
+				},
 			}},
 		},
 		{name: "re-batched replay, gzip to lz4", traffic: rebatched(gz, lz), want: []dt.Want{rebatchedWant}, absent: []string{"crc_sequence_md5"}},
@@ -279,8 +282,9 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"duplicate_batches": 2, "duplicate_records": 40, "batches_over_cap": 2},
-				Fields:   map[string]any{"offset_shift": int64(40), "compared": "crc"},
+				Detail: &duplicatebatches.Finding{
+					DupBatches: 2, DupRecords: 40, OverCap: 2, OffsetShift: int64(40), Compared: "crc",
+				},
 			}},
 		},
 		{
@@ -291,8 +295,10 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"batches": 20, "duplicate_batches": 10, "duplicate_records": 77},
-				Fields:   map[string]any{"client_id": "audit-reader", "offset_shift": int64(77), "contiguous": true},
+				Detail: &duplicatebatches.Finding{
+					Batches: 20, DupBatches: 10, DupRecords: 77, ClientID: "audit-reader",
+					OffsetShift: int64(77), Contiguous: true,
+				},
 			}},
 		},
 		{
@@ -303,11 +309,12 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"duplicate_batches": 10, "duplicate_records": 77},
+				Detail: &duplicatebatches.Finding{
+					DupBatches: 10, DupRecords: 77, OffsetShift: int64(77), FirstOffset: int64(0),
+					RepeatFirstOffset: int64(77), ClientID: "audit-reader",
+				}, Exact: []string{"FirstOffset"},
 				// The pair is found when the original is fetched:
 				// the reader is who saw it.
-				Fields: map[string]any{"offset_shift": int64(77), "first_offset": int64(0), "repeat_first_offset": int64(77),
-					"client_id": "audit-reader"},
 			}},
 			check: func(t *testing.T, f detectors.Finding) {
 				for _, e := range f.Evidence[1:] {
@@ -325,8 +332,10 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"batches": 30, "records": 231, "duplicate_batches": 20, "duplicate_records": 154},
-				Fields:   map[string]any{"offset_shift": int64(77), "shifts": []int64{77, 154}},
+				Detail: &duplicatebatches.Finding{
+					Batches: 30, Records: 231, DupBatches: 20, DupRecords: 154, OffsetShift: int64(77),
+					Shifts: []int64{77, 154},
+				},
 			}},
 		},
 		{
@@ -339,8 +348,10 @@ func TestDuplicateBatches(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"duplicate_batches": 9, "duplicate_records": 69},
-				Fields:   map[string]any{"contiguous": false, "first_offset": int64(0), "last_offset": int64(76)},
+				Detail: &duplicatebatches.Finding{
+					DupBatches: 9, DupRecords: 69, Contiguous: false, FirstOffset: int64(0),
+					LastOffset: int64(76),
+				}, Exact: []string{"Contiguous", "FirstOffset"},
 			}},
 			absent: []string{"crc_sequence_md5"},
 		},
@@ -430,33 +441,38 @@ func TestDuplicateBatchesSeverity(t *testing.T) {
 		{
 			Name:    "a producer's resend of its 5 in-flight batches: warning",
 			Traffic: resend(5, 8),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 5, "duplicate_records": 40},
-				Fields: map[string]any{"replay": false, "offset_shift": int64(40)}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				DupBatches: 5, DupRecords: 40, Replay: false, OffsetShift: int64(40),
+			}, Exact: []string{"Replay"}}},
 			Explanation: []string{"5 batches at one shift, fewer than replay-batches (6)", "fewer than replay-records (1000)"},
 		},
 		{
 			Name:    "near miss the other way: 6 batches at one shift are an MM2-style replay, error",
 			Traffic: resend(6, 8),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"duplicate_batches": 6, "duplicate_records": 48},
-				Fields: map[string]any{"replay": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &duplicatebatches.Finding{
+				DupBatches: 6, DupRecords: 48, Replay: true,
+			}}},
 			Explanation: []string{"6 batches appended again at one shift (replay-batches is 6) are a replay, not a retry"},
 		},
 		{
 			Name:     "replay-batches raised to 7: the 6 batches are a warning",
 			Settings: map[string]string{"replay-batches": "7"},
 			Traffic:  resend(6, 8),
-			Want:     []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"replay": false}}},
+			Want:     []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{Replay: false}, Exact: []string{"Replay"}}},
 		},
 		{
 			Name:    "near miss: 5 large batches, 995 records written twice: warning",
 			Traffic: resend(5, 199),
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_records": 995}, Fields: map[string]any{"replay": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				DupRecords: 995, Replay: false,
+			}, Exact: []string{"Replay"}}},
 		},
 		{
 			Name:    "near miss the other way: 5 batches, 1000 records written twice reach replay-records: error",
 			Traffic: resend(5, 200),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"duplicate_batches": 5, "duplicate_records": 1000},
-				Fields: map[string]any{"replay": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &duplicatebatches.Finding{
+				DupBatches: 5, DupRecords: 1000, Replay: false,
+			}, Exact: []string{"Replay"}}},
 			Explanation: []string{"But 1000 records written twice reach replay-records (1000): an error whatever the pattern."},
 		},
 		{
@@ -474,13 +490,14 @@ func TestDuplicateBatchesSeverity(t *testing.T) {
 				}
 				producer(h, "172.31.0.100:51000", "app", 0, seq, bases, nil)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 6, "duplicate_records": 48},
-				Fields: map[string]any{"replay": false, "shifts": []int64{8, 16, 24, 40}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				DupBatches: 6, DupRecords: 48, Replay: false, Shifts: []int64{8, 16, 24, 40},
+			}, Exact: []string{"Replay"}}},
 		},
 		{
 			Name:    "a single batch written twice is a warning, not info",
 			Traffic: resend(1, 3),
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"duplicate_batches": 1, "duplicate_records": 3}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{DupBatches: 1, DupRecords: 3}}},
 		},
 	}, nil)
 }

@@ -41,14 +41,14 @@ type Finding struct {
 	// for both halves.
 	CRCSequenceMD5 string `json:"crc_sequence_md5,omitempty"`
 
-	label         string
-	mainBatches   int64
-	mainByRecords int64
-	idempotent    int64 // repeats with a producer id
-	produced      bool  // the repeat's Produce was captured
-	server        string
-	replayBatches int64 // the rule's replay-batches
-	replayRecords int64 // and replay-records
+	Label         string
+	MainBatches   int64
+	MainByRecords int64
+	Idempotent    int64 // repeats with a producer id
+	Produced      bool  // the repeat's Produce was captured
+	Server        string
+	ReplayBatches int64 // the rule's replay-batches
+	ReplayRecords int64 // and replay-records
 
 	// The counts: the partition's batches and records seen, the
 	// batches and records repeated; then, where not zero, the repeats
@@ -71,52 +71,52 @@ type Finding struct {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("%s: %d batches (%d records) written twice, offsets %d-%d again at %d-%d (shift %+d), producerId %d",
-		f.label, f.DupBatches, f.DupRecords, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset, f.OffsetShift, f.ProducerID)
+		f.Label, f.DupBatches, f.DupRecords, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset, f.OffsetShift, f.ProducerID)
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var ex strings.Builder
 	how := "byte for byte (same CRC, record count and size)"
-	if f.mainByRecords == f.mainBatches {
+	if f.MainByRecords == f.MainBatches {
 		how = "record for record (same timestamps, keys, values and headers, in batches whose CRCs differ: re-batched or recompressed)"
-	} else if f.mainByRecords > 0 {
-		how = fmt.Sprintf("byte for byte or, for %d of them, record for record", f.mainByRecords)
+	} else if f.MainByRecords > 0 {
+		how = fmt.Sprintf("byte for byte or, for %d of them, record for record", f.MainByRecords)
 	}
-	fmt.Fprintf(&ex, "%d of the %d batches seen in %s repeat, %s, data already at %d offsets lower: ", f.DupBatches, f.Batches, f.label, how, f.OffsetShift)
+	fmt.Fprintf(&ex, "%d of the %d batches seen in %s repeat, %s, data already at %d offsets lower: ", f.DupBatches, f.Batches, f.Label, how, f.OffsetShift)
 	if f.Contiguous {
-		fmt.Fprintf(&ex, "the %d batches at offsets %d-%d appear again as one contiguous run at %d-%d", f.mainBatches, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset)
+		fmt.Fprintf(&ex, "the %d batches at offsets %d-%d appear again as one contiguous run at %d-%d", f.MainBatches, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset)
 		if f.CRCSequenceMD5 != "" {
 			ex.WriteString(", with the same CRC sequence")
 		}
 		ex.WriteString(". ")
 	} else {
-		fmt.Fprintf(&ex, "%d batches between offsets %d and %d repeat at %d-%d, not as one unbroken run. ", f.mainBatches, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset)
+		fmt.Fprintf(&ex, "%d batches between offsets %d and %d repeat at %d-%d, not as one unbroken run. ", f.MainBatches, f.FirstOffset, f.LastOffset, f.RepeatFirstOffset, f.RepeatLastOffset)
 	}
 	if len(f.Shifts) > 1 {
 		fmt.Fprintf(&ex, "Repeats were found at %d different shifts (%s). ", len(f.Shifts), text.IDs(f.Shifts, 0))
 	}
 	fmt.Fprintf(&ex, "The log now holds %d records twice; every consumer of the partition reads them twice, and the log keeps both copies until retention removes them. ", f.DupRecords)
-	if f.produced {
-		fmt.Fprintf(&ex, "The repeat was produced by %s to %s", f.ClientID, f.server)
+	if f.Produced {
+		fmt.Fprintf(&ex, "The repeat was produced by %s to %s", f.ClientID, f.Server)
 	} else {
 		fmt.Fprintf(&ex, "The repeat was seen by %s (its Produce was not captured)", f.ClientID)
 	}
-	if f.idempotent == 0 {
+	if f.Idempotent == 0 {
 		ex.WriteString(" with producerId -1: idempotence was off, so the broker had no producer id and sequence to recognise the resend and appended it as new data. ")
 	} else {
 		fmt.Fprintf(&ex, " with producerId %d: the broker deduplicates only retries of the same producer id and epoch (its last 5 batches), so this data came back as new batches (a new producer id after a restart, or records re-sent in new batches). ", f.ProducerID)
 	}
 	if f.Replay {
 		fmt.Fprintf(&ex, "%d batches appended again at one shift (replay-batches is %d) are a replay, not a retry: a producer resends at most the batches it had in flight (max.in.flight.requests.per.connection, 5 by default), whereas a pipeline that consumes a source and produces its records re-reads, after a crash, everything since its last committed position, as a MirrorMaker 2 task killed before its source offsets were committed does.",
-			f.mainBatches, f.replayBatches)
+			f.MainBatches, f.ReplayBatches)
 	} else {
 		fmt.Fprintf(&ex, "%s at one shift, fewer than replay-batches (%d): the size of a producer's resend of the batches it had in flight after a lost acknowledgement (a request timeout, a dropped connection), or of a pipeline replaying a few batches.",
-			text.Plural(f.mainBatches, "batch", "batches"), f.replayBatches)
-		if f.DupRecords >= f.replayRecords {
-			fmt.Fprintf(&ex, " But %d records written twice reach replay-records (%d): an error whatever the pattern.", f.DupRecords, f.replayRecords)
+			text.Plural(f.MainBatches, "batch", "batches"), f.ReplayBatches)
+		if f.DupRecords >= f.ReplayRecords {
+			fmt.Fprintf(&ex, " But %d records written twice reach replay-records (%d): an error whatever the pattern.", f.DupRecords, f.ReplayRecords)
 		} else {
-			fmt.Fprintf(&ex, " A warning: fewer than replay-records (%d) records, but they stay in the log twice.", f.replayRecords)
+			fmt.Fprintf(&ex, " A warning: fewer than replay-records (%d) records, but they stay in the log twice.", f.ReplayRecords)
 		}
 	}
 	return ex.String()
@@ -170,9 +170,9 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		Contiguous:  main.span == main.repLast-main.repFirst+1,
 		FirstOffset: main.origFirst, LastOffset: main.origLast, RepeatFirstOffset: main.repFirst, RepeatLastOffset: main.repLast,
 		ProducerID: main.producerID, Compared: comparedBy(main),
-		label: pt.key.Label(p.Nodes), Batches: pt.batches, DupBatches: dupBatches, DupRecords: dupRecords,
-		mainBatches: main.batches, mainByRecords: main.byRecords, idempotent: idem,
-		Replay: main.batches >= r.replay, replayBatches: r.replay, replayRecords: r.replayRecs,
+		Label: pt.key.Label(p.Nodes), Batches: pt.batches, DupBatches: dupBatches, DupRecords: dupRecords,
+		MainBatches: main.batches, MainByRecords: main.byRecords, Idempotent: idem,
+		Replay: main.batches >= r.replay, ReplayBatches: r.replay, ReplayRecords: r.replayRecs,
 	}
 	for _, rn := range runs {
 		f.Shifts = append(f.Shifts, rn.shift)
@@ -187,7 +187,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 	if main.producerSrc >= 0 {
 		src = r.srcs.Get(uint32(main.producerSrc))
 	}
-	f.ClientID, f.produced, f.server = src.ClientID, main.producerSrc >= 0, src.ServerLabel(p.Nodes)
+	f.ClientID, f.Produced, f.Server = src.ClientID, main.producerSrc >= 0, src.ServerLabel(p.Nodes)
 
 	nodes := tally.IDs{}
 	nodes.Add(src.ServerNode(p.Nodes))

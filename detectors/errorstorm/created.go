@@ -101,7 +101,7 @@ func (r *rule) created(topic string, t time.Time) {
 
 // beingCreated returns the topics of group g's unknown answers, sorted,
 // if every one of them was created in the capture; nil otherwise.
-func (r *rule) beingCreated(g *group) []string {
+func (r *rule) beingCreated(g *Group) []string {
 	if g.code != unknownTopic || len(g.unknown) == 0 || g.unknownCut {
 		return nil
 	}

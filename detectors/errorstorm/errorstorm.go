@@ -92,7 +92,7 @@ func New(p Params) detectors.Rule {
 		minResponses: int64(max(p.MinResponses, 1)),
 		window:       p.Window,
 		k:            min(max(k, 1), maxWindow),
-		groups:       make(map[groupKey]*group),
+		groups:       make(map[groupKey]*Group),
 		failing:      make(map[failKey][]*client),
 	}
 }
@@ -101,7 +101,7 @@ type rule struct {
 	minResponses int64
 	window       time.Duration
 	k            int // responses a window must hold
-	groups       map[groupKey]*group
+	groups       map[groupKey]*Group
 	// groupsDropped counts the error codes of responses beyond maxGroups.
 	groupsDropped int64
 	apiResponses  tally.APIs
@@ -115,17 +115,17 @@ type rule struct {
 
 type groupKey struct{ api, code int16 }
 
-// group is one API and error code.
-type group struct {
+// Group is one API and error code.
+type Group struct {
 	groupKey
-	responses   int64 // responses carrying the code, from every client
+	Responses   int64 // responses carrying the code, from every client
 	occurrences int64 // times the code appears in them
 	clients     map[cluster.Client]*client
 	what        string // what the evidence shows
 
 	// While clients storm.
-	stormed               int64
-	stormFirst, stormLast time.Time
+	Stormed               int64
+	StormFirst, StormLast time.Time
 	stormClients          int
 	conns                 tally.Conns
 	clientIDs             map[string]bool
@@ -208,11 +208,11 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 			r.groupsDropped++
 			return
 		}
-		g = &group{groupKey: gk, clients: make(map[cluster.Client]*client), clientIDs: make(map[string]bool)}
+		g = &Group{groupKey: gk, clients: make(map[cluster.Client]*client), clientIDs: make(map[string]bool)}
 		r.groups[gk] = g
 	}
 	t := x.Resp.Time
-	g.responses++
+	g.Responses++
 	g.occurrences += int64(ec.Count)
 
 	ck := x.Req.Client
@@ -256,12 +256,12 @@ func (r *rule) hit(x *detectors.Exchange, ec flows.ErrorCount) {
 	oldest := c.seq - int64(r.k) + 1
 	for s := max(c.counted+1, oldest); s <= c.seq; s++ {
 		hh := c.ring[int((int64(c.next)+s-oldest)%int64(r.k))]
-		g.stormed++
-		if g.stormFirst.IsZero() || hh.t.Before(g.stormFirst) {
-			g.stormFirst = hh.t
+		g.Stormed++
+		if g.StormFirst.IsZero() || hh.t.Before(g.StormFirst) {
+			g.StormFirst = hh.t
 		}
-		if hh.t.After(g.stormLast) {
-			g.stormLast = hh.t
+		if hh.t.After(g.StormLast) {
+			g.StormLast = hh.t
 		}
 		g.conns.Add(hh.conn)
 		g.ev.Add(hh.ev)
@@ -370,7 +370,7 @@ func (c *client) held(end time.Time, window time.Duration) (d time.Duration, ong
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	keys := make([]groupKey, 0, len(r.groups))
 	for k, g := range r.groups {
-		if g.stormed >= r.minResponses {
+		if g.Stormed >= r.minResponses {
 			keys = append(keys, k)
 		}
 	}
@@ -387,11 +387,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
-	dur := g.stormLast.Sub(g.stormFirst)
-	rate := float64(g.stormed)
+func (r *rule) finding(p *detectors.Pass, g *Group) detectors.Finding {
+	dur := g.StormLast.Sub(g.StormFirst)
+	rate := float64(g.Stormed)
 	if dur > 0 {
-		rate = float64(g.stormed) / dur.Seconds()
+		rate = float64(g.Stormed) / dur.Seconds()
 	}
 	var who []string
 	sev := detectors.Info
@@ -447,21 +447,21 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 		API: decode.Name(g.api), Error: decode.ErrorName(g.code), ErrorCode: g.code,
 		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
 		Duration: text.Seconds(dur), Rate: math.Round(rate*100) / 100, Held: text.Seconds(held), Ongoing: ongoing,
-		g: g, APIResponses: r.apiResponses.Get(g.api), rate: rate, duration: dur, held: held, sev: sev, who: who,
-		serverLabels: g.conns.ServerLabels(p.Nodes), k: r.k, window: r.window, TopicsCreated: created,
-		Fast: ep.Fast(), StillFailing: failing, ep: ep,
+		Group: g, APIResponses: r.apiResponses.Get(g.api), ExactRate: rate, Span: dur, HeldFor: held, Severity: sev, Who: who,
+		ServerLabels: g.conns.ServerLabels(p.Nodes), MinErrors: r.k, Window: r.window, TopicsCreated: created,
+		Fast: ep.Fast(), StillFailing: failing, Episode: ep,
 	}
 	if ep.Fast() {
 		f.FastRate = math.Round(ep.Rate*10) / 10
 	}
-	f.Responses = g.responses
-	f.StormResponses = g.stormed
+	f.Responses = g.Responses
+	f.StormResponses = g.Stormed
 	f.ErrorCodes = g.occurrences
 	f.StormClients = int64(g.stormClients)
 	return detectors.Finding{
 		Severity: sev,
-		First:    g.stormFirst,
-		Last:     g.stormLast,
+		First:    g.StormFirst,
+		Last:     g.StormLast,
 		Conns:    g.conns.IDs(),
 		Nodes:    g.conns.Nodes(p.Nodes),
 		Evidence: g.ev.List(),

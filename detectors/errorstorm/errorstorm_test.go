@@ -97,7 +97,9 @@ func timeline(traffic func(h *dt.Harness, tl *dt.Timeline)) func(h *dt.Harness) 
 // failing at the capture's end after 10 s; both sides of each boundary.
 func TestErrorStormSeverity(t *testing.T) {
 	held := func(sev detectors.Severity, s float64, ongoing bool) []dt.Want {
-		return []dt.Want{{Severity: sev, Fields: map[string]any{"held_s": s, "ongoing": ongoing}}}
+		return []dt.Want{{Severity: sev, Detail: &errorstorm.Finding{
+			Held: s, Ongoing: ongoing,
+		}, Exact: []string{"Held", "Ongoing"}}}
 	}
 	dt.Run(t, errorstorm.Analyzer, []dt.Case{
 		{Name: "held 2.999 s, then a success: info", Traffic: failFor(2999*time.Millisecond, time.Minute),
@@ -113,8 +115,9 @@ func TestErrorStormSeverity(t *testing.T) {
 		{Name: "near miss the other way: still failing at the end after 10 s: error", Traffic: failingAtEnd(10 * time.Second),
 			Want: held(detectors.Error, 10, true)},
 		{Name: "the 15 s loop, healed: warning", Traffic: timeline(healedLoop),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 150},
-				Fields: map[string]any{"held_s": 14.999, "ongoing": false, "duration_s": 14.9}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{
+				StormResponses: 150, Held: 14.999, Ongoing: false, Duration: 14.9,
+			}, Exact: []string{"Ongoing"}}}},
 		{
 			// The issue's second case: kgo retried a NOT_LEADER_OR_FOLLOWER
 			// partition 8 times in 8.5 s, then wrote it. Not even info
@@ -132,8 +135,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 8},
-				Fields: map[string]any{"api": "Produce", "held_s": 8.498}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{
+				StormResponses: 8, API: "Produce", Held: 8.498,
+			}}},
 		},
 		{
 			Name: "an error every other fetch at 10/s for 20 s: the client is not held up, info",
@@ -149,8 +153,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				}
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 100},
-				Fields: map[string]any{"held_s": 0.099, "error": "FETCH_SESSION_ID_NOT_FOUND"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 100, Held: 0.099, Error: "FETCH_SESSION_ID_NOT_FOUND",
+			}}},
 			Explanation: []string{"The longest a client kept getting it with no success in between was 99 ms: info"},
 		},
 		{
@@ -173,7 +178,7 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 40}, Fields: map[string]any{"held_s": 1.9}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 40, Held: 1.9}}},
 		},
 		{
 			Name: "near miss: the bursts 5 s apart (within the window) are one spell of 8 s: warning",
@@ -185,7 +190,7 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 8.8}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{Held: 8.8}}},
 		},
 		{
 			// A client that keeps heartbeating every 300 ms through a
@@ -198,7 +203,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				tl.Every(c, dt.At(3100*time.Millisecond), 300*time.Millisecond, 50, time.Millisecond, "consumer-1", func() (kmsg.Request, kmsg.Response) { return dt.Heartbeat(0) })
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 7}, Fields: map[string]any{"held_s": 2.099, "ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 7, Held: 2.099, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "healthy: ten members of one application (one client id and host) each answered MEMBER_ID_REQUIRED, then joining: info at most",
@@ -214,7 +221,9 @@ func TestErrorStormSeverity(t *testing.T) {
 				later(h, tl, time.Minute)
 				tl.Run()
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 10}, Fields: map[string]any{"error": "MEMBER_ID_REQUIRED"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{
+				StormResponses: 10, Error: "MEMBER_ID_REQUIRED",
+			}}},
 		},
 	}, nil)
 }
@@ -231,10 +240,12 @@ func TestErrorStorm(t *testing.T) {
 			traffic: loop,
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"responses": 150, "storm_responses": 150, "error_codes": 150, "api_responses": 150, "clients": 1},
-				Fields: map[string]any{"api": "Fetch", "error": "NOT_LEADER_OR_FOLLOWER", "error_code": int16(6),
-					"client_ids": []string{"loop-client"}, "clients": []string{"10.2.0.5"}, "servers": []string{broker},
-					"duration_s": 14.9, "rate_per_s": 10.07, "held_s": 14.9, "ongoing": true},
+				Detail: &errorstorm.Finding{
+					Responses: 150, StormResponses: 150, ErrorCodes: 150, APIResponses: 150, StormClients: 1,
+					API: "Fetch", Error: "NOT_LEADER_OR_FOLLOWER", ErrorCode: int16(6),
+					ClientIDs: []string{"loop-client"}, Clients: []string{"10.2.0.5"}, Servers: []string{broker},
+					Duration: 14.9, Rate: 10.07, Held: 14.9, Ongoing: true,
+				},
 				Summary: []string{`Fetch answered NOT_LEADER_OR_FOLLOWER 150 times in 14.9 s (10.1/s) to "loop-client" (10.2.0.5) from ` + broker},
 			}},
 		},
@@ -246,8 +257,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"responses": 60, "storm_responses": 60, "error_codes": 120, "api_responses": 60},
-				Fields:   map[string]any{"api": "Metadata", "error": "LEADER_NOT_AVAILABLE", "duration_s": 29.5, "rate_per_s": 2.03, "ongoing": true},
+				Detail: &errorstorm.Finding{
+					Responses: 60, StormResponses: 60, ErrorCodes: 120, APIResponses: 60, API: "Metadata",
+					Error: "LEADER_NOT_AVAILABLE", Duration: 29.5, Rate: 2.03, Ongoing: true,
+				},
 			}},
 		},
 		{
@@ -262,7 +275,7 @@ func TestErrorStorm(t *testing.T) {
 			traffic: func(h *dt.Harness, tl *dt.Timeline) {
 				every(h, tl, "10.2.0.5:40000", broker, "slow", time.Second, 2*time.Second, 30, notLeader)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30, "storm_responses": 30}}},
+			want: []dt.Want{{Severity: detectors.Error, Detail: &errorstorm.Finding{Responses: 30, StormResponses: 30}}},
 		},
 		{
 			name:     "the 0.83/s loop with a 10 s window: ten take 10.8 s, quiet",
@@ -285,7 +298,7 @@ func TestErrorStorm(t *testing.T) {
 			traffic: func(h *dt.Harness, tl *dt.Timeline) {
 				every(h, tl, "10.2.0.5:40000", broker, "edge", time.Second, 1240*time.Millisecond, 30, notLeader)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30, "storm_responses": 30}}},
+			want: []dt.Want{{Severity: detectors.Error, Detail: &errorstorm.Finding{Responses: 30, StormResponses: 30}}},
 		},
 		{
 			name: "near miss: a burst of 4, one short of a full window (and of min-responses)",
@@ -298,7 +311,7 @@ func TestErrorStorm(t *testing.T) {
 			traffic: func(h *dt.Harness, tl *dt.Timeline) {
 				every(h, tl, "10.2.0.5:40000", broker, "burst", time.Second, 50*time.Millisecond, 5, notLeader)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 5}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 5}}},
 		},
 		{
 			name:     "min-responses raised above a real loop",
@@ -353,8 +366,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Info,
-				Fields:   map[string]any{"error": "UNKNOWN_TOPIC_OR_PARTITION", "topics_created": []string{"app-repartition"}, "held_s": 5.499},
-				Summary:  []string{"while app-repartition was being created"},
+				Detail: &errorstorm.Finding{
+					Error: "UNKNOWN_TOPIC_OR_PARTITION", TopicsCreated: []string{"app-repartition"}, Held: 5.499,
+				},
+				Summary: []string{"while app-repartition was being created"},
 			}},
 		},
 		{
@@ -369,7 +384,7 @@ func TestErrorStorm(t *testing.T) {
 				tl.Call(h.Conn("10.2.0.5:40001", broker), dt.At(6*time.Second), 20*time.Millisecond, "admin", req, resp)
 				tl.Call(c, dt.At(12*time.Second), time.Millisecond, "producer-1", dt.MetadataTopic("orders"), dt.MetadataAnswer(1, "orders", [16]byte{1}, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"error": "UNKNOWN_TOPIC_OR_PARTITION"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &errorstorm.Finding{Error: "UNKNOWN_TOPIC_OR_PARTITION"}}},
 		},
 		{
 			// The capture runs on 5.1 s past the loop's last error:
@@ -381,8 +396,10 @@ func TestErrorStorm(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"responses": 155, "storm_responses": 150, "clients": 1},
-				Fields:   map[string]any{"client_ids": []string{"loop-client"}, "servers": []string{broker}},
+				Detail: &errorstorm.Finding{
+					Responses: 155, StormResponses: 150, StormClients: 1, ClientIDs: []string{"loop-client"},
+					Servers: []string{broker},
+				},
 			}},
 		},
 		{
@@ -396,9 +413,11 @@ func TestErrorStorm(t *testing.T) {
 			// unknown length this broad is a warning (detectors.Episode).
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"responses": 90, "storm_responses": 90, "clients": 3},
-				Fields: map[string]any{"client_ids": []string{"", "a", "b"}, "clients": []string{"10.2.0.5", "10.2.0.6"},
-					"servers": []string{broker, broker2}, "held_s": 2.9, "ongoing": true},
+				Detail: &errorstorm.Finding{
+					Responses: 90, StormResponses: 90, StormClients: 3, ClientIDs: []string{"", "a", "b"},
+					Clients: []string{"10.2.0.5", "10.2.0.6"}, Servers: []string{broker, broker2}, Held: 2.9,
+					Ongoing: true,
+				},
 				Summary: []string{`to "a" (10.2.0.5), "b" (10.2.0.5), 10.2.0.6 (no client id) from`},
 			}},
 		},
@@ -471,11 +490,11 @@ func TestErrorStormExplainedByNotLeaderLoop(t *testing.T) {
 		want     dt.Want
 	}{
 		{name: "the 10/s loop", traffic: healedLoop,
-			want: dt.Want{Counts: map[string]int64{"storm_responses": 150}}},
+			want: dt.Want{Detail: &errorstorm.Finding{StormResponses: 150}}},
 		{name: "two clients, one looping", traffic: func(h *dt.Harness, tl *dt.Timeline) {
 			healedLoop(h, tl)
 			every(h, tl, "10.2.0.9:40000", broker2, "other", time.Second, 5*time.Second, 5, notLeader)
-		}, want: dt.Want{Counts: map[string]int64{"responses": 155, "storm_responses": 150}}},
+		}, want: dt.Want{Detail: &errorstorm.Finding{Responses: 155, StormResponses: 150}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := dt.New(t, map[string]map[string]string{"error-storm": tc.settings},
@@ -496,7 +515,7 @@ func TestErrorStormExplainedByNotLeaderLoop(t *testing.T) {
 			w := tc.want
 			w.Severity = detectors.Warning
 			if nl >= detectors.Warning {
-				w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "not-leader-loop"}
+				w.Severity, w.ExplainedBy = detectors.Info, "not-leader-loop"
 				w.Summary = []string{" (explained by not-leader-loop)"}
 			}
 			dt.Check(t, fs, "error-storm", w)
@@ -540,9 +559,9 @@ func TestErrorStormSubject(t *testing.T) {
 			tl := dt.NewTimeline(h)
 			healedLoop(h, tl)
 			tl.Run()
-			w := dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"storm_responses": 150}}
+			w := dt.Want{Severity: detectors.Warning, Detail: &errorstorm.Finding{StormResponses: 150}}
 			if tc.explained {
-				w.Severity, w.Fields = detectors.Info, map[string]any{"explained_by": "specific"}
+				w.Severity, w.ExplainedBy = detectors.Info, "specific"
 			}
 			fs := h.Findings()
 			dt.Check(t, fs, "error-storm", w)
@@ -569,9 +588,9 @@ func TestErrorStormInfoNamesItsExplanation(t *testing.T) {
 			tl := dt.NewTimeline(h)
 			every(h, tl, "10.2.0.5:40000", broker, "burst", time.Second, 50*time.Millisecond, 5, notLeader)
 			tl.Run()
-			w := dt.Want{Severity: detectors.Info, Counts: map[string]int64{"storm_responses": 5}}
+			w := dt.Want{Severity: detectors.Info, Detail: &errorstorm.Finding{StormResponses: 5}}
 			if tc.explained {
-				w.Fields, w.Summary = map[string]any{"explained_by": "specific"}, []string{" (explained by specific)"}
+				w.ExplainedBy, w.Summary = "specific", []string{" (explained by specific)"}
 			}
 			fs := h.Findings()
 			dt.Check(t, fs, "error-storm", w)
@@ -611,12 +630,11 @@ func storm(n int, step time.Duration, healed bool) func(h *dt.Harness) {
 // detectors.FastRate and FastMin.
 func TestErrorStormIntensity(t *testing.T) {
 	fast := func(sev detectors.Severity, fast bool, ongoing bool) []dt.Want {
-		w := dt.Want{Severity: sev, Fields: map[string]any{"ongoing": ongoing, "error": "REQUEST_TIMED_OUT"}}
+		w := dt.Want{Severity: sev, Detail: &errorstorm.Finding{
+			Ongoing: ongoing, Error: "REQUEST_TIMED_OUT",
+		}, Exact: []string{"Ongoing"}}
 		if fast {
-			w.Fields["fast"] = true
-		} else {
-			w.Fields["fast_rate_per_s"] = nil // checked absent below
-			delete(w.Fields, "fast_rate_per_s")
+			w.Detail.(*errorstorm.Finding).Fast = true
 		}
 		return []dt.Want{w}
 	}

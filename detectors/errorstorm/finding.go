@@ -40,16 +40,16 @@ type Finding struct {
 	FastRate     float64 `json:"fast_rate_per_s,omitempty"`
 	StillFailing int     `json:"still_failing,omitempty"`
 
-	g            *group
-	rate         float64
-	duration     time.Duration
-	held         time.Duration
-	sev          detectors.Severity
-	who          []string // the storming clients, `"id" (host)`
-	serverLabels []string
-	k            int
-	window       time.Duration
-	ep           detectors.Episode
+	Group        *Group
+	ExactRate    float64
+	Span         time.Duration
+	HeldFor      time.Duration
+	Severity     detectors.Severity
+	Who          []string // the storming clients, `"id" (host)`
+	ServerLabels []string
+	MinErrors    int
+	Window       time.Duration
+	Episode      detectors.Episode
 
 	// The counts: responses with the error, those in the worst storm,
 	// the error's occurrences (one response may carry it for many
@@ -64,31 +64,31 @@ type Finding struct {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("%s answered %s %d times in %s (%.1f/s) to %s", f.API, f.Error, f.g.stormed,
-		text.Duration(f.duration), f.rate, text.List(f.who, 3))
+	s := fmt.Sprintf("%s answered %s %d times in %s (%.1f/s) to %s", f.API, f.Error, f.Group.Stormed,
+		text.Duration(f.Span), f.ExactRate, text.List(f.Who, 3))
 	if len(f.Servers) > 0 {
-		s += " from " + text.List(f.serverLabels, 3)
+		s += " from " + text.List(f.ServerLabels, 3)
 	}
 	if len(f.TopicsCreated) > 0 {
 		s += fmt.Sprintf(" while %s %s being created", text.List(f.TopicsCreated, 3), text.Word(len(f.TopicsCreated), "was", "were"))
 	} else if f.Ongoing || f.Fast {
-		s += "; " + f.ep.Felt()
+		s += "; " + f.Episode.Felt()
 	}
 	return s
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	g := f.g
+	g := f.Group
 	expl := fmt.Sprintf("%d of %d %s responses carried %s (error code %d, %d occurrences: one response can name it "+
 		"for several partitions or resources). %d client(s), %s, kept getting it at %.1f per second for %s, "+
 		"from %s to %s, at least %d within %s: the client retries and the broker gives the same answer every "+
 		"time. A healthy client sees this error now and then and recovers after one refresh or retry.",
 		f.Responses, f.APIResponses, f.API, f.Error, f.ErrorCode, f.ErrorCodes, f.StormClients,
-		strings.Join(f.who, ", "), f.rate, text.Duration(f.duration),
-		text.Clock(g.stormFirst), text.Clock(g.stormLast), f.k, text.Duration(f.window))
-	if g.responses > g.stormed {
-		expl += fmt.Sprintf(" %d other response(s) carried it outside the storm.", g.responses-g.stormed)
+		strings.Join(f.Who, ", "), f.ExactRate, text.Duration(f.Span),
+		text.Clock(g.StormFirst), text.Clock(g.StormLast), f.MinErrors, text.Duration(f.Window))
+	if g.Responses > g.Stormed {
+		expl += fmt.Sprintf(" %d other response(s) carried it outside the storm.", g.Responses-g.Stormed)
 	}
 	return expl + " " + f.felt()
 }
@@ -103,22 +103,22 @@ func (f *Finding) felt() string {
 	var s string
 	switch {
 	case f.Ongoing:
-		s = fmt.Sprintf("A client had been getting it for %s with no success in between and still was when the capture ended", text.Duration(f.held))
-	case f.held > 0:
-		s = fmt.Sprintf("The longest a client kept getting it with no success in between was %s", text.Duration(f.held))
+		s = fmt.Sprintf("A client had been getting it for %s with no success in between and still was when the capture ended", text.Duration(f.HeldFor))
+	case f.HeldFor > 0:
+		s = fmt.Sprintf("The longest a client kept getting it with no success in between was %s", text.Duration(f.HeldFor))
 	default:
 		s = "The storming clients got successful answers between the errors"
 	}
 	switch {
-	case f.sev == detectors.Error:
+	case f.Severity == detectors.Error:
 		return s + fmt.Sprintf(": an error (%s or more, or %s or more and not healed).", text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
-	case f.sev == detectors.Warning && f.ep.Fast() && f.held < detectors.FeltAfter:
+	case f.Severity == detectors.Warning && f.Episode.Fast() && f.HeldFor < detectors.FeltAfter:
 		return s + fmt.Sprintf(": a warning however short, since the client retried %d times at %.0f a second, faster than any client's "+
 			"retry backoff allows (%.0f a second or more: the lowest library default, 100 ms, allows a few a second per broker); "+
-			"a client with no backoff loads the broker for every other client.", f.ep.Failures, f.ep.Rate, detectors.FastRate)
-	case f.sev == detectors.Warning && f.ep.Broad() && f.held < detectors.FeltAfter:
+			"a client with no backoff loads the broker for every other client.", f.Episode.Failures, f.Episode.Rate, detectors.FastRate)
+	case f.Severity == detectors.Warning && f.Episode.Broad() && f.HeldFor < detectors.FeltAfter:
 		return s + fmt.Sprintf(": a warning however short, since %d clients were still failing when the capture ended.", f.StillFailing)
-	case f.sev == detectors.Warning:
+	case f.Severity == detectors.Warning:
 		return s + fmt.Sprintf(": a warning, clients held up for %s or more.", text.Duration(detectors.FeltAfter))
 	}
 	return s + fmt.Sprintf(": info, no client held up for %s.", text.Duration(detectors.FeltAfter))

@@ -82,7 +82,7 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.fetch(5*time.Second, notFound)
 				c.every(5010*time.Millisecond, 10*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"session_errors": 1, "storms": 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{SessionErrors: 1, Storms: 1}}},
 		},
 		{
 			Name: "two consumers evicting each other's session for 6 s, to the end: a warning each",
@@ -99,12 +99,14 @@ func TestFetchSessionChurn(t *testing.T) {
 			},
 			Want: []dt.Want{
 				{Severity: detectors.Warning,
-					Counts: map[string]int64{"session_errors": 300, "storms": 1, "fetches": 599, "full_fetches": 299, "incremental_fetches": 300, "sessions_created": 299},
-					Fields: map[string]any{"client_id": "consumer-a", "fetcher": int32(-1), "ongoing": true, "held_s": 5.985,
-						"errors":   []string{"FETCH_SESSION_ID_NOT_FOUND x300"},
-						"creators": []fetchsessionchurn.Creator{{ClientID: "consumer-a", Client: "10.2.0.7", Sessions: 299}, {ClientID: "consumer-b", Client: "10.2.0.8", Sessions: 299}}},
+					Detail: &fetchsessionchurn.Finding{
+						SessionErrors: 300, Storms: 1, Fetches: 599, FullFetches: 299, IncrementalFetches: 300,
+						SessionsCreated: 299, ClientID: "consumer-a", Fetcher: int32(-1), Ongoing: true,
+						HeldS: 5.985, Errors: []string{"FETCH_SESSION_ID_NOT_FOUND x300"},
+						Creators: []fetchsessionchurn.Creator{{ClientID: "consumer-a", Client: "10.2.0.7", Sessions: 299}, {ClientID: "consumer-b", Client: "10.2.0.8", Sessions: 299}},
+					},
 					Summary: []string{`consumer "consumer-a" (10.2.0.7) at 10.1.0.10:9092: FETCH_SESSION_ID_NOT_FOUND 300 times in 6.0 s (50.17/s)`, "299 of 599 fetches full", "still failing at the end (seen for 6.0 s)"}},
-				{Severity: detectors.Warning, Fields: map[string]any{"client_id": "consumer-b"}},
+				{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{ClientID: "consumer-b"}},
 			},
 		},
 		{
@@ -112,7 +114,7 @@ func TestFetchSessionChurn(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newConsumer(h, "10.2.0.7:40000", "orders-consumer", new(int32)).every(0, 12*time.Second+20*time.Millisecond, 20*time.Millisecond, notFound)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"session_errors": 300}, Fields: map[string]any{"ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &fetchsessionchurn.Finding{SessionErrors: 300, Ongoing: true}}},
 		},
 		{
 			Name: "near miss: a storm of 2.9 s, then healthy fetches: info",
@@ -121,7 +123,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 3*time.Second, 50*time.Millisecond, notFound) // errors every 100 ms, 50 ms to 2950 ms
 				c.every(3*time.Second, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": false, "held_s": 2.9}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{
+				Ongoing: false, HeldS: 2.9,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss the other way: 3.1 s is a warning",
@@ -130,7 +134,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 3200*time.Millisecond, 50*time.Millisecond, notFound) // 50 ms to 3150 ms
 				c.every(3200*time.Millisecond, 20*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "held_s": 3.1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{
+				Ongoing: false, HeldS: 3.1,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "two short storms more than max-gap apart stay info, counted as two",
@@ -141,7 +147,7 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(12*time.Second, 14*time.Second, 50*time.Millisecond, notFound)
 				c.every(14*time.Second, 24*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"storms": 2, "session_errors": 40}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{Storms: 2, SessionErrors: 40}}},
 		},
 		{
 			Name: "a follower's replica fetcher out of step (INVALID_FETCH_SESSION_EPOCH)",
@@ -150,7 +156,9 @@ func TestFetchSessionChurn(t *testing.T) {
 				c.every(0, 4*time.Second, 100*time.Millisecond, wrongEpoch)
 				c.every(4*time.Second, 8*time.Second, 500*time.Millisecond, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"fetcher": int32(2), "errors": []string{"INVALID_FETCH_SESSION_EPOCH x20"}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{
+				Fetcher: int32(2), Errors: []string{"INVALID_FETCH_SESSION_EPOCH x20"},
+			},
 				Summary: []string{`follower node 2 (client id "broker-2-fetcher-0", 10.1.0.12)`}}},
 		},
 	}, nil)
@@ -172,17 +180,17 @@ func TestFetchSessionChurnIntensity(t *testing.T) {
 			// Every other fetch fails: an error every 200 µs, 5,000 a
 			// second, for 0.5 s, to the end.
 			Name: "5,000 resets a second for 0.5 s, still going: warning", Traffic: storm(100*time.Microsecond, 500*time.Millisecond),
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{Ongoing: true},
 				Summary: []string{"still failing at the end (seen for 500 ms), retried 2500 times at 5000 a second"}}},
 			Explanation: []string{"A warning however short: 2500 session errors at 5000 a second"},
 		},
 		{
 			Name: "near miss: 99.9 resets a second for 1 s: info", Traffic: storm(5005*time.Microsecond, time.Second),
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": true}, Summary: []string{"still failing at the end (seen for"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &fetchsessionchurn.Finding{Ongoing: true}, Summary: []string{"still failing at the end (seen for"}}},
 		},
 		{
 			Name: "near miss the other way: 100 resets a second for 1 s: warning", Traffic: storm(5*time.Millisecond, time.Second),
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &fetchsessionchurn.Finding{Ongoing: true}}},
 		},
 	}, nil)
 }

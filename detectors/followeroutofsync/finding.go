@@ -37,9 +37,9 @@ type Finding struct {
 	StillTrailing   bool    `json:"still_trailing"`
 	CatchingUp      bool    `json:"catching_up"`
 
-	u       run
-	more    int
-	dropped int64
+	Run     Run
+	More    int
+	Dropped int64
 	p       Params
 }
 
@@ -49,9 +49,9 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 	f := &Finding{
 		Follower: fl.node, ClientID: s.Key.Client.ID, Client: s.Key.Client.Host.String(), Leader: p.Label(fl.leader),
 		Topic: s.Topic(p.Nodes), Partition: s.Key.Partition.Num,
-		TrailStart: u.first.Lag, TrailMax: u.most.Lag, TrailEnd: u.last.Lag, DurationSeconds: text.Seconds(u.length()),
-		Fetches: u.fetches, StillTrailing: u.end.Packet == 0, CatchingUp: u.catchingUp(),
-		LeaderNode: -1, u: *u, more: len(parts) - 1, dropped: r.table.RoleDropped(cluster.RoleReplication), p: r.p,
+		TrailStart: u.First.Lag, TrailMax: u.Most.Lag, TrailEnd: u.Last.Lag, DurationSeconds: text.Seconds(u.length()),
+		Fetches: u.fetches, StillTrailing: u.End.Packet == 0, CatchingUp: u.catchingUp(),
+		LeaderNode: -1, Run: *u, More: len(parts) - 1, Dropped: r.table.RoleDropped(cluster.RoleReplication), p: r.p,
 	}
 	if p.Nodes != nil {
 		f.LeaderNode = p.Nodes.Server(fl.leader)
@@ -66,11 +66,11 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 		ev    []detectors.Evidence
 	)
 	for i, pt := range parts {
-		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.u.first.Time, pt.u.last.Time)
+		name := span.Add(pt.s.Topic(p.Nodes), pt.s.Key.Partition.Num, pt.u.First.Time, pt.u.Last.Time)
 		sev = max(sev, pt.sev)
-		where.Add(pt.s.Server, pt.u.first, pt.u.last)
+		where.Add(pt.s.Server, pt.u.First, pt.u.Last)
 		if i < 4 {
-			ev = lagev.Append(ev, name, pt.u.first, pt.u.most, pt.u.last, pt.u.end)
+			ev = lagev.Append(ev, name, pt.u.First, pt.u.Most, pt.u.Last, pt.u.End)
 		}
 	}
 	detectors.SortEvidence(ev)
@@ -93,7 +93,7 @@ func (r *rule) finding(p *detectors.Pass, fl follower, parts []part) detectors.F
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("follower node %d out of sync with leader %s on %s-%d: its fetch offset trailed the high watermark "+
 		"by %d to %d records for %s", f.Follower, f.Leader, f.Topic, f.Partition, min(f.TrailStart, f.TrailEnd), f.TrailMax,
-		text.Duration(f.u.length()))
+		text.Duration(f.Run.length()))
 	switch {
 	case f.StillTrailing && f.CatchingUp:
 		s += fmt.Sprintf(", still %d behind and catching up at the end", f.TrailEnd)
@@ -104,8 +104,8 @@ func (f *Finding) Summary() string {
 	default:
 		s += ", then back in step"
 	}
-	if f.more > 0 {
-		s += fmt.Sprintf(" (and %s)", text.Plural(f.more, "more partition", "more partitions"))
+	if f.More > 0 {
+		s += fmt.Sprintf(" (and %s)", text.Plural(f.More, "more partition", "more partitions"))
 	}
 	return s
 }
@@ -118,9 +118,9 @@ func (f *Finding) Explanation() string {
 		"%d records at %s (packet %d), %d at most at %s (packet %d) and %d at its last fetch (packet %d), over %s in %s. "+
 		"It is out of the ISR: the partition is under-replicated, a producer with acks=all waits on fewer replicas, and "+
 		"with fewer in sync than min.insync.replicas it gets NOT_ENOUGH_REPLICAS.",
-		f.Follower, f.ClientID, f.Client, f.Topic, f.Partition, f.Leader, f.Follower, f.TrailStart, text.Clock(f.u.first.Time),
-		f.u.first.Packet, f.TrailMax, text.Clock(f.u.most.Time), f.u.most.Packet, f.TrailEnd, f.u.last.Packet,
-		text.Duration(f.u.length()), text.Plural(f.Fetches, "fetch", "fetches"))
+		f.Follower, f.ClientID, f.Client, f.Topic, f.Partition, f.Leader, f.Follower, f.TrailStart, text.Clock(f.Run.First.Time),
+		f.Run.First.Packet, f.TrailMax, text.Clock(f.Run.Most.Time), f.Run.Most.Packet, f.TrailEnd, f.Run.Last.Packet,
+		text.Duration(f.Run.length()), text.Plural(f.Fetches, "fetch", "fetches"))
 	switch {
 	case f.StillTrailing && f.CatchingUp:
 		b.WriteString(" It was catching up when the capture ended (its trail had shrunk to half or less), as a follower " +
@@ -128,13 +128,13 @@ func (f *Finding) Explanation() string {
 	case f.StillTrailing:
 		b.WriteString(" It was not catching up when the capture ended: the follower cannot keep up with the leader (its " +
 			"disk, its network, too few replica fetchers) or is stuck.")
-	case f.u.end.Packet != 0:
-		fmt.Fprintf(&b, " It was back in step at %s (packet %d: trail %d).", text.Clock(f.u.end.Time), f.u.end.Packet, f.u.end.Lag)
+	case f.Run.End.Packet != 0:
+		fmt.Fprintf(&b, " It was back in step at %s (packet %d: trail %d).", text.Clock(f.Run.End.Time), f.Run.End.Packet, f.Run.End.Lag)
 		if f.CatchingUp {
 			b.WriteString(" Its trail shrank before that: a follower catching up, as after a restart.")
 		}
 	}
-	b.WriteString(lagev.Others("trailing", f.Partitions, f.dropped))
+	b.WriteString(lagev.Others("trailing", f.Partitions, f.Dropped))
 	return b.String()
 }
 

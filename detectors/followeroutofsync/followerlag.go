@@ -62,21 +62,21 @@ type rule struct {
 // track is one follower partition: the run under way and the worst
 // finished one that qualified.
 type track struct {
-	cur, best run
+	cur, best Run
 }
 
-// run is an unbroken stretch of trailing samples: the first, the one
+// Run is an unbroken stretch of trailing samples: the first, the one
 // trailing most, the last, and the sample that ended it.
-type run struct {
-	first, most, last, end flows.LagPoint
+type Run struct {
+	First, Most, Last, End flows.LagPoint
 	fetches                int
 }
 
-func (u *run) open() bool               { return u.fetches > 0 }
-func (u *run) length() time.Duration    { return u.last.Time.Sub(u.first.Time) }
-func (r *rule) qualifies(u *run) bool   { return u.fetches >= 2 && u.length() >= r.p.MinDuration }
-func (u *run) catchingUp() bool         { return u.last.Lag*2 <= u.most.Lag && u.last.Time.After(u.most.Time) }
-func (u *run) longer(v *run) bool       { return !v.open() || u.length() > v.length() }
+func (u *Run) open() bool               { return u.fetches > 0 }
+func (u *Run) length() time.Duration    { return u.Last.Time.Sub(u.First.Time) }
+func (r *rule) qualifies(u *Run) bool   { return u.fetches >= 2 && u.length() >= r.p.MinDuration }
+func (u *Run) catchingUp() bool         { return u.Last.Lag*2 <= u.Most.Lag && u.Last.Time.After(u.Most.Time) }
+func (u *Run) longer(v *Run) bool       { return !v.open() || u.length() > v.length() }
 func (r *rule) trailing(lag int64) bool { return lag >= int64(r.p.MinLag) }
 
 // UseLag implements detectors.LagHook.
@@ -97,26 +97,26 @@ func (r *rule) add(t *track, p flows.LagPoint) {
 	u := &t.cur
 	switch {
 	case r.trailing(p.Lag) && u.open():
-		u.last = p
+		u.Last = p
 		u.fetches++
-		if p.Lag > u.most.Lag {
-			u.most = p
+		if p.Lag > u.Most.Lag {
+			u.Most = p
 		}
 	case r.trailing(p.Lag):
-		*u = run{first: p, most: p, last: p, fetches: 1}
+		*u = Run{First: p, Most: p, Last: p, fetches: 1}
 	case u.open():
-		u.end = p
+		u.End = p
 		if r.qualifies(u) && u.longer(&t.best) {
 			t.best = *u
 		}
-		*u = run{}
+		*u = Run{}
 	}
 }
 
 // part is a partition's run to report.
 type part struct {
 	s       *flows.LagSeries
-	u       run
+	u       Run
 	ongoing bool
 	sev     detectors.Severity
 }
@@ -135,7 +135,7 @@ func worst(a, b *part) bool {
 	case a.u.length() != b.u.length():
 		return a.u.length() > b.u.length()
 	}
-	return a.u.most.Lag > b.u.most.Lag
+	return a.u.Most.Lag > b.u.Most.Lag
 }
 
 // Findings implements detectors.Rule: one per follower node and leader
@@ -157,7 +157,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			continue
 		}
 		pt.sev = detectors.Grade(pt.u.length(), pt.ongoing)
-		if !pt.ongoing && pt.u.end.Packet != 0 && pt.u.catchingUp() {
+		if !pt.ongoing && pt.u.End.Packet != 0 && pt.u.catchingUp() {
 			pt.sev = detectors.Info // caught up, as after a restart
 		}
 		followers.Add(follower{s.Key.Replica, s.Server}, pt)

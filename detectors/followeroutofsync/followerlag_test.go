@@ -67,10 +67,12 @@ func TestFollowerOutOfSync(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"partitions": 1, "fetches": 25, "trail_max": 200},
-				Fields: map[string]any{"follower": int32(2), "client_id": "broker-2-fetcher-0", "client": "10.1.0.12",
-					"leader": leader, "topic": "orders", "partition": int32(0), "trail_start": int64(200), "trail_end": int64(200),
-					"duration_s": 12.0, "still_trailing": false, "catching_up": false, "partitions": []string{"orders-0"}},
+				Detail: &followeroutofsync.Finding{
+					Fetches: 25, TrailMax: 200, Follower: int32(2), ClientID: "broker-2-fetcher-0",
+					Client: "10.1.0.12", Leader: leader, Topic: "orders", Partition: int32(0),
+					TrailStart: int64(200), TrailEnd: int64(200), DurationSeconds: 12.0, StillTrailing: false,
+					CatchingUp: false, Partitions: []string{"orders-0"},
+				}, Exact: []string{"Leader", "Partition", "StillTrailing", "CatchingUp"},
 				Summary:  []string{"follower node 2 out of sync with leader 10.1.0.10:9092 on orders-0: its fetch offset trailed the high watermark by 200 to 200 records for 12.0 s, then back in step"},
 				Evidence: []uint64{10, 58, 60},
 			}},
@@ -90,7 +92,7 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(21, trail(func(int) int64 { return 200 }))
 				f.run(4, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"duration_s": 10.0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{DurationSeconds: 10.0}}},
 		},
 		{
 			Name: "falling further behind until the end, 15 s: error",
@@ -99,8 +101,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(4, trail(inSync))
 				f.run(31, trail(func(i int) int64 { return 50 + 20*int64(i) }))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"trail_max": 650},
-				Fields: map[string]any{"still_trailing": true, "catching_up": false, "trail_start": int64(50)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+				TrailMax: 650, StillTrailing: true, CatchingUp: false, TrailStart: int64(50),
+			}, Exact: []string{"CatchingUp"}}},
 		},
 		{
 			Name: "behind for 35 s, then back in step: error (lasted long)",
@@ -109,7 +112,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(71, trail(func(int) int64 { return 300 }))
 				f.run(2, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"duration_s": 35.0, "still_trailing": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+				DurationSeconds: 35.0, StillTrailing: false,
+			}, Exact: []string{"StillTrailing"}}},
 		},
 		{
 			Name: "healthy: caught up after a restart, 5000 behind shrinking over 20 s: info",
@@ -118,7 +123,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(41, trail(func(i int) int64 { return 5000 - 125*int64(i) }))
 				f.run(4, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"catching_up": true, "still_trailing": false},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &followeroutofsync.Finding{
+				CatchingUp: true, StillTrailing: false,
+			}, Exact: []string{"StillTrailing"},
 				Summary: []string{"then caught up"}}},
 		},
 		{
@@ -126,7 +133,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newFetcher(h, leader).run(31, trail(func(i int) int64 { return 5000 - 100*int64(i) }))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"catching_up": true, "still_trailing": true, "trail_end": int64(2000)}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{
+				CatchingUp: true, StillTrailing: true, TrailEnd: int64(2000),
+			}}},
 		},
 		{
 			Name:     "min-lag 100: 50 behind for 20 s is quiet",
@@ -141,7 +150,7 @@ func TestFollowerOutOfSync(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				newFetcher(h, leader).run(41, trail(func(int) int64 { return 100 }))
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"trail_max": int64(100)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &followeroutofsync.Finding{TrailMax: int64(100)}}},
 		},
 		{
 			Name: "a consumer behind is not a follower",
@@ -163,7 +172,9 @@ func TestFollowerOutOfSync(t *testing.T) {
 				f.run(25, trail(func(int) int64 { return 200 })) // 12 s
 				f.run(4, trail(inSync))
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"partitions": 1, "fetches": 25, "trail_max": 200}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &followeroutofsync.Finding{
+				Fetches: 25, TrailMax: 200, Partitions: []string{"orders-0"},
+			}}},
 		},
 		{
 			Name: "per follower and leader: two partitions behind one leader, one behind another",
@@ -175,10 +186,13 @@ func TestFollowerOutOfSync(t *testing.T) {
 				g.run(30, pattern{func(int) []int64 { return []int64{100} }, func(int) []int64 { return []int64{150} }})
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Error, Counts: map[string]int64{"partitions": 2, "trail_max": 600},
-					Fields: map[string]any{"partitions": []string{"orders-2", "orders-0"}, "leader": leader}, Summary: []string{"(and 1 more partition)"}},
-				{Severity: detectors.Error, Counts: map[string]int64{"partitions": 1, "trail_max": 50},
-					Fields: map[string]any{"leader": leader2, "partitions": []string{"payments-0"}}},
+				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+					TrailMax: 600, Partitions: []string{"orders-2", "orders-0"}, Leader: leader,
+				}, Exact: []string{"Leader"},
+					Summary: []string{"(and 1 more partition)"}},
+				{Severity: detectors.Error, Detail: &followeroutofsync.Finding{
+					TrailMax: 50, Leader: leader2, Partitions: []string{"payments-0"},
+				}, Exact: []string{"Leader"}},
 			},
 		},
 	}, func(t *testing.T, f *detectors.Finding) {

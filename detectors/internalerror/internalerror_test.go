@@ -45,9 +45,10 @@ func TestInternalError(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"requests_before": 3},
-				Fields: map[string]any{"client": "10.2.0.5:40000", "server": broker,
-					"error": "index out of range [3] with length 3"},
+				Detail: &internalerror.Finding{
+					RequestsBefore: 3, Client: "10.2.0.5:40000", Server: broker,
+					Error: "index out of range [3] with length 3",
+				}, Exact: []string{"Server"},
 				Summary:  []string{"internal error on connection #1 10.2.0.5:40000 -> " + broker + " at packet 6"},
 				Evidence: []uint64{6},
 			}},
@@ -63,10 +64,14 @@ func TestInternalError(t *testing.T) {
 				breakAt(b, 7, "first")
 			},
 			want: []dt.Want{
-				{Severity: detectors.Error, Fields: map[string]any{"client": "10.2.0.6:40000", "error": "first"},
-					Counts: map[string]int64{"requests_before": 2}, Summary: []string{"connection #2"}, Evidence: []uint64{7}},
-				{Severity: detectors.Error, Fields: map[string]any{"client": "10.2.0.7:40000", "error": "second"},
-					Counts: map[string]int64{"requests_before": 4}, Summary: []string{"connection #3"}, Evidence: []uint64{14}},
+				{Severity: detectors.Error, Detail: &internalerror.Finding{
+					Client: "10.2.0.6:40000", Error: "first", RequestsBefore: 2,
+				},
+					Summary: []string{"connection #2"}, Evidence: []uint64{7}},
+				{Severity: detectors.Error, Detail: &internalerror.Finding{
+					Client: "10.2.0.7:40000", Error: "second", RequestsBefore: 4,
+				},
+					Summary: []string{"connection #3"}, Evidence: []uint64{14}},
 			},
 		},
 		{

@@ -22,14 +22,14 @@ type Finding struct {
 	Servers  []string `json:"servers"`
 	Upgrade  string   `json:"upgrade"`
 
-	libraryTold  bool
-	versions     []version
-	first, last  time.Time
-	moreVersions int64
-	dropped      int64
-	serverLabels []string
-	warning      bool
-	minRequests  int
+	LibraryTold  bool
+	Versions     []Version
+	First, Last  time.Time
+	MoreVersions int64
+	Dropped      int64
+	ServerLabels []string
+	Warning      bool
+	MinRequests  int
 
 	// The counts: the requests at removed versions, in all and by
 	// version ("Produce v2").
@@ -41,7 +41,7 @@ type Finding struct {
 func (f *Finding) Summary() string {
 	what := "removed in Kafka 4.0 (KIP-896): it will fail on 4.0"
 	if !f.restoredOnly() {
-		if !f.warning {
+		if !f.Warning {
 			what = "removed in Kafka 4.0 (KIP-896)"
 		}
 	} else {
@@ -61,15 +61,15 @@ func (f *Finding) who() string {
 		return f.Library + " (" + f.Software + ")"
 	case f.Software != "":
 		return f.Software
-	case f.Library != "" && !f.libraryTold && !strings.HasPrefix(f.Library, "Apache Kafka broker"):
+	case f.Library != "" && !f.LibraryTold && !strings.HasPrefix(f.Library, "Apache Kafka broker"):
 		return f.Library + " by its default client id"
 	}
 	return f.Library
 }
 
 func (f *Finding) restoredOnly() bool {
-	for _, v := range f.versions {
-		if v.removed.RestoredIn == "" {
+	for _, v := range f.Versions {
+		if v.Removed.RestoredIn == "" {
 			return false
 		}
 	}
@@ -80,28 +80,28 @@ func (f *Finding) restoredOnly() bool {
 func (f *Finding) Explanation() string {
 	var parts []string
 	var notes []string
-	for _, v := range f.versions {
-		s := fmt.Sprintf("%s x%d (4.0 serves v%d and up)", f.Removed[len(parts)], v.n, v.removed.Below)
-		if v.removed.RestoredIn != "" {
-			s = fmt.Sprintf("%s x%d (4.0.0 refuses it; %s serves it again)", f.Removed[len(parts)], v.n, v.removed.RestoredIn)
+	for _, v := range f.Versions {
+		s := fmt.Sprintf("%s x%d (4.0 serves v%d and up)", f.Removed[len(parts)], v.N, v.Removed.Below)
+		if v.Removed.RestoredIn != "" {
+			s = fmt.Sprintf("%s x%d (4.0.0 refuses it; %s serves it again)", f.Removed[len(parts)], v.N, v.Removed.RestoredIn)
 		}
 		parts = append(parts, s)
-		if v.removed.Note != "" {
-			notes = append(notes, f.Removed[len(parts)-1]+": "+v.removed.Note+".")
+		if v.Removed.Note != "" {
+			notes = append(notes, f.Removed[len(parts)-1]+": "+v.Removed.Note+".")
 		}
 	}
 	expl := fmt.Sprintf("%s from client id %q on %s to %s, between %s and %s, used versions that Apache Kafka 4.0 "+
 		"removed (KIP-896): %s. A 4.0 broker refuses them (it answers UNSUPPORTED_VERSION or closes the "+
 		"connection), so this client fails as soon as its brokers run 4.0, though 3.x brokers serve it today.",
-		text.Plural(f.Requests, "request", "requests"), f.ClientID, f.Host, strings.Join(f.serverLabels, ", "),
-		text.Clock(f.first), text.Clock(f.last), strings.Join(parts, ", "))
+		text.Plural(f.Requests, "request", "requests"), f.ClientID, f.Host, strings.Join(f.ServerLabels, ", "),
+		text.Clock(f.First), text.Clock(f.Last), strings.Join(parts, ", "))
 	if len(notes) > 0 {
 		expl += " " + strings.Join(notes, " ")
 	}
 	switch {
 	case f.Software != "":
 		expl += fmt.Sprintf(" The client named itself %s in ApiVersions (KIP-511).", f.Software)
-	case f.Library != "" && !f.libraryTold && !strings.HasPrefix(f.Library, "Apache Kafka broker"):
+	case f.Library != "" && !f.LibraryTold && !strings.HasPrefix(f.Library, "Apache Kafka broker"):
 		expl += fmt.Sprintf(" The client sent no ApiVersions v3+ naming its software (KIP-511 came with Kafka 2.4; "+
 			"older clients do not say); its client id is %s's default.", f.Library)
 	case f.Library == "":
@@ -111,14 +111,14 @@ func (f *Finding) Explanation() string {
 	}
 	if f.restoredOnly() {
 		expl += " These versions fail on 4.0.0 only: upgrading to 4.0.1 or later, not 4.0.0, is enough."
-	} else if !f.warning {
-		expl += fmt.Sprintf(" Fewer than %d such requests (min-requests): info.", f.minRequests)
+	} else if !f.Warning {
+		expl += fmt.Sprintf(" Fewer than %d such requests (min-requests): info.", f.MinRequests)
 	}
-	if f.moreVersions > 0 {
-		expl += fmt.Sprintf(" (%d more requests at other removed versions are not itemised.)", f.moreVersions)
+	if f.MoreVersions > 0 {
+		expl += fmt.Sprintf(" (%d more requests at other removed versions are not itemised.)", f.MoreVersions)
 	}
-	if f.dropped > 0 {
-		expl += fmt.Sprintf(" (%d requests of further clients were not grouped: too many clients.)", f.dropped)
+	if f.Dropped > 0 {
+		expl += fmt.Sprintf(" (%d requests of further clients were not grouped: too many clients.)", f.Dropped)
 	}
 	return expl
 }
@@ -126,7 +126,7 @@ func (f *Finding) Explanation() string {
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
 	api, v := "Produce", "2"
-	if len(f.versions) > 0 {
+	if len(f.Versions) > 0 {
 		first := f.Removed[0]
 		api, v, _ = strings.Cut(first, " v")
 	}

@@ -74,7 +74,7 @@ type rule struct {
 
 type client struct {
 	key         cluster.Client
-	versions    []version
+	versions    []Version
 	moreVers    int64
 	n           int64
 	first, last time.Time
@@ -97,10 +97,10 @@ func (s sample) Evidence() detectors.Evidence {
 		What: decode.Name(s.key) + " v" + itoa(int(s.version)) + " request, a version Kafka 4.0 removed"}
 }
 
-type version struct {
+type Version struct {
 	key, version int16
-	n            int64
-	removed      decode.Removed
+	N            int64
+	Removed      decode.Removed
 }
 
 // Request implements detectors.RequestHook.
@@ -133,7 +133,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	c.ev.Add(sample{m.File, m.Packet, m.Conn.ID, m.Key, m.Version})
 	for i := range c.versions {
 		if v := &c.versions[i]; v.key == m.Key && v.version == m.Version {
-			v.n++
+			v.N++
 			return
 		}
 	}
@@ -141,7 +141,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 		c.moreVers++
 		return
 	}
-	c.versions = append(c.versions, version{key: m.Key, version: m.Version, n: 1, removed: rm})
+	c.versions = append(c.versions, Version{key: m.Key, version: m.Version, N: 1, Removed: rm})
 }
 
 // Findings implements detectors.Rule: one per client, by host then client
@@ -163,14 +163,14 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	vs := slices.Clone(c.versions)
-	slices.SortFunc(vs, func(a, b version) int {
+	slices.SortFunc(vs, func(a, b Version) int {
 		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
 	})
 	sw := r.software[c.key]
 	f := &Finding{
 		ClientID: c.key.ID, Host: c.key.Host.String(), Servers: c.conns.Servers(),
-		first: c.first, last: c.last, moreVersions: c.moreVers, dropped: r.dropped,
-		serverLabels: c.conns.ServerLabels(p.Nodes), minRequests: r.p.MinRequests,
+		First: c.first, Last: c.last, MoreVersions: c.moreVers, Dropped: r.dropped,
+		ServerLabels: c.conns.ServerLabels(p.Nodes), MinRequests: r.p.MinRequests,
 	}
 	if sw.name != "" || sw.version != "" {
 		f.Software = sw.name + " " + sw.version
@@ -180,7 +180,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	case c.replication:
 		f.Library, f.Upgrade = "Apache Kafka broker (replica fetcher)", brokerAdvice
 	case lib != nil:
-		f.Library, f.Upgrade, f.libraryTold = lib.name, lib.advice, told
+		f.Library, f.Upgrade, f.LibraryTold = lib.name, lib.advice, told
 	default:
 		f.Upgrade = genericAdvice
 	}
@@ -189,13 +189,13 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	for _, v := range vs {
 		name := decode.Name(v.key) + " v" + itoa(int(v.version))
 		f.Removed = append(f.Removed, name)
-		f.versions = append(f.versions, v)
-		f.ByVersion[name] = v.n
-		if v.removed.RestoredIn == "" && c.n >= int64(r.p.MinRequests) {
+		f.Versions = append(f.Versions, v)
+		f.ByVersion[name] = v.N
+		if v.Removed.RestoredIn == "" && c.n >= int64(r.p.MinRequests) {
 			sev = detectors.Warning
 		}
 	}
-	f.warning = sev == detectors.Warning
+	f.Warning = sev == detectors.Warning
 	return detectors.Finding{
 		Severity: sev,
 		First:    c.first,

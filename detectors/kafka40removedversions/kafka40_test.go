@@ -37,9 +37,11 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"removed_version_requests": 1, "Produce v1": 1},
-				Fields: map[string]any{"client_id": "kafka-python-producer-1", "client_host": "10.2.0.5",
-					"library": "kafka-python", "removed_versions": []string{"Produce v1"}, "servers": []string{broker}},
+				Detail: &kafka40removedversions.Finding{
+					Requests: 1, ClientID: "kafka-python-producer-1", Host: "10.2.0.5", Library: "kafka-python",
+					Removed: []string{"Produce v1"}, Servers: []string{broker},
+					ByVersion: map[string]int64{"Produce v1": 1},
+				},
 				Summary:  []string{`client "kafka-python-producer-1" on 10.2.0.5 sends Produce v1, removed in Kafka 4.0 (KIP-896): it will fail on 4.0; kafka-python by its default client id`},
 				Evidence: []uint64{2},
 			}},
@@ -59,9 +61,11 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"removed_version_requests": 3, "Produce v2": 2, "Fetch v3": 1},
-				Fields: map[string]any{"software": "apache-kafka-java 2.0.0", "library": "Apache Kafka Java client",
-					"removed_versions": []string{"Produce v2", "Fetch v3"}},
+				Detail: &kafka40removedversions.Finding{
+					Requests: 3, Software: "apache-kafka-java 2.0.0", Library: "Apache Kafka Java client",
+					Removed:   []string{"Produce v2", "Fetch v3"},
+					ByVersion: map[string]int64{"Produce v2": 2, "Fetch v3": 1},
+				},
 				Summary: []string{"sends Produce v2, Fetch v3, removed in Kafka 4.0", "Apache Kafka Java client (apache-kafka-java 2.0.0)"},
 			}},
 		},
@@ -72,7 +76,7 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Info,
-				Fields:   map[string]any{"library": "librdkafka", "removed_versions": []string{"JoinGroup v1"}},
+				Detail:   &kafka40removedversions.Finding{Library: "librdkafka", Removed: []string{"JoinGroup v1"}},
 				Summary:  []string{"sends JoinGroup v1, refused by Kafka 4.0.0 only (served again from 4.0.1, KAFKA-19444)"},
 			}},
 		},
@@ -85,14 +89,15 @@ func TestKafka40RemovedVersions(t *testing.T) {
 			name:     "min-requests=3: two old Produce requests are info",
 			settings: map[string]string{"min-requests": "3"},
 			traffic:  func(h *dt.Harness) { send(h, "10.2.0.9:40000", "legacy", dt.Produce(0), dt.Produce(0)) },
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"removed_version_requests": 2},
-				Fields: map[string]any{"removed_versions": []string{"Produce v0"}}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &kafka40removedversions.Finding{
+				Requests: 2, Removed: []string{"Produce v0"},
+			}}},
 		},
 		{
 			name:     "min-requests=3: three are a warning",
 			settings: map[string]string{"min-requests": "3"},
 			traffic:  func(h *dt.Harness) { send(h, "10.2.0.9:40000", "legacy", dt.Produce(0), dt.Produce(0), dt.Produce(0)) },
-			want:     []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"removed_version_requests": 3}}},
+			want:     []dt.Want{{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{Requests: 3}}},
 		},
 		{
 			name: "per client id and host: one id on two hosts, two ids on one host; an unknown library",
@@ -106,10 +111,11 @@ func TestKafka40RemovedVersions(t *testing.T) {
 				}())
 			},
 			want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"client_id": "billing", "client_host": "10.2.0.20"}},
-				{Severity: detectors.Warning, Fields: map[string]any{"client_id": "audit", "client_host": "10.2.0.21",
-					"removed_versions": []string{"ListOffsets v0"}}},
-				{Severity: detectors.Warning, Fields: map[string]any{"client_id": "billing", "client_host": "10.2.0.21"}},
+				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{ClientID: "billing", Host: "10.2.0.20"}},
+				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{
+					ClientID: "audit", Host: "10.2.0.21", Removed: []string{"ListOffsets v0"},
+				}},
+				{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{ClientID: "billing", Host: "10.2.0.21"}},
 			},
 		},
 		{
@@ -119,7 +125,7 @@ func TestKafka40RemovedVersions(t *testing.T) {
 				f.ReplicaID = 2
 				send(h, "10.1.0.12:50000", "broker-2-fetcher-0", f)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"library": "Apache Kafka broker (replica fetcher)"}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &kafka40removedversions.Finding{Library: "Apache Kafka broker (replica fetcher)"}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

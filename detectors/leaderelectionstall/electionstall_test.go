@@ -140,11 +140,13 @@ func TestElectionStall(t *testing.T) {
 			Traffic: stalled(10, 70, 70),
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"responses": 61, "partitions": 1, "clients": 1, "refused": 0},
-				Fields: map[string]any{"topic": "orders", "partitions": []int32{1}, "error": "LEADER_NOT_AVAILABLE", "leader_id": int32(-1),
-					"servers": []string{server}, "duration_s": 60.0, "ongoing": true, "replicas": []int32{2}, "isr": []int32{2},
-					"offline_replicas": []int32{2}, "new_leaders": []int32{},
-					"waited": []leaderelectionstall.Waiter{{ClientID: "app", Host: "10.0.0.1", MetadataAnswers: 61}}},
+				Detail: &leaderelectionstall.Finding{
+					Responses: 61, Refused: 0, Topic: "orders", Partitions: []int32{1},
+					Error: "LEADER_NOT_AVAILABLE", LeaderID: int32(-1), Servers: []string{server},
+					DurationS: 60.0, Ongoing: true, Replicas: []int32{2}, ISR: []int32{2},
+					OfflineReplicas: []int32{2}, NewLeaders: []int32{},
+					Waited: []leaderelectionstall.Waiter{{ClientID: "app", Host: "10.0.0.1", MetadataAnswers: 61}},
+				}, Exact: []string{"Refused", "NewLeaders"},
 				Summary: []string{"orders partition 1 without a leader for 60.0 s (61 Metadata responses from node 1 (10.0.0.2:9092): " +
 					"LEADER_NOT_AVAILABLE, leader -1); their only replica, node 2, is offline; still so at the end of the capture; 1 client waited"},
 				Evidence: []uint64{22, 142},
@@ -163,23 +165,29 @@ func TestElectionStall(t *testing.T) {
 					answer(h, c, time.Duration(s)*time.Second, dt.MetaTopic("payments", dt.Led(0, 1)))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 6}, Fields: map[string]any{"duration_s": 20.0, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 6, DurationS: 20.0, Ongoing: true,
+			}}},
 			Explanation: []string{"the last, at 2026-01-01 00:00:05.002, still named none, and no response named one until the end of the capture " +
 				"at 2026-01-01 00:00:20.002 (20.0 s of capture time)"},
 		},
 		{
 			Name:    "leaderless for 45 s, then a leader",
 			Traffic: stalled(10, 54, 80),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 45},
-				Fields:  map[string]any{"partitions": []int32{1}, "duration_s": 45.0, "ongoing": false, "new_leaders": []int32{2}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 45, Partitions: []int32{1}, DurationS: 45.0, Ongoing: false,
+				NewLeaders: []int32{2},
+			}, Exact: []string{"Ongoing"},
 				Summary: []string{"without a leader for 45.0 s", "is offline", "then led by node 2"}}},
 			Explanation: []string{"until a response named node 2 the leader at 2026-01-01 00:00:55.002 (45.0 s of capture time for orders partition 1)"},
 		},
 		{
 			Name:    "an election of 5 s that producers waited out is a warning",
 			Traffic: stalled(10, 14, 30),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 5, "partitions": 1},
-				Fields:   map[string]any{"topic": "orders", "partitions": []int32{1}, "duration_s": 5.0, "ongoing": false, "error": "LEADER_NOT_AVAILABLE"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{
+				Responses: 5, Topic: "orders", Partitions: []int32{1}, DurationS: 5.0, Ongoing: false,
+				Error: "LEADER_NOT_AVAILABLE",
+			}, Exact: []string{"Ongoing"},
 				Summary:  []string{"orders partition 1 without a leader for 5.0 s"},
 				Evidence: []uint64{22, 32}}},
 			Explanation: []string{"A healthy election leaves a partition leaderless for milliseconds; for 5.0 s producers"},
@@ -187,27 +195,28 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name:    "a short election of 2 s is info",
 			Traffic: stalled(10, 11, 30),
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"responses": 2, "partitions": 1},
-				Fields:  map[string]any{"partitions": []int32{1}, "duration_s": 2.0, "new_leaders": []int32{2}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &leaderelectionstall.Finding{
+				Responses: 2, Partitions: []int32{1}, DurationS: 2.0, NewLeaders: []int32{2},
+			},
 				Summary: []string{"orders partition 1 briefly without a leader (2.0 s), then led by node 2: a leader election"}}},
 			Next: []string{"Nothing, unless it repeats"},
 		},
 		{
 			Name:    "still leaderless at the end after 2 s is info, too soon to call",
 			Traffic: leaderlessFor(2*time.Second, true),
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &leaderelectionstall.Finding{Ongoing: true},
 				Summary: []string{"still without one at the end of the capture, too soon to call it a stall"}}},
 		},
 		{
 			Name:    "one answer without a leader, the next naming one 5 s later: the client waited 5 s",
 			Traffic: leaderlessFor(5*time.Second, false),
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"responses": 5}, Fields: map[string]any{"duration_s": 5.0}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{Responses: 5, DurationS: 5.0}}},
 		},
 		{
 			Name:     "min-duration raised above a 60 s stall: a warning",
 			Settings: map[string]string{"min-duration": "90s"},
 			Traffic:  stalled(10, 69, 80),
-			Want:     []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"duration_s": 60.0}}},
+			Want:     []dt.Want{{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{DurationS: 60.0}}},
 		},
 		{
 			Name: "a leader in between splits two 29 s stretches: warnings, not a stall",
@@ -222,8 +231,9 @@ func TestElectionStall(t *testing.T) {
 			// 0..29 then a leader at 30: 30 s, an error; 31..60 open
 			// to the end (60.002): 29 s and ongoing, an error too; the
 			// worst, the longer, is reported.
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 30},
-				Fields: map[string]any{"duration_s": 30.0, "ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 30, DurationS: 30.0, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name:    "healthy metadata for two minutes",
@@ -255,9 +265,10 @@ func TestElectionStall(t *testing.T) {
 					}
 				})
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41, "partitions": 2},
-				Fields: map[string]any{"partitions": []int32{0, 1}, "duration_s": 40.0, "replicas": []int32{1, 2, 3},
-					"offline_replicas": []int32{1}}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 41, Partitions: []int32{0, 1}, DurationS: 40.0, Replicas: []int32{1, 2, 3},
+				OfflineReplicas: []int32{1},
+			}}},
 		},
 		{
 			Name: "overlapping stretches count each response once",
@@ -274,8 +285,9 @@ func TestElectionStall(t *testing.T) {
 				})
 			},
 			// Responses 0..80: 81 distinct, not 41+61.
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 81},
-				Fields:  map[string]any{"partitions": []int32{0, 2}, "duration_s": 61.0, "offline_replicas": []int32{1, 3}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 81, Partitions: []int32{0, 2}, DurationS: 61.0, OfflineReplicas: []int32{1, 3},
+			},
 				Summary: []string{"orders partitions 0, 2 without a leader for 61.0 s", "all their replicas (nodes 1, 3) are offline"}}},
 		},
 		{
@@ -291,16 +303,18 @@ func TestElectionStall(t *testing.T) {
 						dt.MetaTopic("payments", dt.Led(0, 3)))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"responses": 41},
-				Fields:  map[string]any{"topic": "orders", "partitions": []int32{1}, "servers": []string{"10.0.0.2:9092", "10.0.0.3:9092"}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+				Responses: 41, Topic: "orders", Partitions: []int32{1},
+				Servers: []string{"10.0.0.2:9092", "10.0.0.3:9092"},
+			},
 				Summary: []string{"from node 1 (10.0.0.2:9092), node 2 (10.0.0.3:9092)"}}},
 		},
 		{
 			Name:    "per topic: a stall and a short election, one finding each",
 			Traffic: stallAndElection,
 			Want: []dt.Want{
-				{Severity: detectors.Error, Fields: map[string]any{"topic": "orders", "duration_s": 40.0}},
-				{Severity: detectors.Warning, Fields: map[string]any{"topic": "logs", "duration_s": 4.0}},
+				{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{Topic: "orders", DurationS: 40.0}},
+				{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{Topic: "logs", DurationS: 4.0}},
 			},
 		},
 		{
@@ -321,20 +335,18 @@ func TestElectionStall(t *testing.T) {
 				})
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"partitions": []int32{1}, "duration_s": 5.0}},
-				{Severity: detectors.Info, Fields: map[string]any{"partitions": []int32{0, 2}, "duration_s": 2.0}},
+				{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{Partitions: []int32{1}, DurationS: 5.0}},
+				{Severity: detectors.Info, Detail: &leaderelectionstall.Finding{Partitions: []int32{0, 2}, DurationS: 2.0}},
 			},
 		},
 		{
 			Name:    "who waited: the producer refused before and during, a consumer refused, not the follower",
 			Traffic: waited,
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"responses": 6, "partitions": 2, "clients": 2, "refused": 3},
-				Fields: map[string]any{"partitions": []int32{0, 1}, "duration_s": 6.0, "new_leaders": []int32{3},
-					"waited": []leaderelectionstall.Waiter{
-						{ClientID: "orders-producer", Host: "10.0.0.5", MetadataAnswers: 6, ProduceRefused: 2},
-						{ClientID: "billing", Host: "10.0.0.6", FetchRefused: 1},
-					}},
+				Detail: &leaderelectionstall.Finding{Responses: 6, Refused: 3, Partitions: []int32{0, 1}, DurationS: 6.0, NewLeaders: []int32{3}, Waited: []leaderelectionstall.Waiter{
+					{ClientID: "orders-producer", Host: "10.0.0.5", MetadataAnswers: 6, ProduceRefused: 2},
+					{ClientID: "billing", Host: "10.0.0.6", FetchRefused: 1},
+				}},
 				Summary: []string{"orders partitions 0, 1 without a leader for 6.0 s", "then led by node 3; 2 clients waited"},
 				// The refusal 3 s before (4), the consumer's (14),
 				// the answer naming a leader (24).
@@ -388,7 +400,9 @@ func boundaries() []dt.Case {
 	} {
 		c := dt.Case{Name: b.name, Settings: b.settings, Traffic: leaderlessFor(b.d, b.ongoing)}
 		if b.sev != quiet {
-			c.Want = []dt.Want{{Severity: b.sev, Fields: map[string]any{"duration_s": b.secs, "ongoing": b.ongoing}}}
+			c.Want = []dt.Want{{Severity: b.sev, Detail: &leaderelectionstall.Finding{
+				DurationS: b.secs, Ongoing: b.ongoing,
+			}, Exact: []string{"DurationS", "Ongoing"}}}
 		}
 		cases = append(cases, c)
 	}
@@ -404,7 +418,10 @@ func TestElectionStallResponseAlone(t *testing.T) {
 	q := flows.MakeRequest(c, dt.At(2*time.Second), 1, "billing", dt.ConsumerFetch("orders", 0, 42, 0))
 	r := flows.MakeResponse(q, dt.At(2*time.Second+time.Millisecond), dt.ConsumerFetched("orders", 0, 6, -1, -1, -1, -1, nil))
 	h.Exchange(&flows.Exchange{Conn: c, Resp: r})
-	dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"clients": 1, "refused": 0}})
+	dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{
+		Refused: 0,
+		Waited:  []leaderelectionstall.Waiter{{ClientID: "app", Host: "10.0.0.1", MetadataAnswers: 5}},
+	}, Exact: []string{"Refused"}})
 }
 
 // TestElectionStallGrade: at its defaults the rule grades as the policy
@@ -519,7 +536,9 @@ func TestElectionStallEvidence(t *testing.T) {
 		answer(h, c, time.Duration(s)*time.Second, dt.MetaTopic("orders", parts...))
 	}
 	fs := h.Findings()
-	dt.Check(t, fs, rule, dt.Want{Severity: detectors.Error, Counts: map[string]int64{"responses": 31, "partitions": 10}, Evidence: []uint64{2, 62}})
+	dt.Check(t, fs, rule, dt.Want{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{
+		Responses: 31, Partitions: []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+	}, Evidence: []uint64{2, 62}})
 	if len(fs) == 1 {
 		want := "Metadata v12 response from 10.0.0.2:9092: orders partitions 0, 1, 2, 3, 4, 5, 6, 7 and 2 more without a leader (LEADER_NOT_AVAILABLE, leader -1)"
 		if got := fs[0].Evidence[0].What; got != want {
@@ -548,7 +567,7 @@ func TestElectionStallTopicByID(t *testing.T) {
 		for s := 1; s <= 40; s++ {
 			answer(h, c, time.Duration(s)*time.Second, byID)
 		}
-		dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Error, Fields: map[string]any{"topic": tc.topic}})
+		dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Error, Detail: &leaderelectionstall.Finding{Topic: tc.topic}, Exact: []string{"Topic"}})
 	}
 }
 
@@ -568,7 +587,11 @@ func TestElectionStallBound(t *testing.T) {
 	answer(h, c, 2*time.Second, dt.MetaTopic("orders", parts...))
 	fs := h.Findings()
 	// Compare, not Check: a golden of its 65536 partitions would be 2 MB.
-	dt.Compare(t, fs, rule, dt.Want{Severity: detectors.Info, Counts: map[string]int64{"partitions": 1 << 16}})
+	first := make([]int32, 1<<16) // the first 65536 seen are tracked
+	for i := range first {
+		first[i] = int32(i)
+	}
+	dt.Compare(t, fs, rule, dt.Want{Severity: detectors.Info, Detail: &leaderelectionstall.Finding{Partitions: first}})
 	if len(fs) == 1 && !strings.Contains(fs[0].Explanation, "20 leaderless answers about partitions beyond the first 65536 tracked were not followed") {
 		t.Errorf("the bound is not said: %s", fs[0].Explanation)
 	}

@@ -35,25 +35,25 @@ type Finding struct {
 	Responses int64 `count:"responses"`
 	Refused   int64 `count:"refused"`
 
-	sev          detectors.Severity
-	p            Params
-	errCode      int16
-	first, last  time.Time // the first and last answers without a leader
-	healed       time.Time // the last answer that ended a stretch
-	end          time.Time // the end of the capture, if a stretch lasted to it
-	lastAnswer   time.Time // the last answer without a leader of those stretches
-	dur          time.Duration
-	longest      int32    // the partition leaderless longest
-	labels       []string // Servers with their node ids
-	nodes        []int32  // the offline replicas, or all replicas if none is
-	offlineKnown bool     // every response listed offline replicas (v5+)
-	allOffline   bool     // every replica is offline
-	isrOffline   bool     // every in-sync replica is offline
-	online       []int32  // replicas not offline
-	onlineISR    []int32  // in-sync replicas not offline
-	connsMore    int      // connections beyond those kept per stretch
-	waitersMore  int64    // answers to clients beyond those kept per stretch
-	dropped      int64    // leaderless answers about partitions not tracked
+	Severity     detectors.Severity
+	Params       Params
+	ErrCode      int16
+	First, last  time.Time // the first and last answers without a leader
+	Healed       time.Time // the last answer that ended a stretch
+	End          time.Time // the end of the capture, if a stretch lasted to it
+	LastAnswer   time.Time // the last answer without a leader of those stretches
+	Span         time.Duration
+	Longest      int32    // the partition leaderless longest
+	Labels       []string // Servers with their node ids
+	Nodes        []int32  // the offline replicas, or all replicas if none is
+	OfflineKnown bool     // every response listed offline replicas (v5+)
+	AllOffline   bool     // every replica is offline
+	ISROffline   bool     // every in-sync replica is offline
+	Online       []int32  // replicas not offline
+	OnlineISR    []int32  // in-sync replicas not offline
+	ConnsMore    int      // connections beyond those kept per stretch
+	WaitersMore  int64    // answers to clients beyond those kept per stretch
+	Dropped      int64    // leaderless answers about partitions not tracked
 }
 
 // Waiter is a client that waited for a leader: its Metadata requests
@@ -97,8 +97,8 @@ func (f *Finding) leaders() string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	var b strings.Builder
-	if f.sev == detectors.Info {
-		fmt.Fprintf(&b, "%s %s briefly without a leader (%s)", f.Topic, f.partitions(), text.Duration(f.dur))
+	if f.Severity == detectors.Info {
+		fmt.Fprintf(&b, "%s %s briefly without a leader (%s)", f.Topic, f.partitions(), text.Duration(f.Span))
 		switch {
 		case f.Ongoing:
 			b.WriteString(", still without one at the end of the capture, too soon to call it a stall")
@@ -108,12 +108,12 @@ func (f *Finding) Summary() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%s %s without a leader for %s (%s from %s: %s, leader %d)",
-		f.Topic, f.partitions(), text.Duration(f.dur), text.Plural(f.Responses, "Metadata response", "Metadata responses"),
-		strings.Join(f.labels, ", "), f.Error, f.LeaderID)
+		f.Topic, f.partitions(), text.Duration(f.Span), text.Plural(f.Responses, "Metadata response", "Metadata responses"),
+		strings.Join(f.Labels, ", "), f.Error, f.LeaderID)
 	switch {
-	case f.allOffline && len(f.Replicas) == 1:
+	case f.AllOffline && len(f.Replicas) == 1:
 		fmt.Fprintf(&b, "; their only replica, node %s, is offline", text.IDs(f.Replicas, 0))
-	case f.allOffline:
+	case f.AllOffline:
 		fmt.Fprintf(&b, "; all their replicas (nodes %s) are offline", text.IDs(f.Replicas, 0))
 	}
 	if f.Ongoing {
@@ -131,58 +131,58 @@ func (f *Finding) Summary() string {
 // allow, who waited, and what the severity means.
 func (f *Finding) Explanation() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "From %s UTC every Metadata response that listed %s %s answered %s with leader %d", text.Stamp(f.first),
+	fmt.Fprintf(&b, "From %s UTC every Metadata response that listed %s %s answered %s with leader %d", text.Stamp(f.First),
 		f.Topic, f.partitions(), f.Error, f.LeaderID)
 	switch {
-	case f.Ongoing && f.end.Sub(f.lastAnswer) < time.Second:
-		fmt.Fprintf(&b, " to the end of the capture at %s (%s of capture time). ", text.Stamp(f.end), text.Duration(f.dur))
+	case f.Ongoing && f.End.Sub(f.LastAnswer) < time.Second:
+		fmt.Fprintf(&b, " to the end of the capture at %s (%s of capture time). ", text.Stamp(f.End), text.Duration(f.Span))
 	case f.Ongoing:
 		fmt.Fprintf(&b, "; the last, at %s, still named none, and no response named one until the end of the capture at %s "+
-			"(%s of capture time). ", text.Stamp(f.lastAnswer), text.Stamp(f.end), text.Duration(f.dur))
+			"(%s of capture time). ", text.Stamp(f.LastAnswer), text.Stamp(f.End), text.Duration(f.Span))
 	default:
 		fmt.Fprintf(&b, ", until a response named %s the leader at %s (%s of capture time for %s partition %d). ",
-			f.leaders(), text.Stamp(f.healed), text.Duration(f.dur), f.Topic, f.longest)
+			f.leaders(), text.Stamp(f.Healed), text.Duration(f.Span), f.Topic, f.Longest)
 	}
-	fmt.Fprintf(&b, "%s, from %s. ", text.Plural(f.Responses, "response", "responses"), strings.Join(f.labels, ", "))
+	fmt.Fprintf(&b, "%s, from %s. ", text.Plural(f.Responses, "response", "responses"), strings.Join(f.Labels, ", "))
 	fmt.Fprintf(&b, "Replicas %v, in-sync replicas %v", f.Replicas, f.ISR)
-	if f.offlineKnown {
+	if f.OfflineKnown {
 		fmt.Fprintf(&b, ", offline replicas %v. ", f.OfflineReplicas)
 	} else {
 		b.WriteString(" (these Metadata versions do not list offline replicas). ")
 	}
 	switch {
-	case f.errCode == cluster.ListenerNotFound:
+	case f.ErrCode == cluster.ListenerNotFound:
 		b.WriteString("LISTENER_NOT_FOUND means the leader exists but has no listener by the name the client connected through: " +
 			"the brokers' listener names differ, not an election. ")
-	case f.allOffline:
+	case f.AllOffline:
 		fmt.Fprintf(&b, "Every replica of these partitions is offline, so there is no candidate to elect: this is not a slow election; "+
 			"the partitions come back only when node %s does (or, if its log is lost, by reassigning them, losing their data). ",
 			text.IDs(f.Replicas, 0))
-	case f.isrOffline:
+	case f.ISROffline:
 		fmt.Fprintf(&b, "Every in-sync replica is offline; the online replicas (%v) are out of sync, and with "+
-			"unclean.leader.election.enable=false (the default) the controller will not elect them. ", f.online)
-	case f.offlineKnown && len(f.Replicas) > 0 && f.sev > detectors.Info:
+			"unclean.leader.election.enable=false (the default) the controller will not elect them. ", f.Online)
+	case f.OfflineKnown && len(f.Replicas) > 0 && f.Severity > detectors.Info:
 		fmt.Fprintf(&b, "In-sync replicas %v are online, yet no leader was elected: the controller is not completing the election. ",
-			f.onlineISR)
+			f.OnlineISR)
 	}
 	b.WriteString(f.waited())
-	switch f.sev {
+	switch f.Severity {
 	case detectors.Info:
 		fmt.Fprintf(&b, "A leader election after a broker stops or restarts leaves partitions leaderless for milliseconds to a second or two; "+
 			"clients retry through it. Under %s clients do not feel it (a warning from there, an error from %s).",
-			text.Duration(f.p.WarnAfter), text.Duration(f.p.MinDuration))
+			text.Duration(f.Params.WarnAfter), text.Duration(f.Params.MinDuration))
 	default:
 		fmt.Fprintf(&b, "A healthy election leaves a partition leaderless for milliseconds; for %s producers of these partitions "+
 			"could not write (records waited in their buffers, or failed at delivery.timeout.ms) and consumers could not fetch them, "+
 			"and OfflinePartitionsCount was above 0 (a warning from %s, an error from %s or when still leaderless at the end after %s).",
-			text.Duration(f.dur), text.Duration(f.p.WarnAfter), text.Duration(f.p.MinDuration),
-			text.Duration(min(detectors.HealAfter, f.p.MinDuration)))
+			text.Duration(f.Span), text.Duration(f.Params.WarnAfter), text.Duration(f.Params.MinDuration),
+			text.Duration(min(detectors.HealAfter, f.Params.MinDuration)))
 	}
-	if f.connsMore > 0 {
+	if f.ConnsMore > 0 {
 		fmt.Fprintf(&b, " (%s beyond the first %d of each partition are not listed: other brokers may have answered too.)",
-			text.Plural(f.connsMore, "connection", "connections"), maxConns)
+			text.Plural(f.ConnsMore, "connection", "connections"), maxConns)
 	}
-	b.WriteString(untracked(f.dropped))
+	b.WriteString(untracked(f.Dropped))
 	return b.String()
 }
 
@@ -203,16 +203,16 @@ func (f *Finding) waited() string {
 	if len(f.Waited) > shown {
 		s += fmt.Sprintf("; and %d more", len(f.Waited)-shown)
 	}
-	if f.waitersMore > 0 {
+	if f.WaitersMore > 0 {
 		s += fmt.Sprintf(" (%s to clients beyond the first %d of each partition are not counted)",
-			text.Plural(f.waitersMore, "answer", "answers"), maxWaiters)
+			text.Plural(f.WaitersMore, "answer", "answers"), maxWaiters)
 	}
 	return s + ". "
 }
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	if f.sev == detectors.Info {
+	if f.Severity == detectors.Info {
 		return "Nothing, unless it repeats: then look for the broker restarts behind it (broker and controller logs, " +
 			"kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs)."
 	}
@@ -224,7 +224,7 @@ func (f *Finding) Next() string {
 		"kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs. "+
 		"If the replica is gone for good: kafka-reassign-partitions.sh onto live brokers, or kafka-leader-election.sh --election-type unclean (data loss). "+
 		"To survive one broker: replication.factor 3 with min.insync.replicas 2.",
-		server, text.ShellOr(f.Topic, "<topic>"), text.IDs(f.nodes, 0), server, server)
+		server, text.ShellOr(f.Topic, "<topic>"), text.IDs(f.Nodes, 0), server, server)
 }
 
 // untracked says how many leaderless answers the rule could not follow.

@@ -70,28 +70,28 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 	errs := map[int16]int64{}
 	leaderCounts := map[int32]int64{}
 	waiting := map[cluster.Client]*waiter{}
-	f := &Finding{Topic: topic, offlineKnown: true, dropped: r.dropped, sev: sev, p: r.p}
+	f := &Finding{Topic: topic, OfflineKnown: true, Dropped: r.dropped, Severity: sev, Params: r.p}
 	var evs [][]detectors.Evidence
 	intervals := make([][2]int64, 0, len(refs))
 	for i, rf := range refs {
 		l := rf.l
 		parts.Add(rf.partition)
-		if i == 0 || l.first.Before(f.first) {
-			f.first = l.first
+		if i == 0 || l.first.Before(f.First) {
+			f.First = l.first
 		}
 		f.last = maxTime(f.last, l.last)
-		if rf.d > f.dur {
-			f.dur, f.longest = rf.d, rf.partition
+		if rf.d > f.Span {
+			f.Span, f.Longest = rf.d, rf.partition
 		}
 		if rf.ongoing {
 			f.Ongoing = true
-			f.end = p.End
-			f.lastAnswer = maxTime(f.lastAnswer, l.last)
+			f.End = p.End
+			f.LastAnswer = maxTime(f.LastAnswer, l.last)
 		} else {
-			f.healed = maxTime(f.healed, l.healed)
+			f.Healed = maxTime(f.Healed, l.healed)
 			leaders.Add(l.newLeader)
 		}
-		f.offlineKnown = f.offlineKnown && l.offlineKnown
+		f.OfflineKnown = f.OfflineKnown && l.offlineKnown
 		for _, e := range l.errs {
 			errs[e.code] += e.n
 		}
@@ -102,8 +102,8 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 		for _, c := range l.conns.List() {
 			conns.Add(c)
 		}
-		f.connsMore += l.conns.More
-		f.waitersMore += l.waitersMore
+		f.ConnsMore += l.conns.More
+		f.WaitersMore += l.waitersMore
 		for _, w := range l.waiters {
 			m := waiting[w.Client]
 			if m == nil {
@@ -122,23 +122,23 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 		intervals = append(intervals, [2]int64{l.firstSeq, l.lastSeq})
 	}
 	f.Responses = unionLen(intervals)
-	f.errCode = mostFrequent(errs)
-	f.Error = decode.ErrorName(f.errCode)
+	f.ErrCode = mostFrequent(errs)
+	f.Error = decode.ErrorName(f.ErrCode)
 	f.LeaderID = mostFrequent(leaderCounts)
 	servers := conns.ServerAddrs()
-	f.Servers, f.labels = tally.AddrStrings(servers), tally.Labels(p.Nodes, servers)
+	f.Servers, f.Labels = tally.AddrStrings(servers), tally.Labels(p.Nodes, servers)
 	f.Partitions = parts.Sorted()
 	f.Replicas, f.ISR, f.OfflineReplicas = replicas.Sorted(), isr.Sorted(), offline.Sorted()
 	f.NewLeaders = leaders.Sorted()
-	f.nodes = f.OfflineReplicas
-	if len(f.nodes) == 0 {
-		f.nodes = f.Replicas
+	f.Nodes = f.OfflineReplicas
+	if len(f.Nodes) == 0 {
+		f.Nodes = f.Replicas
 	}
-	f.DurationS, f.dur = seconds(f.dur)
-	f.allOffline = f.offlineKnown && len(replicas) > 0 && replicas.Within(offline)
-	f.isrOffline = f.offlineKnown && len(offline) > 0 && len(isr) > 0 && isr.Within(offline)
-	f.online = replicas.Minus(offline).Sorted()
-	f.onlineISR = isr.Minus(offline).Sorted()
+	f.DurationS, f.Span = seconds(f.Span)
+	f.AllOffline = f.OfflineKnown && len(replicas) > 0 && replicas.Within(offline)
+	f.ISROffline = f.OfflineKnown && len(offline) > 0 && len(isr) > 0 && isr.Within(offline)
+	f.Online = replicas.Minus(offline).Sorted()
+	f.OnlineISR = isr.Minus(offline).Sorted()
 	f.Waited = waiters(waiting)
 	var ids []string
 	var hosts []netip.Addr
@@ -159,18 +159,18 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 	for i, id := range f.Partitions {
 		partitions[i] = cluster.Partition{Topic: topic, Num: id}
 	}
-	last := maxTime(f.last, f.healed)
+	last := maxTime(f.last, f.Healed)
 	if f.Ongoing {
 		last = p.End
 	}
 	return detectors.Finding{
 		Severity: sev,
-		First:    f.first,
+		First:    f.First,
 		Last:     last,
 		Conns:    conns.IDs(),
-		Nodes:    f.nodes,
+		Nodes:    f.Nodes,
 		Evidence: mergeEvidence(evs...),
-		Subject:  detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: servers, Nodes: f.nodes, Partitions: partitions, Error: f.errCode},
+		Subject:  detectors.Subject{ClientIDs: ids, Clients: hosts, Servers: servers, Nodes: f.Nodes, Partitions: partitions, Error: f.ErrCode},
 		Detail:   f,
 	}
 }

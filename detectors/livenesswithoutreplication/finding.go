@@ -48,21 +48,21 @@ type Finding struct {
 	RaftUnanswered  int64 `count:"raft_fetches_unanswered"`
 	RaftToLeader    int64 `count:"raft_fetches_to_leader"`
 
-	hbTo                string // the controller the heartbeats go to
-	span                string
-	held                time.Duration
-	healed              bool
-	raft                string // what the raft fetches got
-	leaderFrom          string
-	metaThroughout      bool // the heartbeats' offset did not change during the run
-	fenced, answered    bool
-	caughtUp, hasOffset bool
-	offset, metaOffset  int64
+	HbTo                string // the controller the heartbeats go to
+	Span                string
+	Held                time.Duration
+	Healed              bool
+	Raft                string // what the raft fetches got
+	LeaderFrom          string
+	MetaThroughout      bool // the heartbeats' offset did not change during the run
+	Fenced, Answered    bool
+	CaughtUp, HasOffset bool
+	Offset, MetaOffset  int64
 	// during: the heartbeat facts are those answered while the run was open;
 	// metaFrom: the first such heartbeat's offset when it moved (else -1)
-	during   bool
-	metaFrom int64
-	leaderEP string
+	During   bool
+	MetaFrom int64
+	LeaderEP string
 }
 
 // finding makes the finding of node n's run e (open: still open at the
@@ -111,23 +111,23 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 	f := &Finding{
 		NodeID: n.id, HeartbeatClientID: n.hbClientID, RaftClientID: n.raftClientID, LeaderID: leader,
 		HeartbeatServers: n.hbServers.Strings(), RaftServers: e.servers.Strings(), Duration: text.Seconds(dur),
-		HeldS: text.Seconds(held), Ongoing: open, held: held, healed: healed,
+		HeldS: text.Seconds(held), Ongoing: open, Held: held, Healed: healed,
 		Heartbeats: hbOK + hbErr, HeartbeatErrors: hbErr, RaftFetches: e.fetches, RaftErrors: e.errors,
 		RaftUnanswered: e.unanswered, RaftToLeader: toLeader,
-		span: text.Duration(dur), leaderFrom: leaderFrom,
-		metaThroughout: n.metaChanged.IsZero() || n.metaChanged.Before(e.first), fenced: n.fenced, answered: n.hbAnswered,
-		caughtUp: n.caughtUp, hasOffset: e.hasOffset, offset: e.offset, metaOffset: n.metaOffset, leaderEP: leaderEP,
-		metaFrom: -1,
+		Span: text.Duration(dur), LeaderFrom: leaderFrom,
+		MetaThroughout: n.metaChanged.IsZero() || n.metaChanged.Before(e.first), Fenced: n.fenced, Answered: n.hbAnswered,
+		CaughtUp: n.caughtUp, HasOffset: e.hasOffset, Offset: e.offset, MetaOffset: n.metaOffset, LeaderEP: leaderEP,
+		MetaFrom: -1,
 	}
 	hbFirst, hbLast := n.hbFirst, n.hbLast
 	if e.beats > 0 {
 		// What the heartbeats said while the raft fetches failed.
 		hbFirst, hbLast = e.hbFirst, e.hbLast
-		f.during = true
-		f.metaOffset, f.caughtUp, f.fenced = hbLast.metaOffset, hbLast.caughtUp, hbLast.fenced
-		f.metaThroughout = hbFirst.metaOffset == hbLast.metaOffset
-		if !f.metaThroughout {
-			f.metaFrom = hbFirst.metaOffset
+		f.During = true
+		f.MetaOffset, f.CaughtUp, f.Fenced = hbLast.metaOffset, hbLast.caughtUp, hbLast.fenced
+		f.MetaThroughout = hbFirst.metaOffset == hbLast.metaOffset
+		if !f.MetaThroughout {
+			f.MetaFrom = hbFirst.metaOffset
 		}
 	}
 	if leader >= 0 {
@@ -137,22 +137,22 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		offset := e.offset
 		f.FetchOffset = &offset
 	}
-	if f.metaOffset >= 0 {
-		offset := f.metaOffset
+	if f.MetaOffset >= 0 {
+		offset := f.MetaOffset
 		f.CurrentMetadataOffset = &offset
 	}
 	if n.hbAnswered {
-		caughtUp, fenced := f.caughtUp, f.fenced
+		caughtUp, fenced := f.CaughtUp, f.Fenced
 		f.IsCaughtUp, f.IsFenced = &caughtUp, &fenced
 	}
-	f.hbTo = "the controller"
+	f.HbTo = "the controller"
 	if hbServer.IsValid() {
-		f.hbTo = p.Label(hbServer)
+		f.HbTo = p.Label(hbServer)
 	}
 	if n.hbServers.Len() > 1 {
-		f.hbTo += fmt.Sprintf(" and %d other controller(s)", n.hbServers.Len()-1)
+		f.HbTo += fmt.Sprintf(" and %d other controller(s)", n.hbServers.Len()-1)
 	}
-	f.raft = raftFact(e, leader, toHB, toLeader)
+	f.Raft = raftFact(e, leader, toHB, toLeader)
 
 	var ev []detectors.Evidence
 	if n.hbAnswered {
@@ -206,69 +206,69 @@ func raftFact(e *run, leader int32, toHB, toLeader int64) string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("broker %d is alive by heartbeat but its metadata replication is not: %s answered ok by %s, while %s in %s",
-		f.NodeID, text.Plural(f.heartbeatsOK(), "heartbeat", "heartbeats"), f.hbTo, f.raft, f.span)
-	return s + spell.Tail(f.Ongoing, f.healed, f.held, "failing", "a raft fetch succeeded again", "failed one")
+		f.NodeID, text.Plural(f.heartbeatsOK(), "heartbeat", "heartbeats"), f.HbTo, f.Raft, f.Span)
+	return s + spell.Tail(f.Ongoing, f.Healed, f.Held, "failing", "a raft fetch succeeded again", "failed one")
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var b strings.Builder
-	hb := fmt.Sprintf("%d heartbeats to %s answered without error", f.heartbeatsOK(), f.hbTo)
+	hb := fmt.Sprintf("%d heartbeats to %s answered without error", f.heartbeatsOK(), f.HbTo)
 	if f.HeartbeatErrors > 0 {
-		hb = fmt.Sprintf("%d of %d heartbeats to %s answered without error", f.heartbeatsOK(), f.Heartbeats, f.hbTo)
+		hb = fmt.Sprintf("%d of %d heartbeats to %s answered without error", f.heartbeatsOK(), f.Heartbeats, f.HbTo)
 	}
 	fmt.Fprintf(&b, "broker %d is alive by heartbeat: %s", f.NodeID, hb)
-	if f.answered {
+	if f.Answered {
 		last := "last answer"
-		if f.during {
+		if f.During {
 			last = "last answer while the raft fetches failed"
 		}
-		fmt.Fprintf(&b, " (%s: isCaughtUp %v, isFenced %v)", last, f.caughtUp, f.fenced)
+		fmt.Fprintf(&b, " (%s: isCaughtUp %v, isFenced %v)", last, f.CaughtUp, f.Fenced)
 	}
-	fmt.Fprintf(&b, "; its metadata replication is not: %s", f.raft)
-	if f.LeaderID >= 0 && f.leaderEP != "" {
-		fmt.Fprintf(&b, " (%s)", f.leaderEP)
+	fmt.Fprintf(&b, "; its metadata replication is not: %s", f.Raft)
+	if f.LeaderID >= 0 && f.LeaderEP != "" {
+		fmt.Fprintf(&b, " (%s)", f.LeaderEP)
 	}
-	fmt.Fprintf(&b, ", over %s. ", f.span)
+	fmt.Fprintf(&b, ", over %s. ", f.Span)
 	if f.LeaderID >= 0 {
 		if f.RaftToLeader == 0 {
-			fmt.Fprintf(&b, "Not one raft fetch went to leader %d (%s), though its heartbeats reach %s. ", f.LeaderID, f.leaderFrom, f.hbTo)
+			fmt.Fprintf(&b, "Not one raft fetch went to leader %d (%s), though its heartbeats reach %s. ", f.LeaderID, f.LeaderFrom, f.HbTo)
 		} else {
 			fmt.Fprintf(&b, "%d raft fetches went to leader %d and failed there too. ", f.RaftToLeader, f.LeaderID)
 		}
 	}
-	if f.metaOffset >= 0 {
+	if f.MetaOffset >= 0 {
 		meanwhile := ""
-		if f.during {
+		if f.During {
 			meanwhile = " meanwhile"
 		}
-		if f.metaFrom >= 0 {
-			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset from %d to %d", meanwhile, f.metaFrom, f.metaOffset)
+		if f.MetaFrom >= 0 {
+			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset from %d to %d", meanwhile, f.MetaFrom, f.MetaOffset)
 		} else {
-			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset %d", meanwhile, f.metaOffset)
-			if f.metaThroughout {
+			fmt.Fprintf(&b, "Its heartbeats%s report currentMetadataOffset %d", meanwhile, f.MetaOffset)
+			if f.MetaThroughout {
 				fmt.Fprintf(&b, " throughout")
 			}
 		}
-		if f.hasOffset {
-			fmt.Fprintf(&b, " and its raft fetches ask for offset %d every time", f.offset)
+		if f.HasOffset {
+			fmt.Fprintf(&b, " and its raft fetches ask for offset %d every time", f.Offset)
 		}
-		if f.metaFrom >= 0 {
+		if f.MetaFrom >= 0 {
 			fmt.Fprintf(&b, ". ")
 		} else {
 			fmt.Fprintf(&b, ": the metadata it applies is frozen. ")
 		}
 	}
-	if f.answered && !f.fenced {
+	if f.Answered && !f.Fenced {
 		fmt.Fprintf(&b, "The controller keeps it registered and unfenced, so nothing in the cluster's health view shows that this broker serves stale metadata (leaders, ISR, configs, ACLs).")
 	} else {
 		fmt.Fprintf(&b, "Heartbeats keep its registration alive, so the cluster's health view does not show that this broker's metadata (leaders, ISR, configs, ACLs) is stale.")
 	}
 	switch {
 	case f.Ongoing:
-		fmt.Fprintf(&b, " Its raft fetches were still failing when the capture ended, %s after the first failed.", text.Duration(f.held))
-	case f.healed:
-		fmt.Fprintf(&b, " A raft fetch succeeded again %s after the first failed: that long its metadata was frozen.", text.Duration(f.held))
+		fmt.Fprintf(&b, " Its raft fetches were still failing when the capture ended, %s after the first failed.", text.Duration(f.Held))
+	case f.Healed:
+		fmt.Fprintf(&b, " A raft fetch succeeded again %s after the first failed: that long its metadata was frozen.", text.Duration(f.Held))
 	}
 	return b.String()
 }
@@ -279,7 +279,7 @@ func (f *Finding) Next() string {
 		"describe --status; on broker %d: kafka.server:type=broker-metadata-metrics last-applied-record-lag-ms (rising), "+
 		"raft-metrics fetch-records-rate (0) and high-watermark (frozen), raft-channel-metrics request-total (rising: traffic is "+
 		"not health). See the not-leader-loop finding for where its raft fetches go. Do not read heartbeats or an unfenced "+
-		"broker as proof of metadata health.", text.Or(f.leaderEP, "<controller>"), f.NodeID, f.NodeID)
+		"broker as proof of metadata health.", text.Or(f.LeaderEP, "<controller>"), f.NodeID, f.NodeID)
 }
 
 // heartbeatsOK is the heartbeats answered without an error.

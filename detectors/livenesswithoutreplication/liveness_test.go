@@ -85,12 +85,15 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"broker 5 is alive by heartbeat but its metadata replication is not: 15 heartbeats answered ok by node 9 (10.4.0.9:9093), " +
 					"while 120 raft fetches to 1 other controller all answered NOT_LEADER_OR_FOLLOWER naming leader 9 in 29.8 s"},
-				Counts: map[string]int64{"heartbeats": 15, "heartbeat_errors": 0, "raft_fetches": 120, "raft_fetch_errors": 120,
-					"raft_fetches_unanswered": 0, "raft_fetches_to_leader": 0},
-				Fields: map[string]any{"node_id": int32(5), "heartbeat_client_id": "5", "raft_client_id": "raft-client-5",
-					"leader_id": int32(9), "leader_epoch": int32(8), "leader_endpoint": "10.4.0.9:9093", "fetch_offset": int64(4001),
-					"current_metadata_offset": int64(4000), "is_caught_up": true, "is_fenced": false,
-					"heartbeat_servers": []string{"10.4.0.9:9093"}, "raft_servers": []string{"10.4.0.7:9093"}, "duration_s": 29.752},
+				Detail: &livenesswithoutreplication.Finding{
+					Heartbeats: 15, HeartbeatErrors: 0, RaftFetches: 120, RaftErrors: 120, RaftUnanswered: 0,
+					RaftToLeader: 0, NodeID: int32(5), HeartbeatClientID: "5", RaftClientID: "raft-client-5",
+					LeaderID: int32(9), LeaderEpoch: dt.Ptr[int32](int32(8)), LeaderEndpoint: "10.4.0.9:9093",
+					FetchOffset: dt.Ptr[int64](int64(4001)), CurrentMetadataOffset: dt.Ptr[int64](int64(4000)),
+					IsCaughtUp: dt.Ptr[bool](true), IsFenced: dt.Ptr[bool](false),
+					HeartbeatServers: []string{"10.4.0.9:9093"}, RaftServers: []string{"10.4.0.7:9093"},
+					Duration: 29.752,
+				}, Exact: []string{"HeartbeatErrors", "RaftUnanswered", "RaftToLeader"},
 				Evidence: []uint64{2, 4, 270},
 			}},
 			Nodes: []int32{5, 9},
@@ -110,8 +113,10 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"120 raft fetches to the same controller, none answered successfully (no answer x120)"},
-				Counts:   map[string]int64{"raft_fetches": 120, "raft_fetch_errors": 0, "raft_fetches_unanswered": 120, "heartbeats": 15},
-				Fields:   map[string]any{"node_id": int32(5), "leader_id": int32(-1)},
+				Detail: &livenesswithoutreplication.Finding{
+					RaftFetches: 120, RaftErrors: 0, RaftUnanswered: 120, Heartbeats: 15, NodeID: int32(5),
+					LeaderID: int32(-1),
+				}, Exact: []string{"RaftErrors"},
 			}},
 		},
 		{
@@ -133,7 +138,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				}
 				s.Run(h)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"heartbeats": 10, "heartbeat_errors": 4}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+				Heartbeats: 10, HeartbeatErrors: 4,
+			}}},
 			Explanation: []string{"6 of 10 heartbeats to node 9 (10.4.0.9:9093) answered without error",
 				"Its heartbeats meanwhile report currentMetadataOffset from 4000 to 4001 and its raft fetches ask"},
 		},
@@ -160,7 +167,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 				}
 				s.Run(h)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"current_metadata_offset": int64(4000), "fetch_offset": int64(4001)}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+				CurrentMetadataOffset: dt.Ptr[int64](int64(4000)), FetchOffset: dt.Ptr[int64](int64(4001)),
+			}}},
 			Explanation: []string{"(last answer while the raft fetches failed: isCaughtUp true, isFenced false)",
 				"Its heartbeats meanwhile report currentMetadataOffset 4000 throughout and its raft fetches ask for offset 4001 every time: the metadata it applies is frozen."},
 		},
@@ -194,35 +203,44 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			Name:     "the election's 3 s of failures count once min-duration is lowered (a bare number is in seconds): a warning",
 			Settings: map[string]string{"min-duration": "2", "min-heartbeats": "1"},
 			Traffic:  func(h *dt.Harness) { broker(h, 30*time.Second, 0, "10.4.0.7:9093", election(12)) },
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 12, "heartbeats": 2},
-				Fields: map[string]any{"held_s": 3.002, "ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+				RaftFetches: 12, Heartbeats: 2, HeldS: 3.002, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 	},
 		dt.Edge("min-duration (failing 10 s, to the raft fetch that succeeds): healed before 30 s, a warning", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 40, "heartbeats": 5},
-				Fields: map[string]any{"held_s": 10.002, "ongoing": false}, Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed one"}},
+			dt.Want{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+				RaftFetches: 40, Heartbeats: 5, HeldS: 10.002, Ongoing: false,
+			}, Exact: []string{"Ongoing"},
+				Summary: []string{"; a raft fetch succeeded again 10.0 s after the first failed one"}},
 			func(h *dt.Harness) { refused(h, 40) }, func(h *dt.Harness) { refused(h, 39) }),
 		dt.Edge("min-raft-fetches (5 failed, min-duration lowered: under 3 s, info)", map[string]string{"min-duration": "1s", "min-heartbeats": "1"},
-			dt.Want{Severity: detectors.Info, Counts: map[string]int64{"raft_fetches": 5}},
+			dt.Want{Severity: detectors.Info, Detail: &livenesswithoutreplication.Finding{RaftFetches: 5}},
 			func(h *dt.Harness) { refused(h, 5) }, func(h *dt.Harness) { refused(h, 4) }),
 		dt.Edge("min-heartbeats (3 during the run)", map[string]string{"min-duration": "1s"},
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 20, "heartbeats": 3}},
+			dt.Want{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{RaftFetches: 20, Heartbeats: 3}},
 			func(h *dt.Harness) { refused(h, 20) }, func(h *dt.Harness) { refused(h, 16) }),
 		[]dt.Case{
 			{
 				Name:    "near miss of 30 s (LongAfter): failing 29 s, then replicating: a warning",
 				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(116)) },
-				Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.002, "ongoing": false}}},
+				Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 29.002, Ongoing: false,
+				}, Exact: []string{"Ongoing"}}},
 			},
 			{
 				Name:    "failing 31 s, then replicating: an error (LongAfter)",
 				Traffic: func(h *dt.Harness) { broker(h, 40*time.Second, 0, "10.4.0.7:9093", election(124)) },
-				Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.002, "ongoing": false}}},
+				Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 31.002, Ongoing: false,
+				}, Exact: []string{"Ongoing"}}},
 			},
 			{
 				Name:    "still failing at the end after 11 s: an error (HealAfter)",
 				Traffic: func(h *dt.Harness) { broker(h, 11250*time.Millisecond, 0, "10.4.0.7:9093", notLeader) },
-				Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.002, "ongoing": true},
+				Want: []dt.Want{{Severity: detectors.Error, Detail: &livenesswithoutreplication.Finding{
+					HeldS: 11.002, Ongoing: true,
+				},
 					Summary: []string{"; still failing when the capture ended"}}},
 			},
 			{
@@ -232,7 +250,9 @@ func TestLivenessWithoutReplication(t *testing.T) {
 			{
 				Name:    "raft fetches to the leader time out (2 s each) for 12 s, then answered: a warning",
 				Traffic: func(h *dt.Harness) { timeouts(h, 6) },
-				Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"raft_fetches": 6, "raft_fetches_unanswered": 6}}},
+				Want: []dt.Want{{Severity: detectors.Warning, Detail: &livenesswithoutreplication.Finding{
+					RaftFetches: 6, RaftUnanswered: 6,
+				}}},
 			},
 		},
 	), nil)
@@ -251,8 +271,8 @@ func TestLivenessLeaderFromHeartbeats(t *testing.T) {
 	fs := h.Findings()
 	dt.Check(t, fs, rule, dt.Want{Severity: detectors.Error,
 		Summary: []string{"15 heartbeats answered ok by node 9 (10.4.0.9:9093), while 120 raft fetches to the same controller all answered UNKNOWN_TOPIC_OR_PARTITION in"},
-		Counts:  map[string]int64{"raft_fetches_to_leader": 120},
-		Fields:  map[string]any{"leader_id": int32(9), "leader_endpoint": "10.4.0.9:9093"}})
+		Detail:  &livenesswithoutreplication.Finding{RaftToLeader: 120, LeaderID: int32(9), LeaderEndpoint: "10.4.0.9:9093"},
+	})
 	if len(fs) != 1 {
 		return
 	}

@@ -32,8 +32,8 @@ type Finding struct {
 	SinceStart         bool `json:"since_start"`
 	ExplainsRebalances bool `json:"explains_rebalances"`
 
-	last, until time.Time
-	coordinator string
+	Last, Until time.Time
+	Coordinator string
 
 	// SilentMs is how long it was silent in milliseconds, a count.
 	SilentMs int64 `count:"silent_ms"`
@@ -70,11 +70,11 @@ func (f *Finding) Explanation() string {
 	}
 	s := fmt.Sprintf("Member %q sent its last group request to the coordinator %s at %s and nothing more until %s: "+
 		"%s, %s. The coordinator dropped it and rebalanced the group without it; its partitions went to the other "+
-		"members or unread. ", f.Member, f.coordinator, text.Clock(f.last), text.Clock(f.until), text.Duration(f.silent()), timeout)
+		"members or unread. ", f.Member, f.Coordinator, text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), timeout)
 	if f.SinceStart {
 		s = fmt.Sprintf("Member %q sent no group request from the capture's start (%s) until %s, at least %s, and was "+
 			"then answered as a member the coordinator %s had dropped: evicted while silent. ",
-			f.Member, text.Clock(f.last), text.Clock(f.until), text.Duration(f.silent()), f.coordinator)
+			f.Member, text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), f.Coordinator)
 	}
 	if f.Back {
 		s += "When it came back, the coordinator no longer knew it (" + f.Answer + "): it must join again, another rebalance. "
@@ -95,5 +95,5 @@ func (f *Finding) Explanation() string {
 func (f *Finding) Next() string {
 	return fmt.Sprintf("The application's logs and GC logs on %s around %s (client %q); kafka-consumer-groups.sh "+
 		"--bootstrap-server <broker> --describe --group %s --members. If pauses are expected, raise session.timeout.ms "+
-		"(heartbeat.interval.ms a third of it).", f.Host, text.Clock(f.last), f.ClientID, f.Group)
+		"(heartbeat.interval.ms a third of it).", f.Host, text.Clock(f.Last), f.ClientID, f.Group)
 }

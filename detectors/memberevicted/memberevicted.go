@@ -286,7 +286,7 @@ func (r *rule) finding(p *detectors.Pass, g *group, m *member, evictions int) de
 	silent := m.silentUntil.Sub(m.lastSeen)
 	f := &Finding{Group: g.name, Member: m.id, ClientID: m.client.ID, Host: m.client.Host.String(),
 		SilentS: silent.Seconds(), SessionTimeoutMs: m.timeout.Milliseconds(), Back: m.back, Answer: m.answer,
-		Generations: g.generations, last: m.lastSeen, until: m.silentUntil, coordinator: p.Label(m.server)}
+		Generations: g.generations, Last: m.lastSeen, Until: m.silentUntil, Coordinator: p.Label(m.server)}
 	sev := max(detectors.Warning, detectors.Grade(silent, !m.back))
 	last := m.lastEv
 	last.What = "last " + m.lastAPI + " request of member " + m.id + " before its silence"

@@ -58,9 +58,10 @@ func TestMemberEvicted(t *testing.T) {
 			Traffic: func(h *dt.Harness) { group(h, 6000, 2500*time.Millisecond, 11*time.Second, 25, 20*time.Second) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"silent_ms": 12000, "session_timeout_ms": 6000},
-				Fields: map[string]any{"group": "audit", "member": "m-b", "client_id": "audit-2", "host": "10.2.0.6",
-					"back": true, "answer": "UNKNOWN_MEMBER_ID"},
+				Detail: &memberevicted.Finding{
+					SilentMs: 12000, SessionTimeoutMs: 6000, Group: "audit", Member: "m-b", ClientID: "audit-2",
+					Host: "10.2.0.6", Back: true, Answer: "UNKNOWN_MEMBER_ID",
+				},
 				Summary: []string{`member "m-b" of group "audit" (client "audit-2" on 10.2.0.6) evicted: silent for 12.0 s, past its session timeout of 6.0 s; back, answered UNKNOWN_MEMBER_ID`},
 			}},
 			Explanation: []string{"longer than the session timeout of 6000 ms", "not a rebalance loop"},
@@ -83,7 +84,7 @@ func TestMemberEvicted(t *testing.T) {
 				beat(h, 2*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 0)
 				beat(h, 8*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 25)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 6000}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 6000}}},
 		},
 		{
 			Name:    "near miss: back after a silence past the timeout but answered without error: nothing",
@@ -92,14 +93,14 @@ func TestMemberEvicted(t *testing.T) {
 		{
 			Name:    "silent 35 s: an error",
 			Traffic: func(h *dt.Harness) { group(h, 10000, 2500*time.Millisecond, 35*time.Second, 25, 40*time.Second) },
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"back": true}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &memberevicted.Finding{Back: true}}},
 		},
 		{
 			Name: "never back while the group goes on: silent at the end",
 			Traffic: func(h *dt.Harness) {
 				group(h, 6000, 2500*time.Millisecond, time.Hour, 25, 20*time.Second)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"back": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &memberevicted.Finding{Back: false}, Exact: []string{"Back"}}},
 		},
 	}, nil)
 }
@@ -138,7 +139,9 @@ func TestMemberEvictedJoinedBeforeTheCapture(t *testing.T) {
 				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
 				beat(h, 12500*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 10000, "session_timeout_ms": 0},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{
+				SilentMs: 10000, SessionTimeoutMs: 0,
+			}, Exact: []string{"SessionTimeoutMs"},
 				Summary: []string{"silent for 10.0 s (its session timeout not captured)"}}},
 			Explanation: []string{"its JoinGroup, which names its session timeout, came before the capture"},
 		},
@@ -160,8 +163,7 @@ func TestMemberEvictedSilentSinceTheStart(t *testing.T) {
 				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
 				beat(h, 12*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"silent_ms": 12000},
-				Fields:  map[string]any{"since_start": true},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 12000, SinceStart: true},
 				Summary: []string{"silent for at least 12.0 s, since before the capture began"}}},
 		},
 		{

@@ -42,44 +42,44 @@ type Finding struct {
 	Votes           int64 `count:"votes"`
 	VotesGranted    int64 `count:"votes_granted"`
 
-	o       *outage
-	downs   []down
-	held    time.Duration
-	healed  bool
-	leaderN string // "node 1001 (10.77.0.11:9093)"
+	Outage  *Outage
+	Downs   []Down
+	Held    time.Duration
+	Healed  bool
+	LeaderN string // "node 1001 (10.77.0.11:9093)"
 }
 
-func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Finding {
+func finding(p *detectors.Pass, o *Outage, open bool, downs []Down) detectors.Finding {
 	held, healed := o.held()
 	if open {
-		held, healed = p.End.Sub(o.first), false
+		held, healed = p.End.Sub(o.First), false
 	}
 	f := &Finding{
 		LeaderID: o.leader, LeaderEndpoint: o.leaderEP, Answering: o.answering.Strings(), Down: []string{},
-		Duration: text.Seconds(o.last.Sub(o.first)), HeldS: text.Seconds(held), Ongoing: open,
-		RaftFetches: o.fetches, Unanswered: o.unanswered, Votes: o.votes, VotesGranted: o.granted,
-		o: o, downs: downs, held: held, healed: healed,
+		Duration: text.Seconds(o.last.Sub(o.First)), HeldS: text.Seconds(held), Ongoing: open,
+		RaftFetches: o.Fetches, Unanswered: o.Unanswered, Votes: o.Votes, VotesGranted: o.Granted,
+		Outage: o, Downs: downs, Held: held, Healed: healed,
 	}
 	for id := range o.fetchers {
 		f.Fetchers = append(f.Fetchers, id)
 	}
 	sort.Slice(f.Fetchers, func(i, j int) bool { return f.Fetchers[i] < f.Fetchers[j] })
 	if o.leader >= 0 {
-		epoch := o.epoch
+		epoch := o.Epoch
 		f.LeaderEpoch = &epoch
-		f.leaderN = fmt.Sprintf("node %d", o.leader)
+		f.LeaderN = fmt.Sprintf("node %d", o.leader)
 		if o.leaderEP != "" {
-			f.leaderN += " (" + o.leaderEP + ")"
+			f.LeaderN += " (" + o.leaderEP + ")"
 		}
 	}
 	for _, d := range downs {
-		f.Down = append(f.Down, d.ap.String())
+		f.Down = append(f.Down, d.AddrPort.String())
 	}
-	if code, n := o.codes.Top(); n > 0 {
+	if code, n := o.Codes.Top(); n > 0 {
 		f.Error = detectors.ErrorName(code)
 	}
 	for _, d := range downs {
-		f.RefusedConnects += d.attempts
+		f.RefusedConnects += d.Attempts
 	}
 	nodes := append([]int32(nil), f.Fetchers...)
 	if o.leader >= 0 {
@@ -88,7 +88,7 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 	nodes = peers.NodeIDs(p, []*peers.Servers{&o.answering}, nodes...)
 	return detectors.Finding{
 		Severity: detectors.Grade(held, open),
-		First:    o.first,
+		First:    o.First,
 		Last:     o.last,
 		Nodes:    nodes,
 		Evidence: o.ev.List(),
@@ -100,9 +100,9 @@ func finding(p *detectors.Pass, o *outage, open bool, downs []down) detectors.Fi
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("the KRaft metadata quorum has no working leader: no raft fetch succeeded for %s while %d nodes (%s) kept fetching",
-		text.Duration(f.held), len(f.Fetchers), text.IDs(f.Fetchers, 0))
+		text.Duration(f.Held), len(f.Fetchers), text.IDs(f.Fetchers, 0))
 	if f.LeaderID >= 0 {
-		s += "; the answers name leader " + f.leaderN
+		s += "; the answers name leader " + f.LeaderN
 		if f.downHas(true) {
 			s += ", which refuses connections"
 		}
@@ -117,8 +117,8 @@ func (f *Finding) tail() string {
 	switch {
 	case f.Ongoing:
 		return "; still down when the capture ended"
-	case f.healed:
-		return "; a raft fetch succeeded again after " + text.Duration(f.held)
+	case f.Healed:
+		return "; a raft fetch succeeded again after " + text.Duration(f.Held)
 	}
 	return ""
 }
@@ -126,8 +126,8 @@ func (f *Finding) tail() string {
 // downHas reports whether an endpoint that was down is the leader's (or
 // any, if leader is false).
 func (f *Finding) downHas(leader bool) bool {
-	for _, d := range f.downs {
-		if d.leader || !leader {
+	for _, d := range f.Downs {
+		if d.Leader || !leader {
 			return true
 		}
 	}
@@ -136,34 +136,34 @@ func (f *Finding) downHas(leader bool) bool {
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	o := f.o
+	o := f.Outage
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s no raft fetch of __cluster_metadata succeeded from any node for %s: %d raft fetches from %d nodes (%s) failed (%s",
-		text.Clock(o.first), text.Duration(f.held), o.fetches, len(f.Fetchers), text.IDs(f.Fetchers, 0), strings.Join(o.codes.Parts(), ", "))
-	if o.unanswered > 0 {
-		fmt.Fprintf(&b, ", no answer x%d", o.unanswered)
+		text.Clock(o.First), text.Duration(f.Held), o.Fetches, len(f.Fetchers), text.IDs(f.Fetchers, 0), strings.Join(o.Codes.Parts(), ", "))
+	if o.Unanswered > 0 {
+		fmt.Fprintf(&b, ", no answer x%d", o.Unanswered)
 	}
 	b.WriteString("). ")
 	if f.LeaderID >= 0 {
-		fmt.Fprintf(&b, "The controllers that answered (%s) name %s as leader at epoch %d", strings.Join(f.Answering, ", "), f.leaderN, o.epoch)
+		fmt.Fprintf(&b, "The controllers that answered (%s) name %s as leader at epoch %d", strings.Join(f.Answering, ", "), f.LeaderN, o.Epoch)
 		if f.downHas(true) {
 			b.WriteString(", and it refuses or ignores connections: the leader is gone and no new one has been elected")
 		}
 		b.WriteString(". ")
 	}
-	if len(f.downs) > 0 {
+	if len(f.Downs) > 0 {
 		var parts []string
-		for _, d := range f.downs {
-			parts = append(parts, fmt.Sprintf("%s (%s)", d.ap, text.Plural(d.attempts, "attempt", "attempts")))
+		for _, d := range f.Downs {
+			parts = append(parts, fmt.Sprintf("%s (%s)", d.AddrPort, text.Plural(d.Attempts, "attempt", "attempts")))
 		}
 		fmt.Fprintf(&b, "Connection attempts to %d controller endpoint(s) were refused or never answered meanwhile: %s; %d answered raft fetches. ",
-			len(f.downs), strings.Join(parts, ", "), len(f.Answering))
-		if len(f.Answering) <= len(f.downs) {
+			len(f.Downs), strings.Join(parts, ", "), len(f.Answering))
+		if len(f.Answering) <= len(f.Downs) {
 			b.WriteString("A quorum needs a majority of the voters: with as many controllers down as answering, or more, none can be elected. ")
 		}
 	}
-	if o.votes > 0 {
-		fmt.Fprintf(&b, "%d Vote requests were answered meanwhile, %d granted. ", o.votes, o.granted)
+	if o.Votes > 0 {
+		fmt.Fprintf(&b, "%d Vote requests were answered meanwhile, %d granted. ", o.Votes, o.Granted)
 	}
 	b.WriteString("While the quorum has no leader nothing that needs the controller happens: no partition leader is elected for a " +
 		"broker lost meanwhile (clients' Metadata keeps naming it and their connections to it are refused), no ISR shrinks (acks=all " +
@@ -171,9 +171,9 @@ func (f *Finding) Explanation() string {
 		"fenced or unfenced. Brokers keep serving what they led with what they knew.")
 	switch {
 	case f.Ongoing:
-		fmt.Fprintf(&b, " It was still down when the capture ended, %s after the first failed raft fetch.", text.Duration(f.held))
-	case f.healed:
-		fmt.Fprintf(&b, " A raft fetch succeeded again %s after the first failed one.", text.Duration(f.held))
+		fmt.Fprintf(&b, " It was still down when the capture ended, %s after the first failed raft fetch.", text.Duration(f.Held))
+	case f.Healed:
+		fmt.Fprintf(&b, " A raft fetch succeeded again %s after the first failed one.", text.Duration(f.Held))
 	}
 	return b.String()
 }

@@ -71,9 +71,9 @@ type rule struct {
 	p Params
 	// lastOK is when a raft fetch last succeeded; cur the outage since.
 	lastOK time.Time
-	cur    *outage
+	cur    *Outage
 	// worst is the longest outage that ended, to be reported.
-	worst *outage
+	worst *Outage
 	// refusals are the connection attempts to Kafka endpoints that were
 	// refused or never answered, per endpoint, with their times: the
 	// dead controllers of an outage are among them.
@@ -85,29 +85,29 @@ type refusal struct {
 	attempts    int64
 }
 
-// outage is a time no raft fetch succeeded.
-type outage struct {
-	first, last time.Time
+// Outage is a time no raft fetch succeeded.
+type Outage struct {
+	First, last time.Time
 	healed      time.Time // the success that ended it (zero: none)
-	fetches     int64
-	unanswered  int64
-	codes       tally.Codes
+	Fetches     int64
+	Unanswered  int64
+	Codes       tally.Codes
 	fetchers    map[int32]bool
 	fetchersCut bool
 	answering   peers.Servers // controllers that answered (with an error)
 	leader      int32         // the leader the answers name, -1 if none
-	epoch       int32
+	Epoch       int32
 	leaderEP    string
-	votes       int64 // Vote requests answered during the outage
-	granted     int64
+	Votes       int64 // Vote requests answered during the outage
+	Granted     int64
 	ev          detectors.Sampler[detectors.Evidence]
 }
 
-func (o *outage) held() (time.Duration, bool) {
+func (o *Outage) held() (time.Duration, bool) {
 	if !o.healed.IsZero() {
-		return o.healed.Sub(o.first), true
+		return o.healed.Sub(o.First), true
 	}
-	return o.last.Sub(o.first), false
+	return o.last.Sub(o.First), false
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -123,11 +123,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case kmsg.Vote:
 		if r.cur != nil && x.Resp != nil {
 			if resp, ok := x.Resp.Resp.(*kmsg.VoteResponse); ok {
-				r.cur.votes++
+				r.cur.Votes++
 				for _, t := range resp.Topics {
 					for _, p := range t.Partitions {
 						if p.VoteGranted {
-							r.cur.granted++
+							r.cur.Granted++
 						}
 					}
 				}
@@ -161,7 +161,7 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 			if x.Resp.Time.After(r.lastOK) {
 				r.lastOK = x.Resp.Time
 			}
-			if r.cur != nil && !x.Req.Time.Before(r.cur.first) {
+			if r.cur != nil && !x.Req.Time.Before(r.cur.First) {
 				r.end(x.Resp.Time)
 			}
 			return
@@ -172,11 +172,11 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	}
 	o := r.cur
 	if o == nil {
-		o = &outage{first: x.Req.Time, leader: -1, epoch: -1, fetchers: map[int32]bool{}}
+		o = &Outage{First: x.Req.Time, leader: -1, Epoch: -1, fetchers: map[int32]bool{}}
 		r.cur = o
 	}
-	o.fetches++
-	peers.Widen(&o.first, &o.last, x)
+	o.Fetches++
+	peers.Widen(&o.First, &o.last, x)
 	if id := x.Req.Fetcher.ID(); id >= 0 {
 		if len(o.fetchers) < maxFetchers {
 			o.fetchers[id] = true
@@ -185,14 +185,14 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 		}
 	}
 	if resp == nil {
-		o.unanswered++
+		o.Unanswered++
 		o.ev.Add(detectors.EvidenceAt(x.Req, "raft Fetch to "+peers.Addr(x.Conn.Server).String()+": no answer"))
 		return
 	}
-	o.codes.Add(code)
+	o.Codes.Add(code)
 	o.answering.Add(x.Conn.Server, 1, 1)
 	if leader >= 0 {
-		o.leader, o.epoch = leader, epoch
+		o.leader, o.Epoch = leader, epoch
 		if ep := cluster.NodeEndpointOr(resp, leader, o.leaderEP); ep != "" {
 			o.leaderEP = ep
 		}
@@ -218,7 +218,7 @@ func (r *rule) end(t time.Time) {
 	}
 }
 
-func (r *rule) qualifies(o *outage) bool {
+func (r *rule) qualifies(o *Outage) bool {
 	d, _ := o.held()
 	return len(o.fetchers) >= r.p.MinFetchers && d >= r.p.MinDuration
 }
@@ -266,30 +266,30 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding { return r.Findin
 // attempts during outage o and are controllers: the leader the answers
 // name, or a server of raft fetches, or an endpoint on a raft server's
 // port.
-func (r *rule) refusedDuring(p *detectors.Pass, o *outage) []down {
+func (r *rule) refusedDuring(p *detectors.Pass, o *Outage) []Down {
 	ports := map[uint16]bool{}
 	for _, s := range o.answering.List() {
 		ports[s.Addr.Port()] = true
 	}
 	eps := peers.Endpoints(p, o.leader, o.leaderEP)
-	var out []down
+	var out []Down
 	for ap, s := range r.refusals {
-		if s.last.Before(o.first) || s.first.After(o.last) {
+		if s.last.Before(o.First) || s.first.After(o.last) {
 			continue
 		}
 		isLeader, _ := peers.IsNode(p, ap, o.leader, eps)
 		if !isLeader && !ports[ap.Port()] {
 			continue
 		}
-		out = append(out, down{ap: ap, attempts: s.attempts, leader: isLeader})
+		out = append(out, Down{AddrPort: ap, Attempts: s.attempts, Leader: isLeader})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ap.Compare(out[j].ap) < 0 })
+	sort.Slice(out, func(i, j int) bool { return out[i].AddrPort.Compare(out[j].AddrPort) < 0 })
 	return out
 }
 
-// down is a controller endpoint that refused or ignored connections.
-type down struct {
-	ap       netip.AddrPort
-	attempts int64
-	leader   bool
+// Down is a controller endpoint that refused or ignored connections.
+type Down struct {
+	AddrPort netip.AddrPort
+	Attempts int64
+	Leader   bool
 }

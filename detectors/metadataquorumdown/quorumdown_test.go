@@ -64,10 +64,12 @@ func TestQuorumDown(t *testing.T) {
 			Traffic: func(h *dt.Harness) { traffic(h, 60*time.Second, 10*time.Second, 50*time.Second, 3) },
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"fetchers": 3, "raft_fetches": 600, "refused_connects": 80},
-				Fields: map[string]any{"fetchers": []int32{1, 2, 3}, "leader_id": int32(1001), "leader_endpoint": "10.5.0.11:9093",
-					"answering": []string{"10.5.0.13:9093"}, "down": []string{"10.5.0.11:9093", "10.5.0.12:9093"},
-					"error": "NOT_LEADER_OR_FOLLOWER", "ongoing": false, "held_s": 40.002},
+				Detail: &metadataquorumdown.Finding{
+					RaftFetches: 600, RefusedConnects: 80, Fetchers: []int32{1, 2, 3}, LeaderID: int32(1001),
+					LeaderEndpoint: "10.5.0.11:9093", Answering: []string{"10.5.0.13:9093"},
+					Down: []string{"10.5.0.11:9093", "10.5.0.12:9093"}, Error: "NOT_LEADER_OR_FOLLOWER",
+					Ongoing: false, HeldS: 40.002,
+				}, Exact: []string{"Ongoing"},
 				Summary: []string{"the KRaft metadata quorum has no working leader: no raft fetch succeeded for 40.0 s while 3 nodes (1, 2, 3) kept fetching; " +
 					"the answers name leader node 1001 (10.5.0.11:9093), which refuses connections; 2 controller endpoint(s) down (10.5.0.11:9093, 10.5.0.12:9093), 1 answering"},
 			}},
@@ -77,7 +79,7 @@ func TestQuorumDown(t *testing.T) {
 		{
 			Name:    "still down at the end after 12 s",
 			Traffic: func(h *dt.Harness) { traffic(h, 20*time.Second, 8*time.Second, 0, 2) },
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &metadataquorumdown.Finding{Ongoing: true}}},
 		},
 		{
 			Name:    "down for 8 s: a warning",

@@ -26,15 +26,14 @@ type Finding struct {
 	MeanResponseBytes int64   `json:"mean_response_bytes"`
 	MaxResponseBytes  int     `json:"max_response_bytes"`
 
-	storm       burst.Episode
-	storms      int
-	peakAt      time.Time
-	requests    int64
-	onError     int64
-	conns       int
-	first, last time.Time
-	p           Params
-	dropped     int64
+	Storm       burst.Episode
+	PeakAt      time.Time
+	Requests    int64
+	OnError     int64
+	Conns       int
+	First, Last time.Time
+	Params      Params
+	Dropped     int64
 
 	// The counts: the client's Metadata requests, those in the worst
 	// storm, those asking for all topics, those after an error answer;
@@ -65,8 +64,8 @@ func mean(sum, n int64) int64 {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("metadata storm from client %q on %s: %s in %s (peak %d/s), %.0f%% for all topics",
-		f.ClientID, f.ClientHost, text.Plural(f.storm.Events, "Metadata request", "Metadata requests"),
-		text.Duration(f.storm.Duration()), f.PeakPerSecond, f.AllTopicsShare*100)
+		f.ClientID, f.ClientHost, text.Plural(f.Storm.Events, "Metadata request", "Metadata requests"),
+		text.Duration(f.Storm.Duration()), f.PeakPerSecond, f.AllTopicsShare*100)
 	if f.Ongoing {
 		s += " (still going on at the end)"
 	}
@@ -79,10 +78,10 @@ func (f *Finding) Explanation() string {
 	fmt.Fprintf(&b, "Client id %q on %s sent %s between %s and %s over %s to %s; from %s to %s it sent %s "+
 		"(%.1f a second, at most %d in the second from %s), beyond the refreshes that error responses explain "+
 		"(%d of its requests came less than %s after an error response and are not counted in the storm). ",
-		f.ClientID, f.ClientHost, text.Plural(f.requests, "Metadata request", "Metadata requests"), text.Clock(f.first), text.Clock(f.last),
-		text.Plural(f.conns, "connection", "connections"), text.List(f.Servers, 3),
-		text.Clock(f.storm.Start), text.Clock(f.storm.End), text.Plural(f.storm.Events, "request", "requests"),
-		f.StormRate, f.PeakPerSecond, text.Clock(f.peakAt), f.onError, text.Duration(f.p.ExplainWithin))
+		f.ClientID, f.ClientHost, text.Plural(f.Requests, "Metadata request", "Metadata requests"), text.Clock(f.First), text.Clock(f.Last),
+		text.Plural(f.Conns, "connection", "connections"), text.List(f.Servers, 3),
+		text.Clock(f.Storm.Start), text.Clock(f.Storm.End), text.Plural(f.Storm.Events, "request", "requests"),
+		f.StormRate, f.PeakPerSecond, text.Clock(f.PeakAt), f.OnError, text.Duration(f.Params.ExplainWithin))
 	fmt.Fprintf(&b, "%.0f%% asked for all topics; responses averaged %d bytes (the largest %d). ", f.AllTopicsShare*100,
 		f.MeanResponseBytes, f.MaxResponseBytes)
 	b.WriteString("A client needs Metadata at start, every metadata.max.age.ms (5 minutes by default) and once after " +
@@ -91,14 +90,14 @@ func (f *Finding) Explanation() string {
 		"client retrying a topic that does not exist. Every request costs the broker a request-handler thread and a " +
 		"response naming every partition asked for, so a storm from many producers grows with producers x partitions " +
 		"and can starve the brokers' other work.")
-	if f.storms > 1 {
-		fmt.Fprintf(&b, " There were %d storms; this is the longest.", f.storms)
+	if f.Storms > 1 {
+		fmt.Fprintf(&b, " There were %d storms; this is the longest.", f.Storms)
 	}
 	if f.Ongoing {
 		b.WriteString(" It was still going on when the capture ended.")
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (Metadata requests of %d further clients were not followed: too many clients.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (Metadata requests of %d further clients were not followed: too many clients.)", f.Dropped)
 	}
 	return b.String()
 }

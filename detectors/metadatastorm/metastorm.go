@@ -211,15 +211,14 @@ func (r *rule) finding(p *detectors.Pass, cl *client, best burst.Episode, ongoin
 		StormS: text.Seconds(best.Duration()), StormRate: best.Rate(), PeakPerSecond: peak, Ongoing: ongoing,
 		AllTopicsShare: share(cl.allTopics, cl.requests), MeanResponseBytes: mean(cl.respBytes, cl.responses),
 		MaxResponseBytes: cl.respMax,
-		storm:            best, storms: storms, peakAt: peakAt, requests: cl.requests, onError: cl.onError, conns: cl.conns.Len(),
-		first: cl.first, last: cl.last, p: r.p, dropped: r.dropped,
+		Storm:            best, Storms: int64(storms), PeakAt: peakAt, Requests: cl.requests, OnError: cl.onError, Conns: cl.conns.Len(),
+		First: cl.first, Last: cl.last, Params: r.p, Dropped: r.dropped,
 	}
 	f.MetadataRequests = cl.requests
 	f.StormRequests = int64(best.Events)
 	f.AllTopicsRequests = cl.allTopics
 	f.RefreshesAfterError = cl.onError
 	f.ResponseBytes = cl.respBytes
-	f.Storms = int64(storms)
 	f.Connections = int64(cl.conns.Len())
 	return detectors.Finding{
 		Severity: sev,

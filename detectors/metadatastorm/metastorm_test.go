@@ -40,9 +40,11 @@ func TestMetadataStorm(t *testing.T) {
 			End: 30 * time.Second,
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"metadata_requests": 60, "storm_requests": 60, "all_topics_requests": 60, "storms": 1},
-				Fields: map[string]any{"client_id": "sarama", "client_host": "10.2.0.5", "all_topics_share": 1.0,
-					"peak_per_second": 10, "ongoing": false, "servers": []string{broker}},
+				Detail: &metadatastorm.Finding{
+					MetadataRequests: 60, StormRequests: 60, AllTopicsRequests: 60, Storms: 1,
+					ClientID: "sarama", ClientHost: "10.2.0.5", AllTopicsShare: 1.0, PeakPerSecond: 10,
+					Ongoing: false, Servers: []string{broker},
+				}, Exact: []string{"Ongoing"},
 				Summary:  []string{`metadata storm from client "sarama" on 10.2.0.5: 60 Metadata requests in 5.9 s (peak 10/s), 100% for all topics`},
 				Evidence: []uint64{1},
 			}},
@@ -59,8 +61,10 @@ func TestMetadataStorm(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				refresh(h, h.Conn("10.2.0.5:40000", broker), "sarama", time.Second, 50, 200*ms, "orders")
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"storm_requests": 50}, Fields: map[string]any{"all_topics_share": 0.0}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				StormRequests: 50, AllTopicsShare: 0.0,
+			}, Exact: []string{"AllTopicsShare"}}},
 		},
 		{
 			Name: "per client id and host: two hosts with 30 each, and two client ids on one host with 30 each, give nothing",
@@ -94,8 +98,10 @@ func TestMetadataStorm(t *testing.T) {
 					h.Call(c, dt.At(9100*ms+time.Duration(i)*100*ms), 2*ms, "sarama", dt.MetadataFor("orders"), dt.MetadataOf(1))
 				}
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 0, "storm_requests": 60}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				RefreshesAfterError: 0, StormRequests: 60,
+			}, Exact: []string{"RefreshesAfterError"}}},
 		},
 		{
 			Name: "one refresh per partition after one error: the error explains one, the rest are a storm",
@@ -104,31 +110,33 @@ func TestMetadataStorm(t *testing.T) {
 				h.Call(c, dt.At(time.Second), 2*ms, "sarama", dt.Produce(9), dt.Produced(9, 6, 0))
 				refresh(h, c, "sarama", time.Second+10*ms, 200, 5*ms, "orders")
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refreshes_after_error": 1, "storm_requests": 199}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{
+				RefreshesAfterError: 1, StormRequests: 199,
+			}}},
 		},
 		{
 			Name:    "near miss: a storm of 29.9 s is a warning",
 			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 300, 100*ms) },
 			End:     2 * time.Minute,
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm_s": 29.9}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{StormS: 29.9}}},
 		},
 		{
 			Name:    "a storm of 30 s is an error",
 			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 301, 100*ms) },
 			End:     2 * time.Minute,
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"storm_s": 30.0}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &metadatastorm.Finding{StormS: 30.0}}},
 		},
 		{
 			Name:    "still storming at the end after 10 s: an error",
 			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 101, 100*ms) },
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true, "storm_s": 10.0},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &metadatastorm.Finding{Ongoing: true, StormS: 10.0},
 				Summary: []string{"still going on at the end"}}},
 		},
 		{
 			Name:    "near miss: still storming at the end after 9.9 s: a warning",
 			Traffic: func(h *dt.Harness) { refresh(h, h.Conn("10.2.0.5:40000", broker), "app", 0, 100, 100*ms) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &metadatastorm.Finding{Ongoing: true}}},
 		},
 		{
 			Name:     "min-requests raised: the 60 requests give nothing",

@@ -41,16 +41,15 @@ type Finding struct {
 	Healed   bool    `json:"healed"`
 	AtStart  bool    `json:"at_start,omitempty"`
 
-	rule        *rule
-	kind        kind
+	Params      Params
 	host        netip.Addr
-	from, to    time.Time
-	code        int16
+	From, To    time.Time
+	Code        int16
 	codes       map[string]bool
 	conns       tally.Conns
 	ev          []detectors.Evidence
-	ep          detectors.Episode
-	serverLabel []string
+	Episode     detectors.Episode
+	ServerLabel []string
 
 	// StalledMs is the stall's length in milliseconds, a count.
 	StalledMs int64 `count:"stalled_ms"`
@@ -60,7 +59,7 @@ type Finding struct {
 func (f *Finding) add(k key, e ended, ongoing bool) {
 	if f.codes == nil {
 		f.codes = map[string]bool{}
-		f.kind, f.host, f.ClientID, f.Client = k.kind, k.host, k.client, k.host.Unmap().String()
+		f.host, f.ClientID, f.Client = k.host, k.client, k.host.Unmap().String()
 		f.Kind = [...]string{"coordinator", "join", "commit", "produce"}[k.kind]
 		switch {
 		case k.kind == produce:
@@ -70,20 +69,20 @@ func (f *Finding) add(k key, e ended, ongoing bool) {
 		default:
 			f.Group = k.target
 		}
-		f.from, f.to, f.code = e.from, e.to, e.code
+		f.From, f.To, f.Code = e.from, e.to, e.code
 		f.Healed, f.AtStart = true, true
 	}
 	if k.kind == produce {
 		f.Partitions = append(f.Partitions, k.part)
 	}
-	if e.from.Before(f.from) {
-		f.from = e.from
+	if e.from.Before(f.From) {
+		f.From = e.from
 	}
-	if e.to.After(f.to) {
-		f.to = e.to
+	if e.to.After(f.To) {
+		f.To = e.to
 	}
 	if e.asks > f.Answers {
-		f.code = e.code
+		f.Code = e.code
 	}
 	f.Answers += e.asks
 	f.Ongoing = f.Ongoing || ongoing
@@ -101,10 +100,10 @@ func (f *Finding) add(k key, e ended, ongoing bool) {
 func (f *Finding) finding(p *detectors.Pass) detectors.Finding {
 	f.Errors = text.SortedKeys(f.codes)
 	f.Servers = f.conns.Servers()
-	f.serverLabel = f.conns.ServerLabels(p.Nodes)
-	d := f.to.Sub(f.from)
+	f.ServerLabel = f.conns.ServerLabels(p.Nodes)
+	d := f.To.Sub(f.From)
 	f.StalledS = text.Seconds(d)
-	f.ep = detectors.Episode{Seen: d, Ongoing: f.Ongoing, Clients: 1}
+	f.Episode = detectors.Episode{Seen: d, Ongoing: f.Ongoing, Clients: 1}
 	sort.Slice(f.ev, func(i, j int) bool { return f.ev[i].Packet < f.ev[j].Packet })
 	if len(f.ev) > 8 {
 		f.ev = append(f.ev[:4], f.ev[len(f.ev)-4:]...)
@@ -116,14 +115,14 @@ func (f *Finding) finding(p *detectors.Pass) detectors.Finding {
 	}
 	f.StalledMs = d.Milliseconds()
 	return detectors.Finding{
-		Severity: f.ep.Grade(),
-		First:    f.from,
-		Last:     f.to,
+		Severity: f.Episode.Grade(),
+		First:    f.From,
+		Last:     f.To,
 		Conns:    f.conns.IDs(),
 		Nodes:    f.conns.Nodes(p.Nodes),
 		Evidence: f.ev,
 		Subject: detectors.Subject{ClientIDs: []string{f.ClientID}, Clients: []netip.Addr{f.host}, Servers: f.conns.ServerAddrs(),
-			Partitions: parts, Error: f.code},
+			Partitions: parts, Error: f.Code},
 		Detail: f,
 	}
 }
@@ -137,7 +136,7 @@ func (f *Finding) who() string {
 
 func (f *Finding) target() string {
 	switch {
-	case f.kind == produce:
+	case f.Kind == "produce":
 		return text.List(partitions(f.Topic, f.Partitions), 4)
 	case f.TransactionID != "":
 		return fmt.Sprintf("transactional id %q", f.TransactionID)
@@ -155,24 +154,24 @@ func partitions(topic string, ps []int32) []string {
 
 // what says what made no progress.
 func (f *Finding) what() string {
-	switch f.kind {
-	case coordinator:
+	switch f.Kind {
+	case "coordinator":
 		return "found no coordinator for " + f.target()
-	case join:
+	case "join":
 		return "joined no generation of " + f.target()
-	case commit:
+	case "commit":
 		return "had no offset commit accepted for " + f.target()
 	}
 	return "had no record acknowledged on " + f.target()
 }
 
 func (f *Finding) apis() string {
-	switch f.kind {
-	case coordinator:
+	switch f.Kind {
+	case "coordinator":
 		return "FindCoordinator"
-	case join:
+	case "join":
 		return "JoinGroup/SyncGroup/ConsumerGroupHeartbeat"
-	case commit:
+	case "commit":
 		return "OffsetCommit"
 	}
 	return "Produce"
@@ -180,11 +179,11 @@ func (f *Finding) apis() string {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("%s %s for %s: %s %s", f.who(), f.what(), text.Duration(f.ep.Seen),
+	s := fmt.Sprintf("%s %s for %s: %s %s", f.who(), f.what(), text.Duration(f.Episode.Seen),
 		text.Plural(f.Answers, f.apis()+" answer", f.apis()+" answers"), strings.Join(f.Errors, ", "))
 	switch {
 	case f.Ongoing:
-		s += "; " + f.ep.Felt()
+		s += "; " + f.Episode.Felt()
 	case f.Healed:
 		s += "; then made progress"
 	default:
@@ -200,30 +199,30 @@ func (f *Finding) Summary() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s to %s %s %s: it kept asking (%d failing %s answers from %s, %s) and got no success in between",
-		text.Clock(f.from), text.Clock(f.to), f.who(), f.what(), f.Answers, f.apis(), text.List(f.serverLabel, 3),
+		text.Clock(f.From), text.Clock(f.To), f.who(), f.what(), f.Answers, f.apis(), text.List(f.ServerLabel, 3),
 		strings.Join(f.Errors, ", "))
 	switch {
 	case f.Ongoing:
-		fmt.Fprintf(&b, "; it was still asking when the capture ended, so the stall lasted at least %s and how long it went on is unknown.", text.Duration(f.ep.Seen))
+		fmt.Fprintf(&b, "; it was still asking when the capture ended, so the stall lasted at least %s and how long it went on is unknown.", text.Duration(f.Episode.Seen))
 	case f.Healed:
 		b.WriteString("; then a request succeeded.")
 	default:
-		fmt.Fprintf(&b, "; then it stopped asking for %s or more (it gave up, or was stopped).", text.Duration(f.rule.p.MaxGap))
+		fmt.Fprintf(&b, "; then it stopped asking for %s or more (it gave up, or was stopped).", text.Duration(f.Params.MaxGap))
 	}
 	if f.AtStart {
 		b.WriteString(" It was failing from the capture's first seconds, with no success before: it may have begun before the capture did.")
 	}
-	switch f.kind {
-	case coordinator:
+	switch f.Kind {
+	case "coordinator":
 		b.WriteString(" A client finds its group's (or transactional id's) coordinator before anything else: the broker " +
 			"leading the __consumer_offsets (or __transaction_state) partition the id hashes to. Until it is found the group " +
 			"cannot join, fetch its committed offsets or commit: its consumers read nothing. COORDINATOR_NOT_AVAILABLE means " +
 			"that partition has no leader (or the offsets topic does not exist yet); COORDINATOR_LOAD_IN_PROGRESS that its " +
 			"new leader is still loading it, which takes long when the partition is large (compaction behind).")
-	case join:
+	case "join":
 		b.WriteString(" Until a member completes a join (SyncGroup, or a ConsumerGroupHeartbeat answered without error) " +
 			"it holds no assignment and reads nothing.")
-	case commit:
+	case "commit":
 		b.WriteString(" Offsets not committed are read again after the next rebalance or restart: the longer the stall, the " +
 			"more duplicates.")
 	default:
@@ -232,7 +231,7 @@ func (f *Finding) Explanation() string {
 	}
 	fmt.Fprintf(&b, " A stall is graded by its length, whatever the rate of errors (a client with a sane backoff asks "+
 		"seldom): %s or more is a warning, %s or more (or %s and still stalled at the end) an error.",
-		text.Duration(f.rule.p.MinStall), text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
+		text.Duration(f.Params.MinStall), text.Duration(detectors.LongAfter), text.Duration(detectors.HealAfter))
 	return b.String()
 }
 
@@ -243,19 +242,19 @@ func (f *Finding) Next() string {
 		filter += fmt.Sprintf(" --client-id %q", f.ClientID)
 	}
 	filter += " shows the answers. "
-	switch f.kind {
-	case coordinator:
+	switch f.Kind {
+	case "coordinator":
 		return filter + "kafka-topics.sh --describe --topic __consumer_offsets (or __transaction_state) shows whether the " +
 			"coordinator's partition has a leader; the leader broker's log says how long loading took " +
-			"(\"Finished loading offsets and group metadata\"). " + hint(f.code)
-	case join:
+			"(\"Finished loading offsets and group metadata\"). " + hint(f.Code)
+	case "join":
 		return filter + "kafka-consumer-groups.sh --describe --group " + f.Group + " --state shows the group's state; the " +
-			"coordinator's log says why it refused the member. " + hint(f.code)
-	case commit:
-		return filter + "kafka-consumer-groups.sh --describe --group " + f.Group + " --offsets shows what was committed. " + hint(f.code)
+			"coordinator's log says why it refused the member. " + hint(f.Code)
+	case "commit":
+		return filter + "kafka-consumer-groups.sh --describe --group " + f.Group + " --offsets shows what was committed. " + hint(f.Code)
 	}
 	return filter + "kafka-topics.sh --describe --topic " + f.Topic + " shows the partitions' leaders and ISR; the " +
-		"leader broker's log says why it refused the records. " + hint(f.code)
+		"leader broker's log says why it refused the records. " + hint(f.Code)
 }
 
 func hint(code int16) string {

@@ -402,7 +402,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 				j++
 			}
 		}
-		f := &Finding{rule: r}
+		f := &Finding{Params: r.p}
 		for _, g := range fs[i:j] {
 			f.add(g.s.key, g.e, g.ongoing)
 		}

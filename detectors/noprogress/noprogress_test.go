@@ -79,8 +79,9 @@ func every(from, to, step time.Duration) []time.Duration {
 }
 
 func want(sev detectors.Severity, kind string, stalled float64, ongoing bool, answers int64) []dt.Want {
-	return []dt.Want{{Severity: sev, Counts: map[string]int64{"failing_answers": answers},
-		Fields: map[string]any{"kind": kind, "stalled_s": stalled, "ongoing": ongoing}}}
+	return []dt.Want{{Severity: sev, Detail: &noprogress.Finding{
+		Answers: answers, Kind: kind, StalledS: stalled, Ongoing: ongoing,
+	}, Exact: []string{"Answers", "Kind", "StalledS", "Ongoing"}}}
 }
 
 // TestNoProgressCoordinator: issue 30's case (a group that cannot find its
@@ -91,8 +92,10 @@ func TestNoProgressCoordinator(t *testing.T) {
 	dt.Run(t, noprogress.Analyzer, []dt.Case{
 		{Name: "5 COORDINATOR_NOT_AVAILABLE in 11 s with backoff, then found: warning",
 			Traffic: asks(group, 15, backoff, 11*time.Second, time.Minute),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failing_answers": 5},
-				Fields:  map[string]any{"kind": "coordinator", "group": "billing", "stalled_s": 11.0, "ongoing": false, "healed": true},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				Answers: 5, Kind: "coordinator", Group: "billing", StalledS: 11.0, Ongoing: false,
+				Healed: true,
+			}, Exact: []string{"Ongoing"},
 				Summary: []string{`client "billing-consumer" (10.2.0.5) found no coordinator for group "billing" for 11.0 s: 5 FindCoordinator answers COORDINATOR_NOT_AVAILABLE; then made progress`}}},
 			Explanation: []string{"COORDINATOR_NOT_AVAILABLE means that partition has no leader"},
 			Next:        []string{"__consumer_offsets"}},
@@ -108,11 +111,13 @@ func TestNoProgressCoordinator(t *testing.T) {
 			Want:    want(detectors.Warning, "coordinator", 9.9, true, 11)},
 		{Name: "near miss the other way: still failing at the end after 10 s: error",
 			Traffic: asks(group, 15, append(every(0, 10*time.Second, time.Second), 9999*ms), 0, 0),
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"stalled_s": 10.0, "ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &noprogress.Finding{StalledS: 10.0, Ongoing: true},
 				Summary: []string{"still failing at the end (seen for 10.0 s)"}}}},
 		{Name: "asked for 4 s, then gave up (nothing for max-gap): warning, ended at its last answer",
 			Traffic: asks(group, 15, append(every(0, 4*time.Second, time.Second), 3999*ms), 0, time.Minute),
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"stalled_s": 4.0, "ongoing": false, "healed": false},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				StalledS: 4.0, Ongoing: false, Healed: false,
+			}, Exact: []string{"Ongoing", "Healed"},
 				Summary: []string{"then stopped asking"}}}},
 		{Name: "a transactional id's coordinator (v2 of sarama has one key at the top)",
 			Traffic: func(h *dt.Harness) {
@@ -125,8 +130,10 @@ func TestNoProgressCoordinator(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"transactional_id": "payments-tx", "stalled_s": 5.0}},
-				{Severity: detectors.Warning, Fields: map[string]any{"group": "audit", "client_id": "sarama", "ongoing": false}},
+				{Severity: detectors.Warning, Detail: &noprogress.Finding{TransactionID: "payments-tx", StalledS: 5.0}},
+				{Severity: detectors.Warning, Detail: &noprogress.Finding{
+					Group: "audit", ClientID: "sarama", Ongoing: false,
+				}, Exact: []string{"Ongoing"}},
 			}},
 		{Name: "a coordinator moving: NOT_COORDINATOR once, found at once: nothing",
 			Traffic: asks(group, 16, []time.Duration{0, 200 * ms}, 400*ms, time.Minute)},
@@ -165,7 +172,9 @@ func TestNoProgressJoinCommitProduce(t *testing.T) {
 				asks(join, 30, every(0, 5*time.Second, time.Second), 0, 0)(h)
 				asks(sync, 0, nil, 5*time.Second, time.Minute)(h)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"kind": "join", "stalled_s": 5.0, "healed": true}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				Kind: "join", StalledS: 5.0, Healed: true,
+			}}}},
 		{Name: "near miss: MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS and UNKNOWN_MEMBER_ID for 5 s are steps: nothing",
 			Traffic: func(h *dt.Harness) {
 				asks(join, 79, []time.Duration{0}, 0, 0)(h)
@@ -174,11 +183,14 @@ func TestNoProgressJoinCommitProduce(t *testing.T) {
 			}},
 		{Name: "OffsetCommit COORDINATOR_LOAD_IN_PROGRESS for 4 s, then accepted: warning",
 			Traffic: asks(commit, 14, every(0, 4*time.Second, 500*ms), 4*time.Second, time.Minute),
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"kind": "commit", "group": "billing", "stalled_s": 4.0}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				Kind: "commit", Group: "billing", StalledS: 4.0,
+			}}}},
 		{Name: "Produce REQUEST_TIMED_OUT on two partitions for 6 s, still at the end: one warning naming both",
 			Traffic: asks(produce, 7, every(0, 6001*ms, time.Second), 0, 0),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failing_answers": 14},
-				Fields:  map[string]any{"kind": "produce", "topic": "orders", "partitions": []int32{0, 1}, "ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				Answers: 14, Kind: "produce", Topic: "orders", Partitions: []int32{0, 1}, Ongoing: true,
+			},
 				Summary: []string{"had no record acknowledged on orders-0, orders-1 for 6.0 s"}}}},
 		{Name: "near miss: NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS for 6 s are other rules': nothing",
 			Traffic: func(h *dt.Harness) {
@@ -195,18 +207,19 @@ func TestNoProgressLateJoin(t *testing.T) {
 	dt.Run(t, noprogress.Analyzer, []dt.Case{
 		{Name: "stall in progress at the capture's start: at least, said so",
 			Traffic: asksMid(true, group, 15, []time.Duration{0, 4 * time.Second}, 7*time.Second, time.Minute),
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"at_start": true, "stalled_s": 7.0},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{AtStart: true, StalledS: 7.0},
 				Summary: []string{"(already stalled when the capture began)"}}},
 			Explanation: []string{"it may have begun before the capture did"}},
 		{Name: "one failing answer, found 4.5 s later, on a connection older than the capture: a stall in progress, warning",
 			Traffic: asksMid(true, group, 15, []time.Duration{time.Second}, 5500*ms, time.Minute),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failing_answers": 1},
-				Fields: map[string]any{"at_start": true, "stalled_s": 4.5}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{
+				Answers: 1, AtStart: true, StalledS: 4.5,
+			}}}},
 		{Name: "near miss: the same on a connection opened in the capture: nothing (min-asks)",
 			Traffic: asksMid(false, group, 15, []time.Duration{time.Second}, 5500*ms, time.Minute)},
 		{Name: "the same client connecting in the capture: not said",
 			Traffic: asks(group, 15, []time.Duration{0, 4 * time.Second}, 7*time.Second, time.Minute),
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"healed": true, "stalled_s": 7.0}}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &noprogress.Finding{Healed: true, StalledS: 7.0}}}},
 	}, func(t *testing.T, f *detectors.Finding) {
 		if f.Fields["at_start"] == true && f.Fields["healed"] != true {
 			t.Errorf("healed not set: %v", f.Fields)

@@ -26,9 +26,9 @@ type Finding struct {
 	HeldS     float64 `json:"held_s"`
 	Recovered bool    `json:"recovered"`
 
-	pr    *producer
-	held  time.Duration
-	topic string // of the first partition refused
+	Producer *Producer
+	Held     time.Duration
+	Topic    string // of the first partition refused
 
 	// The counts: the refusals, the partitions refused, those refused
 	// after the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND), and the
@@ -58,12 +58,12 @@ type ISR struct {
 	Packet    uint64  `json:"packet"`
 }
 
-func (r *rule) detail(p *detectors.Pass, pr *producer) *Finding {
+func (r *rule) detail(p *detectors.Pass, pr *Producer) *Finding {
 	f := &Finding{ClientID: pr.ID, Clients: pr.conns.Clients(), Servers: pr.conns.ServerLabels(p.Nodes), Errors: pr.codes.Parts(),
-		Acks: pr.acks, Idempotent: pr.idempotent, Recovered: true, pr: pr}
+		Acks: pr.acks, Idempotent: pr.idempotent, Recovered: true, Producer: pr}
 	for i, pk := range pr.order {
 		if i == 0 {
-			f.topic = pk.TopicName(p.Nodes)
+			f.Topic = pk.TopicName(p.Nodes)
 		}
 		pt := pr.parts[pk]
 		d, ongoing := pt.Held(p.End)
@@ -73,13 +73,13 @@ func (r *rule) detail(p *detectors.Pass, pr *producer) *Finding {
 			every = text.Millis(pt.Last.Sub(pt.first) / time.Duration(pt.N-1))
 		}
 		f.Partitions = append(f.Partitions, Partition{name, pt.N, every, text.Seconds(d), !ongoing})
-		f.held = max(f.held, d)
+		f.Held = max(f.Held, d)
 		f.Recovered = f.Recovered && !ongoing
 		if s := r.isr[pk]; s != nil && s.at.Packet != 0 {
 			f.ISR = append(f.ISR, ISR{name, s.leader, s.replicas, s.isr, s.at.Packet})
 		}
 	}
-	f.HeldS = text.Seconds(f.held)
+	f.HeldS = text.Seconds(f.Held)
 	return f
 }
 
@@ -88,17 +88,17 @@ func (f *Finding) Summary() string {
 	s := fmt.Sprintf("producer %q (%s), %s: %s on %s", f.ClientID, text.List(f.Clients, 3), acks(f.Acks),
 		strings.Join(f.Errors, ", "), text.List(f.names(), 3))
 	if f.Recovered {
-		return s + "; a partition went " + text.Duration(f.held) + " without a write"
+		return s + "; a partition went " + text.Duration(f.Held) + " without a write"
 	}
-	return s + "; still refused at the end (" + text.Duration(f.held) + ")"
+	return s + "; still refused at the end (" + text.Duration(f.Held) + ")"
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	pr := f.pr
+	pr := f.Producer
 	var b strings.Builder
-	fmt.Fprintf(&b, "Between %s and %s, %s answered %s of client id %q (%s) with %s: %s.", text.Clock(pr.first),
-		text.Clock(pr.last), text.List(f.Servers, 3), text.Plural(pr.n, "Produce partition", "Produce partitions"),
+	fmt.Fprintf(&b, "Between %s and %s, %s answered %s of client id %q (%s) with %s: %s.", text.Clock(pr.First),
+		text.Clock(pr.Last), text.List(f.Servers, 3), text.Plural(pr.N, "Produce partition", "Produce partitions"),
 		f.ClientID, text.List(f.Clients, 3), strings.Join(f.Errors, ", "), text.List(f.perPartition(), 5))
 	b.WriteString(" With acks=all a leader appends only while the partition has at least min.insync.replicas in-sync " +
 		"replicas: NOT_ENOUGH_REPLICAS refuses the batch before writing it, NOT_ENOUGH_REPLICAS_AFTER_APPEND means the " +
@@ -108,20 +108,20 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, " Metadata (packet %d) named replicas %s and ISR %s for %s, leader %d: %d of %d replicas in sync.",
 			s.Packet, ids(s.Replicas), ids(s.ISR), s.Partition, s.Leader, len(s.ISR), len(s.Replicas))
 	}
-	if pr.dupRisk > 0 {
+	if pr.DupRisk > 0 {
 		fmt.Fprintf(&b, " The producer does not use idempotence and retried %s after NOT_ENOUGH_REPLICAS_AFTER_APPEND: "+
 			"the leader had already appended those records each time, so the log likely holds %s of them.",
-			text.Plural(pr.dupRisk, "time", "times"), text.Plural(pr.dupRisk, "extra copy", "extra copies"))
+			text.Plural(pr.DupRisk, "time", "times"), text.Plural(pr.DupRisk, "extra copy", "extra copies"))
 	}
-	if pr.more > 0 {
-		fmt.Fprintf(&b, " (%d more refusals on further partitions are counted, not listed.)", pr.more)
+	if pr.More > 0 {
+		fmt.Fprintf(&b, " (%d more refusals on further partitions are counted, not listed.)", pr.More)
 	}
 	return b.String()
 }
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := text.ShellOr(f.topic, "<topic>")
+	topic := text.ShellOr(f.Topic, "<topic>")
 	return fmt.Sprintf("kafka-topics.sh --bootstrap-server <broker> --describe --under-min-isr-partitions (and "+
 		"--under-replicated-partitions, --topic %s) shows which partitions lack in-sync replicas now; "+
 		"kafka-configs.sh --bootstrap-server <broker> --describe --entity-type topics --entity-name %s (and "+

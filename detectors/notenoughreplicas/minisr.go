@@ -51,32 +51,32 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[cluster.Client]*producer{}, isr: map[cluster.Partition]*isrSeen{}}
+	return &rule{p: Params{MinErrors: max(p.MinErrors, 1)}, clients: map[cluster.Client]*Producer{}, isr: map[cluster.Partition]*isrSeen{}}
 }
 
 type rule struct {
 	p       Params
-	clients map[cluster.Client]*producer
+	clients map[cluster.Client]*Producer
 	// isr is what Metadata said of the partitions refused, while refused.
 	isr     map[cluster.Partition]*isrSeen
 	dropped int64
 }
 
-// producer is one client's refusals.
-type producer struct {
+// Producer is one client's refusals.
+type Producer struct {
 	cluster.Client
 	parts       map[cluster.Partition]*part
 	order       []cluster.Partition
-	more        int64 // refusals on partitions beyond maxParts
+	More        int64 // refusals on partitions beyond maxParts
 	codes       tally.Codes
-	n           int64
-	first, last time.Time
+	N           int64
+	First, Last time.Time
 	acks        int16
 	idempotent  bool
 	// dupRisk counts, for a producer without idempotence, the answers
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the leader appended the batch)
 	// followed by another attempt on the partition: each is a copy.
-	dupRisk int64
+	DupRisk int64
 	conns   tally.Conns
 	ev      detectors.Sampler[detectors.Evidence]
 }
@@ -128,8 +128,8 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	c := x.Req.Client
 	pr := r.clients[c]
 	if pr == nil && refused {
-		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *producer {
-			return &producer{Client: c, parts: map[cluster.Partition]*part{}}
+		pr = tally.Entry(r.clients, c, maxClients, &r.dropped, func() *Producer {
+			return &Producer{Client: c, parts: map[cluster.Partition]*part{}}
 		})
 	}
 	if pr == nil {
@@ -155,8 +155,8 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	})
 }
 
-func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
-	pt := tally.Entry(pr.parts, pk, maxParts, &pr.more, func() *part {
+func (r *rule) refused(pr *Producer, pk cluster.Partition, code int16, x *detectors.Exchange, req *kmsg.ProduceRequest) {
+	pt := tally.Entry(pr.parts, pk, maxParts, &pr.More, func() *part {
 		pr.order = append(pr.order, pk)
 		return &part{}
 	})
@@ -164,11 +164,11 @@ func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detect
 		return
 	}
 	t := x.Resp.Time
-	if pr.n == 0 {
-		pr.first = t
+	if pr.N == 0 {
+		pr.First = t
 	}
-	pr.n++
-	pr.last = t
+	pr.N++
+	pr.Last = t
 	pr.codes.Add(code)
 	pr.conns.Add(x.Conn)
 	if pt.N == 0 {
@@ -197,9 +197,9 @@ func (r *rule) refused(pr *producer, pk cluster.Partition, code int16, x *detect
 
 // retried counts a copy if the attempt just answered followed an
 // append answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, without idempotence.
-func (pr *producer) retried(pt *part) {
+func (pr *Producer) retried(pt *part) {
 	if !pr.idempotent {
-		pr.dupRisk += pt.appended
+		pr.DupRisk += pt.appended
 	}
 	pt.appended = 0
 }
@@ -220,15 +220,15 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 // Findings implements detectors.Rule: one per client with at least
 // MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var prs []*producer
+	var prs []*Producer
 	for _, pr := range r.clients {
-		if pr.n >= int64(r.p.MinErrors) {
+		if pr.N >= int64(r.p.MinErrors) {
 			prs = append(prs, pr)
 		}
 	}
 	sort.Slice(prs, func(i, j int) bool {
-		if !prs[i].first.Equal(prs[j].first) {
-			return prs[i].first.Before(prs[j].first)
+		if !prs[i].First.Equal(prs[j].First) {
+			return prs[i].First.Before(prs[j].First)
 		}
 		return prs[i].ID < prs[j].ID
 	})
@@ -239,10 +239,10 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, pr *Producer) detectors.Finding {
 	f := r.detail(p, pr)
-	sev := detectors.Grade(f.held, !f.Recovered)
-	if pr.dupRisk > 0 {
+	sev := detectors.Grade(f.Held, !f.Recovered)
+	if pr.DupRisk > 0 {
 		sev = max(sev, detectors.Warning)
 	}
 	code, _ := pr.codes.Top()
@@ -255,14 +255,14 @@ func (r *rule) finding(p *detectors.Pass, pr *producer) detectors.Finding {
 		}
 	}
 	detectors.SortEvidence(ev)
-	f.Refusals = pr.n
+	f.Refusals = pr.N
 	f.PartitionCount = int64(len(pr.parts))
 	f.AfterAppend = codeCount(&pr.codes, 20)
-	f.Rewritten = pr.dupRisk
+	f.Rewritten = pr.DupRisk
 	return detectors.Finding{
 		Severity: sev,
-		First:    pr.first,
-		Last:     pr.last,
+		First:    pr.First,
+		Last:     pr.Last,
 		Conns:    pr.conns.IDs(),
 		Nodes:    pr.conns.Nodes(p.Nodes),
 		Evidence: ev,

@@ -64,9 +64,11 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.every(1100*time.Millisecond, 2*time.Second, 100*time.Millisecond, 0, ok)
 			},
 			Want: []dt.Want{{Severity: detectors.Info,
-				Counts: map[string]int64{"refusals": 1, "partitions": 1},
-				Fields: map[string]any{"client_id": "orders-producer", "acks": int16(-1), "idempotent": true, "recovered": true, "held_s": 0.1,
-					"partitions": []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 1, HeldS: 0.1, Recovered: true}}},
+				Detail: &notenoughreplicas.Finding{
+					Refusals: 1, PartitionCount: 1, ClientID: "orders-producer", Acks: int16(-1),
+					Idempotent: true, Recovered: true, HeldS: 0.1,
+					Partitions: []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 1, HeldS: 0.1, Recovered: true}},
+				},
 				Summary: []string{`producer "orders-producer" (10.2.0.5), acks=all: NOT_ENOUGH_REPLICAS x1 on orders-0; a partition went 100 ms without a write`}}},
 		},
 		{
@@ -77,9 +79,10 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.send(5*time.Second, 0, ner)
 				p.send(10*time.Second, 0, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 2},
-				Fields: map[string]any{"held_s": 9.0, "recovered": true,
-					"partitions": []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &notenoughreplicas.Finding{
+				Refusals: 2, HeldS: 9.0, Recovered: true,
+				Partitions: []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}},
+			},
 				Summary: []string{"a partition went 9.0 s without a write"}}},
 		},
 		{
@@ -89,7 +92,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.every(time.Second, 3900*time.Millisecond, 250*time.Millisecond, 0, ner)
 				p.send(3900*time.Millisecond, 0, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 12}, Fields: map[string]any{"held_s": 2.9}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &notenoughreplicas.Finding{Refusals: 12, HeldS: 2.9}}},
 		},
 		{
 			Name: "near miss the other way: 3.1 s without a write is a warning",
@@ -98,7 +101,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.every(time.Second, 4100*time.Millisecond, 250*time.Millisecond, 0, ner)
 				p.send(4100*time.Millisecond, 0, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 13}, Fields: map[string]any{"held_s": 3.1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &notenoughreplicas.Finding{Refusals: 13, HeldS: 3.1}}},
 		},
 		{
 			Name: "a retry storm still refused at the end after 12 s, with the ISR Metadata named: error",
@@ -110,9 +113,10 @@ func TestNotEnoughReplicas(t *testing.T) {
 					dt.MetadataAnswer(3, "orders", [16]byte{1}, 0, dt.MetaPartition{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 0}, ISR: []int32{1}}))
 				p.every(6*time.Second, 13*time.Second+time.Millisecond, 100*time.Millisecond, 0, ner)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"refusals": 121},
-				Fields: map[string]any{"recovered": false, "held_s": 12.0,
-					"isr": []notenoughreplicas.ISR{{Partition: "orders-0", Leader: 1, Replicas: []int32{1, 2, 0}, ISR: []int32{1}, Packet: 102}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &notenoughreplicas.Finding{
+				Refusals: 121, Recovered: false, HeldS: 12.0,
+				ISR: []notenoughreplicas.ISR{{Partition: "orders-0", Leader: 1, Replicas: []int32{1, 2, 0}, ISR: []int32{1}, Packet: 102}},
+			}, Exact: []string{"Recovered"},
 				Summary:  []string{"still refused at the end (12.0 s)"},
 				Evidence: []uint64{102}}},
 		},
@@ -124,8 +128,10 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.send(1100*time.Millisecond, 0, afterAppend)
 				p.send(1200*time.Millisecond, 0, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"after_append": 2, "rewritten": 2},
-				Fields: map[string]any{"idempotent": false, "errors": []string{"NOT_ENOUGH_REPLICAS_AFTER_APPEND x2"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &notenoughreplicas.Finding{
+				AfterAppend: 2, Rewritten: 2, Idempotent: false,
+				Errors: []string{"NOT_ENOUGH_REPLICAS_AFTER_APPEND x2"},
+			}, Exact: []string{"Idempotent"}}},
 		},
 		{
 			Name: "near miss: the same with idempotence stays info",
@@ -134,7 +140,9 @@ func TestNotEnoughReplicas(t *testing.T) {
 				p.send(time.Second, 0, afterAppend)
 				p.send(1200*time.Millisecond, 0, ok)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"after_append": 1, "rewritten": 0}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &notenoughreplicas.Finding{
+				AfterAppend: 1, Rewritten: 0,
+			}, Exact: []string{"Rewritten"}}},
 		},
 		{
 			Name: "per client: two producers, one on two partitions",
@@ -149,9 +157,11 @@ func TestNotEnoughReplicas(t *testing.T) {
 				b.send(2200*time.Millisecond, 0, ok)
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Info, Counts: map[string]int64{"refusals": 2, "partitions": 2},
-					Fields: map[string]any{"client_id": "alpha", "held_s": 0.5}, Summary: []string{"on orders-0, orders-1"}},
-				{Severity: detectors.Info, Counts: map[string]int64{"refusals": 1}, Fields: map[string]any{"client_id": "beta"}},
+				{Severity: detectors.Info, Detail: &notenoughreplicas.Finding{
+					Refusals: 2, PartitionCount: 2, ClientID: "alpha", HeldS: 0.5,
+				},
+					Summary: []string{"on orders-0, orders-1"}},
+				{Severity: detectors.Info, Detail: &notenoughreplicas.Finding{Refusals: 1, ClientID: "beta"}},
 			},
 		},
 		{

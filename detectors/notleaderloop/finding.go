@@ -80,36 +80,36 @@ type Finding struct {
 // prose is what the text says, as it stood when the finding was made: of
 // the first partition of a merged finding.
 type prose struct {
-	v             verdict
-	who, api, tp  string
-	raft          bool
-	span          string
-	rate          float64
-	requests      int64
-	notLeader     int64
-	tried         string // the servers tried, with their share
-	nServers      int
-	offset        string
-	replica       string
-	answerLeader  int32 // the leader the answers name
-	answerEpoch   int32
-	metaRefreshes int64
-	metaFrom      string // " from <server>" of the Metadata, if known
-	clientNode    int32
-	part          int32   // the partition the text describes
-	merged        []int32 // the partitions, when merged
-	held          time.Duration
-	healed        bool // a success ended the loop
-	ongoing       bool // still refused at the capture's end
-	noBackoff     bool // a burst: hundreds of answers in under 3 s
+	Verdict                  Verdict
+	Who, API, TopicPartition string
+	Raft                     bool
+	Span                     string
+	RunRate                  float64
+	RunRequests              int64
+	NotLeader                int64
+	Tried                    string // the servers tried, with their share
+	NServers                 int
+	Offset                   string
+	Replica                  string
+	AnswerLeader             int32 // the leader the answers name
+	AnswerEpoch              int32
+	MetaRefreshes            int64
+	MetaFrom                 string // " from <server>" of the Metadata, if known
+	ClientNode               int32
+	Part                     int32   // the partition the text describes
+	Merged                   []int32 // the partitions, when merged
+	Held                     time.Duration
+	Healed                   bool // a success ended the loop
+	StillRefused             bool // still refused at the capture's end
+	NoBackoff                bool // a burst: hundreds of answers in under 3 s
 	// fromRate is the not-leader answers from the leader itself per
 	// second over the run, the rate the summaries that count them give
-	fromRate float64
+	FromRate float64
 }
 
 // finding makes the finding of run e read as v; open if it was still
 // refused when the capture ended, burst if it had burst-responses answers.
-func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.Finding {
+func finding(p *detectors.Pass, e *run, v Verdict, open, burst bool) detectors.Finding {
 	c := e.key.C
 	dur := e.duration()
 	held, healed := e.held()
@@ -119,10 +119,10 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 	}
 	f := &Finding{
 		Fields: e.key.Fields(), Error: decode.ErrorName(errCode), Servers: e.servers.Strings(), Duration: text.Seconds(dur),
-		HeldS: text.Seconds(held), Ongoing: open, Rate: text.Rate(e.requests, dur), Shape: v.shape, LeaderID: v.leader,
+		HeldS: text.Seconds(held), Ongoing: open, Rate: text.Rate(e.requests, dur), Shape: v.Shape, LeaderID: v.Leader,
 	}
-	if v.leader >= 0 {
-		f.LeaderEpoch, f.LeaderSource, f.LeaderEndpoint = new(v.epoch), v.source, v.endpoint
+	if v.Leader >= 0 {
+		f.LeaderEpoch, f.LeaderSource, f.LeaderEndpoint = new(v.Epoch), v.Source, v.Endpoint
 	}
 	if e.hasOffset {
 		f.FetchOffset = new(e.offset)
@@ -140,41 +140,41 @@ func finding(p *detectors.Pass, e *run, v verdict, open, burst bool) detectors.F
 		}
 	}
 	raft := strings.HasPrefix(c.ID, "raft-client-") && e.key.P.Topic == cluster.ClusterMetadataTopic
-	if raft && v.shape == ShapeHintIgnored {
+	if raft && v.Shape == ShapeHintIgnored {
 		f.KnownIssue = "KAFKA-19354"
 	}
-	f.prose = prose{v: v, who: text.Or(c.ID, "client") + " (" + c.Host.String() + ")", api: decode.Name(e.api),
-		tp: peers.Label(e.key.P), raft: raft, span: text.Duration(dur), rate: f.Rate, requests: e.requests,
-		notLeader: e.notLeader, tried: tried(p, e), nServers: e.servers.Len(), answerLeader: e.leader,
-		answerEpoch: e.epoch, metaRefreshes: e.metaEnd - e.metaStart, clientNode: peers.NodeOf(p, e.fetcher, c.Host),
-		part: e.key.P.Num, held: held, healed: healed, ongoing: open, noBackoff: burst && held < detectors.FeltAfter,
-		fromRate: text.Rate(v.fromLeader, dur)}
+	f.prose = prose{Verdict: v, Who: text.Or(c.ID, "client") + " (" + c.Host.String() + ")", API: decode.Name(e.api),
+		TopicPartition: peers.Label(e.key.P), Raft: raft, Span: text.Duration(dur), RunRate: f.Rate, RunRequests: e.requests,
+		NotLeader: e.notLeader, Tried: tried(p, e), NServers: e.servers.Len(), AnswerLeader: e.leader,
+		AnswerEpoch: e.epoch, MetaRefreshes: e.metaEnd - e.metaStart, ClientNode: peers.NodeOf(p, e.fetcher, c.Host),
+		Part: e.key.P.Num, Held: held, Healed: healed, StillRefused: open, NoBackoff: burst && held < detectors.FeltAfter,
+		FromRate: text.Rate(v.FromLeader, dur)}
 	if e.hasOffset {
-		f.offset = fmt.Sprintf(" at fetchOffset %d", e.offset)
+		f.Offset = fmt.Sprintf(" at fetchOffset %d", e.offset)
 		if e.firstOffset != e.offset {
-			f.offset = fmt.Sprintf(" at fetchOffset %d..%d", e.firstOffset, e.offset)
+			f.Offset = fmt.Sprintf(" at fetchOffset %d..%d", e.firstOffset, e.offset)
 		}
 	}
 	if e.hasReplica {
-		f.replica = fmt.Sprintf(", replica %d epoch %d,", e.replicaID, e.replicaEpoch)
+		f.Replica = fmt.Sprintf(", replica %d epoch %d,", e.replicaID, e.replicaEpoch)
 	}
 	if e.metaServer.IsValid() {
-		f.metaFrom = " from " + p.Label(e.metaServer)
+		f.MetaFrom = " from " + p.Label(e.metaServer)
 	}
 
-	nodes := peers.NodeIDs(p, []*peers.Servers{&e.servers}, f.clientNode, v.leader)
+	nodes := peers.NodeIDs(p, []*peers.Servers{&e.servers}, f.ClientNode, v.Leader)
 	f.Requests, f.NotLeaderResponses = e.requests, e.notLeader
 	f.FencedLeaderEpoch, f.OtherErrors, f.Unanswered = e.fenced, e.otherErrors, e.unanswered
-	if v.leader >= 0 {
+	if v.Leader >= 0 {
 		f.RequestsToLeader = ptr(v.toLeader)
 	}
 	if e.metaSeen {
-		f.MetadataRefreshes = ptr(f.metaRefreshes)
+		f.MetadataRefreshes = ptr(f.MetaRefreshes)
 	}
-	if v.shape == ShapeUnreachable {
-		f.UnansweredConnectsToLeader = ptr(v.unreached.connects)
-		f.RefusedConnectsToLeader = ptr(v.unreached.refused)
-		f.UnansweredRequestsToLeader = ptr(v.unreached.requests)
+	if v.Shape == ShapeUnreachable {
+		f.UnansweredConnectsToLeader = ptr(v.Unreached.Connects)
+		f.RefusedConnectsToLeader = ptr(v.Unreached.Refused)
+		f.UnansweredRequestsToLeader = ptr(v.Unreached.Requests)
 	}
 	sev := detectors.Grade(held, open)
 	if burst {
@@ -213,12 +213,12 @@ func tried(p *detectors.Pass, e *run) string {
 
 // leaderText names the leader: "node 3 (10.1.0.3:9092)".
 func (f *Finding) leaderText() string {
-	if f.v.leader < 0 {
+	if f.Verdict.Leader < 0 {
 		return ""
 	}
-	s := fmt.Sprintf("node %d", f.v.leader)
-	if f.v.endpoint != "" {
-		s += " (" + f.v.endpoint + ")"
+	s := fmt.Sprintf("node %d", f.Verdict.Leader)
+	if f.Verdict.Endpoint != "" {
+		s += " (" + f.Verdict.Endpoint + ")"
 	}
 	return s
 }
@@ -226,38 +226,38 @@ func (f *Finding) leaderText() string {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	var s string
-	switch f.v.shape {
+	switch f.Verdict.Shape {
 	case ShapeHintIgnored:
-		named := fmt.Sprintf("naming leader %s epoch %d", f.leaderText(), f.v.epoch)
-		if f.v.source == "metadata" {
-			named = fmt.Sprintf("while the client's Metadata names %s as leader (epoch %d)", f.leaderText(), f.v.epoch)
+		named := fmt.Sprintf("naming leader %s epoch %d", f.leaderText(), f.Verdict.Epoch)
+		if f.Verdict.Source == "metadata" {
+			named = fmt.Sprintf("while the client's Metadata names %s as leader (epoch %d)", f.leaderText(), f.Verdict.Epoch)
 		}
-		if f.raft {
+		if f.Raft {
 			s = fmt.Sprintf("%s loops %s of %s on %d non-leader controller(s): %d %s %s in %s, none sent to the leader (KAFKA-19354 observer fetch loop)",
-				f.who, f.api, f.tp, f.nServers, f.notLeader, f.Error, named, f.span)
+				f.Who, f.API, f.TopicPartition, f.NServers, f.NotLeader, f.Error, named, f.Span)
 		} else {
 			s = fmt.Sprintf("%s keeps sending %s for %s to %d non-leader(s): %d %s %s in %s, none sent to the leader",
-				f.who, f.api, f.tp, f.nServers, f.notLeader, f.Error, named, f.span)
+				f.Who, f.API, f.TopicPartition, f.NServers, f.NotLeader, f.Error, named, f.Span)
 		}
 	case ShapeUnreachable:
 		s = fmt.Sprintf("%s cannot reach leader %s of %s: %s, while %d other server(s) answered %s naming it %d times in %s",
-			f.who, f.leaderText(), f.tp, f.v.unreached.text(), f.nServers, f.Error, f.notLeader, f.span)
+			f.Who, f.leaderText(), f.TopicPartition, f.Verdict.Unreached.text(), f.NServers, f.Error, f.NotLeader, f.Span)
 	case ShapeShared:
 		s = fmt.Sprintf("%s is sent to %s for %s, an endpoint nodes %s all advertise: the broker there answers %s, %d times in %s (%.1f/s)",
-			f.who, f.leaderText(), f.tp, text.IDs(f.v.sharedWith, 0), f.Error, f.v.fromLeader, f.span, f.fromRate)
+			f.Who, f.leaderText(), f.TopicPartition, text.IDs(f.Verdict.SharedWith, 0), f.Error, f.Verdict.FromLeader, f.Span, f.FromRate)
 	case ShapeMetaSelf:
 		s = fmt.Sprintf("metadata names broker %d as leader of %s but it answers %s: %s retried it %d times in %s (%.1f/s)",
-			f.v.leader, f.tp, f.Error, f.who, f.v.fromLeader, f.span, f.fromRate)
+			f.Verdict.Leader, f.TopicPartition, f.Error, f.Who, f.Verdict.FromLeader, f.Span, f.FromRate)
 	case ShapeHintSelf:
 		s = fmt.Sprintf("broker %d answers %s for %s while naming itself as leader (epoch %d): %s retried it %d times in %s (%.1f/s)",
-			f.v.leader, f.Error, f.tp, f.v.epoch, f.who, f.v.fromLeader, f.span, f.fromRate)
+			f.Verdict.Leader, f.Error, f.TopicPartition, f.Verdict.Epoch, f.Who, f.Verdict.FromLeader, f.Span, f.FromRate)
 	default:
 		s = fmt.Sprintf("%s got %d %s for %s in %s from %d server(s) with no success in between; nothing in the capture names the leader",
-			f.who, f.notLeader, f.Error, f.tp, f.span, f.nServers)
+			f.Who, f.NotLeader, f.Error, f.TopicPartition, f.Span, f.NServers)
 	}
-	s += spell.Tail(f.ongoing, f.healed, f.held, "refused", "a success", "refusal")
-	if len(f.merged) > 0 {
-		s = fmt.Sprintf("%s [%d partitions: %s]", s, len(f.merged), text.IDs(f.merged, 8))
+	s += spell.Tail(f.StillRefused, f.Healed, f.Held, "refused", "a success", "refusal")
+	if len(f.Merged) > 0 {
+		s = fmt.Sprintf("%s [%d partitions: %s]", s, len(f.Merged), text.IDs(f.Merged, 8))
 	}
 	return s
 }
@@ -265,11 +265,11 @@ func (f *Finding) Summary() string {
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var b strings.Builder
-	if len(f.merged) > 0 {
+	if len(f.Merged) > 0 {
 		fmt.Fprintf(&b, "The same loop holds for %d partitions of %s (%s); counts are summed over them, and the text describes the first. ",
-			len(f.merged), f.Topic, text.IDs(f.merged, 8))
+			len(f.Merged), f.Topic, text.IDs(f.Merged, 8))
 	}
-	switch f.v.shape {
+	switch f.Verdict.Shape {
 	case ShapeHintIgnored:
 		f.hintIgnored(&b)
 		f.felt(&b)
@@ -281,8 +281,8 @@ func (f *Finding) Explanation() string {
 			"nodes %s all advertise, so requests meant for node %d reach whichever broker listens there, and %d answers from it were %s. "+
 			"This is an advertised-listener conflict (see advertised-listener-conflict): a copied server.properties, or brokers behind "+
 			"one address. The client cannot reach node %d at all until each broker advertises an endpoint of its own.",
-			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.leaderText(), text.IDs(f.v.sharedWith, 0),
-			f.v.leader, f.v.fromLeader, f.Error, f.v.leader)
+			f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.leaderText(), text.IDs(f.Verdict.SharedWith, 0),
+			f.Verdict.Leader, f.Verdict.FromLeader, f.Error, f.Verdict.Leader)
 		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
 		f.refuserNamed(&b)
@@ -292,7 +292,7 @@ func (f *Finding) Explanation() string {
 			"never a success. The answers carry no leader hint (responses before KIP-951 do not) and no Metadata response in the "+
 			"capture names a stable leader for the partition, so whether the client is being sent the right way cannot be told from "+
 			"the wire; it has not reached a leader for %s.",
-			f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.Error, f.span)
+			f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.Error, f.Span)
 		f.felt(&b)
 	}
 	return b.String()
@@ -301,36 +301,36 @@ func (f *Finding) Explanation() string {
 // felt says how long the client was held up, which grades the finding.
 func (f *Finding) felt(b *strings.Builder) {
 	switch {
-	case f.ongoing:
-		fmt.Fprintf(b, " It was still refused when the capture ended, %s after its first refused request.", text.Duration(f.held))
-	case f.healed:
-		fmt.Fprintf(b, " A success ended the loop %s after the first refused request: that long the client was held up.", text.Duration(f.held))
+	case f.StillRefused:
+		fmt.Fprintf(b, " It was still refused when the capture ended, %s after its first refused request.", text.Duration(f.Held))
+	case f.Healed:
+		fmt.Fprintf(b, " A success ended the loop %s after the first refused request: that long the client was held up.", text.Duration(f.Held))
 	default:
-		fmt.Fprintf(b, " No success followed at once: the client was refused for %s.", text.Duration(f.held))
+		fmt.Fprintf(b, " No success followed at once: the client was refused for %s.", text.Duration(f.Held))
 	}
-	if f.noBackoff {
+	if f.NoBackoff {
 		fmt.Fprintf(b, " That is short, but %d refusals in it (%.0f/s) mean the client retries without backoff: a misconfiguration "+
 			"that turns every leadership change into a request storm at the broker (KIP-580; kgo RetryBackoffFn, "+
-			"the Java client's retry.backoff.ms and retry.backoff.max.ms).", f.notLeader, f.rate)
+			"the Java client's retry.backoff.ms and retry.backoff.max.ms).", f.NotLeader, f.RunRate)
 	}
 }
 
 // hintIgnored explains a leader named and never followed.
 func (f *Finding) hintIgnored(b *strings.Builder) {
 	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. ",
-		f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried)
-	if f.v.source == "response" {
-		fmt.Fprintf(b, "All %d answers were %s and named the same leader, %s, at epoch %d, ", f.notLeader, f.Error, f.leaderText(), f.v.epoch)
+		f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried)
+	if f.Verdict.Source == "response" {
+		fmt.Fprintf(b, "All %d answers were %s and named the same leader, %s, at epoch %d, ", f.NotLeader, f.Error, f.leaderText(), f.Verdict.Epoch)
 	} else {
-		fmt.Fprintf(b, "All %d answers were %s, and the Metadata the client got names %s as leader (epoch %d) throughout, ", f.notLeader, f.Error, f.leaderText(), f.v.epoch)
+		fmt.Fprintf(b, "All %d answers were %s, and the Metadata the client got names %s as leader (epoch %d) throughout, ", f.NotLeader, f.Error, f.leaderText(), f.Verdict.Epoch)
 	}
-	if f.v.resolved {
+	if f.Verdict.Resolved {
 		fmt.Fprintf(b, "yet not one request went to the leader. ")
 	} else {
-		fmt.Fprintf(b, "yet no request went to an address known to be the leader (the leader's endpoint %q could not be matched to captured addresses, so check that too). ", f.v.endpoint)
+		fmt.Fprintf(b, "yet no request went to an address known to be the leader (the leader's endpoint %q could not be matched to captured addresses, so check that too). ", f.Verdict.Endpoint)
 	}
 	fmt.Fprintf(b, "The client does not act on the leader it is told about, so the partition never advances.")
-	if f.raft {
+	if f.Raft {
 		fmt.Fprintf(b, " This is the pattern of KAFKA-19354: after a fetch timeout a KRaft observer (Kafka 3.9.x) keeps choosing "+
 			"among the bootstrap controllers (pollFollowerAsObserver -> maybeSendFetchToAnyBootstrap), and a "+
 			"NOT_LEADER_OR_FOLLOWER that names the leader it already knows, at the same epoch, changes no state, so the loop never ends.")
@@ -340,12 +340,12 @@ func (f *Finding) hintIgnored(b *strings.Builder) {
 // unreachable explains a leader the client tries and cannot reach.
 func (f *Finding) unreachable(b *strings.Builder) {
 	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. All %d answers were %s and named the leader, %s, at epoch %d. ",
-		f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.notLeader, f.Error, f.leaderText(), f.v.epoch)
-	fmt.Fprintf(b, "The client did try the leader: %s, from %s. ", f.v.unreached.text(), f.Client)
+		f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.NotLeader, f.Error, f.leaderText(), f.Verdict.Epoch)
+	fmt.Fprintf(b, "The client did try the leader: %s, from %s. ", f.Verdict.Unreached.text(), f.Client)
 	fmt.Fprintf(b, "So the leader is not reachable from this host while other servers are: the leader process is down (refused "+
 		"connections), or a network path is cut or filtered one way, a firewall, a listener the leader no longer serves, or a "+
 		"leader too busy to accept connections. ")
-	if f.raft {
+	if f.Raft {
 		fmt.Fprintf(b, "A KRaft observer that cannot reach the active controller asks the bootstrap controllers instead "+
 			"(controller.quorum.bootstrap.servers), and they can only name the leader: Apache Kafka 4.1 does this by "+
 			"design, so this is not the KAFKA-19354 bug, where the leader is reachable and never tried.")
@@ -353,17 +353,17 @@ func (f *Finding) unreachable(b *strings.Builder) {
 }
 
 // text says what the client's unanswered attempts were.
-func (u unreached) text() string {
+func (u Unreached) text() string {
 	var parts []string
-	if u.connects > 0 {
-		parts = append(parts, fmt.Sprintf("%s never answered (%s)", text.Plural(u.connects, "connection attempt", "connection attempts"),
-			text.Plural(u.syns, "SYN", "SYNs")))
+	if u.Connects > 0 {
+		parts = append(parts, fmt.Sprintf("%s never answered (%s)", text.Plural(u.Connects, "connection attempt", "connection attempts"),
+			text.Plural(u.Syns, "SYN", "SYNs")))
 	}
-	if u.refused > 0 {
-		parts = append(parts, text.Plural(u.refused, "connection attempt", "connection attempts")+" refused")
+	if u.Refused > 0 {
+		parts = append(parts, text.Plural(u.Refused, "connection attempt", "connection attempts")+" refused")
 	}
-	if u.requests > 0 {
-		parts = append(parts, text.Plural(u.requests, "request", "requests")+" to it never answered")
+	if u.Requests > 0 {
+		parts = append(parts, text.Plural(u.Requests, "request", "requests")+" to it never answered")
 	}
 	return strings.Join(parts, " and ")
 }
@@ -371,63 +371,63 @@ func (u unreached) text() string {
 // refuserNamed explains a broker that refuses while named the leader.
 func (f *Finding) refuserNamed(b *strings.Builder) {
 	fmt.Fprintf(b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. %d answers from %s itself were %s. ",
-		f.who, f.replica, f.requests, f.api, f.tp, f.offset, f.span, f.rate, f.tried, f.v.fromLeader, f.leaderText(), f.Error)
-	if f.v.shape == ShapeMetaSelf {
-		if n := f.metaRefreshes; n > 0 {
-			fmt.Fprintf(b, "Yet the Metadata the client refreshed %d times during the run (last%s) names that very broker, node %d, as leader with a stable leader id, so the client goes back to it every time. ", n, f.metaFrom, f.v.leader)
+		f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.Verdict.FromLeader, f.leaderText(), f.Error)
+	if f.Verdict.Shape == ShapeMetaSelf {
+		if n := f.MetaRefreshes; n > 0 {
+			fmt.Fprintf(b, "Yet the Metadata the client refreshed %d times during the run (last%s) names that very broker, node %d, as leader with a stable leader id, so the client goes back to it every time. ", n, f.MetaFrom, f.Verdict.Leader)
 		} else {
-			fmt.Fprintf(b, "Yet the last Metadata the client got%s names that very broker, node %d, as leader, and the client retries it without refreshing. ", f.metaFrom, f.v.leader)
+			fmt.Fprintf(b, "Yet the last Metadata the client got%s names that very broker, node %d, as leader, and the client retries it without refreshing. ", f.MetaFrom, f.Verdict.Leader)
 		}
 		switch {
-		case f.answerLeader >= 0 && f.answerLeader != f.v.leader:
-			fmt.Fprintf(b, "The answers themselves name node %d (epoch %d) as leader, which the client ignores. ", f.answerLeader, f.answerEpoch)
-		case f.answerLeader == f.v.leader:
-			fmt.Fprintf(b, "The answers themselves name node %d (epoch %d) as the leader too: the broker refuses and, in the same breath, points at itself. ", f.answerLeader, f.answerEpoch)
+		case f.AnswerLeader >= 0 && f.AnswerLeader != f.Verdict.Leader:
+			fmt.Fprintf(b, "The answers themselves name node %d (epoch %d) as leader, which the client ignores. ", f.AnswerLeader, f.AnswerEpoch)
+		case f.AnswerLeader == f.Verdict.Leader:
+			fmt.Fprintf(b, "The answers themselves name node %d (epoch %d) as the leader too: the broker refuses and, in the same breath, points at itself. ", f.AnswerLeader, f.AnswerEpoch)
 		}
 	} else {
-		fmt.Fprintf(b, "Each of those answers names node %d itself as the leader at epoch %d, so a client that follows the hint comes straight back. ", f.v.leader, f.v.epoch)
+		fmt.Fprintf(b, "Each of those answers names node %d itself as the leader at epoch %d, so a client that follows the hint comes straight back. ", f.Verdict.Leader, f.Verdict.Epoch)
 	}
 	fmt.Fprintf(b, "The broker and the metadata disagree about leadership and the client cannot make progress until they agree.")
 }
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	switch f.v.shape {
+	switch f.Verdict.Shape {
 	case ShapeHintIgnored:
-		if f.raft {
+		if f.Raft {
 			return fmt.Sprintf("Confirm the leader and this node's lag: kafka-metadata-quorum.sh --bootstrap-controller %s describe --status "+
 				"and describe --replication (node %d's LogEndOffset and Lag). On node %d watch kafka.server:type=broker-metadata-metrics "+
 				"last-applied-record-lag-ms (rising) and raft-metrics fetch-records-rate (0) and high-watermark (frozen). Restarting the "+
 				"node clears the loop; the fix is the KAFKA-19354 patch (pollFollowerAsObserver always uses maybeSendFetchToBestNode): "+
-				"upgrade or backport it.", text.Or(f.v.endpoint, f.leaderText()), f.clientNode, f.clientNode)
+				"upgrade or backport it.", text.Or(f.Verdict.Endpoint, f.leaderText()), f.ClientNode, f.ClientNode)
 		}
 		return fmt.Sprintf("Check which leader the cluster reports: kafka-topics.sh --bootstrap-server %s --describe --topic %s "+
 			"(leader of partition %d). Then check the client: its version and whether it refreshes metadata on %s and honours "+
 			"the KIP-951 leader hint; its logs for metadata refresh errors; whether it can reach %s at all (DNS of the advertised "+
-			"listener, routing, firewall, a connection-refused finding).", text.Or(f.v.endpoint, "<broker>"), f.Topic,
-			f.part, f.Error, text.Or(f.v.endpoint, "the leader"))
+			"listener, routing, firewall, a connection-refused finding).", text.Or(f.Verdict.Endpoint, "<broker>"), f.Topic,
+			f.Part, f.Error, text.Or(f.Verdict.Endpoint, "the leader"))
 	case ShapeShared:
 		return fmt.Sprintf("Compare advertised.listeners of nodes %s (kafka-broker-api-versions.sh --bootstrap-server %s lists the "+
 			"nodes with their endpoints; kafka-configs.sh --describe --entity-type brokers --entity-name <id>): each must advertise "+
-			"an endpoint of its own that reaches it; restart the misconfigured broker with its own.", text.IDs(f.v.sharedWith, 0), text.Or(f.v.endpoint, "<broker>"))
+			"an endpoint of its own that reaches it; restart the misconfigured broker with its own.", text.IDs(f.Verdict.SharedWith, 0), text.Or(f.Verdict.Endpoint, "<broker>"))
 	case ShapeUnreachable:
 		return fmt.Sprintf("Check the path from %s to %s: from that host, nc -vz %s (or kafka-metadata-quorum.sh --bootstrap-controller %s "+
 			"describe --status); firewall and security group rules both ways, routes, and the leader's listener (listeners and "+
 			"advertised.listeners, its log for accept errors). The report's Connection attempts list the unanswered "+
-			"connection attempts.", f.Client, text.Or(f.v.endpoint, f.leaderText()), text.Or(strings.Replace(f.v.endpoint, ":", " ", 1), "<leader> <port>"),
-			text.Or(f.v.endpoint, "<controller>"))
+			"connection attempts.", f.Client, text.Or(f.Verdict.Endpoint, f.leaderText()), text.Or(strings.Replace(f.Verdict.Endpoint, ":", " ", 1), "<leader> <port>"),
+			text.Or(f.Verdict.Endpoint, "<controller>"))
 	case ShapeMetaSelf, ShapeHintSelf:
 		return fmt.Sprintf("Compare what the cluster says with what broker %d believes: kafka-topics.sh --bootstrap-server %s --describe --topic %s "+
 			"(leader, ISR, leader epoch of partition %d) against broker %d's server.log for the partition (become-leader/become-follower, "+
 			"fenced or stale metadata) and its kafka.server:type=broker-metadata-metrics last-applied-record-lag-ms; "+
 			"a broker serving stale Metadata (see metadata_server) has stuck metadata replication itself "+
 			"(kafka-metadata-quorum.sh describe --replication; a liveness-without-replication finding). Restarting the stuck broker or "+
-			"moving leadership (kafka-leader-election.sh) breaks the loop.", f.v.leader, text.Or(f.v.endpoint, "<broker>"), f.Topic,
-			f.part, f.v.leader)
+			"moving leadership (kafka-leader-election.sh) breaks the loop.", f.Verdict.Leader, text.Or(f.Verdict.Endpoint, "<broker>"), f.Topic,
+			f.Part, f.Verdict.Leader)
 	}
 	return fmt.Sprintf("Capture the client's Metadata requests too (or run kafka-topics.sh --describe --topic %s) to see which broker "+
 		"leads partition %d; check the client's logs for metadata refresh failures and whether the partition has a leader at all "+
-		"(a leader-election-stall finding).", f.Topic, f.part)
+		"(a leader-election-stall finding).", f.Topic, f.Part)
 }
 
 // answer is the evidence of one not-leader answer, formatted if it is

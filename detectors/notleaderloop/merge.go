@@ -82,16 +82,16 @@ func (mg *merger) add(f *detectors.Finding) {
 	{
 		m := &mg.out[at]
 		md := m.Detail.(*Finding)
-		if md.merged == nil {
-			md.merged = []int32{md.Partition}
-			md.NotLeaderPerPartition = []int64{md.notLeader}
+		if md.Merged == nil {
+			md.Merged = []int32{md.Partition}
+			md.NotLeaderPerPartition = []int64{md.NotLeader}
 		}
-		md.merged = append(md.merged, d.Partition)
-		md.NotLeaderPerPartition = append(md.NotLeaderPerPartition, d.notLeader)
+		md.Merged = append(md.Merged, d.Partition)
+		md.NotLeaderPerPartition = append(md.NotLeaderPerPartition, d.NotLeader)
 		m.Severity = max(m.Severity, f.Severity)
-		md.held = max(md.held, d.held)
-		md.ongoing = md.ongoing || d.ongoing
-		md.healed = md.healed && d.healed
+		md.Held = max(md.Held, d.Held)
+		md.StillRefused = md.StillRefused || d.StillRefused
+		md.Healed = md.Healed && d.Healed
 		md.addCounts(d)
 		if f.First.Before(m.First) {
 			m.First = f.First
@@ -126,16 +126,16 @@ func (mg *merger) done() []detectors.Finding {
 	for i := range out {
 		m := &out[i]
 		md := m.Detail.(*Finding)
-		if len(md.merged) < 2 {
+		if len(md.Merged) < 2 {
 			continue
 		}
-		parts, perPart := md.merged, md.NotLeaderPerPartition
+		parts, perPart := md.Merged, md.NotLeaderPerPartition
 		sort.Sort(byPartition{parts, perPart})
 		md.Partition, md.Partitions = parts[0], parts
 		md.FetchOffset, md.FirstFetchOffset = nil, nil
 		dur := m.Last.Sub(m.First)
 		md.Duration, md.Rate = text.Seconds(dur), text.Rate(md.Requests, dur)
-		md.HeldS, md.Ongoing = text.Seconds(md.held), md.ongoing
+		md.HeldS, md.Ongoing = text.Seconds(md.Held), md.StillRefused
 		m.Subject.Nodes = m.Nodes
 		m.Subject.Partitions = nil
 		for _, p := range parts {

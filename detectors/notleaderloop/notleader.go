@@ -377,9 +377,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		return a.key.Less(b.key)
 	}) {
 		if v, ok := verdictOf(p, k.E, int64(r.p.MinResponses)); ok {
-			if v.shape == ShapeHintIgnored && v.leader >= 0 {
-				if v.unreached = r.tries.to(p, k.E, v); v.unreached.any() {
-					v.shape = ShapeUnreachable
+			if v.Shape == ShapeHintIgnored && v.Leader >= 0 {
+				if v.Unreached = r.tries.to(p, k.E, v); v.Unreached.any() {
+					v.Shape = ShapeUnreachable
 				}
 			}
 			burst := r.p.BurstResponses > 0 && k.E.notLeader >= int64(r.p.BurstResponses)

@@ -12,6 +12,7 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/notleaderloop"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -95,9 +96,12 @@ var policy = []dt.Case{
 			Severity: detectors.Warning,
 			Summary: []string{"metadata names broker 1 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER: app (10.1.2.2) retried it 9 times in 8.0 s",
 				"a success 8.5 s after the first refusal", "[3 partitions: 0, 1, 2]"},
-			Counts: map[string]int64{"requests": 27, "not_leader_responses": 27, "requests_to_leader": 27},
-			Fields: map[string]any{"partitions": []int32{0, 1, 2}, "not_leader_per_partition": []int64{9, 9, 9}, "held_s": 8.5, "ongoing": false,
-				"shape": notleaderloop.ShapeMetaSelf, "leader_id": int32(1), "leader_source": "metadata"},
+			Detail: &notleaderloop.Finding{
+				Requests: 27, NotLeaderResponses: 27, RequestsToLeader: dt.Ptr[int64](27),
+				Partitions: []int32{0, 1, 2}, NotLeaderPerPartition: []int64{9, 9, 9}, HeldS: 8.5,
+				Ongoing: false, Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1),
+				LeaderSource: "metadata",
+			}, Exact: []string{"Ongoing", "Shape"},
 		}},
 		Nodes:       []int32{1},
 		Explanation: []string{"A success ended the loop 8.5 s after the first refused request: that long the client was held up."},
@@ -105,22 +109,28 @@ var policy = []dt.Case{
 	{
 		Name:    "near miss of 30 s (LongAfter): refused 29 s, then written: a warning",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 29, time.Second, 29*time.Second, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.0, "ongoing": false}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			HeldS: 29.0, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 	},
 	{
 		Name:    "refused 31 s, then written: an error (LongAfter)",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 31, time.Second, 31*time.Second, 0) },
-		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.0, "ongoing": false}}},
+		Want: []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{
+			HeldS: 31.0, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 	},
 	{
 		Name:    "near miss of 10 s still refused at the end (HealAfter): 9 s, a warning",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 19, 500*time.Millisecond, 0, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 9.001, "ongoing": true}, Summary: []string{"still refused when the capture ended"}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			HeldS: 9.001, Ongoing: true,
+		}, Summary: []string{"still refused when the capture ended"}}},
 	},
 	{
 		Name:    "still refused at the end after 11 s: an error (HealAfter)",
 		Traffic: func(h *dt.Harness) { metaLoop(h, 23, 500*time.Millisecond, 0, 0) },
-		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.001, "ongoing": true}}},
+		Want:    []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{HeldS: 11.001, Ongoing: true}}},
 	},
 	{
 		Name:    "near miss: a success long after the last refusal (the client had gone quiet) does not stretch the loop",
@@ -131,9 +141,11 @@ var policy = []dt.Case{
 		Traffic: func(h *dt.Harness) { leaderMove(h, "follower", 10, 50*time.Millisecond) },
 	},
 	{
-		Name:        "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
-		Traffic:     func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
-		Want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 500}, Fields: map[string]any{"ongoing": false}}},
+		Name:    "the same move, followed in 500 ms by a client retrying without backoff: a burst, a warning for the misconfiguration",
+		Traffic: func(h *dt.Harness) { leaderMove(h, "nobackoff", 500, time.Millisecond) },
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+			NotLeaderResponses: 500, Ongoing: false,
+		}, Exact: []string{"Ongoing"}}},
 		Explanation: []string{"That is short, but 500 refusals in it", "mean the client retries without backoff", "KIP-580"},
 	},
 }
@@ -183,14 +195,16 @@ func TestNotLeaderLoop(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-7 (10.2.0.7) loops Fetch of __cluster_metadata-0 on 2 non-leader controller(s): 60 NOT_LEADER_OR_FOLLOWER",
 					"naming leader node 3000 (10.2.0.13:9093) epoch 12", "KAFKA-19354"},
-				Counts: map[string]int64{"requests": 60, "not_leader_responses": 60, "requests_to_leader": 0},
-				Fields: map[string]any{
-					"client": "10.2.0.7", "client_id": "raft-client-7", "topic": "__cluster_metadata", "partition": int32(0),
-					"error": "NOT_LEADER_OR_FOLLOWER", "leader_id": int32(3000), "leader_epoch": int32(12),
-					"leader_endpoint": "10.2.0.13:9093", "leader_source": "response", "fetch_offset": int64(9000), "replica_id": int32(7),
-					"replica_epoch": int64(-1), "known_issue": "KAFKA-19354", "shape": notleaderloop.ShapeHintIgnored,
-					"servers": []string{"10.2.0.11:9093", "10.2.0.12:9093"},
-				},
+				Detail: &notleaderloop.Finding{
+					Requests: 60, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0),
+					Error: "NOT_LEADER_OR_FOLLOWER", LeaderID: int32(3000),
+					LeaderEpoch: dt.Ptr[int32](int32(12)), LeaderEndpoint: "10.2.0.13:9093",
+					LeaderSource: "response", FetchOffset: dt.Ptr[int64](int64(9000)),
+					ReplicaID: dt.Ptr[int32](int32(7)), ReplicaEpoch: dt.Ptr[int64](int64(-1)),
+					KnownIssue: "KAFKA-19354", Shape: notleaderloop.ShapeHintIgnored,
+					Servers: []string{"10.2.0.11:9093", "10.2.0.12:9093"},
+					Fields:  peers.Fields{Client: "10.2.0.7", ClientID: "raft-client-7", Topic: "__cluster_metadata", Partition: int32(0)},
+				}, Exact: []string{"Partition", "Shape"},
 				Evidence: []uint64{2, 120},
 			}},
 			Nodes: []int32{7, 3000},
@@ -229,9 +243,12 @@ func TestNotLeaderLoop(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-7 (10.2.0.7) cannot reach leader node 3000 (10.2.0.13:9093) of __cluster_metadata-0: " +
 					"2 connection attempts never answered (14 SYNs) and 1 request to it never answered, while 2 other server(s) answered NOT_LEADER_OR_FOLLOWER naming it 60 times"},
-				Counts: map[string]int64{"requests": 61, "unanswered": 1, "not_leader_responses": 60, "requests_to_leader": 0,
-					"unanswered_connects_to_leader": 2, "refused_connects_to_leader": 0, "unanswered_requests_to_leader": 1},
-				Fields: map[string]any{"shape": notleaderloop.ShapeUnreachable, "leader_id": int32(3000)},
+				Detail: &notleaderloop.Finding{
+					Requests: 61, Unanswered: 1, NotLeaderResponses: 60, RequestsToLeader: dt.Ptr[int64](0),
+					UnansweredConnectsToLeader: dt.Ptr[int64](2), RefusedConnectsToLeader: dt.Ptr[int64](0),
+					UnansweredRequestsToLeader: dt.Ptr[int64](1), Shape: notleaderloop.ShapeUnreachable,
+					LeaderID: int32(3000),
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes:       []int32{7, 3000},
 			Explanation: []string{"The client did try the leader", "this is not the KAFKA-19354 bug"},
@@ -248,7 +265,9 @@ func TestNotLeaderLoop(t *testing.T) {
 				h.ConnEvent(&flows.ConnEvent{Kind: flows.ConnUnanswered, Client: netip.MustParseAddrPort("10.2.0.8:41000"),
 					Server: netip.MustParseAddrPort("10.2.0.13:9093"), Time: dt.At(4 * time.Second), Attempts: 7})
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"shape": notleaderloop.ShapeHintIgnored, "known_issue": "KAFKA-19354"}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &notleaderloop.Finding{
+				Shape: notleaderloop.ShapeHintIgnored, KnownIssue: "KAFKA-19354",
+			}, Exact: []string{"Shape"}}},
 		},
 		{
 			// Apache Kafka 4.1.1 with broker 3 advertising broker 2's listener
@@ -269,7 +288,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error, // still refused at the end, after 11 s
 				Summary:  []string{"app (10.1.2.2) is sent to node 3 (10.1.0.2:9092) for events-0, an endpoint nodes 2, 3 all advertise"},
-				Fields:   map[string]any{"shape": notleaderloop.ShapeShared, "leader_id": int32(3)},
+				Detail:   &notleaderloop.Finding{Shape: notleaderloop.ShapeShared, LeaderID: int32(3)}, Exact: []string{"Shape"},
 			}},
 			Explanation: []string{"This is an advertised-listener conflict"},
 			Next:        []string{"Compare advertised.listeners of nodes 2, 3"},
@@ -294,7 +313,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error, // still refused at the end, after 17 s
 				Summary:  []string{"retried it 3 times in 17.0 s (0.2/s)"},
-				Fields:   map[string]any{"shape": notleaderloop.ShapeHintSelf},
+				Detail:   &notleaderloop.Finding{Shape: notleaderloop.ShapeHintSelf}, Exact: []string{"Shape"},
 			}},
 		},
 		{
@@ -312,10 +331,12 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"app-consumer (10.1.5.5) keeps sending Fetch for orders-0 to 1 non-leader(s)", "none sent to the leader"},
-				Counts:   map[string]int64{"requests": 30, "not_leader_responses": 30, "requests_to_leader": 0, "fenced_leader_epoch": 30, "metadata_refreshes": 0},
-				Fields: map[string]any{
-					"error": "FENCED_LEADER_EPOCH", "leader_id": int32(2), "leader_epoch": int32(9), "metadata_leader_id": int32(2),
-					"leader_endpoint": "10.1.0.2:9092", "fetch_offset": int64(1234), "servers": []string{"10.1.0.1:9092"},
+				Detail: &notleaderloop.Finding{
+					Requests: 30, NotLeaderResponses: 30, RequestsToLeader: dt.Ptr[int64](0),
+					FencedLeaderEpoch: 30, MetadataRefreshes: dt.Ptr[int64](0), Error: "FENCED_LEADER_EPOCH",
+					LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(9)),
+					MetadataLeaderID: dt.Ptr[int32](int32(2)), LeaderEndpoint: "10.1.0.2:9092",
+					FetchOffset: dt.Ptr[int64](int64(1234)), Servers: []string{"10.1.0.1:9092"},
 				},
 			}},
 			Nodes: []int32{1, 2},
@@ -326,11 +347,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"metadata names broker 1 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER: kafkajs (10.1.6.6) retried it 15 times in 56.0 s"},
-				Counts:   map[string]int64{"requests": 15, "not_leader_responses": 15, "requests_to_leader": 15, "metadata_refreshes": 14},
-				Fields: map[string]any{
-					"shape": notleaderloop.ShapeMetaSelf, "leader_id": int32(1), "leader_source": "metadata",
-					"leader_endpoint": "10.1.0.1:9092", "metadata_server": "10.1.0.3:9092",
-				},
+				Detail: &notleaderloop.Finding{
+					Requests: 15, NotLeaderResponses: 15, RequestsToLeader: dt.Ptr[int64](15),
+					MetadataRefreshes: dt.Ptr[int64](14), Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(1),
+					LeaderSource: "metadata", LeaderEndpoint: "10.1.0.1:9092", MetadataServer: "10.1.0.3:9092",
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes: []int32{1},
 			Explanation: []string{"kafkajs (10.1.6.6) sent 15 Produce requests for events-0 over 56.0 s (0.3/s): 15 to node 1 (10.1.0.1:9092). " +
@@ -344,8 +365,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"broker 2 answers NOT_LEADER_OR_FOLLOWER for events-0 while naming itself as leader (epoch 7): kgo (10.1.7.7) retried it 2400 times"},
-				Counts:   map[string]int64{"requests": 2400, "not_leader_responses": 2400, "requests_to_leader": 2400},
-				Fields:   map[string]any{"shape": notleaderloop.ShapeHintSelf, "leader_id": int32(2), "leader_source": "response", "rate_per_s": 200.07},
+				Detail: &notleaderloop.Finding{
+					Requests: 2400, NotLeaderResponses: 2400, RequestsToLeader: dt.Ptr[int64](2400),
+					Shape: notleaderloop.ShapeHintSelf, LeaderID: int32(2), LeaderSource: "response",
+					Rate: 200.07,
+				}, Exact: []string{"Shape"},
 			}},
 			Nodes:       []int32{2},
 			Explanation: []string{"Each of those answers names node 2 itself as the leader at epoch 7, so a client that follows the hint comes straight back."},
@@ -366,9 +390,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
 				Summary:  []string{"metadata names broker 2 as leader of events-0 but it answers NOT_LEADER_OR_FOLLOWER", "300 times in 300 ms", "still refused when the capture ended"},
-				Counts:   map[string]int64{"not_leader_responses": 300, "metadata_refreshes": 0},
-				Fields: map[string]any{"shape": notleaderloop.ShapeMetaSelf, "leader_id": int32(2), "leader_epoch": int32(7), "rate_per_s": 1001.67,
-					"held_s": 0.3, "ongoing": true},
+				Detail: &notleaderloop.Finding{
+					NotLeaderResponses: 300, MetadataRefreshes: dt.Ptr[int64](0),
+					Shape: notleaderloop.ShapeMetaSelf, LeaderID: int32(2), LeaderEpoch: dt.Ptr[int32](int32(7)),
+					Rate: 1001.67, HeldS: 0.3, Ongoing: true,
+				}, Exact: []string{"Shape"},
 			}},
 		},
 		{
@@ -392,8 +418,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"metadata names broker 3 as leader of logs-0", "[3 partitions: 0, 1, 2]"},
-				Counts:   map[string]int64{"requests": 60, "not_leader_responses": 60, "metadata_refreshes": 57},
-				Fields:   map[string]any{"partition": int32(0), "partitions": []int32{0, 1, 2}, "duration_s": 19.001, "rate_per_s": 3.16},
+				Detail: &notleaderloop.Finding{
+					Requests: 60, NotLeaderResponses: 60, MetadataRefreshes: dt.Ptr[int64](57),
+					Partitions: []int32{0, 1, 2}, Duration: 19.001, Rate: 3.16,
+					Fields: peers.Fields{Partition: int32(0)},
+				}, Exact: []string{"Partition"},
 			}},
 			Nodes: []int32{3},
 		},
@@ -403,8 +432,9 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"legacy (10.1.9.9) got 12 NOT_LEADER_OR_FOLLOWER for t-0 in 11.0 s from 1 server(s)", "nothing in the capture names the leader"},
-				Counts:   map[string]int64{"requests": 12, "not_leader_responses": 12},
-				Fields:   map[string]any{"shape": notleaderloop.ShapeUnknown, "leader_id": int32(-1)},
+				Detail: &notleaderloop.Finding{
+					Requests: 12, NotLeaderResponses: 12, Shape: notleaderloop.ShapeUnknown, LeaderID: int32(-1),
+				}, Exact: []string{"Shape"},
 			}},
 			Explanation: []string{"legacy (10.1.9.9) sent 12 Produce requests for t-0 over 11.0 s (1.1/s), 12 to 10.1.0.2:9092, and every answer was NOT_LEADER_OR_FOLLOWER",
 				"It was still refused when the capture ended, 11.0 s after its first refused request."},
@@ -475,7 +505,7 @@ func TestNotLeaderLoop(t *testing.T) {
 			Name:     "the burst is a loop once min-duration is lowered (a bare number is in seconds); held up under 3 s, info",
 			Settings: map[string]string{"min-duration": "1"},
 			Traffic:  func(h *dt.Harness) { burst(h, h.Conn("10.1.5.7:55200", "10.1.0.1:9092")) },
-			Want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"not_leader_responses": 40}}},
+			Want:     []dt.Want{{Severity: detectors.Info, Detail: &notleaderloop.Finding{NotLeaderResponses: 40}}},
 		},
 		{
 			Name:     "near miss: min-duration 2.5s is longer than the burst",
@@ -506,8 +536,11 @@ func TestNotLeaderLoop(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"requests": 20, "not_leader_responses": 18, "other_errors": 1, "unanswered": 1},
-				Fields:   map[string]any{"fetch_offset": int64(101), "first_fetch_offset": int64(100), "duration_s": 18.001},
+				Detail: &notleaderloop.Finding{
+					Requests: 20, NotLeaderResponses: 18, OtherErrors: 1, Unanswered: 1,
+					FetchOffset: dt.Ptr[int64](int64(101)), FirstFetchOffset: dt.Ptr[int64](int64(100)),
+					Duration: 18.001,
+				},
 			}},
 		},
 		{
@@ -527,22 +560,26 @@ func TestNotLeaderLoop(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"by-id (10.1.3.3) keeps sending Fetch for orders-0"},
-				Fields:   map[string]any{"topic": "orders", "fetch_offset": int64(50), "leader_id": int32(2), "metadata_leader_id": int32(2)},
+				Detail: &notleaderloop.Finding{
+					FetchOffset: dt.Ptr[int64](int64(50)), LeaderID: int32(2),
+					MetadataLeaderID: dt.Ptr[int32](int32(2)), Fields: peers.Fields{Topic: "orders"},
+				},
 			}},
 		},
 	},
 		policy,
 		dt.Edge("held up 3 s (the policy's FeltAfter): refused for 3.1 s, then a success", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 15},
-				Fields: map[string]any{"held_s": 3.1, "ongoing": false, "shape": notleaderloop.ShapeMetaSelf}},
+			dt.Want{Severity: detectors.Warning, Detail: &notleaderloop.Finding{
+				NotLeaderResponses: 15, HeldS: 3.1, Ongoing: false, Shape: notleaderloop.ShapeMetaSelf,
+			}, Exact: []string{"Ongoing", "Shape"}},
 			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 3100*time.Millisecond, 0) },
 			func(h *dt.Harness) { metaLoop(h, 15, 200*time.Millisecond, 2900*time.Millisecond, 0) }),
 		dt.Edge("min-responses (2 refusals, then a success 5 s on: kgo at its metadata refresh)", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 2}, Fields: map[string]any{"held_s": 9.0}},
+			dt.Want{Severity: detectors.Warning, Detail: &notleaderloop.Finding{NotLeaderResponses: 2, HeldS: 9.0}},
 			func(h *dt.Harness) { metaLoop(h, 2, 4*time.Second, 9*time.Second, 0) },
 			func(h *dt.Harness) { metaLoop(h, 1, 4*time.Second, 5*time.Second, 0) }),
 		dt.Edge("burst-responses (100 answers in a second, held up under 3 s: a warning, no backoff)", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"not_leader_responses": 100}, Fields: map[string]any{"ongoing": true}},
+			dt.Want{Severity: detectors.Warning, Detail: &notleaderloop.Finding{NotLeaderResponses: 100, Ongoing: true}},
 			func(h *dt.Harness) { produceLoop(h, 100, 10*time.Millisecond) }, func(h *dt.Harness) { produceLoop(h, 99, 10*time.Millisecond) }),
 	), nil)
 }

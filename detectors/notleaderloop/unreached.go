@@ -39,12 +39,12 @@ func (ts *tries) add(t try) {
 	ts.list = append(ts.list, t)
 }
 
-// unreached counts a client's unanswered attempts to a leader.
-type unreached struct {
-	connects, syns, refused, requests int64
+// Unreached counts a client's unanswered attempts to a leader.
+type Unreached struct {
+	Connects, Syns, Refused, Requests int64
 }
 
-func (u unreached) any() bool { return u.connects > 0 || u.refused > 0 || u.requests > 0 }
+func (u Unreached) any() bool { return u.Connects > 0 || u.Refused > 0 || u.Requests > 0 }
 
 // lookBack is how far before a run's first refusal an unanswered attempt
 // still counts as part of it: the attempt that timed out is what sends a
@@ -55,9 +55,9 @@ const lookBack = 30 * time.Second
 // to counts the attempts of run e's client to leader v that got no
 // answer: connection attempts from its host, requests from its host and
 // client id, from lookBack before the run's first refusal to its last.
-func (ts *tries) to(p *detectors.Pass, e *run, v verdict) unreached {
-	var u unreached
-	eps := peers.Endpoints(p, v.leader, v.endpoint)
+func (ts *tries) to(p *detectors.Pass, e *run, v Verdict) Unreached {
+	var u Unreached
+	eps := peers.Endpoints(p, v.Leader, v.Endpoint)
 	from, until := e.first.Add(-lookBack), e.last
 	for i := range ts.list {
 		t := &ts.list[i]
@@ -67,17 +67,17 @@ func (ts *tries) to(p *detectors.Pass, e *run, v verdict) unreached {
 		if !t.conn && t.clientID != e.key.C.ID {
 			continue
 		}
-		if is, _ := peers.IsNode(p, t.server, v.leader, eps); !is {
+		if is, _ := peers.IsNode(p, t.server, v.Leader, eps); !is {
 			continue
 		}
 		switch {
 		case t.refused:
-			u.refused++
+			u.Refused++
 		case t.conn:
-			u.connects++
-			u.syns += t.n
+			u.Connects++
+			u.Syns += t.n
 		default:
-			u.requests++
+			u.Requests++
 		}
 	}
 	return u

@@ -25,31 +25,31 @@ const (
 	ShapeShared = "leader-endpoint-shared"
 )
 
-// verdict is how a run reads once node identities are known.
-type verdict struct {
-	shape         string
-	leader, epoch int32
-	source        string // "response" or "metadata"
-	endpoint      string
+// Verdict is how a run reads once node identities are known.
+type Verdict struct {
+	Shape         string
+	Leader, Epoch int32
+	Source        string // "response" or "metadata"
+	Endpoint      string
 	toLeader      int64 // requests to the leader's endpoint
-	fromLeader    int64 // not-leader answers from the leader itself
-	resolved      bool  // every server's identity relative to the leader is known
+	FromLeader    int64 // not-leader answers from the leader itself
+	Resolved      bool  // every server's identity relative to the leader is known
 	// unreached: the client's attempts to reach the leader that got no
 	// answer (connection attempts, requests), in and just before the run
-	unreached unreached
+	Unreached Unreached
 	// sharedWith: the nodes advertised at the leader's endpoint
 	// (ShapeShared), the leader among them
-	sharedWith []int32
+	SharedWith []int32
 }
 
 // shared marks v ShapeShared when its leader's endpoint is advertised by
 // more than one node.
-func shared(p *detectors.Pass, v verdict) verdict {
-	if p.Nodes == nil || v.endpoint == "" {
+func shared(p *detectors.Pass, v Verdict) Verdict {
+	if p.Nodes == nil || v.Endpoint == "" {
 		return v
 	}
-	if ids := p.Nodes.AtEndpoint(v.endpoint); len(ids) > 1 {
-		v.shape, v.sharedWith = ShapeShared, ids
+	if ids := p.Nodes.AtEndpoint(v.Endpoint); len(ids) > 1 {
+		v.Shape, v.SharedWith = ShapeShared, ids
 	}
 	return v
 }
@@ -73,35 +73,35 @@ func count(p *detectors.Pass, e *run, id int32, eps []string) (to, from int64, r
 
 // against is the verdict's facts about leader id named by source: where
 // it is, and what the client sent it.
-func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) verdict {
+func against(p *detectors.Pass, e *run, id, epoch int32, source, known string) Verdict {
 	eps := peers.Endpoints(p, id, known)
-	v := verdict{leader: id, epoch: epoch, source: source}
+	v := Verdict{Leader: id, Epoch: epoch, Source: source}
 	if len(eps) > 0 {
-		v.endpoint = eps[0]
+		v.Endpoint = eps[0]
 	}
-	v.toLeader, v.fromLeader, v.resolved = count(p, e, id, eps)
+	v.toLeader, v.FromLeader, v.Resolved = count(p, e, id, eps)
 	return v
 }
 
 // verdictOf reads run e: false if it is not a loop after all (the client
 // does reach the leader the answers name). minResponses is the answers
 // from the named leader itself that make it the refuser.
-func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
+func verdictOf(p *detectors.Pass, e *run, minResponses int64) (Verdict, bool) {
 	metaOK := e.metaSeen && !e.metaUnstable && e.metaLeader >= 0
 	if metaOK {
-		if v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", ""); v.fromLeader >= minResponses {
-			v.shape = ShapeMetaSelf
+		if v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", ""); v.FromLeader >= minResponses {
+			v.Shape = ShapeMetaSelf
 			return shared(p, v), true
 		}
 	}
 	if e.leader >= 0 {
 		v := against(p, e, e.leader, e.epoch, "response", e.leaderEP)
 		switch {
-		case v.fromLeader >= minResponses:
-			v.shape = ShapeHintSelf
+		case v.FromLeader >= minResponses:
+			v.Shape = ShapeHintSelf
 			return shared(p, v), true
 		case v.toLeader == 0:
-			v.shape = ShapeHintIgnored
+			v.Shape = ShapeHintIgnored
 			return v, true
 		}
 		// The client does reach the named leader: whatever goes wrong
@@ -110,8 +110,8 @@ func verdictOf(p *detectors.Pass, e *run, minResponses int64) (verdict, bool) {
 	}
 	if metaOK {
 		v := against(p, e, e.metaLeader, e.metaEpoch, "metadata", "")
-		v.shape = ShapeHintIgnored
+		v.Shape = ShapeHintIgnored
 		return v, v.toLeader == 0
 	}
-	return verdict{shape: ShapeUnknown, leader: -1, epoch: -1}, true
+	return Verdict{Shape: ShapeUnknown, Leader: -1, Epoch: -1}, true
 }

@@ -18,15 +18,15 @@ const (
 	maxCopies = 4  // duplicated batches listed
 )
 
-// episode is one producer's sequence errors and what followed them.
-type episode struct {
+// Episode is one producer's sequence errors and what followed them.
+type Episode struct {
 	cluster.Client
-	first, last time.Time
-	n           int64
+	First, Last time.Time
+	N           int64
 	codes       tally.Codes
 	from        identity // of the first error
 	fromSeq     int32
-	fromPart    cluster.Partition
+	FromPart    cluster.Partition
 	// after is the error the partition answered just before the first
 	// sequence error (NOT_LEADER_OR_FOLLOWER...), 0 if none.
 	after   int16
@@ -34,22 +34,22 @@ type episode struct {
 
 	parts     map[cluster.Partition]*spell.Spell
 	partOrder []cluster.Partition
-	ids       []idSeen
-	moreIDs   int64
+	IDs       []IDSeen
+	MoreIDs   int64
 	resets    map[cluster.Partition]bool
 	resetList []cluster.Partition
 
-	resent, maybe, dups int64
+	Resent, Maybe, Dups int64
 	copies              []copied
 
 	txn   bool
 	conns tally.Conns
 	ev    detectors.Sampler[seen]
-	nodes *cluster.Nodes
+	Nodes *cluster.Nodes
 }
 
-// idSeen is an identity the producer used after the first error.
-type idSeen struct {
+// IDSeen is an identity the producer used after the first error.
+type IDSeen struct {
 	identity
 	at   mark
 	init bool // given by InitProducerId, not first seen in a batch
@@ -81,8 +81,8 @@ func (s seen) Evidence() detectors.Evidence {
 
 // newEpisode opens the episode of c at its first sequence error, for the
 // batch s (as it was before this answer) of the partition h.
-func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *episode {
-	e := &episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, nodes: nodes}
+func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *Episode {
+	e := &Episode{Client: c, from: s.identity, fromSeq: s.seq, parts: map[cluster.Partition]*spell.Spell{}, resets: map[cluster.Partition]bool{}, Nodes: nodes}
 	// What the partition answered last before: this very batch's earlier
 	// answer if it was retried, else the batch sent before it.
 	prev := s
@@ -101,16 +101,16 @@ func newEpisode(c cluster.Client, s *sent, h *history, nodes *cluster.Nodes) *ep
 }
 
 // failed counts a sequence error for part.
-func (e *episode) failed(part cluster.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
-	if e.n == 0 {
-		e.first, e.fromPart = at.time, part
+func (e *Episode) failed(part cluster.Partition, s *sent, code int16, at mark, conn *flows.ConnInfo, txn bool) {
+	if e.N == 0 {
+		e.First, e.FromPart = at.time, part
 	}
-	e.n++
-	e.last = at.time
+	e.N++
+	e.Last = at.time
 	e.codes.Add(code)
 	e.txn = e.txn || txn
 	e.conns.Add(conn)
-	e.ev.Add(seen{at: at, part: part.Label(e.nodes), id: s.identity, seq: s.seq, code: code})
+	e.ev.Add(seen{at: at, part: part.Label(e.Nodes), id: s.identity, seq: s.seq, code: code})
 	sp := e.parts[part]
 	if sp == nil {
 		if len(e.parts) >= maxParts {
@@ -126,7 +126,7 @@ func (e *episode) failed(part cluster.Partition, s *sent, code int16, at mark, c
 // sentAfter looks at a batch the producer sent after its first error: a
 // new identity, a sequence restarted on another partition, records sent
 // before under another identity.
-func (e *episode) sentAfter(h *history, s *sent, part cluster.Partition, txn bool) {
+func (e *Episode) sentAfter(h *history, s *sent, part cluster.Partition, txn bool) {
 	if s.identity != e.from {
 		e.identity(s.identity, s.at, false)
 		if s.seq == 0 && h.n > 0 && e.parts[part] == nil && !e.resets[part] && len(e.resets) < maxParts {
@@ -136,34 +136,34 @@ func (e *episode) sentAfter(h *history, s *sent, part cluster.Partition, txn boo
 	}
 	if old := h.copyOf(s.identity, s.sum); old != nil && s.sum != 0 {
 		s.prevID, s.prevSeq = old.identity, old.seq
-		e.resent++
+		e.Resent++
 	}
 	e.txn = e.txn || txn
 }
 
 // initialised notes an identity InitProducerId gave the producer.
-func (e *episode) initialised(id identity, at mark) { e.identity(id, at, true) }
+func (e *Episode) initialised(id identity, at mark) { e.identity(id, at, true) }
 
-func (e *episode) identity(id identity, at mark, init bool) {
+func (e *Episode) identity(id identity, at mark, init bool) {
 	if id == e.from {
 		return
 	}
-	for _, x := range e.ids {
+	for _, x := range e.IDs {
 		if x.identity == id {
 			return
 		}
 	}
-	if len(e.ids) >= maxIDs {
-		e.moreIDs++
+	if len(e.IDs) >= maxIDs {
+		e.MoreIDs++
 		return
 	}
-	e.ids = append(e.ids, idSeen{id, at, init})
+	e.IDs = append(e.IDs, IDSeen{id, at, init})
 }
 
 // answered looks at a batch answered without a sequence error: a write
 // ends the partition's spell; a copy written is a duplicate if its first
 // copy was written, a possible one if its first copy's fate is unknown.
-func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark) {
+func (e *Episode) answered(h *history, part cluster.Partition, s *sent, at mark) {
 	if s.state != written {
 		return
 	}
@@ -179,9 +179,9 @@ func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark)
 	case old != nil && old.state == refused:
 		return // the first copy was not written: a safe resend
 	case old != nil && old.state == written:
-		e.dups++
+		e.Dups++
 	default:
-		e.maybe++
+		e.Maybe++
 	}
 	if len(e.copies) < maxCopies {
 		c := copied{part: part, again: *s, againAt: at, certain: old != nil && old.state == written}
@@ -194,7 +194,7 @@ func (e *episode) answered(h *history, part cluster.Partition, s *sent, at mark)
 
 // held is the longest a partition went without a write from a sequence
 // error, and whether one was still waiting at end.
-func (e *episode) held(end time.Time) (time.Duration, bool) {
+func (e *Episode) held(end time.Time) (time.Duration, bool) {
 	var d time.Duration
 	ongoing := false
 	for _, sp := range e.parts {
@@ -204,16 +204,16 @@ func (e *episode) held(end time.Time) (time.Duration, bool) {
 	return d, ongoing
 }
 
-func (e *episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.nodes) }
+func (e *Episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.Nodes) }
 
 // evidence lists the errors sampled, the new identities and the copies.
-func (e *episode) evidence() []detectors.Evidence {
+func (e *Episode) evidence() []detectors.Evidence {
 	ev := e.ev.List()
 	if e.after != 0 {
-		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.fromPart.Label(e.nodes)+
+		ev = append(ev, e.afterAt.evidence("Produce answer: "+e.FromPart.Label(e.Nodes)+
 			" "+decode.ErrorName(e.after)+", just before the first sequence error"))
 	}
-	for i, id := range e.ids {
+	for i, id := range e.IDs {
 		if i == 3 {
 			break
 		}
@@ -224,7 +224,7 @@ func (e *episode) evidence() []detectors.Evidence {
 		ev = append(ev, id.at.evidence(how+" producer id "+itoa64(id.pid)+" epoch "+itoa64(int64(id.epoch))))
 	}
 	for _, c := range e.copies {
-		p := c.part.Label(e.nodes)
+		p := c.part.Label(e.Nodes)
 		if c.first.at.packet != 0 {
 			ev = append(ev, c.first.at.evidence("Produce: "+p+" records first sent as producer id "+itoa64(c.first.pid)+
 				" epoch "+itoa64(int64(c.first.epoch))+" base sequence "+itoa64(int64(c.first.seq))))

@@ -36,9 +36,9 @@ type Finding struct {
 	HeldS     float64 `json:"held_s"`
 	Recovered bool    `json:"recovered"`
 
-	e                  *episode
-	held               time.Duration
-	forgotten, dropped int64
+	Episode            *Episode
+	Held               time.Duration
+	Forgotten, Dropped int64
 
 	// The counts: sequence errors; producer epochs bumped (new producer
 	// ids or epochs); batches resent; batches that may be duplicates,
@@ -71,22 +71,22 @@ type Copy struct {
 	Certain     bool  `json:"certain"`
 }
 
-func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *Finding {
+func (e *Episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *Finding {
 	f := &Finding{
 		ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes),
 		Errors: e.codes.Parts(), ProducerID: e.from.pid, Epoch: e.from.epoch, Sequence: e.fromSeq,
-		Transactional: e.txn, HeldS: text.Seconds(held), Recovered: !ongoing, e: e, held: held,
+		Transactional: e.txn, HeldS: text.Seconds(held), Recovered: !ongoing, Episode: e, Held: held,
 	}
 	for _, pk := range e.partOrder {
-		f.Partitions = append(f.Partitions, pk.Label(e.nodes))
+		f.Partitions = append(f.Partitions, pk.Label(e.Nodes))
 	}
 	for _, pk := range e.resetList {
-		f.ResetPartitions = append(f.ResetPartitions, pk.Label(e.nodes))
+		f.ResetPartitions = append(f.ResetPartitions, pk.Label(e.Nodes))
 	}
 	if e.after != 0 {
 		f.After = decode.ErrorName(e.after)
 	}
-	for _, id := range e.ids {
+	for _, id := range e.IDs {
 		from := "batch"
 		if id.init {
 			from = "InitProducerId"
@@ -98,7 +98,7 @@ func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *F
 		if c.certain {
 			first = c.first.offset
 		}
-		f.Copies = append(f.Copies, Copy{Partition: c.part.Label(e.nodes), FirstOffset: first, Offset: c.again.offset,
+		f.Copies = append(f.Copies, Copy{Partition: c.part.Label(e.Nodes), FirstOffset: first, Offset: c.again.offset,
 			ProducerID: c.again.pid, Epoch: c.again.epoch, Sequence: c.again.seq, Certain: c.certain})
 	}
 	return f
@@ -106,41 +106,41 @@ func (e *episode) detail(p *detectors.Pass, held time.Duration, ongoing bool) *F
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	e := f.e
+	e := f.Episode
 	var b strings.Builder
 	fmt.Fprintf(&b, "producer %q (%s): %s on %s (producer id %d epoch %d)", f.ClientID, text.List(f.Clients, 3),
 		strings.Join(f.Errors, ", "), text.List(f.Partitions, 3), f.ProducerID, f.Epoch)
-	if n := int64(len(e.ids)) + e.moreIDs; n > 0 {
+	if n := int64(len(e.IDs)) + e.MoreIDs; n > 0 {
 		fmt.Fprintf(&b, ", %s", text.Plural(n, "new producer epoch", "new producer epochs"))
 	}
 	if len(f.ResetPartitions) > 0 {
 		fmt.Fprintf(&b, ", sequences restarted on %s", text.List(f.ResetPartitions, 3))
 	}
 	switch {
-	case e.dups > 0:
-		fmt.Fprintf(&b, "; %s written twice", text.Plural(e.dups, "batch", "batches"))
-	case e.maybe > 0:
-		fmt.Fprintf(&b, "; %s of unknown fate written again", text.Plural(e.maybe, "batch", "batches"))
+	case e.Dups > 0:
+		fmt.Fprintf(&b, "; %s written twice", text.Plural(e.Dups, "batch", "batches"))
+	case e.Maybe > 0:
+		fmt.Fprintf(&b, "; %s of unknown fate written again", text.Plural(e.Maybe, "batch", "batches"))
 	}
 	if f.Recovered {
-		fmt.Fprintf(&b, "; written again after %s", text.Duration(f.held))
+		fmt.Fprintf(&b, "; written again after %s", text.Duration(f.Held))
 	} else {
-		fmt.Fprintf(&b, "; not written since (%s)", text.Duration(f.held))
+		fmt.Fprintf(&b, "; not written since (%s)", text.Duration(f.Held))
 	}
 	return b.String()
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	e := f.e
+	e := f.Episode
 	var b strings.Builder
-	when := "At " + text.Clock(e.first)
-	if text.Clock(e.last) != text.Clock(e.first) {
-		when = "Between " + text.Clock(e.first) + " and " + text.Clock(e.last)
+	when := "At " + text.Clock(e.First)
+	if text.Clock(e.Last) != text.Clock(e.First) {
+		when = "Between " + text.Clock(e.First) + " and " + text.Clock(e.Last)
 	}
 	fmt.Fprintf(&b, "%s, %s answered %s of client id %q (%s) with %s, on %s. The first refused batch "+
 		"was producer id %d epoch %d, base sequence %d.", when, text.List(f.Servers, 3),
-		text.Plural(e.n, "Produce batch", "Produce batches"), f.ClientID, text.List(f.Clients, 3),
+		text.Plural(e.N, "Produce batch", "Produce batches"), f.ClientID, text.List(f.Clients, 3),
 		strings.Join(f.Errors, ", "), text.List(f.Partitions, 5), f.ProducerID, f.Epoch, f.Sequence)
 	if f.After != "" {
 		fmt.Fprintf(&b, " Just before, the partition had answered %s: the sequence error came after a leader change, when "+
@@ -161,38 +161,38 @@ func (f *Finding) Explanation() string {
 			"in flight or of unknown fate can no longer be recognised by the broker as a retry (KAFKA-12152).",
 			text.List(f.ResetPartitions, 5))
 	}
-	if e.resent > 0 {
+	if e.Resent > 0 {
 		fmt.Fprintf(&b, " %s sent before under the old producer id or epoch went out again under the new one.",
-			text.Plural(e.resent, "batch of records", "batches of records"))
-		if e.dups > 0 {
+			text.Plural(e.Resent, "batch of records", "batches of records"))
+		if e.Dups > 0 {
 			fmt.Fprintf(&b, " %s the broker had already written, so the log holds those records twice (%s): the "+
-				"idempotence guarantee did not hold (librdkafka issue 4953).", text.Plural(e.dups, "batch", "batches"),
+				"idempotence guarantee did not hold (librdkafka issue 4953).", text.Plural(e.Dups, "batch", "batches"),
 				text.List(copies(f.Copies, true), 3))
 		}
-		if e.maybe > 0 {
+		if e.Maybe > 0 {
 			fmt.Fprintf(&b, " %s had an unknown fate the first time (timed out, written to too few replicas, or never "+
-				"answered) and were written again (%s): they may be in the log twice.", text.Plural(e.maybe, "batch", "batches"),
+				"answered) and were written again (%s): they may be in the log twice.", text.Plural(e.Maybe, "batch", "batches"),
 				text.List(copies(f.Copies, false), 3))
 		}
 	}
 	if f.Recovered {
-		fmt.Fprintf(&b, " The longest a partition went without a write was %s.", text.Duration(f.held))
+		fmt.Fprintf(&b, " The longest a partition went without a write was %s.", text.Duration(f.Held))
 	} else {
-		fmt.Fprintf(&b, " A partition had not been written again when the capture ended, %s after the error.", text.Duration(f.held))
+		fmt.Fprintf(&b, " A partition had not been written again when the capture ended, %s after the error.", text.Duration(f.Held))
 	}
 	if f.Transactional {
 		b.WriteString(" The batches were transactional: the transaction must be aborted.")
 	}
-	if f.forgotten > 0 || f.dropped > 0 {
+	if f.Forgotten > 0 || f.Dropped > 0 {
 		fmt.Fprintf(&b, " (Bounds reached: %d producer partitions forgotten, %d producers not followed; copies may be missed.)",
-			f.forgotten, f.dropped)
+			f.Forgotten, f.Dropped)
 	}
 	return b.String()
 }
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := text.ShellOr(f.e.topicName(f.e.fromPart), "<topic>")
+	topic := text.ShellOr(f.Episode.topicName(f.Episode.FromPart), "<topic>")
 	s := fmt.Sprintf("On the partition leader, server.log shows \"Out of order sequence number for producer %d\" with the "+
 		"sequence it expected; kafka-transactions.sh --bootstrap-server <broker> describe-producers --topic %s --partition %d "+
 		"shows the producer state the broker keeps (KIP-664), and kafka-topics.sh --describe --topic %s the leader and ISR "+
@@ -200,8 +200,8 @@ func (f *Finding) Next() string {
 		"kafka.producer:type=producer-metrics,client-id=%s record-error-rate and record-retry-rate; keep "+
 		"max.in.flight.requests.per.connection at 5 or less with enable.idempotence=true, and a delivery.timeout.ms long "+
 		"enough that batches do not expire while in flight (librdkafka issue 2163).",
-		f.ProducerID, topic, f.e.fromPart.Num, topic, text.Clock(f.e.first), f.ClientID)
-	if f.e.dups > 0 || f.e.maybe > 0 {
+		f.ProducerID, topic, f.Episode.FromPart.Num, topic, text.Clock(f.Episode.First), f.ClientID)
+	if f.Episode.Dups > 0 || f.Episode.Maybe > 0 {
 		s += " Find the copies with kafka-dump-log.sh --files <segment>.log --print-data-log around the offsets listed; " +
 			"consumers must tolerate or remove them. librdkafka is known to bump the epoch on this error and send " +
 			"batches still in flight again as new ones (issue 4953)."

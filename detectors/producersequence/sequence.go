@@ -51,13 +51,13 @@ const maxClients = 1024
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
-	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*episode{}}
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*Episode{}}
 }
 
 type rule struct {
 	p       Params
 	hist    histories
-	eps     map[cluster.Client]*episode
+	eps     map[cluster.Client]*Episode
 	dropped int64
 }
 
@@ -223,13 +223,13 @@ func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, na
 // Findings implements detectors.Rule: one per producer (client id and
 // host) with at least MinErrors sequence errors.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*episode
+	var eps []*Episode
 	for _, e := range r.eps {
-		if e.n >= int64(r.p.MinErrors) {
+		if e.N >= int64(r.p.MinErrors) {
 			eps = append(eps, e)
 		}
 	}
-	sort.Slice(eps, func(i, j int) bool { return eps[i].first.Before(eps[j].first) })
+	sort.Slice(eps, func(i, j int) bool { return eps[i].First.Before(eps[j].First) })
 	out := make([]detectors.Finding, 0, len(eps))
 	for _, e := range eps {
 		out = append(out, r.finding(p, e))
@@ -237,31 +237,31 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return out
 }
 
-func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 	held, ongoing := e.held(p.End)
 	sev := detectors.Grade(held, ongoing)
 	switch {
-	case e.dups > 0:
+	case e.Dups > 0:
 		sev = detectors.Error
-	case e.maybe > 0:
+	case e.Maybe > 0:
 		sev = max(sev, detectors.Warning)
 	}
 	f := e.detail(p, held, ongoing)
-	f.forgotten, f.dropped = r.hist.forgotten, r.dropped
+	f.Forgotten, f.Dropped = r.hist.forgotten, r.dropped
 	code, _ := e.codes.Top()
 	parts := make([]cluster.Partition, 0, len(e.parts))
 	for _, pk := range e.partOrder {
 		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 	}
-	f.SequenceErrors = e.n
-	f.EpochBumps = int64(len(e.ids)) + e.moreIDs
-	f.ResentBatches = e.resent
-	f.PossibleDuplicates = e.maybe
-	f.DuplicateBatches = e.dups
+	f.SequenceErrors = e.N
+	f.EpochBumps = int64(len(e.IDs)) + e.MoreIDs
+	f.ResentBatches = e.Resent
+	f.PossibleDuplicates = e.Maybe
+	f.DuplicateBatches = e.Dups
 	return detectors.Finding{
 		Severity: sev,
-		First:    e.first,
-		Last:     e.last,
+		First:    e.First,
+		Last:     e.Last,
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
 		Evidence: e.evidence(),

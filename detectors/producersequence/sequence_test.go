@@ -99,9 +99,12 @@ func TestProducerSequence(t *testing.T) {
 				p.healthy(at+100*time.Millisecond, 10)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Counts: map[string]int64{"sequence_errors": 1, "epoch_bumps": 1, "resent_batches": 1, "possible_duplicates": 0, "duplicate_batches": 0},
-				Fields: map[string]any{"client_id": "orders-producer", "partitions": []string{"orders-0"}, "producer_id": pid,
-					"epoch": int16(0), "sequence": int32(5), "recovered": true, "reset_partitions": []string{"orders-1"}},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 1, ResentBatches: 1, PossibleDuplicates: 0,
+					DuplicateBatches: 0, ClientID: "orders-producer", Partitions: []string{"orders-0"},
+					ProducerID: pid, Epoch: int16(0), Sequence: int32(5), Recovered: true,
+					ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches", "ProducerID", "Epoch"},
 				Summary: []string{`producer "orders-producer" (10.2.0.5): OUT_OF_ORDER_SEQUENCE_NUMBER x1 on orders-0`, "1 new producer epoch", "written again after 50 ms"}}},
 		},
 		{
@@ -117,8 +120,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"sequence_errors": 9, "epoch_bumps": 9, "reset_partitions": 1, "possible_duplicates": 0, "duplicate_batches": 0},
-				Fields: map[string]any{"held_s": 4.5, "recovered": true},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 9, EpochBumps: 9, PossibleDuplicates: 0, DuplicateBatches: 0, HeldS: 4.5,
+					Recovered: true, ResetPartitions: []string{"orders-1"},
+				}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"},
 				Summary: []string{"OUT_OF_ORDER_SEQUENCE_NUMBER x9 on orders-0", "9 new producer epochs", "sequences restarted on orders-1",
 					"written again after 4.5 s"}}},
 		},
@@ -130,7 +135,7 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+2900*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"held_s": 2.9}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{HeldS: 2.9}}},
 		},
 		{
 			name: "near miss the other way: 3.1 s without a write is a warning",
@@ -140,7 +145,7 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+3100*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 3.1}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &producersequence.Finding{HeldS: 3.1}}},
 		},
 		{
 			name: "after NOT_LEADER_OR_FOLLOWER, the new leader refuses the sequence and the producer stops: error at the end",
@@ -155,8 +160,9 @@ func TestProducerSequence(t *testing.T) {
 				}
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts:  map[string]int64{"sequence_errors": 1, "epoch_bumps": 0},
-				Fields:  map[string]any{"after": "NOT_LEADER_OR_FOLLOWER", "recovered": false},
+				Detail: &producersequence.Finding{
+					SequenceErrors: 1, EpochBumps: 0, After: "NOT_LEADER_OR_FOLLOWER", Recovered: false,
+				}, Exact: []string{"EpochBumps", "Recovered"},
 				Summary: []string{"not written since (12.4 s)"}}},
 		},
 		{
@@ -170,8 +176,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "in-flight", ok) // now sequence 0 of the new epoch: a new batch to the broker
 			},
 			want: []dt.Want{{Severity: detectors.Warning,
-				Counts:  map[string]int64{"possible_duplicates": 1, "duplicate_batches": 0, "resent_batches": 2},
-				Fields:  map[string]any{"copies": []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}}},
+				Detail: &producersequence.Finding{
+					PossibleDuplicates: 1, DuplicateBatches: 0, ResentBatches: 2,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: -1, Offset: 5, ProducerID: pid, Epoch: 1, Sequence: 0}},
+				}, Exact: []string{"DuplicateBatches"},
 				Summary: []string{"1 batch of unknown fate written again"}}},
 		},
 		{
@@ -185,8 +193,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+30*time.Millisecond, 1, "acked", ok) // the client sends them again: offset 6
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts:  map[string]int64{"duplicate_batches": 1, "possible_duplicates": 0},
-				Fields:  map[string]any{"copies": []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}}},
+				Detail: &producersequence.Finding{
+					DuplicateBatches: 1, PossibleDuplicates: 0,
+					Copies: []producersequence.Copy{{Partition: "orders-1", FirstOffset: 5, Offset: 6, ProducerID: pid, Epoch: 1, Sequence: 0, Certain: true}},
+				}, Exact: []string{"PossibleDuplicates"},
 				Summary: []string{"1 batch written twice"}}},
 		},
 		{
@@ -199,7 +209,9 @@ func TestProducerSequence(t *testing.T) {
 				p.bump()
 				p.send(at+20*time.Millisecond, 0, "x", ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"possible_duplicates": 0, "duplicate_batches": 0}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{
+				PossibleDuplicates: 0, DuplicateBatches: 0,
+			}, Exact: []string{"PossibleDuplicates", "DuplicateBatches"}}},
 		},
 		{
 			name: "a new producer id from InitProducerId",
@@ -213,8 +225,10 @@ func TestProducerSequence(t *testing.T) {
 				p.send(at+10*time.Millisecond, 0, "x", ok)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Fields: map[string]any{"errors": []string{"UNKNOWN_PRODUCER_ID x1"},
-					"identities": []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}}}}},
+				Detail: &producersequence.Finding{
+					Errors:     []string{"UNKNOWN_PRODUCER_ID x1"},
+					Identities: []producersequence.Identity{{ProducerID: pid + 1, Epoch: 0, Packet: 24, From: "InitProducerId"}},
+				}}},
 		},
 		{
 			name:     "min-errors raised above the errors seen: nothing",

@@ -100,23 +100,26 @@ func TestRebalanceLoop(t *testing.T) {
 			Traffic: func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"rebalances": 7, "members_joined": 1, "rebalance_errors": 6, "episodes": 1},
-				Fields: map[string]any{"group": "g", "protocol": "classic", "unexplained_rebalances": 6,
-					"generation_first": int32(1), "generation_last": int32(7), "loop": true, "ongoing": false,
-					"member_ids": []string{"m-1"}, "errors": []string{"REBALANCE_IN_PROGRESS x6"}, "clients": []string{"10.2.0.5"}},
+				Detail: &rebalanceloop.Finding{
+					Rebalances: 7, Joined: 1, RebalanceErrors: 6, Episodes: 1, Group: "g", Protocol: "classic",
+					Unexplained: 6, GenerationFirst: int32(1), GenerationLast: int32(7), Loop: true,
+					Ongoing: false, Members: []string{"m-1"}, Errors: []string{"REBALANCE_IN_PROGRESS x6"},
+					Clients: []string{"10.2.0.5"},
+				}, Exact: []string{"Ongoing"},
 				Summary: []string{`group "g" rebalancing in a loop: 7 rebalances in 5.6 s without an assignment holding 10.0 s (3.1 s in rebalances)`, "REBALANCE_IN_PROGRESS x6"},
 			}},
 		},
 		{
 			Name:    "near miss: a loop over 2.9 s is info",
 			Traffic: func(h *dt.Harness) { loop(h, 3, 1326500*time.Microsecond, 100*ms) },
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": true, "episode_s": 2.9},
-				Counts: map[string]int64{"rebalances": 4}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				Loop: true, EpisodeS: 2.9, Rebalances: 4,
+			}}},
 		},
 		{
 			Name:    "a loop over 3 s is a warning",
 			Traffic: func(h *dt.Harness) { loop(h, 3, 1376500*time.Microsecond, 100*ms) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "episode_s": 3.0}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{Loop: true, EpisodeS: 3.0}}},
 		},
 		{
 			Name: "members leaving at the end do not leave the group unsettled",
@@ -125,23 +128,27 @@ func TestRebalanceLoop(t *testing.T) {
 				c := h.Conn("10.2.0.5:40001", coordinator)
 				h.Call(c, dt.At(9*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": false, "members_left": 1, "episode_s": 3.0}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{
+				Ongoing: false, Left: 1, EpisodeS: 3.0,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name:    "near miss: one rebalance beyond the join, however slow, is not a loop",
 			Traffic: func(h *dt.Harness) { loop(h, 1, time.Second, 5*time.Second) },
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false, "unexplained_rebalances": 1},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				Loop: false, Unexplained: 1,
+			}, Exact: []string{"Loop"},
 				Summary: []string{`group "g" rebalanced: 2 rebalances`}}},
 		},
 		{
 			Name:    "two rebalances beyond the join, slow, are a loop",
 			Traffic: func(h *dt.Harness) { loop(h, 2, 6*time.Second, 5*time.Second) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true, "unexplained_rebalances": 2}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{Loop: true, Unexplained: 2}}},
 		},
 		{
 			Name:    "a loop of 30 s unsettled is an error",
 			Traffic: func(h *dt.Harness) { loop(h, 12, 3*time.Second, 2600*ms) },
-			Want:    []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalances": 13}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &rebalanceloop.Finding{Rebalances: 13}}},
 		},
 		{
 			Name: "JoinGroup answered REBALANCE_IN_PROGRESS 24 times over 12 s, never settling: an error",
@@ -152,8 +159,9 @@ func TestRebalanceLoop(t *testing.T) {
 					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"rebalance_errors": 24},
-				Fields:  map[string]any{"ongoing": true, "loop": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &rebalanceloop.Finding{
+				RebalanceErrors: 24, Ongoing: true, Loop: true,
+			},
 				Summary: []string{"still unsettled at the end"}}},
 		},
 		{
@@ -166,7 +174,9 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 				m.rejoin(t+10*time.Second, "m-1", 2, 20*ms)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"rebalance_errors": 19}, Fields: map[string]any{"loop": false}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{
+				RebalanceErrors: 19, Loop: false,
+			}, Exact: []string{"Loop"}}},
 		},
 		{
 			Name: "UNKNOWN_MEMBER_ID: members fenced rejoin with new ids, which are not new members",
@@ -181,8 +191,10 @@ func TestRebalanceLoop(t *testing.T) {
 				m.beat(t+9*time.Second, 0)
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"rebalances": 5, "members_joined": 1},
-				Fields: map[string]any{"unexplained_rebalances": 4, "errors": []string{"UNKNOWN_MEMBER_ID x4"}}}},
+				Detail: &rebalanceloop.Finding{
+					Rebalances: 5, Joined: 1, Unexplained: 4, Errors: []string{"UNKNOWN_MEMBER_ID x4"},
+				},
+			}},
 		},
 		{
 			Name: "hold: a disturbance 9.9 s after the group settled is the same episode",
@@ -195,7 +207,7 @@ func TestRebalanceLoop(t *testing.T) {
 				t = m.rejoin(t+9905*ms, "m-1", 3, 2*time.Second)
 				m.beat(t+time.Second, 0)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"episodes": 1, "rebalances": 3}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{Episodes: 1, Rebalances: 3}}},
 		},
 		{
 			Name: "hold: 10 s after it settled, a new episode",
@@ -208,7 +220,7 @@ func TestRebalanceLoop(t *testing.T) {
 				t = m.rejoin(t+10005*ms, "m-1", 3, 2*time.Second)
 				m.beat(t+time.Second, 0)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"episodes": 2, "rebalances": 2}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{Episodes: 2, Rebalances: 2}}},
 		},
 		{
 			Name: "KIP-848: a member fenced with FENCED_MEMBER_EPOCH eight times, rejoining 500 ms later each time",
@@ -222,8 +234,10 @@ func TestRebalanceLoop(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"fences": 8, "rebalances": 8},
-				Fields: map[string]any{"protocol": "consumer", "members_fenced": 8, "errors": []string{"FENCED_MEMBER_EPOCH x8"}}}},
+				Detail: &rebalanceloop.Finding{
+					Fenced: 8, Rebalances: 8, Protocol: "consumer", Errors: []string{"FENCED_MEMBER_EPOCH x8"},
+				},
+			}},
 		},
 		{
 			Name: "KIP-848 healthy: members join (epoch 0) and heartbeat, one leaves: nothing",
@@ -245,7 +259,7 @@ func TestRebalanceLoop(t *testing.T) {
 			Name:     "min-rebalances raised: the classic loop is info",
 			Settings: map[string]string{"min-rebalances": "7"},
 			Traffic:  func(h *dt.Harness) { loop(h, 6, time.Second, 500*ms) },
-			Want:     []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"loop": false}}},
+			Want:     []dt.Want{{Severity: detectors.Info, Detail: &rebalanceloop.Finding{Loop: false}, Exact: []string{"Loop"}}},
 		},
 	}, nil)
 }
@@ -297,6 +311,6 @@ func TestRebalanceChurnQuiet(t *testing.T) {
 			Traffic: func(h *dt.Harness) { churn(h, 1) }, End: time.Minute},
 		{Name: "near miss the other way: every member answered it three times a rebalance: a loop",
 			Traffic: func(h *dt.Harness) { churn(h, 3) }, End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"loop": true}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{Loop: true}}}},
 	}, nil)
 }

@@ -60,17 +60,21 @@ func TestReconnectStorm(t *testing.T) {
 				}
 			},
 			End: 30 * time.Second,
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 40, "client_hosts": 40, "short_lived": 0},
-				Fields: map[string]any{"storm": false}, Summary: []string{"burst of new connections to 10.1.0.10:9092: 40 connection attempts"}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Attempts: 40, ClientHosts: 40, ShortLived: 0, Storm: false,
+			}, Exact: []string{"ShortLived", "Storm"},
+				Summary: []string{"burst of new connections to 10.1.0.10:9092: 40 connection attempts"}}},
 		},
 		{
 			Name:    "a client reconnecting every 200 ms for 6 s, each connection dying after ApiVersions: a warning",
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
 			End:     30 * time.Second,
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"attempts": 31, "burst_attempts": 31, "short_lived": 31, "handshake_only": 31, "apiversions_requests": 31},
-				Fields: map[string]any{"storm": true, "churn_share": 1.0, "burst_s": 6.0, "median_lifetime_s": 0.05,
-					"clients": []reconnectstorm.HostCount{{Host: "10.2.0.5", Attempts: 31}}},
+				Detail: &reconnectstorm.Finding{
+					Attempts: 31, BurstAttempts: 31, ShortLived: 31, HandshakeOnly: 31, APIVersionsRequests: 31,
+					Storm: true, ChurnShare: 1.0, BurstS: 6.0, MedianLifetimeS: 0.05,
+					Clients: []reconnectstorm.HostCount{{Host: "10.2.0.5", Attempts: 31}},
+				},
 				Summary:  []string{"reconnect storm to 10.1.0.10:9092: 31 connection attempts in 6.0 s (peak 5/s) from 1 client host, 100% refused or short-lived"},
 				Evidence: []uint64{1}}},
 		},
@@ -82,7 +86,9 @@ func TestReconnectStorm(t *testing.T) {
 			Traffic: func(h *dt.Harness) { working(h, "10.2.0.5", time.Second, 31, 200*ms, 50*ms) },
 			End:     30 * time.Second,
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"attempts": 31, "short_lived": 31, "handshake_only": 0, "apiversions_requests": 62}}},
+				Detail: &reconnectstorm.Finding{
+					Attempts: 31, ShortLived: 31, HandshakeOnly: 0, APIVersionsRequests: 62,
+				}, Exact: []string{"HandshakeOnly"}}},
 		},
 		{
 			Name:    "near miss: 19 attempts within 10 s give nothing",
@@ -92,19 +98,19 @@ func TestReconnectStorm(t *testing.T) {
 			Name:    "near miss the other way: 20 within 10 s are a storm",
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 20, 520*ms, 50*ms) },
 			End:     time.Minute,
-			Want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"burst_attempts": 20}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{BurstAttempts: 20}}},
 		},
 		{
 			Name:    "near miss: a storm of 2.9 s is info",
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 30, 100*ms, 50*ms) },
 			End:     time.Minute,
-			Want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": true, "burst_s": 2.9}}},
+			Want:    []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{Storm: true, BurstS: 2.9}}},
 		},
 		{
 			Name:    "a storm of 3 s is a warning",
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 31, 100*ms, 50*ms) },
 			End:     time.Minute,
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"burst_s": 3.0}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{BurstS: 3.0}}},
 		},
 		{
 			Name: "near miss: 45% churned (9 of 20 short-lived), the burst is info",
@@ -112,8 +118,10 @@ func TestReconnectStorm(t *testing.T) {
 				churn(h, "10.2.0.5", time.Second, 9, 400*ms, 50*ms)
 				churn(h, "10.2.0.6", 1200*ms, 11, 400*ms, 0)
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"storm": false, "churn_share": 0.45}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Storm: false, ChurnShare: 0.45,
+			}, Exact: []string{"Storm"}}},
 		},
 		{
 			Name: "half churned (10 of 20): a storm",
@@ -122,7 +130,7 @@ func TestReconnectStorm(t *testing.T) {
 				churn(h, "10.2.0.6", 1200*ms, 10, 400*ms, 0)
 			},
 			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"storm": true, "churn_share": 0.5}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{Storm: true, ChurnShare: 0.5}}},
 		},
 		{
 			Name: "near miss: connections living 2 s (short-lived 2 s) do not churn",
@@ -130,7 +138,7 @@ func TestReconnectStorm(t *testing.T) {
 				churn(h, "10.2.0.5", time.Second, 31, 200*ms, 2*time.Second)
 			},
 			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"short_lived": 0}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{ShortLived: 0}, Exact: []string{"ShortLived"}}},
 		},
 		{
 			Name: "SYNs refused by a restarting broker, 25 in 5 s: a warning",
@@ -139,13 +147,15 @@ func TestReconnectStorm(t *testing.T) {
 					h.RefusedAt(fmt.Sprintf("10.2.0.%d:40000", i%5+1), broker, dt.At(time.Second+time.Duration(i)*200*ms), 1)
 				}
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refused": 25, "opened": 0, "client_hosts": 5}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{
+				Refused: 25, Opened: 0, ClientHosts: 5,
+			}, Exact: []string{"Opened"}}},
 		},
 		{
 			Name:    "still reconnecting at the end after 10 s: an error",
 			Traffic: func(h *dt.Harness) { churn(h, "10.2.0.5", time.Second, 51, 200*ms, 50*ms) },
-			Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"ongoing": true}, Summary: []string{"still going on at the end"}}},
+			Want:    []dt.Want{{Severity: detectors.Error, Detail: &reconnectstorm.Finding{Ongoing: true}, Summary: []string{"still going on at the end"}}},
 		},
 		{
 			Name:     "min-churn raised to 1.1: the looping client is info",
@@ -183,9 +193,11 @@ func TestReconnectOneRequestConnections(t *testing.T) {
 	dt.Run(t, reconnectstorm.Analyzer, []dt.Case{
 		{Name: "100 connections in 10 s, one request each, no ApiVersions: a burst, info",
 			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, false) }, End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"attempts": 100, "short_lived": 0}}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &reconnectstorm.Finding{
+				Attempts: 100, ShortLived: 0,
+			}, Exact: []string{"ShortLived"}}}},
 		{Name: "near miss: the same with ApiVersions first: a storm",
 			Traffic: func(h *dt.Harness) { oneRequest(h, 100, 100*ms, true) }, End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"attempts": 100, "short_lived": 100}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &reconnectstorm.Finding{Attempts: 100, ShortLived: 100}}}},
 	}, nil)
 }

@@ -42,11 +42,11 @@ type Finding struct {
 	Ongoing      bool  `json:"ongoing"`
 	WrittenAfter int64 `json:"written_after"`
 
-	codes        []string
-	first, last  time.Time
-	serverLabels []string
-	moreParts    int64
-	dropped      int64
+	Codes        []string
+	First, Last  time.Time
+	ServerLabels []string
+	MoreParts    int64
+	Dropped      int64
 	sev          detectors.Severity
 }
 
@@ -54,7 +54,7 @@ type Finding struct {
 func (f *Finding) Summary() string {
 	s := fmt.Sprintf("client %q on %s: %s refused for good (%s) by %s: %s, %s lost",
 		f.ClientID, f.Host, text.Plural(f.Batches, "batch", "batches"), strings.Join(f.Errors, ", "),
-		text.List(f.serverLabels, 3), text.List(f.Partitions, 3), text.Plural(f.Records, "record", "records"))
+		text.List(f.ServerLabels, 3), text.List(f.Partitions, 3), text.Plural(f.Records, "record", "records"))
 	if l := f.limit(); l != "" {
 		s += "; " + l
 	}
@@ -78,8 +78,8 @@ func (f *Finding) limit() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Between %s and %s, %d Produce answer(s) to client id %q on %s refused %s (%s, %d bytes): %s. ",
-		text.Clock(f.first), text.Clock(f.last), f.Answers, f.ClientID, f.Host, text.Plural(f.Batches, "batch", "batches"),
-		text.Plural(f.Records, "record", "records"), f.Bytes, strings.Join(f.codes, ", "))
+		text.Clock(f.First), text.Clock(f.Last), f.Answers, f.ClientID, f.Host, text.Plural(f.Batches, "batch", "batches"),
+		text.Plural(f.Records, "record", "records"), f.Bytes, strings.Join(f.Codes, ", "))
 	b.WriteString("No retry mends these errors: the broker will refuse the same bytes again, so the client fails the " +
 		"records back to the application, and unless the application keeps them and sends them differently, they " +
 		"are lost. ")
@@ -118,11 +118,11 @@ func (f *Finding) Explanation() string {
 	} else {
 		fmt.Fprintf(&b, "%d partition write(s) of this client were accepted after a refusal: smaller records got through.", f.WrittenAfter)
 	}
-	if f.moreParts > 0 {
-		fmt.Fprintf(&b, " (%d refusals on further partitions are not named.)", f.moreParts)
+	if f.MoreParts > 0 {
+		fmt.Fprintf(&b, " (%d refusals on further partitions are not named.)", f.MoreParts)
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d refusals to further clients were not followed: too many clients.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d refusals to further clients were not followed: too many clients.)", f.Dropped)
 	}
 	return b.String()
 }

@@ -369,8 +369,8 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		ClientID: c.ID, Host: c.Host.String(), Errors: c.codes.Names(), Servers: c.conns.Servers(),
 		Answers: c.answers, Batches: c.batches, Resent: c.resent, Records: c.records, Bytes: c.bytes,
 		LargestRefused: c.largest, Ongoing: c.ongoing, WrittenAfter: c.written, BrokerMessage: c.message,
-		codes: c.codes.Parts(), first: c.first, last: c.last, serverLabels: c.conns.ServerLabels(p.Nodes),
-		moreParts: c.moreParts, dropped: r.dropped,
+		Codes: c.codes.Parts(), First: c.first, Last: c.last, ServerLabels: c.conns.ServerLabels(p.Nodes),
+		MoreParts: c.moreParts, Dropped: r.dropped,
 	}
 	if c.smallest > 0 {
 		f.SmallestTooLarge = c.smallest

@@ -67,10 +67,12 @@ func TestRecordsRejected(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"refused_answers": 1, "batches_refused": 1, "records_refused": 1, "bytes_refused": bigSize},
-				Fields: map[string]any{"client_id": "app", "host": "10.2.0.5", "errors": []string{"MESSAGE_TOO_LARGE"},
-					"partitions": []string{"orders-0"}, "smallest_too_large": bigSize, "largest_accepted": int64(len(small)),
-					"ongoing": false, "written_after": int64(1)},
+				Detail: &recordsrejected.Finding{
+					Answers: 1, Batches: 1, Records: 1, Bytes: bigSize, ClientID: "app", Host: "10.2.0.5",
+					Errors: []string{"MESSAGE_TOO_LARGE"}, Partitions: []string{"orders-0"},
+					SmallestTooLarge: bigSize, LargestAccepted: int64(len(small)), Ongoing: false,
+					WrittenAfter: int64(1),
+				}, Exact: []string{"Bytes", "SmallestTooLarge", "LargestAccepted", "Ongoing"},
 				Summary: []string{`client "app" on 10.2.0.5: 1 batch refused for good (MESSAGE_TOO_LARGE)`, "orders-0, 1 record lost",
 					"limit between"},
 			}},
@@ -83,7 +85,9 @@ func TestRecordsRejected(t *testing.T) {
 				produce(h, "10.2.0.5:40000", "app", time.Second, 1, big, 10,
 					"The message is 3082 bytes when serialized which is larger than 1048576, the maximum configured message size of 1000.")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"limit_bytes": int64(1000), "limit_from": "the broker's error message"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{
+				LimitBytes: int64(1000), LimitFrom: "the broker's error message",
+			},
 				Summary: []string{"limit 1000 bytes"}}},
 		},
 		{
@@ -92,8 +96,9 @@ func TestRecordsRejected(t *testing.T) {
 				describeConfigs(h, 500*time.Millisecond, kmsg.ConfigResourceTypeTopic, "orders", "max.message.bytes", "2048")
 				produce(h, "10.2.0.5:40000", "app", time.Second, 1, big, 10, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"limit_bytes": int64(2048),
-				"limit_from": "DescribeConfigs: orders max.message.bytes"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{
+				LimitBytes: int64(2048), LimitFrom: "DescribeConfigs: orders max.message.bytes",
+			}}},
 		},
 		{
 			Name: "refused for 30 s: an error",
@@ -103,7 +108,9 @@ func TestRecordsRejected(t *testing.T) {
 				}
 				produce(h, "10.2.0.5:40000", "app", 33*time.Second, 0, small, 0, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches_refused": 31}, Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{
+				Batches: 31, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss: refused for 29 s, then written: a warning",
@@ -113,7 +120,7 @@ func TestRecordsRejected(t *testing.T) {
 				}
 				produce(h, "10.2.0.5:40000", "app", 33*time.Second, 0, small, 0, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"batches_refused": 30}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{Batches: 30}}},
 		},
 		{
 			Name: "still refused at the end after 10 s: an error",
@@ -122,7 +129,9 @@ func TestRecordsRejected(t *testing.T) {
 					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 87, "")
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"errors": []string{"INVALID_RECORD"}, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &recordsrejected.Finding{
+				Errors: []string{"INVALID_RECORD"}, Ongoing: true,
+			}}},
 		},
 		{
 			Name: "near miss: still refused at the end after 9 s: a warning",
@@ -131,7 +140,7 @@ func TestRecordsRejected(t *testing.T) {
 					produce(h, "10.2.0.5:40000", "app", time.Duration(i+1)*time.Second, 0, batchAt(1, 3000, i), 87, "")
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{Ongoing: true}}},
 		},
 		{
 			Name: "the same batch sent again and again: one batch lost, the re-sends counted",
@@ -141,8 +150,10 @@ func TestRecordsRejected(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{{Severity: detectors.Warning,
-				Counts: map[string]int64{"refused_answers": 5, "batches_refused": 1, "records_refused": 1, "bytes_refused": bigSize},
-				Fields: map[string]any{"resent": int64(4)}}},
+				Detail: &recordsrejected.Finding{
+					Answers: 5, Batches: 1, Records: 1, Bytes: bigSize, Resent: int64(4),
+				}, Exact: []string{"Bytes"},
+			}},
 			Explanation: []string{"4 batches refused again and again were the same bytes sent again"},
 		},
 		{
@@ -164,8 +175,8 @@ func TestRecordsRejected(t *testing.T) {
 				produce(h, "10.2.0.5:40000", "app", time.Second, 0, big, 10, "")
 				produce(h, "10.2.0.6:40000", "app", 2*time.Second, 0, big, 10, "")
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"host": "10.2.0.5"}},
-				{Severity: detectors.Warning, Fields: map[string]any{"host": "10.2.0.6"}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsrejected.Finding{Host: "10.2.0.5"}},
+				{Severity: detectors.Warning, Detail: &recordsrejected.Finding{Host: "10.2.0.6"}}},
 		},
 	}, nil)
 }

@@ -25,8 +25,8 @@ type Finding struct {
 
 	serverLabels []string
 	first, last  time.Time
-	moreParts    int64
-	dropped      int64
+	MoreParts    int64
+	Dropped      int64
 
 	// The counts: the offsets the client skipped, those deleted under
 	// it, and the partitions it skipped on (those not followed
@@ -88,11 +88,11 @@ func (f *Finding) Explanation() string {
 			"skipped them too). ", f.Skipped-f.Deleted, f.Skipped)
 	}
 	b.WriteString("Offsets count records only roughly: compaction and transaction markers leave some without one.")
-	if f.moreParts > 0 {
-		fmt.Fprintf(&b, " (%d more jumps are not listed.)", f.moreParts)
+	if f.MoreParts > 0 {
+		fmt.Fprintf(&b, " (%d more jumps are not listed.)", f.MoreParts)
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d positions or consumers were not followed: too many.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d positions or consumers were not followed: too many.)", f.Dropped)
 	}
 	return b.String()
 }

@@ -393,7 +393,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
 	f := &Finding{ClientID: c.ID, Host: c.Host.String(), Groups: c.groups, Skipped: c.skipped, Deleted: c.deleted,
 		OutOfRange: c.outOfRange, serverLabels: c.conns.ServerLabels(p.Nodes), first: c.first, last: c.last,
-		moreParts: c.moreParts, dropped: r.dropped}
+		MoreParts: c.moreParts, Dropped: r.dropped}
 	var parts []cluster.Partition
 	for _, s := range c.skips {
 		ps := Skip{Partition: s.topic + "-" + strconv.Itoa(int(s.partition)), From: s.from, To: s.to, OutOfRange: s.outOfRange,

@@ -73,8 +73,10 @@ func TestRecordsSkipped(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"offsets_skipped": 40, "offsets_deleted": 40, "partitions": 1},
-				Fields:   map[string]any{"client_id": "audit", "host": "10.2.0.5", "groups": []string{"audit-group"}, "out_of_range": int64(1)},
+				Detail: &recordsskipped.Finding{
+					OffsetsSkipped: 40, OffsetsDeleted: 40, PartitionCount: 1, ClientID: "audit",
+					Host: "10.2.0.5", Groups: []string{"audit-group"}, OutOfRange: int64(1),
+				},
 				Summary: []string{`consumer "audit" on 10.2.0.5 (group audit-group) skipped 40 offsets it will never read: orders-0 20->60`,
 					"40 of them deleted from the log"},
 			}},
@@ -91,8 +93,9 @@ func TestRecordsSkipped(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"offsets_skipped": 80, "offsets_deleted": 40},
-				Fields:   map[string]any{"out_of_range": int64(0)},
+				Detail: &recordsskipped.Finding{
+					OffsetsSkipped: 80, OffsetsDeleted: 40, OutOfRange: int64(0),
+				}, Exact: []string{"OutOfRange"},
 			}},
 			Explanation: []string{"OffsetFetch answered the committed offset 20, with no error; the log started at 60",
 				"40 of the 80 offsets were still in the log"},
@@ -128,8 +131,9 @@ func TestRecordsSkipped(t *testing.T) {
 				fetch(h, 2*time.Second, 510, 1, 700)
 				fetch(h, 2100*time.Millisecond, 700, 0, 700)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"offsets_skipped": 190, "offsets_deleted": 190},
-				Fields: map[string]any{"groups": []string(nil)}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &recordsskipped.Finding{
+				OffsetsSkipped: 190, OffsetsDeleted: 190, Groups: []string(nil),
+			}, Exact: []string{"Groups"}}},
 		},
 		{
 			Name:     "fewer offsets than min-skipped: nothing",

@@ -118,9 +118,11 @@ func TestReplicaDivergence(t *testing.T) {
 	}
 	identical := dt.Want{
 		Severity: detectors.Info,
-		Counts:   map[string]int64{"batches": 5, "copies": 20, "replicas": 3, "mismatches": 0, "bad_crcs": 0},
-		Fields: map[string]any{"topic": topic, "partition": int32(0), "producer_id": int64(5009), "first_offset": int64(0),
-			"last_offset": int64(389)},
+		Detail: &replicadivergence.Agreement{
+			Topic: topic, Partition: int32(0), ProducerID: int64(5009), FirstOffset: int64(0),
+			LastOffset: int64(389),
+			Agreed:     replicadivergence.Agreed{Batches: 5, Copies: 20, Replicas: 3, Mismatches: 0, BadCRCs: 0},
+		}, Exact: []string{"Mismatches", "BadCRCs", "Topic", "Partition", "FirstOffset"},
 		Summary: []string{"lifecycle_test-0: 5 batches verified byte-identical across 3 replicas (20 copies compared)"},
 	}
 
@@ -139,7 +141,7 @@ func TestReplicaDivergence(t *testing.T) {
 			settings: map[string]string{"max-batches": "1"},
 			want: []dt.Want{{
 				Severity: detectors.Info,
-				Counts:   map[string]int64{"batches": 5, "copies": 20, "replicas": 3, "mismatches": 0, "compared_early": 4},
+				Detail:   &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Copies: 20, Replicas: 3, Mismatches: 0, ComparedEarly: 4}}, Exact: []string{"Mismatches"},
 			}},
 		},
 		{
@@ -148,15 +150,18 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Error,
-					Counts:   map[string]int64{"crcs": 2, "batches": 1},
+					Detail: &replicadivergence.Finding{
+						CRCs: 2, Batches: 1, Topic: topic, Partition: int32(0), BaseOffset: int64(156),
+						ClientID: "broker-3-fetcher-0", CRCLeader: int64(dt.CRC(bs[2])),
+						CRCReplica: int64(dt.CRC(changed)), LeaderID: dt.Ptr[int32](int32(2)),
+						ReplicaID: dt.Ptr[int32](int32(3)), Path: "replica-fetch",
+						LeaderEpochLeader: dt.Ptr[int32](int32(0)), LeaderEpochReplica: dt.Ptr[int32](int32(0)),
+					}, Exact: []string{"Topic", "Partition", "CRCLeader", "CRCReplica"},
 					// Both copies stored at leader epoch 0: node 0 and
 					// epoch 0 are values, not absences.
-					Fields: map[string]any{"topic": topic, "partition": int32(0), "base_offset": int64(156), "client_id": "broker-3-fetcher-0",
-						"crc_leader": int64(dt.CRC(bs[2])), "crc_replica": int64(dt.CRC(changed)), "leader_id": int32(2), "replica_id": int32(3),
-						"path": "replica-fetch", "leader_epoch_leader": int32(0), "leader_epoch_replica": int32(0)},
 					Summary: []string{fmt.Sprintf("lifecycle_test-0 offset 156: node 3's copy (broker-3-fetcher-0) has crc %d, the leader's %d", dt.CRC(changed), dt.CRC(bs[2]))},
 				},
-				{Severity: detectors.Info, Counts: map[string]int64{"batches": 5, "mismatches": 1, "bad_crcs": 0},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Mismatches: 1, BadCRCs: 0}}, Exact: []string{"BadCRCs"},
 					Summary: []string{"4 of 5 batches identical across 3 replicas; 1 batch differs (see the errors)"}},
 			},
 			extra: []extra{{nodes: []int32{2, 3}}},
@@ -167,12 +172,13 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Error,
-					Counts:   map[string]int64{"bad_crcs": 1},
-					Fields: map[string]any{"base_offset": int64(234), "client_id": "broker-1-fetcher-0", "crc": int64(dt.CRC(bs[3])),
-						"crc_computed": int64(dt.CRC(corrupt)), "crc_valid": false, "path": "replica-fetch"},
+					Detail: &replicadivergence.BadCRC{
+						Copies: 1, BaseOffset: int64(234), ClientID: "broker-1-fetcher-0", CRC: int64(dt.CRC(bs[3])),
+						CRCComputed: int64(dt.CRC(corrupt)), CRCValid: false, Path: "replica-fetch",
+					}, Exact: []string{"CRC", "CRCComputed", "CRCValid"},
 					Summary: []string{"fails its CRC"},
 				},
-				{Severity: detectors.Info, Counts: map[string]int64{"batches": 5, "mismatches": 0, "bad_crcs": 1}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Mismatches: 0, BadCRCs: 1}}, Exact: []string{"Mismatches"}},
 			},
 			extra: []extra{{nodes: []int32{1}, absent: []string{"error"}}},
 		},
@@ -184,9 +190,10 @@ func TestReplicaDivergence(t *testing.T) {
 				toConsumer: onBatch(1, func([]byte) []byte { return dt.Stored(bs[1], 78, 0) })},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"bad_crcs": 1},
-				Fields: map[string]any{"base_offset": int64(-1), "client_id": "producer-1", "crc_valid": false, "path": "produce",
-					"error": "CORRUPT_MESSAGE", "crc_computed": int64(dt.CRC(dt.Damaged(bs[1], false)))},
+				Detail: &replicadivergence.BadCRC{
+					Copies: 1, BaseOffset: int64(-1), ClientID: "producer-1", CRCValid: false, Path: "produce",
+					Error: "CORRUPT_MESSAGE", CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false))),
+				}, Exact: []string{"CRCValid", "CRCComputed"},
 				Summary: []string{"producer producer-1 sent a batch whose CRC does not verify"},
 			}},
 			extra: []extra{{nodes: []int32{2}}},
@@ -204,9 +211,10 @@ func TestReplicaDivergence(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"bad_crcs": 1},
-				Fields: map[string]any{"base_offset": int64(-1), "crc": int64(dt.CRC(bs[1])), "crc_computed": int64(dt.CRC(dt.Damaged(bs[1], false))),
-					"path": "produce"},
+				Detail: &replicadivergence.BadCRC{
+					Copies: 1, BaseOffset: int64(-1), CRC: int64(dt.CRC(bs[1])),
+					CRCComputed: int64(dt.CRC(dt.Damaged(bs[1], false))), Path: "produce",
+				}, Exact: []string{"CRC", "CRCComputed"},
 			}},
 			extra: []extra{{absent: []string{"error"}}},
 		},
@@ -215,7 +223,7 @@ func TestReplicaDivergence(t *testing.T) {
 			script: script{stored: recompress},
 			want: []dt.Want{{
 				Severity: detectors.Info,
-				Counts:   map[string]int64{"batches": 5, "copies": 20, "replicas": 3, "mismatches": 0, "rewritten_by_broker": 5},
+				Detail:   &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Copies: 20, Replicas: 3, Mismatches: 0, Rewritten: 5}}, Exact: []string{"Mismatches"},
 			}},
 		},
 		{name: "near miss: a producer and a consumer of one broker, nothing to say", script: script{noFetchers: true}},
@@ -223,7 +231,7 @@ func TestReplicaDivergence(t *testing.T) {
 			name:     "a producer and a consumer of one broker, info-min-replicas 1",
 			settings: map[string]string{"info-min-replicas": "1"},
 			script:   script{noFetchers: true},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"batches": 5, "copies": 10, "replicas": 1}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Copies: 10, Replicas: 1}}}},
 		},
 		{
 			name: "copy replaced after a leader change: warning",
@@ -232,9 +240,12 @@ func TestReplicaDivergence(t *testing.T) {
 			want: []dt.Want{
 				{
 					Severity: detectors.Warning,
-					Fields:   map[string]any{"base_offset": int64(0), "leader_epoch_leader": int32(7), "leader_epoch_replica": int32(6)},
+					Detail: &replicadivergence.Finding{
+						BaseOffset: int64(0), LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+						LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+					}, Exact: []string{"BaseOffset"},
 				},
-				{Severity: detectors.Info, Counts: map[string]int64{"batches": 5, "copies": 15, "mismatches": 1}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 5, Copies: 15, Mismatches: 1}}},
 			},
 			extra: []extra{{nodes: []int32{2, 3}}},
 		},
@@ -254,7 +265,7 @@ func TestReplicaDivergence(t *testing.T) {
 					h.Call(c, dt.At(ms(float64(10*i+3))), ms(1), "reader", dt.FetchOf(cl.id, 0, 0, -1), dt.FetchedBatches(cl.id, 0, 78, dt.Stored(cl.batch, 0, 0)))
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"batches": 1, "copies": 2, "mismatches": 0, "other_topic_id_copies": 1}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 1, Copies: 2, Mismatches: 0, OtherTopicID: 1}}, Exact: []string{"Mismatches"}}},
 		},
 		{
 			name:     "more partitions than max-info: one finding sums them up",
@@ -271,7 +282,7 @@ func TestReplicaDivergence(t *testing.T) {
 					h.Call(r, dt.At(ms(float64(10*part+5))), ms(1), "consumer-1", fetch, fetched)
 				}
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"partitions": 3, "batches": 3, "copies": 6},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &replicadivergence.Agreements{Agreed: replicadivergence.Agreed{Partitions: 3, Batches: 3, Copies: 6}},
 				Summary: []string{"3 partitions: 3 batches verified byte-identical across 1 replica"}}},
 			extra: []extra{{absent: []string{"topic", "partition"}}},
 		},
@@ -354,21 +365,25 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 	// data: the copy a leader change replaced (the others are at 7).
 	olderEpoch := func(b []byte) []byte { c := dt.Damaged(b, true); c[15] = 6; return c }
 	run := func(s script) func(h *dt.Harness) { return func(h *dt.Harness) { s.run(t, h) } }
-	agree := dt.Want{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 0, "bad_crcs": 0}}
+	agree := dt.Want{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 0, BadCRCs: 0}}, Exact: []string{"Mismatches", "BadCRCs"}}
 	dt.Run(t, replicadivergence.Analyzer, []dt.Case{
 		{
 			Name:    "a leader change replaced a copy only a follower had fetched: warning",
 			Traffic: run(script{noProduce: true, epoch: 7, toFollower: onBatch(0, olderEpoch)}),
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"batches": 1},
-				Fields: map[string]any{"path": "replica-fetch", "leader_epoch_leader": int32(7), "leader_epoch_replica": int32(6)}},
-				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &replicadivergence.Finding{
+				Batches: 1, Path: "replica-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+				LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+			}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{
 			Name:    "near miss: a consumer had read the replaced copy (committed data lost): error",
 			Traffic: run(script{noProduce: true, epoch: 7, toConsumer: onBatch(0, olderEpoch)}),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 1},
-				Fields: map[string]any{"path": "consumer-fetch", "leader_epoch_leader": int32(7), "leader_epoch_replica": int32(6)}},
-				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{
+				Batches: 1, Path: "consumer-fetch", LeaderEpochLeader: dt.Ptr[int32](int32(7)),
+				LeaderEpochReplica: dt.Ptr[int32](int32(6)),
+			}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{
 			Name: "near miss: of two differing copies one has the same leader epoch: error",
@@ -381,8 +396,8 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 				}
 				return batch
 			}}),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 2}},
-				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 2}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{Batches: 2}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 2}}}},
 		},
 		{
 			Name: "near miss: copies at other leader epochs with the same CRC agree (the epoch is not covered)",
@@ -396,9 +411,10 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 		{
 			Name:    "one differing copy is an error at once: no duration makes it worse or better",
 			Traffic: run(script{toObserver: onBatch(4, func(b []byte) []byte { return dt.Damaged(b, true) })}),
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"batches": 1, "crcs": 2},
-				Fields: map[string]any{"base_offset": int64(312), "path": "replica-fetch"}},
-				{Severity: detectors.Info, Counts: map[string]int64{"mismatches": 1}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &replicadivergence.Finding{
+				Batches: 1, CRCs: 2, BaseOffset: int64(312), Path: "replica-fetch",
+			}},
+				{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Mismatches: 1}}}},
 		},
 		{
 			Name: "agreeing copies across 2 replicas (info-min-replicas): info",
@@ -408,7 +424,7 @@ func TestReplicaDivergenceSeverity(t *testing.T) {
 				r := h.Conn("172.31.0.100:50500", leader)
 				h.Call(r, dt.At(ms(5)), ms(1), "consumer-1", dt.FetchOf(topicID, 0, 0, -1), dt.FetchedBatches(topicID, 0, 78, dt.Stored(bs[0], 0, 0)))
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"batches": 1, "copies": 2, "replicas": 2}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &replicadivergence.Agreement{Agreed: replicadivergence.Agreed{Batches: 1, Copies: 2, Replicas: 2}}}},
 		},
 		{
 			Name: "near miss: the same copies read by two consumers of one broker, one replica: nothing",

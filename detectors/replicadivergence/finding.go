@@ -33,51 +33,51 @@ type Finding struct {
 	LeaderEpochLeader  *int32 `json:"leader_epoch_leader,omitempty"`  // both copies fetched from a broker:
 	LeaderEpochReplica *int32 `json:"leader_epoch_replica,omitempty"` // their partition leader epochs
 
-	label  string
-	holder int32 // the node holding the other copy, -1 if unknown
+	Label  string
+	Holder int32 // the node holding the other copy, -1 if unknown
 	// CRCs is the different CRCs seen at the offset; Batches the
 	// batches of the partition that differ so on the connection.
 	CRCs    int   `count:"crcs"`
 	Batches int64 `count:"batches"`
 
-	refCopies   int64
-	refPaths    uint8
-	epochChange int64
+	RefCopies   int64
+	RefPaths    uint8
+	EpochChange int64
 	// consumedLost: of them, batches whose replaced copy a consumer read.
-	consumedLost int64
-	epochs       [2]int32 // of the first batch's copies: the leader's, the other's
-	leader       string   // the leader's server
-	server       string   // the server of the other copy
-	who          string   // the holder of the other copy
-	client       string
+	ConsumedLost int64
+	Epochs       [2]int32 // of the first batch's copies: the leader's, the other's
+	Leader       string   // the leader's server
+	Server       string   // the server of the other copy
+	Who          string   // the holder of the other copy
+	Client       string
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	if f.holder >= 0 && (f.Path == copies.ReplicaFetch.String() || f.Path == copies.RaftFetch.String()) {
-		return fmt.Sprintf("%s offset %d: node %d's copy (%s) has crc %d, the leader's %d", f.label, f.BaseOffset, f.holder, f.ClientID, f.CRCReplica, f.CRCLeader)
+	if f.Holder >= 0 && (f.Path == copies.ReplicaFetch.String() || f.Path == copies.RaftFetch.String()) {
+		return fmt.Sprintf("%s offset %d: node %d's copy (%s) has crc %d, the leader's %d", f.Label, f.BaseOffset, f.Holder, f.ClientID, f.CRCReplica, f.CRCLeader)
 	}
-	return fmt.Sprintf("%s offset %d: %s's copy has crc %d, the leader's %d", f.label, f.BaseOffset, f.ClientID, f.CRCReplica, f.CRCLeader)
+	return fmt.Sprintf("%s offset %d: %s's copy has crc %d, the leader's %d", f.Label, f.BaseOffset, f.ClientID, f.CRCReplica, f.CRCLeader)
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var ex strings.Builder
-	other := fmt.Sprintf("the copy %s sent to %s by %s", f.server, f.who, f.Path)
+	other := fmt.Sprintf("the copy %s sent to %s by %s", f.Server, f.Who, f.Path)
 	if f.Path == copies.Produce.String() {
-		other = fmt.Sprintf("the copy producer %s (%s) wrote to %s", f.ClientID, f.client, f.server)
+		other = fmt.Sprintf("the copy producer %s (%s) wrote to %s", f.ClientID, f.Client, f.Server)
 	}
 	fmt.Fprintf(&ex, "At offset %d of %s, %d different batches were seen. The leader, %s, has CRC %d in %s (%s); %s has CRC %d. ",
-		f.BaseOffset, f.label, f.CRCs, f.leader, f.CRCLeader, text.Plural(f.refCopies, "copy", "copies"), pathNames(f.refPaths), other, f.CRCReplica)
+		f.BaseOffset, f.Label, f.CRCs, f.Leader, f.CRCLeader, text.Plural(f.RefCopies, "copy", "copies"), pathNames(f.RefPaths), other, f.CRCReplica)
 	ex.WriteString("Both CRCs verify, so each copy is intact as it was sent: the replicas hold different data at one offset, and a consumer sees different records depending on the replica it reads.")
 	if f.Batches > 1 {
 		fmt.Fprintf(&ex, " %d batches of this partition differ this way on this connection, the first at offset %d.", f.Batches, f.BaseOffset)
 	}
-	if f.epochChange > 0 {
-		fmt.Fprintf(&ex, " The copies carry different partition leader epochs (%d and %d): the log at this offset was rewritten after a leader change, which is how uncommitted data is truncated and replaced; with acks=1 producers the replaced copy had been acknowledged and is lost.", f.epochs[0], f.epochs[1])
-		if f.consumedLost > 0 {
+	if f.EpochChange > 0 {
+		fmt.Fprintf(&ex, " The copies carry different partition leader epochs (%d and %d): the log at this offset was rewritten after a leader change, which is how uncommitted data is truncated and replaced; with acks=1 producers the replaced copy had been acknowledged and is lost.", f.Epochs[0], f.Epochs[1])
+		if f.ConsumedLost > 0 {
 			fmt.Fprintf(&ex, " A consumer had read the replaced copy of %s: it was below the high watermark, committed, so the change lost committed data (an unclean leader election, or a broker that lost its log).",
-				text.Plural(f.consumedLost, "batch", "batches"))
+				text.Plural(f.ConsumedLost, "batch", "batches"))
 		}
 	}
 	return ex.String()
@@ -88,7 +88,7 @@ func (f *Finding) Next() string {
 	return fmt.Sprintf("Compare the segment on both brokers: kafka-dump-log.sh --files <segment>.log --print-data-log | grep -A2 'baseOffset: %d' on %s and on %s. "+
 		"Check unclean.leader.election.enable and the controller log for unclean elections, the partition's leader epochs "+
 		"(kafka-topics.sh --describe, the leader-epoch-checkpoint files), and disk or memory errors on both hosts (dmesg, SMART).",
-		f.BaseOffset, f.leader, f.who)
+		f.BaseOffset, f.Leader, f.Who)
 }
 
 func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding {
@@ -102,9 +102,9 @@ func (r *rule) mismatchFinding(p *detectors.Pass, m *mismatch) detectors.Finding
 	f := &Finding{
 		Topic: m.part.key.TopicName(p.Nodes), Partition: m.part.key.Num, BaseOffset: m.base, ClientID: src.ClientID,
 		CRCLeader: int64(m.crcLeader), CRCReplica: int64(m.crcReplica), Path: src.Path.String(),
-		label: m.part.key.Label(p.Nodes), holder: holder, CRCs: m.crcs, Batches: m.batches, refCopies: m.refCopies,
-		refPaths: m.refPaths, epochChange: m.epochChange, consumedLost: m.consumedLost, epochs: [2]int32{m.epochLeader, m.epochRepl}, leader: ref.ServerLabel(p.Nodes), server: src.ServerLabel(p.Nodes),
-		who: src.HolderLabel(p.Nodes), client: src.Client.String(),
+		Label: m.part.key.Label(p.Nodes), Holder: holder, CRCs: m.crcs, Batches: m.batches, RefCopies: m.refCopies,
+		RefPaths: m.refPaths, EpochChange: m.epochChange, ConsumedLost: m.consumedLost, Epochs: [2]int32{m.epochLeader, m.epochRepl}, Leader: ref.ServerLabel(p.Nodes), Server: src.ServerLabel(p.Nodes),
+		Who: src.HolderLabel(p.Nodes), Client: src.Client.String(),
 	}
 	if leader >= 0 {
 		f.LeaderID = &leader
@@ -149,19 +149,19 @@ type BadCRC struct {
 	// Error is the broker's refusal of a produced batch, if any.
 	Error string `json:"error,omitempty"`
 
-	label string
-	code  int16
+	Label string
+	Code  int16
 	// Copies is the copies on the connection that fail the check.
 	Copies int64 `count:"bad_crcs"`
 
-	server string
-	holder string
+	Server string
+	Holder string
 }
 
 // at says where the copy is in the log.
 func (b *BadCRC) at() string {
 	switch {
-	case b.BaseOffset < 0 && b.code != 0:
+	case b.BaseOffset < 0 && b.Code != 0:
 		return "(no offset: refused)"
 	case b.BaseOffset < 0:
 		return "(offset unknown: no response)"
@@ -172,9 +172,9 @@ func (b *BadCRC) at() string {
 // Summary implements detectors.Detail.
 func (b *BadCRC) Summary() string {
 	if b.Path == copies.Produce.String() {
-		return fmt.Sprintf("%s: producer %s sent a batch whose CRC does not verify (crc %d, computed %d)", b.label, b.ClientID, b.CRC, b.CRCComputed)
+		return fmt.Sprintf("%s: producer %s sent a batch whose CRC does not verify (crc %d, computed %d)", b.Label, b.ClientID, b.CRC, b.CRCComputed)
 	}
-	return fmt.Sprintf("%s %s: the batch %s sent to %s fails its CRC (crc %d, computed %d)", b.label, b.at(), b.server, b.ClientID, b.CRC, b.CRCComputed)
+	return fmt.Sprintf("%s %s: the batch %s sent to %s fails its CRC (crc %d, computed %d)", b.Label, b.at(), b.Server, b.ClientID, b.CRC, b.CRCComputed)
 }
 
 // Explanation implements detectors.Detail.
@@ -182,15 +182,15 @@ func (b *BadCRC) Explanation() string {
 	var ex strings.Builder
 	if b.Path == copies.Produce.String() {
 		fmt.Fprintf(&ex, "A batch for %s from %s carries CRC %d in its header, but its bytes (attributes to the end) checksum to %d: it was damaged before it reached the broker %s. ",
-			b.label, b.holder, b.CRC, b.CRCComputed, b.server)
-		if b.code != 0 {
+			b.Label, b.Holder, b.CRC, b.CRCComputed, b.Server)
+		if b.Code != 0 {
 			fmt.Fprintf(&ex, "The broker refused it with %s. ", b.Error)
 		} else if b.BaseOffset >= 0 {
 			fmt.Fprintf(&ex, "The broker still appended it %s. ", b.at())
 		}
 	} else {
 		fmt.Fprintf(&ex, "The batch %s of %s that %s sent to %s by %s carries CRC %d in its header, but its bytes (attributes to the end) checksum to %d: this copy is corrupt. ",
-			b.at(), b.label, b.server, b.holder, b.Path, b.CRC, b.CRCComputed)
+			b.at(), b.Label, b.Server, b.Holder, b.Path, b.CRC, b.CRCComputed)
 		ex.WriteString("A follower or consumer that receives it rejects it (CorruptRecordException) and fetches it again, so it stalls at that offset as long as the broker serves these bytes. ")
 	}
 	if b.Copies > 1 {
@@ -201,7 +201,7 @@ func (b *BadCRC) Explanation() string {
 
 // Next implements detectors.Detail.
 func (b *BadCRC) Next() string {
-	return "Run kafka-dump-log.sh --deep-iteration --files <segment>.log on " + b.server +
+	return "Run kafka-dump-log.sh --deep-iteration --files <segment>.log on " + b.Server +
 		" around the offset: a stored batch that fails there is corrupt on disk (check dmesg, SMART, the page cache's host); " +
 		"one that verifies was damaged in transit (NIC offload, memory, a proxy in the path). Check the receiver's log for " +
 		"CorruptRecordException, and rule out the capture itself (a rewriting or TLS-terminating proxy at the capture point)."
@@ -215,7 +215,7 @@ func (r *rule) badFinding(p *detectors.Pass, b *badCopies) detectors.Finding {
 	f := &BadCRC{
 		Topic: b.part.key.TopicName(p.Nodes), Partition: b.part.key.Num, BaseOffset: b.base, ClientID: src.ClientID,
 		CRC: int64(b.crc), CRCComputed: int64(b.computed), Path: src.Path.String(),
-		label: b.part.key.Label(p.Nodes), code: b.code, Copies: b.copies, server: src.ServerLabel(p.Nodes), holder: src.HolderLabel(p.Nodes),
+		Label: b.part.key.Label(p.Nodes), Code: b.code, Copies: b.copies, Server: src.ServerLabel(p.Nodes), Holder: src.HolderLabel(p.Nodes),
 	}
 	if b.code != 0 {
 		f.Error = decode.ErrorName(b.code)

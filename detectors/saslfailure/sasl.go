@@ -69,13 +69,13 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinReauthCloses = max(p.MinReauthCloses, 1)
-	return &rule{p: p, clients: map[cluster.Client]*client{}, conns: map[*flows.ConnInfo]*conn{}}
+	return &rule{p: p, clients: map[cluster.Client]*client{}, conns: map[tally.ConnKey]*conn{}}
 }
 
 type rule struct {
 	p       Params
 	clients map[cluster.Client]*client
-	conns   map[*flows.ConnInfo]*conn
+	conns   map[tally.ConnKey]*conn // by value: it pins no connection record
 	dropped int64
 }
 
@@ -151,10 +151,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if cl == nil {
 		return
 	}
-	cn := r.conns[x.Conn]
+	ck := tally.KeyOf(x.Conn)
+	cn := r.conns[ck]
 	if cn == nil && len(r.conns) < maxConns {
 		cn = &conn{client: cl}
-		r.conns[x.Conn] = cn
+		r.conns[ck] = cn
 	}
 	if x.Unanswered {
 		if x.OneSided {
@@ -251,7 +252,7 @@ func (r *rule) fail(cl *client, c *flows.ConnInfo, t time.Time, code int16, ev d
 // unanswered notes a request never answered: on a connection whose
 // session had run out, the broker closed it there.
 func (r *rule) unanswered(x *detectors.Exchange) {
-	cn := r.conns[x.Conn]
+	cn := r.conns[tally.KeyOf(x.Conn)]
 	if cn == nil || cn.expired || !cn.expiredAt(x.Req.Time, r.p.ReauthSlack) {
 		return
 	}
@@ -269,12 +270,12 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 	if e.Kind != flows.ConnClosed || e.Conn == nil {
 		return
 	}
-	cn := r.conns[e.Conn]
+	cn := r.conns[tally.KeyOf(e.Conn)]
 	if cn == nil {
 		return
 	}
 	if !cn.expiredAt(e.Time, r.p.ReauthSlack) {
-		delete(r.conns, e.Conn)
+		delete(r.conns, tally.KeyOf(e.Conn))
 		return
 	}
 	cn.closed = e.Time
@@ -287,7 +288,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 
 // reauthClose counts a connection closed at re-authentication time.
 func (r *rule) reauthClose(c *flows.ConnInfo, cn *conn) {
-	delete(r.conns, c)
+	delete(r.conns, tally.KeyOf(c))
 	cl := cn.client
 	if cl.reauthClosed == 0 || cn.closed.Before(cl.firstClose) {
 		cl.firstClose = cn.closed

@@ -82,17 +82,22 @@ func TestSaslFailure(t *testing.T) {
 				}
 			},
 			End: time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"failures": 3},
-				Fields: map[string]any{"mechanisms": []string{"OAUTHBEARER"}, "enabled_mechanisms": []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"},
-					"errors": []string{"UNSUPPORTED_SASL_MECHANISM x3"}, "healed": false, "client_host": "10.2.0.5", "client_id": "app"},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				Failures: 3, Mechanisms: []string{"OAUTHBEARER"},
+				Enabled: []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"},
+				Errors:  []string{"UNSUPPORTED_SASL_MECHANISM x3"}, Healed: false, ClientHost: "10.2.0.5",
+				ClientID: "app",
+			}, Exact: []string{"Healed"},
 				Summary:  []string{`client "app" on 10.2.0.5 failed SASL authentication 3 times (OAUTHBEARER): UNSUPPORTED_SASL_MECHANISM x3, never authenticated after`},
 				Evidence: []uint64{2}}},
 		},
 		{
 			Name:    "a wrong password, failing for 10 s to the end of the capture: an error",
 			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 10*time.Second, false) },
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"failures": 11},
-				Fields: map[string]any{"messages": []string{badPassword}, "errors": []string{"SASL_AUTHENTICATION_FAILED x11"}}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &saslfailure.Finding{
+				Failures: 11, Messages: []string{badPassword},
+				Errors: []string{"SASL_AUTHENTICATION_FAILED x11"},
+			}}},
 		},
 		{
 			Name:    "near miss: failing for 9.9 s to the end: a warning",
@@ -108,12 +113,12 @@ func TestSaslFailure(t *testing.T) {
 		{
 			Name:    "healed: failing for 2.9 s, then authenticated: info",
 			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 2900*ms, true) },
-			Want:    []dt.Want{{Severity: detectors.Info, Fields: map[string]any{"healed": true}, Summary: []string{"then authenticated"}}},
+			Want:    []dt.Want{{Severity: detectors.Info, Detail: &saslfailure.Finding{Healed: true}, Summary: []string{"then authenticated"}}},
 		},
 		{
 			Name:    "healed after 3 s of failures: a warning",
 			Traffic: func(h *dt.Harness) { failFor(h, time.Second, 3*time.Second, true) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"healed": true}}},
+			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{Healed: true}}},
 		},
 		{
 			Name: "the broker closing the connection instead of answering SaslAuthenticate",
@@ -123,8 +128,10 @@ func TestSaslFailure(t *testing.T) {
 				q, _ := h.Call(c, dt.At(time.Second+2*ms), 0, "app", dt.SaslAuthenticate("\x00app\x00wrong"), nil)
 				h.Unanswered(c, q)
 			},
-			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed_unanswered": 1, "failures": 1}, Summary: []string{"connection closed unanswered x1"}}},
+			End: time.Minute,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				Closed: 1, Failures: 1,
+			}, Summary: []string{"connection closed unanswered x1"}}},
 		},
 		{
 			Name: "ILLEGAL_SASL_STATE: a handshake on an authenticated connection without a session lifetime",
@@ -134,7 +141,7 @@ func TestSaslFailure(t *testing.T) {
 				h.Call(c, dt.At(at+time.Second), ms, "app", dt.SaslHandshake("SCRAM-SHA-256"), dt.SaslHandshaked(34))
 			},
 			End:  time.Minute,
-			Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"errors": []string{"ILLEGAL_SASL_STATE x1"}}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{Errors: []string{"ILLEGAL_SASL_STATE x1"}}}},
 		},
 		{
 			Name: "two connections closed by the broker at a request after their 5 s session lifetime: a warning",
@@ -145,8 +152,9 @@ func TestSaslFailure(t *testing.T) {
 					expire(h, c, at+5200*ms, i == 0)
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2, "failures": 0},
-				Fields:   map[string]any{"session_lifetime_ms": int64(5000)},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{
+				ReauthCloses: 2, Failures: 0, SessionLifetimeMs: int64(5000),
+			}, Exact: []string{"Failures"},
 				Summary:  []string{`client "app" on 10.2.0.5: 2 connections closed at re-authentication time (session lifetime 5.0 s)`},
 				Evidence: []uint64{7, 8}}},
 		},
@@ -156,7 +164,7 @@ func TestSaslFailure(t *testing.T) {
 				c := h.Conn("10.2.0.5:40000", broker)
 				expire(h, c, login(h, c, time.Second, 5000)+5200*ms, false)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"reauth_closes": 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &saslfailure.Finding{ReauthCloses: 1}}},
 		},
 		{
 			Name: "near miss: a request 3.9 s into a 5 s session (reauth-slack 1 s) is not at re-authentication time",
@@ -175,7 +183,7 @@ func TestSaslFailure(t *testing.T) {
 					expire(h, c, login(h, c, time.Second, 5000)+4000*ms, false)
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"reauth_closes": 2}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &saslfailure.Finding{ReauthCloses: 2}}},
 		},
 		{
 			Name: "near miss: connections the client closes while idle after their lifetime, or whose late requests are answered, give nothing",

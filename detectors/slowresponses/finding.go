@@ -30,43 +30,43 @@ type Finding struct {
 	Slow      int64 `count:"slow"`
 	Responses int64 `count:"responses"`
 
-	threshold, median, max time.Duration
-	waited                 time.Duration
-	sev                    detectors.Severity
-	first, last            time.Time
-	worst                  []exchange // the slowest by counted latency, slowest first
-	beyondWait             bool       // latency is counted beyond MaxWaitMillis
-	serverLabels           []string
-	p                      Params
+	Threshold, Median, Max time.Duration
+	Waited                 time.Duration
+	Severity               detectors.Severity
+	First, Last            time.Time
+	Worst                  []Exchange // the slowest by counted latency, slowest first
+	BeyondWait             bool       // latency is counted beyond MaxWaitMillis
+	ServerLabels           []string
+	Params                 Params
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	return fmt.Sprintf("%s took over %s%s (median %s, slowest %s) from %s",
-		text.Plural(f.Slow, f.API+" response", f.API+" responses"), text.Duration(min(f.threshold, f.p.MinWait)), f.beyond(),
-		text.Duration(f.median), text.Duration(f.max), text.List(f.serverLabels, 3))
+		text.Plural(f.Slow, f.API+" response", f.API+" responses"), text.Duration(min(f.Threshold, f.Params.MinWait)), f.beyond(),
+		text.Duration(f.Median), text.Duration(f.Max), text.List(f.ServerLabels, 3))
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	slow := fmt.Sprintf("more than %s%s, which is over %g times the median of %s and over %s", text.Duration(f.threshold),
-		f.beyond(), f.p.Factor, text.Duration(f.median), text.Duration(f.p.MinLatency))
-	if f.threshold > f.p.MinWait {
+	slow := fmt.Sprintf("more than %s%s, which is over %g times the median of %s and over %s", text.Duration(f.Threshold),
+		f.beyond(), f.Params.Factor, text.Duration(f.Median), text.Duration(f.Params.MinLatency))
+	if f.Threshold > f.Params.MinWait {
 		slow = fmt.Sprintf("%s or more%s, which clients feel however slow the API usually is (median %s)",
-			text.Duration(f.p.MinWait), f.beyond(), text.Duration(f.median))
+			text.Duration(f.Params.MinWait), f.beyond(), text.Duration(f.Median))
 	}
 	expl := fmt.Sprintf("Of %s, %d took %s, from %s to %s. The slowest%s: %s. Responses this far from the usual are a "+
 		"broker pausing (GC, disk, overloaded request handlers or network threads, a slow follower holding acks=all "+
 		"produces) rather than the work of the request.", text.Plural(f.Responses, f.API+" response", f.API+" responses"), f.Slow,
-		slow, text.Clock(f.first), text.Clock(f.last), f.beyond(), f.slowest())
-	if f.beyondWait {
+		slow, text.Clock(f.First), text.Clock(f.Last), f.beyond(), f.slowest())
+	if f.BeyondWait {
 		expl += " A Fetch is counted only for the time past its MaxWaitMillis, as the broker may hold a long " +
 			"poll that long when there is no data."
 	}
-	if f.sev == detectors.Info {
-		expl += fmt.Sprintf(" No client waited %s for one of them: info.", text.Duration(f.p.MinWait))
+	if f.Severity == detectors.Info {
+		expl += fmt.Sprintf(" No client waited %s for one of them: info.", text.Duration(f.Params.MinWait))
 	} else {
-		expl += fmt.Sprintf(" A client waited %s%s for one response.", text.Duration(f.waited), f.beyond())
+		expl += fmt.Sprintf(" A client waited %s%s for one response.", text.Duration(f.Waited), f.beyond())
 	}
 	return expl
 }
@@ -81,7 +81,7 @@ func (f *Finding) Next() string {
 }
 
 func (f *Finding) beyond() string {
-	if f.beyondWait {
+	if f.BeyondWait {
 		return " beyond MaxWaitMillis"
 	}
 	return ""
@@ -91,11 +91,11 @@ func (f *Finding) beyond() string {
 // by the time counted (beyond MaxWaitMillis or a throttle), with the whole
 // latency beside it where that differs.
 func (f *Finding) slowest() string {
-	parts := make([]string, len(f.worst))
-	for i, e := range f.worst {
-		parts[i] = fmt.Sprintf("packet %d, %s", e.ev.Packet, text.Duration(e.counted))
-		if e.counted != e.latency {
-			parts[i] += " (" + text.Duration(e.latency) + " in all)"
+	parts := make([]string, len(f.Worst))
+	for i, e := range f.Worst {
+		parts[i] = fmt.Sprintf("packet %d, %s", e.Evidence.Packet, text.Duration(e.Counted))
+		if e.Counted != e.Latency {
+			parts[i] += " (" + text.Duration(e.Latency) + " in all)"
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -96,22 +96,22 @@ func (r *rule) Cut() map[string]int64 {
 type api struct {
 	key   int16
 	h     hist.Histogram // counted latency of every exchange
-	cands []exchange     // counted latency over MinLatency, in order
+	cands []Exchange     // counted latency over MinLatency, in order
 	// Past maxCandidates: exchanges judged as they come.
 	late                int64
-	lateFirst, lateLast exchange
+	lateFirst, lateLast Exchange
 	lateConns           tally.Conns
 	lateIDs             map[string]bool
-	worst               []exchange // the slowest by counted latency, slowest first
+	worst               []Exchange // the slowest by counted latency, slowest first
 	fetchWaits          bool       // some exchanges had a MaxWaitMillis taken off
 }
 
-// exchange is one exchange over MinLatency.
-type exchange struct {
-	counted  time.Duration // latency beyond what the broker may hold it
-	latency  time.Duration
+// Exchange is one exchange over MinLatency.
+type Exchange struct {
+	Counted  time.Duration // latency beyond what the broker may hold it
+	Latency  time.Duration
 	t        time.Time
-	ev       detectors.Evidence
+	Evidence detectors.Evidence
 	conn     *flows.ConnInfo
 	clientID string
 }
@@ -150,11 +150,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if counted <= r.p.MinLatency && counted < r.p.MinWait {
 		return
 	}
-	e := exchange{counted: counted, latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.Client.ID,
-		ev: detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version,
+	e := Exchange{Counted: counted, Latency: lat, t: x.Resp.Time, conn: x.Conn, clientID: x.Req.Client.ID,
+		Evidence: detectors.EvidenceAt(x.Resp, fmt.Sprintf("%s v%d corr %d answered after %s", x.Req.Name(), x.Req.Version,
 			x.Req.Correlation, text.Duration(lat)))}
 	if wait > 0 {
-		e.ev.What += fmt.Sprintf(" (MaxWaitMillis %d)", wait.Milliseconds())
+		e.Evidence.What += fmt.Sprintf(" (MaxWaitMillis %d)", wait.Milliseconds())
 	}
 	if r.kept < maxCandidates {
 		r.kept++
@@ -192,12 +192,12 @@ func (r *rule) api(key int16) *api {
 	return a
 }
 
-func (a *api) keepWorst(e exchange) {
-	i := sort.Search(len(a.worst), func(i int) bool { return a.worst[i].counted < e.counted })
+func (a *api) keepWorst(e Exchange) {
+	i := sort.Search(len(a.worst), func(i int) bool { return a.worst[i].Counted < e.Counted })
 	if i >= worstKept {
 		return
 	}
-	a.worst = append(a.worst, exchange{})
+	a.worst = append(a.worst, Exchange{})
 	copy(a.worst[i+1:], a.worst[i:])
 	a.worst[i] = e
 	if len(a.worst) > worstKept {
@@ -234,9 +234,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 
 func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	thr := r.threshold(a)
-	var slow []exchange
+	var slow []Exchange
 	for _, e := range a.cands {
-		if r.slow(a, e.counted) {
+		if r.slow(a, e.Counted) {
 			slow = append(slow, e)
 		}
 	}
@@ -244,7 +244,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	// The longest a client waited, beyond what the broker may hold it.
 	var waited time.Duration
 	if len(a.worst) > 0 {
-		waited = a.worst[0].counted
+		waited = a.worst[0].Counted
 	}
 	if n < int64(r.p.MinCount) {
 		return detectors.Finding{}, false
@@ -259,9 +259,9 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	for _, e := range slow {
 		conns.Add(e.conn)
 		ids[e.clientID] = true
-		maxLat = max(maxLat, e.latency)
+		maxLat = max(maxLat, e.Latency)
 	}
-	var first, last exchange
+	var first, last Exchange
 	if len(slow) > 0 {
 		first, last = slow[0], slow[len(slow)-1]
 	}
@@ -277,18 +277,18 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		}
 		last = a.lateLast
 	}
-	var worst []exchange
+	var worst []Exchange
 	for _, e := range a.worst {
-		if r.slow(a, e.counted) {
+		if r.slow(a, e.Counted) {
 			worst = append(worst, e)
-			maxLat = max(maxLat, e.latency)
+			maxLat = max(maxLat, e.Latency)
 		}
 	}
 	// Evidence: the first and last slow responses and the slowest.
-	ev := []detectors.Evidence{first.ev}
+	ev := []detectors.Evidence{first.Evidence}
 	for _, e := range append(worst, last) {
-		if !slices.ContainsFunc(ev, func(x detectors.Evidence) bool { return x.File == e.ev.File && x.Packet == e.ev.Packet }) {
-			ev = append(ev, e.ev)
+		if !slices.ContainsFunc(ev, func(x detectors.Evidence) bool { return x.File == e.Evidence.File && x.Packet == e.Evidence.Packet }) {
+			ev = append(ev, e.Evidence)
 		}
 	}
 	detectors.SortEvidence(ev)
@@ -297,8 +297,8 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 		API: decode.Name(a.key), MedianMs: text.Millis(p50), ThresholdMs: text.Millis(min(thr, r.p.MinWait)), MaxMs: text.Millis(maxLat),
 		WaitedMs:  text.Millis(waited),
 		ClientIDs: text.SortedKeys(ids), Clients: conns.Clients(), Servers: conns.Servers(),
-		Slow: n, Responses: int64(a.h.Count()), threshold: thr, median: p50, max: maxLat, waited: waited, first: first.t, last: last.t,
-		worst: worst, beyondWait: a.fetchWaits, serverLabels: conns.ServerLabels(p.Nodes), p: r.p, sev: sev,
+		Slow: n, Responses: int64(a.h.Count()), Threshold: thr, Median: p50, Max: maxLat, Waited: waited, First: first.t, Last: last.t,
+		Worst: worst, BeyondWait: a.fetchWaits, ServerLabels: conns.ServerLabels(p.Nodes), Params: r.p, Severity: sev,
 	}
 	return detectors.Finding{
 		Severity: sev,

@@ -80,9 +80,11 @@ func TestSlowResponses(t *testing.T) {
 			mix:  mix{fast: ms(2), n: 5, slow: 3 * time.Second},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"slow": 5, "responses": 105},
-				Fields: map[string]any{"api": "Produce", "p50_ms": 2.0, "max_ms": 3000.0, "threshold_ms": 1000.0, "waited_ms": 3000.0,
-					"client_ids": []string{"producer-2"}, "clients": []string{"10.2.0.6"}, "servers": []string{broker}},
+				Detail: &slowresponses.Finding{
+					Slow: 5, Responses: 105, API: "Produce", MedianMs: 2.0, MaxMs: 3000.0, ThresholdMs: 1000.0,
+					WaitedMs: 3000.0, ClientIDs: []string{"producer-2"}, Clients: []string{"10.2.0.6"},
+					Servers: []string{broker},
+				},
 				Summary: []string{"5 Produce responses took over 1.0 s (median 2 ms, slowest 3.0 s) from " + broker},
 			}},
 			explanation: []string{"A client waited 3.0 s for one response."},
@@ -90,7 +92,7 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name:        "near miss: five answered after 2.9 s: slow for the API, but under 3 s: info",
 			mix:         mix{fast: ms(2), n: 5, slow: 2900 * time.Millisecond},
-			want:        []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"waited_ms": 2900.0}}},
+			want:        []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5, WaitedMs: 2900.0}}},
 			explanation: []string{"No client waited 3.0 s for one of them: info."},
 		},
 		{
@@ -100,13 +102,13 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss the other way: three slow of 2.9 s, exactly min-count: info",
 			mix:  mix{fast: ms(2), n: 3, slow: 2900 * time.Millisecond},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 3}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 3}}},
 		},
 		{
 			name:     "the two with min-count 2",
 			settings: map[string]string{"min-count": "2"},
 			mix:      mix{fast: ms(2), n: 2, slow: 2 * time.Second},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 2}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 2}}},
 		},
 		{
 			name: "near miss: two Produce answered after 13 s are not yet a pattern (min-count)",
@@ -115,20 +117,21 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss: three Produce answered after 29.9 s: a warning",
 			mix:  mix{fast: ms(2), n: 3, slow: 29900 * time.Millisecond},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 3}, Fields: map[string]any{"waited_ms": 29900.0}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{Slow: 3, WaitedMs: 29900.0}}},
 		},
 		{
 			name: "near miss the other way: three Produce answered after 30 s: an error",
 			mix:  mix{fast: ms(2), n: 3, slow: 30 * time.Second},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"slow": 3}, Fields: map[string]any{"waited_ms": 30000.0}}},
+			want: []dt.Want{{Severity: detectors.Error, Detail: &slowresponses.Finding{Slow: 3, WaitedMs: 30000.0}}},
 		},
 		{
 			name: "a broker slow on every Produce, 4 s each: slow whatever the median",
 			traffic: func(h *dt.Harness, tl *dt.Timeline) {
 				series(h, tl, "10.2.0.5:40000", "producer-1", time.Second, 4100*time.Millisecond, 20, 4*time.Second, produce(9, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 20, "responses": 20},
-				Fields:  map[string]any{"p50_ms": 4000.0, "threshold_ms": 3000.0, "waited_ms": 4000.0},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{
+				Slow: 20, Responses: 20, MedianMs: 4000.0, ThresholdMs: 3000.0, WaitedMs: 4000.0,
+			},
 				Summary: []string{"20 Produce responses took over 3.0 s (median 4.0 s, slowest 4.0 s)"}}},
 			explanation: []string{"took 3.0 s or more, which clients feel however slow the API usually is (median 4.0 s)"},
 		},
@@ -142,7 +145,7 @@ func TestSlowResponses(t *testing.T) {
 			name:     "min-wait 5s: five Produce after 4 s are slow for the API, info",
 			settings: map[string]string{"min-wait": "5s"},
 			mix:      mix{fast: ms(2), n: 5, slow: 4 * time.Second},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5}}},
 		},
 		{
 			name: "near miss: expired long polls, 500 ms with MaxWaitMillis 500, among fast fetches",
@@ -155,26 +158,29 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss the other way: Fetch with MaxWaitMillis 5000 answered after 6.1 s: slow, 1.1 s beyond the wait (info)",
 			mix:  mix{fast: ms(1), n: 10, slow: ms(6100), maxWait: 5000},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 10},
-				Fields:  map[string]any{"api": "Fetch", "max_ms": 6100.0, "waited_ms": 1100.0},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{
+				Slow: 10, API: "Fetch", MaxMs: 6100.0, WaitedMs: 1100.0,
+			},
 				Summary: []string{"10 Fetch responses took over 1.0 s beyond MaxWaitMillis"}}},
 		},
 		{
 			name: "near miss: Fetch with MaxWaitMillis 5000 answered after 7.9 s: 2.9 s beyond the wait (info)",
 			mix:  mix{fast: ms(1), n: 10, slow: ms(7900), maxWait: 5000},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 10}, Fields: map[string]any{"waited_ms": 2900.0}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 10, WaitedMs: 2900.0}}},
 		},
 		{
 			name:        "near miss the other way: answered after 8 s: 3 s beyond the wait, a warning",
 			mix:         mix{fast: ms(1), n: 10, slow: ms(8000), maxWait: 5000},
-			want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 10}, Fields: map[string]any{"waited_ms": 3000.0}}},
+			want:        []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{Slow: 10, WaitedMs: 3000.0}}},
 			explanation: []string{"A client waited 3.0 s beyond MaxWaitMillis for one response."},
 		},
 		{
 			name: "Fetch with MaxWaitMillis 500 answered after 3.5 s",
 			mix:  mix{fast: ms(20), n: 5, slow: 3500 * time.Millisecond, maxWait: 500},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5, "responses": 105},
-				Fields: map[string]any{"api": "Fetch", "max_ms": 3500.0, "waited_ms": 3000.0, "client_ids": []string{"consumer-2"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{
+				Slow: 5, Responses: 105, API: "Fetch", MaxMs: 3500.0, WaitedMs: 3000.0,
+				ClientIDs: []string{"consumer-2"},
+			}}},
 		},
 		{
 			name: "near miss: Fetches whose request body was lost are not judged (MaxWaitMillis unknown)",
@@ -197,13 +203,13 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss the other way: 2 s is thirteen times a 150 ms median (info)",
 			mix:  mix{fast: ms(150), n: 5, slow: 2 * time.Second},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5}}},
 		},
 		{
 			name:     "the 400 ms median with factor 4",
 			settings: map[string]string{"factor": "4"},
 			mix:      mix{fast: ms(400), n: 5, slow: 2 * time.Second},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 1600.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5, ThresholdMs: 1600.0}}},
 		},
 		{
 			name: "near miss: 900 ms is 900 times the median but under min-latency",
@@ -216,19 +222,19 @@ func TestSlowResponses(t *testing.T) {
 		{
 			name: "near miss the other way: 1.1 s is over min-latency (info)",
 			mix:  mix{fast: ms(1), n: 5, slow: 1100 * time.Millisecond},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 1100.0}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5, MaxMs: 1100.0}}},
 		},
 		{
 			name:     "900 ms with min-latency 500ms",
 			settings: map[string]string{"min-latency": "500ms"},
 			mix:      mix{fast: ms(1), n: 5, slow: 900 * time.Millisecond},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"max_ms": 900.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5, MaxMs: 900.0}}},
 		},
 		{
 			name:     "the old name min-latency-s, in seconds, still works",
 			settings: map[string]string{"min-latency-s": "0.5"},
 			mix:      mix{fast: ms(1), n: 5, slow: 900 * time.Millisecond},
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"slow": 5}, Fields: map[string]any{"threshold_ms": 500.0}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &slowresponses.Finding{Slow: 5, ThresholdMs: 500.0}}},
 		},
 		{
 			name: "near miss: JoinGroup held 30 s for a rebalance",
@@ -253,7 +259,7 @@ func TestSlowResponses(t *testing.T) {
 				series(h, tl, "10.2.0.5:40000", "producer", time.Second, 50*time.Millisecond, 100, ms(2), produce(9, 0))
 				series(h, tl, "10.2.0.6:40000", "producer", 2*time.Second, 4*time.Second, 5, 3*time.Second+ms(2), produce(9, 3000))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"slow": 5}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &slowresponses.Finding{Slow: 5}}},
 		},
 		{
 			name: "one finding per API",
@@ -264,8 +270,8 @@ func TestSlowResponses(t *testing.T) {
 				series(h, tl, "10.2.0.8:40000", "consumer-2", time.Second, 4*time.Second, 4, 3*time.Second, fetch(500))
 			},
 			want: []dt.Want{
-				{Severity: detectors.Warning, Fields: map[string]any{"api": "Produce"}, Counts: map[string]int64{"slow": 3}},
-				{Severity: detectors.Info, Fields: map[string]any{"api": "Fetch"}, Counts: map[string]int64{"slow": 4}},
+				{Severity: detectors.Warning, Detail: &slowresponses.Finding{API: "Produce", Slow: 3}},
+				{Severity: detectors.Info, Detail: &slowresponses.Finding{API: "Fetch", Slow: 4}},
 			},
 		},
 	} {

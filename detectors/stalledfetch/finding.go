@@ -56,18 +56,18 @@ type Finding struct {
 	// Error is the most frequent error of the answers, if any.
 	Error string `json:"error,omitempty"`
 
-	who, tp      string
-	node         int32
-	role         cluster.Role
-	lso          int64
-	committed    bool
-	dur          time.Duration
-	held         time.Duration
-	healed       bool
-	code         int16
-	codeN        int64
-	codes        []string
-	serverLabels []string
+	Who, TopicPartition string
+	Node                int32
+	FetcherRole         cluster.Role
+	LSO                 int64
+	Committed           bool
+	Span                time.Duration
+	Held                time.Duration
+	Healed              bool
+	Code                int16
+	CodeN               int64
+	Codes               []string
+	ServerLabels        []string
 
 	// The counts: the fetches that got nothing, Records none of them
 	// (always 0, the count that says so), ErrorResponses of them answered
@@ -89,10 +89,10 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 		Fields: w.key.Fields(), FetchOffset: w.offset,
 		HighWatermark: w.hw, Duration: text.Seconds(dur), HeldS: text.Seconds(held), Ongoing: open,
 		Rate: text.Rate(w.fetches, dur), Servers: w.servers.Strings(),
-		Role: w.role.String(),
-		tp:   peers.Label(w.key.P), node: peers.NodeOf(p, w.fetcher, c.Host), role: w.role, Fetches: w.fetches, ErrorResponses: w.errors, Throttled: w.throttled,
-		lso: w.lso, committed: w.committed, dur: dur, held: held, healed: healed, code: code, codeN: codeN, codes: w.codes.Parts(),
-		serverLabels: w.servers.Labels(p),
+		Role:           w.role.String(),
+		TopicPartition: peers.Label(w.key.P), Node: peers.NodeOf(p, w.fetcher, c.Host), FetcherRole: w.role, Fetches: w.fetches, ErrorResponses: w.errors, Throttled: w.throttled,
+		LSO: w.lso, Committed: w.committed, Span: dur, Held: held, Healed: healed, Code: code, CodeN: codeN, Codes: w.codes.Parts(),
+		ServerLabels: w.servers.Labels(p),
 	}
 	if w.committed {
 		lso := w.lso
@@ -101,13 +101,13 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 	if code != 0 {
 		f.Error = detectors.ErrorName(code)
 	}
-	f.who = text.Or(c.ID, "fetcher")
-	if f.node >= 0 {
-		f.who += fmt.Sprintf(" (node %d, %s)", f.node, c.Host)
+	f.Who = text.Or(c.ID, "fetcher")
+	if f.Node >= 0 {
+		f.Who += fmt.Sprintf(" (node %d, %s)", f.Node, c.Host)
 	} else {
-		f.who += " (" + c.Host.String() + ")"
+		f.Who += " (" + c.Host.String() + ")"
 	}
-	nodes := peers.NodeIDs(p, []*peers.Servers{&w.servers}, f.node)
+	nodes := peers.NodeIDs(p, []*peers.Servers{&w.servers}, f.Node)
 	return detectors.Finding{
 		Severity: detectors.Grade(held, open),
 		First:    w.first,
@@ -127,20 +127,20 @@ func (f *Finding) Summary() string {
 		hw = "high watermark unknown"
 	}
 	var s string
-	if f.code != 0 {
+	if f.Code != 0 {
 		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records (%s, %s x%d)",
-			f.who, f.FetchOffset, f.tp, f.Fetches, text.Duration(f.dur), hw, f.Error, f.codeN)
+			f.Who, f.FetchOffset, f.TopicPartition, f.Fetches, text.Duration(f.Span), hw, f.Error, f.CodeN)
 	} else {
 		s = fmt.Sprintf("%s is stuck at offset %d of %s: %d fetches in %s brought 0 records though the %s",
-			f.who, f.FetchOffset, f.tp, f.Fetches, text.Duration(f.dur), hw)
+			f.Who, f.FetchOffset, f.TopicPartition, f.Fetches, text.Duration(f.Span), hw)
 	}
-	return s + spell.Tail(f.Ongoing, f.healed, f.held, "stuck", "moving again", "stuck fetch")
+	return s + spell.Tail(f.Ongoing, f.Healed, f.Held, "stuck", "moving again", "stuck fetch")
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
 	var state string
-	codes := strings.Join(f.codes, ", ")
+	codes := strings.Join(f.Codes, ", ")
 	switch {
 	case f.ErrorResponses == f.Fetches && f.HighWatermark < 0:
 		state = fmt.Sprintf("every answer was an error (%s) and none reported a high watermark", codes)
@@ -148,29 +148,29 @@ func (f *Finding) Explanation() string {
 		state = fmt.Sprintf("%d answers were errors (%s); the high watermark stayed at %d", f.ErrorResponses, codes, f.HighWatermark)
 	default:
 		bound := fmt.Sprintf("the high watermark stayed at %d, %d records ahead of it", f.HighWatermark, f.HighWatermark-f.FetchOffset)
-		if f.committed && f.lso >= 0 {
-			bound = fmt.Sprintf("the last stable offset stayed at %d, %d records ahead of it", f.lso, f.lso-f.FetchOffset)
+		if f.Committed && f.LSO >= 0 {
+			bound = fmt.Sprintf("the last stable offset stayed at %d, %d records ahead of it", f.LSO, f.LSO-f.FetchOffset)
 		}
 		state = "no answer carried an error, yet " + bound
 	}
 	var felt string
 	switch {
 	case f.Ongoing:
-		felt = fmt.Sprintf(" It was still stuck when the capture ended, %s after its first stuck fetch.", text.Duration(f.held))
-	case f.healed:
-		felt = fmt.Sprintf(" A fetch moved it again %s after the first stuck one: that long the %s was held up.", text.Duration(f.held), f.kind())
+		felt = fmt.Sprintf(" It was still stuck when the capture ended, %s after its first stuck fetch.", text.Duration(f.Held))
+	case f.Healed:
+		felt = fmt.Sprintf(" A fetch moved it again %s after the first stuck one: that long the %s was held up.", text.Duration(f.Held), f.kind())
 	default:
-		felt = fmt.Sprintf(" No fetch moved it at once afterwards: it was stuck for %s.", text.Duration(f.held))
+		felt = fmt.Sprintf(" No fetch moved it at once afterwards: it was stuck for %s.", text.Duration(f.Held))
 	}
 	return fmt.Sprintf("%s fetched %s %d times over %s (%.1f/s) from %s, and its position never moved: every fetch "+
 		"asked for offset %d and every answer brought 0 records; %s. Request and response counters rising on this "+
 		"connection is not health: the %s of this partition is not advancing.%s",
-		f.who, f.tp, f.Fetches, text.Duration(f.dur), f.Rate, strings.Join(f.serverLabels, ", "), f.FetchOffset, state, f.kind(), felt)
+		f.Who, f.TopicPartition, f.Fetches, text.Duration(f.Span), f.Rate, strings.Join(f.ServerLabels, ", "), f.FetchOffset, state, f.kind(), felt)
 }
 
 // kind is what the fetcher does.
 func (f *Finding) kind() string {
-	switch f.role {
+	switch f.FetcherRole {
 	case cluster.RoleRaft:
 		return "metadata replication"
 	case cluster.RoleReplication:
@@ -181,20 +181,20 @@ func (f *Finding) kind() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	switch f.role {
+	switch f.FetcherRole {
 	case cluster.RoleRaft:
 		return fmt.Sprintf("This is the node's KRaft metadata log: kafka-metadata-quorum.sh describe --replication (node %d's LogEndOffset "+
 			"and Lag), and on the node raft-metrics fetch-records-rate (0), high-watermark (frozen) and broker-metadata-metrics "+
-			"last-applied-record-lag-ms (rising). A not-leader-loop finding says where its fetches go instead.", f.node)
+			"last-applied-record-lag-ms (rising). A not-leader-loop finding says where its fetches go instead.", f.Node)
 	case cluster.RoleReplication:
 		return fmt.Sprintf("On the leader: kafka-topics.sh --describe --topic %s (is the follower still in the ISR?) and "+
-			"kafka.server:type=FetcherLagMetrics on node %d; the follower's server.log for the partition's fetcher errors.", f.Topic, f.node)
+			"kafka.server:type=FetcherLagMetrics on node %d; the follower's server.log for the partition's fetcher errors.", f.Topic, f.Node)
 	}
 	hint := ""
-	if f.code != 0 {
+	if f.Code != 0 {
 		hint = " (" + f.Error + ": act on it, e.g. the leader it names)"
 	}
 	return fmt.Sprintf("kafka-consumer-groups.sh --describe --group <group> (CURRENT-OFFSET %d vs LOG-END-OFFSET for %s); "+
 		"the consumer's logs for errors on the partition%s; if there is no error, a record larger than the fetch limits "+
-		"(max.partition.fetch.bytes, fetch.max.bytes) or a consumer discarding what it receives.", f.FetchOffset, f.tp, hint)
+		"(max.partition.fetch.bytes, fetch.max.bytes) or a consumer discarding what it receives.", f.FetchOffset, f.TopicPartition, hint)
 }

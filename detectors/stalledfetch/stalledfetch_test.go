@@ -9,6 +9,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/detectors/stalledfetch"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -56,8 +57,9 @@ var policy = []dt.Case{
 			Severity: detectors.Warning,
 			Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 9 fetches in 8.0 s brought 0 records " +
 				"(high watermark unknown, KAFKA_STORAGE_ERROR x9); moving again 8.5 s after the first stuck fetch"},
-			Counts: map[string]int64{"fetches": 9, "errors": 9},
-			Fields: map[string]any{"held_s": 8.5, "ongoing": false, "duration_s": 8.001},
+			Detail: &stalledfetch.Finding{
+				Fetches: 9, ErrorResponses: 9, HeldS: 8.5, Ongoing: false, Duration: 8.001,
+			}, Exact: []string{"Ongoing"},
 		}},
 		Explanation: []string{"A fetch moved it again 8.5 s after the first stuck one: that long the consumption was held up."},
 	},
@@ -66,7 +68,9 @@ var policy = []dt.Case{
 		Traffic: func(h *dt.Harness) {
 			erring(h, h.Conn("10.3.0.5:41020", "10.3.0.1:9092"), "kfake-consumer", 8, 600*time.Millisecond, 40, 56, 0)
 		},
-		Want: []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"high_watermark": int64(-1), "held_s": 4.201, "ongoing": true},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+			HighWatermark: int64(-1), HeldS: 4.201, Ongoing: true,
+		},
 			Summary: []string{"(high watermark unknown, KAFKA_STORAGE_ERROR x8)"}}},
 	},
 	{
@@ -78,22 +82,24 @@ var policy = []dt.Case{
 	{
 		Name:    "near miss of 30 s (LongAfter): stuck 29 s, then records: a warning",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 29, time.Second, 29*time.Second) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 29.0}}},
+		Want:    []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{HeldS: 29.0}}},
 	},
 	{
 		Name:    "stuck 31 s, then records: an error (LongAfter)",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 31, time.Second, 31*time.Second) },
-		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 31.0}}},
+		Want:    []dt.Want{{Severity: detectors.Error, Detail: &stalledfetch.Finding{HeldS: 31.0}}},
 	},
 	{
 		Name:    "near miss of 10 s still stuck at the end (HealAfter): 9 s, a warning",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 19, 500*time.Millisecond, 0) },
-		Want:    []dt.Want{{Severity: detectors.Warning, Fields: map[string]any{"held_s": 9.001, "ongoing": true}, Summary: []string{"still stuck when the capture ended"}}},
+		Want: []dt.Want{{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+			HeldS: 9.001, Ongoing: true,
+		}, Summary: []string{"still stuck when the capture ended"}}},
 	},
 	{
 		Name:    "still stuck at the end after 11 s: an error (HealAfter)",
 		Traffic: func(h *dt.Harness) { stuckThen(h, 23, 500*time.Millisecond, 0) },
-		Want:    []dt.Want{{Severity: detectors.Error, Fields: map[string]any{"held_s": 11.001, "ongoing": true}}},
+		Want:    []dt.Want{{Severity: detectors.Error, Detail: &stalledfetch.Finding{HeldS: 11.001, Ongoing: true}}},
 	},
 	{
 		Name:    "near miss: records more than 10 s after the last stuck fetch (the consumer had paused) do not stretch the stall",
@@ -110,10 +116,12 @@ func TestStalledFetch(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"stuck-consumer (10.3.0.5) is stuck at offset 100 of payments-3: 40 fetches in 19.5 s brought 0 records " +
 					"though the high watermark 500"},
-				Counts: map[string]int64{"fetches": 40, "records": 0, "errors": 0},
-				Fields: map[string]any{"client": "10.3.0.5", "client_id": "stuck-consumer", "topic": "payments", "partition": int32(3),
-					"fetch_offset": int64(100), "high_watermark": int64(500), "role": "consumer", "servers": []string{"10.3.0.1:9092"},
-					"duration_s": 19.502, "held_s": 19.502, "ongoing": true, "rate_per_s": 2.05},
+				Detail: &stalledfetch.Finding{
+					Fetches: 40, Records: 0, ErrorResponses: 0, FetchOffset: int64(100),
+					HighWatermark: int64(500), Role: "consumer", Servers: []string{"10.3.0.1:9092"},
+					Duration: 19.502, HeldS: 19.502, Ongoing: true, Rate: 2.05,
+					Fields: peers.Fields{Client: "10.3.0.5", ClientID: "stuck-consumer", Topic: "payments", Partition: int32(3)},
+				}, Exact: []string{"Records", "ErrorResponses"},
 				Evidence: []uint64{2, 80},
 			}},
 			Explanation: []string{"no answer carried an error, yet the high watermark stayed at 500, 400 records ahead of it",
@@ -133,9 +141,11 @@ func TestStalledFetch(t *testing.T) {
 				Severity: detectors.Error,
 				Summary: []string{"raft-client-9 (node 9, 10.3.0.9) is stuck at offset 777 of __cluster_metadata-0: 30 fetches in 29.0 s " +
 					"brought 0 records (high watermark unknown, NOT_LEADER_OR_FOLLOWER x30)"},
-				Counts: map[string]int64{"fetches": 30, "records": 0, "errors": 30},
-				Fields: map[string]any{"topic": "__cluster_metadata", "fetch_offset": int64(777), "high_watermark": int64(-1),
-					"error": "NOT_LEADER_OR_FOLLOWER", "role": "raft"},
+				Detail: &stalledfetch.Finding{
+					Fetches: 30, Records: 0, ErrorResponses: 30, FetchOffset: int64(777),
+					HighWatermark: int64(-1), Error: "NOT_LEADER_OR_FOLLOWER", Role: "raft",
+					Fields: peers.Fields{Topic: "__cluster_metadata"},
+				}, Exact: []string{"Records"},
 			}},
 			Nodes:       []int32{9},
 			Explanation: []string{"every answer was an error (NOT_LEADER_OR_FOLLOWER x30) and none reported a high watermark", "metadata replication"},
@@ -158,8 +168,10 @@ func TestStalledFetch(t *testing.T) {
 			Want: []dt.Want{{
 				Severity: detectors.Error,
 				Summary:  []string{"broker-2-fetcher-0 (node 2, 10.3.0.12)", "(high watermark 90, FENCED_LEADER_EPOCH x5)"},
-				Counts:   map[string]int64{"fetches": 25, "errors": 5},
-				Fields:   map[string]any{"role": "replication", "error": "FENCED_LEADER_EPOCH", "high_watermark": int64(90)},
+				Detail: &stalledfetch.Finding{
+					Fetches: 25, ErrorResponses: 5, Role: "replication", Error: "FENCED_LEADER_EPOCH",
+					HighWatermark: int64(90),
+				},
 			}},
 			Nodes:       []int32{2},
 			Explanation: []string{"5 answers were errors (FENCED_LEADER_EPOCH x5); the high watermark stayed at 90", "the replication of this partition"},
@@ -188,8 +200,10 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"fetches": 29, "errors": 29},
-				Fields:   map[string]any{"fetch_offset": int64(600), "partition": int32(1), "error": "NOT_LEADER_OR_FOLLOWER"},
+				Detail: &stalledfetch.Finding{
+					Fetches: 29, ErrorResponses: 29, FetchOffset: int64(600), Error: "NOT_LEADER_OR_FOLLOWER",
+					Fields: peers.Fields{Partition: int32(1)},
+				},
 			}},
 			Next: []string{"(NOT_LEADER_OR_FOLLOWER: act on it, e.g. the leader it names)"},
 		},
@@ -206,8 +220,10 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"fetches": 30, "throttled": 30},
-				Fields:   map[string]any{"isolation": "read_committed", "last_stable_offset": int64(320), "high_watermark": int64(350)},
+				Detail: &stalledfetch.Finding{
+					Fetches: 30, Throttled: 30, Isolation: "read_committed",
+					LastStableOffset: dt.Ptr[int64](int64(320)), HighWatermark: int64(350),
+				},
 			}},
 			Explanation: []string{"the last stable offset stayed at 320, 20 records ahead of it"},
 		},
@@ -283,7 +299,7 @@ func TestStalledFetch(t *testing.T) {
 			Name:     "a short stall is reported once min-duration is lowered (a bare number is in seconds); under 3 s, info",
 			Settings: map[string]string{"min-duration": "1"},
 			Traffic:  func(h *dt.Harness) { stuck(h, 10, 200*time.Millisecond) },
-			Want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"fetches": 10}, Fields: map[string]any{"held_s": 1.802}}},
+			Want:     []dt.Want{{Severity: detectors.Info, Detail: &stalledfetch.Finding{Fetches: 10, HeldS: 1.802}}},
 		},
 		{
 			Name: "many short stalls then a long one: the long one alone, with only its own servers",
@@ -309,19 +325,22 @@ func TestStalledFetch(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Error,
-				Counts:   map[string]int64{"fetches": 21, "errors": 0},
-				Fields:   map[string]any{"fetch_offset": int64(40), "servers": []string{"10.3.0.2:9092"}, "duration_s": 12.001},
+				Detail: &stalledfetch.Finding{
+					Fetches: 21, ErrorResponses: 0, FetchOffset: int64(40), Servers: []string{"10.3.0.2:9092"},
+					Duration: 12.001,
+				}, Exact: []string{"ErrorResponses"},
 			}},
 		},
 	},
 		policy,
 		dt.Edge("held up 3 s (the policy's FeltAfter): stuck 3.1 s, then records", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 15, "errors": 15},
-				Fields: map[string]any{"held_s": 3.1, "ongoing": false, "error": "KAFKA_STORAGE_ERROR"}},
+			dt.Want{Severity: detectors.Warning, Detail: &stalledfetch.Finding{
+				Fetches: 15, ErrorResponses: 15, HeldS: 3.1, Ongoing: false, Error: "KAFKA_STORAGE_ERROR",
+			}, Exact: []string{"Ongoing"}},
 			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 3100*time.Millisecond) },
 			func(h *dt.Harness) { stuckThen(h, 15, 200*time.Millisecond, 2900*time.Millisecond) }),
 		dt.Edge("min-fetches (2 stuck fetches 2 s apart, as sarama retries, then records at 4 s)", nil,
-			dt.Want{Severity: detectors.Warning, Counts: map[string]int64{"fetches": 2}, Fields: map[string]any{"held_s": 4.0}},
+			dt.Want{Severity: detectors.Warning, Detail: &stalledfetch.Finding{Fetches: 2, HeldS: 4.0}},
 			func(h *dt.Harness) { stuckThen(h, 2, 2*time.Second, 4*time.Second) },
 			func(h *dt.Harness) { stuckThen(h, 1, 2*time.Second, 4*time.Second) }),
 	), nil)

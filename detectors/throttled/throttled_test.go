@@ -46,18 +46,23 @@ func TestThrottled(t *testing.T) {
 			},
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Detail:   &throttled.Finding{Responses: 6, TotalMs: 3300, MaxMs: 800, HeldMs: 3300},
-				Fields: map[string]any{"client_id": "bulk-loader", "api": "Produce", "quota": "producer_byte_rate",
-					"clients": []string{"10.2.0.5"}, "servers": []string{broker}, "after_response": true, "held_s": 3.3, "ongoing": false},
+				Detail: &throttled.Finding{
+					Responses: 6, TotalMs: 3300, MaxMs: 800, HeldMs: 3300, ClientID: "bulk-loader",
+					API: "Produce", Quota: "producer_byte_rate", Clients: []string{"10.2.0.5"},
+					Servers: []string{broker}, AfterResponse: true, HeldS: 3.3, Ongoing: false,
+				},
+				Exact: []string{"Ongoing"},
 				Summary: []string{`client "bulk-loader" throttled on Produce: 6 response(s), 3.3 s in all (longest 800 ms)`,
 					"held up for 3.3 s"},
 			}},
 			Explanation: []string{"The waits held the client id up for 3.3 s, and then a response came without throttling."},
 		},
 		{
-			Name:        "a single short throttle is info",
-			Traffic:     func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 120, 0, 0) },
-			Want:        []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 1, TotalMs: 120, MaxMs: 120}}},
+			Name:    "a single short throttle is info",
+			Traffic: func(h *dt.Harness) { produce(h, "10.2.0.5:40000", broker, "app", 9, 0, 0, 120, 0, 0) },
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{
+				Responses: 1, TotalMs: 120, MaxMs: 120,
+			}}},
 			Explanation: []string{"under 3.0 s: a short burst clients hardly felt"},
 		},
 		{
@@ -65,8 +70,8 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, time.Second, waits(29, 100, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 29, HeldMs: 2900},
-				Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 29, HeldMs: 2900, Ongoing: false},
+				Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss the other way: held up for 3 s in all is a warning",
@@ -78,7 +83,9 @@ func TestThrottled(t *testing.T) {
 		{
 			Name:    "a single throttle of 3 s is a warning",
 			Traffic: func(h *dt.Harness) { throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 5*time.Second, 0, 3000, 0) },
-			Want:    []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{Responses: 1, MaxMs: 3000, HeldMs: 3000}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{
+				Responses: 1, MaxMs: 3000, HeldMs: 3000,
+			}}},
 		},
 		{
 			Name: "near miss: waits overlapping on two connections count once: 5.8 s of throttle, held up 2.9 s",
@@ -93,22 +100,24 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(30, 1000, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 30000},
-				Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 30000, Ongoing: false},
+				Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss: held up 29.9 s, healed, is a warning",
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(29, 1000, 900, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 29900}, Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{
+				HeldMs: 29900, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss: held up 9.9 s and still throttled at the end: a warning",
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(9, 1000, 900)...)
 			},
-			Want:        []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 9900}, Fields: map[string]any{"ongoing": true}}},
+			Want:        []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 9900, Ongoing: true}}},
 			Explanation: []string{"its last response of the API in the capture was still throttled"},
 		},
 		{
@@ -116,7 +125,7 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 10000}, Fields: map[string]any{"ongoing": true},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &throttled.Finding{HeldMs: 10000, Ongoing: true},
 				Summary: []string{"held up for 10.0 s, still throttled at the end"}}},
 		},
 		{
@@ -124,7 +133,9 @@ func TestThrottled(t *testing.T) {
 			Traffic: func(h *dt.Harness) {
 				throttledEvery(h, "10.2.0.5:40000", broker, "app", 9, 1100*time.Millisecond, waits(10, 1000, 0)...)
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 10000}, Fields: map[string]any{"ongoing": false}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{
+				HeldMs: 10000, Ongoing: false,
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			Name: "near miss: throttleTimeMs 0 everywhere",
@@ -162,12 +173,15 @@ func TestThrottled(t *testing.T) {
 				}
 			},
 			Want: []dt.Want{
-				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 4, TotalMs: 3200, HeldMs: 1600},
-					Fields: map[string]any{"client_id": "alpha", "api": "Produce", "servers": []string{broker, broker2}}},
-				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 1},
-					Fields: map[string]any{"client_id": "beta", "api": "Produce"}},
-				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 4, TotalMs: 2800, HeldMs: 2800},
-					Fields: map[string]any{"client_id": "beta", "api": "Fetch", "quota": "consumer_byte_rate"}},
+				{Severity: detectors.Info, Detail: &throttled.Finding{
+					Responses: 4, TotalMs: 3200, HeldMs: 1600, ClientID: "alpha", API: "Produce",
+					Servers: []string{broker, broker2},
+				}},
+				{Severity: detectors.Info, Detail: &throttled.Finding{Responses: 1, ClientID: "beta", API: "Produce"}},
+				{Severity: detectors.Info, Detail: &throttled.Finding{
+					Responses: 4, TotalMs: 2800, HeldMs: 2800, ClientID: "beta", API: "Fetch",
+					Quota: "consumer_byte_rate",
+				}},
 			},
 		},
 		{
@@ -181,8 +195,10 @@ func TestThrottled(t *testing.T) {
 					h.Call(c, at, 1500*time.Millisecond, "old-client", dt.Produce(1), dt.Produced(1, 0, 1500))
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{HeldMs: 4500},
-				Fields: map[string]any{"after_response": false, "versions": []int{1}, "ongoing": true}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &throttled.Finding{
+				HeldMs: 4500, AfterResponse: false, Versions: []int{1}, Ongoing: true,
+			},
+				Exact: []string{"AfterResponse"}}},
 		},
 	}, nil)
 }

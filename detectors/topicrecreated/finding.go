@@ -39,17 +39,17 @@ type Finding struct {
 	Refusals int64 `count:"refusals"`
 	Episodes int   `count:"episodes"`
 
-	e       *episode
-	apis    []string // names of APIs refused
-	held    time.Duration
-	spinGap time.Duration
-	topic   *topic
-	dropped int64
+	Episode   *Episode
+	APINames  []string // names of APIs refused
+	Held      time.Duration
+	SpinGap   time.Duration
+	TopicSeen *Topic
+	Dropped   int64
 }
 
-func (e *episode) firstAt() time.Time { return e.first }
+func (e *Episode) firstAt() time.Time { return e.Start }
 
-func (e *episode) label() string { return label(e.name, e.id) }
+func (e *Episode) label() string { return label(e.name, e.TopicID) }
 
 // label names a topic by its name and id, as known.
 func label(name string, id [16]byte) string {
@@ -67,17 +67,17 @@ func topicID(id [16]byte) string { return cluster.TopicID(id) }
 // finding reports e, naming its topic from what the run knows now (the
 // episode is left as it is: findings may be asked for while the capture
 // runs).
-func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
+func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 	name := e.name
 	if name == "" {
-		name = r.nameOf(p.Nodes, e.id)
+		name = r.nameOf(p.Nodes, e.TopicID)
 	}
 	held, ongoing := e.Held(p.End)
 	f := &Finding{ClientID: e.ID, Clients: e.conns.Clients(), Servers: e.conns.ServerLabels(p.Nodes), Topic: name,
-		Errors: e.codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.first)), FastRetries: e.fast,
-		HeldS: text.Seconds(held), Recovered: !ongoing, Refusals: e.N, Episodes: e.Runs, e: e, held: held, spinGap: r.p.SpinGap, dropped: r.dropped}
-	if e.id != ([16]byte{}) {
-		f.OldID = topicID(e.id)
+		Errors: e.Codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.Start)), FastRetries: e.fast,
+		HeldS: text.Seconds(held), Recovered: !ongoing, Refusals: e.N, Episodes: e.Runs, Episode: e, Held: held, SpinGap: r.p.SpinGap, Dropped: r.dropped}
+	if e.TopicID != ([16]byte{}) {
+		f.OldID = topicID(e.TopicID)
 	}
 	if e.ngaps > 0 {
 		f.MeanGapMs = text.Millis(e.gaps / time.Duration(e.ngaps))
@@ -85,34 +85,34 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 	for _, k := range []int16{1, 0, 3} { // Fetch, Produce, Metadata
 		if n := e.apis.Get(k); n > 0 {
 			f.APIs = append(f.APIs, decode.Name(k)+" x"+strconv.FormatInt(n, 10))
-			f.apis = append(f.apis, decode.Name(k))
+			f.APINames = append(f.APINames, decode.Name(k))
 		}
 	}
 	ev := e.ev.List()
 	if t := r.topics[name]; t != nil && name != "" {
-		f.topic = t
+		f.TopicSeen = t
 		for i := t.nids - 1; i >= max(t.nids-maxIDs, 0); i-- {
-			if s := t.ids[i%maxIDs]; s.id != e.id {
+			if s := t.ids[i%maxIDs]; s.id != e.TopicID {
 				f.NewID, f.NewIDPacket = topicID(s.id), s.at.Packet
 				ev = append(ev, s.at)
 				break
 			}
 		}
-		for _, x := range []detectors.Evidence{t.deleted, t.created} {
+		for _, x := range []detectors.Evidence{t.Deleted, t.created} {
 			if x.Packet != 0 {
 				ev = append(ev, x)
 			}
 		}
 	}
 	detectors.SortEvidence(ev)
-	code, _ := e.codes.Top()
+	code, _ := e.Codes.Top()
 	var parts []cluster.Partition
 	if name != "" {
 		parts = []cluster.Partition{{Topic: name, Num: -1}}
 	}
 	return detectors.Finding{
 		Severity: detectors.Grade(held, ongoing),
-		First:    e.first,
+		First:    e.Start,
 		Last:     e.Last,
 		Conns:    e.conns.IDs(),
 		Nodes:    e.conns.Nodes(p.Nodes),
@@ -125,29 +125,29 @@ func (r *rule) finding(p *detectors.Pass, e *episode) detectors.Finding {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	e := f.e
+	e := f.Episode
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %q (%s): %s answered %s %s in %s (%g/s) for %s", f.ClientID, text.List(f.Clients, 3),
-		strings.Join(f.apis, "/"), strings.Join(e.codes.Names(), "/"), text.Plural(f.Refusals, "time", "times"),
-		text.Duration(e.Last.Sub(e.first)), f.RatePerS, label(f.Topic, e.id))
+		strings.Join(f.APINames, "/"), strings.Join(e.Codes.Names(), "/"), text.Plural(f.Refusals, "time", "times"),
+		text.Duration(e.Last.Sub(e.Start)), f.RatePerS, label(f.Topic, e.TopicID))
 	if f.NewID != "" {
 		fmt.Fprintf(&b, ", recreated as topic id %s", f.NewID)
 	}
 	if f.Recovered {
-		fmt.Fprintf(&b, "; caught up after %s", text.Duration(f.held))
+		fmt.Fprintf(&b, "; caught up after %s", text.Duration(f.Held))
 	} else {
-		fmt.Fprintf(&b, "; still refused at the end (%s)", text.Duration(f.held))
+		fmt.Fprintf(&b, "; still refused at the end (%s)", text.Duration(f.Held))
 	}
 	return b.String()
 }
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	e := f.e
+	e := f.Episode
 	var b strings.Builder
-	fmt.Fprintf(&b, "From %s to %s, %s answered %s of client id %q (%s) for %s with %s (%s).", text.Clock(e.first),
+	fmt.Fprintf(&b, "From %s to %s, %s answered %s of client id %q (%s) for %s with %s (%s).", text.Clock(e.Start),
 		text.Clock(e.Last), text.List(f.Servers, 3), text.Plural(f.Refusals, "request", "requests"), f.ClientID,
-		text.List(f.Clients, 3), label(f.Topic, e.id), strings.Join(f.Errors, ", "), strings.Join(f.APIs, ", "))
+		text.List(f.Clients, 3), label(f.Topic, e.TopicID), strings.Join(f.Errors, ", "), strings.Join(f.APIs, ", "))
 	b.WriteString(" Since KIP-516 a topic is known by an id as well as its name, and a topic deleted and created again " +
 		"under the same name gets a new id: a request naming the old id is answered UNKNOWN_TOPIC_ID, or " +
 		"INCONSISTENT_TOPIC_ID when its name and id disagree.")
@@ -157,27 +157,27 @@ func (f *Finding) Explanation() string {
 		b.WriteString(" No Metadata in the capture names another id for the topic: it was deleted, or this broker does not " +
 			"know it yet (just after its creation).")
 	}
-	if t := f.topic; t != nil && t.deleted.Packet != 0 {
-		fmt.Fprintf(&b, " The capture holds its deletion (packet %d).", t.deleted.Packet)
+	if t := f.TopicSeen; t != nil && t.Deleted.Packet != 0 {
+		fmt.Fprintf(&b, " The capture holds its deletion (packet %d).", t.Deleted.Packet)
 	}
 	if f.MeanGapMs > 0 {
 		fmt.Fprintf(&b, " The client asked again %s after each refusal on average", text.Duration(time.Duration(f.MeanGapMs*float64(time.Millisecond))))
 		if f.FastRetries > 0 {
 			fmt.Fprintf(&b, ", %d times within %s: at round-trip speed, without backoff (the spin of franz-go PR 1426)",
-				f.FastRetries, text.Duration(f.spinGap))
+				f.FastRetries, text.Duration(f.SpinGap))
 		}
 		b.WriteString(".")
 	}
 	if f.Recovered {
 		fmt.Fprintf(&b, " It got a good answer for the topic again %s after the first refusal: it adopted the new id "+
-			"(and with it the new topic's offsets: the old topic's records and committed offsets are gone).", text.Duration(f.held))
+			"(and with it the new topic's offsets: the old topic's records and committed offsets are gone).", text.Duration(f.Held))
 	} else {
 		fmt.Fprintf(&b, " It had no good answer for the topic when the capture ended, %s after the first refusal: a client "+
 			"that keeps the old id (kgo does so by design, until PurgeTopicsFromClient) never recovers by itself.",
-			text.Duration(f.held))
+			text.Duration(f.Held))
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d refusals of other clients and topics were not followed: too many.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d refusals of other clients and topics were not followed: too many.)", f.Dropped)
 	}
 	return b.String()
 }

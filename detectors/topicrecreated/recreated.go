@@ -51,13 +51,13 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors = max(p.MinErrors, 1)
-	return &rule{p: p, topics: map[string]*topic{}, eps: map[epKey]*episode{}, open: map[cluster.Client]int{}}
+	return &rule{p: p, topics: map[string]*Topic{}, eps: map[epKey]*Episode{}, open: map[cluster.Client]int{}}
 }
 
 type rule struct {
 	p      Params
-	topics map[string]*topic // by name: ids Metadata named, deletions, creations
-	eps    map[epKey]*episode
+	topics map[string]*Topic // by name: ids Metadata named, deletions, creations
+	eps    map[epKey]*Episode
 	open   map[cluster.Client]int // episodes not yet healed, per client
 	// dropped counts refusals not followed (bounds), topicsFull topic
 	// names not remembered.
@@ -68,15 +68,15 @@ type rule struct {
 // request named no id.
 type epKey struct {
 	cluster.Client
-	id   [16]byte
-	name string
+	TopicID [16]byte
+	name    string
 }
 
-// topic is what the capture says of a topic name.
-type topic struct {
+// Topic is what the capture says of a topic name.
+type Topic struct {
 	ids     [maxIDs]idSeen
 	nids    int
-	deleted detectors.Evidence // last DeleteTopics answer naming it
+	Deleted detectors.Evidence // last DeleteTopics answer naming it
 	created detectors.Evidence // last CreateTopics answer naming it
 }
 
@@ -85,13 +85,13 @@ type idSeen struct {
 	at detectors.Evidence
 }
 
-// episode is one client's refusals for one topic id.
-type episode struct {
+// Episode is one client's refusals for one topic id.
+type Episode struct {
 	epKey
 	spell.Spell
 	name        string
-	first       time.Time
-	codes       tally.Codes
+	Start       time.Time
+	Codes       tally.Codes
 	apis        tally.APIs
 	fast        int64         // requests within SpinGap of the previous refusal
 	gaps        time.Duration // sum of those gaps, over the requests after a refusal
@@ -101,8 +101,8 @@ type episode struct {
 	ev          detectors.Sampler[detectors.Evidence]
 }
 
-func (r *rule) topicOf(name string) *topic {
-	return tally.Entry(r.topics, name, maxTopics, &r.topicsFull, func() *topic { return &topic{} })
+func (r *rule) topicOf(name string) *Topic {
+	return tally.Entry(r.topics, name, maxTopics, &r.topicsFull, func() *Topic { return &Topic{} })
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -117,7 +117,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		for _, t := range resp.Topics {
 			if t.ErrorCode == 0 && t.Topic != nil {
 				if tp := r.topicOf(*t.Topic); tp != nil {
-					tp.deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.Client.ID)
+					tp.Deleted = detectors.EvidenceAt(x.Resp, "DeleteTopics answer: "+*t.Topic+" deleted, asked by client id "+x.Req.Client.ID)
 				}
 			}
 		}
@@ -156,12 +156,12 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 }
 
 func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *detectors.Exchange) {
-	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *episode { return &episode{epKey: k, name: name} })
+	e := tally.Entry(r.eps, k, maxEpisodes, &r.dropped, func() *Episode { return &Episode{epKey: k, name: name} })
 	if e == nil {
 		return
 	}
 	if e.name == "" {
-		e.name = r.nameOf(p.Nodes, k.id)
+		e.name = r.nameOf(p.Nodes, k.TopicID)
 	}
 	t := x.Resp.Time
 	if !e.lastRefusal.IsZero() {
@@ -181,11 +181,11 @@ func (r *rule) refused(p *detectors.Pass, k epKey, name string, code int16, x *d
 		r.open[k.Client]++
 	}
 	if e.N == 0 {
-		e.first = t
+		e.Start = t
 	}
 	e.Fail(t)
 	e.lastRefusal = t
-	e.codes.Add(code)
+	e.Codes.Add(code)
 	e.apis.Add(x.Req.Key)
 	e.conns.Add(x.Conn)
 	e.ev.Add(detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+e.label()+" "+detectors.ErrorName(code)))
@@ -258,7 +258,7 @@ func (r *rule) nameOf(n *cluster.Nodes, id [16]byte) string {
 // Findings implements detectors.Rule: one per client and topic id with at
 // least MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*episode
+	var eps []*Episode
 	for _, e := range r.eps {
 		if e.N >= int64(r.p.MinErrors) {
 			eps = append(eps, e)

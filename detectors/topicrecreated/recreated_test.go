@@ -77,10 +77,12 @@ func TestTopicRecreated(t *testing.T) {
 				c.every(2200*time.Millisecond, 3*time.Second, 500*time.Millisecond, newID, ok)
 			},
 			want: []dt.Want{{Severity: detectors.Info,
-				Counts: map[string]int64{"refusals": 2, "fast_retries": 1},
-				Fields: map[string]any{"client_id": "orders-consumer", "topic": "orders", "old_id": cluster.TopicID(oldID),
-					"new_id": cluster.TopicID(newID), "new_id_packet": uint64(16), "recovered": true, "held_s": 0.2,
-					"apis": []string{"Fetch x2"}, "errors": []string{"UNKNOWN_TOPIC_ID x2"}},
+				Detail: &topicrecreated.Finding{
+					Refusals: 2, FastRetries: 1, ClientID: "orders-consumer", Topic: "orders",
+					OldID: cluster.TopicID(oldID), NewID: cluster.TopicID(newID), NewIDPacket: uint64(16),
+					Recovered: true, HeldS: 0.2, APIs: []string{"Fetch x2"},
+					Errors: []string{"UNKNOWN_TOPIC_ID x2"},
+				}, Exact: []string{"OldID", "NewID"},
 				Summary:  []string{`client "orders-consumer" (10.2.0.7): Fetch answered UNKNOWN_TOPIC_ID 2 times in 10 ms`, "for orders (topic id " + cluster.TopicID(oldID) + ")", "recreated as topic id " + cluster.TopicID(newID), "caught up after 200 ms"},
 				Evidence: []uint64{12, 16}}},
 		},
@@ -94,8 +96,10 @@ func TestTopicRecreated(t *testing.T) {
 				c.every(2500*time.Millisecond, 14*time.Second+time.Millisecond, 5*time.Millisecond, oldID, unknownID)
 			},
 			want: []dt.Want{{Severity: detectors.Error,
-				Counts:  map[string]int64{"refusals": 2401, "fast_retries": 2400},
-				Fields:  map[string]any{"recovered": false, "held_s": 12.0, "mean_gap_ms": 4.0, "rate_per_s": 200.08, "new_id": cluster.TopicID(newID)},
+				Detail: &topicrecreated.Finding{
+					Refusals: 2401, FastRetries: 2400, Recovered: false, HeldS: 12.0, MeanGapMs: 4.0,
+					RatePerS: 200.08, NewID: cluster.TopicID(newID),
+				}, Exact: []string{"Recovered", "NewID"},
 				Summary: []string{"UNKNOWN_TOPIC_ID 2401 times in 12.0 s (200.08/s)", "still refused at the end (12.0 s)"}}},
 		},
 		{
@@ -105,7 +109,9 @@ func TestTopicRecreated(t *testing.T) {
 				c.metadata(3850*time.Millisecond, newID)
 				c.fetch(3900*time.Millisecond, newID, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 29, "fast_retries": 0}, Fields: map[string]any{"held_s": 2.9}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{
+				Refusals: 29, FastRetries: 0, HeldS: 2.9,
+			}, Exact: []string{"FastRetries"}}},
 		},
 		{
 			name: "near miss the other way: 3.1 s is a warning",
@@ -115,7 +121,7 @@ func TestTopicRecreated(t *testing.T) {
 				c.metadata(4050*time.Millisecond, newID)
 				c.fetch(4100*time.Millisecond, newID, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"refusals": 31}, Fields: map[string]any{"held_s": 3.1}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &topicrecreated.Finding{Refusals: 31, HeldS: 3.1}}},
 		},
 		{
 			name: "Produce and Metadata by the old id too, and the deletion in the capture",
@@ -139,9 +145,10 @@ func TestTopicRecreated(t *testing.T) {
 				c.fetch(1300*time.Millisecond, oldID, incon)
 				c.fetch(1400*time.Millisecond, newID, ok) // no Metadata named it: not known to be the same topic
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 4},
-				Fields: map[string]any{"apis": []string{"Fetch x2", "Produce x1", "Metadata x1"},
-					"errors": []string{"UNKNOWN_TOPIC_ID x3", "INCONSISTENT_TOPIC_ID x1"}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{
+				Refusals: 4, APIs: []string{"Fetch x2", "Produce x1", "Metadata x1"},
+				Errors: []string{"UNKNOWN_TOPIC_ID x3", "INCONSISTENT_TOPIC_ID x1"},
+			},
 				Evidence: []uint64{4}}},
 		},
 		{
@@ -151,7 +158,7 @@ func TestTopicRecreated(t *testing.T) {
 				c.fetch(1100*time.Millisecond, oldID, unknownID)
 				c.fetch(1200*time.Millisecond, newID, ok)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"refusals": 2}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &topicrecreated.Finding{Refusals: 2}}},
 		},
 		{
 			name:     "min-errors above the refusals: nothing",

@@ -29,12 +29,12 @@ type Finding struct {
 	CommitsRefused int64 `json:"commits_refused" count:"commits_refused"`
 	AbortsRefused  int64 `json:"aborts_refused" count:"aborts_refused"`
 
-	first, last  time.Time
-	serverLabels []string
-	more         int64
-	dropped      int64
-	sev          detectors.Severity
-	p            Params
+	First, Last  time.Time
+	ServerLabels []string
+	More         int64
+	Dropped      int64
+	Severity     detectors.Severity
+	Params       Params
 
 	// ProducerCount is the producers (ids and epochs) seen, those not
 	// listed included.
@@ -65,7 +65,7 @@ func (f *Finding) Summary() string {
 		}
 	}
 	return fmt.Sprintf("transactional.id %q: %s fenced %s by %s (%s); %s of %d producer(s)",
-		f.TransactionalID, text.List(fenced, 3), text.Plural(f.Episodes, "time", "times"), text.List(f.serverLabels, 2),
+		f.TransactionalID, text.List(fenced, 3), text.Plural(f.Episodes, "time", "times"), text.List(f.ServerLabels, 2),
 		strings.Join(f.Errors, ", "), text.Plural(f.Fenced, "fenced answer", "fenced answers"), len(f.Producers))
 }
 
@@ -73,7 +73,7 @@ func (f *Finding) Summary() string {
 func (f *Finding) Explanation() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Between %s and %s, %d answer(s) told producers with transactional.id %q that they were fenced "+
-		"(%s). ", text.Clock(f.first), text.Clock(f.last), f.Fenced, f.TransactionalID, strings.Join(f.ByAPI, ", "))
+		"(%s). ", text.Clock(f.First), text.Clock(f.Last), f.Fenced, f.TransactionalID, strings.Join(f.ByAPI, ", "))
 	var ps []string
 	for _, p := range f.Producers {
 		ps = append(ps, fmt.Sprintf("%s: %d InitProducerId (epochs %s), fenced %d time(s)", p.label(), p.Inits,
@@ -82,10 +82,10 @@ func (f *Finding) Explanation() string {
 	b.WriteString("Producers: " + strings.Join(ps, "; ") + ". ")
 	b.WriteString("Each InitProducerId with a transactional.id bumps its epoch and aborts the transaction the " +
 		"previous holder had open; that producer's next request is refused and it must stop. ")
-	if f.sev >= detectors.Warning {
+	if f.Severity >= detectors.Warning {
 		fmt.Fprintf(&b, "Fenced %d times, at least %d: more than one live instance uses this transactional.id, each "+
 			"restarted when fenced and fencing the other in turn, so that transactions keep being aborted. ",
-			f.Episodes, f.p.MinEpisodes)
+			f.Episodes, f.Params.MinEpisodes)
 	} else {
 		b.WriteString("Fenced once: a replacement stopping a zombie is what fencing is for; it is a problem only if " +
 			"the fenced instance was meant to be live. ")
@@ -93,11 +93,11 @@ func (f *Finding) Explanation() string {
 	fmt.Fprintf(&b, "Transactions: %d committed, %d aborted by their producers, %d commits and %d aborts refused as "+
 		"fenced (aborted by the coordinator); each fencing episode aborted the fenced producer's open transaction.",
 		f.Committed, f.Aborted, f.CommitsRefused, f.AbortsRefused)
-	if f.more > 0 {
-		fmt.Fprintf(&b, " (%d fenced answers to further producers are not listed.)", f.more)
+	if f.More > 0 {
+		fmt.Fprintf(&b, " (%d fenced answers to further producers are not listed.)", f.More)
 	}
-	if f.dropped > 0 {
-		fmt.Fprintf(&b, " (%d answers for further transactional ids were not followed: too many.)", f.dropped)
+	if f.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d answers for further transactional ids were not followed: too many.)", f.Dropped)
 	}
 	return b.String()
 }

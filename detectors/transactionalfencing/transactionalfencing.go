@@ -258,7 +258,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 	f := &Finding{TransactionalID: t.id, Servers: t.conns.Servers(), Fenced: t.fenced, Episodes: t.episodes,
 		Committed: t.commits, Aborted: t.aborts, CommitsRefused: t.refused, AbortsRefused: t.abortsRefused, Errors: t.codes.Names(),
-		first: t.first, last: t.last, serverLabels: t.conns.ServerLabels(p.Nodes), more: t.more, dropped: r.dropped, p: r.p}
+		First: t.first, Last: t.last, ServerLabels: t.conns.ServerLabels(p.Nodes), More: t.more, Dropped: r.dropped, Params: r.p}
 	var ids []string
 	var hosts []netipAddr
 	for _, c := range t.order {
@@ -284,7 +284,7 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 	if t.episodes >= int64(r.p.MinEpisodes) {
 		sev = max(detectors.Warning, detectors.Grade(t.last.Sub(t.first), false))
 	}
-	f.sev = sev
+	f.Severity = sev
 	code, _ := t.codes.Top()
 	f.ProducerCount = int64(len(t.order)) + t.more
 	return detectors.Finding{

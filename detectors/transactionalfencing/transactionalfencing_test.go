@@ -71,8 +71,10 @@ func TestTransactionalFencing(t *testing.T) {
 			Traffic: func(h *dt.Harness) { fight(h, 3) },
 			Want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"fenced_answers": 5, "episodes": 5, "producers": 2, "committed": 6},
-				Fields:   map[string]any{"transactional_id": "orders-txn", "errors": []string{"PRODUCER_FENCED"}, "fenced_by_api": []string{"AddPartitionsToTxn x5"}},
+				Detail: &transactionalfencing.Finding{
+					Fenced: 5, Episodes: 5, ProducerCount: 2, Committed: 6, TransactionalID: "orders-txn",
+					Errors: []string{"PRODUCER_FENCED"}, ByAPI: []string{"AddPartitionsToTxn x5"},
+				},
 				Summary: []string{`transactional.id "orders-txn": "svc-a" on 10.2.0.5, "svc-b" on 10.2.0.6 fenced 5 times`,
 					"5 fenced answers of 2 producer(s)"},
 			}},
@@ -87,7 +89,9 @@ func TestTransactionalFencing(t *testing.T) {
 				endTxn(h, 1500*time.Millisecond, "10.2.0.5:40000", "svc", "orders-txn", true, 90)
 				endTxn(h, 1600*time.Millisecond, "10.2.0.6:40000", "svc", "orders-txn", true, 0)
 			},
-			Want:        []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"episodes": 1, "commits_refused": 1, "committed": 1}}},
+			Want: []dt.Want{{Severity: detectors.Info, Detail: &transactionalfencing.Finding{
+				Episodes: 1, CommitsRefused: 1, Committed: 1,
+			}}},
 			Explanation: []string{"Fenced once: a replacement stopping a zombie"},
 		},
 		{
@@ -99,20 +103,20 @@ func TestTransactionalFencing(t *testing.T) {
 					endTxn(h, b+500*time.Millisecond, "10.2.0.5:40000", "svc", "orders-txn", false, 47)
 				}
 			},
-			Want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"episodes": 2, "aborts_refused": 2}}},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &transactionalfencing.Finding{Episodes: 2, AbortsRefused: 2}}},
 		},
 		{
 			Name:     "fewer episodes than min-episodes: info",
 			Settings: map[string]string{"min-episodes": "6"},
 			Traffic:  func(h *dt.Harness) { fight(h, 3) },
-			Want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"episodes": 5}}},
+			Want:     []dt.Want{{Severity: detectors.Info, Detail: &transactionalfencing.Finding{Episodes: 5}}},
 		},
 		{
 			Name: "fencing going on for 30 s: an error",
 			Traffic: func(h *dt.Harness) {
 				fight(h, 16)
 			},
-			Want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"episodes": 31}}},
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &transactionalfencing.Finding{Episodes: 31}}},
 		},
 		{
 			Name: "near miss: transactions without fencing: nothing",

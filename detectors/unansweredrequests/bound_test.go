@@ -52,7 +52,7 @@ func TestConnStateBounded(t *testing.T) {
 	if got := r.Cut()["connections_forgotten"]; got != 3*maxConns {
 		t.Errorf("connections_forgotten = %d, want %d", got, 3*maxConns)
 	}
-	if r.warn[netip.MustParseAddrPort("10.1.0.10:9092")] == nil && r.info.n == 0 {
+	if r.warn[netip.MustParseAddrPort("10.1.0.10:9092")] == nil && r.info.N == 0 {
 		t.Error("the unanswered Produce of the first connection, forgotten, was not counted")
 	}
 }

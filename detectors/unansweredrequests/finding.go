@@ -33,24 +33,24 @@ type Finding struct {
 	NotKafka string `json:"not_kafka,omitempty"`
 	Counted
 
-	g           *group
-	serverLabel string
-	grace       time.Duration
+	Group       *Group
+	ServerLabel string
+	Grace       time.Duration
 	// silent: not one byte came back on any of the connections, and
 	// their requests include the ApiVersions every Kafka listener answers
 	// (the Java client speaking plaintext to an SSL listener, recorded on
 	// Apache Kafka 4.1.1: fixtures/pcaps/kafka/java-plaintext-to-ssl)
-	silent bool
+	Silent bool
 	// tlsBack: what came back were TLS records (an alert)
-	tlsBack bool
+	TLSBack bool
 }
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	o := f.g.oldest
+	o := f.Group.Oldest
 	s := fmt.Sprintf("%d request(s) to %s never answered (%s) on %d connection(s); oldest %s at %s; clients waited up to %s",
-		f.Requests, f.serverLabel, apiCounts(f.ByAPI, f.APIs), f.Connections, decode.Name(o.key), text.Clock(o.t),
-		text.Duration(f.g.felt))
+		f.Requests, f.ServerLabel, apiCounts(f.ByAPI, f.APIs), f.Connections, decode.Name(o.Key), text.Clock(o.At),
+		text.Duration(f.Group.Felt))
 	if f.Ongoing {
 		s += ", some still waiting at the end"
 	}
@@ -59,39 +59,39 @@ func (f *Finding) Summary() string {
 
 // Explanation implements detectors.Detail.
 func (f *Finding) Explanation() string {
-	g, o := f.g, f.g.oldest
-	why := g.why(overtaken, closed, f.grace)
+	g, o := f.Group, f.Group.Oldest
+	why := g.why(overtaken, closed, f.Grace)
 	until := map[int]string{overtaken: "until a later one was answered", expired: "until the capture ended",
-		closed: "until its connection closed"}[g.oldestWhy]
+		closed: "until its connection closed"}[g.OldestWhy]
 	expl := fmt.Sprintf("%s got %d request(s) it did not answer, from client id(s) %s: %s. The oldest, %s, was sent "+
-		"at %s and waited %s %s.", f.serverLabel, g.n, strings.Join(text.Quote(f.ClientIDs), ", "),
-		strings.Join(why, "; "), o.desc, text.Clock(o.t), text.Duration(o.waited), until)
-	l := g.longest
-	if l.ev != o.ev {
-		expl += fmt.Sprintf(" The longest wait: %s, %s.", l.desc, text.Duration(l.waited))
+		"at %s and waited %s %s.", f.ServerLabel, g.N, strings.Join(text.Quote(f.ClientIDs), ", "),
+		strings.Join(why, "; "), o.Desc, text.Clock(o.At), text.Duration(o.Waited), until)
+	l := g.Longest
+	if l.Evidence != o.Evidence {
+		expl += fmt.Sprintf(" The longest wait: %s, %s.", l.Desc, text.Duration(l.Waited))
 	}
 	beyond := ""
-	if l.hold > 0 {
+	if l.Hold > 0 {
 		expl += fmt.Sprintf(" %s of it is what the broker may hold it (MaxWaitMillis, or the rebalance timeout).",
-			text.Duration(l.hold))
+			text.Duration(l.Hold))
 		beyond = " beyond that"
 	}
 	switch {
-	case g.sev == detectors.Info:
+	case g.Severity == detectors.Info:
 		expl += fmt.Sprintf(" Clients waited %s%s, under %s: a request lost and given up, or overtaken, at once.",
-			text.Duration(g.felt), beyond, text.Duration(detectors.FeltAfter))
+			text.Duration(g.Felt), beyond, text.Duration(detectors.FeltAfter))
 	case f.Ongoing:
-		expl += fmt.Sprintf(" Clients waited up to %s%s, some until the capture ended.", text.Duration(g.felt), beyond)
+		expl += fmt.Sprintf(" Clients waited up to %s%s, some until the capture ended.", text.Duration(g.Felt), beyond)
 	default:
-		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.felt), beyond)
+		expl += fmt.Sprintf(" Clients waited up to %s%s.", text.Duration(g.Felt), beyond)
 	}
 	switch {
-	case f.silent && f.tlsBack:
+	case f.Silent && f.TLSBack:
 		expl += " What came back on these connections was a TLS record (an alert) and nothing else, though their requests " +
 			"include an ApiVersions, which every Kafka listener answers: the listener speaks TLS (SSL or SASL_SSL) and the " +
 			"client plaintext (security.protocol PLAINTEXT or SASL_PLAINTEXT). The client reads the alert as the start of " +
 			"a frame hundreds of MB long and waits for the rest until its request.timeout.ms."
-	case f.silent:
+	case f.Silent:
 		expl += " Not one byte came back on these connections, though their requests include an ApiVersions, which every " +
 			"Kafka listener answers: the port does not speak Kafka as the client does. A listener of another security " +
 			"protocol (an SSL or SASL_SSL listener waiting for a TLS ClientHello while the client's security.protocol is " +
@@ -102,15 +102,15 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	o := f.g.oldest
+	o := f.Group.Oldest
 	return fmt.Sprintf("kfsniff -r <capture> --frames --conn %d shows the oldest request and what the connection "+
 		"carried after it. On the broker, check the request queue and handler threads (RequestQueueTimeMs, "+
 		"RequestHandlerAvgIdlePercent, NetworkProcessorAvgIdlePercent) and its log at %s; on the client, "+
-		"request.timeout.ms and disconnect messages.", o.conn.ID, text.Clock(o.t)) + f.silentNext()
+		"request.timeout.ms and disconnect messages.", o.Conn.ID, text.Clock(o.At)) + f.silentNext()
 }
 
 func (f *Finding) silentNext() string {
-	if !f.silent {
+	if !f.Silent {
 		return ""
 	}
 	return fmt.Sprintf(" Compare the client's security.protocol with the listener behind %s (the broker's listeners and "+
@@ -129,8 +129,8 @@ type Pending struct {
 	OldestPacket uint64           `json:"oldest_packet"`
 	Counted
 
-	g     *group
-	grace time.Duration
+	Group *Group
+	Grace time.Duration
 }
 
 // Counted are the counts of a Finding or a Pending: the requests, the
@@ -153,11 +153,11 @@ func (f *Pending) Summary() string {
 
 // Explanation implements detectors.Detail.
 func (f *Pending) Explanation() string {
-	g, o := f.g, f.g.oldest
-	parts := g.why(inFlight, reasons-1, f.grace)
+	g, o := f.Group, f.Group.Oldest
+	parts := g.why(inFlight, reasons-1, f.Grace)
 	return fmt.Sprintf("%d request(s) have no response in the capture, but that does not show that the broker "+
 		"failed to answer. %s. The oldest, %s, was sent at %s, %s before the capture ended or its connection closed.",
-		g.n, strings.Join(parts, ". "), o.desc, text.Clock(o.t), text.Duration(o.waited))
+		g.N, strings.Join(parts, ". "), o.Desc, text.Clock(o.At), text.Duration(o.Waited))
 }
 
 // Next implements detectors.Detail.
@@ -187,10 +187,10 @@ var whyText = [reasons]string{
 
 // why says why the group's requests count, for the reasons from first to
 // last that some have.
-func (g *group) why(first, last int, grace time.Duration) []string {
+func (g *Group) why(first, last int, grace time.Duration) []string {
 	var out []string
 	for i := first; i <= last; i++ {
-		if n := g.reasons[i]; n > 0 {
+		if n := g.Reasons[i]; n > 0 {
 			out = append(out, fmt.Sprintf(whyText[i], n, text.Duration(grace)))
 		}
 	}

@@ -106,7 +106,7 @@ var reasonNames = [reasons]string{"overtaken", "expired", "closed", "in_flight",
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: p, conns: make(map[tally.ConnKey]*conn), warn: make(map[netip.AddrPort]*group)}
+	return &rule{p: p, conns: make(map[tally.ConnKey]*conn), warn: make(map[netip.AddrPort]*Group)}
 }
 
 // Cut implements detectors.Bounded: requests whose client id was not
@@ -135,75 +135,75 @@ type rule struct {
 	waited tally.ConnBits
 	// warn groups unanswered requests by server; info gathers those
 	// that are in flight or whose responses the capture may have missed.
-	warn map[netip.AddrPort]*group
-	info group
+	warn map[netip.AddrPort]*Group
+	info Group
 }
 
 // conn is what is known of one connection.
 type conn struct {
 	// tail holds the unanswered requests since the last answered one.
-	tail []request
+	tail []Request
 	// evicted is the oldest request dropped from a full tail (counted
 	// overtaken at once), its wait settled at the end: it waited until
 	// the connection closed or the capture ended.
-	evicted   request
+	evicted   Request
 	rebalance time.Duration // last JoinGroup's rebalance timeout
 	maxWait   time.Duration // last Fetch's MaxWaitMillis
 }
 
 // info is the connection of a conn with requests open.
 func (uc *conn) info() *flows.ConnInfo {
-	if uc.evicted.conn != nil {
-		return uc.evicted.conn
+	if uc.evicted.Conn != nil {
+		return uc.evicted.Conn
 	}
-	return uc.tail[0].conn
+	return uc.tail[0].Conn
 }
 
-// request is a request without a response.
-type request struct {
-	key      int16
-	t        time.Time
+// Request is a request without a response.
+type Request struct {
+	Key      int16
+	At       time.Time
 	allow    time.Duration
-	hold     time.Duration // of the allowance, what the broker may hold it
+	Hold     time.Duration // of the allowance, what the broker may hold it
 	longPoll bool          // the allowance includes a server-side wait
 	lossy    bool          // its connection had lost segments by then
-	ev       detectors.Evidence
-	desc     string        // "Produce v9 corr 12 (packet 40)"
-	waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
-	conn     *flows.ConnInfo
+	Evidence detectors.Evidence
+	Desc     string        // "Produce v9 corr 12 (packet 40)"
+	Waited   time.Duration // until overtaken, the capture's end or the close; -1 until known
+	Conn     *flows.ConnInfo
 	clientID string
 }
 
-// group is requests counted together: to one server, or the info ones.
-type group struct {
+// Group is requests counted together: to one server, or the info ones.
+type Group struct {
 	server      netip.AddrPort
-	n           int64
-	reasons     [reasons]int64
+	N           int64
+	Reasons     [reasons]int64
 	byAPI       map[string]int64
 	clientIDs   map[string]bool // at most maxGroupIDs
 	idsNotNamed int64           // requests of further client ids
 	conns       tally.Conns
 	first, last time.Time
-	oldest      request
-	oldestWhy   int
-	reqs        []request // for evidence in time order, bounded
+	Oldest      Request
+	OldestWhy   int
+	reqs        []Request // for evidence in time order, bounded
 	// longest is the request that waited longest beyond its hold, felt
 	// that wait; sev is the worst of the requests' grades.
-	longest request
-	felt    time.Duration
-	sev     detectors.Severity
-	ongoing bool // some request still waiting when the capture ended
+	Longest  Request
+	Felt     time.Duration
+	Severity detectors.Severity
+	ongoing  bool // some request still waiting when the capture ended
 }
 
-func (g *group) add(r request, reason int) {
+func (g *Group) add(r Request, reason int) {
 	if g.byAPI == nil {
 		g.byAPI = make(map[string]int64)
 		g.clientIDs = make(map[string]bool)
 	}
-	g.n++
-	g.reasons[reason]++
-	if decode.KnownKey(r.key) {
-		g.byAPI[decode.Name(r.key)]++
+	g.N++
+	g.Reasons[reason]++
+	if decode.KnownKey(r.Key) {
+		g.byAPI[decode.Name(r.Key)]++
 	} else {
 		g.byAPI["unknown"]++ // one entry for the keys from the wire kmsg does not know
 	}
@@ -212,13 +212,13 @@ func (g *group) add(r request, reason int) {
 	} else {
 		g.idsNotNamed++
 	}
-	g.conns.Add(r.conn)
-	if g.n == 1 || r.t.Before(g.first) {
-		g.first = r.t
-		g.oldest, g.oldestWhy = r, reason
+	g.conns.Add(r.Conn)
+	if g.N == 1 || r.At.Before(g.first) {
+		g.first = r.At
+		g.Oldest, g.OldestWhy = r, reason
 	}
-	if r.t.After(g.last) {
-		g.last = r.t
+	if r.At.After(g.last) {
+		g.last = r.At
 	}
 	if len(g.reqs) < maxEvidenceReqs {
 		g.reqs = append(g.reqs, r)
@@ -227,23 +227,23 @@ func (g *group) add(r request, reason int) {
 }
 
 // grade takes in how long r waited, why it counts.
-func (g *group) grade(r request, reason int) {
-	felt := max(r.waited-r.hold, 0)
-	if g.longest.conn == nil || felt > g.felt {
-		g.longest, g.felt = r, felt
+func (g *Group) grade(r Request, reason int) {
+	felt := max(r.Waited-r.Hold, 0)
+	if g.Longest.Conn == nil || felt > g.Felt {
+		g.Longest, g.Felt = r, felt
 	}
-	g.sev = max(g.sev, detectors.Grade(felt, reason == expired))
+	g.Severity = max(g.Severity, detectors.Grade(felt, reason == expired))
 	g.ongoing = g.ongoing || reason == expired
 }
 
 // evidence returns the requests' packets: the oldest first, then a spread.
-func (g *group) evidence() []detectors.Evidence {
-	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].t.Before(g.reqs[j].t) })
+func (g *Group) evidence() []detectors.Evidence {
+	sort.SliceStable(g.reqs, func(i, j int) bool { return g.reqs[i].At.Before(g.reqs[j].At) })
 	var s detectors.Sampler[detectors.Evidence]
-	s.Add(g.oldest.ev)
+	s.Add(g.Oldest.Evidence)
 	for _, r := range g.reqs {
-		if r.ev != g.oldest.ev {
-			s.Add(r.ev)
+		if r.Evidence != g.Oldest.Evidence {
+			s.Add(r.Evidence)
 		}
 	}
 	return s.List()
@@ -251,7 +251,7 @@ func (g *group) evidence() []detectors.Evidence {
 
 // clone copies a group deeply enough that adding to either, or sorting
 // its requests, leaves the other as it was.
-func (g *group) clone() *group {
+func (g *Group) clone() *Group {
 	c := *g
 	c.byAPI = maps.Clone(g.byAPI)
 	c.clientIDs = maps.Clone(g.clientIDs)
@@ -317,7 +317,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		// answered cannot be told. It waited until the end (settled in
 		// Findings).
 		q := r.request(x)
-		q.waited = -1
+		q.Waited = -1
 		r.info.add(q, oneSided)
 		return
 	}
@@ -329,7 +329,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		}
 		if uc := r.conns[tally.KeyOf(c)]; uc != nil && len(uc.tail) > 0 {
 			for _, q := range uc.tail {
-				q.waited = x.Resp.Time.Sub(q.t)
+				q.Waited = x.Resp.Time.Sub(q.At)
 				if x.ConnGaps > 0 {
 					// The response may be in the bytes lost.
 					r.info.add(q, gaps)
@@ -346,9 +346,9 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if len(uc.tail) >= maxTail {
 		// A connection with this many unanswered requests is broken
 		// whatever becomes of the rest.
-		uc.tail[0].waited = q.t.Sub(uc.tail[0].t) // so far
+		uc.tail[0].Waited = q.At.Sub(uc.tail[0].At) // so far
 		r.warnGroup(uc.tail[0]).add(uc.tail[0], overtaken)
-		if uc.evicted.conn == nil {
+		if uc.evicted.Conn == nil {
 			uc.evicted = uc.tail[0]
 		}
 		copy(uc.tail, uc.tail[1:])
@@ -359,9 +359,9 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 }
 
 // request describes an unanswered request with its allowance.
-func (r *rule) request(x *detectors.Exchange) request {
+func (r *rule) request(x *detectors.Exchange) Request {
 	m := x.Req
-	q := request{key: m.Key, t: m.Time, allow: r.p.Grace, conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
+	q := Request{Key: m.Key, At: m.Time, allow: r.p.Grace, Conn: x.Conn, clientID: m.Client.ID, lossy: x.ConnGaps > 0}
 	uc := r.conns[tally.KeyOf(x.Conn)]
 	switch kmsg.Key(m.Key) {
 	case kmsg.Fetch:
@@ -372,29 +372,29 @@ func (r *rule) request(x *detectors.Exchange) request {
 		if w, ok := decode.MaxWait(m.Req); ok {
 			wait = w
 		}
-		q.hold = wait
+		q.Hold = wait
 		q.longPoll = true
 	case kmsg.ShareFetch:
-		q.hold, _ = decode.MaxWait(m.Req)
+		q.Hold, _ = decode.MaxWait(m.Req)
 		q.longPoll = true
 	case kmsg.JoinGroup, kmsg.SyncGroup:
 		// A JoinGroup has just set it from its own rebalance timeout.
 		if uc != nil {
-			q.hold = max(uc.rebalance, 0)
+			q.Hold = max(uc.rebalance, 0)
 		}
 		q.longPoll = true
 	}
-	q.allow += q.hold
-	q.ev = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
-	q.desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
+	q.allow += q.Hold
+	q.Evidence = detectors.EvidenceAt(m, fmt.Sprintf("%s v%d request corr %d, no response", m.Name(), m.Version, m.Correlation))
+	q.Desc = fmt.Sprintf("%s v%d corr %d (packet %d)", m.Name(), m.Version, m.Correlation, m.Packet)
 	return q
 }
 
-func (r *rule) warnGroup(q request) *group {
-	s := q.conn.Server
+func (r *rule) warnGroup(q Request) *Group {
+	s := q.Conn.Server
 	g := r.warn[s]
 	if g == nil {
-		g = &group{server: s}
+		g = &Group{server: s}
 		r.warn[s] = g
 	}
 	return g
@@ -443,14 +443,14 @@ func (r *rule) settle(uc *conn, e ending) {
 	if e.closed {
 		reason = closed
 	}
-	if q := uc.evicted; q.conn != nil {
+	if q := uc.evicted; q.Conn != nil {
 		// Counted when dropped; it waited on until now.
-		q.waited = e.at.Sub(q.t)
+		q.Waited = e.at.Sub(q.At)
 		r.warnGroup(q).grade(q, reason)
-		uc.evicted = request{}
+		uc.evicted = Request{}
 	}
 	for _, q := range uc.tail {
-		q.waited = e.at.Sub(q.t)
+		q.Waited = e.at.Sub(q.At)
 		switch {
 		case e.oneSided:
 			r.info.add(q, oneSided)
@@ -458,9 +458,9 @@ func (r *rule) settle(uc *conn, e ending) {
 			// (A connection read back from an agent's records does
 			// not count its gaps: its requests say them.)
 			r.info.add(q, gaps)
-		case q.waited < q.allow && q.longPoll:
+		case q.Waited < q.allow && q.longPoll:
 			r.info.add(q, longPoll)
-		case q.waited < q.allow:
+		case q.Waited < q.allow:
 			r.info.add(q, inFlight)
 		default:
 			r.warnGroup(q).add(q, reason)
@@ -475,12 +475,12 @@ func (r *rule) settle(uc *conn, e ending) {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	end := endings(p)
 	// Requests of one-sided connections waited until the end.
-	settle := func(q *request) {
-		if q.waited < 0 {
-			q.waited = end(q.conn).at.Sub(q.t)
+	settle := func(q *Request) {
+		if q.Waited < 0 {
+			q.Waited = end(q.Conn).at.Sub(q.At)
 		}
 	}
-	settle(&r.info.oldest)
+	settle(&r.info.Oldest)
 	for i := range r.info.reqs {
 		settle(&r.info.reqs[i])
 	}
@@ -488,7 +488,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	// connection in order.
 	open := make([]*conn, 0, len(r.conns))
 	for _, uc := range r.conns {
-		if len(uc.tail) > 0 || uc.evicted.conn != nil {
+		if len(uc.tail) > 0 || uc.evicted.Conn != nil {
 			open = append(open, uc)
 		}
 	}
@@ -496,7 +496,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	for _, uc := range open {
 		r.settle(uc, end(uc.info()))
 	}
-	servers := make([]*group, 0, len(r.warn))
+	servers := make([]*Group, 0, len(r.warn))
 	for _, g := range r.warn {
 		servers = append(servers, g)
 	}
@@ -513,7 +513,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		out = append(out, r.warning(p, g, byID))
 	}
 	// Leave out a group of nothing but pending long polls.
-	if g := &r.info; g.n > g.reasons[longPoll] {
+	if g := &r.info; g.N > g.Reasons[longPoll] {
 		out = append(out, r.pending(p, g))
 	}
 	return out
@@ -529,7 +529,7 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 		cu := *uc // Findings only reads the tail, then drops it from the copy
 		c.conns[k] = &cu
 	}
-	c.warn = make(map[netip.AddrPort]*group, len(r.warn))
+	c.warn = make(map[netip.AddrPort]*Group, len(r.warn))
 	for k, g := range r.warn {
 		c.warn[k] = g.clone()
 	}
@@ -537,21 +537,21 @@ func (r *rule) Snapshot(p *detectors.Pass) []detectors.Finding {
 	return c.Findings(p)
 }
 
-func (r *rule) warning(p *detectors.Pass, g *group, byID map[int]*flows.Conn) detectors.Finding {
+func (r *rule) warning(p *detectors.Pass, g *Group, byID map[int]*flows.Conn) detectors.Finding {
 	f := &Finding{Server: g.server.String(), APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI,
-		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.oldest.key),
-		OldestPacket: g.oldest.ev.Packet, WaitedS: text.Seconds(g.felt), Ongoing: g.ongoing,
-		g: g, serverLabel: p.Label(g.server), grace: r.p.Grace}
+		ClientIDs: text.SortedKeys(g.clientIDs), Clients: g.conns.Clients(), OldestAPI: decode.Name(g.Oldest.Key),
+		OldestPacket: g.Oldest.Evidence.Packet, WaitedS: text.Seconds(g.Felt), Ongoing: g.ongoing,
+		Group: g, ServerLabel: p.Label(g.server), Grace: r.p.Grace}
 	if g.byAPI["ApiVersions"] > 0 {
-		f.silent, f.tlsBack = silentConns(byID, g.conns.IDs())
+		f.Silent, f.TLSBack = silentConns(byID, g.conns.IDs())
 		switch {
-		case f.silent && f.tlsBack:
+		case f.Silent && f.TLSBack:
 			f.NotKafka = "tls"
-		case f.silent:
+		case f.Silent:
 			f.NotKafka = "nothing"
 		}
 	}
-	return g.finding(p, g.sev, overtaken, closed, []netip.AddrPort{g.server}, f)
+	return g.finding(p, g.Severity, overtaken, closed, []netip.AddrPort{g.server}, f)
 }
 
 // silentConns reports whether none of the connections ids (all among
@@ -574,24 +574,24 @@ func silentConns(byID map[int]*flows.Conn, ids []int) (silent, tls bool) {
 }
 
 // pending lists the requests that may yet have been answered.
-func (r *rule) pending(p *detectors.Pass, g *group) detectors.Finding {
+func (r *rule) pending(p *detectors.Pass, g *Group) detectors.Finding {
 	f := &Pending{APIs: slices.Sorted(maps.Keys(g.byAPI)), ByAPI: g.byAPI, Servers: g.conns.Servers(),
-		OldestAPI: decode.Name(g.oldest.key), OldestPacket: g.oldest.ev.Packet, g: g, grace: r.p.Grace}
+		OldestAPI: decode.Name(g.Oldest.Key), OldestPacket: g.Oldest.Evidence.Packet, Group: g, Grace: r.p.Grace}
 	return g.finding(p, detectors.Info, inFlight, reasons-1, g.conns.ServerAddrs(), f)
 }
 
 // finding is the group's finding at sev, counting the reasons from first
 // to last.
-func (g *group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
+func (g *Group) finding(p *detectors.Pass, sev detectors.Severity, first, last int, servers []netip.AddrPort,
 	d interface {
 		detectors.Detail
 		counted() *Counted
 	}) detectors.Finding {
 	c := d.counted()
-	c.Requests, c.Connections = g.n, int64(g.conns.Len()+g.conns.More)
+	c.Requests, c.Connections = g.N, int64(g.conns.Len()+g.conns.More)
 	c.ByReason = make(map[string]int64, last-first+1)
 	for i := first; i <= last; i++ {
-		c.ByReason[reasonNames[i]] = g.reasons[i]
+		c.ByReason[reasonNames[i]] = g.Reasons[i]
 	}
 	return detectors.Finding{
 		Severity: sev,

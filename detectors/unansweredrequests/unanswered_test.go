@@ -78,7 +78,10 @@ type tcase struct {
 // ends: graded want.
 func atEnd(name string, waitMs float64, want detectors.Severity) tcase {
 	return tcase{name: name, traffic: waiting(time.Second+ms(waitMs), 0),
-		want: []dt.Want{{Severity: want, Counts: map[string]int64{"expired": 1}, Fields: map[string]any{"waited_s": waitMs / 1000, "ongoing": true}}}}
+		want: []dt.Want{{Severity: want, Detail: &unansweredrequests.Finding{
+			WaitedS: waitMs / 1000, Ongoing: true,
+			Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+		}, Exact: []string{"WaitedS"}}}}
 }
 
 func TestUnansweredRequests(t *testing.T) {
@@ -93,10 +96,12 @@ func TestUnansweredRequests(t *testing.T) {
 			},
 			want: []dt.Want{{
 				Severity: detectors.Warning,
-				Counts:   map[string]int64{"requests": 1, "expired": 1, "overtaken": 0, "closed": 0, "connections": 1},
-				Fields: map[string]any{"server": broker, "apis": []string{"Produce"}, "by_api": map[string]int64{"Produce": 1},
-					"oldest_api": "Produce", "oldest_packet": uint64(3), "client_ids": []string{"producer-1"}, "clients": []string{"10.2.0.5"},
-					"waited_s": 4.5, "ongoing": true},
+				Detail: &unansweredrequests.Finding{
+					Server: broker, APIs: []string{"Produce"}, ByAPI: map[string]int64{"Produce": 1},
+					OldestAPI: "Produce", OldestPacket: uint64(3), ClientIDs: []string{"producer-1"},
+					Clients: []string{"10.2.0.5"}, WaitedS: 4.5, Ongoing: true,
+					Counted: unansweredrequests.Counted{Requests: 1, Connections: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+				}, Exact: []string{"Server"},
 				Summary: []string{"1 request(s) to node 1 (" + broker + ") never answered (Produce 1) on 1 connection(s); oldest Produce at 00:00:01.500",
 					"clients waited up to 4.5 s, some still waiting at the end"},
 				Evidence: []uint64{3},
@@ -106,25 +111,30 @@ func TestUnansweredRequests(t *testing.T) {
 			name:     "the same with grace 10 s: in flight, info",
 			settings: map[string]string{"grace": "10s"},
 			traffic:  waiting(6*time.Second, 0),
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1},
-				Fields:  map[string]any{"servers": []string{broker}, "apis": []string{"Produce"}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{
+				Servers: []string{broker}, APIs: []string{"Produce"},
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}},
+			},
 				Summary: []string{"1 request(s) without a response that may yet have been answered (Produce 1)"}}},
 		},
 		{
 			name:     "the old name grace-s, in seconds, still works",
 			settings: map[string]string{"grace-s": "10"},
 			traffic:  waiting(6*time.Second, 0),
-			want:     []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}}},
+			want:     []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}}}}},
 		},
 		{
 			name:    "near miss: the capture ends 0.9 s after a Produce: in flight",
 			traffic: waiting(time.Second+ms(900), 0),
-			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}}},
+			want:    []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}}}}},
 		},
 		{
 			name:    "near miss the other way: it ends a whole grace (1 s) after: expired, but waited only 1 s (info)",
 			traffic: waiting(2*time.Second, 0),
-			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "expired": 1}, Fields: map[string]any{"waited_s": 1.0}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 1.0,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		atEnd("near miss: a Produce still waiting 2.9 s at the end: info", 2900, detectors.Info),
 		atEnd("near miss the other way: still waiting 3 s at the end: clients felt it, a warning", 3000, detectors.Warning),
@@ -137,8 +147,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
 				h.Call(p, dt.At(time.Second+ms(100)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1, "expired": 0},
-				Fields: map[string]any{"waited_s": 0.102, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 0.102, Ongoing: false,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 0, "overtaken": 1, "closed": 0}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			// An answer is checked for a tail to settle only on a
@@ -152,8 +164,10 @@ func TestUnansweredRequests(t *testing.T) {
 				h.Call(o, dt.At(time.Second+ms(50)), ms(2), "producer-2", dt.Produce(9), dt.Produced(9, 0, 0))
 				h.Call(p, dt.At(time.Second+ms(100)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1, "expired": 0},
-				Fields: map[string]any{"waited_s": 0.102, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 0.102, Ongoing: false,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 0, "overtaken": 1, "closed": 0}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			name: "near miss: overtaken by an answer 2.9 s on: info",
@@ -162,7 +176,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
 				h.Call(p, dt.At(time.Second+ms(2898)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"overtaken": 1}, Fields: map[string]any{"waited_s": 2.9}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 2.9,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 1, "closed": 0}},
+			}}},
 		},
 		{
 			name: "near miss the other way: overtaken by an answer 3 s on: a warning",
@@ -171,7 +188,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
 				h.Call(p, dt.At(time.Second+ms(2998)), ms(2), "producer-1", dt.Produce(9), dt.Produced(9, 0, 0))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"overtaken": 1}, Fields: map[string]any{"waited_s": 3.0, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				WaitedS: 3.0, Ongoing: false,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 1, "closed": 0}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			name: "near miss: overtaken on a connection that lost segments: the response may be in them",
@@ -183,7 +203,7 @@ func TestUnansweredRequests(t *testing.T) {
 				h.Exchange(&flows.Exchange{Conn: p, Req: q, Resp: flows.MakeResponse(q, dt.At(time.Second+ms(102)), dt.Produced(9, 0, 0)), ConnGaps: 1})
 				pinger(h, 5*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "capture_gaps": 1}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 0, "one_sided": 0, "capture_gaps": 1, "long_poll": 0}}}}},
 		},
 		{
 			name: "near miss: still waiting at the end on a connection that lost segments",
@@ -193,7 +213,7 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
 				pinger(h, 5*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "capture_gaps": 1}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 0, "one_sided": 0, "capture_gaps": 1, "long_poll": 0}}}}},
 		},
 		{
 			name: "near miss: one-sided, the capture holds no packet from the server",
@@ -205,7 +225,7 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, p, 2*time.Second, "producer-1", dt.Produce(9))
 				pinger(h, 6*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 2, "one_sided": 2}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 2, ByReason: map[string]int64{"in_flight": 0, "one_sided": 2, "capture_gaps": 0, "long_poll": 0}}}}},
 		},
 		{
 			name: "near miss: the consumer's long poll pending at the end is not mentioned",
@@ -238,8 +258,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
 				pinger(h, 2*time.Second+ms(600))
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "expired": 1},
-				Fields: map[string]any{"apis": []string{"Fetch"}, "waited_s": 1.1}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				APIs: []string{"Fetch"}, WaitedS: 1.1,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		{
 			name: "near miss: a Fetch with MaxWaitMillis 500 pending for 3.4 s: 2.9 s beyond its wait, info",
@@ -247,7 +269,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
 				pinger(h, 4*time.Second+ms(400))
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"expired": 1}, Fields: map[string]any{"waited_s": 2.9}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 2.9,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		{
 			name: "near miss the other way: a Fetch with MaxWaitMillis 500 pending for 3.5 s: 3 s beyond its wait, a warning",
@@ -255,8 +280,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, dial(h, "10.2.0.6:40000", broker), time.Second, "consumer-1", dt.Fetch(500))
 				pinger(h, 4*time.Second+ms(500))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1},
-				Fields: map[string]any{"apis": []string{"Fetch"}, "waited_s": 3.0}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				APIs: []string{"Fetch"}, WaitedS: 3.0,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		{
 			name: "a Fetch whose body was lost waits the 500 ms a consumer's does",
@@ -268,7 +295,10 @@ func TestUnansweredRequests(t *testing.T) {
 				h.Unanswered(c, q)
 				pinger(h, 4*time.Second+ms(500))
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1}, Fields: map[string]any{"waited_s": 3.0}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				WaitedS: 3.0,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		{
 			name: "near miss: a Fetch with MaxWaitMillis 5000 whose connection closes 7.9 s on: 2.9 s beyond its wait, info",
@@ -278,7 +308,10 @@ func TestUnansweredRequests(t *testing.T) {
 				closeAt(c, 8*time.Second+ms(900))
 				pinger(h, 10*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 2.9, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{
+				WaitedS: 2.9, Ongoing: false,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			name: "near miss the other way: the same connection closes 8 s on: 3 s beyond its wait, a warning",
@@ -288,7 +321,10 @@ func TestUnansweredRequests(t *testing.T) {
 				closeAt(c, 9*time.Second)
 				pinger(h, 10*time.Second)
 			},
-			want:        []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 3.0}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				WaitedS: 3.0,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}},
+			}}},
 			explanation: []string{"5.0 s of it is what the broker may hold it (MaxWaitMillis, or the rebalance timeout). Clients waited up to 3.0 s beyond that."},
 		},
 		{
@@ -309,8 +345,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pinger(h, 3*time.Second)
 				pending(h, dial(h, "10.2.0.6:40000", broker), 3*time.Second-ms(140), "consumer-1", dt.ListOffsets())
 			},
-			want: []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1},
-				Fields: map[string]any{"apis": []string{"ListOffsets"}}}},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{
+				APIs:    []string{"ListOffsets"},
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}},
+			}}},
 		},
 		{
 			name: "near miss: JoinGroup and SyncGroup held within the 60 s rebalance timeout",
@@ -337,8 +375,10 @@ func TestUnansweredRequests(t *testing.T) {
 				pending(h, dial(h, "10.2.0.7:40000", broker), time.Second, "consumer-1", dt.Join("m-1", 10000))
 				pinger(h, 15*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1, "expired": 1},
-				Fields: map[string]any{"apis": []string{"JoinGroup"}}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				APIs:    []string{"JoinGroup"},
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 1, "overtaken": 0, "closed": 0}},
+			}}},
 		},
 		{
 			name: "the client gives up after request.timeout.ms (30 s) and closes the connection: an error",
@@ -348,28 +388,36 @@ func TestUnansweredRequests(t *testing.T) {
 				closeAt(p, 31*time.Second)
 				pinger(h, 32*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Error, Counts: map[string]int64{"requests": 1, "closed": 1},
-				Fields: map[string]any{"apis": []string{"Metadata"}, "waited_s": 30.0, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Error, Detail: &unansweredrequests.Finding{
+				APIs: []string{"Metadata"}, WaitedS: 30.0, Ongoing: false,
+				Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			name:    "near miss: the connection closes 29.9 s after a Produce: a warning",
 			traffic: waiting(32*time.Second, 29*time.Second+ms(900)),
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 29.9}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				WaitedS: 29.9,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}},
+			}}},
 		},
 		{
 			name:    "near miss: the connection closes 12 s after a Produce: healed by the close, a warning",
 			traffic: waiting(20*time.Second, 12*time.Second),
-			want:    []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"closed": 1}, Fields: map[string]any{"waited_s": 12.0, "ongoing": false}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+				WaitedS: 12.0, Ongoing: false,
+				Counted: unansweredrequests.Counted{ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}},
+			}, Exact: []string{"Ongoing"}}},
 		},
 		{
 			name:    "near miss: the connection closes 100 ms after a Produce (in flight, info)",
 			traffic: waiting(20*time.Second, ms(100)),
-			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}}},
+			want:    []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}}}}},
 		},
 		{
 			name:    "near miss the other way: the connection closes 1.1 s after a Produce: closed unanswered, info",
 			traffic: waiting(20*time.Second, ms(1100)),
-			want:    []dt.Want{{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "closed": 1}}},
+			want:    []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Finding{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 0, "overtaken": 0, "closed": 1}}}}},
 		},
 		{
 			name: "several connections and APIs to one broker, one finding; another broker, another",
@@ -384,13 +432,16 @@ func TestUnansweredRequests(t *testing.T) {
 				pinger(h, 10*time.Second)
 			},
 			want: []dt.Want{
-				{Severity: detectors.Warning, Counts: map[string]int64{"requests": 3, "expired": 3, "connections": 2},
-					Fields: map[string]any{"server": broker, "apis": []string{"Metadata", "Produce"},
-						"by_api": map[string]int64{"Metadata": 1, "Produce": 2}, "oldest_api": "Produce",
-						"client_ids": []string{"producer-1", "producer-2"}},
+				{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+					Server: broker, APIs: []string{"Metadata", "Produce"},
+					ByAPI: map[string]int64{"Metadata": 1, "Produce": 2}, OldestAPI: "Produce",
+					ClientIDs: []string{"producer-1", "producer-2"},
+					Counted:   unansweredrequests.Counted{Requests: 3, Connections: 2, ByReason: map[string]int64{"expired": 3, "overtaken": 0, "closed": 0}},
+				}, Exact: []string{"Server"},
 					Summary: []string{"3 request(s) to node 1 (" + broker + ") never answered (Produce 2, Metadata 1) on 2 connection(s)"}},
-				{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1},
-					Fields: map[string]any{"server": broker2}},
+				{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{
+					Server: broker2, Counted: unansweredrequests.Counted{Requests: 1},
+				}, Exact: []string{"Server"}},
 			},
 		},
 		{
@@ -402,7 +453,7 @@ func TestUnansweredRequests(t *testing.T) {
 				}
 				pinger(h, 10*time.Second)
 			},
-			want: []dt.Want{{Severity: detectors.Warning, Counts: map[string]int64{"requests": 1030, "overtaken": 6, "expired": 1024}}},
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &unansweredrequests.Finding{Counted: unansweredrequests.Counted{Requests: 1030, ByReason: map[string]int64{"expired": 1024, "overtaken": 6, "closed": 0}}}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -442,9 +493,9 @@ func TestUnansweredSnapshot(t *testing.T) {
 		return h.Findings(), mid
 	}
 	want, _ := run(false)
-	dt.Check(t, want, "unanswered-requests", dt.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "overtaken": 1}})
+	dt.Check(t, want, "unanswered-requests", dt.Want{Severity: detectors.Info, Detail: &unansweredrequests.Finding{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"expired": 0, "overtaken": 1, "closed": 0}}}})
 	got, mid := run(true)
-	dt.Check(t, mid, "unanswered-requests", dt.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "in_flight": 1}})
+	dt.Check(t, mid, "unanswered-requests", dt.Want{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 1, "one_sided": 0, "capture_gaps": 0, "long_poll": 0}}}})
 	w, _ := json.Marshal(want)
 	g, _ := json.Marshal(got)
 	if string(w) != string(g) {
@@ -509,6 +560,6 @@ func TestPendingProse(t *testing.T) {
 		t.Errorf("explanation\n%s\nwant\n%s", fs[0].Explanation, want)
 	}
 	dt.Check(t, fs, "unanswered-requests", dt.Want{Severity: detectors.Info,
-		Counts:  map[string]int64{"requests": 3, "in_flight": 1, "one_sided": 1, "capture_gaps": 1, "long_poll": 0, "connections": 3},
+		Detail:  &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 3, Connections: 3, ByReason: map[string]int64{"in_flight": 1, "one_sided": 1, "capture_gaps": 1, "long_poll": 0}}},
 		Summary: []string{"3 request(s) without a response that may yet have been answered (Produce 2, ListOffsets 1)"}})
 }
