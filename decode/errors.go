@@ -38,25 +38,6 @@ func KnownError(code int16) bool {
 	return e != nil && e.Code == code
 }
 
-// ErrorCode returns the code of an error name as ErrorName gives it, and
-// false for a name it does not give.
-func ErrorCode(name string) (int16, bool) {
-	c, ok := errorCodes()[name]
-	return c, ok
-}
-
-// errorCodes is ErrorName reversed, built on first use: only the
-// correlator and expectation files ask, and every run would pay it at init.
-var errorCodes = sync.OnceValue(func() map[string]int16 {
-	m := map[string]int16{}
-	for c := int16(-1); c < 256; c++ {
-		if n := ErrorName(c); !strings.HasPrefix(n, "UNKNOWN_ERROR_CODE_") {
-			m[n] = c
-		}
-	}
-	return m
-})
-
 func itoa(n int) string {
 	if n == 0 {
 		return "0"

@@ -215,7 +215,6 @@ type Analyzer struct {
 	pool      *reassembly.StreamPool
 	asm       *reassembly.Assembler
 	ctx       packetCtx
-	cur       *capture.Packet
 	hdr       headers
 	tcp       *layers.TCP
 	lastFlush time.Time
@@ -224,10 +223,15 @@ type Analyzer struct {
 	flushNow  bool
 	// lastQueued is when a segment last arrived ahead of a hole.
 	lastQueued time.Time
-	lastFile   int
-	lastN      uint64
-	endTime    time.Time
-	ar         arena
+	// at is the place of the packet at work: the packet (or datagram)
+	// being analysed, the held delivery being framed (stream.start), or,
+	// outside packet work, the last packet given at the latest time seen
+	// (quiet), the capture's end at Close. Reassembly's callbacks read it
+	// (they are called with no place of ours); the framer is handed it.
+	at Place
+	// last is the place of the last packet given.
+	last Place
+	ar   arena
 	// spare takes big frame buffers back from the delivery; fpool keeps
 	// big buffers for reuse.
 	spare chan []byte
@@ -253,11 +257,9 @@ type Analyzer struct {
 	listeners *Listeners
 	learn     bool
 	// holders are the connections held until their client side is known,
-	// held the bytes they hold together (orient.go); at is the held
-	// delivery being framed, whose packet stands for the current one.
+	// held the bytes they hold together (orient.go).
 	holders []*stream
 	held    int64
-	at      *heldPiece
 	// order is the place of the first packet of the stream at work, put
 	// on its events (Event.Order); gathering collects events into
 	// gathered while several streams may emit at once (see gather).
@@ -502,8 +504,8 @@ func (a *Analyzer) Packet(p *capture.Packet) { a.PacketAt(p, a.seq+1) }
 // each analyzer its packets with their places in the whole capture.
 func (a *Analyzer) PacketAt(p *capture.Packet, seq uint64) {
 	a.seq = seq
-	a.cur = p
-	a.lastFile, a.lastN = p.File, p.N
+	a.at = placeOf(p)
+	a.last = a.at
 	a.packet(p)
 	if !a.deferred() {
 		a.maybeFlush(p.Time)
@@ -565,9 +567,9 @@ func (a *Analyzer) reassemble(p *capture.Packet, depth int) {
 func (a *Analyzer) datagram(p *capture.Packet, depth int) {
 	st := &a.stats
 	st.Reassembled++
-	cur := a.cur
-	a.cur = p
-	defer func() { a.cur = cur }()
+	outer := a.at
+	a.at = placeOf(p)
+	defer func() { a.at = outer }()
 	kind, src, dst, err := a.hdr.parse(p)
 	switch kind {
 	case pktTCP:
@@ -681,8 +683,8 @@ func (a *Analyzer) Do(w *Work) {
 		a.PacketAt(w.Packet, w.Seq)
 	case WorkDatagram:
 		a.seq = w.Seq
-		a.cur = w.Packet
-		a.lastFile, a.lastN = w.Packet.File, w.Packet.N
+		a.at = placeOf(w.Packet)
+		a.last = a.at
 		a.datagram(w.Packet, 0)
 	case WorkLoss:
 		a.fragLost(&w.Loss)
@@ -785,9 +787,9 @@ func (a *Analyzer) Flush(p *capture.Packet) {
 	if a.closed {
 		return
 	}
-	a.cur = p
+	a.at = placeOf(p)
 	a.flush(p.Time)
-	a.cur = nil
+	a.at = a.quiet()
 }
 
 func (a *Analyzer) flush(now time.Time) {
@@ -828,19 +830,22 @@ func (a *Analyzer) Tick(now time.Time) {
 	if a.closed {
 		return
 	}
-	a.cur = nil
+	a.at = a.quiet()
 	a.maybeFlush(now)
 }
 
 // Close ends the analysis: it flushes reassembly, reports requests that
 // were never answered and SYNs never answered, and must be called once
 // after the last packet.
-func (a *Analyzer) Close() {
+func (a *Analyzer) Close() { a.closeAt(a.quiet()) }
+
+// closeAt is Close with the events of the end placed at end.
+func (a *Analyzer) closeAt(end Place) {
 	if a.closed {
 		return
 	}
 	a.closed = true
-	a.cur = nil
+	a.at = end
 	a.phase = 1
 	// The end of every stream: datagrams still missing fragments are
 	// lost, counted on their connections before these end; the
@@ -866,14 +871,13 @@ func (a *Analyzer) Close() {
 	}
 	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
 	a.phase = 2
-	_, _, end := a.packetPos()
 	for _, m := range left {
 		if m.conn.Packets[ToClient] == 0 {
 			a.notCaptured(m.conn, m)
 			continue
 		}
 		m.conn.Unanswered++
-		a.emit(&Exchange{Conn: m.conn, Req: m, Unanswered: true, AtEnd: true, Waited: end.Sub(m.Time)})
+		a.emit(&Exchange{Conn: m.conn, Req: m, Unanswered: true, AtEnd: true, Waited: end.Time.Sub(m.Time)})
 	}
 	a.phase = 3
 	a.closeSYNs()
@@ -893,8 +897,7 @@ func (a *Analyzer) Close() {
 // packet (file, n) and last time t, as one analyzer of every packet would
 // place them.
 func (a *Analyzer) CloseAt(file int, n uint64, t time.Time) {
-	a.lastFile, a.lastN, a.endTime = file, n, t
-	a.Close()
+	a.closeAt(Place{File: file, Packet: n, Time: t})
 }
 
 func (a *Analyzer) out(ev Event) {
@@ -1015,23 +1018,11 @@ func (a *Analyzer) emit(x *Exchange) {
 
 func (a *Analyzer) emitConn(e *ConnEvent) { a.out(Event{Conn: e}) }
 
-// here is packetPos as a Place.
-func (a *Analyzer) here() Place {
-	file, n, t := a.packetPos()
-	return Place{File: file, Packet: n, Time: t}
-}
+// placeOf is the place of packet p.
+func placeOf(p *capture.Packet) Place { return Place{File: p.File, Packet: p.N, Time: p.Time} }
 
-// packetPos returns the current packet's position, or the last one seen
-// when called outside packet processing (flushes at the end).
-func (a *Analyzer) packetPos() (file int, n uint64, t time.Time) {
-	if a.at != nil {
-		return a.at.file, a.at.pkt, a.at.t
-	}
-	if a.cur != nil {
-		return a.cur.File, a.cur.N, a.cur.Time
-	}
-	if !a.endTime.IsZero() {
-		return a.lastFile, a.lastN, a.endTime
-	}
-	return a.lastFile, a.lastN, a.stats.LastTime
+// quiet is the place outside packet work: the last packet given, at the
+// latest time seen.
+func (a *Analyzer) quiet() Place {
+	return Place{File: a.last.File, Packet: a.last.Packet, Time: a.stats.LastTime}
 }

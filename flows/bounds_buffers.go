@@ -374,7 +374,7 @@ func (f *framer) dropForBudget() {
 		case !f.resp:
 			if m := f.partialRequest(f.buf); m != nil {
 				what = fmt.Sprintf("%s v%d request corr %d (%d bytes) dropped after %d", decode.Name(m.Key), m.Version, m.Correlation, total, n)
-				a.wait(c, m)
+				a.wait(c, m, a.at) // at the packet that passed the budget
 			}
 		default:
 			if corr, ok := decode.Correlation(f.buf[decode.SizeLen:]); ok && c.hasPending(corr) {

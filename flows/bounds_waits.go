@@ -85,8 +85,8 @@ const (
 
 // wait makes m wait for its response on c, dropping the oldest waiting
 // request of c beyond Config.MaxPending and the oldest anywhere beyond
-// Config.MaxPendingTotal.
-func (a *Analyzer) wait(c *Conn, m *Message) {
+// Config.MaxPendingTotal; at is the packet m came in.
+func (a *Analyzer) wait(c *Conn, m *Message, at Place) {
 	if c.Packets[ToClient] == 0 && c.waiting() >= oneSidedWaiting {
 		// Not one packet from the server: a one-sided capture. Keep
 		// only the last requests waiting, in case the other direction
@@ -94,7 +94,7 @@ func (a *Analyzer) wait(c *Conn, m *Message) {
 		a.notCaptured(c, c.popHead())
 	}
 	if old := c.push(m, a.cfg.MaxPending); old != nil {
-		a.dropWaiting(c, old, noteMaxPending)
+		a.dropWaiting(c, old, noteMaxPending, at)
 	}
 	if c.waits == nil {
 		return // not made by an Analyzer (tests)
@@ -105,14 +105,14 @@ func (a *Analyzer) wait(c *Conn, m *Message) {
 		if v == nil {
 			break
 		}
-		a.dropWaiting(v, v.popHead(), noteMaxPendingTotal)
+		a.dropWaiting(v, v.popHead(), noteMaxPendingTotal, at)
 	}
 }
 
 // dropWaiting counts a waiting request dropped for a bound as unanswered
 // (a partial one is not counted: see Message.Partial), and says so once
-// per connection and bound.
-func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
+// per connection and bound, at the packet at.
+func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8, at Place) {
 	if m == nil || m.Partial {
 		return
 	}
@@ -129,7 +129,6 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 		return
 	}
 	c.noted |= why
-	file, pkt, _ := a.packetPos()
 	bound := fmt.Sprintf("%d requests waiting on this connection (the bound per connection)", a.cfg.MaxPending)
 	if why == noteMaxPendingTotal {
 		bound = fmt.Sprintf("%d requests waiting across connections (the total bound)", a.cfg.MaxPendingTotal)
@@ -137,7 +136,7 @@ func (a *Analyzer) dropWaiting(c *Conn, m *Message, why uint8) {
 			bound = fmt.Sprintf("%d requests waiting across this worker's connections (its share of the total bound, %d, split among %d workers)", a.cfg.MaxPendingTotal, a.cfg.MaxPendingTotal*n, n)
 		}
 	}
-	c.problem(file, pkt, fmt.Sprintf("over %s: the oldest are dropped and counted unanswered, first %s v%d corr %d of packet %d",
+	c.problem(at.File, at.Packet, fmt.Sprintf("over %s: the oldest are dropped and counted unanswered, first %s v%d corr %d of packet %d",
 		bound, decode.Name(m.Key), m.Version, m.Correlation, m.Packet))
 }
 

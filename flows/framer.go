@@ -141,7 +141,7 @@ func (f *framer) gap(n, cut int, at Place) {
 		if !f.resp && f.synced && !f.tentative {
 			if m := f.partialRequest(f.buf); m != nil {
 				what += fmt.Sprintf(" (%s v%d corr %d)", decode.Name(m.Key), m.Version, m.Correlation)
-				a.wait(c, m)
+				a.wait(c, m, at)
 			}
 		}
 	}
@@ -219,7 +219,7 @@ func (f *framer) end() {
 	f.s.a.putBuffer(f.buf)
 	f.buf = nil
 	f.account()
-	f.deliverDropped(f.s.a.here())
+	f.deliverDropped(f.s.a.at)
 	f.unstash()
 	f.forget()
 }
@@ -690,7 +690,7 @@ func (f *framer) request(frame []byte, src *frameSource) bool {
 		a.emit(&Exchange{Conn: c, Req: m, NoResponse: true})
 		return true
 	}
-	a.wait(c, m)
+	a.wait(c, m, src.at)
 	return true
 }
 

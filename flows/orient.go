@@ -86,9 +86,7 @@ type heldPiece struct {
 	dir      uint8
 	off, n   int32
 	gap, cut int32
-	file     int
-	pkt      uint64
-	t        time.Time
+	at       Place
 }
 
 // evidence is what the bytes held say about each reassembly direction d.
@@ -109,13 +107,12 @@ func (s *stream) hold(d int, data []byte, skip, cut int) {
 	if h == nil {
 		h = &holding{}
 		s.h = h
-		_, _, h.since = a.packetPos()
+		h.since = a.at.Time
 		a.holders = append(a.holders, s)
 	}
-	file, pkt, t := a.packetPos()
 	h.order = append(h.order, heldPiece{
 		dir: uint8(d), off: int32(len(h.buf[d])), n: int32(len(data)),
-		gap: int32(skip), cut: int32(cut), file: file, pkt: pkt, t: t,
+		gap: int32(skip), cut: int32(cut), at: a.at,
 	})
 	h.buf[d] = append(h.buf[d], data...)
 	a.held += int64(len(data))
@@ -362,7 +359,7 @@ func (s *stream) lowerPort() int {
 func (s *stream) assess(final bool) {
 	h := s.h
 	a := s.a
-	_, _, now := a.packetPos()
+	now := a.at.Time
 	if !final && (now.Sub(h.since) >= holdWindow || h.size() >= holdMax || a.held > a.holdBudget()) {
 		final = true
 	}

@@ -25,7 +25,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	// generation, see Analyzer.tcpPacket): New is only called for a new
 	// connection.
 	s := &stream{a: a, key: key, ends: [2]netip.AddrPort{src, dst}, clientEnd: -1, gen: generation(netFlow)}
-	s.first.file, s.first.pkt, s.first.t = a.packetPos()
+	s.first = a.at
 	s.firstSeq = a.seq
 	s.fr[0].s, s.fr[1].s = s, s
 	s.fr[1].resp = true
@@ -45,7 +45,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		}
 	}
 	a.setStream(s)
-	a.born = append(a.born, a.cur.Time)
+	a.born = append(a.born, a.at.Time)
 	return s
 }
 
@@ -102,11 +102,7 @@ type stream struct {
 	// firstSeq is the place of its first packet (Analyzer.seq).
 	firstSeq uint64
 	// first and last packet seen of the connection.
-	first, last struct {
-		file int
-		pkt  uint64
-		t    time.Time
-	}
+	first, last Place
 	// Sequence tracking, to tell a hole that will never be filled: the
 	// first sequence number of each direction, the bytes reassembly has
 	// delivered or skipped since, and the highest sequence number seen.
@@ -159,7 +155,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	if tcp.SYN {
 		s.syn(tcp, d)
 	}
-	s.last.file, s.last.pkt, s.last.t = s.a.packetPos()
+	s.last = s.a.at
 	// A keep-alive or a bare ACK does not start a direction (see
 	// startsAt); the next data does.
 	skip := nextSeq == -1 && !tcp.SYN && !s.startsAt(tcp, d)
@@ -183,7 +179,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 	if tcp.FIN || tcp.RST {
 		s.ended = true
 	}
-	if p := s.a.cur; p != nil && len(p.Data) < p.Len && len(tcp.Payload) > 0 {
+	if ci.CaptureLength < ci.Length && len(tcp.Payload) > 0 {
 		seq := tcp.Seq
 		if tcp.SYN {
 			seq++
@@ -192,7 +188,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 			s.cuts = new(cutPoints)
 		}
 		c := s.cuts
-		c.p[d][c.n[d]%maxCuts] = struct{ end, missing uint32 }{seq + uint32(len(tcp.Payload)), uint32(p.Len - len(p.Data))}
+		c.p[d][c.n[d]%maxCuts] = struct{ end, missing uint32 }{seq + uint32(len(tcp.Payload)), uint32(ci.Length - ci.CaptureLength)}
 		c.n[d]++
 	}
 	if s.conn != nil {
@@ -200,7 +196,7 @@ func (s *stream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly
 		r := s.role(d)
 		c.Packets[r]++
 		c.Bytes[r] += int64(len(tcp.Payload))
-		c.LastPacket, c.LastSeen = s.a.cur.N, s.a.cur.Time
+		c.LastPacket, c.LastSeen = s.last.Packet, s.last.Time
 		if tcp.RST {
 			c.Reset = true
 		}
@@ -326,7 +322,7 @@ func (s *stream) deliver(d int, data []byte, skip int, holeAt uint32) {
 		return
 	}
 	// The framer is handed the packet the bytes came in.
-	at := s.a.here()
+	at := s.a.at
 	if skip > 0 && s.conn != nil {
 		s.fr[s.role(d)].gap(skip, s.cutAt(d, holeAt, skip), at)
 	}
@@ -378,15 +374,15 @@ func (s *stream) recoverPanic() {
 	s.ignore = true
 	a := s.a
 	a.stats.InternalErrors++
-	file, pkt, _ := a.packetPos()
+	at := a.at
 	what := fmt.Sprintf("internal error, connection abandoned: %v", p)
 	if c := s.conn; c != nil {
 		c.Broken = true
-		c.BrokenPacket, c.BrokenFile, c.BrokenWhy = pkt, file, fmt.Sprint(p)
-		c.problem(file, pkt, what)
+		c.BrokenPacket, c.BrokenFile, c.BrokenWhy = at.Packet, at.File, fmt.Sprint(p)
+		c.problem(at.File, at.Packet, what)
 		return
 	}
-	a.stats.FirstInternal.keepFirst(Problem{File: file, Packet: pkt, What: what})
+	a.stats.FirstInternal.keepFirst(Problem{File: at.File, Packet: at.Packet, What: what})
 }
 
 // ReassemblyComplete implements reassembly.Stream.
@@ -430,8 +426,8 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		// only a FIN or RST, or a new connection on the 4-tuple, is a
 		// close.
 		if s.conn.Closed || s.conn.Reset || !s.superseded.IsZero() {
-			file, n, t := s.a.packetPos()
-			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: file, Packet: n, Time: t})
+			at := s.a.at
+			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: at.File, Packet: at.Packet, Time: at.Time})
 		}
 	}
 	s.release()
@@ -496,15 +492,15 @@ func (s *stream) start(how Recognition, by ClientSide) {
 			Recognised:  how,
 			Handshake:   s.handshake,
 			MidStream:   s.midstream[0] || s.midstream[1],
-			File:        s.first.file,
-			FirstPacket: s.first.pkt,
-			FirstSeen:   s.first.t,
+			File:        s.first.File,
+			FirstPacket: s.first.Packet,
+			FirstSeen:   s.first.Time,
 			nodes:       a.nodes,
 		},
 		ClientBy:   by,
 		waits:      &a.waits,
-		LastPacket: s.last.pkt,
-		LastSeen:   s.last.t,
+		LastPacket: s.last.Packet,
+		LastSeen:   s.last.Time,
 	}
 	for i := 0; i < 2; i++ {
 		r := s.role(i)
@@ -529,19 +525,21 @@ func (s *stream) start(how Recognition, by ClientSide) {
 	for _, kv := range h.apis[ci] {
 		c.hint(kv)
 	}
-	defer func() { a.at = nil }()
+	// Each held delivery is framed at its own packet, which stands for
+	// the packet at work meanwhile.
+	outer := a.at
+	defer func() { a.at = outer }()
 	for i := range h.order {
 		p := &h.order[i]
-		a.at = p
+		a.at = p.at
 		f := &s.fr[s.role(int(p.dir))]
-		at := Place{File: p.file, Packet: p.pkt, Time: p.t}
 		if p.gap > 0 {
-			f.gap(int(p.gap), int(p.cut), at)
+			f.gap(int(p.gap), int(p.cut), p.at)
 		}
 		if p.n > 0 {
-			f.feed(h.buf[p.dir][p.off:p.off+p.n], at)
+			f.feed(h.buf[p.dir][p.off:p.off+p.n], p.at)
 		}
 	}
-	a.at = nil
+	a.at = outer
 	s.release()
 }

@@ -62,8 +62,8 @@ func (s *stream) startTLS(d int, data []byte) {
 	}
 	t := &tlsState{client: d}
 	t.s = tlsdec.NewSession(keys, func(text string) {
-		file, pkt, _ := s.a.packetPos()
-		p := Problem{File: file, Packet: pkt, What: text}
+		at := s.a.at
+		p := Problem{File: at.File, Packet: at.Packet, What: text}
 		if s.conn != nil {
 			s.conn.problem(p.File, p.Packet, p.What)
 		} else if len(t.pending) < maxProblems {
@@ -193,8 +193,8 @@ func (s *stream) tlsCount() {
 	if info.AuthFailures > t.auth {
 		st.AuthFailures += int64(info.AuthFailures - t.auth)
 		t.auth = info.AuthFailures
-		file, pkt, _ := s.a.packetPos()
-		st.FirstAuthFailure.keepFirst(Problem{File: file, Packet: pkt, What: "TLS record authentication failed"})
+		at := s.a.at
+		st.FirstAuthFailure.keepFirst(Problem{File: at.File, Packet: at.Packet, What: "TLS record authentication failed"})
 	}
 	if s.conn != nil && info.Undecrypted > t.skipped {
 		s.conn.skip(SkipTLS, int(info.Undecrypted-t.skipped))

@@ -54,6 +54,7 @@ func TestLateJoin(t *testing.T) {
 		{name: "group-churn-sarama"},
 		{name: "same-value-kgo"},
 		{name: "same-value-sarama"},
+		{name: "same-value-kafka-go"},
 		{name: "rebalance-kgo-classic", rule: "rebalance-loop", sev: detectors.Warning},
 		{name: "stalled-fetch-kgo", rule: "stalled-fetch", sev: detectors.Warning},
 		{name: "notleader-8s-sarama", rule: "not-leader-loop", sev: detectors.Warning},

@@ -15,6 +15,8 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
+	"github.com/kfsniff/kfsniff/detectors/errorstorm"
+	"github.com/kfsniff/kfsniff/detectors/unansweredrequests"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -108,7 +110,9 @@ func TestUnansweredCaptureLoss(t *testing.T) {
 	}
 	got := opsFindings(t, "unanswered-requests", f)
 	detectortest.Compare(t, got, "unanswered-requests",
-		detectortest.Want{Severity: detectors.Info, Counts: map[string]int64{"requests": 1, "capture_gaps": 1}})
+		detectortest.Want{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{
+			Requests: 1, ByReason: map[string]int64{"in_flight": 0, "one_sided": 0, "capture_gaps": 1, "long_poll": 0},
+		}}})
 }
 
 // TestOpsRulesQuietOnHealthyCaptures runs the committed healthy captures
@@ -166,9 +170,11 @@ func TestErrorStormOnScenarios(t *testing.T) {
 			got := opsFindings(t, "error-storm", opsOpen(t, filepath.Join("..", "fixtures", "pcaps", "scenarios", tc.file)))
 			detectortest.Compare(t, got, "error-storm", detectortest.Want{
 				Severity: detectors.Info,
-				Counts:   map[string]int64{"responses": tc.responses, "storm_responses": tc.responses},
-				Fields:   map[string]any{"api": tc.api, "error": tc.err, "explained_by": tc.by},
-				Summary:  []string{" (explained by " + tc.by + ")"},
+				Detail: &errorstorm.Finding{
+					API: tc.api, Error: tc.err, Responses: tc.responses, StormResponses: tc.responses,
+				},
+				ExplainedBy: tc.by,
+				Summary:     []string{" (explained by " + tc.by + ")"},
 			})
 		})
 	}

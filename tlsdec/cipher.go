@@ -66,9 +66,6 @@ func SuiteName(id uint16) string { return tls.CipherSuiteName(id) }
 // VersionName is "TLS 1.3", "TLS 1.2", ... or 0x%04X.
 func VersionName(v uint16) string { return tls.VersionName(v) }
 
-// Decryptable reports whether kfsniff decrypts suite id.
-func Decryptable(id uint16) bool { return suites[id].kind != aeadNone }
-
 func (s suite) hash() func() hash.Hash {
 	if s.sha384 {
 		return sha512.New384

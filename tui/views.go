@@ -602,9 +602,7 @@ func treeView(n *treeNode) *tview.TreeNode {
 // maxHex bounds the bytes of one frame shown in hex.
 const maxHex = 64 << 10
 
-func hexText(x *Exchange, req, resp []byte) string { return hexTextOf(x, req, resp, false) }
-
-// hexTextOf is hexText; unless secrets, the frames of an API whose
+// hexTextOf dumps an exchange's frames in hex; unless secrets, the frames of an API whose
 // bodies may carry credentials (decode.SecretKey) are not dumped.
 func hexTextOf(x *Exchange, req, resp []byte, secrets bool) string {
 	var b strings.Builder

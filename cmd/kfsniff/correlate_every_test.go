@@ -71,10 +71,6 @@ var stillDiffer = func() map[string]string {
 	for why, caps := range map[string][]string{
 		"duplicate-batches by records: MirrorMaker 2 re-batches, and the record fingerprints are not shipped (only batch CRCs)": {
 			"kafka/mm2-replay.pcap.gz", "kafka/mm2-replay-dst.pcap.gz", "kafka/mm2-replay-idempotent.pcap.gz", "kafka/mm2-replay-idempotent-dst.pcap.gz"},
-		"reconnect-storm: the file hands the SYNs still unanswered at its end to the rules after everything else, at the time of their first SYN, 12 s before the attempts counted last, and finds 21 attempts \"in -12.0 s\"; read back, they come in time order and make no burst": {
-			"kafka/kraft-fenced-while-alive.pcap.gz"},
-		"reconnect-storm's bursts last 0.3-0.6 s longer, their peaks differ by one a second: records are merged by time within an export partition only, so a connection first met in an exchange record (keyed by client id or partition) read before its opening (keyed @server) opens at the exchange's time": {
-			"kafka/kraft-healthy-startup.pcap.gz", "kafka/kraft-healthy-load.pcap.gz", "kafka/kraft-healthy-load-client.pcap.gz"},
 		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s": {
 			"kafka/kraft-listener-conflict.pcap.gz"},
 	} {

@@ -44,9 +44,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"seen again at the same offset (by a consumer, a follower, a retry the broker recognised) is not a " +
 		"duplicate. Control and transactional batches are not compared by records (an aborted transaction " +
 		"sent again repeats its records legitimately), and records match only between copies naming the same " +
-		"topic id. Records equal to records that one idempotent producer session (producer id and epoch) sent under other " +
-		"sequence numbers less than same-producer-window before are that application's own repeats (one value sent twice " +
-		"within a millisecond), not a replay. Severity: duplicates never heal (the log keeps both copies until retention, and every " +
+		"topic id. Data equal to data the same sender wrote less than same-producer-window before (one connection, " +
+		"whose acknowledgement of the first copy it had, or one idempotent producer session under other sequence numbers) " +
+		"is that application's own repeat (one value sent twice within a millisecond), not a replay. Severity: duplicates never heal (the log keeps both copies until retention, and every " +
 		"consumer reads the records twice), so they are graded by how much was written twice and how: an " +
 		"error for an MM2-style replay, replay-batches or more batches appended again at one offset shift " +
 		"(a consumer-producer pipeline that re-read its source from an earlier position: MirrorMaker 2 or " +
@@ -73,7 +73,7 @@ type Params struct {
 	MaxBatches           int             `param:"max-batches" doc:"batch fingerprints (CRC, record count, size) remembered over all partitions; the oldest are forgotten first (counted as forgotten_batches)"`
 	MaxRecords           int             `param:"max-records" doc:"record fingerprints remembered over all partitions for the comparison by records (about 70 bytes each); the oldest are forgotten first"`
 	MaxPartitions        int             `param:"max-partitions" doc:"partitions followed; batches of further partitions are not checked"`
-	SameProducerWindow   time.Duration   `param:"same-producer-window" unit:"s" doc:"records equal to records one idempotent producer session (producer id and epoch) sent less than this before, under other sequence numbers, are that application's own repeats (one value sent twice within a millisecond), not a replay: a consume-transform-produce pipeline replays only after a restart or a rebalance"`
+	SameProducerWindow   time.Duration   `param:"same-producer-window" unit:"s" doc:"a batch or records equal to ones the same sender produced less than this before (the same connection, which carried the acknowledgement of the first copy, or the same idempotent producer session under other sequence numbers) are that application's own repeat (one value sent twice within a millisecond), not a replay or a resend: a resend follows a failed or lost acknowledgement, a replay a restart or a rebalance; 0 compares every copy"`
 }
 
 // Cut implements detectors.Bounded: batches not decompressed for the
@@ -149,6 +149,16 @@ type origin struct {
 	conn   int32
 	packet uint64
 	at     int64 // unix ns
+	// session and produced: see sender.
+	session  uint64
+	produced bool
+}
+
+func (o *origin) sender() sender {
+	if !o.produced {
+		return sender{}
+	}
+	return sender{at: o.at, session: o.session, file: o.file, conn: o.conn}
 }
 
 type recKey struct {
@@ -158,11 +168,39 @@ type recKey struct {
 
 func (k recKey) Hash(seed uint64) uint64 { return table.Mix64(k.h^seed, uint64(k.part)) }
 
-// recAt is where a record was first seen, when it was sent (for a
-// Produce) and the idempotent producer session that sent it (session).
+// recAt is where a record was first seen and who sent it.
 type recAt struct {
-	offset, at int64 // at: the Produce's capture time, unix ns; 0 for a Fetch's copy
-	session    uint64
+	offset int64
+	sender
+}
+
+// sender is who produced a copy, and when: what tells an application's
+// own repeat from a replay or a resend.
+type sender struct {
+	at         int64  // the Produce's capture time, unix ns; 0 for a Fetch's copy
+	session    uint64 // the idempotent producer session (session())
+	file, conn int32
+}
+
+func senderOf(c *copies.Copy) sender {
+	if c.Path.Stored() {
+		// A Fetch shows the data, not who sent it when.
+		return sender{}
+	}
+	return sender{at: c.Msg.Time.UnixNano(), session: session(c.B), file: int32(c.Msg.File), conn: int32(c.Msg.Conn.ID)}
+}
+
+// own reports data equal to what the same sender produced moments
+// before: the same connection (a produced copy is placed at its offset
+// from its answer, so the connection carried that acknowledgement, and
+// a producer resends only what it has no acknowledgement for) or the
+// same idempotent session (its batches under other sequence numbers are
+// sends the broker took as distinct).
+func (r *rule) own(first, again sender) bool {
+	if first.at == 0 || again.at == 0 || again.at-first.at >= r.sameWindow {
+		return false
+	}
+	return (first.session != 0 && first.session == again.session) || (first.file == again.file && first.conn == again.conn)
 }
 
 // session is an idempotent producer's id and epoch, 0 for a producer
@@ -317,12 +355,16 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	}
 	if o, ok := r.crcs.Ref(ck); ok {
 		if o.offset != c.Base {
+			if r.own(o.sender(), senderOf(c)) {
+				return
+			}
 			orig := *o
 			r.repeat(p, c, c.Base-o.offset, false, &orig)
 			return
 		}
 	} else {
-		*o = origin{offset: c.Base, file: int32(c.Msg.File), conn: int32(c.Msg.Conn.ID), packet: c.Msg.Packet, at: c.Msg.Time.UnixNano()}
+		*o = origin{offset: c.Base, file: int32(c.Msg.File), conn: int32(c.Msg.Conn.ID), packet: c.Msg.Packet, at: c.Msg.Time.UnixNano(),
+			session: session(b), produced: !c.Path.Stored()}
 	}
 	if !byRecords {
 		return
@@ -349,10 +391,7 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	shift, all := int64(0), true
 	// When both were sent in a Produce the capture shows; a Fetch shows
 	// the records, not when they were sent.
-	ses, at := session(b), int64(0)
-	if !c.Path.Stored() {
-		at = c.Msg.Time.UnixNano()
-	}
+	by := senderOf(c)
 	for i, h := range hs {
 		o := r.recs.Get(recKey{h: h.Sum ^ mix, part: p.idx})
 		if o == nil {
@@ -361,10 +400,7 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 			continue
 		}
 		off := o.offset
-		if ses != 0 && o.session == ses && at != 0 && o.at != 0 && at-o.at < r.sameWindow {
-			// The same value sent again by the same producer
-			// session moments later: the application's, not a
-			// replay.
+		if r.own(o.sender, by) {
 			r.found = append(r.found, off)
 			all = false
 			continue
@@ -382,7 +418,7 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	}
 	for i, h := range hs {
 		if r.found[i] < 0 {
-			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, recAt{offset: c.Base + int64(h.Delta), at: at, session: ses})
+			r.recs.Put(recKey{h: h.Sum ^ mix, part: p.idx}, recAt{offset: c.Base + int64(h.Delta), sender: by})
 		}
 	}
 }

@@ -156,16 +156,23 @@ func TestDuplicateBatches(t *testing.T) {
 		Summary: []string{"3 batches (100 records) written twice", "producerId 9001"},
 	}
 
-	sameValue := func(t *testing.T, h *dt.Harness) {
-		var batches [][]byte
-		var bases []int64
-		for i := range 40 {
-			rec := []kmsg.Record{{TimestampDelta64: dt.T0.UnixMilli(), Value: []byte("hello")}}
-			batches = append(batches, dt.BatchSpec{ProducerID: 4000, Sequence: int32(i), Records: rec}.Encode(t))
-			bases = append(bases, int64(i))
+	sameValueBy := func(pid int64) func(t *testing.T, h *dt.Harness) {
+		return func(t *testing.T, h *dt.Harness) {
+			var batches [][]byte
+			var bases []int64
+			for i := range 40 {
+				rec := []kmsg.Record{{TimestampDelta64: dt.T0.UnixMilli(), Value: []byte("hello")}}
+				spec := dt.BatchSpec{ProducerID: pid, Epoch: dt.NoProducer, Sequence: dt.NoProducer, Records: rec}
+				if pid >= 0 {
+					spec.Epoch, spec.Sequence = 0, int32(i)
+				}
+				batches = append(batches, spec.Encode(t))
+				bases = append(bases, int64(i))
+			}
+			producer(h, "172.31.0.100:51000", "kgo", 0, batches, bases, nil)
 		}
-		producer(h, "172.31.0.100:51000", "kgo", 0, batches, bases, nil)
 	}
+	sameValue := sameValueBy(4000)
 
 	for _, tc := range []struct {
 		name     string
@@ -233,6 +240,19 @@ func TestDuplicateBatches(t *testing.T) {
 			// batches sent within the same millisecond are equal
 			// records; each has its own sequence number.
 			name: "near miss: one idempotent session sends the same record again moments later", traffic: sameValue,
+		},
+		{
+			// kafka-go (no idempotence): byte-identical one-record
+			// batches, each acknowledged on the connection that sends
+			// the next; a resend follows a lost acknowledgement.
+			name: "near miss: a producer without idempotence sends the same record again on its connection", traffic: sameValueBy(dt.NoProducer),
+		},
+		{
+			name: "same-producer-window 0: byte-identical batches on one connection are reported", settings: map[string]string{"same-producer-window": "0"},
+			traffic: sameValueBy(dt.NoProducer),
+			want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
+				OffsetShift: int64(1), ProducerID: int64(-1), Compared: "crc",
+			}}},
 		},
 		{
 			name: "same-producer-window 0: the same record sent again is reported", settings: map[string]string{"same-producer-window": "0"},
@@ -481,14 +501,20 @@ func TestDuplicateBatchesSeverity(t *testing.T) {
 				bs := batches(6, 8)
 				// The order the log holds them in: b0 b1 b0 b1 b2 b3 b4
 				// b2 b3 b5 b5 b4, at 8 records each.
-				order := []int{0, 1, 0, 1, 2, 3, 4, 2, 3, 5, 5, 4}
-				var seq [][]byte
-				var bases []int64
-				for i, b := range order {
-					seq = append(seq, bs[b])
-					bases = append(bases, int64(i*8))
+				// A producer resends what it has no acknowledgement
+				// for, after its connection dropped: the connections
+				// are b0 b1 | b0 b1 b2 b3 b4 | b2 b3 b5 | b5 b4.
+				off := int64(0)
+				for i, conn := range [][]int{{0, 1}, {0, 1, 2, 3, 4}, {2, 3, 5}, {5, 4}} {
+					var seq [][]byte
+					var bases []int64
+					for _, b := range conn {
+						seq = append(seq, bs[b])
+						bases = append(bases, off)
+						off += 8
+					}
+					producer(h, fmt.Sprintf("172.31.0.100:%d", 51000+i), "app", time.Duration(i)*time.Second, seq, bases, nil)
 				}
-				producer(h, "172.31.0.100:51000", "app", 0, seq, bases, nil)
 			},
 			Want: []dt.Want{{Severity: detectors.Warning, Detail: &duplicatebatches.Finding{
 				DupBatches: 6, DupRecords: 48, Replay: false, Shifts: []int64{8, 16, 24, 40},

@@ -185,15 +185,6 @@ func (l *stretch) dur(end time.Time) time.Duration {
 	return l.healed.Sub(l.first)
 }
 
-// mainErr is the error code answered most often in the stretch.
-func (l *stretch) mainErr() int16 {
-	m := make(map[int16]int64, len(l.errs))
-	for _, e := range l.errs {
-		m[e.code] += e.n
-	}
-	return mostFrequent(m)
-}
-
 // waiter returns the entry of client c, nil if the stretch holds
 // maxWaiters others (then counted in waitersMore).
 func (l *stretch) waiter(c cluster.Client) *waiter {

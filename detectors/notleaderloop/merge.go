@@ -52,15 +52,6 @@ func newMerger(max int) *merger {
 	return &merger{groups: map[loopKey]int{}, max: max, cutKeys: map[loopKey]bool{}}
 }
 
-// merge merges in at once (tests, and no limit).
-func merge(in []detectors.Finding) []detectors.Finding {
-	m := newMerger(0)
-	for i := range in {
-		m.add(&in[i])
-	}
-	return m.done()
-}
-
 func (mg *merger) add(f *detectors.Finding) {
 	d := f.Detail.(*Finding)
 	k := keyOf(d)

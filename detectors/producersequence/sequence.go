@@ -9,6 +9,17 @@
 // copy was written, they are written twice (librdkafka issue 4953,
 // KAFKA-12152). A sequence error right after NOT_LEADER_OR_FOLLOWER on the
 // partition is the shape of librdkafka issue 3584.
+//
+// INVALID_PRODUCER_EPOCH answered to a transactional batch after another
+// client (client id or host) asked InitProducerId for the batch's
+// transactional.id, or sent batches of its producer id at a later epoch
+// (a capture that began after the ask), is fencing, transactional-fencing's finding: the
+// producer was replaced, it did not lose its sequence, and it is not
+// counted here (recorded on Apache Kafka 4.1.1, java-txn-fenced: the
+// coordinator fences at the first ask, answered CONCURRENT_TRANSACTIONS,
+// and the fenced Produce is answered before the ask that succeeds). A
+// replacement with the fenced producer's own client id and host is not
+// told from the producer bumping its own epoch, and still counts.
 package producersequence
 
 import (
@@ -36,7 +47,9 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"fate (timed out, never answered) were sent again under the new epoch; otherwise graded by how long " +
 		"a partition went without a write from the first error to the next write (info below 3 s, warning " +
 		"from 3 s, error from 30 s or when still not written after 10 s at the end). A single error " +
-		"recovered at once is info.",
+		"recovered at once is info. INVALID_PRODUCER_EPOCH on a transactional batch after another client asked " +
+		"InitProducerId for its transactional.id, or produced with its producer id at a later epoch, is fencing " +
+		"(transactional-fencing's), not counted.",
 }, Params{MinErrors: 1, MaxPartitions: 8192}, New)
 
 // Params are the rule's thresholds and bounds.
@@ -45,13 +58,19 @@ type Params struct {
 	MaxPartitions int `param:"max-partitions" doc:"producer and partition pairs whose last batches are remembered to recognise records sent again; the oldest are forgotten first"`
 }
 
-// maxClients bounds the producers with sequence errors followed.
-const maxClients = 1024
+// maxClients bounds the producers with sequence errors followed, and
+// maxInits the transactional ids whose last InitProducerId is remembered
+// and the transactional producer ids whose latest epoch is.
+const (
+	maxClients = 1024
+	maxInits   = 4096
+)
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinErrors, p.MaxPartitions = max(p.MinErrors, 1), max(p.MaxPartitions, 1)
-	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*Episode{}}
+	return &rule{p: p, hist: histories{max: p.MaxPartitions}, eps: map[cluster.Client]*Episode{}, inits: map[string]cluster.Client{},
+		epochs: map[int64]holder{}}
 }
 
 type rule struct {
@@ -59,6 +78,57 @@ type rule struct {
 	hist    histories
 	eps     map[cluster.Client]*Episode
 	dropped int64
+	// inits are the client that last asked InitProducerId for each
+	// transactional id.
+	inits map[string]cluster.Client
+	// epochs are the latest epoch of each transactional producer id
+	// seen in Produce batches, and the client that sent it.
+	epochs map[int64]holder
+}
+
+// holder is the client that sent a producer id's latest epoch.
+type holder struct {
+	epoch  int16
+	client cluster.Client
+}
+
+// fenced reports whether a transactional batch (of transactional id txn)
+// sent by c, answered code, was refused because another client asked
+// InitProducerId for its transactional id: fencing, not a lost sequence.
+func (r *rule) fenced(c cluster.Client, id identity, txn *string, code int16) bool {
+	if code != cluster.InvalidProducerEpoch {
+		return false
+	}
+	if h, ok := r.epochs[id.pid]; ok && h.client != c && h.epoch > id.epoch {
+		return true
+	}
+	if txn == nil {
+		return false
+	}
+	by, ok := r.inits[*txn]
+	return ok && by != c
+}
+
+// held remembers the latest epoch of a transactional producer id.
+func (r *rule) held(c cluster.Client, id identity) {
+	h, ok := r.epochs[id.pid]
+	if ok && h.epoch >= id.epoch {
+		return
+	}
+	if ok || len(r.epochs) < maxInits {
+		r.epochs[id.pid] = holder{id.epoch, c}
+	}
+}
+
+// asked remembers who last asked InitProducerId for a transactional id.
+func (r *rule) asked(m *flows.Message) {
+	req, ok := m.Req.(*kmsg.InitProducerIDRequest)
+	if !ok || req.TransactionalID == nil {
+		return
+	}
+	if _, ok := r.inits[*req.TransactionalID]; ok || len(r.inits) < maxInits {
+		r.inits[*req.TransactionalID] = m.Client
+	}
 }
 
 // seqError reports whether code makes an idempotent producer give up its
@@ -90,6 +160,10 @@ func markOf(m *flows.Message) mark {
 // remembered, with its records' fingerprint (the bytes are gone by the
 // time the answer comes).
 func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
+	if m.Key == int16(kmsg.InitProducerID) {
+		r.asked(m)
+		return
+	}
 	if m.Key != int16(kmsg.Produce) || len(m.Batches) == 0 {
 		return
 	}
@@ -99,6 +173,9 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 			continue
 		}
 		c := m.Client
+		if b.Transactional() {
+			r.held(c, identity{b.ProducerID, b.ProducerEpoch})
+		}
 		pk := cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}.Key(m.Conn.Nodes())
 		h := r.hist.get(histKey{c, pk})
 		s := sent{identity: identity{b.ProducerID, b.ProducerEpoch}, seq: b.BaseSequence, count: b.Records,
@@ -146,6 +223,10 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 		}
 	}
 	c := x.Req.Client
+	var txn *string
+	if req, ok := x.Req.Req.(*kmsg.ProduceRequest); ok {
+		txn = req.TransactionID
+	}
 	cur := answerCursor{}
 	for i := range x.Req.Batches {
 		b := &x.Req.Batches[i]
@@ -173,6 +254,9 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 		before := *s
 		s.state, s.code, s.offset, s.answeredAt = fate(code), code, offset, at
 		e := r.eps[c]
+		if b.Transactional() && r.fenced(c, s.identity, txn, code) {
+			continue // transactional-fencing's
+		}
 		if seqError(code) {
 			if e == nil {
 				if len(r.eps) >= maxClients {

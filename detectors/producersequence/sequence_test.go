@@ -1,8 +1,12 @@
 package producersequence_test
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
@@ -247,4 +251,89 @@ func TestProducerSequence(t *testing.T) {
 			dt.Check(t, h.Findings(), rule, tc.want...)
 		})
 	}
+}
+
+// txnBatch is IdempotentBatch marked transactional.
+func txnBatch(pid int64, epoch int16, seq int32, value string) []byte {
+	b := dt.IdempotentBatch(pid, epoch, seq, ts, value)
+	b[22] |= 0x10 // attributes' transactional bit
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// TestFencingNotCounted: INVALID_PRODUCER_EPOCH answered to a
+// transactional producer replaced by another instance (fencing,
+// transactional-fencing's finding; recorded on Apache Kafka 4.1.1:
+// fixtures/pcaps/kafka/java-txn-fenced) is not a sequence error, but the
+// producer's own epoch bump still is.
+func TestFencingNotCounted(t *testing.T) {
+	const invalidEpoch = int16(47)
+	for _, tc := range []struct {
+		name    string
+		traffic func(h *dt.Harness, produce func(at time.Duration, client string, epoch int16, seq int32, code int16))
+		want    []dt.Want
+	}{
+		{
+			name: "another client asks InitProducerId for the transactional id: nothing",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				c := h.Conn("10.2.0.6:40000", "10.1.0.10:9092")
+				init := dt.InitProducerID(-1, -1)
+				init.TransactionalID = kmsg.StringPtr("shared-tx")
+				// The first ask is answered CONCURRENT_TRANSACTIONS (51):
+				// the coordinator fences at once, and the fenced Produce is
+				// answered before the ask that succeeds.
+				h.Call(c, dt.At(100*time.Millisecond), time.Millisecond, "txn-b", init, errInit(51))
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+			},
+		},
+		{
+			name: "the replacement's ask not captured, its batches at a later epoch are: nothing",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				produce(100*time.Millisecond, "txn-b", 4, 0, ok)
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+			},
+		},
+		{
+			name: "near miss: the producer bumps its own epoch, then its old epoch is refused: counted",
+			traffic: func(h *dt.Harness, produce func(time.Duration, string, int16, int32, int16)) {
+				produce(0, "txn-a", 3, 0, ok)
+				c := h.Conn("10.2.0.5:40009", "10.1.0.10:9092")
+				init := dt.InitProducerID(pid, 3)
+				init.TransactionalID = kmsg.StringPtr("shared-tx")
+				h.Call(c, dt.At(100*time.Millisecond), time.Millisecond, "txn-a", init, dt.InitProducerIDAnswer(pid, 4))
+				produce(200*time.Millisecond, "txn-a", 3, 1, invalidEpoch)
+				produce(300*time.Millisecond, "txn-a", 4, 0, ok)
+			},
+			want: []dt.Want{{Severity: detectors.Info, Detail: &producersequence.Finding{SequenceErrors: 1},
+				Summary: []string{`producer "txn-a" (10.2.0.5): INVALID_PRODUCER_EPOCH x1 on orders-0`}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := dt.New(t, nil, producersequence.Analyzer)
+			conns := map[string]*flows.Conn{
+				"txn-a": h.Conn("10.2.0.5:40000", "10.1.0.11:9092"),
+				"txn-b": h.Conn("10.2.0.6:40001", "10.1.0.11:9092"),
+			}
+			offset := int64(0)
+			produce := func(at time.Duration, client string, epoch int16, seq int32, code int16) {
+				req := dt.ProduceBatches(9, -1, dt.Sent{Topic: "orders", Partition: 0, Batch: txnBatch(pid, epoch, seq, client+"@"+at.String())})
+				req.TransactionID = kmsg.StringPtr("shared-tx")
+				a := dt.Answer{Topic: "orders", Partition: 0, Err: code, Offset: offset}
+				if code == ok {
+					offset++
+				}
+				h.Call(conns[client], dt.At(at), time.Millisecond, client, req, dt.ProduceAnswers(9, a))
+			}
+			tc.traffic(h, produce)
+			dt.Check(t, h.Findings(), rule, tc.want...)
+		})
+	}
+}
+
+func errInit(code int16) *kmsg.InitProducerIDResponse {
+	r := dt.InitProducerIDAnswer(-1, -1)
+	r.ErrorCode = code
+	return r
 }

@@ -59,6 +59,7 @@ const (
 	maxOpen      = 1 << 16 // connections followed at once, the newest
 	maxHosts     = 64      // client hosts counted per broker
 	maxLifetimes = 4096    // lifetimes kept per broker for the median
+	reorder      = 64      // attempts per broker counted in time order when told out of it
 )
 
 // New makes the rule.
@@ -129,6 +130,10 @@ func (r *rule) broker(server netip.AddrPort) *broker {
 			return nil
 		}
 		b = &broker{server: server, win: burst.New(r.p.MinConns, r.p.Window), hosts: map[netip.Addr]int64{}}
+		// Attempts are told out of time order: an opening at its first
+		// packet when the connection is recognised, SYNs never answered
+		// at the capture's end.
+		b.win.Reorder(reorder)
 		r.brokers[server] = b
 	}
 	return b

@@ -47,6 +47,17 @@ type Window struct {
 	peakN   int
 	peakSec time.Time
 	total   int
+
+	// pend are the events held back to be counted in time order
+	// (Reorder), earliest first; reorder is how many may wait.
+	pend    []pending
+	reorder int
+}
+
+// pending is k events at t not counted yet.
+type pending struct {
+	t time.Time
+	k int
 }
 
 // MaxN bounds n, and so the ring's memory.
@@ -59,9 +70,60 @@ func New(n int, span time.Duration) *Window {
 	return &Window{n: n, span: span}
 }
 
-// Add counts an event at t (times must not go backwards by much: an
-// earlier time than the last is taken as the last).
-func (w *Window) Add(t time.Time) {
+// Reorder makes the window count events in time order when they come out
+// of it by at most k events: each waits until k later ones came (or the
+// result is asked), then the earliest are counted. A rule whose events
+// are told late (a connection opened at its first packet, told when it
+// is recognised as Kafka; SYNs never answered, told at the capture's
+// end) then finds the bursts it would find in time order, as a
+// correlator reading shipped records in time order does.
+func (w *Window) Reorder(k int) { w.reorder = max(k, 0) }
+
+// AddN counts k events at t, as k calls of Add(t) would (held back in
+// time order first if Reorder was set).
+func (w *Window) AddN(t time.Time, k int) {
+	if k <= 0 {
+		return
+	}
+	if w.reorder == 0 {
+		w.addN(t, k)
+		return
+	}
+	i := len(w.pend)
+	for i > 0 && w.pend[i-1].t.After(t) {
+		i--
+	}
+	w.pend = append(w.pend, pending{})
+	copy(w.pend[i+1:], w.pend[i:])
+	w.pend[i] = pending{t, k}
+	if len(w.pend) > w.reorder {
+		p := w.pend[0]
+		copy(w.pend, w.pend[1:])
+		w.pend = w.pend[:len(w.pend)-1]
+		w.addN(p.t, p.k)
+	}
+}
+
+// settled is the window with every event held back counted: w itself if
+// none is, else a copy (the result is asked without changing w).
+func (w *Window) settled() *Window {
+	if len(w.pend) == 0 {
+		return w
+	}
+	c := *w
+	c.ring = append([]time.Time(nil), w.ring...)
+	c.pend = nil
+	for _, p := range w.pend {
+		c.addN(p.t, p.k)
+	}
+	return &c
+}
+
+// Add counts an event at t (held back in time order first if Reorder
+// was set; without it, times must not go backwards by much).
+func (w *Window) Add(t time.Time) { w.AddN(t, 1) }
+
+func (w *Window) add(t time.Time) {
 	w.total++
 	if s := t.Truncate(time.Second); s.Equal(w.sec) {
 		w.secN++
@@ -102,14 +164,14 @@ func (w *Window) Add(t time.Time) {
 	w.closeIfOver()
 }
 
-// AddN counts k events at t, as k calls of Add(t) would, in time bounded
+// addN counts k events at t, as k calls of add(t) would, in time bounded
 // by the window's n whatever k (a shipped record may claim 2^31 attempts):
 // once n events at t fill the ring, each further one only extends the
 // episode under way and the counts.
-func (w *Window) AddN(t time.Time, k int) {
+func (w *Window) addN(t time.Time, k int) {
 	loop := min(k, w.n+1)
 	for range loop {
-		w.Add(t)
+		w.add(t)
 	}
 	rest := k - loop
 	if rest <= 0 {
@@ -157,6 +219,7 @@ func better(a, b Episode) bool {
 // event within span of end), and how many bursts there were. It changes
 // nothing.
 func (w *Window) Result(end time.Time) (best Episode, ongoing bool, episodes int) {
+	w = w.settled()
 	best, episodes = w.best, w.episodes
 	if w.in {
 		episodes++
@@ -169,7 +232,10 @@ func (w *Window) Result(end time.Time) (best Episode, ongoing bool, episodes int
 }
 
 // Peak is the most events in one second of the clock and that second.
-func (w *Window) Peak() (int, time.Time) { return w.peakN, w.peakSec }
+func (w *Window) Peak() (int, time.Time) {
+	w = w.settled()
+	return w.peakN, w.peakSec
+}
 
 // Total is how many events were counted.
-func (w *Window) Total() int { return w.total }
+func (w *Window) Total() int { return w.settled().total }
