@@ -44,6 +44,10 @@ fixtures: ## regenerate the scripted fixtures and re-record the kfake/kgo captur
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps
 	$(GO) run ./fixtures/record/cmd/recordgen -o fixtures/pcaps slow-consumer-kgo-kfake
 
+.PHONY: fixtures-librdkafka
+fixtures-librdkafka: ## re-record the librdkafka fixtures of issue 30 (root; installs python3-confluent-kafka; in a network namespace of their own; ~1 min)
+	fixtures/clients/record-librdkafka.sh
+
 .PHONY: fixtures-kafka
 fixtures-kafka: ## re-record the real Apache Kafka scenarios (root, Java 17, Maven; ~18 min) and check them (SCENARIOS=...)
 	fixtures/kafka/record.sh $(SCENARIOS)

@@ -42,10 +42,19 @@ func TestLateJoin(t *testing.T) {
 	}{
 		{name: "storm-nobackoff-kgo", rule: "error-storm", sev: detectors.Warning},
 		{name: "storm-nobackoff-sarama", rule: "error-storm", sev: detectors.Warning},
+		{name: "storm-nobackoff-librdkafka", rule: "error-storm", sev: detectors.Warning},
 		{name: "coordinator-stall-kgo", rule: "no-progress", sev: detectors.Warning, atStart: true},
 		// sarama asks Metadata for __consumer_offsets after each refusal,
 		// which kfake (without that topic) answers UNKNOWN_TOPIC_OR_PARTITION.
 		{name: "coordinator-stall-sarama", rule: "no-progress", sev: detectors.Warning, atStart: true, also: "error-storm"},
+		{name: "coordinator-stall-librdkafka", rule: "no-progress", sev: detectors.Warning, atStart: true},
+		// Evicted before the cut, back after it: "silent since before the
+		// capture began" (the group's other member beating meanwhile).
+		{name: "evicted-kgo", rule: "member-evicted", sev: detectors.Warning},
+		{name: "evicted-sarama", rule: "member-evicted", sev: detectors.Warning},
+		{name: "evicted-librdkafka", rule: "member-evicted", sev: detectors.Warning},
+		{name: "too-large-librdkafka", rule: "records-rejected", sev: detectors.Warning},
+		{name: "fenced-librdkafka", rule: "transactional-fencing", sev: detectors.Warning},
 		{name: "storm-backoff-kgo"},
 		{name: "coordinator-blip-kgo"},
 		{name: "leader-moves-kgo"},

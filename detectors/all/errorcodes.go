@@ -34,8 +34,10 @@ var specific = map[int16]CodeRow{
 	2:   {Rule: "records-rejected", Says: "batches refused for good: records lost", NotRecorded: "kfake answers it only for a batch that does not parse, which no client sends"},
 	5:   {Rule: "leader-election-stall", Says: "partitions without a leader, how long clients waited", Recording: "fixtures/pcaps/clients/election-stall-kgo.pcap", Severity: "warning"},
 	6:   {Rule: "not-leader-loop", Says: "a client retrying the broker that refuses it (or leader-election-stall, advertised-listener-conflict when those are the cause)", Recording: "fixtures/pcaps/clients/notleader-8s-kgo.pcap", Severity: "warning"},
+	7:   {Rule: "error-storm", Says: "retries faster than any client's backoff allows: a warning however brief, still failing at the end", Recording: "fixtures/pcaps/clients/storm-nobackoff-librdkafka.pcap", Severity: "warning"},
 	10:  {Rule: "records-rejected", Says: "batches refused for good, records lost, the size limit where the capture shows it", Recording: "fixtures/pcaps/clients/too-large-kgo.pcap", Severity: "warning"},
 	18:  {Rule: "records-rejected", Says: "batches refused for good: records lost", NotRecorded: "kfake does not check the record list against a segment size"},
+	15:  {Rule: "no-progress", Says: "a group that finds no coordinator while its client keeps asking: how long", Recording: "fixtures/pcaps/clients/coordinator-stall-librdkafka.pcap", Severity: "warning"},
 	19:  {Rule: "not-enough-replicas", Says: "acks=all writes refused for a shrunk ISR, how long partitions went unwritten", Recording: "fixtures/pcaps/clients/not-enough-replicas-kgo.pcap", Severity: "warning"},
 	20:  {Rule: "not-enough-replicas", Says: "as NOT_ENOUGH_REPLICAS; a retry without idempotence writes the records twice", NotRecorded: "kfake never answers it (it has no replication); the rule's tests cover it"},
 	22:  {Rule: "rebalance-loop", Says: "a consumer group rebalancing in a loop", NotRecorded: "kfake's groups answer it only to stale members; the rule's tests cover it"},
@@ -65,9 +67,7 @@ var specific = map[int16]CodeRow{
 // realOnly are codes only real Kafka makes a client meet (the
 // fixtures/kafka harness), not recorded yet.
 var realOnly = map[int16]string{
-	7:  "a time-out inside the broker (acks=all waiting on followers): real Kafka only, not recorded yet",
 	14: "a coordinator loading its partition after a move: real Kafka only, not recorded yet",
-	15: "a coordinator moving: real Kafka only, not recorded yet",
 	16: "a coordinator moving: real Kafka only, not recorded yet",
 	29: "an authorizer denying: real Kafka only (kfake's ACLs answer it too, not recorded yet)",
 	30: "an authorizer denying: real Kafka only (kfake's ACLs answer it too, not recorded yet)",

@@ -41,20 +41,42 @@ type Finding struct {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for %s, past its session timeout of %s",
-		f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()), text.Duration(time.Duration(f.SessionTimeoutMs)*time.Millisecond))
+	s := fmt.Sprintf("%s (client %q on %s) evicted: silent for %s, past its session timeout of %s",
+		f.who(), f.ClientID, f.Host, text.Duration(f.silent()), text.Duration(time.Duration(f.SessionTimeoutMs)*time.Millisecond))
 	switch {
 	case f.SinceStart:
-		s = fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for at least %s, since before the capture began",
-			f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()))
+		s = fmt.Sprintf("%s (client %q on %s) evicted: silent for at least %s, since before the capture began",
+			f.who(), f.ClientID, f.Host, text.Duration(f.silent()))
 	case f.SessionTimeoutMs == 0:
-		s = fmt.Sprintf("member %q of group %q (client %q on %s) evicted: silent for %s (its session timeout not captured)",
-			f.Member, f.Group, f.ClientID, f.Host, text.Duration(f.silent()))
+		s = fmt.Sprintf("%s (client %q on %s) evicted: silent for %s (its session timeout not captured)",
+			f.who(), f.ClientID, f.Host, text.Duration(f.silent()))
 	}
 	if f.Back {
 		s += "; back, answered " + f.Answer
 	} else {
 		s += "; not back at the end"
+	}
+	return s
+}
+
+// who names the member and its group. Member is empty for a client that
+// came back with its member id cleared (librdkafka) and was not heard from
+// before in the capture.
+func (f *Finding) who() string {
+	return fmt.Sprintf("%s of group %q", f.memberWord(), f.Group)
+}
+
+func (f *Finding) memberWord() string {
+	if f.Member == "" {
+		return "a member (its id cleared by the client)"
+	}
+	return fmt.Sprintf("member %q", f.Member)
+}
+
+// capital is s with its first letter upper case (ASCII).
+func capital(s string) string {
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
+		return string(s[0]-'a'+'A') + s[1:]
 	}
 	return s
 }
@@ -68,13 +90,13 @@ func (f *Finding) Explanation() string {
 		timeout = "its JoinGroup, which names its session timeout, came before the capture; answered as it was when " +
 			"it came back, the coordinator had dropped it"
 	}
-	s := fmt.Sprintf("Member %q sent its last group request to the coordinator %s at %s and nothing more until %s: "+
+	s := fmt.Sprintf("%s sent its last group request to the coordinator %s at %s and nothing more until %s: "+
 		"%s, %s. The coordinator dropped it and rebalanced the group without it; its partitions went to the other "+
-		"members or unread. ", f.Member, f.Coordinator, text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), timeout)
+		"members or unread. ", capital(f.memberWord()), f.Coordinator, text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), timeout)
 	if f.SinceStart {
-		s = fmt.Sprintf("Member %q sent no group request from the capture's start (%s) until %s, at least %s, and was "+
+		s = fmt.Sprintf("%s sent no group request from the capture's start (%s) until %s, at least %s, and was "+
 			"then answered as a member the coordinator %s had dropped: evicted while silent. ",
-			f.Member, text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), f.Coordinator)
+			capital(f.memberWord()), text.Clock(f.Last), text.Clock(f.Until), text.Duration(f.silent()), f.Coordinator)
 	}
 	if f.Back {
 		s += "When it came back, the coordinator no longer knew it (" + f.Answer + "): it must join again, another rebalance. "

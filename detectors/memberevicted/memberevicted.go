@@ -40,12 +40,12 @@ var Analyzer = detectors.Define(detectors.Analyzer{
 		"member id, client id and host, how long it was silent against which timeout. A warning (its partitions " +
 		"went unread) from 3 s of silence, an error from 30 s or silent at the end after 10 s. Told apart from a " +
 		"loop: rebalance-loop's finding on the group drops to info when the evictions account for its rebalances.",
-}, Params{Unknown: 10 * time.Second}, New)
+}, Params{Unknown: 6 * time.Second}, New)
 
 // Params are the rule's thresholds: the session timeout is the client's
 // own, when its JoinGroup was captured.
 type Params struct {
-	Unknown time.Duration `param:"unknown-timeout" unit:"ms" doc:"silence of a member whose JoinGroup (its session timeout) came before the capture that, answered UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, counts as an eviction (Kafka's minimum session timeout is 6 s, its default 45 s)"`
+	Unknown time.Duration `param:"unknown-timeout" unit:"ms" doc:"silence of a member whose JoinGroup (its session timeout) came before the capture that, answered UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, counts as an eviction while another member of the group was heard from (Kafka's minimum session timeout, group.min.session.timeout.ms, is 6 s by default; the consumer's default 45 s)"`
 }
 
 // The bounds.
@@ -138,14 +138,34 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	default:
 		return
 	}
-	if id == "" {
-		return
-	}
 	g := r.group(grp)
 	if g == nil {
 		return
 	}
-	m := g.members[id]
+	if id == "" {
+		// librdkafka, having timed the session out itself, clears its
+		// member id and sends its next Heartbeat and OffsetCommit with
+		// none (recorded: fixtures/pcaps/clients/evicted-librdkafka): the
+		// member is the one this client was.
+		if code != cluster.UnknownMemberID && code != cluster.IllegalGeneration {
+			return
+		}
+		if m := g.byClient(x.Req.Client); m != nil {
+			r.seen(g, m, x, code)
+			return
+		}
+		if g.hasClient(x.Req.Client) {
+			return // two members of this client, or one already evicted
+		}
+		// Not heard from before in the capture: taken up as a member
+		// whose JoinGroup came before it (below), with no id, keyed by
+		// its client.
+	}
+	key := id
+	if id == "" {
+		key = "\x00" + x.Req.Client.ID + "\x00" + x.Req.Client.Host.String()
+	}
+	m := g.members[key]
 	if m == nil {
 		// A member whose JoinGroup came before the capture: its session
 		// timeout is not known.
@@ -154,9 +174,10 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		}
 		m = &member{id: id, client: x.Req.Client, lastSeen: x.Req.Time,
 			lastEv: detectors.EvidenceAt(x.Req, ""), lastAPI: x.Req.Name(), server: x.Conn.Server}
-		g.members[id] = m
+		g.members[key] = m
 		g.conns.Add(x.Conn)
-		if (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown {
+		if (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) && !p.Start.IsZero() && x.Req.Time.Sub(p.Start) >= r.p.Unknown &&
+			g.othersSince(m, p.Start) {
 			// Its first request in the capture, answered as to a member
 			// the coordinator dropped: silent since before the capture
 			// began, at least that long.
@@ -183,7 +204,8 @@ func (r *rule) seen(g *group, m *member, x *detectors.Exchange, code int16) {
 	if limit == 0 {
 		limit = r.p.Unknown
 	}
-	if !m.evicted && limit > 0 && t.Sub(m.lastSeen) >= limit && (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) {
+	if !m.evicted && limit > 0 && t.Sub(m.lastSeen) >= limit && (code == cluster.UnknownMemberID || code == cluster.IllegalGeneration) &&
+		(m.timeout > 0 || g.othersSince(m, m.lastSeen)) {
 		m.evicted, m.back, m.silentUntil = true, true, t
 		m.answer = detectors.ErrorName(code)
 		m.backEv = detectors.EvidenceAt(x.Resp, x.Req.Name()+" answer: "+m.answer+" to member "+m.id+" after "+
@@ -269,6 +291,44 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		}
 	}
 	return out
+}
+
+// othersSince reports whether another member of g was heard from after t:
+// the group lived on while m was silent. A member whose session timeout is
+// not known is taken as evicted only then: a coordinator that lost every
+// member (restarted, moved) answers them all UNKNOWN_MEMBER_ID at once.
+func (g *group) othersSince(m *member, t time.Time) bool {
+	for _, o := range g.members {
+		if o != m && !o.left && !o.evicted && o.lastSeen.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasClient reports whether client c was any member of g.
+func (g *group) hasClient(c cluster.Client) bool {
+	for _, m := range g.members {
+		if m.client == c {
+			return true
+		}
+	}
+	return false
+}
+
+// byClient is the one member of g that client c is, nil when it is none
+// or more than one.
+func (g *group) byClient(c cluster.Client) *member {
+	var found *member
+	for _, m := range g.members {
+		if m.client == c && !m.left && !m.evicted {
+			if found != nil {
+				return nil
+			}
+			found = m
+		}
+	}
+	return found
 }
 
 // othersAfter reports whether another member of g was heard from after

@@ -146,10 +146,27 @@ func TestMemberEvictedJoinedBeforeTheCapture(t *testing.T) {
 			Explanation: []string{"its JoinGroup, which names its session timeout, came before the capture"},
 		},
 		{
-			Name: "near miss: joined before the capture, silent 9.9 s: nothing",
+			Name: "joined before the capture, silent 6 s (Kafka's least session timeout), back to UNKNOWN_MEMBER_ID: evicted",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
+				beat(h, 8500*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 6000, SessionTimeoutMs: 0}, Exact: []string{"SessionTimeoutMs"}}},
+		},
+		{
+			Name: "near miss: joined before the capture, silent 5.9 s: nothing",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
+				beat(h, 8400*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+		},
+		{
+			Name: "near miss: joined before the capture, silent 10 s, but no other member heard meanwhile: nothing",
 			Traffic: func(h *dt.Harness) {
 				beats(h, "10.2.0.6:40000", "audit-2", "m-b", 500*time.Millisecond, 2500*time.Millisecond, 0)
-				beat(h, 12400*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+				beat(h, 12500*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
 			},
 		},
 	}, nil)
@@ -167,10 +184,63 @@ func TestMemberEvictedSilentSinceTheStart(t *testing.T) {
 				Summary: []string{"silent for at least 12.0 s, since before the capture began"}}},
 		},
 		{
-			Name: "near miss: first heard 9.9 s in, answered UNKNOWN_MEMBER_ID: nothing (a member just rejoining)",
+			Name: "first heard 6 s in, answered UNKNOWN_MEMBER_ID, the group's other member beating: evicted (a capture begun after the member stopped)",
 			Traffic: func(h *dt.Harness) {
 				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
-				beat(h, 9900*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+				beat(h, 6*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 6000, SinceStart: true}}},
+		},
+		{
+			Name: "near miss: first heard 5.9 s in, answered UNKNOWN_MEMBER_ID: nothing (under Kafka's least session timeout)",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 20*time.Second, 0)
+				beat(h, 5900*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+		},
+		{
+			Name: "near miss: first heard 12 s in, answered UNKNOWN_MEMBER_ID, no other member heard: nothing (a coordinator that lost every member)",
+			Traffic: func(h *dt.Harness) {
+				beat(h, 12*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 3, 25)
+			},
+		},
+	}, nil)
+}
+
+// TestMemberEvictedWithoutMemberID: librdkafka, having timed its session
+// out itself, sends its next Heartbeat with no member id (recorded:
+// fixtures/pcaps/clients/evicted-librdkafka); the answer is the member's
+// this client was.
+func TestMemberEvictedWithoutMemberID(t *testing.T) {
+	dt.Run(t, memberevicted.Analyzer, []dt.Case{
+		{
+			Name: "silent 10 s past a 6 s timeout, back with no member id, answered UNKNOWN_MEMBER_ID: evicted",
+			Traffic: func(h *dt.Harness) {
+				join(h, 0, "10.2.0.5:40000", "audit-1", "m-a", 1, 6000, 0)
+				join(h, 10*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 1, 6000, 0)
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", time.Second, 15*time.Second, 0)
+				beat(h, 2*time.Second, "10.2.0.6:40000", "audit-2", "m-b", 1, 0)
+				beat(h, 12*time.Second, "10.2.0.6:40000", "audit-2", "", 1, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 10000, SessionTimeoutMs: 6000, Member: "m-b", ClientID: "audit-2"}}},
+		},
+		{
+			Name: "first heard 8 s in with no member id, answered UNKNOWN_MEMBER_ID, the other member beating: evicted, since the start",
+			Traffic: func(h *dt.Harness) {
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", 0, 15*time.Second, 0)
+				beat(h, 8*time.Second, "10.2.0.6:40000", "audit-2", "", 1, 25)
+			},
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &memberevicted.Finding{SilentMs: 8000, Member: "", ClientID: "audit-2", SinceStart: true}, Exact: []string{"Member"},
+				Summary: []string{`a member (its id cleared by the client) of group "audit" (client "audit-2" on 10.2.0.6) evicted: silent for at least 8.0 s`}}},
+		},
+		{
+			Name: "near miss: the same from a client that was two members: nothing (which one is not known)",
+			Traffic: func(h *dt.Harness) {
+				join(h, 0, "10.2.0.5:40000", "audit-1", "m-a", 1, 6000, 0)
+				join(h, 10*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-b", 1, 6000, 0)
+				join(h, 20*time.Millisecond, "10.2.0.6:40000", "audit-2", "m-c", 1, 6000, 0)
+				beats(h, "10.2.0.5:40000", "audit-1", "m-a", time.Second, 15*time.Second, 0)
+				beat(h, 12*time.Second, "10.2.0.6:40000", "audit-2", "", 1, 25)
 			},
 		},
 	}, nil)

@@ -85,6 +85,10 @@ type group struct {
 	classic  bool
 	consumer bool // KIP-848
 	members  map[string]bool
+	// live are the members heard from (joined, synced, beating) that
+	// have not left: when the last of them leaves, the group is empty,
+	// which is settled (nothing left to assign), not unsettled.
+	live     map[string]bool
 	lastGen  int32
 	fenced   map[cluster.Client]bool // sources fenced in the current episode
 	cur      episode
@@ -145,7 +149,7 @@ func (r *rule) group(id string) *group {
 			r.dropped++
 			return nil
 		}
-		g = &group{id: id, members: map[string]bool{}, fenced: map[cluster.Client]bool{}}
+		g = &group{id: id, members: map[string]bool{}, live: map[string]bool{}, fenced: map[cluster.Client]bool{}}
 		r.groups[id] = g
 	}
 	return g
@@ -218,6 +222,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			g.lastGen = resp.Generation
 			g.cur.ev.Add(evidOf(x.Resp, 0, resp.Generation))
 		}
+		g.alive(resp.MemberID)
 		if !g.members[resp.MemberID] && resp.MemberID != "" {
 			if len(g.members) < maxMembers {
 				g.members[resp.MemberID] = true
@@ -232,6 +237,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest:
 		g.classic = true
 		if code == 0 && x.Resp != nil {
+			if sg, ok := req.(*kmsg.SyncGroupRequest); ok {
+				g.alive(sg.MemberID)
+			} else {
+				g.alive(req.(*kmsg.HeartbeatRequest).MemberID)
+			}
 			r.settle(g, t)
 		} else if code != 0 {
 			r.fail(g, t, x, code, src)
@@ -251,6 +261,10 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		n := len(req.Members)
 		if req.Version < 3 {
 			n = 1
+			r.gone(g, x.Req.Time, req.MemberID)
+		}
+		for _, m := range req.Members {
+			r.gone(g, x.Req.Time, m.MemberID)
 		}
 		g.cur.left += n
 	case *kmsg.ConsumerGroupHeartbeatRequest:
@@ -259,6 +273,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		case req.MemberEpoch == -1 || req.MemberEpoch == -2: // leaving
 			r.leave(g, x.Req.Time, x.Conn, evidOf(x.Req, 0, 0))
 			g.cur.left++
+			r.gone(g, x.Req.Time, req.MemberID)
 			return
 		case req.MemberEpoch == 0 && code == 0 && x.Resp != nil:
 			resp, ok := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -276,6 +291,11 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 		switch {
 		case code == 0 && x.Resp != nil:
+			if resp, ok := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse); ok && resp.MemberID != nil {
+				g.alive(*resp.MemberID)
+			} else {
+				g.alive(req.MemberID)
+			}
 			r.settle(g, t)
 		case code != 0:
 			if fencing(code) {
@@ -285,6 +305,27 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			}
 			r.fail(g, t, x, code, src)
 		}
+	}
+}
+
+// alive notes a member heard from.
+func (g *group) alive(id string) {
+	if id != "" && len(g.live) < maxMembers {
+		g.live[id] = true
+	}
+}
+
+// gone is a member leaving at t: when it was the last one heard from, the
+// group is empty and so settled: members that all left do not leave it
+// "still unsettled at the end" (issue 30, a consumer group whose members
+// all closed).
+func (r *rule) gone(g *group, t time.Time, id string) {
+	if !g.live[id] {
+		return
+	}
+	delete(g.live, id)
+	if len(g.live) == 0 {
+		r.settle(g, t)
 	}
 }
 

@@ -165,6 +165,34 @@ func TestRebalanceLoop(t *testing.T) {
 				Summary: []string{"still unsettled at the end"}}},
 		},
 		{
+			Name: "JoinGroup answered REBALANCE_IN_PROGRESS 30 times, then its one member leaves: the group is empty, settled, not an error",
+			Traffic: func(h *dt.Harness) {
+				m := newMember(h, "10.2.0.5:40000", "consumer-1")
+				t := m.join(time.Second, "m-1", 1, 20*ms)
+				for i := range 30 {
+					h.Call(m.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
+				}
+				h.Call(m.c, dt.At(t+15*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
+			},
+			End:  30 * time.Second,
+			Want: []dt.Want{{Severity: detectors.Warning, Detail: &rebalanceloop.Finding{RebalanceErrors: 30, Ongoing: false, Loop: true}, Exact: []string{"Ongoing"}}},
+		},
+		{
+			Name: "near miss: 30 such errors in a group of two, one of which leaves: still unsettled at the end, an error",
+			Traffic: func(h *dt.Harness) {
+				a := newMember(h, "10.2.0.5:40000", "consumer-1")
+				b := newMember(h, "10.2.0.6:40000", "consumer-2")
+				t := a.join(time.Second, "m-1", 1, 20*ms)
+				b.rejoin(t, "m-2", 1, 20*ms)
+				for i := range 30 {
+					h.Call(a.c, dt.At(t+time.Duration(i)*500*ms), 5*ms, "consumer-1", dt.JoinGroup("g", "m-1"), dt.GroupJoined(27, -1, "m-1"))
+				}
+				h.Call(a.c, dt.At(t+15*time.Second), ms, "consumer-1", dt.LeaveGroup("g", "m-1"), dt.Left())
+			},
+			End:  30 * time.Second,
+			Want: []dt.Want{{Severity: detectors.Error, Detail: &rebalanceloop.Finding{Ongoing: true, Loop: true}}},
+		},
+		{
 			Name: "near miss: 19 such errors (min-errors 20) over 9.5 s: not a loop, info",
 			Traffic: func(h *dt.Harness) {
 				m := newMember(h, "10.2.0.5:40000", "consumer-1")
