@@ -51,6 +51,10 @@ type SourceConfig struct {
 	CoverWait time.Duration
 	// Note is told, in a group with UntilEnd, what the end waits for.
 	Note func(string)
+	// Ranges, without a group, are the partitions to read and from and
+	// to which offsets (a takeover, Source.Settle), each in a lane of
+	// its own as in a group; UntilEnd ends at their To.
+	Ranges []Range
 	// Window is the reorder window of the merge by time (DefaultReorderWindow
 	// when 0); MaxHeld bounds the records it holds (DefaultMaxHeld).
 	Window  time.Duration
@@ -178,6 +182,9 @@ type Source struct {
 	checked   time.Time
 	uncovered []int32
 	said      string
+	// final are the offsets read of the partitions held at the end
+	// (UntilEnd, in a group): what Commit commits.
+	final map[int32]int64
 	// opened is when Open ran; answered whether the cluster ever
 	// answered (a Metadata response, a group's assignment, a record);
 	// noAnswer why not, the last error met.
@@ -275,8 +282,18 @@ func Open(cfg SourceConfig) (*Source, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("kfsniff-correlate"),
-		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	if len(cfg.Ranges) > 0 && cfg.Group == "" {
+		from := map[int32]kgo.Offset{}
+		for _, r := range cfg.Ranges {
+			from[r.Partition] = kgo.NewOffset().At(r.From)
+			s.parts[r.Partition] = &partState{next: r.From, from: r.From, end: r.To}
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: from}))
+		s.joined = true
+	} else {
+		opts = append(opts, kgo.ConsumeTopics(cfg.Topic))
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
@@ -340,7 +357,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 		got = append(got, p)
 	}
 	s.joined, s.changed, s.answered = true, time.Now(), true
-	if s.cfg.Assigned != nil && len(got) > 0 {
+	if s.cfg.Assigned != nil && len(got) > 0 && !s.ended {
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		s.cfg.Assigned(got, nil)
 	}
@@ -452,6 +469,9 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			st = &partState{end: -1, pending: true}
 			s.parts[r.Partition] = st
 		}
+		if len(s.cfg.Ranges) > 0 && r.Offset >= st.end {
+			return // past the range taken over
+		}
 		if r.Offset+1 > st.next {
 			st.next = r.Offset + 1
 		}
@@ -505,7 +525,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 			s.agents[rec.Agent] = true
 		}
 		lane := int32(0)
-		if s.cfg.Group != "" {
+		if s.cfg.Group != "" || len(s.cfg.Ranges) > 0 {
 			lane = r.Partition
 		}
 		at := s.rb.Time(&rec).UnixNano()
@@ -544,6 +564,12 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 		s.out = s.flush(s.out)
 		s.ended = true
 		end = io.EOF
+		if s.cfg.Group != "" {
+			s.final = map[int32]int64{}
+			for p, st := range s.parts {
+				s.final[p] = st.next
+			}
+		}
 	} else {
 		s.out = s.release(s.out)
 	}
@@ -1064,10 +1090,18 @@ func (s *Source) atEnd(ctx context.Context) bool {
 }
 
 // Commit commits, in a group, the offsets of the records read of the
-// partitions held: to be called once their findings are reported.
+// partitions held: to be called once their findings are reported. At an
+// end by UntilEnd, those of the partitions held then, even if a
+// rebalance took them since (the report has them).
 func (s *Source) Commit(ctx context.Context) error {
 	if s.cfg.Group == "" {
 		return nil
+	}
+	s.mu.Lock()
+	final := s.final
+	s.mu.Unlock()
+	if final != nil {
+		return s.commit(ctx, final, nil, -1)
 	}
 	return s.cl.CommitUncommittedOffsets(ctx)
 }

@@ -114,6 +114,38 @@ type Capture struct {
 	// Filter says what the packets analysed were restricted to; nil when
 	// every packet was.
 	Filter *Filter `json:"filter,omitempty"`
+	// Takeover, in the report a correlator of a group writes after its
+	// own for partitions it took over, says which and from whom; nil
+	// otherwise.
+	Takeover *Takeover `json:"takeover,omitempty"`
+}
+
+// Takeover is what a correlator of a group (-r kafka:// --group
+// --until-end) reports after its own report: the partitions of the
+// export topic a member of Group marked read to their end and left the
+// group before its report (killed), read again by this one.
+type Takeover struct {
+	Group      string      `json:"group"`
+	Member     string      `json:"member"`
+	Partitions []TakenOver `json:"partitions"`
+}
+
+// TakenOver is one partition taken over: the offsets read, From
+// included, To not.
+type TakenOver struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from_offset"`
+	To        int64 `json:"to_offset"`
+}
+
+// String says in a sentence what was taken over.
+func (t *Takeover) String() string {
+	ps := make([]string, len(t.Partitions))
+	for i, p := range t.Partitions {
+		ps[i] = fmt.Sprintf("%d (offsets %d-%d)", p.Partition, p.From, p.To)
+	}
+	return fmt.Sprintf("export partitions %s, read to their end by member %s of correlator group %s, which left the group before its report (killed?); this report covers them only",
+		strings.Join(ps, ", "), t.Member, t.Group)
 }
 
 // Partial is what a run left out of its input.

@@ -46,7 +46,10 @@ func (p *printer) f(format string, args ...any) {
 // above, for the reader at 3 a.m.; details follow at the end.
 func (p *printer) overview(r *Report) {
 	p.f("kfsniff report (%s)\n\n", r.Schema)
-	if c := &r.Capture; c.Partial != nil || c.Filter != nil {
+	if c := &r.Capture; c.Partial != nil || c.Filter != nil || c.Takeover != nil {
+		if c.Takeover != nil {
+			p.f("TAKEN OVER: %s.\n", Clean(c.Takeover.String()))
+		}
 		if c.Partial != nil {
 			p.f("PARTIAL: %s.\n", Clean(c.Partial.String()))
 		}

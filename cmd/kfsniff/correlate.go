@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -48,6 +50,13 @@ type correlateConfig struct {
 	ended bool
 	// committed is set once the offsets were committed (settle).
 	committed bool
+	// takeoverSpec (--takeover, hidden) is what settle gives the run
+	// that reports partitions taken over: "P:FROM-TO,.../MEMBER";
+	// takeover it parsed.
+	takeoverSpec string
+	takeover     *correlate.Takeover
+	// args are the command line, for settle's takeover runs.
+	args []string
 	// fatal is the source's error that ended the run (no answer).
 	fatal error
 	// snap is the metrics' snapshot (with --metrics-addr), taken at
@@ -63,6 +72,8 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 	fs.DurationVar(&c.Window, "reorder-window", correlate.DefaultReorderWindow, "with -r kafka://: how far apart in capture time records may arrive and still be merged in order (later ones are counted late)")
 	fs.DurationVar(&c.SessionTimeout, "group-session-timeout", 45*time.Second, "with --group: the group session timeout: how soon the partitions of a correlator that died go to the others")
 	fs.DurationVar(&c.CoverWait, "group-wait", correlate.DefaultCoverWait, "with --group --until-end: how long, once its partitions are read, a correlator waits for the group's other partitions to be read to their end by a member (or to come to it when a dead member is evicted); past it, it names those left and exits 1")
+	fs.StringVar(&c.takeoverSpec, "takeover", "", "internal: the partitions, offsets and member a --group --until-end correlator takes over after its report (docs/export.md, \"The end\")")
+	fs.MarkHidden("takeover")
 	fs.DurationVar(&c.Timeout, "read-timeout", correlate.DefaultTimeout, "with -r kafka://: how long the cluster may take to answer at the start before kfsniff gives up (exit 2)")
 	fs.StringVar(&c.ConfigFile, "read-config", "", "with -r kafka://: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
 	fs.BoolVar(&c.sec.TLS, "read-tls", false, "with -r kafka://: TLS to the Kafka read from")
@@ -76,7 +87,7 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 }
 
 // correlateFlags mean nothing without a kafka:// input.
-var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "group-wait", "read-timeout", "read-config", "read-tls", "read-ca",
+var correlateFlags = []string{"group", "until-end", "reorder-window", "group-session-timeout", "group-wait", "takeover", "read-timeout", "read-config", "read-tls", "read-ca",
 	"read-cert", "read-key", "read-sasl-mechanism", "read-sasl-user", "read-sasl-password"}
 
 // isKafkaURL tells a topic to read back from a capture file's name.
@@ -127,6 +138,21 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		return fmt.Errorf("--group-wait must be positive, got %s", c.CoverWait)
 	case c.Timeout <= 0:
 		return fmt.Errorf("--read-timeout must be positive, got %s", c.Timeout)
+	}
+	if c.takeoverSpec != "" {
+		t, err := parseTakeover(c.takeoverSpec)
+		if err != nil || c.Group == "" || !c.UntilEnd {
+			return fmt.Errorf("--takeover %q: not what a --group --until-end correlator gives (%v)", c.takeoverSpec, err)
+		}
+		c.takeover = t
+		// The member's own run has the metrics address and wrote its
+		// files: the takeover's report goes to files of its own.
+		cfg.MetricsAddr, cfg.TUI = "", false
+		if cfg.HTML != "" {
+			ext := filepath.Ext(cfg.HTML)
+			cfg.HTML = fmt.Sprintf("%s-takeover-%d%s", strings.TrimSuffix(cfg.HTML, ext), t.Ranges[0].Partition, ext)
+		}
+		cfg.Expect.Write = ""
 	}
 	if c.sec.Password == "" {
 		c.sec.Password = os.Getenv("KFSNIFF_READ_SASL_PASSWORD")
@@ -180,8 +206,13 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 		return fmt.Errorf("-r kafka://: %v", err)
 	}
 	warned := 0
+	group := c.Group
+	var ranges []correlate.Range
+	if c.takeover != nil {
+		group, ranges = "", c.takeover.Ranges
+	}
 	src, err := correlate.Open(correlate.SourceConfig{
-		Brokers: c.brokers, Topic: c.topic, Group: c.Group, UntilEnd: c.UntilEnd,
+		Brokers: c.brokers, Topic: c.topic, Group: group, UntilEnd: c.UntilEnd, Ranges: ranges,
 		SessionTimeout: c.SessionTimeout, CoverWait: c.CoverWait, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
 		Warn: func(err error) {
 			warned++
@@ -207,7 +238,11 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 	src.Skew = c.stats.Skew().Offset
 	c.src = src
 	how := "every partition from the start"
-	if c.Group != "" {
+	switch {
+	case c.takeover != nil:
+		how = fmt.Sprintf("partitions %s taken over in consumer group %s from member %s", partList(c.takeover.Partitions()),
+			report.Clean(c.Group), report.Clean(c.takeover.Member))
+	case c.Group != "":
 		how = "in consumer group " + report.Clean(c.Group)
 	}
 	fmt.Fprintf(stderr, "kfsniff: correlating %s, %s\n", report.Clean(c.URL), how)
@@ -240,6 +275,13 @@ func (c *correlateConfig) run(ctx context.Context, o pipeline.Options) *pipeline
 			res.Report.Totals.BoundsReached = map[string]int64{}
 		}
 		res.Report.Totals.BoundsReached[k] += v
+	}
+	if t := c.takeover; t != nil {
+		tk := &report.Takeover{Group: c.Group, Member: t.Member}
+		for _, r := range t.Ranges {
+			tk.Partitions = append(tk.Partitions, report.TakenOver{Partition: r.Partition, From: r.From, To: r.To})
+		}
+		res.Report.Capture.Takeover = tk
 	}
 	if u := c.src.Uncovered(); len(u) > 0 {
 		if res.Report.Capture.Partial == nil {
@@ -376,30 +418,72 @@ func (c *correlateConfig) close(stderr io.Writer) {
 }
 
 // settle, at the end of a group's --until-end run, once the report is
-// written, commits the offsets read and waits (up to --group-wait) for
-// the other members to commit theirs: a member killed after it marked
-// its partitions read but before its report leaves them unreported, said
-// here (true: exit 1) since the report was already written.
-func (c *correlateConfig) settle(stderr io.Writer) bool {
-	if !c.on() || c.src == nil || !c.done || !c.ended || c.Group == "" || len(c.src.Uncovered()) > 0 {
-		return false
+// written, commits the offsets read and stays in the group (up to
+// --group-wait) until every partition of the topic is reported. The
+// partitions of a member that left the group after marking them read
+// and before its report (killed), when the group gives them to this
+// one, are taken over: read again and reported in a report of their own
+// written after this one (again), by a run of the same command line
+// with --takeover. It returns whether partitions were left unreported
+// (said: exit 1), and the takeover reports' exit code.
+func (c *correlateConfig) settle(stderr io.Writer, again func(args []string) int) (bool, int) {
+	code := exitOK
+	if !c.on() || c.src == nil || !c.done || !c.ended || c.Group == "" || c.takeover != nil || len(c.src.Uncovered()) > 0 {
+		return false, code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := c.src.Commit(ctx)
 	cancel()
 	if err != nil {
-		return false // close says it, trying again
+		return false, code // close says it, trying again
 	}
 	c.committed = true
 	ctx, cancel = context.WithTimeout(context.Background(), c.CoverWait)
-	left := c.src.Unreported(ctx)
+	left := c.src.Settle(ctx, func(t correlate.Takeover) error {
+		fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s were read to their end by member %s, which left the group before its report (killed?): taking them over, in a report of their own after this one\n",
+			report.Clean(c.Group), partList(t.Partitions()), report.Clean(c.topic), report.Clean(t.Member))
+		switch sc := again(append(slices.Clone(c.args), "--takeover", takeoverSpec(t))); sc {
+		case exitOK:
+		case exitFindings:
+			code = exitFindings
+		default:
+			return fmt.Errorf("its report ended with exit %d", sc)
+		}
+		return nil
+	})
 	cancel()
 	if len(left) == 0 {
-		return false
+		return false, code
 	}
-	fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s were read to their end by a member that ended before its report (killed?): no report covers them; the group's next run reads them\n",
-		report.Clean(c.Group), partList(left), report.Clean(c.topic))
-	return true
+	fmt.Fprintf(stderr, "kfsniff: group %s: partitions %s of %s were reported by no member within --group-wait %s (read to their end by a member that ended before its report and was not evicted, or whose takeover failed): no report covers them; the group's next run reads them\n",
+		report.Clean(c.Group), partList(left), report.Clean(c.topic), c.CoverWait)
+	return true, code
+}
+
+// takeoverSpec is --takeover's value for t: "P:FROM-TO,.../MEMBER".
+func takeoverSpec(t correlate.Takeover) string {
+	rs := make([]string, len(t.Ranges))
+	for i, r := range t.Ranges {
+		rs[i] = fmt.Sprintf("%d:%d-%d", r.Partition, r.From, r.To)
+	}
+	return strings.Join(rs, ",") + "/" + t.Member
+}
+
+// parseTakeover reads takeoverSpec's form.
+func parseTakeover(spec string) (*correlate.Takeover, error) {
+	ranges, member, ok := strings.Cut(spec, "/")
+	if !ok || member == "" {
+		return nil, errors.New("no member")
+	}
+	t := &correlate.Takeover{Member: member}
+	for _, r := range strings.Split(ranges, ",") {
+		var rg correlate.Range
+		if _, err := fmt.Sscanf(r, "%d:%d-%d", &rg.Partition, &rg.From, &rg.To); err != nil || rg.From < 0 || rg.To < rg.From {
+			return nil, fmt.Errorf("range %q", r)
+		}
+		t.Ranges = append(t.Ranges, rg)
+	}
+	return t, nil
 }
 
 // remoteSource adapts correlate.Source to what the pipeline reads; the

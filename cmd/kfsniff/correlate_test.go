@@ -51,7 +51,15 @@ func (f corrFinding) String() string { return f.Severity + " " + f.Detector + ":
 
 type corrReport struct {
 	Capture struct {
-		Packets int64 `json:"packets"`
+		Packets  int64 `json:"packets"`
+		Takeover *struct {
+			Member     string `json:"member"`
+			Partitions []struct {
+				Partition int32 `json:"partition"`
+				From      int64 `json:"from_offset"`
+				To        int64 `json:"to_offset"`
+			} `json:"partitions"`
+		} `json:"takeover"`
 	} `json:"capture"`
 	Findings    []corrFinding `json:"findings"`
 	Connections []struct {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -85,6 +86,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return exitWith(stderr, err)
 	}
+	c.cr.args = args
 	if c.inform != nil {
 		return c.inform(stdout, stderr)
 	}
@@ -110,8 +112,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitWith(stderr, err)
 	}
 	code := c.write(ctx, p, res)
-	if c.cr.settle(stderr) && code == exitOK {
+	// After the report: partitions a killed member of the group left
+	// unreported are taken over, each time in a report of their own
+	// written after this one, to the same output.
+	left, taken := c.cr.settle(stderr, func(args []string) int {
+		return run(ctx, args, strings.NewReader(""), stdout, stderr)
+	})
+	switch {
+	case left && code == exitOK:
 		code = exitFailure
+	case taken != exitOK && code == exitOK:
+		code = taken
 	}
 	return code
 }
