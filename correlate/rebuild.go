@@ -48,9 +48,7 @@ type Rebuilder struct {
 	// counted are the split exchanges whose request was counted, so
 	// that an exchange split into several records counts once; a
 	// bounded ring of keys.
-	counted map[exKey]struct{}
-	ring    []exKey
-	next    int
+	counted recent[exKey]
 	// ends are each agent's latest time its records show, on its own
 	// clock: the capture's end it shipped (end_ns), a request, a
 	// response, a connection event (at most maxEnds agents).
@@ -64,9 +62,7 @@ type Rebuilder struct {
 	// took both for the clock skew.
 	tuples map[[2]netip.AddrPort]connKey
 	alias  map[connKey]connKey
-	views  map[viewKey]struct{}
-	vring  []viewKey
-	vnext  int
+	views  recent[viewKey]
 	// Twice counts the records dropped as a second agent's view of an
 	// exchange or connection event already rebuilt.
 	Twice int64
@@ -111,9 +107,9 @@ const maxEnds = 4096
 
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
 func NewRebuilder(nodes *cluster.Nodes) *Rebuilder {
-	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: map[exKey]struct{}{}, ends: map[string]int64{},
+	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: newRecent[exKey](maxCounted), ends: map[string]int64{},
 		MaxConns: flows.DefaultConfig().MaxConns, tuples: map[[2]netip.AddrPort]connKey{}, alias: map[connKey]connKey{},
-		views: map[viewKey]struct{}{}}
+		views: newRecent[viewKey](maxViews)}
 }
 
 // Evicted sums the counters of the connections folded for MaxConns.
@@ -335,18 +331,7 @@ func (rb *Rebuilder) again(r *Record, k connKey) bool {
 	if r.Parts > 0 {
 		v.partition = r.Partition
 	}
-	if _, ok := rb.views[v]; ok {
-		return true
-	}
-	if len(rb.vring) < maxViews {
-		rb.vring = append(rb.vring, v)
-	} else {
-		delete(rb.views, rb.vring[rb.vnext])
-		rb.vring[rb.vnext] = v
-		rb.vnext = (rb.vnext + 1) % maxViews
-	}
-	rb.views[v] = struct{}{}
-	return false
+	return !rb.views.add(v)
 }
 
 func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
@@ -529,18 +514,34 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 
 // firstPart reports whether this is the first record seen of a split
 // exchange.
-func (rb *Rebuilder) firstPart(k exKey) bool {
-	if _, ok := rb.counted[k]; ok {
+func (rb *Rebuilder) firstPart(k exKey) bool { return rb.counted.add(k) }
+
+// recent is a set of the last max keys added, the oldest forgotten
+// first.
+type recent[K comparable] struct {
+	set  map[K]struct{}
+	ring []K
+	next int
+	max  int
+}
+
+func newRecent[K comparable](max int) recent[K] {
+	return recent[K]{set: map[K]struct{}{}, max: max}
+}
+
+// add reports whether k is new, and remembers it.
+func (r *recent[K]) add(k K) bool {
+	if _, ok := r.set[k]; ok {
 		return false
 	}
-	if len(rb.ring) < maxCounted {
-		rb.ring = append(rb.ring, k)
+	if len(r.ring) < r.max {
+		r.ring = append(r.ring, k)
 	} else {
-		delete(rb.counted, rb.ring[rb.next])
-		rb.ring[rb.next] = k
-		rb.next = (rb.next + 1) % maxCounted
+		delete(r.set, r.ring[r.next])
+		r.ring[r.next] = k
+		r.next = (r.next + 1) % r.max
 	}
-	rb.counted[k] = struct{}{}
+	r.set[k] = struct{}{}
 	return true
 }
 

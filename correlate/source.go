@@ -995,9 +995,9 @@ func (s *Source) resolve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var committed map[int32]int64
+	var committed map[int32]committedAt
 	if s.cfg.Group != "" {
-		if committed, err = s.committed(ctx, pending); err != nil {
+		if committed, err = s.commits(ctx, pending); err != nil {
 			return err
 		}
 	}
@@ -1008,8 +1008,8 @@ func (s *Source) resolve(ctx context.Context) error {
 			continue
 		}
 		from := start[p]
-		if c, ok := committed[p]; ok && c >= 0 {
-			from = c
+		if c, ok := committed[p]; ok {
+			from = c.offset
 		}
 		st.end, st.pending, st.from = e, false, from
 		st.next = max(st.next, from)
@@ -1033,32 +1033,6 @@ func (s *Source) offsets(ctx context.Context, parts []int32, ts int64) (map[int3
 	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
 		return nil, fmt.Errorf("listing the offsets of %s: %w", s.name, err)
-	}
-	out := map[int32]int64{}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rp.ErrorCode == 0 {
-				out[rp.Partition] = rp.Offset
-			}
-		}
-	}
-	return out, nil
-}
-
-// committed fetches the group's committed offsets of parts.
-func (s *Source) committed(ctx context.Context, parts []int32) (map[int32]int64, error) {
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = s.cfg.Group
-	t := kmsg.NewOffsetFetchRequestTopic()
-	t.Topic = s.cfg.Topic
-	t.Partitions = parts
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, s.cl)
-	if err != nil {
-		return nil, fmt.Errorf("fetching group %s's offsets: %w", s.cfg.Group, err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, fmt.Errorf("fetching group %s's offsets: %w", s.cfg.Group, err)
 	}
 	out := map[int32]int64{}
 	for _, rt := range resp.Topics {
