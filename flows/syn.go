@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // synState tracks a connection attempt until it is answered: a SYN-ACK
@@ -22,7 +23,7 @@ type synState struct {
 // synQueue remembers attempts in arrival order so the oldest can be evicted
 // in constant time; entries whose attempt has since ended are skipped.
 type synQueue struct {
-	keys []tupleKey
+	keys []packet.Key
 	seqs []uint64
 	head int
 	next uint64
@@ -32,7 +33,7 @@ type synQueue struct {
 // unanswered when it is reached (connection churn).
 const maxSYNs = 65536
 
-func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, dst netip.AddrPort) {
+func (a *Analyzer) trackSYN(p *capture.Packet, key packet.Key, flipped bool, src, dst netip.AddrPort) {
 	t := a.tcp
 	switch {
 	case t.SYN && !t.ACK:
@@ -50,6 +51,13 @@ func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, 
 			n := copy(q.keys, q.keys[q.head:])
 			copy(q.seqs, q.seqs[q.head:])
 			q.keys, q.seqs, q.head = q.keys[:n], q.seqs[:n], 0
+		}
+		if n := len(q.keys) - q.head; n >= 4096 && n > 2*len(a.syns) {
+			// Most entries are of attempts answered since (a SYN-ACK
+			// ends one without passing the head): without this the
+			// queue grew by an entry per connection for as long as the
+			// capture ran (TestSYNQueueBounded).
+			a.compactSYNs()
 		}
 		q.keys = append(q.keys, key)
 		q.seqs = append(q.seqs, q.next)
@@ -69,6 +77,20 @@ func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, 
 		// Data without a SYN-ACK seen: the answer was not captured.
 		delete(a.syns, key)
 	}
+}
+
+// compactSYNs drops from the queue the entries of attempts that ended,
+// keeping the others in order.
+func (a *Analyzer) compactSYNs() {
+	q := &a.synq
+	n := 0
+	for i := q.head; i < len(q.keys); i++ {
+		if s := a.syns[q.keys[i]]; s != nil && s.seq == q.seqs[i] {
+			q.keys[n], q.seqs[n] = q.keys[i], q.seqs[i]
+			n++
+		}
+	}
+	q.keys, q.seqs, q.head = q.keys[:n], q.seqs[:n], 0
 }
 
 func (a *Analyzer) evictSYN() {
