@@ -95,7 +95,7 @@ type owners struct {
 	// byHosts shards by the pair of hosts, not by load (TLS key logs:
 	// see hostHash).
 	byHosts bool
-	idx map[tupleKey]int32
+	idx     map[tupleKey]int32
 	// hot holds some connections' slots (plus one; 0 is none), each at
 	// its key's place (tupleKey.slot), as Analyzer.hot holds streams:
 	// looking a packet's connection up in idx (hashing and comparing a
