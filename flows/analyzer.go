@@ -330,8 +330,9 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, w.Shards)
-	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, cfg.MaxConns)/shards)
-	a.maxGone = max(1, max(maxGone, 16*cfg.MaxConns)/shards)
+	// cfg.MaxConns is this analyzer's share already (pipeline).
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards, cfg.MaxConns)
+	a.maxGone = max(1, maxGone/shards, 16*cfg.MaxConns)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
