@@ -69,8 +69,6 @@ func TestCorrelateEveryRecording(t *testing.T) {
 var stillDiffer = func() map[string]string {
 	m := map[string]string{}
 	for why, caps := range map[string][]string{
-		"duplicate-batches by records: MirrorMaker 2 re-batches, and the record fingerprints are not shipped (only batch CRCs)": {
-			"kafka/mm2-replay.pcap.gz", "kafka/mm2-replay-dst.pcap.gz", "kafka/mm2-replay-idempotent.pcap.gz", "kafka/mm2-replay-idempotent-dst.pcap.gz"},
 		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s": {
 			"kafka/kraft-listener-conflict.pcap.gz"},
 	} {

@@ -433,7 +433,7 @@ func TestCorrelateFramesAndMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{`{"v":1,"type":"exchange",`, `{"v":3,"type":"exchange","agent":"future"}`,
+	for _, v := range []string{`{"v":1,"type":"exchange",`, `{"v":4,"type":"exchange","agent":"future"}`,
 		`{"v":1,"type":"exchange","agent":"x","conn":1,"client":"nowhere","server":"1.2.3.4:9092","api":0,"ver":9,"status":"answered"}`} {
 		if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte("junk"), Value: []byte(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
