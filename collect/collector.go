@@ -160,10 +160,13 @@ func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.C
 	}
 	// The connections table (MaxConns) and the quiet connections
 	// remembered for resumption.
-	bound("connections_not_listed", int64(st.Evicted.Conns))
-	bound("idle_connections_forgotten", st.IdleForgotten)
+	// Connections closed for longer than KeepClosed (live) are folded
+	// too, but not for a bound: counted apart (ClosedFolded).
 	ev := &st.Evicted
-	t.EvictedConnections, t.IdleEvicted = ev.Conns, st.IdleEvicted
+	full := max(0, ev.Conns-ev.Aged)
+	bound("connections_not_listed", int64(full))
+	bound("idle_connections_forgotten", st.IdleForgotten)
+	t.EvictedConnections, t.ClosedFolded, t.IdleEvicted = full, ev.Aged, st.IdleEvicted
 	t.Requests += int64(ev.Requests)
 	t.Responses += int64(ev.Responses)
 	t.ErrorResponses += int64(ev.ErrorResponses)

@@ -44,6 +44,13 @@ type Config struct {
 	// MaxConns bounds the connections reported one by one; beyond it the
 	// oldest (closed ones first) are folded into Stats.Evicted.
 	MaxConns int
+	// KeepClosed (capture time), if not zero, folds a connection closed
+	// (FIN both ways, or RST) and without a packet for that long into
+	// Stats.Evicted, counted in Stats.Evicted.Aged: a live capture left
+	// running keeps the records of the connections open and recently
+	// closed, not of every short-lived one of the last hours. Zero (the
+	// default, and offline) keeps them all up to MaxConns.
+	KeepClosed time.Duration
 	// MaxPendingTotal bounds the requests waiting for a response across
 	// all connections; above it the oldest waiting anywhere is dropped and
 	// counted unanswered, as for MaxPending. Zero: no total bound.
@@ -178,7 +185,9 @@ type Stats struct {
 
 // EvictedConns sums the counters of connections no longer listed.
 type EvictedConns struct {
-	Conns                                                   int
+	// Conns counts them all; Aged those of them folded for
+	// Config.KeepClosed, the rest were folded for MaxConns.
+	Conns, Aged                                             int
 	Requests, Responses, ErrorResponses, Unmatched          int
 	Unanswered, NoResponse, Gaps, FramingErrors, DecodeErrs int
 	NotCaptured                                             int
@@ -205,6 +214,7 @@ type Analyzer struct {
 	streams  map[tupleKey]*stream
 	idle     map[tupleKey]*Conn
 	lastIdle time.Time
+	lastAged time.Time // capture time of the last foldClosed
 	// born holds the creation times of recent streams, oldest first, to
 	// pick how far back to close under churn.
 	born      []time.Time
@@ -488,6 +498,32 @@ func (a *Analyzer) evict(c *Conn) {
 	}
 	c.drain()
 	a.stats.Evicted.Fold(c)
+}
+
+// agedEvery is how often (capture time) closed connections are looked
+// at for KeepClosed.
+const agedEvery = 10 * time.Second
+
+// foldClosed folds into Stats.Evicted the connections closed with no
+// packet since before cut (KeepClosed), keeping the others in order.
+// A connection with requests still waiting (reported unanswered at the
+// end, where the rules weigh how the connection ended) or abandoned
+// after an internal error (internal-error reads it at the end) stays.
+func (a *Analyzer) foldClosed(cut time.Time) {
+	kept := a.conns[:0]
+	for _, c := range a.conns {
+		if (c.Closed || c.Reset) && c.LastSeen.Before(cut) && c.Pending() == 0 && !c.Broken {
+			a.evict(c)
+			a.stats.Evicted.Aged++
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(a.conns[len(kept):])
+	if len(kept) < len(a.conns) {
+		a.connScan = 0
+	}
+	a.conns = kept
 }
 
 // Nodes returns what the traffic said about node identities.
@@ -811,6 +847,10 @@ func (a *Analyzer) flush(now time.Time) {
 			a.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-a.cfg.ReorderWindow), TC: now.Add(-a.cfg.IdleTimeout)})
 		}
 		a.lastIdle = now
+	}
+	if a.cfg.KeepClosed > 0 && now.Sub(a.lastAged) >= agedEvery {
+		a.foldClosed(now.Add(-a.cfg.KeepClosed))
+		a.lastAged = now
 	}
 	// Reassembly holds data only behind a hole. With no segment out of
 	// order since two windows before the previous flush, nothing can be

@@ -135,3 +135,63 @@ func TestEvictedQuietConnectionResumesCountedOnce(t *testing.T) {
 		t.Errorf("requests listed + evicted = %d, want %d (connections: %d listed, %d evicted)", requests, 2*n+30, len(a.Conns()), st.Evicted.Conns)
 	}
 }
+
+// TestKeepClosedFolds: with KeepClosed, a connection closed (FIN or RST)
+// for longer than that is folded into Stats.Evicted (counted Aged) while
+// the capture goes on; open ones and those closed recently stay listed,
+// and the totals keep every request. 600 short-lived connections, one a
+// second over ten minutes, beside one that stays open: with KeepClosed a
+// minute, at most about 70 are listed at the end (before KeepClosed,
+// all 601), and the one that closed with a request waiting.
+func TestKeepClosedFolds(t *testing.T) {
+	const n = 600
+	long := netip.MustParseAddrPort("10.0.0.9:40000")
+	script := func(w *gen.Writer) {
+		o := w.Conn(long, broker, t0, gen.ConnOptions{})
+		for i := 0; i < n; i++ {
+			cl := netip.AddrPortFrom(client.Addr(), uint16(50000+i))
+			at := t0.Add(time.Duration(i+1) * time.Second)
+			c := w.Conn(cl, broker, at, gen.ConnOptions{})
+			c.Request(at.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+			c.Response(at.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+			if i == 10 {
+				// A request left waiting when it closed: listed to the
+				// end, where it is reported unanswered.
+				c.Request(at.Add(2*time.Millisecond), 2, kmsg.StringPtr("id"), apiVersions(3))
+			}
+			if i%2 == 0 {
+				c.Close(at.Add(3 * time.Millisecond))
+			} else {
+				c.Reset(gen.ClientToServer, at.Add(3*time.Millisecond))
+			}
+			o.Request(at.Add(500*time.Millisecond), int32(i), kmsg.StringPtr("long"), apiVersions(3))
+			o.Response(at.Add(501*time.Millisecond), int32(i), apiVersionsResp(3))
+		}
+	}
+	cfg := flows.DefaultConfig()
+	cfg.KeepClosed = time.Minute
+	a, col := analyse(t, cfg, script)
+	st := a.Stats()
+	if listed := len(a.Conns()); listed > 76 || listed+st.Evicted.Conns != n+1 || st.Evicted.Aged != st.Evicted.Conns {
+		t.Fatalf("%d connections listed, %d folded (%d aged): want at most 76 listed, %d in all, all folded aged", listed, st.Evicted.Conns, st.Evicted.Aged, n+1)
+	}
+	requests := st.Evicted.Requests
+	var kept, waiting bool
+	for _, c := range a.Conns() {
+		requests += c.Requests
+		if c.Unanswered == 1 {
+			waiting = true
+		}
+		if c.Client == long {
+			kept = true
+		} else if !c.Closed && !c.Reset {
+			t.Errorf("connection %d listed open", c.ID)
+		}
+	}
+	if !kept || !waiting {
+		t.Errorf("the connection still open listed: %v; the one closed with a request waiting: %v; want both", kept, waiting)
+	}
+	if requests != 2*n+1 || len(col.exchanges) != 2*n+1 {
+		t.Errorf("requests listed and folded %d, exchanges %d: want %d", requests, len(col.exchanges), 2*n+1)
+	}
+}

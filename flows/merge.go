@@ -66,6 +66,7 @@ func (e *EvictedConns) Fold(c *Conn) {
 // add adds the counters of f to e.
 func (e *EvictedConns) add(f *EvictedConns) {
 	e.Conns += f.Conns
+	e.Aged += f.Aged
 	e.Requests += f.Requests
 	e.Responses += f.Responses
 	e.ErrorResponses += f.ErrorResponses

@@ -51,6 +51,13 @@ func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, 
 			copy(q.seqs, q.seqs[q.head:])
 			q.keys, q.seqs, q.head = q.keys[:n], q.seqs[:n], 0
 		}
+		if n := len(q.keys) - q.head; n >= 4096 && n > 2*len(a.syns) {
+			// Most entries are of attempts answered since (a SYN-ACK
+			// ends one without passing the head): without this the
+			// queue grew by an entry per connection for as long as the
+			// capture ran (TestSYNQueueBounded).
+			a.compactSYNs()
+		}
 		q.keys = append(q.keys, key)
 		q.seqs = append(q.seqs, q.next)
 	case t.SYN && t.ACK:
@@ -69,6 +76,20 @@ func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, 
 		// Data without a SYN-ACK seen: the answer was not captured.
 		delete(a.syns, key)
 	}
+}
+
+// compactSYNs drops from the queue the entries of attempts that ended,
+// keeping the others in order.
+func (a *Analyzer) compactSYNs() {
+	q := &a.synq
+	n := 0
+	for i := q.head; i < len(q.keys); i++ {
+		if s := a.syns[q.keys[i]]; s != nil && s.seq == q.seqs[i] {
+			q.keys[n], q.seqs[n] = q.keys[i], q.seqs[i]
+			n++
+		}
+	}
+	q.keys, q.seqs, q.head = q.keys[:n], q.seqs[:n], 0
 }
 
 func (a *Analyzer) evictSYN() {

@@ -245,16 +245,19 @@ type Totals struct {
 	UnknownAPIs        []UnknownAPI     `json:"unknown_apis"`
 	RefusedConnections int64            `json:"refused_connections"`
 	EvictedConnections int              `json:"evicted_connections"`
-	IdleEvicted        int64            `json:"idle_evicted_connections"`
-	UnansweredSYNs     int64            `json:"unanswered_syns"`
-	NonIP              int64            `json:"non_ip_packets"`
-	NonTCP             int64            `json:"non_tcp_packets"`
-	Fragments          int64            `json:"ip_fragments"`
-	Reassembled        int64            `json:"ip_datagrams_reassembled"`
-	DatagramsLost      map[string]int64 `json:"ip_datagrams_lost"`
-	FragmentBytesLost  int64            `json:"ip_fragment_bytes_lost"`
-	Truncated          int64            `json:"truncated_packets"`
-	BadPackets         int64            `json:"bad_packets"`
+	// ClosedFolded counts the connections closed for longer than
+	// --keep-closed (live capture) folded into the totals, not listed.
+	ClosedFolded      int              `json:"closed_connections_folded,omitempty"`
+	IdleEvicted       int64            `json:"idle_evicted_connections"`
+	UnansweredSYNs    int64            `json:"unanswered_syns"`
+	NonIP             int64            `json:"non_ip_packets"`
+	NonTCP            int64            `json:"non_tcp_packets"`
+	Fragments         int64            `json:"ip_fragments"`
+	Reassembled       int64            `json:"ip_datagrams_reassembled"`
+	DatagramsLost     map[string]int64 `json:"ip_datagrams_lost"`
+	FragmentBytesLost int64            `json:"ip_fragment_bytes_lost"`
+	Truncated         int64            `json:"truncated_packets"`
+	BadPackets        int64            `json:"bad_packets"`
 	// FirstBadPacket is the first of them.
 	FirstBadPacket *Problem `json:"first_bad_packet,omitempty"`
 	// InternalErrors counts kfsniff's own faults (recovered panics): a

@@ -192,6 +192,7 @@ func (p *printer) capture(r *Report) {
 	add(t.OtherTCP, "non-Kafka TCP connections")
 	add(t.RefusedConnections, "refused connections")
 	add(int64(t.EvictedConnections), "connections folded into the totals (table full; --max-conns)")
+	add(int64(t.ClosedFolded), "closed connections folded into the totals (closed for longer than --keep-closed)")
 	add(t.IdleEvicted, "connections idle past the idle timeout")
 	add(t.UnansweredSYNs, "unanswered SYNs")
 	add(t.NonIP, "non-IP packets")

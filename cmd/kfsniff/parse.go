@@ -37,9 +37,12 @@ type Config struct {
 	// (flows.Config.BufferBudget, MaxPendingTotal).
 	BufferBudget int
 	MaxWaiting   int
-	Frames       bool
-	JSON         bool
-	Verbose      bool
+	// KeepClosed is --keep-closed (flows.Config.KeepClosed): live
+	// capture, or -r if given.
+	KeepClosed time.Duration
+	Frames     bool
+	JSON       bool
+	Verbose    bool
 	// ShowSecrets shows credentials from the wire (--show-secrets).
 	ShowSecrets bool
 	// TLSKeyLogs are the --tls-keylog files.
@@ -108,6 +111,7 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	fs.IntVar(&cfg.MaxFrame, "max-frame", flows.DefaultConfig().MaxFrame, "largest Kafka frame in `bytes`; larger size prefixes are framing errors")
 	fs.IntVar(&cfg.BufferBudget, "buffer-budget", flows.DefaultConfig().BufferBudget, "`bytes` of partial frames buffered across all connections; over it the largest is dropped (skipped as budget); 0: no bound")
 	fs.IntVar(&cfg.MaxWaiting, "max-waiting", flows.DefaultConfig().MaxPendingTotal, "requests waiting for a response across all connections; over it the oldest are counted unanswered; 0: no bound")
+	fs.DurationVar(&cfg.KeepClosed, "keep-closed", defaultKeepClosed, "live capture: a connection closed for longer than this `DURATION` is no longer listed, its counts folded into the report's totals (a capture left running keeps the connections open and recently closed, not every short-lived one of the last hours); 0: keep them all, up to 100000; -r keeps them all unless given")
 	fs.IntVar(&cfg.Workers, "workers", 0, "analyse connections on `N` goroutines (0: one per CPU, at most 8; files under 16 MiB and live capture use 1); the output is the same")
 	fs.BoolVar(&cfg.Frames, "frames", false, "print one line per request and response instead of the report")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the report as one JSON document (with --frames: JSON Lines)")

@@ -100,7 +100,7 @@ func (r *rule) finding(p *detectors.Pass, topic string, sev detectors.Severity, 
 		isr.AddAll(l.isr)
 		offline.AddAll(l.offline)
 		for _, c := range l.conns.List() {
-			conns.Add(c)
+			conns.AddKey(c)
 		}
 		f.ConnsMore += l.conns.More
 		f.WaitersMore += l.waitersMore

@@ -92,7 +92,7 @@ func (f *Finding) add(k key, e ended, ongoing bool) {
 		f.codes[c] = true
 	}
 	for _, c := range e.conns.List() {
-		f.conns.Add(c)
+		f.conns.AddKey(c)
 	}
 	f.ev = append(f.ev, e.ev...)
 }

@@ -267,7 +267,7 @@ func (r *rule) finding(p *detectors.Pass, a *api) (detectors.Finding, bool) {
 	}
 	if a.late > 0 {
 		for _, c := range a.lateConns.List() {
-			conns.Add(c)
+			conns.AddKey(c)
 		}
 		for id := range a.lateIDs {
 			ids[id] = true

@@ -151,14 +151,19 @@ func (c *APIs) Get(key int16) int64 {
 	return c.high[key]
 }
 
-// Conns are the connections a finding involves, the first Max of them.
+// Conns are the connections a finding involves, the first Max of them,
+// by key: a finding kept for the rest of a live capture does not keep
+// the records (flows.Conn) of the connections it names alive after
+// flows drops them (TestRulesPinNoConnectionRecords). What a finding
+// says of a connection beyond its key (its servers' node labels) is
+// looked up when the finding is written.
 type Conns struct {
 	// Max bounds the connections kept (0: DefaultMaxConns); More
 	// counts those beyond it.
 	Max  int
 	More int
-	list []*flows.ConnInfo
-	seen map[*flows.ConnInfo]bool
+	list []ConnKey
+	seen map[ConnKey]bool
 }
 
 // DefaultMaxConns is Conns' bound when Max is not set.
@@ -166,7 +171,14 @@ const DefaultMaxConns = 256
 
 // Add adds c (nil is ignored).
 func (s *Conns) Add(c *flows.ConnInfo) {
-	if c == nil || s.seen[c] {
+	if c != nil {
+		s.AddKey(KeyOf(c))
+	}
+}
+
+// AddKey adds the connection k.
+func (s *Conns) AddKey(k ConnKey) {
+	if s.seen[k] {
 		return
 	}
 	max := s.Max
@@ -178,10 +190,10 @@ func (s *Conns) Add(c *flows.ConnInfo) {
 		return
 	}
 	if s.seen == nil {
-		s.seen = make(map[*flows.ConnInfo]bool)
+		s.seen = make(map[ConnKey]bool)
 	}
-	s.seen[c] = true
-	s.list = append(s.list, c)
+	s.seen[k] = true
+	s.list = append(s.list, k)
 }
 
 // Reset empties s, keeping its memory for the next use.
@@ -194,7 +206,7 @@ func (s *Conns) Reset() {
 func (s *Conns) Len() int { return len(s.list) }
 
 // List returns the connections kept, in the order added.
-func (s *Conns) List() []*flows.ConnInfo { return s.list }
+func (s *Conns) List() []ConnKey { return s.list }
 
 // IDs returns the connection ids, sorted.
 func (s *Conns) IDs() []int {
