@@ -150,7 +150,12 @@ type Exporter struct {
 	index     map[partKey]int
 	clusters  map[netip.AddrPort]string
 	clientIDs map[int]string
-	batches   []batchOut
+	// own are the exporter's own connections to the sink, as kgo's
+	// connect hook tells them (its goroutines): an agent capturing its
+	// own shipping must not ship their openings, told before any
+	// exchange names the client id.
+	own     ownConns
+	batches []batchOut
 	// printer makes the record fingerprints (nil: not shipped), fps
 	// holds an exchange's, printFn names their function (fp_fn), cuts
 	// the first batch of each record of its partitions (cut).
@@ -339,6 +344,12 @@ func (e *Exporter) OnConnEvent(ev *flows.ConnEvent) {
 	if known && clientID == e.cfg.ClientID {
 		return
 	}
+	if !known && e.own.has(ev.Client, ev.Server, ev.Kind == flows.ConnClosed) {
+		if id != 0 && ev.Kind != flows.ConnClosed && len(e.clientIDs) < maxTracked {
+			e.clientIDs[id] = e.cfg.ClientID // its later events, by its id
+		}
+		return
+	}
 	b := append(e.buf[:0], '@')
 	b = ev.Server.AppendTo(b)
 	k := len(b)
@@ -431,14 +442,16 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 	if m == nil || x.Conn == nil {
 		return
 	}
-	if m.Client.ID == e.cfg.ClientID {
-		return
-	}
 	ci := &x.Conn.ConnInfo
 	if m.Client.ID != "" && len(e.clientIDs) < maxTracked {
 		if _, ok := e.clientIDs[ci.ID]; !ok {
 			e.clientIDs[ci.ID] = m.Client.ID
 		}
+	}
+	// Its own exchanges are not shipped, nor (by the id just kept) its
+	// connection's later events.
+	if m.Client.ID == e.cfg.ClientID {
+		return
 	}
 	if x.Resp != nil {
 		e.learnCluster(ci, x.Resp.Resp)

@@ -2,6 +2,8 @@ package export
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -272,6 +275,68 @@ func TestOwnTrafficNotShipped(t *testing.T) {
 	newTraffic("kfsniff-export").run(e)
 	if len(*out) != 0 {
 		t.Errorf("%d records of the exporter's own exchanges shipped", len(*out))
+	}
+}
+
+// addrConn is a connection's two ends, as kgo's connect hook sees them.
+type addrConn struct {
+	net.Conn
+	local, remote netip.AddrPort
+}
+
+func (c addrConn) LocalAddr() net.Addr  { return net.TCPAddrFromAddrPort(c.local) }
+func (c addrConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.remote) }
+
+// TestOwnConnectionNotShipped: the events of the exporter's own
+// connections to the sink are not shipped either: those after its first
+// exchange (known by its client id) and, for a connection kgo's connect
+// hook told, its opening too; another client's events are.
+func TestOwnConnectionNotShipped(t *testing.T) {
+	e, out := capturing(t)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	events := func(tr *traffic, id int) {
+		c := tr.x[0].Conn
+		c.ID = id
+		e.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: at})
+		tr.run(e)
+		e.OnConnEvent(&flows.ConnEvent{Kind: flows.ConnClosed, Conn: c, Client: c.Client, Server: c.Server, Time: at.Add(time.Second)})
+	}
+	conns := func() []string {
+		var got []string
+		for _, r := range *out {
+			if strings.Contains(r.value, `"type":"conn"`) {
+				var v struct {
+					Event string `json:"event"`
+					Conn  int    `json:"conn"`
+				}
+				if err := json.Unmarshal([]byte(r.value), &v); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%s %d", v.Event, v.Conn))
+			}
+		}
+		*out = (*out)[:0]
+		return got
+	}
+	// Not told by the hook (a connection opened before New returned, or
+	// the hook late): its opening is shipped, nothing after it.
+	events(newTraffic("kfsniff-export"), 3)
+	if got := conns(); !slices.Equal(got, []string{"opened 3"}) {
+		t.Errorf("own connection, unannounced: shipped %v, want only its opening", got)
+	}
+	// Told by the hook: nothing.
+	own := newTraffic("kfsniff-export")
+	c := own.x[0].Conn
+	c.Client = netip.MustParseAddrPort("10.0.0.1:40002")
+	connectHook{e}.OnBrokerConnect(kgo.BrokerMetadata{}, 0, addrConn{local: c.Client, remote: c.Server}, nil)
+	events(own, 4)
+	if got := conns(); len(got) != 0 {
+		t.Errorf("own connection the hook told: shipped %v", got)
+	}
+	// Another client's connection, at the sink's address too: shipped.
+	events(newTraffic("app-1"), 5)
+	if got := conns(); !slices.Equal(got, []string{"opened 5", "closed 5"}) {
+		t.Errorf("another client's connection: shipped %v, want its opening and closing", got)
 	}
 }
 

@@ -128,7 +128,7 @@ type Conn struct {
 	FirstGap, LastGap Place
 	// FragLost counts the IP datagrams of this connection that could not
 	// be reassembled from their fragments, FragLostBytes the bytes of
-	// their fragments (see defrag.go).
+	// their fragments (see packet/defrag.go).
 	FragLost      int
 	FragLostBytes int64
 	FramingErrors int

@@ -10,6 +10,7 @@ import (
 	"github.com/google/gopacket/reassembly"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // factory creates a stream per TCP connection for gopacket's reassembly.
@@ -20,7 +21,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	a := (*Analyzer)(f)
 	src := netip.AddrPortFrom(addrFrom(netFlow.Src()), uint16(tcp.SrcPort))
 	dst := netip.AddrPortFrom(addrFrom(netFlow.Dst()), uint16(tcp.DstPort))
-	key, _ := makeKey(src, dst)
+	key, _ := packet.MakeKey(src, dst)
 	// Every stream has a reassembly key of its own (netFlow carries its
 	// generation, see Analyzer.tcpPacket): New is only called for a new
 	// connection.
@@ -70,7 +71,7 @@ func addrFrom(e gopacket.Endpoint) netip.Addr {
 // whether it carries Kafka, and a framer per direction.
 type stream struct {
 	a   *Analyzer
-	key tupleKey
+	key packet.Key
 	// ends[0] sent the packet that created the stream; reassembly's
 	// direction d carries bytes from ends[d] to ends[1-d].
 	ends      [2]netip.AddrPort

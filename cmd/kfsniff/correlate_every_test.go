@@ -65,16 +65,5 @@ func TestCorrelateEveryRecording(t *testing.T) {
 }
 
 // stillDiffer are the recordings whose correlated findings still differ
-// from the file's, and why.
-var stillDiffer = func() map[string]string {
-	m := map[string]string{}
-	for why, caps := range map[string][]string{
-		"not-leader-loop and stalled-fetch count 52 fetches in 52.0 s for the file's 51 in 50.1 s": {
-			"kafka/kraft-listener-conflict.pcap.gz"},
-	} {
-		for _, c := range caps {
-			m[c] = why
-		}
-	}
-	return m
-}()
+// from the file's, by path, and why: none today.
+var stillDiffer = map[string]string{}

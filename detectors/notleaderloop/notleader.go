@@ -267,7 +267,7 @@ type obs struct {
 }
 
 func (r *rule) observe(o *obs) {
-	e := r.runs.Open(o.key)
+	e := peers.OpenNamed(r.runs, o.key, o.a.Partition, func(e *run) { e.key = o.key })
 	x := o.x
 	switch o.a.ErrorCode {
 	case cluster.NotLeaderOrFollower, cluster.FencedLeaderEpoch:
@@ -346,7 +346,8 @@ func (r *rule) unanswered(x *detectors.Exchange) {
 	}
 	nodes := x.Conn.Nodes()
 	decode.RequestPartitions(x.Req.Req, func(p cluster.Partition) {
-		if e := r.runs.Open(peers.Key{C: c, P: p.Key(nodes)}); e != nil {
+		k := peers.Key{C: c, P: p.Key(nodes)}
+		if e := peers.OpenNamed(r.runs, k, p, func(e *run) { e.key = k }); e != nil {
 			// Not among the servers the run reached: a request to the
 			// leader that got no answer did not reach it (tries holds it
 			// for the leader-unreachable verdict).

@@ -566,6 +566,31 @@ func TestNotLeaderLoop(t *testing.T) {
 				},
 			}},
 		},
+		{
+			// kraft-listener-conflict: a broker's replica fetcher asks
+			// by topic id and never for Metadata; a producer's Metadata
+			// names the topic 0.6 s after the fetcher's first refusal.
+			Name: "a run begun by topic id before any Metadata named the topic goes on under the name: one run",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.1.3.4:57000", "10.1.0.1:9092")
+				byID := func(int) (kmsg.Request, kmsg.Response) {
+					req, resp := dt.ConsumerFetch("", 0, 50, 0), dt.ConsumerFetched("", 0, 6, -1, -1, 2, 9, nil)
+					req.Version, req.Topics[0].TopicID = 13, [16]byte{5}
+					resp.Version, resp.Topics[0].TopicID = 13, [16]byte{5}
+					return req, resp
+				}
+				dt.Every(h, c, "replica-fetcher", 3, 0, time.Second, time.Millisecond, byID)
+				req, resp := dt.MetadataLeader("orders", 2, 9, brokers, 0)
+				resp.Topics[0].TopicID = [16]byte{5}
+				h.Call(h.Conn("10.1.3.5:57001", "10.1.0.1:9092"), dt.At(2500*time.Millisecond), time.Millisecond, "producer", req, resp)
+				dt.Every(h, c, "replica-fetcher", 10, 3*time.Second, time.Second, time.Millisecond, byID)
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Error,
+				Summary:  []string{"replica-fetcher (10.1.3.4) keeps sending Fetch for orders-0", "13 NOT_LEADER_OR_FOLLOWER", "in 12.0 s"},
+				Detail:   &notleaderloop.Finding{NotLeaderResponses: 13, Fields: peers.Fields{Topic: "orders"}},
+			}},
+		},
 	},
 		policy,
 		dt.Edge("held up 3 s (the policy's FeltAfter): refused for 3.1 s, then a success", nil,

@@ -62,7 +62,7 @@ type Params struct {
 // Bounds of what the rule keeps.
 const (
 	maxClients  = 1024
-	maxConns    = 1 << 16
+	maxConns    = 1 << 16 // connections followed at once, the newest
 	maxMessages = 3
 )
 
@@ -76,7 +76,39 @@ type rule struct {
 	p       Params
 	clients map[cluster.Client]*client
 	conns   map[tally.ConnKey]*conn // by value: it pins no connection record
-	dropped int64
+	// order is the keys of the last maxConns connections followed, a
+	// ring from head: one still followed when its slot comes round again
+	// is forgotten (connections reaped by the idle timeout never close),
+	// so that the newest are always followed.
+	order     []tally.ConnKey
+	head      int
+	forgotten int64
+	dropped   int64
+}
+
+// follow starts following connection k, forgetting the one followed
+// maxConns connections ago if it is still there.
+func (r *rule) follow(k tally.ConnKey) *conn {
+	if len(r.order) < maxConns {
+		r.order = append(r.order, k)
+	} else {
+		if old := r.order[r.head]; r.conns[old] != nil {
+			delete(r.conns, old)
+			r.forgotten++
+		}
+		r.order[r.head] = k
+		r.head = (r.head + 1) % maxConns
+	}
+	cn := &conn{}
+	r.conns[k] = cn
+	return cn
+}
+
+// Cut implements detectors.Bounded: connections still followed when
+// maxConns newer ones had authenticated, whose session is no longer
+// judged (a close at re-authentication time goes uncounted).
+func (r *rule) Cut() map[string]int64 {
+	return map[string]int64{"connections_forgotten": r.forgotten}
 }
 
 // conn is a connection's SASL state.
@@ -153,18 +185,16 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	}
 	ck := tally.KeyOf(x.Conn)
 	cn := r.conns[ck]
-	if cn == nil && len(r.conns) < maxConns {
-		cn = &conn{client: cl}
-		r.conns[ck] = cn
+	if cn == nil {
+		cn = r.follow(ck)
+		cn.client = cl
 	}
 	if x.Unanswered {
 		if x.OneSided {
 			return
 		}
 		cl.closed++
-		if cn != nil {
-			cn.authAt = time.Time{} // the session, if any, is over
-		}
+		cn.authAt = time.Time{} // the session, if any, is over
 		r.fail(cl, x.Conn, x.Req.Time, 0, detectors.EvidenceAt(x.Req, x.Req.Name()+" request never answered: the broker closed the connection"))
 		return
 	}
@@ -178,12 +208,10 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			if len(cl.mechanisms) < 8 {
 				cl.mechanisms[req.Mechanism] = true
 			}
-			if cn != nil {
-				if !cn.authAt.IsZero() {
-					cn.reauthed = true // a handshake on an authenticated connection: re-authentication
-				}
-				cn.mechanism = req.Mechanism
+			if !cn.authAt.IsZero() {
+				cn.reauthed = true // a handshake on an authenticated connection: re-authentication
 			}
+			cn.mechanism = req.Mechanism
 		}
 		if resp.ErrorCode != 0 {
 			if len(resp.SupportedMechanisms) > 0 {
@@ -204,16 +232,14 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		// the session lifetime (v1+), or the one that succeeds last.
 		cl.success = x.Resp.Time
 		cl.successes++
-		if cn != nil {
-			if !cn.authAt.IsZero() && cn.reauthed {
-				cl.reauths++
-			}
-			cn.authAt = x.Resp.Time
-			cn.reauthed = false
-			if resp.SessionLifetimeMillis > 0 {
-				cn.lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
-				cl.lifetime = cn.lifetime
-			}
+		if !cn.authAt.IsZero() && cn.reauthed {
+			cl.reauths++
+		}
+		cn.authAt = x.Resp.Time
+		cn.reauthed = false
+		if resp.SessionLifetimeMillis > 0 {
+			cn.lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
+			cl.lifetime = cn.lifetime
 		}
 	}
 }

@@ -158,11 +158,15 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if !inReq {
 			// A fetch session's partition, unchanged since the request
 			// that last named it.
-			if offset, inReq = r.session[k]; !inReq {
+			if offset, inReq = r.session[k]; !inReq && k.P.Topic != "" && a.TopicID != [16]byte{} {
+				// Named since the request that put it in the session.
+				offset, inReq = r.session[peers.Key{C: c, P: cluster.Partition{TopicID: a.TopicID, Num: a.Num}}]
+			}
+			if !inReq {
 				continue
 			}
 		}
-		w := r.wins.Open(k)
+		w := peers.OpenNamed(r.wins, k, a.Partition, func(w *window) { w.key = k })
 		if !stuckAt(offset) {
 			if w != nil {
 				w.moved = x.Resp.Time

@@ -110,6 +110,31 @@ var policy = []dt.Case{
 func TestStalledFetch(t *testing.T) {
 	dt.Run(t, stalledfetch.Analyzer, slices.Concat([]dt.Case{
 		{
+			// kraft-listener-conflict: a broker's replica fetcher asks by
+			// topic id and never for Metadata; a producer's Metadata names
+			// the topic 0.6 s after the fetcher's first refusal.
+			Name: "a stall begun by topic id before any Metadata named the topic goes on under the name: one stall",
+			Traffic: func(h *dt.Harness) {
+				c := h.Conn("10.3.0.6:41000", "10.3.0.1:9092")
+				byID := func(int) (kmsg.Request, kmsg.Response) {
+					req, resp := dt.ConsumerFetch("", 3, 40, 0), dt.ConsumerFetched("", 3, 6, -1, -1, 2, 9, nil)
+					req.Version, req.Topics[0].TopicID = 13, [16]byte{7}
+					resp.Version, resp.Topics[0].TopicID = 13, [16]byte{7}
+					return req, resp
+				}
+				dt.Every(h, c, "replica-fetcher", 3, 0, time.Second, time.Millisecond, byID)
+				req, resp := dt.MetadataLeader("payments", 2, 9, []string{"1@10.3.0.1:9092", "2@10.3.0.2:9092"}, 3)
+				resp.Topics[0].TopicID = [16]byte{7}
+				h.Call(h.Conn("10.3.0.7:41001", "10.3.0.1:9092"), dt.At(2500*time.Millisecond), time.Millisecond, "producer", req, resp)
+				dt.Every(h, c, "replica-fetcher", 10, 3*time.Second, time.Second, time.Millisecond, byID)
+			},
+			Want: []dt.Want{{
+				Severity: detectors.Error,
+				Summary:  []string{"replica-fetcher (10.3.0.6) is stuck at offset 40 of payments-3: 13 fetches in 12.0 s"},
+				Detail:   &stalledfetch.Finding{Fetches: 13, Fields: peers.Fields{Topic: "payments", Partition: int32(3)}},
+			}},
+		},
+		{
 			Name:    "consumer behind the high watermark gets nothing back, still stuck after 19.5 s at the end: an error",
 			Traffic: func(h *dt.Harness) { stuck(h, 40, 500*time.Millisecond) },
 			Want: []dt.Want{{

@@ -15,6 +15,10 @@ type Table[K, C comparable, E any] struct {
 	count map[C]int
 	done  map[K]*E
 	rule  Rule[K, C, E]
+	// provisional counts the entries of open and done under keys
+	// Rule.Provisional says may be renamed, so that Rekey costs nothing
+	// while there are none.
+	provisional int
 }
 
 // Rule is what a table needs to know of its rule's episodes.
@@ -30,6 +34,10 @@ type Rule[K, C comparable, E any] struct {
 	// Qualifies says whether e is worth reporting; open says it is still
 	// open (at the end of the capture).
 	Qualifies func(e *E, open bool) bool
+	// Provisional, if set, says that k is a name that may give way to
+	// another (Rekey): a partition keyed by its topic id until a name
+	// is learned for it.
+	Provisional func(k K) bool
 }
 
 // New makes a table.
@@ -59,6 +67,56 @@ func (t *Table[K, C, E]) Start(k K, e *E) bool {
 	}
 	t.open[k] = e
 	t.count[t.rule.Client(k)]++
+	t.counted(k, 1)
+	return true
+}
+
+// counted adds n to the provisional entries if k is provisional.
+func (t *Table[K, C, E]) counted(k K, n int) {
+	if t.rule.Provisional != nil && t.rule.Provisional(k) {
+		t.provisional += n
+	}
+}
+
+// Rekey moves what provisional key from holds, its open episode and the
+// finished one kept, to key to, when to holds neither: a key learned
+// later to be another name of from. moved is called for each episode
+// moved (one may hold its key). It reports whether anything moved.
+func (t *Table[K, C, E]) Rekey(from, to K, moved func(e *E)) bool {
+	if t.provisional == 0 {
+		return false
+	}
+	_, toOpen := t.open[to]
+	_, toDone := t.done[to]
+	if toOpen || toDone {
+		return false
+	}
+	e, isOpen := t.open[from]
+	d, isDone := t.done[from]
+	if !isOpen && !isDone {
+		return false
+	}
+	if isOpen {
+		delete(t.open, from)
+		t.counted(from, -1)
+		c := t.rule.Client(from)
+		if t.count[c]--; t.count[c] <= 0 {
+			delete(t.count, c)
+		}
+		t.open[to] = e
+		t.count[t.rule.Client(to)]++
+		t.counted(to, 1)
+		moved(e)
+	}
+	if isDone {
+		delete(t.done, from)
+		t.counted(from, -1)
+		t.done[to] = d
+		t.counted(to, 1)
+		if d != e {
+			moved(d)
+		}
+	}
 	return true
 }
 
@@ -72,6 +130,7 @@ func (t *Table[K, C, E]) Finish(k K) (e *E, qualified bool) {
 		return nil, false
 	}
 	delete(t.open, k)
+	t.counted(k, -1)
 	c := t.rule.Client(k)
 	if t.count[c]--; t.count[c] <= 0 {
 		delete(t.count, c)
@@ -82,6 +141,9 @@ func (t *Table[K, C, E]) Finish(k K) (e *E, qualified bool) {
 	old, ok := t.done[k]
 	if ok && t.rule.Size(old) >= t.rule.Size(e) {
 		return e, true
+	}
+	if !ok && len(t.done) < t.rule.Max {
+		t.counted(k, 1)
 	}
 	if ok || len(t.done) < t.rule.Max {
 		t.done[k] = e

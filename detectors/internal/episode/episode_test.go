@@ -123,3 +123,45 @@ func TestTableBounds(t *testing.T) {
 		t.Errorf("report %s, want %s", got, want)
 	}
 }
+
+// TestRekey: what a provisional key holds, open and finished, moves to
+// its other name when that holds nothing; a client's count follows it.
+func TestRekey(t *testing.T) {
+	tb := episode.New(episode.Rule[string, string, run]{
+		Max:         8,
+		Client:      func(k string) string { return k[:1] },
+		Size:        func(r *run) int64 { return r.n },
+		Qualifies:   func(r *run, open bool) bool { return r.n >= 3 },
+		Provisional: func(k string) bool { return k[1] == '#' }, // "a#id/0": by id
+	})
+	moved := func(r *run) { r.key = "a/0" }
+	if tb.Rekey("a#id/0", "a/0", moved) {
+		t.Fatal("moved from an empty table")
+	}
+	tb.Start("a#id/0", &run{key: "a#id/0", n: 4})
+	tb.Finish("a#id/0")
+	tb.Start("a#id/0", &run{key: "a#id/0", n: 2})
+	tb.Start("b/0", &run{key: "b/0", n: 5})
+	if tb.Rekey("b#id/0", "b/0", moved) {
+		t.Error("moved onto a key that holds an episode")
+	}
+	if !tb.Rekey("a#id/0", "a/0", moved) {
+		t.Fatal("nothing moved")
+	}
+	if tb.Open("a#id/0") != nil || tb.Open("a/0") == nil || tb.Idle("a") || tb.Len() != 2 {
+		t.Fatalf("after the move: open under the id %v, under the name %v, a idle %v, %d open",
+			tb.Open("a#id/0") != nil, tb.Open("a/0") != nil, tb.Idle("a"), tb.Len())
+	}
+	tb.Open("a/0").n = 6
+	if got, want := report(tb), "[a/0:6(open) b/0:5(open)]"; got != want {
+		t.Errorf("report %s, want %s", got, want)
+	}
+	if tb.Rekey("a#id/0", "a/0", moved) {
+		t.Error("moved twice")
+	}
+	// Nothing provisional left: the next Rekey is a counter's test.
+	tb.Start("c/0", &run{key: "c/0", n: 1})
+	if tb.Rekey("c/0", "c/1", moved) {
+		t.Error("moved a key that is not provisional")
+	}
+}

@@ -80,7 +80,26 @@ func NewEpisodes[E any](size func(e *E) int64, qualifies func(e *E) bool) *Episo
 		Client:    func(k Key) cluster.Client { return k.C },
 		Size:      size,
 		Qualifies: func(e *E, _ bool) bool { return qualifies(e) },
+		Provisional: func(k Key) bool {
+			return k.P.Topic == "" && k.P.TopicID != [16]byte{}
+		},
 	})
+}
+
+// OpenNamed is t.Open(k), where p is k's partition as the wire named it.
+// A partition asked for by topic id before the run learned the topic's
+// name was keyed by the id (cluster.Partition.Key); once it is keyed by
+// the name, what t holds under the id alone moves to k first (moved is
+// called with each episode moved), so that an episode begun before the
+// name was known goes on under it: one run of refusals, not two.
+func OpenNamed[E any](t *Episodes[E], k Key, p cluster.Partition, moved func(e *E)) *E {
+	if e := t.Open(k); e != nil || k.P.Topic == "" || p.TopicID == [16]byte{} {
+		return e
+	}
+	if t.Rekey(Key{C: k.C, P: cluster.Partition{TopicID: p.TopicID, Num: p.Num}}, k, moved) {
+		return t.Open(k)
+	}
+	return nil
 }
 
 // Subject is what a finding about key k is about: its client, its
