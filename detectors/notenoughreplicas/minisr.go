@@ -137,7 +137,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	}
 	req, _ := x.Req.Req.(*kmsg.ProduceRequest)
 	decode.PartitionErrors(resp, func(ref cluster.Partition, code int16) {
-		pk := ref.Key(x.Conn.Nodes())
+		pk := x.PartitionKey(ref)
 		if refusal(code) {
 			r.refused(pr, pk, code, x, req)
 			return
