@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"sort"
@@ -205,16 +206,23 @@ type UnknownAPI struct{ Key, Version int16 }
 type Analyzer struct {
 	// tlsHeld: bytes TLS sessions hold for their keys (tls.go), within
 	// cfg.BufferBudget.
-	tlsHeld  int64
-	cfg      Config
-	w        Worker // the engine's options (NewWorker); zero for New
-	dl       *Delivery
-	phase    uint8
-	stats    Stats
-	conns    []*Conn
-	nodes    *cluster.Nodes
-	streams  map[packet.Key]*stream
-	idle     map[packet.Key]*Conn
+	tlsHeld int64
+	cfg     Config
+	w       Worker // the engine's options (NewWorker); zero for New
+	dl      *Delivery
+	phase   uint8
+	stats   Stats
+	conns   []*Conn
+	nodes   *cluster.Nodes
+	streams map[packet.Key]*stream
+	idle    map[packet.Key]*Conn
+	// gone remembers the quiet connections dropped from the table
+	// (MaxConns) by a 64-bit hash of their 4-tuple (goneSeed: random per
+	// run), so that one speaking again is not counted as another
+	// connection (stream.continues): 24 to 37 bytes each (measured, Go
+	// 1.26 maps) where a 4-tuple and pointer cost 73 to 115.
+	gone     map[uint64]struct{}
+	goneSeed maphash.Seed
 	lastIdle time.Time
 	lastAged time.Time // capture time of the last foldClosed
 	// born holds the creation times of recent streams, oldest first, to
@@ -258,7 +266,7 @@ type Analyzer struct {
 	// msgs are the messages given back once delivered (msgpool.go).
 	msgs msgPool
 	// fixed bounds, this analyzer's share (Config.Shards)
-	maxSYNs, maxIdle int
+	maxSYNs, maxIdle, maxGone int
 	// waits and bufs bound what all connections hold together (see
 	// Config.MaxPendingTotal and Config.BufferBudget).
 	waits waits
@@ -316,12 +324,14 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		cfg.MaxStreams = DefaultConfig().MaxStreams
 	}
 	a := &Analyzer{
-		cfg:     cfg,
-		w:       w,
-		dl:      newDelivery(handlers),
-		streams: make(map[packet.Key]*stream),
-		idle:    make(map[packet.Key]*Conn),
-		syns:    make(map[packet.Key]*synState),
+		cfg:      cfg,
+		w:        w,
+		dl:       newDelivery(handlers),
+		streams:  make(map[packet.Key]*stream),
+		idle:     make(map[packet.Key]*Conn),
+		gone:     make(map[uint64]struct{}),
+		goneSeed: maphash.MakeSeed(),
+		syns:     make(map[packet.Key]*synState),
 	}
 	// A deferred analyzer's nodes are the Delivery's of whoever delivers
 	// its events; it never reads them itself.
@@ -332,7 +342,9 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, w.Shards)
-	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, 4*cfg.MaxConns)/shards)
+	// cfg.MaxConns is this analyzer's share already (pipeline).
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards, cfg.MaxConns)
+	a.maxGone = max(1, maxGone/shards, 16*cfg.MaxConns)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
@@ -402,16 +414,36 @@ func (a *Analyzer) nextID() int {
 	return a.lastID
 }
 
-// maxIdle bounds the idle-evicted connections remembered for resumption,
-// raised to four times MaxConns: those still listed are held by the table
-// anyway, those dropped from it cost only their 4-tuple (evictedConn), and
-// each one forgotten is counted again when it speaks (IdleForgotten).
-const maxIdle = 65536
+// maxIdle bounds the quiet connections still listed remembered for
+// resumption (idle), raised to MaxConns: the table holds their records
+// anyway. maxGone bounds those dropped from the table (gone), raised to 16
+// times MaxConns (1.6 million by default, 38 MB at most): a run with
+// more quiet connections than that forgets some, and each one forgotten
+// that speaks again is counted again (Stats.IdleForgotten says how many
+// were forgotten).
+const (
+	maxIdle = 65536
+	maxGone = 1 << 18
+)
 
-// evictedConn stands in the idle table for a quiet connection that was
-// also dropped from the connections table (MaxConns): its record is gone,
-// its 4-tuple is remembered.
-var evictedConn = &Conn{}
+// goneHash is the hash gone remembers a 4-tuple by. Two 4-tuples of one
+// run share one with a chance of about n*n/2^65 for n remembered (1e-7 at
+// 1.6 million): a connection without a handshake on the second would be
+// taken for the first resuming, counted once.
+func (a *Analyzer) goneHash(key packet.Key) uint64 { return maphash.Comparable(a.goneSeed, key) }
+
+// rememberGone remembers a quiet connection dropped from the table,
+// forgetting another when gone is full.
+func (a *Analyzer) rememberGone(key packet.Key) {
+	if len(a.gone) >= a.maxGone {
+		for h := range a.gone {
+			delete(a.gone, h)
+			a.stats.IdleForgotten++
+			break
+		}
+	}
+	a.gone[a.goneHash(key)] = struct{}{}
+}
 
 // addConn appends a new connection, folding the oldest one (closed ones
 // first) into Stats.Evicted when the table is full.
@@ -444,14 +476,31 @@ func (a *Analyzer) addConn(c *Conn) {
 }
 
 func (a *Analyzer) evict(c *Conn) {
-	if key, _ := packet.MakeKey(c.Client, c.Server); a.idle[key] == c {
+	key, _ := packet.MakeKey(c.Client, c.Server)
+	if a.idle[key] == c {
 		// Quiet, its reassembly state dropped (idle timeout or churn):
 		// the idle table would pin the whole record. Only its 4-tuple
-		// is remembered, so that traffic resuming on it is not counted
-		// as another connection (Conn.continues).
-		a.idle[key] = evictedConn
+		// is remembered (gone), so that traffic resuming on it is not
+		// counted as another connection (stream.continues).
+		delete(a.idle, key)
+		a.rememberGone(key)
 	}
 	c.dropped = true
+	if s := a.streamOf(key); s != nil && s.conn == c && !s.done {
+		// Still carrying traffic: what it carries until its stream
+		// ends is counted on the record (its requests, their
+		// responses), folded then (stream.ReassemblyComplete). Folded
+		// now, that traffic was lost from the totals and requests
+		// answered later were counted unanswered.
+		c.foldLate = true
+		return
+	}
+	a.foldEvicted(c)
+}
+
+// foldEvicted folds a connection dropped from the table into
+// Stats.Evicted.
+func (a *Analyzer) foldEvicted(c *Conn) {
 	// Requests still pending on it will never be reported unanswered.
 	if c.Packets[ToClient] == 0 {
 		c.NotCaptured += c.Pending()
