@@ -15,6 +15,11 @@
 #    PER_CONN packets each, default 20), streamed the same way: time, RSS,
 #    and what the report says of its bounds (kafka_connections listed,
 #    evicted_connections, totals.bounds_reached, capture.partial).
+# MEMLOG=1 builds kfsniff with -tags kfsniff_pprof and logs the runtime's
+# memory classes (runtime/metrics), GC cycles and RSS every 500 ms of each
+# run into $OUT/mem-NAME.log (cmd/kfsniff/memlog_bench.go), and prints the
+# last sample: where the peak RSS goes (heap live, heap free to the GC
+# goal, runtime metadata, the rest of RSS: the binary's pages, huge pages).
 # The generator runs beside kfsniff on the same CPUs; its own time for the
 # first size is printed so the wall times can be read (when it is the
 # slower of the two, the wall time is the generator's). Load is recorded
@@ -28,6 +33,7 @@ SIZES_GB=${SIZES_GB-1 4 16}
 CONNS=${CONNS-10000 100000 1000000}
 PER_CONN=${PER_CONN:-20}
 FLAGS=${FLAGS:-}
+MEMLOG=${MEMLOG:-}
 OUT=${OUT:-bench/out/growth-$(date -u +%Y%m%dT%H%M)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -39,7 +45,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/kfsniff-growth.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "== build"
-CGO_ENABLED=0 $GO build -trimpath -o "$work/kfsniff" ./cmd/kfsniff
+tags=""
+if [ -n "$MEMLOG" ]; then tags="-tags kfsniff_pprof"; fi
+# shellcheck disable=SC2086
+CGO_ENABLED=0 $GO build -trimpath $tags -o "$work/kfsniff" ./cmd/kfsniff
 CGO_ENABLED=0 $GO build -trimpath -o "$work/benchgen" ./bench/cmd/benchgen
 {
 	echo "cpu:     $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), nproc $(nproc)"
@@ -66,8 +75,10 @@ one() {
 	local t0 t1
 	t0=$(date +%s%N)
 	# shellcheck disable=SC2086
+	local memlog=""
+	if [ -n "$MEMLOG" ]; then memlog="$OUT/mem-$name.log"; fi
 	"$work/benchgen" -o - "$@" 2> "$work/gen.err" |
-		/usr/bin/time -v -o "$work/time.txt" "$work/kfsniff" -r - --json $FLAGS > "$work/report.json" 2> "$work/k.err"
+		KFSNIFF_MEMLOG=$memlog /usr/bin/time -v -o "$work/time.txt" "$work/kfsniff" -r - --json $FLAGS > "$work/report.json" 2> "$work/k.err"
 	t1=$(date +%s%N)
 	local bytes packets conns rss cpu listed evicted bounds partial
 	bytes=$(sed -nE 's/.*, ([0-9]+) bytes, .*/\1/p' "$work/gen.err")
@@ -87,6 +98,14 @@ one() {
 	echo "$line" | awk -F, '{printf "%-10s %6.2f GB %10.0f packets %8.0f conns | wall %7.1f s, kfsniff CPU %7.1f s (%.1f s/GB), peak RSS %6.1f MiB | listed %s, evicted %s, bounds %s | load %s\n", $1, $2 / 1e9, $3, $4, $5, $6, $6 / ($2 / 1e9), $7, $8, $9, $10, $11}'
 	if [ -n "$partial" ]; then echo "           partial: $partial"; fi
 	if [ -s "$work/k.err" ]; then sed 's/^/           stderr: /' "$work/k.err" | head -3; fi
+	if [ -n "$memlog" ] && [ -s "$memlog" ]; then
+		# The sample of highest RSS, in MB of the runtime's classes.
+		sed -nE 's/.*VmRSS:([0-9]+)kB.*/\1 &/p' "$memlog" | sort -n | tail -1 | cut -d' ' -f2- | tr ':' '=' | sed 's/kB//g' |
+			awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+				printf "           at the highest RSS (%.1f MiB, anonymous %.1f, at %s s): GC cycles %s; heap objects %s MB, free %s, unused %s, goal %s; runtime metadata %.1f, stacks %s, other %s; anonymous huge pages %.1f MiB\n",
+					v["VmRSS"] / 1024, v["RssAnon"] / 1024, v["t"], v["cycles/total"], v["heap/objects"], v["heap/free"], v["heap/unused"], v["heap/goal"],
+					v["metadata/mspan/inuse"] + v["metadata/mcache/inuse"] + v["metadata/other"], v["heap/stacks"], v["other"], v["AnonHugePages"] / 1024 }'
+	fi
 }
 
 echo "name,bytes,packets,connections,wall_s,kfsniff_cpu_s,peak_rss_mib,kafka_connections_listed,evicted_connections,bounds_reached,load1" > "$OUT/growth.csv"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func FuzzFile(f *testing.F) {
 			if len(p.Data) > maxRecord || p.Len < len(p.Data) {
 				t.Fatalf("packet %d: %d captured bytes, length %d", n, len(p.Data), p.Len)
 			}
-			if !containsLink(cf.Links, p.Link) {
+			if !slices.Contains(cf.Links, p.Link) {
 				t.Fatalf("packet %d: link type %d not among the declared %v", n, p.Link, cf.Links)
 			}
 		}

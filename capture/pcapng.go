@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -254,19 +255,10 @@ func (f *File) ngInterface(body []byte) error {
 		opts = opts[(n+3)&^3:]
 	}
 	s.ifaces = append(s.ifaces, ifc)
-	if len(f.Links) == 0 || !containsLink(f.Links, ifc.link) {
+	if len(f.Links) == 0 || !slices.Contains(f.Links, ifc.link) {
 		f.Links = append(f.Links, ifc.link)
 	}
 	return nil
-}
-
-func containsLink(ls []LinkType, l LinkType) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }
 
 func ngTime(ifc *ngIface, ts uint64) time.Time {

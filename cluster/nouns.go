@@ -78,6 +78,42 @@ func (p Partition) Key(names Names) Partition {
 	return Partition{TopicID: p.TopicID, Num: p.Num}
 }
 
+// Keyer is Partition.Key for the partitions of one request or response:
+// the name of a topic id is looked up once while the partitions that
+// follow name the same id, not once per partition (and per rule). Names
+// must not learn anything while a Keyer is used; its zero value with
+// Names set is ready.
+type Keyer struct {
+	Names Names
+	id    [16]byte // the last id looked up, and its name if known
+	name  string
+	named bool
+	set   bool
+}
+
+// Key is p.Key(k.Names).
+func (k *Keyer) Key(p Partition) Partition {
+	switch {
+	case p.Topic != "":
+		return Partition{Topic: p.Topic, Num: p.Num}
+	case p.TopicID == [16]byte{}:
+		return Partition{Num: p.Num}
+	case !k.set || p.TopicID != k.id:
+		k.id, k.set = p.TopicID, true
+		k.name, k.named = "", false
+		switch {
+		case p.TopicID == ClusterMetadataTopicID:
+			k.name, k.named = ClusterMetadataTopic, true
+		case k.Names != nil:
+			k.name, k.named = k.Names.TopicName(p.TopicID)
+		}
+	}
+	if k.named {
+		return Partition{Topic: k.name, Num: p.Num}
+	}
+	return Partition{TopicID: p.TopicID, Num: p.Num}
+}
+
 // Names knows topics' names by their ids (cluster.Nodes, learned from
 // Metadata); a nil Names, or a nil pointer behind one, knows none.
 type Names interface {

@@ -57,6 +57,45 @@ func TestPartitionKey(t *testing.T) {
 	}
 }
 
+// TestKeyer: a Keyer keys every partition as Key does, whatever came
+// before it (the same id again, another id, a name, no id), with and
+// without names, and looks a topic id's name up once while the id repeats.
+func TestKeyer(t *testing.T) {
+	ps := []cluster.Partition{
+		{Topic: "orders", Num: 3}, {TopicID: ordersID, Num: 3}, {TopicID: ordersID, Num: 4},
+		{Topic: "orders", TopicID: ordersID, Num: 1}, {TopicID: goneID, Num: 1}, {TopicID: ordersID, Num: 0},
+		{TopicID: cluster.ClusterMetadataTopicID}, {Topic: "__cluster_metadata"}, {Num: 2}, {TopicID: goneID, Num: 7},
+		{Topic: "", TopicID: [16]byte{}, Num: 9},
+	}
+	for _, n := range []cluster.Names{learned, nil, (*nilNames)(nil), &nilNames{m: map[[16]byte]string{goneID: ""}}} {
+		for first := range ps {
+			k := cluster.Keyer{Names: n}
+			for i := range ps {
+				p := ps[(first+i)%len(ps)]
+				if got, want := k.Key(p), p.Key(n); got != want {
+					t.Errorf("names %v, after %d: Key(%+v) = %+v, want %+v", n, i, p, got, want)
+				}
+			}
+		}
+	}
+	lookups := 0
+	k := cluster.Keyer{Names: countingNames{learned, &lookups}}
+	for i := range 10 {
+		k.Key(cluster.Partition{TopicID: ordersID, Num: int32(i)})
+		k.Key(cluster.Partition{Topic: "orders", Num: int32(i)}) // a name needs no look-up
+	}
+	if lookups != 1 {
+		t.Errorf("10 partitions of one id looked up %d times, want once", lookups)
+	}
+}
+
+type countingNames struct {
+	names
+	n *int
+}
+
+func (c countingNames) TopicName(id [16]byte) (string, bool) { *c.n++; return c.names.TopicName(id) }
+
 type nilNames struct{ m map[[16]byte]string }
 
 func (n *nilNames) TopicName(id [16]byte) (string, bool) {

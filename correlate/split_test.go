@@ -14,6 +14,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/all"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/packet"
 	"github.com/kfsniff/kfsniff/pipeline"
 )
 
@@ -42,7 +43,8 @@ func splitCapture(t testing.TB, path string, shards int, views ...agentView) map
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sh := flows.NewSharder(shards, flows.DefaultConfig())
+	cfg := flows.DefaultConfig()
+	sh := packet.NewSharder(shards, packet.Bounds{IdleTimeout: cfg.IdleTimeout, ReorderWindow: cfg.ReorderWindow})
 	per := make([][]capture.Packet, len(views))
 	var p capture.Packet
 	for {
@@ -52,8 +54,8 @@ func splitCapture(t testing.TB, path string, shards int, views ...agentView) map
 			}
 			t.Fatal(err)
 		}
-		sh.Route(&p, func(shard int, w *flows.Work) {
-			if w.Kind != flows.WorkPacket {
+		sh.Route(&p, func(shard int, w *packet.Work) {
+			if w.Kind != packet.WorkPacket {
 				return
 			}
 			for i, v := range views {

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -23,7 +24,7 @@ func ErrorName(code int16) string {
 	if e := kerr.TypedErrorForCode(code); e != nil && e.Code == code {
 		return e.Message
 	}
-	return "UNKNOWN_ERROR_CODE_" + itoa(int(code))
+	return "UNKNOWN_ERROR_CODE_" + strconv.Itoa(int(code))
 }
 
 // KnownError reports whether code is an error code Kafka defines (kerr's
@@ -36,28 +37,6 @@ func KnownError(code int16) bool {
 	}
 	e := kerr.TypedErrorForCode(code)
 	return e != nil && e.Code == code
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var b [8]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
 }
 
 // errPlan says where the error codes of one struct type are: the indexes of

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,8 +94,8 @@ func Redact(m any) (any, bool) {
 		c.ResponseData = redactedBytes(r.ResponseData)
 		return &c, true
 	case *kmsg.AlterConfigsRequest:
-		if !anyConfig(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
-			return anyConfig(res.Configs, func(x kmsg.AlterConfigsRequestResourceConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
+		if !slices.ContainsFunc(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
+			return slices.ContainsFunc(res.Configs, func(x kmsg.AlterConfigsRequestResourceConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
 		}) {
 			return m, false
 		}
@@ -111,8 +112,8 @@ func Redact(m any) (any, bool) {
 		}
 		return &c, true
 	case *kmsg.IncrementalAlterConfigsRequest:
-		if !anyConfig(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
-			return anyConfig(res.Configs, func(x kmsg.IncrementalAlterConfigsRequestResourceConfig) bool {
+		if !slices.ContainsFunc(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
+			return slices.ContainsFunc(res.Configs, func(x kmsg.IncrementalAlterConfigsRequestResourceConfig) bool {
 				return SensitiveConfig(x.Name) && x.Value != nil
 			})
 		}) {
@@ -131,8 +132,8 @@ func Redact(m any) (any, bool) {
 		}
 		return &c, true
 	case *kmsg.CreateTopicsRequest:
-		if !anyConfig(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-			return anyConfig(t.Configs, func(x kmsg.CreateTopicsRequestTopicConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
+		if !slices.ContainsFunc(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
+			return slices.ContainsFunc(t.Configs, func(x kmsg.CreateTopicsRequestTopicConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
 		}) {
 			return m, false
 		}
@@ -153,11 +154,13 @@ func Redact(m any) (any, bool) {
 			if (x.IsSensitive || SensitiveConfig(x.Name)) && x.Value != nil {
 				return true
 			}
-			return anyConfig(x.ConfigSynonyms, func(s kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) bool {
+			return slices.ContainsFunc(x.ConfigSynonyms, func(s kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) bool {
 				return (x.IsSensitive || SensitiveConfig(s.Name)) && s.Value != nil
 			})
 		}
-		if !anyConfig(r.Resources, func(res kmsg.DescribeConfigsResponseResource) bool { return anyConfig(res.Configs, sensitive) }) {
+		if !slices.ContainsFunc(r.Resources, func(res kmsg.DescribeConfigsResponseResource) bool {
+			return slices.ContainsFunc(res.Configs, sensitive)
+		}) {
 			return m, false
 		}
 		c := *r
@@ -183,8 +186,8 @@ func Redact(m any) (any, bool) {
 		}
 		return &c, true
 	case *kmsg.CreateTopicsResponse:
-		if !anyConfig(r.Topics, func(t kmsg.CreateTopicsResponseTopic) bool {
-			return anyConfig(t.Configs, func(x kmsg.CreateTopicsResponseTopicConfig) bool {
+		if !slices.ContainsFunc(r.Topics, func(t kmsg.CreateTopicsResponseTopic) bool {
+			return slices.ContainsFunc(t.Configs, func(x kmsg.CreateTopicsResponseTopicConfig) bool {
 				return (x.IsSensitive || SensitiveConfig(x.Name)) && x.Value != nil
 			})
 		}) {
@@ -232,15 +235,6 @@ func SensitiveConfig(name string) bool {
 		}
 	}
 	return strings.HasSuffix(n, ".key") || strings.Contains(n, "keystore.key") || strings.Contains(n, ".key.")
-}
-
-func anyConfig[T any](s []T, f func(T) bool) bool {
-	for _, x := range s {
-		if f(x) {
-			return true
-		}
-	}
-	return false
 }
 
 func redactedBytes(b []byte) []byte {

@@ -2,6 +2,7 @@ package detectors
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -78,7 +79,7 @@ func (c *cut) absorb(o *cut) {
 		c.last = o.last
 	}
 	for _, id := range o.conns {
-		if len(c.conns) < maxCutConns && !containsInt(c.conns, id) {
+		if len(c.conns) < maxCutConns && !slices.Contains(c.conns, id) {
 			c.conns = append(c.conns, id)
 		}
 	}
@@ -101,20 +102,11 @@ func (c *cut) add(f *Finding) {
 		if len(c.conns) >= maxCutConns {
 			break
 		}
-		if !containsInt(c.conns, id) {
+		if !slices.Contains(c.conns, id) {
 			c.conns = append(c.conns, id)
 		}
 	}
 	c.n++
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // finding is the summary of the findings of rule left out: as severe as

@@ -72,6 +72,26 @@ type Exchange struct {
 	answers  []decode.PartitionAnswer
 	answered bool
 	buf      *answerBuf
+	// keyer is PartitionKey's, its Names set at the first ask.
+	keyer    cluster.Keyer
+	keyNames bool
+}
+
+// PartitionKey is p.Key(x.Conn.Nodes()): p as state is kept by it. The
+// names of topic ids are looked up once in the exchange for every rule
+// that asks, not once per partition and rule.
+func (x *Exchange) PartitionKey(p cluster.Partition) cluster.Partition {
+	if p.Topic != "" { // the common case, inlined
+		return cluster.Partition{Topic: p.Topic, Num: p.Num}
+	}
+	return x.idKey(p)
+}
+
+func (x *Exchange) idKey(p cluster.Partition) cluster.Partition {
+	if !x.keyNames {
+		x.keyer.Names, x.keyNames = x.Conn.Nodes(), true
+	}
+	return x.keyer.Key(p)
 }
 
 // answerBuf is the Set's buffer for Answers, reused from exchange to

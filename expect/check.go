@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -87,7 +87,7 @@ func (e Finding) mismatches(severity string, nodes []int32, counts map[string]in
 			out = append(out, fmt.Sprintf("nodes %v lack %d", nodes, n))
 		}
 	}
-	for _, k := range sortedKeys(e.Counts) {
+	for _, k := range slices.Sorted(maps.Keys(e.Counts)) {
 		v := e.Counts[k]
 		if got, ok := counts[k]; !ok {
 			out = append(out, fmt.Sprintf("no count %s, want %d", k, v))
@@ -95,7 +95,7 @@ func (e Finding) mismatches(severity string, nodes []int32, counts map[string]in
 			out = append(out, fmt.Sprintf("count %s = %d, want %d", k, got, v))
 		}
 	}
-	for _, k := range sortedKeys(e.Fields) {
+	for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
 		got, ok := fields[k]
 		if !ok {
 			out = append(out, fmt.Sprintf("no field %s, want %s", k, canonical(e.Fields[k])))
@@ -109,7 +109,7 @@ func (e Finding) mismatches(severity string, nodes []int32, counts map[string]in
 	if tol == 0 {
 		tol = DefaultTolerance
 	}
-	for _, k := range sortedKeys(e.Approx) {
+	for _, k := range slices.Sorted(maps.Keys(e.Approx)) {
 		v := e.Approx[k]
 		var got float64
 		if c, ok := counts[k]; ok {
@@ -273,7 +273,7 @@ func checkTotals(t *Totals, rep *Report) []Problem {
 	if t.Tolerance > 0 {
 		tol = fmt.Sprintf(" ± %g%%", 100*t.Tolerance)
 	}
-	for _, k := range sortedKeys(t.Requests) {
+	for _, k := range slices.Sorted(maps.Keys(t.Requests)) {
 		want := t.Requests[k]
 		name, version, byVersion := strings.Cut(strings.TrimSpace(k), " v")
 		var got int64
@@ -287,7 +287,7 @@ func checkTotals(t *Totals, rep *Report) []Problem {
 				Why: []string{fmt.Sprintf("%d in the capture", got)}})
 		}
 	}
-	for _, k := range sortedKeys(t.Counts) {
+	for _, k := range slices.Sorted(maps.Keys(t.Counts)) {
 		want := t.Counts[k]
 		v, ok := rep.Totals[k]
 		n, isNum := v.(json.Number)
@@ -321,13 +321,13 @@ func (e Finding) String() string {
 	if len(e.Nodes) > 0 {
 		parts = append(parts, fmt.Sprintf("nodes %v", e.Nodes))
 	}
-	for _, k := range sortedKeys(e.Fields) {
+	for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
 		parts = append(parts, k+"="+canonical(e.Fields[k]))
 	}
-	for _, k := range sortedKeys(e.Counts) {
+	for _, k := range slices.Sorted(maps.Keys(e.Counts)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, e.Counts[k]))
 	}
-	for _, k := range sortedKeys(e.Approx) {
+	for _, k := range slices.Sorted(maps.Keys(e.Approx)) {
 		parts = append(parts, fmt.Sprintf("%s≈%g", k, e.Approx[k]))
 	}
 	if len(parts) > 0 {
@@ -409,15 +409,6 @@ func normalise(v any) any {
 		return x
 	}
 	return v
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func sameSet(a, b []string) bool {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/packet"
 	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
@@ -67,7 +69,7 @@ type Config struct {
 	// FragTimeout (capture time) gives up an IP datagram whose fragments
 	// have not all come; MaxFragDatagrams and MaxFragBytes bound the
 	// datagrams being reassembled and the bytes they hold (the oldest is
-	// given up first). See defrag.go.
+	// given up first). See packet/defrag.go.
 	FragTimeout      time.Duration
 	MaxFragDatagrams int
 	MaxFragBytes     int
@@ -98,8 +100,8 @@ type Worker struct {
 	// If nil, the analyzer learns them from its own packets.
 	Listeners *Listeners
 	// Defragmented says IP fragments are reassembled before this
-	// analyzer, by the Sharder that feeds it: fragments are only counted,
-	// and reassembled datagrams and the losses come through Do.
+	// analyzer, by the packet.Sharder that feeds it: fragments are only
+	// counted, and reassembled datagrams and the losses come through Do.
 	Defragmented bool
 }
 
@@ -117,9 +119,9 @@ func DefaultConfig() Config {
 		MaxStreams:       20000,
 		MaxPendingTotal:  100000,
 		BufferBudget:     64 << 20,
-		FragTimeout:      defaultFragTimeout,
-		MaxFragDatagrams: defaultFragDatagrams,
-		MaxFragBytes:     defaultFragBytes,
+		FragTimeout:      packet.DefaultFragTimeout,
+		MaxFragDatagrams: packet.DefaultFragDatagrams,
+		MaxFragBytes:     packet.DefaultFragBytes,
 	}
 }
 
@@ -140,9 +142,10 @@ type Stats struct {
 	NonTCP    int64 // IP packets that are not TCP (UDP, ICMP, ...)
 	Fragments int64 // IP fragments (IPv4, or IPv6 fragment header)
 	// Reassembled counts the IP datagrams rebuilt from fragments;
-	// FragLost the datagrams that could not be, by reason (FragMissing,
-	// ...), and FragLostBytes the bytes of their fragments. Losses are
-	// also counted on the connection when the first fragment named it.
+	// FragLost the datagrams that could not be, by reason
+	// (packet.FragMissing, ...), and FragLostBytes the bytes of their
+	// fragments. Losses are also counted on the connection when the first
+	// fragment named it.
 	Reassembled   int64
 	FragLost      map[string]int64
 	FragLostBytes int64
@@ -203,16 +206,23 @@ type UnknownAPI struct{ Key, Version int16 }
 type Analyzer struct {
 	// tlsHeld: bytes TLS sessions hold for their keys (tls.go), within
 	// cfg.BufferBudget.
-	tlsHeld  int64
-	cfg      Config
-	w        Worker // the engine's options (NewWorker); zero for New
-	dl       *Delivery
-	phase    uint8
-	stats    Stats
-	conns    []*Conn
-	nodes    *cluster.Nodes
-	streams  map[tupleKey]*stream
-	idle     map[tupleKey]*Conn
+	tlsHeld int64
+	cfg     Config
+	w       Worker // the engine's options (NewWorker); zero for New
+	dl      *Delivery
+	phase   uint8
+	stats   Stats
+	conns   []*Conn
+	nodes   *cluster.Nodes
+	streams map[packet.Key]*stream
+	idle    map[packet.Key]*Conn
+	// gone remembers the quiet connections dropped from the table
+	// (MaxConns) by a 64-bit hash of their 4-tuple (goneSeed: random per
+	// run), so that one speaking again is not counted as another
+	// connection (stream.continues): 24 to 37 bytes each (measured, Go
+	// 1.26 maps) where a 4-tuple and pointer cost 73 to 115.
+	gone     map[uint64]struct{}
+	goneSeed maphash.Seed
 	lastIdle time.Time
 	lastAged time.Time // capture time of the last foldClosed
 	// born holds the creation times of recent streams, oldest first, to
@@ -220,12 +230,12 @@ type Analyzer struct {
 	born      []time.Time
 	connScan  int
 	lastID    int
-	syns      map[tupleKey]*synState
+	syns      map[packet.Key]*synState
 	synq      synQueue
 	pool      *reassembly.StreamPool
 	asm       *reassembly.Assembler
 	ctx       packetCtx
-	hdr       headers
+	hdr       packet.Headers
 	tcp       *layers.TCP
 	lastFlush time.Time
 	clock     FlushClock
@@ -256,7 +266,7 @@ type Analyzer struct {
 	// msgs are the messages given back once delivered (msgpool.go).
 	msgs msgPool
 	// fixed bounds, this analyzer's share (Config.Shards)
-	maxSYNs, maxIdle int
+	maxSYNs, maxIdle, maxGone int
 	// waits and bufs bound what all connections hold together (see
 	// Config.MaxPendingTotal and Config.BufferBudget).
 	waits waits
@@ -277,7 +287,7 @@ type Analyzer struct {
 	gathering int
 	gathered  []Event
 	// frag reassembles IP fragments (nil with Config.Defragmented).
-	frag *defrag
+	frag *packet.Defrag
 	// gens numbers the streams' reassembly keys; superseded are the
 	// streams a new connection on their 4-tuple replaced while
 	// reassembly still held some of their bytes; rst is the segment
@@ -288,7 +298,7 @@ type Analyzer struct {
 	rstHdr     [20]byte
 	// hot holds some of the streams, each in its key's slot and each
 	// its key's stream in streams (see streamOf).
-	hot [hotStreams]*stream
+	hot [packet.HotSlots]*stream
 }
 
 // deferred reports an analyzer handing its events to its Worker's Sink.
@@ -314,12 +324,14 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		cfg.MaxStreams = DefaultConfig().MaxStreams
 	}
 	a := &Analyzer{
-		cfg:     cfg,
-		w:       w,
-		dl:      newDelivery(handlers),
-		streams: make(map[tupleKey]*stream),
-		idle:    make(map[tupleKey]*Conn),
-		syns:    make(map[tupleKey]*synState),
+		cfg:      cfg,
+		w:        w,
+		dl:       newDelivery(handlers),
+		streams:  make(map[packet.Key]*stream),
+		idle:     make(map[packet.Key]*Conn),
+		gone:     make(map[uint64]struct{}),
+		goneSeed: maphash.MakeSeed(),
+		syns:     make(map[packet.Key]*synState),
 	}
 	// A deferred analyzer's nodes are the Delivery's of whoever delivers
 	// its events; it never reads them itself.
@@ -330,20 +342,22 @@ func newAnalyzer(cfg Config, w Worker, handlers []Handler) *Analyzer {
 		a.ar.spares = make(chan []byte, arenaSpares)
 	}
 	shards := max(1, w.Shards)
-	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, max(maxIdle, 4*cfg.MaxConns)/shards)
+	// cfg.MaxConns is this analyzer's share already (pipeline).
+	a.maxSYNs, a.maxIdle = max(1, maxSYNs/shards), max(1, maxIdle/shards, cfg.MaxConns)
+	a.maxGone = max(1, maxGone/shards, 16*cfg.MaxConns)
 	a.stats.UnknownAPIs = make(map[UnknownAPI]int)
 	a.pool = reassembly.NewStreamPool((*factory)(a))
 	a.asm = reassembly.NewAssembler(a.pool)
 	a.asm.MaxBufferedPagesPerConnection = cfg.MaxBufferedPages
 	a.asm.MaxBufferedPagesTotal = cfg.MaxBufferedPages * 16
-	a.hdr.init()
-	a.tcp = &a.hdr.tcp
+	a.hdr.Init()
+	a.tcp = &a.hdr.TCP
 	a.listeners = w.Listeners
 	if a.listeners == nil {
 		a.listeners, a.learn = NewListeners(), true
 	}
 	if !w.Defragmented {
-		a.frag = newDefrag(&a.cfg)
+		a.frag = packet.NewDefrag(&packet.Bounds{FragTimeout: cfg.FragTimeout, MaxFragDatagrams: cfg.MaxFragDatagrams, MaxFragBytes: cfg.MaxFragBytes})
 	}
 	return a
 }
@@ -355,53 +369,13 @@ type packetCtx struct{ ci gopacket.CaptureInfo }
 
 func (c *packetCtx) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
 
-// tupleKey identifies a TCP connection regardless of direction: the lower
-// endpoint first.
-type tupleKey struct {
-	a, b   [16]byte
-	pa, pb uint16
-}
-
-func makeKey(src, dst netip.AddrPort) (k tupleKey, flipped bool) {
-	s, d := src.Addr().As16(), dst.Addr().As16()
-	if cmp := compareEndpoint(s, src.Port(), d, dst.Port()); cmp <= 0 {
-		return tupleKey{s, d, src.Port(), dst.Port()}, false
-	}
-	return tupleKey{d, s, dst.Port(), src.Port()}, true
-}
-
-// compareEndpoint orders endpoints by address (byte by byte), then port.
-func compareEndpoint(a [16]byte, pa uint16, b [16]byte, pb uint16) int {
-	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:])); c != 0 {
-		return c
-	}
-	return int(pa) - int(pb)
-}
-
-// hotStreams is the size of Analyzer.hot: with 4096 slots, 91 % of the
-// packets of the benchmark's small capture (3,450 connections, most of
-// them open at once) found their stream there, 79 % with 1024 and 74 %
-// with 256; the storm's, bulk's and large's (at most 28) all of them.
-const hotBits, hotStreams = 12, 1 << hotBits
-
-// slot is key's place in Analyzer.hot: a multiplicative hash of the ports
-// and the addresses' last 4 bytes (all of an IPv4 address).
-func (k *tupleKey) slot() int {
-	x := uint64(binary.LittleEndian.Uint32(k.a[12:]))<<32 | uint64(binary.LittleEndian.Uint32(k.b[12:]))
-	x ^= uint64(k.pa)<<16 | uint64(k.pb)
-	return int(x * 0x9e3779b97f4a7c15 >> (64 - hotBits))
-}
-
 // streamOf returns the stream of key, nil if none: from hot, where the
 // streams last looked up stay until another takes their slot, or else
 // from the map, whose look-up (hashing and comparing a 36-byte key, cache
 // misses on busy captures) was 4 % of one worker's time on the small
 // capture.
-func (a *Analyzer) streamOf(key tupleKey) *stream {
-	h := &a.hot[key.slot()]
+func (a *Analyzer) streamOf(key packet.Key) *stream {
+	h := &a.hot[key.Slot()]
 	if s := *h; s != nil && s.key == key {
 		return s
 	}
@@ -415,7 +389,7 @@ func (a *Analyzer) streamOf(key tupleKey) *stream {
 // setStream makes s the stream of its key.
 func (a *Analyzer) setStream(s *stream) {
 	a.streams[s.key] = s
-	a.hot[s.key.slot()] = s
+	a.hot[s.key.Slot()] = s
 }
 
 // dropStream forgets s as the stream of its key, if it is.
@@ -423,7 +397,7 @@ func (a *Analyzer) dropStream(s *stream) {
 	if a.streams[s.key] == s {
 		delete(a.streams, s.key)
 	}
-	if h := &a.hot[s.key.slot()]; *h == s {
+	if h := &a.hot[s.key.Slot()]; *h == s {
 		*h = nil
 	}
 }
@@ -440,22 +414,42 @@ func (a *Analyzer) nextID() int {
 	return a.lastID
 }
 
-// maxIdle bounds the idle-evicted connections remembered for resumption,
-// raised to four times MaxConns: those still listed are held by the table
-// anyway, those dropped from it cost only their 4-tuple (evictedConn), and
-// each one forgotten is counted again when it speaks (IdleForgotten).
-const maxIdle = 65536
+// maxIdle bounds the quiet connections still listed remembered for
+// resumption (idle), raised to MaxConns: the table holds their records
+// anyway. maxGone bounds those dropped from the table (gone), raised to 16
+// times MaxConns (1.6 million by default, 38 MB at most): a run with
+// more quiet connections than that forgets some, and each one forgotten
+// that speaks again is counted again (Stats.IdleForgotten says how many
+// were forgotten).
+const (
+	maxIdle = 65536
+	maxGone = 1 << 18
+)
 
-// evictedConn stands in the idle table for a quiet connection that was
-// also dropped from the connections table (MaxConns): its record is gone,
-// its 4-tuple is remembered.
-var evictedConn = &Conn{}
+// goneHash is the hash gone remembers a 4-tuple by. Two 4-tuples of one
+// run share one with a chance of about n*n/2^65 for n remembered (1e-7 at
+// 1.6 million): a connection without a handshake on the second would be
+// taken for the first resuming, counted once.
+func (a *Analyzer) goneHash(key packet.Key) uint64 { return maphash.Comparable(a.goneSeed, key) }
+
+// rememberGone remembers a quiet connection dropped from the table,
+// forgetting another when gone is full.
+func (a *Analyzer) rememberGone(key packet.Key) {
+	if len(a.gone) >= a.maxGone {
+		for h := range a.gone {
+			delete(a.gone, h)
+			a.stats.IdleForgotten++
+			break
+		}
+	}
+	a.gone[a.goneHash(key)] = struct{}{}
+}
 
 // addConn appends a new connection, folding the oldest one (closed ones
 // first) into Stats.Evicted when the table is full.
 func (a *Analyzer) addConn(c *Conn) {
 	a.conns = append(a.conns, c)
-	if key, _ := makeKey(c.Client, c.Server); a.streamOf(key) != nil && a.streamOf(key).conn == c {
+	if key, _ := packet.MakeKey(c.Client, c.Server); a.streamOf(key) != nil && a.streamOf(key).conn == c {
 		// IP datagrams of the connection lost before it was known.
 		s := a.streamOf(key)
 		for _, l := range s.lostFrags {
@@ -482,14 +476,31 @@ func (a *Analyzer) addConn(c *Conn) {
 }
 
 func (a *Analyzer) evict(c *Conn) {
-	if key, _ := makeKey(c.Client, c.Server); a.idle[key] == c {
+	key, _ := packet.MakeKey(c.Client, c.Server)
+	if a.idle[key] == c {
 		// Quiet, its reassembly state dropped (idle timeout or churn):
 		// the idle table would pin the whole record. Only its 4-tuple
-		// is remembered, so that traffic resuming on it is not counted
-		// as another connection (Conn.continues).
-		a.idle[key] = evictedConn
+		// is remembered (gone), so that traffic resuming on it is not
+		// counted as another connection (stream.continues).
+		delete(a.idle, key)
+		a.rememberGone(key)
 	}
 	c.dropped = true
+	if s := a.streamOf(key); s != nil && s.conn == c && !s.done {
+		// Still carrying traffic: what it carries until its stream
+		// ends is counted on the record (its requests, their
+		// responses), folded then (stream.ReassemblyComplete). Folded
+		// now, that traffic was lost from the totals and requests
+		// answered later were counted unanswered.
+		c.foldLate = true
+		return
+	}
+	a.foldEvicted(c)
+}
+
+// foldEvicted folds a connection dropped from the table into
+// Stats.Evicted.
+func (a *Analyzer) foldEvicted(c *Conn) {
 	// Requests still pending on it will never be reported unanswered.
 	if c.Packets[ToClient] == 0 {
 		c.NotCaptured += c.Pending()
@@ -561,23 +572,23 @@ func (a *Analyzer) packet(p *capture.Packet) {
 	if len(p.Data) < p.Len {
 		st.Truncated++
 	}
-	if a.frag != nil && a.frag.pending() {
-		a.frag.expire(p.Time)
+	if a.frag != nil && a.frag.Pending() {
+		a.frag.Expire(p.Time)
 		a.fragLosses()
 	}
-	kind, src, dst, err := a.hdr.parse(p)
+	kind, src, dst, err := a.hdr.Parse(p)
 	switch kind {
-	case pktNonIP:
+	case packet.NonIP:
 		st.NonIP++
 		return
-	case pktBad:
+	case packet.Bad:
 		a.bad(p, "bad IP/TCP header: "+err.Error())
 		return
-	case pktFragment:
+	case packet.Fragment:
 		st.Fragments++
 		a.reassemble(p, 0)
 		return
-	case pktNonTCP:
+	case packet.NonTCP:
 		st.NonTCP++
 		return
 	}
@@ -588,12 +599,12 @@ func (a *Analyzer) packet(p *capture.Packet) {
 // reassemble hands the fragment the headers just parsed, of packet p, to
 // reassembly, and analyses the datagram it completes.
 func (a *Analyzer) reassemble(p *capture.Packet, depth int) {
-	if a.frag == nil || !reassembles(&a.hdr.frag) {
+	if a.frag == nil || !packet.Reassembles(&a.hdr.Frag) {
 		return
 	}
-	dg := a.frag.add(p, &a.hdr.frag)
+	dg := a.frag.Add(p, &a.hdr.Frag)
 	a.fragLosses()
-	if dg != nil && depth < maxNesting {
+	if dg != nil && depth < packet.MaxNesting {
 		a.datagram(dg, depth)
 	}
 }
@@ -606,32 +617,32 @@ func (a *Analyzer) datagram(p *capture.Packet, depth int) {
 	outer := a.at
 	a.at = placeOf(p)
 	defer func() { a.at = outer }()
-	kind, src, dst, err := a.hdr.parse(p)
+	kind, src, dst, err := a.hdr.Parse(p)
 	switch kind {
-	case pktTCP:
+	case packet.TCP:
 		st.TCPPackets++
 		a.tcpPacket(p, src, dst)
-	case pktBad:
+	case packet.Bad:
 		a.bad(p, "bad IP/TCP header in a datagram reassembled from fragments: "+err.Error())
-	case pktFragment:
+	case packet.Fragment:
 		// A tunnel's inner datagram, fragmented too.
 		a.reassemble(p, depth+1)
-	case pktNonTCP:
+	case packet.NonTCP:
 		st.NonTCP++
 	}
 }
 
 // fragLosses counts the datagrams reassembly gave up.
 func (a *Analyzer) fragLosses() {
-	for i := range a.frag.lost {
-		a.fragLost(&a.frag.lost[i])
+	for i := range a.frag.Lost {
+		a.fragLost(&a.frag.Lost[i])
 	}
-	a.frag.lost = a.frag.lost[:0]
+	a.frag.Lost = a.frag.Lost[:0]
 }
 
 // fragLost counts a datagram that could not be reassembled, capture-wide
 // and on its connection when its first fragment named one.
-func (a *Analyzer) fragLost(l *FragLoss) {
+func (a *Analyzer) fragLost(l *packet.FragLoss) {
 	st := &a.stats
 	if st.FragLost == nil {
 		st.FragLost = make(map[string]int64)
@@ -642,14 +653,14 @@ func (a *Analyzer) fragLost(l *FragLoss) {
 		return
 	}
 	what := map[string]string{
-		FragMissing: "a fragment never came",
-		FragOverlap: "fragments overlap with different bytes",
-		FragBound:   "dropped to keep within the reassembly bounds",
-		FragSnaplen: "a fragment was cut by the snaplen",
+		packet.FragMissing: "a fragment never came",
+		packet.FragOverlap: "fragments overlap with different bytes",
+		packet.FragBound:   "dropped to keep within the reassembly bounds",
+		packet.FragSnaplen: "a fragment was cut by the snaplen",
 	}[l.Why]
 	pr := Problem{File: l.File, Packet: l.Packet, What: fmt.Sprintf("IP datagram from %s not reassembled (%s): %d fragments, %d bytes dropped; its TCP data is lost",
 		l.Src, what, l.Fragments, l.Bytes)}
-	key, _ := makeKey(l.Src, l.Dst)
+	key, _ := packet.MakeKey(l.Src, l.Dst)
 	if s := a.streamOf(key); s != nil && s.conn == nil {
 		// Not known as Kafka yet: counted on the connection if it
 		// becomes one (addConn).
@@ -678,7 +689,7 @@ func (c *Conn) fragLost(bytes int64, pr Problem) {
 // connOf returns the Kafka connection between x and y (whose key is key):
 // the current one on that 4-tuple, or else the last one reported (it may
 // have ended).
-func (a *Analyzer) connOf(key tupleKey, x, y netip.AddrPort) *Conn {
+func (a *Analyzer) connOf(key packet.Key, x, y netip.AddrPort) *Conn {
 	if s := a.streamOf(key); s != nil {
 		return s.conn
 	}
@@ -691,38 +702,18 @@ func (a *Analyzer) connOf(key tupleKey, x, y netip.AddrPort) *Conn {
 	return nil
 }
 
-// WorkKind says what a Work asks of an analyzer.
-type WorkKind uint8
-
-// What a Work asks.
-const (
-	WorkPacket   WorkKind = iota // analyse a captured packet (Packet)
-	WorkDatagram                 // analyse an IP datagram reassembled from fragments
-	WorkLoss                     // count a datagram that could not be reassembled
-)
-
-// Work is one thing to do for one analyzer of a sharded analysis, at one
-// captured packet (see Sharder.Route).
-type Work struct {
-	Kind   WorkKind
-	Packet *capture.Packet // WorkPacket, WorkDatagram
-	Loss   FragLoss        // WorkLoss
-	// Seq is the place of the captured packet among all packets of the
-	// analysis (see PacketAt).
-	Seq uint64
-}
-
-// Do does w, routed to this analyzer by a Sharder (with Config.Defragmented).
-func (a *Analyzer) Do(w *Work) {
+// Do does w, routed to this analyzer by a packet.Sharder (with
+// Worker.Defragmented).
+func (a *Analyzer) Do(w *packet.Work) {
 	switch w.Kind {
-	case WorkPacket:
+	case packet.WorkPacket:
 		a.PacketAt(w.Packet, w.Seq)
-	case WorkDatagram:
+	case packet.WorkDatagram:
 		a.seq = w.Seq
 		a.at = placeOf(w.Packet)
 		a.last = a.at
 		a.datagram(w.Packet, 0)
-	case WorkLoss:
+	case packet.WorkLoss:
 		a.fragLost(&w.Loss)
 	}
 }
@@ -735,7 +726,7 @@ func (a *Analyzer) bad(p *capture.Packet, why string) {
 
 func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	t := a.tcp
-	key, flipped := makeKey(src, dst)
+	key, flipped := packet.MakeKey(src, dst)
 	a.trackSYN(p, key, flipped, src, dst)
 	a.ctx.ci = gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: p.Len}
 	s := a.streamOf(key)
@@ -894,7 +885,7 @@ func (a *Analyzer) closeAt(end Place) {
 	// (gather).
 	a.gather()
 	if a.frag != nil {
-		a.frag.end()
+		a.frag.End()
 		a.fragLosses()
 	}
 	a.decideHolders(func(*stream) bool { return true })

@@ -81,11 +81,12 @@ type Conn struct {
 	// together: padding between them cost every connection a size
 	// class.)
 	Broken bool
-	// dropped: folded into Stats.Evicted (MaxConns).
-	dropped bool
-	Closed  bool  // FIN seen both ways
-	Reset   bool  // RST seen
-	noted   uint8 // problems already recorded once (noteMaxPending, ...)
+	// dropped: folded into Stats.Evicted (MaxConns), or to be when its
+	// stream ends (foldLate).
+	dropped, foldLate bool
+	Closed            bool  // FIN seen both ways
+	Reset             bool  // RST seen
+	noted             uint8 // problems already recorded once (noteMaxPending, ...)
 	// napis counts the hints in apis (here, where it takes no room).
 	napis uint8
 	// TLSInfo describes the TLS session of a connection decrypted with
@@ -128,7 +129,7 @@ type Conn struct {
 	FirstGap, LastGap Place
 	// FragLost counts the IP datagrams of this connection that could not
 	// be reassembled from their fragments, FragLostBytes the bytes of
-	// their fragments (see defrag.go).
+	// their fragments (see packet/defrag.go).
 	FragLost      int
 	FragLostBytes int64
 	FramingErrors int

@@ -221,10 +221,19 @@ func (d *Delivery) recover(c *Conn, file int, packet uint64) {
 // nameTopics names the batches of versions that carry topic ids by what
 // Metadata said so far.
 func (d *Delivery) nameTopics(m *Message) {
+	var (
+		id     [16]byte // the last id looked up, and its name
+		name   string
+		looked bool
+	)
 	for i := range m.Batches {
 		b := &m.Batches[i]
 		if b.Topic == "" {
-			b.Topic, _ = d.nodes.TopicName(b.TopicID)
+			if !looked || b.TopicID != id {
+				id, looked = b.TopicID, true
+				name, _ = d.nodes.TopicName(id)
+			}
+			b.Topic = name
 		}
 	}
 }

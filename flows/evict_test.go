@@ -1,12 +1,14 @@
 package flows_test
 
 import (
+	"bytes"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -133,6 +135,91 @@ func TestEvictedQuietConnectionResumesCountedOnce(t *testing.T) {
 	}
 	if requests != 2*n+30 {
 		t.Errorf("requests listed + evicted = %d, want %d (connections: %d listed, %d evicted)", requests, 2*n+30, len(a.Conns()), st.Evicted.Conns)
+	}
+}
+
+// Many quiet connections, each speaking again several times after the
+// table (MaxConns) dropped its record: within the bound on those
+// remembered they are counted once each, whatever their number against
+// MaxConns; past it, each forgotten that speaks again is counted again,
+// and no more than IdleForgotten says (the over-count of issue 29: 3.6
+// million counted for 1.025 million at 1 million quiet connections).
+func TestManyQuietConnectionsCountedOnce(t *testing.T) {
+	const n, rounds = 300, 3
+	other := netip.MustParseAddrPort("10.0.0.9:40000")
+	script := func(w *gen.Writer) {
+		cs := make([]*gen.Conn, n)
+		var o *gen.Conn
+		for r := 0; r < rounds; r++ {
+			base := t0.Add(time.Duration(r) * 40 * time.Second)
+			for i := range cs {
+				at := base.Add(time.Duration(i) * time.Millisecond)
+				if r == 0 {
+					cl := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), uint16(50000+i))
+					cs[i] = w.Conn(cl, broker, at, gen.ConnOptions{})
+				}
+				cs[i].Request(at.Add(time.Millisecond), int32(r), kmsg.StringPtr("id"), apiVersions(3))
+				cs[i].Response(at.Add(2*time.Millisecond), int32(r), apiVersionsResp(3))
+			}
+			// Another connection keeps packets flowing while they
+			// are quiet for longer than the idle timeout.
+			if r == 0 {
+				o = w.Conn(other, broker, base.Add(time.Second), gen.ConnOptions{})
+			}
+			for i := 0; i < 38; i++ {
+				at := base.Add(time.Duration(2+i) * time.Second)
+				o.Request(at, int32(r*38+i), kmsg.StringPtr("other"), apiVersions(3))
+				o.Response(at.Add(time.Millisecond), int32(r*38+i), apiVersionsResp(3))
+			}
+		}
+	}
+	b, err := gen.Script(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		unlisted int
+	}{{"within the bound", 2 * n}, {"past the bound", n / 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := flows.DefaultConfig()
+			cfg.IdleTimeout = 10 * time.Second
+			cfg.MaxConns = 20
+			a := flows.New(cfg)
+			a.SetQuietBounds(cfg.MaxConns, tc.unlisted)
+			f, err := capture.NewFile("test", 0, bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p capture.Packet
+			for f.Next(&p) == nil {
+				a.Packet(&p)
+			}
+			a.Close()
+			st := a.Stats()
+			if st.IdleEvicted < n*(rounds-1) {
+				t.Fatalf("idle evictions = %d, want at least %d", st.IdleEvicted, n*(rounds-1))
+			}
+			requests := st.Evicted.Requests
+			for _, c := range a.Conns() {
+				requests += c.Requests
+			}
+			if requests != n*rounds+rounds*38 {
+				t.Errorf("requests listed + evicted = %d, want %d", requests, n*rounds+rounds*38)
+			}
+			counted := int64(len(a.Conns()) + st.Evicted.Conns)
+			if tc.unlisted >= n {
+				if counted != n+1 || st.IdleForgotten != 0 {
+					t.Errorf("connections listed %d + not listed %d = %d, forgotten %d; want %d, none forgotten", len(a.Conns()), st.Evicted.Conns, counted, st.IdleForgotten, n+1)
+				}
+				return
+			}
+			// Past the bound: some are counted again, each for a
+			// forgetting said in IdleForgotten.
+			if st.IdleForgotten == 0 || counted <= n+1 || counted > n+1+st.IdleForgotten {
+				t.Errorf("connections counted %d, forgotten %d; want more than %d and at most %d + forgotten", counted, st.IdleForgotten, n+1, n+1)
+			}
+		})
 	}
 }
 

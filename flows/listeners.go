@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // Listeners are the addresses and ports seen accepting a connection (the
@@ -76,7 +77,7 @@ func (l *Listeners) Observe(p *capture.Packet, seq uint64) {
 // synAckFrom returns the sender of a SYN-ACK, read without decoding the
 // packet (see quickTCP).
 func synAckFrom(p *capture.Packet) (netip.AddrPort, bool) {
-	src, _, ok := quickTCP(p)
+	src, _, ok := packet.QuickTCP(p)
 	if !ok {
 		return src, false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/gopacket/reassembly"
 
 	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // factory creates a stream per TCP connection for gopacket's reassembly.
@@ -20,7 +21,7 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	a := (*Analyzer)(f)
 	src := netip.AddrPortFrom(addrFrom(netFlow.Src()), uint16(tcp.SrcPort))
 	dst := netip.AddrPortFrom(addrFrom(netFlow.Dst()), uint16(tcp.DstPort))
-	key, _ := makeKey(src, dst)
+	key, _ := packet.MakeKey(src, dst)
 	// Every stream has a reassembly key of its own (netFlow carries its
 	// generation, see Analyzer.tcpPacket): New is only called for a new
 	// connection.
@@ -31,22 +32,30 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	s.fr[1].resp = true
 	if c := a.idle[key]; c != nil {
 		delete(a.idle, key)
-		if c == evictedConn {
-			// Its record was dropped from the table (MaxConns) while
-			// it was quiet: a new record, which counts it again in
-			// place of the one folded into Stats.Evicted (start).
-			s.continues = !tcp.SYN
-		} else if !tcp.SYN {
+		if !tcp.SYN {
 			// The connection went quiet for longer than the idle
 			// timeout and its reassembly state was dropped; it
 			// carries on under the same Conn, framed again from the
 			// next boundary. (A SYN opens a new one.)
 			s.resume(c)
 		}
+	} else if len(a.gone) > 0 {
+		if h := a.goneHash(key); hasKey(a.gone, h) {
+			// Its record was dropped from the table (MaxConns) while
+			// it was quiet: a new record, which counts it again in
+			// place of the one folded into Stats.Evicted (start).
+			delete(a.gone, h)
+			s.continues = !tcp.SYN
+		}
 	}
 	a.setStream(s)
 	a.born = append(a.born, a.at.Time)
 	return s
+}
+
+func hasKey(m map[uint64]struct{}, k uint64) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // resume continues an idle-evicted connection c on this new stream.
@@ -70,7 +79,7 @@ func addrFrom(e gopacket.Endpoint) netip.Addr {
 // whether it carries Kafka, and a framer per direction.
 type stream struct {
 	a   *Analyzer
-	key tupleKey
+	key packet.Key
 	// ends[0] sent the packet that created the stream; reassembly's
 	// direction d carries bytes from ends[d] to ends[1-d].
 	ends      [2]netip.AddrPort
@@ -406,17 +415,18 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	if c := s.conn; c != nil && !c.Closed && !c.Reset && !a.closed && s.superseded.IsZero() {
 		// Completed by the idle timeout, not by FIN or RST: remember the
 		// connection so that traffic resuming on it continues it.
-		if len(a.idle) >= a.maxIdle {
-			for k := range a.idle {
-				delete(a.idle, k)
-				a.stats.IdleForgotten++
-				break
-			}
-		}
 		if c.dropped {
-			c = evictedConn // see Analyzer.evict
+			a.rememberGone(s.key) // see Analyzer.evict
+		} else {
+			if len(a.idle) >= a.maxIdle {
+				for k := range a.idle {
+					delete(a.idle, k)
+					a.stats.IdleForgotten++
+					break
+				}
+			}
+			a.idle[s.key] = c
 		}
-		a.idle[s.key] = c
 		a.stats.IdleEvicted++
 	}
 	if s.conn != nil {
@@ -428,6 +438,10 @@ func (s *stream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 		if s.conn.Closed || s.conn.Reset || !s.superseded.IsZero() {
 			at := s.a.at
 			s.a.emitConn(&ConnEvent{Kind: ConnClosed, Conn: s.conn, Client: s.conn.Client, Server: s.conn.Server, File: at.File, Packet: at.Packet, Time: at.Time})
+		}
+		if s.conn.foldLate {
+			s.conn.foldLate = false
+			a.foldEvicted(s.conn) // see Analyzer.evict
 		}
 	}
 	s.release()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // synState tracks a connection attempt until it is answered: a SYN-ACK
@@ -22,7 +23,7 @@ type synState struct {
 // synQueue remembers attempts in arrival order so the oldest can be evicted
 // in constant time; entries whose attempt has since ended are skipped.
 type synQueue struct {
-	keys []tupleKey
+	keys []packet.Key
 	seqs []uint64
 	head int
 	next uint64
@@ -32,7 +33,7 @@ type synQueue struct {
 // unanswered when it is reached (connection churn).
 const maxSYNs = 65536
 
-func (a *Analyzer) trackSYN(p *capture.Packet, key tupleKey, flipped bool, src, dst netip.AddrPort) {
+func (a *Analyzer) trackSYN(p *capture.Packet, key packet.Key, flipped bool, src, dst netip.AddrPort) {
 	t := a.tcp
 	switch {
 	case t.SYN && !t.ACK:

@@ -7,6 +7,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/kfsniff/kfsniff/capture"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // TestSYNQueueBounded: the queue of connection attempts (synQueue) holds
@@ -22,7 +23,7 @@ func TestSYNQueueBounded(t *testing.T) {
 	unanswered := 0
 	for i := range 200000 {
 		client := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 16), byte(i >> 8)}), uint16(i))
-		key, flipped := makeKey(client, server)
+		key, flipped := packet.MakeKey(client, server)
 		a.tcp = &layers.TCP{SYN: true}
 		a.trackSYN(p, key, flipped, client, server)
 		if i%10 == 0 {

@@ -10,7 +10,7 @@ type Table struct {
 // Tables reports the analyzer's growing tables as they stand, for the
 // live gauges (kfsniff_table_size) and the soak (BENCHMARKS.md): the
 // connections listed (MaxConns), the TCP streams tracked (MaxStreams),
-// idle connections kept (their bound), handshakes waiting (their bound),
+// quiet connections remembered, listed and not (their bounds), handshakes waiting (their bound),
 // requests waiting for a response (MaxPendingTotal) and the bytes of
 // partial frames (BufferBudget). It is cheap (lengths only) and must run
 // on the goroutine feeding the analyzer.
@@ -19,6 +19,7 @@ func (a *Analyzer) Tables() []Table {
 		{"connections", int64(len(a.conns)), int64(a.cfg.MaxConns)},
 		{"streams", int64(len(a.streams)), int64(a.cfg.MaxStreams)},
 		{"idle", int64(len(a.idle)), int64(a.maxIdle)},
+		{"idle_unlisted", int64(len(a.gone)), int64(a.maxGone)},
 		{"handshakes", int64(len(a.syns)), int64(a.maxSYNs)},
 		{"waiting_requests", int64(a.waits.total), int64(a.cfg.MaxPendingTotal)},
 		{"buffered_bytes", a.bufs.used, int64(a.cfg.BufferBudget)},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/packet"
 )
 
 // The sharded engine runs one deferred flows.Analyzer per worker, each on
@@ -67,7 +68,7 @@ func workers(n int) int {
 type shardItem struct {
 	seq   uint64
 	flush bool
-	kind  flows.WorkKind
+	kind  packet.WorkKind
 	loss  int32
 	p     capture.Packet
 }
@@ -79,7 +80,7 @@ type shardItem struct {
 // round: they go back to the pool once the round is delivered.
 type shardIn struct {
 	items  []shardItem
-	losses []flows.FragLoss
+	losses []packet.FragLoss
 	data   []byte
 	retire [][]byte
 	end    *endPos
@@ -111,8 +112,8 @@ type sharded struct {
 	// stopped, set when the run is interrupted, makes the workers skip
 	// the rounds still queued (see interrupt).
 	stopped atomic.Bool
-	sharder *flows.Sharder
-	routeFn func(int, *flows.Work) // route, made once
+	sharder *packet.Sharder
+	routeFn func(int, *packet.Work) // route, made once
 	clock   flows.FlushClock
 	window  time.Duration
 	ans     []*flows.Analyzer
@@ -148,10 +149,17 @@ type sharded struct {
 	merged atomic.Uint64
 }
 
+// sharderBounds are the Sharder's bounds of cfg: its IP reassembly's
+// and its table's (connections with TLS key logs by their pair of hosts).
+func sharderBounds(cfg flows.Config) packet.Bounds {
+	return packet.Bounds{FragTimeout: cfg.FragTimeout, MaxFragDatagrams: cfg.MaxFragDatagrams, MaxFragBytes: cfg.MaxFragBytes,
+		IdleTimeout: cfg.IdleTimeout, ReorderWindow: cfg.ReorderWindow, ByHosts: cfg.TLSKeys != nil}
+}
+
 func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 	s := &sharded{
 		n:       n,
-		sharder: flows.NewSharder(n, cfg),
+		sharder: packet.NewSharder(n, sharderBounds(cfg)),
 		window:  cfg.ReorderWindow,
 		free:    make(chan *shardIn, 4*n*inflight),
 		done:    make(chan struct{}),
@@ -243,16 +251,16 @@ func (s *sharded) Packet(p *capture.Packet) {
 
 // route adds what the sharder routes to worker w to the round, copying
 // the bytes of a packet that is not a view of a block.
-func (s *sharded) route(w int, wk *flows.Work) {
+func (s *sharded) route(w int, wk *packet.Work) {
 	b := s.cur[w]
 	it := shardItem{seq: s.seq, kind: wk.Kind}
-	if wk.Kind == flows.WorkLoss {
+	if wk.Kind == packet.WorkLoss {
 		it.loss = int32(len(b.losses))
 		b.losses = append(b.losses, wk.Loss)
 	}
 	if p := wk.Packet; p != nil {
 		it.p = *p
-		if !s.views || wk.Kind != flows.WorkPacket {
+		if !s.views || wk.Kind != packet.WorkPacket {
 			start := len(b.data)
 			b.data = append(b.data, p.Data...)
 			it.p.Data = b.data[start:len(b.data):len(b.data)]
@@ -335,7 +343,7 @@ type shardOut struct {
 // worker runs one analyzer over its rounds.
 type worker struct {
 	an      *flows.Analyzer
-	work    flows.Work
+	work    packet.Work
 	stopped *atomic.Bool
 	in      chan *shardIn
 	out     chan shardOut
@@ -406,11 +414,11 @@ func (w *worker) run(i int) {
 			switch {
 			case it.flush:
 				w.an.Flush(&it.p)
-			case it.kind == flows.WorkLoss:
-				w.work = flows.Work{Kind: it.kind, Loss: b.losses[it.loss], Seq: it.seq}
+			case it.kind == packet.WorkLoss:
+				w.work = packet.Work{Kind: it.kind, Loss: b.losses[it.loss], Seq: it.seq}
 				w.an.Do(&w.work)
 			default:
-				w.work = flows.Work{Kind: it.kind, Packet: &it.p, Seq: it.seq}
+				w.work = packet.Work{Kind: it.kind, Packet: &it.p, Seq: it.seq}
 				w.an.Do(&w.work)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/packet"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -88,7 +89,7 @@ func checkFragments(t *testing.T, r *report.Report, fx gen.Fixture) {
 	}
 	want := map[string]int64{}
 	for f, n := range st.Faulty {
-		why := map[gen.FragmentFault]string{gen.FragMissing: flows.FragMissing, gen.FragMissingFirst: flows.FragMissing, gen.FragOverlap: flows.FragOverlap}[f]
+		why := map[gen.FragmentFault]string{gen.FragMissing: packet.FragMissing, gen.FragMissingFirst: packet.FragMissing, gen.FragOverlap: packet.FragOverlap}[f]
 		want[why] += int64(n)
 	}
 	if !maps.Equal(tot.DatagramsLost, want) {
@@ -141,11 +142,11 @@ func TestFragmentBoundsSharded(t *testing.T) {
 	cfg.MaxFragDatagrams = 2
 	one := runBytesWith(t, "bounds", buf.Bytes(), 1, cfg)
 	tot := one.Report.Totals
-	if tot.DatagramsLost[flows.FragBound] == 0 || tot.Requests != 5 || tot.Responses != 4 {
+	if tot.DatagramsLost[packet.FragBound] == 0 || tot.Requests != 5 || tot.Responses != 4 {
 		t.Fatalf("lost %v, %d requests, %d responses; want drops for the bound, 5 requests, 4 responses", tot.DatagramsLost, tot.Requests, tot.Responses)
 	}
 	for _, c := range one.Report.Connections {
-		if want := c.Client == "10.0.0.1:40001"; want != (int64(c.DatagramsLost) == tot.DatagramsLost[flows.FragBound]+tot.DatagramsLost[flows.FragMissing]) {
+		if want := c.Client == "10.0.0.1:40001"; want != (int64(c.DatagramsLost) == tot.DatagramsLost[packet.FragBound]+tot.DatagramsLost[packet.FragMissing]) {
 			t.Errorf("connection %s: %d datagrams lost of %v", c.Client, c.DatagramsLost, tot.DatagramsLost)
 		}
 	}

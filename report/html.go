@@ -2,12 +2,8 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"io"
-	"regexp"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
@@ -101,29 +97,6 @@ func BuildPage(r *Report) *Page {
 	p.Map = buildMap(r)
 	return p
 }
-
-// WriteHTMLData writes the page's data as indented JSON: what the HTML
-// report's charts and map draw (the goldens of the HTML report).
-func WriteHTMLData(w io.Writer, r *Report) error {
-	b, err := json.MarshalIndent(BuildPage(r), "", "  ")
-	if err != nil {
-		return err
-	}
-	// A line's points on one line, as [x,y] pairs: the golden reads as a
-	// table of lines rather than a column of numbers.
-	b = pairRE().ReplaceAll(b, []byte("[$1,$2]"))
-	b = pointsRE().ReplaceAllFunc(b, func(m []byte) []byte {
-		return spaceRE().ReplaceAll(m, nil)
-	})
-	_, err = w.Write(append(SafeJSON(b), '\n'))
-	return err
-}
-
-var (
-	pairRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[\s*(-?[0-9.e+-]+),\s*(-?[0-9.e+-]+)\s*\]`) })
-	pointsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"points": \[[\s\[\]0-9.e+,-]*\]`) })
-	spaceRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\n\s*`) })
-)
 
 // series is a named count per bucket, before it becomes a line.
 type series struct {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -217,4 +218,15 @@ func TestWriteJSONAsEncoder(t *testing.T) {
 			t.Errorf("WriteJSON's document lacks %s:\n%s", want, got.Bytes())
 		}
 	}
+}
+
+// SafeJSONWriter applies SafeJSON to every Write (each a whole JSON value,
+// as json.Encoder writes them).
+type SafeJSONWriter struct{ W io.Writer }
+
+func (s SafeJSONWriter) Write(b []byte) (int, error) {
+	if _, err := s.W.Write(SafeJSON(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

@@ -5,7 +5,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -55,8 +54,10 @@ type Report struct {
 // WriteJSON writes r as the --json document: what a json.Encoder with
 // SetEscapeHTML(false) and SetIndent("", "  ") writes ('<', '>' and '&' as
 // they are, a newline at the end), made safe for a terminal by SafeJSON.
-// It encodes compact and indents with appendIndent, which gives the same
-// bytes several times faster than the Encoder's own indenting.
+// It streams the document (jsonstream.go): the report's members one by
+// one, its lists (connections, findings, clients, ...) an element at a
+// time, so that a report of 100,000 connections is never held whole as
+// JSON.
 func WriteJSON(w io.Writer, r *Report) error { return WriteJSONWarn(w, r, nil) }
 
 // WriteJSONWarn is WriteJSON telling warn of every value that could not
@@ -64,37 +65,7 @@ func WriteJSON(w io.Writer, r *Report) error { return WriteJSONWarn(w, r, nil) }
 // whose encoding failed), each written otherwise: the document is always
 // whole.
 func WriteJSONWarn(w io.Writer, r *Report, warn func(JSONIssue)) error {
-	var compact copyWriter
-	enc := json.NewEncoder(&compact)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		var issues []JSONIssue
-		compact, issues = marshal(r)
-		for _, i := range issues {
-			if warn != nil {
-				warn(i)
-			}
-		}
-	}
-	// SafeJSON changes only runes inside strings, appendIndent only the
-	// space between tokens: either order gives the same bytes, and this
-	// one scans the smaller document.
-	src := SafeJSON(compact)
-	// Indenting makes a report 1.3 to 1.6 times larger (the fixtures', the
-	// benchmark captures'): one allocation, rarely two.
-	out := appendIndent(make([]byte, 0, len(src)+len(src)*3/4), src, "", "  ")
-	_, err := w.Write(out)
-	return err
-}
-
-// copyWriter keeps what is written to it. A json.Encoder writes a value
-// in one Write, so it is copied once into a slice of its size, where a
-// bytes.Buffer would grow to it by doubling.
-type copyWriter []byte
-
-func (c *copyWriter) Write(p []byte) (int, error) {
-	*c = append(*c, p...)
-	return len(p), nil
+	return writeJSONStream(w, r, warn)
 }
 
 // Capture describes the inputs.

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -116,15 +115,4 @@ func utf16Units(r rune) []uint16 {
 	}
 	r -= 0x10000
 	return []uint16{uint16(0xd800 + (r >> 10)), uint16(0xdc00 + (r & 0x3ff))}
-}
-
-// SafeJSONWriter applies SafeJSON to every Write (each a whole JSON value,
-// as json.Encoder writes them).
-type SafeJSONWriter struct{ W io.Writer }
-
-func (s SafeJSONWriter) Write(b []byte) (int, error) {
-	if _, err := s.W.Write(SafeJSON(b)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }

@@ -12,14 +12,10 @@ import (
 	"github.com/kfsniff/kfsniff/report"
 )
 
-// detailTree builds the decoded exchange: the request and the response,
+// detailTreeOf builds the decoded exchange: the request and the response,
 // each re-decoded from the copied frame (header, then every field kmsg
-// has, record batches with their CRC), with latency and packet numbers.
-func detailTree(x *Exchange, req, resp []byte) *treeNode {
-	return detailTreeOf(x, req, resp, false)
-}
-
-// detailTreeOf is detailTree, with the credentials shown if secrets.
+// has, record batches with their CRC), with latency and packet numbers;
+// the credentials shown if secrets.
 func detailTreeOf(x *Exchange, req, resp []byte, secrets bool) *treeNode {
 	b := &treeBuilder{&report.TreeBuilder{Secrets: secrets}}
 	root := b.Node(fmt.Sprintf("%s v%d corr %d", x.API(), x.Version, x.Correlation), kindHeading)

@@ -260,3 +260,8 @@ func TestHexDump(t *testing.T) {
 		t.Errorf("cut dump:\n%s", b.String())
 	}
 }
+
+// detailTree is detailTreeOf without the credentials.
+func detailTree(x *Exchange, req, resp []byte) *treeNode {
+	return detailTreeOf(x, req, resp, false)
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -154,26 +153,8 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		}
 		cfg.Expect.Write = ""
 	}
-	if c.sec.Password == "" {
-		c.sec.Password = os.Getenv("KFSNIFF_READ_SASL_PASSWORD")
-	}
-	if c.sec.CAFile != "" || c.sec.CertFile != "" {
-		c.sec.TLS = true
-	}
-	if c.ConfigFile != "" {
-		f, err := os.Open(c.ConfigFile)
-		if err != nil {
-			return fmt.Errorf("--read-config: %v", err)
-		}
-		fileSec, ignored, err := export.ReadProperties(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("--read-config %s: %v", c.ConfigFile, err)
-		}
-		if len(ignored) > 0 {
-			fmt.Fprintf(stderr, "kfsniff: --read-config: ignored %s (kfsniff sets its own consumer settings)\n", report.Clean(strings.Join(ignored, ", ")))
-		}
-		c.sec = fileSec.Merge(c.sec)
+	if c.sec, err = settleSecurity(c.sec, "KFSNIFF_READ_SASL_PASSWORD", "--read-config", c.ConfigFile, "consumer", stderr); err != nil {
+		return err
 	}
 	if _, _, err := c.sec.Build(); err != nil {
 		return fmt.Errorf("-r kafka://: %v", err)

@@ -111,29 +111,9 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 			return errors.New("--export: the hostname is unknown; give --agent-id")
 		}
 	}
-	if c.sec.Password == "" {
-		c.sec.Password = os.Getenv("KFSNIFF_EXPORT_SASL_PASSWORD")
+	if c.sec, err = settleSecurity(c.sec, "KFSNIFF_EXPORT_SASL_PASSWORD", "--export-config", c.ConfigFile, "producer", stderr); err != nil {
+		return err
 	}
-	if c.sec.CAFile != "" || c.sec.CertFile != "" {
-		c.sec.TLS = true
-	}
-	sec := c.sec
-	if c.ConfigFile != "" {
-		f, err := os.Open(c.ConfigFile)
-		if err != nil {
-			return fmt.Errorf("--export-config: %v", err)
-		}
-		fileSec, ignored, err := export.ReadProperties(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("--export-config %s: %v", c.ConfigFile, err)
-		}
-		if len(ignored) > 0 {
-			fmt.Fprintf(stderr, "kfsniff: --export-config: ignored %s (kfsniff sets its own producer settings)\n", report.Clean(strings.Join(ignored, ", ")))
-		}
-		sec = fileSec.Merge(c.sec)
-	}
-	c.sec = sec
 	if _, _, err := c.sec.Build(); err != nil {
 		return fmt.Errorf("--export: %v", err)
 	}
@@ -148,6 +128,36 @@ type exporter struct {
 
 // startExport makes the exporter (its client connects lazily: an
 // unreachable sink is counted, not fatal) and says where it ships.
+// settleSecurity completes the security settings flags gave: the
+// password from the environment variable env when no flag gave one, TLS
+// when a CA or certificate file is named, then the properties file named
+// by flag (configFile), under the flags; the file's settings kfsniff sets
+// itself (for its role's client) are said on stderr and ignored.
+func settleSecurity(sec export.Security, env, flag, configFile, role string, stderr io.Writer) (export.Security, error) {
+	if sec.Password == "" {
+		sec.Password = os.Getenv(env)
+	}
+	if sec.CAFile != "" || sec.CertFile != "" {
+		sec.TLS = true
+	}
+	if configFile == "" {
+		return sec, nil
+	}
+	f, err := os.Open(configFile)
+	if err != nil {
+		return sec, fmt.Errorf("%s: %v", flag, err)
+	}
+	fileSec, ignored, err := export.ReadProperties(f)
+	f.Close()
+	if err != nil {
+		return sec, fmt.Errorf("%s %s: %v", flag, configFile, err)
+	}
+	if len(ignored) > 0 {
+		fmt.Fprintf(stderr, "kfsniff: %s: ignored %s (kfsniff sets its own %s settings)\n", flag, report.Clean(strings.Join(ignored, ", ")), role)
+	}
+	return fileSec.Merge(sec), nil
+}
+
 func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 	if c.URL == "" {
 		return nil, nil

@@ -181,24 +181,6 @@ func (s *spool) drop() {
 	s.dropped += g.packets
 }
 
-// state is what the spool keeps now: packets, their time span, and how
-// many older ones were dropped.
-func (s *spool) state() (packets int64, first, last time.Time, dropped int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, g := range s.segs {
-		if g.packets == 0 {
-			continue
-		}
-		if packets == 0 {
-			first = g.first
-		}
-		packets += g.packets
-		last = g.last
-	}
-	return packets, first, last, s.dropped
-}
-
 // Dropped counts the packets no longer kept.
 func (s *spool) Dropped() int64 {
 	s.mu.Lock()

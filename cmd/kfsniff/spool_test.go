@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/tlsdec"
@@ -123,4 +124,22 @@ func TestSpoolSavesKeyLog(t *testing.T) {
 	if !reflect.DeepEqual(saved, withKeys) {
 		t.Errorf("the saved file read alone differs from the capture read with its key log")
 	}
+}
+
+// state is what the spool keeps now: packets, their time span, and how
+// many older ones were dropped.
+func (s *spool) state() (packets int64, first, last time.Time, dropped int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.segs {
+		if g.packets == 0 {
+			continue
+		}
+		if packets == 0 {
+			first = g.first
+		}
+		packets += g.packets
+		last = g.last
+	}
+	return packets, first, last, s.dropped
 }

@@ -12,6 +12,7 @@ package fetchsessionchurn
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -167,8 +168,8 @@ func (r *rule) failed(ch *churn, code int16, x *detectors.Exchange, req *kmsg.Fe
 	ch.cur.last, ch.last = t, t
 	ch.codes.Add(code)
 	ch.conns.Add(x.Conn)
-	ch.ev.Add(detectors.EvidenceAt(x.Resp, "Fetch answer: "+detectors.ErrorName(code)+" for session "+itoa(req.SessionID)+
-		" epoch "+itoa(req.SessionEpoch)))
+	ch.ev.Add(detectors.EvidenceAt(x.Resp, "Fetch answer: "+detectors.ErrorName(code)+" for session "+strconv.Itoa(int(req.SessionID))+
+		" epoch "+strconv.Itoa(int(req.SessionEpoch))))
 }
 
 // end closes the current storm, keeping it if it is the worst.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -191,5 +190,3 @@ func creators(cs []Creator) []string {
 	}
 	return out
 }
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -94,7 +94,7 @@ type sample struct {
 // Evidence implements detectors.Evidencer.
 func (s sample) Evidence() detectors.Evidence {
 	return detectors.Evidence{File: s.file, Packet: s.packet, Conn: s.conn,
-		What: decode.Name(s.key) + " v" + itoa(int(s.version)) + " request, a version Kafka 4.0 removed"}
+		What: decode.Name(s.key) + " v" + strconv.Itoa(int(s.version)) + " request, a version Kafka 4.0 removed"}
 }
 
 type Version struct {
@@ -187,7 +187,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	f.Requests, f.ByVersion = c.n, map[string]int64{}
 	sev := detectors.Info
 	for _, v := range vs {
-		name := decode.Name(v.key) + " v" + itoa(int(v.version))
+		name := decode.Name(v.key) + " v" + strconv.Itoa(int(v.version))
 		f.Removed = append(f.Removed, name)
 		f.Versions = append(f.Versions, v)
 		f.ByVersion[name] = v.N
@@ -207,5 +207,3 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		Detail:   f,
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -210,12 +210,18 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if !ok || req.Acks == 0 {
 			return
 		}
-		for _, t := range resp.Topics {
-			name := t.Topic
-			if name == "" && p.Nodes != nil {
-				name, _ = p.Nodes.TopicName(t.TopicID)
-			}
-			for _, pt := range t.Partitions {
+		for ti := range resp.Topics {
+			t := &resp.Topics[ti]
+			name, named := t.Topic, false
+			for pi := range t.Partitions {
+				pt := &t.Partitions[pi]
+				if len(r.keys) == 0 && (pt.ErrorCode == 0 || step(produce, pt.ErrorCode)) {
+					continue // no stall to end or open: answer would keep nothing
+				}
+				if !named && name == "" && p.Nodes != nil {
+					name, _ = p.Nodes.TopicName(t.TopicID)
+				}
+				named = true
 				k := base
 				k.kind, k.target, k.part = produce, name, pt.Partition
 				r.answer(p, x, k, pt.ErrorCode)

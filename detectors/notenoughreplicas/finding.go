@@ -164,9 +164,7 @@ func acks(a int16) string {
 	if a == -1 {
 		return "acks=all"
 	}
-	return "acks=" + itoa(int(a))
+	return "acks=" + strconv.Itoa(int(a))
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 func ids(l []int32) string { return "[" + text.IDs(l, 0) + "]" }

@@ -10,6 +10,7 @@ package notenoughreplicas
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -137,7 +138,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	}
 	req, _ := x.Req.Req.(*kmsg.ProduceRequest)
 	decode.PartitionErrors(resp, func(ref cluster.Partition, code int16) {
-		pk := ref.Key(x.Conn.Nodes())
+		pk := x.PartitionKey(ref)
 		if refusal(code) {
 			r.refused(pr, pk, code, x, req)
 			return
@@ -212,7 +213,7 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 			return
 		}
 		s.leader, s.replicas, s.isr = p.Leader, append(s.replicas[:0], p.Replicas...), append(s.isr[:0], p.ISR...)
-		s.at = detectors.EvidenceAt(m, "Metadata answer: "+ref.Topic+"-"+itoa(int(p.Partition))+" leader "+itoa(int(p.Leader))+
+		s.at = detectors.EvidenceAt(m, "Metadata answer: "+ref.Topic+"-"+strconv.Itoa(int(p.Partition))+" leader "+strconv.Itoa(int(p.Leader))+
 			", replicas "+ids(p.Replicas)+", ISR "+ids(p.ISR))
 	})
 }

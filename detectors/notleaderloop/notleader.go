@@ -243,12 +243,11 @@ func (r *rule) answers(x *detectors.Exchange) {
 	if f := x.Req.Fetcher; f.How == cluster.Declared {
 		o.replicaID, o.replicaEpoch, o.hasReplica = f.Node, f.Epoch, true
 	}
-	nodes := x.Conn.Nodes()
 	for _, a := range x.Answers() {
 		if r.runs.Len() == 0 && a.ErrorCode != cluster.NotLeaderOrFollower && a.ErrorCode != cluster.FencedLeaderEpoch {
 			continue // nothing to follow
 		}
-		o.key = peers.Key{C: c, P: a.Partition.Key(nodes)}
+		o.key = peers.Key{C: c, P: x.PartitionKey(a.Partition)}
 		o.a = a
 		r.observe(&o)
 	}

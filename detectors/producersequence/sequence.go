@@ -233,7 +233,7 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 		if b.ProducerID < 0 || b.Magic != 2 {
 			continue
 		}
-		pk := cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}.Key(x.Conn.Nodes())
+		pk := x.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition})
 		h := r.hist.m[histKey{c, pk}]
 		if h == nil {
 			continue
@@ -246,7 +246,7 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 			s.state = unsure // never answered
 			continue
 		}
-		code, offset, ok := cur.find(resp, pk, x.Conn.Nodes())
+		code, offset, ok := cur.find(resp, pk, x)
 		if !ok {
 			continue
 		}
@@ -280,10 +280,10 @@ func (r *rule) produced(p *detectors.Pass, x *detectors.Exchange) {
 // order), so that a big request costs no quadratic search.
 type answerCursor struct{ t, p int }
 
-func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, names cluster.Names) (code int16, offset int64, ok bool) {
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, x *detectors.Exchange) (code int16, offset int64, ok bool) {
 	match := func(t, p int) bool {
 		rt, rp := &resp.Topics[t], &resp.Topics[t].Partitions[p]
-		return rp.Partition == pk.Num && cluster.Partition{Topic: rt.Topic, TopicID: rt.TopicID, Num: rp.Partition}.Key(names) == pk
+		return rp.Partition == pk.Num && x.PartitionKey(cluster.Partition{Topic: rt.Topic, TopicID: rt.TopicID, Num: rp.Partition}) == pk
 	}
 	if c.t < len(resp.Topics) && c.p < len(resp.Topics[c.t].Partitions) && match(c.t, c.p) {
 		rp := &resp.Topics[c.t].Partitions[c.p]

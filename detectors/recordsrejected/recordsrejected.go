@@ -157,14 +157,21 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 	c := r.clients[x.Req.Client]
 	for ti := range resp.Topics {
 		t := &resp.Topics[ti]
-		topic := x.Resp.TopicName(t.Topic, t.TopicID)
+		var topic string
+		named := false
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			pk := cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition}.Key(x.Conn.Nodes())
-			size, records, batches := payload(x.Req, pk)
+			if p.ErrorCode != 0 && !lost(p.ErrorCode) {
+				continue // neither written nor lost: a retriable refusal
+			}
+			if !named {
+				topic, named = x.Resp.TopicName(t.Topic, t.TopicID), true
+			}
+			pk := x.PartitionKey(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition})
+			size, records, batches := payload(x, pk)
 			if p.ErrorCode == 0 {
-				if size > r.accepted[topic] {
-					if _, ok := r.accepted[topic]; ok || len(r.accepted) < maxTopics {
+				if was, ok := r.accepted[topic]; size > was {
+					if ok || len(r.accepted) < maxTopics {
 						r.accepted[topic] = size
 					} else {
 						r.moreTops++
@@ -174,9 +181,6 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 					c.ongoing = false
 					c.written++
 				}
-				continue
-			}
-			if !lost(p.ErrorCode) {
 				continue
 			}
 			if c == nil {
@@ -195,10 +199,11 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 
 // payload is the bytes, records and batches the request carried for the
 // partition.
-func payload(m *flows.Message, pk cluster.Partition) (size, records, batches int64) {
+func payload(x *detectors.Exchange, pk cluster.Partition) (size, records, batches int64) {
+	m := x.Req
 	for i := range m.Batches {
 		b := &m.Batches[i]
-		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
+		if b.Partition != pk.Num || x.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}) != pk {
 			continue
 		}
 		size += int64(b.Length) + 12 // the offset and length before the batch
@@ -214,10 +219,11 @@ func payload(m *flows.Message, pk cluster.Partition) (size, records, batches int
 
 // fresh is the batches, records and bytes of the request's batches for
 // the partition that this client had not sent before.
-func (c *client) fresh(m *flows.Message, pk cluster.Partition) (batches, records, size int64) {
+func (c *client) fresh(x *detectors.Exchange, pk cluster.Partition) (batches, records, size int64) {
+	m := x.Req
 	for i := range m.Batches {
 		b := &m.Batches[i]
-		if b.Partition != pk.Num || (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}).Key(m.Conn.Nodes()) != pk {
+		if b.Partition != pk.Num || x.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}) != pk {
 			continue
 		}
 		k := batchKey{part: pk, crc: b.CRC, length: b.Length, records: b.Records}
@@ -247,7 +253,7 @@ func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluste
 	c.last = t
 	c.ongoing = true
 	c.codes.Add(p.ErrorCode)
-	newBatches, newRecords, newBytes := c.fresh(x.Req, pk)
+	newBatches, newRecords, newBytes := c.fresh(x, pk)
 	if batches == 0 {
 		newBatches = 1 // an answer whose request's batches were not read
 	}

@@ -24,6 +24,7 @@
 package recordsskipped
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -353,7 +354,7 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 	if ps.outOfRange {
 		c.outOfRange++
 	}
-	if ps.group != "" && !contains(c.groups, ps.group) && len(c.groups) < 8 {
+	if ps.group != "" && !slices.Contains(c.groups, ps.group) && len(c.groups) < 8 {
 		c.groups = append(c.groups, ps.group)
 	}
 	c.conns.Add(x.Conn)
@@ -361,15 +362,6 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 		c.ev = append(c.ev, ps.at, detectors.EvidenceAt(x.Req, "Fetch request: "+k.topic+"-"+strconv.Itoa(int(k.partition))+
 			" from offset "+strconv.FormatInt(off, 10)))
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Findings implements detectors.Rule: one per client id and host.

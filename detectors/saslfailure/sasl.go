@@ -28,6 +28,7 @@ package saslfailure
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -222,7 +223,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	case *kmsg.SASLAuthenticateResponse:
 		if resp.ErrorCode != 0 {
 			ev := detectors.EvidenceAt(x.Resp, "SaslAuthenticate response "+detectors.ErrorName(resp.ErrorCode))
-			if resp.ErrorMessage != nil && len(cl.messages) < maxMessages && !has(cl.messages, *resp.ErrorMessage) {
+			if resp.ErrorMessage != nil && len(cl.messages) < maxMessages && !slices.Contains(cl.messages, *resp.ErrorMessage) {
 				cl.messages = append(cl.messages, *resp.ErrorMessage)
 			}
 			r.fail(cl, x.Conn, x.Resp.Time, resp.ErrorCode, ev)
@@ -249,15 +250,6 @@ func mech(req *kmsg.SASLHandshakeRequest) string {
 		return "?"
 	}
 	return req.Mechanism
-}
-
-func has(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fail counts a failed authentication step (code 0: the connection closed

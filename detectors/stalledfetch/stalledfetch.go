@@ -154,7 +154,7 @@ func (r *rule) fetch(x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.F
 		if inReq && !stuckAt(offset) && idle {
 			continue // the common, healthy case: nothing to follow
 		}
-		k := peers.Key{C: c, P: a.Partition.Key(nodes)}
+		k := peers.Key{C: c, P: x.PartitionKey(a.Partition)}
 		if !inReq {
 			// A fetch session's partition, unchanged since the request
 			// that last named it.

@@ -103,8 +103,6 @@ func (f *Finding) Next() string {
 		f.ClientID, f.Metric, f.ClientID)
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func (f *Finding) held() time.Duration { return time.Duration(f.HeldS * float64(time.Second)) }

@@ -16,6 +16,7 @@ package throttled
 
 import (
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -132,7 +133,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		g.held += to.Sub(g.coverEnd)
 		g.coverEnd = to
 	}
-	ev := detectors.EvidenceAt(x.Resp, x.Req.Name()+" v"+itoa(int(x.Resp.Version))+" response throttleTimeMs "+itoa(int(ms)))
+	ev := detectors.EvidenceAt(x.Resp, x.Req.Name()+" v"+strconv.Itoa(int(x.Resp.Version))+" response throttleTimeMs "+strconv.Itoa(int(ms)))
 	if d > g.max {
 		g.max, g.maxAt = d, ev
 	}

@@ -21,6 +21,7 @@ package transactionalfencing
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -265,10 +266,10 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 		pr := t.producers[c]
 		f.Producers = append(f.Producers, Producer{ClientID: c.ID, Host: c.Host.String(), Inits: pr.inits, Fenced: pr.fenced,
 			Episodes: pr.episodes, Epochs: epochs(pr.epochs)})
-		if !containsStr(ids, c.ID) {
+		if !slices.Contains(ids, c.ID) {
 			ids = append(ids, c.ID)
 		}
-		if !containsAddr(hosts, c.Host) {
+		if !slices.Contains(hosts, c.Host) {
 			hosts = append(hosts, c.Host)
 		}
 	}
@@ -308,22 +309,4 @@ func epochs(es []int16) []int {
 		out[i] = int(e)
 	}
 	return out
-}
-
-func containsStr(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func containsAddr(l []netipAddr, a netipAddr) bool {
-	for _, x := range l {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ package tally
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -154,17 +155,36 @@ func (c *APIs) Get(key int16) int64 {
 // Conns are the connections a finding involves, the first Max of them,
 // by key: a finding kept for the rest of a live capture does not keep
 // the records (flows.Conn) of the connections it names alive after
-// flows drops them (TestRulesPinNoConnectionRecords). What a finding
+// flows drops them (TestFindingsPinNoConnectionRecords). What a finding
 // says of a connection beyond its key (its servers' node labels) is
 // looked up when the finding is written.
+//
+// A connection costs 24 bytes (its id, its client port, the indexes of
+// its client host and server among the distinct ones), not a 72-byte
+// ConnKey and a map entry: a rule
+// keeping a set per client (metadata-storm, 256 each for up to 1024
+// clients) held 15 MB after 15 minutes of the soak, and growing
+// (TestConnsCompact).
 type Conns struct {
 	// Max bounds the connections kept (0: DefaultMaxConns); More
 	// counts those beyond it.
-	Max  int
-	More int
-	list []ConnKey
-	seen map[ConnKey]bool
+	Max     int
+	More    int
+	list    []connRef
+	hosts   []netip.Addr     // the distinct client hosts, in order of first use
+	servers []netip.AddrPort // the distinct servers
+	// seen indexes list once it is longer than a scan is cheap.
+	seen map[connRef]struct{}
 }
+
+type connRef struct {
+	id           int
+	host, server uint32 // indexes in hosts, servers
+	port         uint16 // the client's
+}
+
+// scanConns is how long list is searched before seen indexes it.
+const scanConns = 256
 
 // DefaultMaxConns is Conns' bound when Max is not set.
 const DefaultMaxConns = 256
@@ -178,7 +198,10 @@ func (s *Conns) Add(c *flows.ConnInfo) {
 
 // AddKey adds the connection k.
 func (s *Conns) AddKey(k ConnKey) {
-	if s.seen[k] {
+	ci, cnew := index(&s.hosts, k.Client.Addr())
+	si, snew := index(&s.servers, k.Server)
+	r := connRef{k.ID, ci, si, k.Client.Port()}
+	if !cnew && !snew && s.has(r) {
 		return
 	}
 	max := s.Max
@@ -187,32 +210,77 @@ func (s *Conns) AddKey(k ConnKey) {
 	}
 	if len(s.list) >= max {
 		s.More++
+		// An end met only here is not one of the connections kept.
+		if cnew {
+			s.hosts = s.hosts[:len(s.hosts)-1]
+		}
+		if snew {
+			s.servers = s.servers[:len(s.servers)-1]
+		}
 		return
 	}
-	if s.seen == nil {
-		s.seen = make(map[ConnKey]bool)
+	s.list = append(s.list, r)
+	if s.seen != nil {
+		s.seen[r] = struct{}{}
+	} else if len(s.list) > scanConns {
+		s.seen = make(map[connRef]struct{}, len(s.list))
+		for _, r := range s.list {
+			s.seen[r] = struct{}{}
+		}
 	}
-	s.seen[k] = true
-	s.list = append(s.list, k)
+}
+
+func (s *Conns) has(r connRef) bool {
+	if s.seen != nil {
+		_, ok := s.seen[r]
+		return ok
+	}
+	for i := len(s.list) - 1; i >= 0; i-- {
+		if s.list[i] == r {
+			return true
+		}
+	}
+	return false
+}
+
+// index returns the index of a in *set, added if new (and then true).
+func index[T comparable](set *[]T, a T) (uint32, bool) {
+	for i := len(*set) - 1; i >= 0; i-- {
+		if (*set)[i] == a {
+			return uint32(i), false
+		}
+	}
+	*set = append(*set, a)
+	return uint32(len(*set) - 1), true
+}
+
+func (s *Conns) key(r connRef) ConnKey {
+	return ConnKey{r.id, netip.AddrPortFrom(s.hosts[r.host], r.port), s.servers[r.server]}
 }
 
 // Reset empties s, keeping its memory for the next use.
 func (s *Conns) Reset() {
-	clear(s.seen)
-	s.list, s.More = s.list[:0], 0
+	s.seen = nil
+	s.list, s.hosts, s.servers, s.More = s.list[:0], s.hosts[:0], s.servers[:0], 0
 }
 
 // Len is how many are kept.
 func (s *Conns) Len() int { return len(s.list) }
 
-// List returns the connections kept, in the order added.
-func (s *Conns) List() []ConnKey { return s.list }
+// List returns the connections kept, in the order added (a new slice).
+func (s *Conns) List() []ConnKey {
+	out := make([]ConnKey, len(s.list))
+	for i, r := range s.list {
+		out[i] = s.key(r)
+	}
+	return out
+}
 
 // IDs returns the connection ids, sorted.
 func (s *Conns) IDs() []int {
 	out := make([]int, 0, len(s.list))
-	for _, c := range s.list {
-		out = append(out, c.ID)
+	for _, r := range s.list {
+		out = append(out, r.id)
 	}
 	sort.Ints(out)
 	return out
@@ -221,22 +289,15 @@ func (s *Conns) IDs() []int {
 // Servers returns the server addresses, sorted.
 func (s *Conns) Servers() []string {
 	set := map[string]bool{}
-	for _, c := range s.list {
-		set[c.Server.String()] = true
+	for _, a := range s.servers {
+		set[a.String()] = true
 	}
 	return text.SortedKeys(set)
 }
 
 // ServerAddrs returns the server addresses, typed, sorted.
 func (s *Conns) ServerAddrs() []netip.AddrPort {
-	var out []netip.AddrPort
-	seen := map[netip.AddrPort]bool{}
-	for _, c := range s.list {
-		if !seen[c.Server] {
-			seen[c.Server] = true
-			out = append(out, c.Server)
-		}
-	}
+	out := slices.Clone(s.servers)
 	sort.Slice(out, func(i, j int) bool { return out[i].Compare(out[j]) < 0 })
 	return out
 }
@@ -244,11 +305,11 @@ func (s *Conns) ServerAddrs() []netip.AddrPort {
 // ServerLabels returns the servers with their node ids where known.
 func (s *Conns) ServerLabels(n *cluster.Nodes) []string {
 	set := map[string]bool{}
-	for _, c := range s.list {
+	for _, a := range s.servers {
 		if n != nil {
-			set[n.Label(c.Server, true)] = true
+			set[n.Label(a, true)] = true
 		} else {
-			set[c.Server.String()] = true
+			set[a.String()] = true
 		}
 	}
 	return text.SortedKeys(set)
@@ -257,8 +318,8 @@ func (s *Conns) ServerLabels(n *cluster.Nodes) []string {
 // Clients returns the client hosts (no port), sorted.
 func (s *Conns) Clients() []string {
 	set := map[string]bool{}
-	for _, c := range s.list {
-		set[c.Client.Addr().Unmap().String()] = true
+	for _, h := range s.hosts {
+		set[h.Unmap().String()] = true
 	}
 	return text.SortedKeys(set)
 }
@@ -267,8 +328,8 @@ func (s *Conns) Clients() []string {
 func (s *Conns) ClientAddrs() []netip.Addr {
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
-	for _, c := range s.list {
-		a := c.Client.Addr().Unmap()
+	for _, h := range s.hosts {
+		a := h.Unmap()
 		if !seen[a] {
 			seen[a] = true
 			out = append(out, a)
@@ -284,9 +345,11 @@ func (s *Conns) Nodes(n *cluster.Nodes) []int32 {
 		return nil
 	}
 	ids := IDs{}
-	for _, c := range s.list {
-		ids.Add(n.Server(c.Server))
-		ids.Add(n.Host(c.Client.Addr()))
+	for _, a := range s.servers {
+		ids.Add(n.Server(a))
+	}
+	for _, h := range s.hosts {
+		ids.Add(n.Host(h))
 	}
 	if len(ids) == 0 {
 		return nil

@@ -1,4 +1,4 @@
-package flows
+package packet
 
 import (
 	"encoding/binary"
@@ -12,34 +12,34 @@ import (
 	"github.com/kfsniff/kfsniff/capture"
 )
 
-// pktKind is what a packet's headers say it is.
-type pktKind uint8
+// Kind is what a packet's headers say it is.
+type Kind uint8
 
 const (
-	pktTCP      pktKind = iota
-	pktNonIP            // no IPv4/IPv6 (ARP, LLC, ...)
-	pktBad              // headers that do not decode
-	pktFragment         // an IPv4 or IPv6 fragment (headers.frag describes it)
-	pktNonTCP           // UDP, ICMP, ...
+	TCP      Kind = iota
+	NonIP         // no IPv4/IPv6 (ARP, LLC, ...)
+	Bad           // headers that do not decode
+	Fragment      // an IPv4 or IPv6 fragment (Headers.Frag describes it)
+	NonTCP        // UDP, ICMP, ...
 )
 
-// headers decodes IPv4/IPv6 and TCP with one reused gopacket parser per
+// Headers decodes IPv4/IPv6 and TCP with one reused gopacket parser per
 // first layer, and follows IPv6 extension headers (which the parsers stop
 // at) by hand.
-type headers struct {
+type Headers struct {
 	parser4, parser6 *gopacket.DecodingLayerParser
 	ip4              layers.IPv4
 	ip6              layers.IPv6
-	tcp              layers.TCP
+	TCP              layers.TCP
 	payload          gopacket.Payload
 	decoded          []gopacket.LayerType
-	// frag describes the packet when parse says pktFragment.
-	frag fragment
+	// Frag describes the packet when Parse says Fragment.
+	Frag Frag
 }
 
-// fragment is an IP fragment as parse found it; its slices alias the
+// Frag is an IP fragment as Parse found it; its slices alias the
 // packet.
-type fragment struct {
+type Frag struct {
 	v6       bool
 	src, dst netip.Addr
 	id       uint32
@@ -61,37 +61,37 @@ type fragment struct {
 }
 
 // cut says the capture holds less of the fragment than its IP length.
-func (f *fragment) cut() bool { return len(f.data) < f.size }
+func (f *Frag) cut() bool { return len(f.data) < f.size }
 
-func (h *headers) init() {
-	h.parser4 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &h.ip4, &h.ip6, &h.tcp, &h.payload)
-	h.parser6 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv6, &h.ip4, &h.ip6, &h.tcp, &h.payload)
+func (h *Headers) Init() {
+	h.parser4 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &h.ip4, &h.ip6, &h.TCP, &h.payload)
+	h.parser6 = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv6, &h.ip4, &h.ip6, &h.TCP, &h.payload)
 	h.parser4.IgnoreUnsupported = true
 	h.parser6.IgnoreUnsupported = true
 	h.decoded = make([]gopacket.LayerType, 0, 4)
 }
 
-// maxNesting bounds the IP headers followed inside one packet (tunnels).
-const maxNesting = 4
+// MaxNesting bounds the IP headers followed inside one packet (tunnels).
+const MaxNesting = 4
 
-// parse decodes p's headers; for TCP it returns the endpoints (h.tcp
-// holds the segment), for pktFragment the fragment's addresses (h.frag
-// describes it), for pktBad the error.
-func (h *headers) parse(p *capture.Packet) (kind pktKind, src, dst netip.AddrPort, err error) {
+// Parse decodes p's headers; for TCP it returns the endpoints (h.TCP
+// holds the segment), for Fragment the fragment's addresses (h.Frag
+// describes it), for Bad the error.
+func (h *Headers) Parse(p *capture.Packet) (kind Kind, src, dst netip.AddrPort, err error) {
 	et, netb, _, ok := p.Link.Network(p.Data)
 	if !ok {
-		return pktNonIP, src, dst, nil
+		return NonIP, src, dst, nil
 	}
 	return h.parseIP(et, netb, 0)
 }
 
-func (h *headers) parseIP(et uint16, netb []byte, depth int) (kind pktKind, src, dst netip.AddrPort, err error) {
+func (h *Headers) parseIP(et uint16, netb []byte, depth int) (kind Kind, src, dst netip.AddrPort, err error) {
 	if et == capture.EtherTypeIPv4 {
 		if src, dst, ok, err := h.tcp4(netb); ok {
 			if err != nil {
-				return pktBad, src, dst, err
+				return Bad, src, dst, err
 			}
-			return pktTCP, src, dst, nil
+			return TCP, src, dst, nil
 		}
 	}
 	return h.parseLayers(et, netb, depth)
@@ -103,7 +103,7 @@ func (h *headers) parseIP(et uint16, netb []byte, depth int) (kind pktKind, src,
 // headers' cost). ok is false for any other packet, and for one whose IP
 // header does not decode or that made a decoder panic: the parser does
 // those over again.
-func (h *headers) tcp4(netb []byte) (src, dst netip.AddrPort, ok bool, err error) {
+func (h *Headers) tcp4(netb []byte) (src, dst netip.AddrPort, ok bool, err error) {
 	defer func() {
 		if recover() != nil {
 			ok = false
@@ -114,22 +114,22 @@ func (h *headers) tcp4(netb []byte) (src, dst netip.AddrPort, ok bool, err error
 		ip.Protocol != layers.IPProtocolTCP || len(ip.Payload) == 0 || len(ip.SrcIP) != 4 || len(ip.DstIP) != 4 {
 		return src, dst, false, nil
 	}
-	if err := h.tcp.DecodeFromBytes(ip.Payload, gopacket.NilDecodeFeedback); err != nil {
+	if err := h.TCP.DecodeFromBytes(ip.Payload, gopacket.NilDecodeFeedback); err != nil {
 		return src, dst, true, err
 	}
 	s, d := netip.AddrFrom4([4]byte(ip.SrcIP)), netip.AddrFrom4([4]byte(ip.DstIP))
-	return netip.AddrPortFrom(s, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(d, uint16(h.tcp.DstPort)), true, nil
+	return netip.AddrPortFrom(s, uint16(h.TCP.SrcPort)), netip.AddrPortFrom(d, uint16(h.TCP.DstPort)), true, nil
 }
 
 // parseLayers is parseIP by the parsers.
-func (h *headers) parseLayers(et uint16, netb []byte, depth int) (kind pktKind, src, dst netip.AddrPort, err error) {
+func (h *Headers) parseLayers(et uint16, netb []byte, depth int) (kind Kind, src, dst netip.AddrPort, err error) {
 	parser := h.parser4
 	if et == capture.EtherTypeIPv6 {
 		parser = h.parser6
 	}
 	h.decoded = h.decoded[:0]
 	if err := parser.DecodeLayers(netb, &h.decoded); err != nil {
-		return pktBad, src, dst, err
+		return Bad, src, dst, err
 	}
 	var s, d netip.Addr
 	isTCP := false
@@ -140,15 +140,15 @@ func (h *headers) parseLayers(et uint16, netb []byte, depth int) (kind pktKind, 
 			s, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 			d, _ = netip.AddrFromSlice(ip.DstIP.To4())
 			if ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 {
-				h.frag = fragment{
+				h.Frag = Frag{
 					src: s, dst: d, id: uint32(ip.Id), proto: uint8(ip.Protocol),
 					hdr: ip.Contents, off: int(ip.FragOffset) * 8, more: ip.Flags&layers.IPv4MoreFragments != 0,
 					size: int(ip.Length) - len(ip.Contents), data: ip.Payload,
 				}
-				if err := h.frag.check(); err != nil {
-					return pktBad, src, dst, err
+				if err := h.Frag.check(); err != nil {
+					return Bad, src, dst, err
 				}
-				return pktFragment, netip.AddrPortFrom(s, 0), netip.AddrPortFrom(d, 0), nil
+				return Fragment, netip.AddrPortFrom(s, 0), netip.AddrPortFrom(d, 0), nil
 			}
 		case layers.LayerTypeIPv6:
 			s, _ = netip.AddrFromSlice(h.ip6.SrcIP)
@@ -164,9 +164,9 @@ func (h *headers) parseLayers(et uint16, netb []byte, depth int) (kind pktKind, 
 		}
 	}
 	if !isTCP {
-		return pktNonTCP, src, dst, nil
+		return NonTCP, src, dst, nil
 	}
-	return pktTCP, netip.AddrPortFrom(s, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(d, uint16(h.tcp.DstPort)), nil
+	return TCP, netip.AddrPortFrom(s, uint16(h.TCP.SrcPort)), netip.AddrPortFrom(d, uint16(h.TCP.DstPort)), nil
 }
 
 func extension6(lt gopacket.LayerType) bool {
@@ -197,9 +197,9 @@ const (
 // dst (from its fixed header on, as captured), to TCP, a fragment header
 // or a tunnelled IP packet. A routing header with segments left names the
 // final destination, which TCP uses as the connection's (RFC 8200 8.1).
-func (h *headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind pktKind, s, d netip.AddrPort, err error) {
+func (h *Headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind Kind, s, d netip.AddrPort, err error) {
 	if len(ip) < 40 {
-		return pktBad, s, d, errors.New("IPv6 header cut")
+		return Bad, s, d, errors.New("IPv6 header cut")
 	}
 	whole := 40 + int(binary.BigEndian.Uint16(ip[4:]))
 	end := min(whole, len(ip))
@@ -207,13 +207,13 @@ func (h *headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind pktKind,
 	for range maxExtensions {
 		switch nh {
 		case protoTCP:
-			if err := h.tcp.DecodeFromBytes(ip[at:end], gopacket.NilDecodeFeedback); err != nil {
-				return pktBad, s, d, err
+			if err := h.TCP.DecodeFromBytes(ip[at:end], gopacket.NilDecodeFeedback); err != nil {
+				return Bad, s, d, err
 			}
-			return pktTCP, netip.AddrPortFrom(src, uint16(h.tcp.SrcPort)), netip.AddrPortFrom(dst, uint16(h.tcp.DstPort)), nil
+			return TCP, netip.AddrPortFrom(src, uint16(h.TCP.SrcPort)), netip.AddrPortFrom(dst, uint16(h.TCP.DstPort)), nil
 		case protoIPv4, protoIPv6:
-			if depth >= maxNesting {
-				return pktNonTCP, s, d, nil
+			if depth >= MaxNesting {
+				return NonTCP, s, d, nil
 			}
 			et := uint16(capture.EtherTypeIPv4)
 			if nh == protoIPv6 {
@@ -222,29 +222,29 @@ func (h *headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind pktKind,
 			return h.parseIP(et, ip[at:end], depth+1)
 		case protoFragment:
 			if end-at < 8 {
-				return pktBad, s, d, errors.New("IPv6 fragment header cut")
+				return Bad, s, d, errors.New("IPv6 fragment header cut")
 			}
 			fh := ip[at:]
 			offMore := binary.BigEndian.Uint16(fh[2:])
-			h.frag = fragment{
+			h.Frag = Frag{
 				v6: true, src: src, dst: dst, id: binary.BigEndian.Uint32(fh[4:]), proto: fh[0],
 				hdr: ip[:at], nhOff: nhOff, off: int(offMore>>3) * 8, more: offMore&1 != 0,
 				size: whole - at - 8, data: ip[at+8 : end],
 			}
-			if err := h.frag.check(); err != nil {
-				return pktBad, s, d, err
+			if err := h.Frag.check(); err != nil {
+				return Bad, s, d, err
 			}
-			return pktFragment, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0), nil
+			return Fragment, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0), nil
 		case protoHopByHop, protoRouting, protoDestination, protoAH:
 			if end-at < 8 {
-				return pktBad, s, d, errors.New("IPv6 extension header cut")
+				return Bad, s, d, errors.New("IPv6 extension header cut")
 			}
 			n := (int(ip[at+1]) + 1) * 8
 			if nh == protoAH {
 				n = (int(ip[at+1]) + 2) * 4
 			}
 			if end-at < n {
-				return pktBad, s, d, errors.New("IPv6 extension header cut")
+				return Bad, s, d, errors.New("IPv6 extension header cut")
 			}
 			if nh == protoRouting && ip[at+3] > 0 {
 				if final, ok := finalDestination(ip[at : at+n]); ok {
@@ -253,10 +253,10 @@ func (h *headers) ext6(ip []byte, src, dst netip.Addr, depth int) (kind pktKind,
 			}
 			nh, nhOff, at = ip[at], at, at+n
 		default:
-			return pktNonTCP, s, d, nil
+			return NonTCP, s, d, nil
 		}
 	}
-	return pktNonTCP, s, d, nil
+	return NonTCP, s, d, nil
 }
 
 // finalDestination reads the last address of a routing header with
@@ -287,7 +287,7 @@ const maxDatagram = 65535
 // check rejects a fragment that no datagram can hold: one ending past
 // the largest datagram, or a fragment followed by others whose length is
 // not a multiple of 8.
-func (f *fragment) check() error {
+func (f *Frag) check() error {
 	// An IPv4 datagram's length counts its header; an IPv6 payload
 	// length counts the extension headers before the fragment header.
 	hdr := len(f.hdr)
@@ -303,175 +303,16 @@ func (f *fragment) check() error {
 	return nil
 }
 
-// Sharder assigns packets to shards by TCP connection, both directions of
-// a connection to the same shard, for running one deferred Analyzer per
-// shard (with Config.Defragmented): a connection goes to the shard least
-// loaded at its first packet, and stays there (balance.go). IP fragments
-// carry no ports but in their first fragment, so the Sharder reassembles
-// them itself, before sharding, and sends each datagram to its
-// connection's shard.
-type Sharder struct {
-	hdr  headers
-	n    int
-	frag *defrag
-	work Work
-	own  *owners // nil for one shard
-}
-
-// NewSharder returns a Sharder over n shards; cfg gives the bounds of
-// reassembly and the idle timeout.
-func NewSharder(n int, cfg Config) *Sharder {
-	s := &Sharder{n: n, frag: newDefrag(&cfg)}
-	if n > 1 {
-		s.own = newOwners(n, &cfg)
-	}
-	s.hdr.init()
-	return s
-}
-
-// HashedPackets counts the packets sharded by their 4-tuple's hash
-// because the table of connections was full of live ones (balance.go).
-func (s *Sharder) HashedPackets() int64 {
-	if s.own == nil {
-		return 0
-	}
-	return s.own.hashed
-}
-
-// Route hands what packet p asks of the analyzers to emit, in order: the
-// losses of datagrams given up at p (to their connection's shard), p
-// itself, and the datagrams p completes. Packets that are not TCP (IP
-// fragments among them) go to shard 0: any shard would do, they only add
-// to counters. The Work and its packet are valid only during emit.
-func (s *Sharder) Route(p *capture.Packet, emit func(shard int, w *Work)) {
-	if s.frag.pending() {
-		s.frag.expire(p.Time)
-		s.losses(emit)
-	}
-	s.work = Work{Kind: WorkPacket, Packet: p}
-	src, dst, flags, ok := quickSegment(p)
-	if ok {
-		emit(s.place(p, src, dst, flags, false), &s.work)
-		return
-	}
-	// Whatever the quick look does not know, gopacket decides, as for the
-	// Analyzer.
-	kind, src, dst, _ := s.hdr.parse(p)
-	if kind == pktTCP {
-		emit(s.place(p, src, dst, 0, true), &s.work)
-		return
-	}
-	emit(0, &s.work)
-	if kind == pktFragment {
-		s.reassemble(p, emit, 0)
-	}
-}
-
-// reassemble does what Analyzer.reassemble does, emitting the datagrams.
-func (s *Sharder) reassemble(p *capture.Packet, emit func(int, *Work), depth int) {
-	if !reassembles(&s.hdr.frag) {
-		return
-	}
-	dg := s.frag.add(p, &s.hdr.frag)
-	s.losses(emit)
-	if dg == nil || depth >= maxNesting {
-		return
-	}
-	kind, src, dst, _ := s.hdr.parse(dg)
-	shard := 0
-	if kind == pktTCP {
-		shard = s.place(dg, src, dst, 0, true)
-	}
-	s.work = Work{Kind: WorkDatagram, Packet: dg}
-	emit(shard, &s.work)
-	if kind == pktFragment {
-		s.reassemble(dg, emit, depth+1)
-	}
-}
-
-// End emits the losses of the datagrams still in progress at the end of
-// the capture; call it after the last packet.
-func (s *Sharder) End(emit func(shard int, w *Work)) {
-	s.frag.end()
-	s.losses(emit)
-}
-
-func (s *Sharder) losses(emit func(int, *Work)) {
-	for _, l := range s.frag.lost {
-		shard := 0
-		if l.TCP {
-			shard = s.shard(l.Src, l.Dst)
-		}
-		s.work = Work{Kind: WorkLoss, Loss: l}
-		emit(shard, &s.work)
-	}
-	s.frag.lost = s.frag.lost[:0]
-}
-
-// shard returns the shard of the connection between src and dst, for a
-// datagram's loss: its connection's if it has one, else any (no analyzer
-// holds anything of a connection the table does not know, but a hashed
-// one's, hashed again).
-func (s *Sharder) shard(src, dst netip.AddrPort) int {
-	if s.n <= 1 {
-		return 0
-	}
-	k, _ := makeKey(src, dst)
-	if i, ok := s.own.idx[k]; ok {
-		return int(s.own.slots[i].shard)
-	}
-	return s.own.hash(k)
-}
-
-// TCP flags as the quick look reads them.
-const (
-	flagFIN = 0x01
-	flagSYN = 0x02
-	flagRST = 0x04
-)
-
-// place returns the shard of the TCP segment in p from src to dst (a
-// connection's first packet gives it one), and notes on the connection
-// what the segment says of its end: decoded says s.hdr holds p's TCP
-// header; otherwise flags are its flags as the quick look read them, and
-// gopacket decodes it if they, or a connection attempt pending, may make
-// it matter.
-func (s *Sharder) place(p *capture.Packet, src, dst netip.AddrPort, flags uint8, decoded bool) int {
-	if s.n <= 1 {
-		return 0
-	}
-	o := s.own
-	now := p.Time.UnixNano()
-	o.tick(now)
-	k, fromB := makeKey(src, dst)
-	w, i := o.lookup(k, now)
-	if i < 0 {
-		return w
-	}
-	e := &o.slots[i]
-	e.last = now
-	o.add(i, w, uint64(len(p.Data))+pktCost)
-	if decoded || flags&(flagSYN|flagFIN|flagRST) != 0 || e.state&ownSYN != 0 {
-		if !decoded {
-			if kind, _, _, _ := s.hdr.parse(p); kind != pktTCP {
-				return w // the analyzer rejects it too
-			}
-		}
-		o.saw(i, &s.hdr.tcp, fromB)
-	}
-	return w
-}
-
-// quickTCP reads the endpoints of a plain IPv4 or IPv6 TCP packet without
+// QuickTCP reads the endpoints of a plain IPv4 or IPv6 TCP packet without
 // decoding it. A packet it accepts that gopacket would reject only lands
 // on some shard, whose Analyzer rejects it; the endpoints of a packet
 // gopacket accepts are the same either way.
-func quickTCP(p *capture.Packet) (src, dst netip.AddrPort, ok bool) {
+func QuickTCP(p *capture.Packet) (src, dst netip.AddrPort, ok bool) {
 	src, dst, _, ok = quickSegment(p)
 	return src, dst, ok
 }
 
-// quickSegment is quickTCP, also returning the segment's TCP flags (0 if
+// quickSegment is QuickTCP, also returning the segment's TCP flags (0 if
 // the packet is too short to hold them).
 func quickSegment(p *capture.Packet) (src, dst netip.AddrPort, flags uint8, ok bool) {
 	et, b, _, ok := p.Link.Network(p.Data)

@@ -1,4 +1,4 @@
-package flows
+package packet
 
 import (
 	"fmt"
@@ -20,10 +20,10 @@ import (
 // UDP, tunnels), then cut and changed at random bytes.
 func TestTCP4SameAsParser(t *testing.T) {
 	r := rand.New(rand.NewPCG(14, 3))
-	var fast, slow headers
-	fast.init()
-	slow.init()
-	kinds := map[pktKind]int{}
+	var fast, slow Headers
+	fast.Init()
+	slow.Init()
+	kinds := map[Kind]int{}
 	for i := range 20000 {
 		b := ipPacket(t, r)
 		switch r.IntN(4) {
@@ -40,17 +40,17 @@ func TestTCP4SameAsParser(t *testing.T) {
 		if k1 != k2 || s1 != s2 || d1 != d2 || fmt.Sprint(e1) != fmt.Sprint(e2) {
 			t.Fatalf("packet %d %x:\ntcp4:   %v %v %v %v\nparser: %v %v %v %v", i, b, k1, s1, d1, e1, k2, s2, d2, e2)
 		}
-		if k1 != pktTCP {
+		if k1 != TCP {
 			continue
 		}
-		x, y := &fast.tcp, &slow.tcp
+		x, y := &fast.TCP, &slow.TCP
 		if x.Seq != y.Seq || x.Ack != y.Ack || x.SYN != y.SYN || x.ACK != y.ACK || x.FIN != y.FIN || x.RST != y.RST || x.PSH != y.PSH ||
 			x.TransportFlow() != y.TransportFlow() || string(x.Payload) != string(y.Payload) {
 			t.Fatalf("packet %d %x: segments differ:\ntcp4:   %+v\nparser: %+v", i, b, x, y)
 		}
 	}
 	t.Logf("kinds by the parser: %v", kinds)
-	if kinds[pktTCP] < 1000 || kinds[pktBad] < 1000 || kinds[pktFragment] < 100 || kinds[pktNonTCP] < 100 {
+	if kinds[TCP] < 1000 || kinds[Bad] < 1000 || kinds[Fragment] < 100 || kinds[NonTCP] < 100 {
 		t.Errorf("the packets did not exercise every kind: %v", kinds)
 	}
 }

@@ -1,4 +1,4 @@
-package flows
+package packet
 
 import (
 	"bytes"
@@ -14,25 +14,25 @@ import (
 // datagram and loss by connection, and the bytes each shard got.
 type sharded struct {
 	bytes  []int64
-	shards map[tupleKey][]int // in packet order
-	times  map[tupleKey][]time.Time
+	shards map[Key][]int // in packet order
+	times  map[Key][]time.Time
 	losses int
 }
 
 // shardCapture routes the packets of script through a Sharder over n
-// shards, made by cfg and then changed by tune.
-func shardCapture(t *testing.T, n int, cfg Config, tune func(*Sharder), script func(w *gen.Writer)) (*Sharder, *sharded) {
+// shards, made with cfg and then changed by tune.
+func shardCapture(t *testing.T, n int, cfg Bounds, tune func(*Sharder), script func(w *gen.Writer)) (*Sharder, *sharded) {
 	t.Helper()
 	f := scriptFile(t, script)
 	s := NewSharder(n, cfg)
 	if tune != nil {
 		tune(s)
 	}
-	r := &sharded{bytes: make([]int64, n), shards: map[tupleKey][]int{}, times: map[tupleKey][]time.Time{}}
-	var h headers
-	h.init()
+	r := &sharded{bytes: make([]int64, n), shards: map[Key][]int{}, times: map[Key][]time.Time{}}
+	var h Headers
+	h.Init()
 	note := func(shard int, src, dst netip.AddrPort, at time.Time) {
-		k, _ := makeKey(src, dst)
+		k, _ := MakeKey(src, dst)
 		r.shards[k] = append(r.shards[k], shard)
 		r.times[k] = append(r.times[k], at)
 	}
@@ -44,7 +44,7 @@ func shardCapture(t *testing.T, n int, cfg Config, tune func(*Sharder), script f
 				note(shard, w.Loss.Src, w.Loss.Dst, time.Time{})
 			}
 		default:
-			if kind, src, dst, _ := h.parse(w.Packet); kind == pktTCP {
+			if kind, src, dst, _ := h.Parse(w.Packet); kind == TCP {
 				r.bytes[shard] += int64(len(w.Packet.Data))
 				note(shard, src, dst, w.Packet.Time)
 			}
@@ -60,7 +60,7 @@ func shardCapture(t *testing.T, n int, cfg Config, tune func(*Sharder), script f
 
 // oneShard fails unless every packet of connection k went to one shard,
 // and returns it.
-func (r *sharded) oneShard(t *testing.T, what string, k tupleKey) int {
+func (r *sharded) oneShard(t *testing.T, what string, k Key) int {
 	t.Helper()
 	got := r.shards[k]
 	if len(got) == 0 {
@@ -80,7 +80,7 @@ func hashedOn(client netip.Addr, server netip.AddrPort, n int) []netip.AddrPort 
 	var out []netip.AddrPort
 	for port := uint16(40000); len(out) < n; port++ {
 		c := netip.AddrPortFrom(client, port)
-		if k, _ := makeKey(c, server); shardHash(k, 2) == 0 {
+		if k, _ := MakeKey(c, server); shardHash(k, 2) == 0 {
 			out = append(out, c)
 		}
 	}
@@ -98,7 +98,7 @@ func TestSharderBalancesBusyConnections(t *testing.T) {
 	clients := hashedOn(netip.MustParseAddr("10.0.0.1"), server, 10)
 	busy, light := clients[:6], clients[6:]
 	payload := bytes.Repeat([]byte{7}, 16<<10)
-	_, r := shardCapture(t, 2, DefaultConfig(), nil, func(w *gen.Writer) {
+	_, r := shardCapture(t, 2, defaultBounds(), nil, func(w *gen.Writer) {
 		var conns []*gen.Conn
 		at := bt0
 		for _, c := range light {
@@ -134,7 +134,7 @@ func TestSharderBalancesBusyConnections(t *testing.T) {
 	})
 	perShard := make([]int, 2)
 	for i, c := range busy {
-		k, _ := makeKey(c, server)
+		k, _ := MakeKey(c, server)
 		perShard[r.oneShard(t, "busy connection "+c.String(), k)]++
 		if i < 3 && shardHash(k, 2) != 0 {
 			t.Fatalf("%s does not hash onto shard 0", c)
@@ -154,7 +154,7 @@ func TestSharderBalancesBusyConnections(t *testing.T) {
 func TestSharderKeepsConnectionsWhole(t *testing.T) {
 	server := netip.MustParseAddrPort("10.0.0.2:9092")
 	cs := hashedOn(netip.MustParseAddr("10.0.0.1"), server, 4)
-	_, r := shardCapture(t, 2, DefaultConfig(), nil, func(w *gen.Writer) {
+	_, r := shardCapture(t, 2, defaultBounds(), nil, func(w *gen.Writer) {
 		// Two connections make the loads differ, so that a choice made
 		// again would go elsewhere.
 		a := w.Conn(cs[0], server, bt0, gen.ConnOptions{})
@@ -175,7 +175,7 @@ func TestSharderKeepsConnectionsWhole(t *testing.T) {
 		b.Send(gen.ServerToClient, bt0.Add(20*time.Millisecond), make([]byte, 8000))
 	})
 	for i, c := range cs[:3] {
-		k, _ := makeKey(c, server)
+		k, _ := MakeKey(c, server)
 		r.oneShard(t, "connection "+string(rune('a'+i)), k)
 	}
 	if r.losses == 0 {
@@ -190,7 +190,7 @@ func TestSharderKeepsConnectionsWhole(t *testing.T) {
 // client), is never dropped: with only those left, new connections are
 // hashed, and stay hashed when places free up later.
 func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := defaultBounds()
 	cfg.IdleTimeout, cfg.ReorderWindow = time.Second, 100*time.Millisecond // quiet for 2.2 s
 	server := netip.MustParseAddrPort("10.0.0.2:9092")
 	var cs []netip.AddrPort
@@ -198,7 +198,7 @@ func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
 		// Clients the hash puts on shard 1, the choice of the first of
 		// them on shard 0: a choice made again shows.
 		c := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port)
-		if k, _ := makeKey(c, server); shardHash(k, 2) == 1 {
+		if k, _ := MakeKey(c, server); shardHash(k, 2) == 1 {
 			cs = append(cs, c)
 		}
 	}
@@ -226,19 +226,19 @@ func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
 	})
 	hashedBefore = s.HashedPackets()
 	for i, c := range cs {
-		k, _ := makeKey(c, server)
+		k, _ := MakeKey(c, server)
 		r.oneShard(t, "connection "+c.String(), k)
 		if i == 0 && r.shards[k][0] != 0 {
 			t.Fatalf("the first connection went to shard %d, not the least loaded", r.shards[k][0])
 		}
 	}
-	k3, _ := makeKey(cs[3], server)
+	k3, _ := MakeKey(cs[3], server)
 	if hashedBefore == 0 || r.shards[k3][0] != 1 {
 		t.Errorf("%d packets hashed, the fourth connection on shard %d; want it hashed (shard 1)", hashedBefore, r.shards[k3][0])
 	}
 
 	// A SYN unanswered, a RST from the client: the attempt is still
-	// pending (trackSYN), its entry stays, and its SYN sent again 30 s
+	// pending (flows' trackSYN), its entry stays, and its SYN sent again 30 s
 	// later goes where the first went, though its place was wanted.
 	s, r = shardCapture(t, 2, cfg, func(s *Sharder) { s.own.max = 1 }, func(w *gen.Writer) {
 		w.SynUnanswered(pending, server, bt0, 0)
@@ -248,7 +248,7 @@ func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
 		other.Send(gen.ClientToServer, bt0.Add(10*time.Second+time.Millisecond), make([]byte, 100))
 		w.SynUnanswered(pending, server, bt0.Add(30*time.Second), 0)
 	})
-	kp, _ := makeKey(pending, server)
+	kp, _ := MakeKey(pending, server)
 	r.oneShard(t, "the pending attempt", kp)
 	if s.HashedPackets() == 0 {
 		t.Error("no packet hashed: the pending attempt's entry was dropped")
@@ -263,7 +263,7 @@ func TestSharderEvictsOnlyEndedConnections(t *testing.T) {
 // still goes whole to one shard.
 func TestSharderHotSlotsAreTheTables(t *testing.T) {
 	const tuples = 300
-	cfg := DefaultConfig()
+	cfg := defaultBounds()
 	cfg.IdleTimeout, cfg.ReorderWindow = 50*time.Millisecond, 10*time.Millisecond
 	f := scriptFile(t, func(w *gen.Writer) {
 		at := bt0
@@ -290,17 +290,17 @@ func TestSharderHotSlotsAreTheTables(t *testing.T) {
 	})
 	s := NewSharder(2, cfg)
 	s.own.max = 64
-	var h headers
-	h.init()
-	shards := map[tupleKey]int{}
-	first := map[tupleKey]time.Time{}
+	var h Headers
+	h.Init()
+	shards := map[Key]int{}
+	first := map[Key]time.Time{}
 	found := 0
 	emit := func(shard int, w *Work) {
-		kind, src, dst, _ := h.parse(w.Packet)
-		if kind != pktTCP {
+		kind, src, dst, _ := h.Parse(w.Packet)
+		if kind != TCP {
 			return
 		}
-		k, _ := makeKey(src, dst)
+		k, _ := MakeKey(src, dst)
 		if i, ok := s.own.idx[k]; !ok || int(s.own.slots[i].shard) != shard {
 			t.Fatalf("packet of %v on shard %d; the table has it at %d (%v)", src, shard, i, ok)
 		}
@@ -323,8 +323,8 @@ func TestSharderHotSlotsAreTheTables(t *testing.T) {
 			}
 			found++
 			k := o.slots[hs-1].key
-			if k.slot() != place {
-				t.Fatalf("packet %d: hot slot %d holds entry %d, whose key belongs at %d", n, place, hs-1, k.slot())
+			if k.Slot() != place {
+				t.Fatalf("packet %d: hot slot %d holds entry %d, whose key belongs at %d", n, place, hs-1, k.Slot())
 			}
 			if i, ok := o.idx[k]; !ok || i != hs-1 {
 				t.Fatalf("packet %d: hot slot %d holds entry %d of %v; the map has %d (%v)", n, place, hs-1, k, i, ok)
@@ -346,11 +346,11 @@ func sameHotSlot(n int) []netip.AddrPort {
 	want := -1
 	for port := uint16(20000); len(out) < n; port++ {
 		c := netip.AddrPortFrom(netip.MustParseAddr("10.0.7.1"), port)
-		k, _ := makeKey(c, bBroker)
+		k, _ := MakeKey(c, bBroker)
 		if want < 0 {
-			want = k.slot()
+			want = k.Slot()
 		}
-		if k.slot() == want {
+		if k.Slot() == want {
 			out = append(out, c)
 		}
 	}

@@ -1,4 +1,4 @@
-package flows
+package packet
 
 import (
 	"encoding/binary"
@@ -9,9 +9,9 @@ import (
 )
 
 // IP fragments are reassembled before TCP sees them, in packet order and in
-// capture time, with bounds: datagrams in progress (Config.MaxFragDatagrams),
-// bytes they hold (Config.MaxFragBytes) and how long one may wait for its
-// missing fragments (Config.FragTimeout). What cannot be reassembled is a
+// capture time, with bounds: datagrams in progress (Bounds.MaxFragDatagrams),
+// bytes they hold (Bounds.MaxFragBytes) and how long one may wait for its
+// missing fragments (Bounds.FragTimeout). What cannot be reassembled is a
 // FragLoss, counted capture-wide and, when the first fragment named the TCP
 // connection, on that connection with the packet of its first fragment.
 //
@@ -21,7 +21,7 @@ import (
 // same result however it is sharded: the pipeline's reader reassembles
 // before sharding (Sharder.Route), one analyzer reassembles for itself.
 
-// Reasons a datagram is not reassembled (Stats.FragLost keys).
+// Reasons a datagram is not reassembled (flows.Stats.FragLost keys).
 const (
 	FragMissing = "missing" // a fragment never came (timeout, or the capture ended)
 	FragOverlap = "overlap" // fragments overlap with different bytes, or disagree on the end
@@ -31,9 +31,9 @@ const (
 
 // Default bounds of reassembly, as Linux's (ipfrag_time 30 s, 4 MB).
 const (
-	defaultFragTimeout   = 30 * time.Second
-	defaultFragDatagrams = 1024
-	defaultFragBytes     = 4 << 20
+	DefaultFragTimeout   = 30 * time.Second
+	DefaultFragDatagrams = 1024
+	DefaultFragBytes     = 4 << 20
 	// maxFragments bounds the fragments of one datagram (a 64 KB
 	// datagram in 576-byte packets has 118).
 	maxFragments = 256
@@ -77,7 +77,7 @@ type recentDatagram struct {
 
 // late reports whether a fragment at off..end of k, which starts no
 // datagram in progress, belongs to one reassembled just before now.
-func (d *defrag) late(k fragKey, off, end int, now time.Time) bool {
+func (d *Defrag) late(k fragKey, off, end int, now time.Time) bool {
 	for i := range min(d.nrecent, maxRecent) {
 		r := &d.recent[i]
 		if r.key == k && end <= r.total && now.Sub(r.at) < dupWindow {
@@ -101,8 +101,8 @@ type datagram struct {
 	loss  FragLoss
 }
 
-// defrag reassembles IP fragments; see the top of this file.
-type defrag struct {
+// Defrag reassembles IP fragments; see the top of this file.
+type Defrag struct {
 	timeout      time.Duration
 	maxDatagrams int
 	maxBytes     int
@@ -112,10 +112,10 @@ type defrag struct {
 	held         int // bytes of the datagrams' buffers
 	free         [][]byte
 	out          []byte
-	peek         headers // reads the TCP endpoints of first fragments
+	peek         Headers // reads the TCP endpoints of first fragments
 	peekBuf      []byte
-	// lost holds the datagrams given up, for the caller to take.
-	lost     []FragLoss
+	// Lost holds the datagrams given up, for the caller to take.
+	Lost     []FragLoss
 	datagram capture.Packet
 	// recent are the last datagrams reassembled (a ring).
 	recent    [maxRecent]recentDatagram
@@ -123,30 +123,31 @@ type defrag struct {
 	spansFree [][]span
 }
 
-func newDefrag(cfg *Config) *defrag {
-	d := &defrag{
-		timeout:      cfg.FragTimeout,
-		maxDatagrams: cfg.MaxFragDatagrams,
-		maxBytes:     cfg.MaxFragBytes,
+// NewDefrag returns a Defrag within b's fragment bounds.
+func NewDefrag(b *Bounds) *Defrag {
+	d := &Defrag{
+		timeout:      b.FragTimeout,
+		maxDatagrams: b.MaxFragDatagrams,
+		maxBytes:     b.MaxFragBytes,
 		table:        make(map[fragKey]*datagram),
 	}
 	if d.timeout <= 0 {
-		d.timeout = defaultFragTimeout
+		d.timeout = DefaultFragTimeout
 	}
 	if d.maxDatagrams <= 0 {
-		d.maxDatagrams = defaultFragDatagrams
+		d.maxDatagrams = DefaultFragDatagrams
 	}
 	if d.maxBytes <= 0 {
-		d.maxBytes = defaultFragBytes
+		d.maxBytes = DefaultFragBytes
 	}
-	d.peek.init()
+	d.peek.Init()
 	return d
 }
 
-// reassembles says whether datagrams of this protocol are reassembled:
+// Reassembles says whether datagrams of this protocol are reassembled:
 // those that can carry TCP (directly, through IPv6 extension headers, or
 // tunnelled).
-func reassembles(f *fragment) bool {
+func Reassembles(f *Frag) bool {
 	switch f.proto {
 	case protoTCP, protoIPv4, protoIPv6:
 		return true
@@ -156,9 +157,9 @@ func reassembles(f *fragment) bool {
 	return false
 }
 
-// expire gives up the datagrams waiting longer than the timeout at now
-// (their losses go to d.lost).
-func (d *defrag) expire(now time.Time) {
+// Expire gives up the datagrams waiting longer than the timeout at now
+// (their losses go to d.Lost).
+func (d *Defrag) Expire(now time.Time) {
 	for d.head < len(d.queue) {
 		g := d.queue[d.head]
 		if d.table[g.key] == g && now.Sub(g.first) <= d.timeout {
@@ -175,10 +176,13 @@ func (d *defrag) expire(now time.Time) {
 	}
 }
 
-// pending reports whether any datagram is in progress.
-func (d *defrag) pending() bool { return d.head < len(d.queue) }
+// Held returns the datagrams in progress and the bytes they hold.
+func (d *Defrag) Held() (datagrams, bytes int) { return len(d.table), d.held }
 
-func (d *defrag) pop() {
+// Pending reports whether any datagram is in progress.
+func (d *Defrag) Pending() bool { return d.head < len(d.queue) }
+
+func (d *Defrag) pop() {
 	d.queue[d.head] = nil
 	d.head++
 	if d.head == len(d.queue) {
@@ -190,10 +194,10 @@ func (d *defrag) pop() {
 	}
 }
 
-// add takes the fragment f of packet p; datagrams given up go to d.lost.
+// Add takes the fragment f of packet p; datagrams given up go to d.Lost.
 // It returns the datagram f completes, as a raw IP packet at p's place,
 // valid until the next call; or nil.
-func (d *defrag) add(p *capture.Packet, f *fragment) *capture.Packet {
+func (d *Defrag) Add(p *capture.Packet, f *Frag) *capture.Packet {
 	k := fragKey{src: f.src.As16(), dst: f.dst.As16(), id: f.id, proto: f.proto, v6: f.v6}
 	g := d.table[k]
 	if g == nil {
@@ -275,7 +279,7 @@ func (d *defrag) add(p *capture.Packet, f *fragment) *capture.Packet {
 
 // grow makes g's buffer end bytes long, from a kept buffer if one is
 // large enough.
-func (d *defrag) grow(g *datagram, end int) {
+func (d *Defrag) grow(g *datagram, end int) {
 	if cap(g.buf) < end {
 		var b []byte
 		for i := len(d.free) - 1; i >= 0; i-- {
@@ -297,14 +301,14 @@ func (d *defrag) grow(g *datagram, end int) {
 	g.buf = g.buf[:end]
 }
 
-func (d *defrag) release(b []byte) {
+func (d *Defrag) release(b []byte) {
 	if cap(b) > 0 && len(d.free) < keepBuffers {
 		d.free = append(d.free, b[:0])
 	}
 }
 
 // complete builds g's datagram and forgets g.
-func (d *defrag) complete(p *capture.Packet, g *datagram) *capture.Packet {
+func (d *Defrag) complete(p *capture.Packet, g *datagram) *capture.Packet {
 	be := binary.BigEndian
 	out := append(d.out[:0], g.hdr...)
 	if g.key.v6 {
@@ -338,7 +342,7 @@ func ipChecksum(h []byte) uint16 {
 }
 
 // forget removes g from the table and frees its buffer.
-func (d *defrag) forget(g *datagram) {
+func (d *Defrag) forget(g *datagram) {
 	delete(d.table, g.key)
 	d.held -= cap(g.buf)
 	d.release(g.buf)
@@ -349,13 +353,13 @@ func (d *defrag) forget(g *datagram) {
 	g.spans = nil
 }
 
-// drop gives g up for why: its loss goes to d.lost. A datagram dropped
+// drop gives g up for why: its loss goes to d.Lost. A datagram dropped
 // for overlapping or cut fragments stays in the table, without its bytes,
 // so that its later fragments are dropped with it rather than starting a
 // new datagram that would never complete.
-func (d *defrag) drop(g *datagram, why string) {
+func (d *Defrag) drop(g *datagram, why string) {
 	g.loss.Why = why
-	d.lost = append(d.lost, g.loss)
+	d.Lost = append(d.Lost, g.loss)
 	if why == FragOverlap || why == FragSnaplen {
 		g.dead = true
 		d.held -= cap(g.buf)
@@ -372,7 +376,7 @@ func (d *defrag) drop(g *datagram, why string) {
 
 // dropOldest gives up the oldest datagram for the bounds (a dead one is
 // just forgotten: its loss was counted).
-func (d *defrag) dropOldest() {
+func (d *Defrag) dropOldest() {
 	for d.head < len(d.queue) {
 		g := d.queue[d.head]
 		d.pop()
@@ -388,9 +392,9 @@ func (d *defrag) dropOldest() {
 	}
 }
 
-// end gives up every datagram still in progress (the capture ended), in
-// order of first fragment; the losses go to d.lost.
-func (d *defrag) end() {
+// End gives up every datagram still in progress (the capture ended), in
+// order of first fragment; the losses go to d.Lost.
+func (d *Defrag) End() {
 	for d.head < len(d.queue) {
 		g := d.queue[d.head]
 		d.pop()
@@ -407,7 +411,7 @@ func (d *defrag) end() {
 
 // peekTCP reads the TCP endpoints from the first fragment of g, which
 // holds the headers up to TCP.
-func (d *defrag) peekTCP(g *datagram, f *fragment) {
+func (d *Defrag) peekTCP(g *datagram, f *Frag) {
 	b := append(d.peekBuf[:0], f.hdr...)
 	if f.v6 {
 		b[f.nhOff] = f.proto
@@ -419,7 +423,7 @@ func (d *defrag) peekTCP(g *datagram, f *fragment) {
 	b = append(b, f.data...)
 	d.peekBuf = b
 	p := capture.Packet{Link: capture.LinkRaw, Data: b, Len: len(b)}
-	if kind, src, dst, _ := d.peek.parse(&p); kind == pktTCP {
+	if kind, src, dst, _ := d.peek.Parse(&p); kind == TCP {
 		g.loss.TCP, g.loss.Src, g.loss.Dst = true, src, dst
 	}
 }

@@ -1,4 +1,4 @@
-package flows
+package packet
 
 import (
 	"time"
@@ -32,7 +32,7 @@ import (
 // The table is bounded (maxOwned connections). An entry is dropped only
 // when nothing an analyzer holds can tie a later packet of its 4-tuple to
 // the connection: it ended (a RST, or a FIN from each end), no connection
-// attempt is pending on it (a SYN not answered: trackSYN), and no packet
+// attempt is pending on it (a SYN not answered: flows' trackSYN), and no packet
 // came for two idle timeouts and two reorder windows (by then the idle
 // flush has dropped its stream; an ended connection is not kept for
 // resumption). A later packet of that 4-tuple can only start a new
@@ -55,7 +55,7 @@ const (
 // owned is a connection's entry: its shard and what the reader saw of its
 // end.
 type owned struct {
-	key  tupleKey
+	key  Key
 	last int64 // capture time of its last packet, Unix ns
 	// load is the connection's own, decayed to epoch ep.
 	load  uint64
@@ -95,9 +95,9 @@ type owners struct {
 	// byHosts shards by the pair of hosts, not by load (TLS key logs:
 	// see hostHash).
 	byHosts bool
-	idx map[tupleKey]int32
+	idx     map[Key]int32
 	// hot holds some connections' slots (plus one; 0 is none), each at
-	// its key's place (tupleKey.slot), as Analyzer.hot holds streams:
+	// its key's place (Key.Slot), as flows.Analyzer.hot holds streams:
 	// looking a packet's connection up in idx (hashing and comparing a
 	// 36-byte key) was most of the reader's sharding on the storm
 	// capture, work that one worker does not do at all.
@@ -130,11 +130,11 @@ type youngConn struct {
 	born int64
 }
 
-func newOwners(n int, cfg *Config) *owners {
-	o := &owners{n: n, max: maxOwned, idx: make(map[tupleKey]int32), hot: make([]int32, hotStreams), load: make([]uint64, n), young: make([][]youngConn, n),
-		byHosts: cfg.TLSKeys != nil}
-	if cfg.IdleTimeout > 0 {
-		o.horizon = int64(2*cfg.IdleTimeout + 2*max(0, cfg.ReorderWindow))
+func newOwners(n int, b *Bounds) *owners {
+	o := &owners{n: n, max: maxOwned, idx: make(map[Key]int32), hot: make([]int32, HotSlots), load: make([]uint64, n), young: make([][]youngConn, n),
+		byHosts: b.ByHosts}
+	if b.IdleTimeout > 0 {
+		o.horizon = int64(2*b.IdleTimeout + 2*max(0, b.ReorderWindow))
 	}
 	return o
 }
@@ -208,8 +208,8 @@ func (o *owners) choose(now int64) int {
 // lookup returns the shard of the connection k, entering it (at its first
 // packet) if it is not known; slot is its entry, -1 if it has none
 // (hashed).
-func (o *owners) lookup(k tupleKey, now int64) (shard int, slot int32) {
-	h := &o.hot[k.slot()]
+func (o *owners) lookup(k Key, now int64) (shard int, slot int32) {
+	h := &o.hot[k.Slot()]
 	if i := *h - 1; i >= 0 && o.slots[i].key == k {
 		return int(o.slots[i].shard), i
 	}
@@ -278,7 +278,7 @@ func (o *owners) slot(now int64) int32 {
 			continue
 		}
 		delete(o.idx, e.key)
-		if h := &o.hot[e.key.slot()]; *h == r.slot+1 {
+		if h := &o.hot[e.key.Slot()]; *h == r.slot+1 {
 			*h = 0
 		}
 		return r.slot
@@ -287,7 +287,7 @@ func (o *owners) slot(now int64) int32 {
 }
 
 // saw notes what TCP segment t, from the a end of the connection in slot i
-// unless fromB, tells of the connection's end (see trackSYN for SYNs).
+// unless fromB, tells of the connection's end (see flows' trackSYN for SYNs).
 func (o *owners) saw(i int32, t *layers.TCP, fromB bool) {
 	e := &o.slots[i]
 	switch {
@@ -329,7 +329,7 @@ func (o *owners) saw(i int32, t *layers.TCP, fromB bool) {
 
 // shardHash is the shard of connection k by its 4-tuple alone.
 // hash is the shard of a connection not in the table.
-func (o *owners) hash(k tupleKey) int {
+func (o *owners) hash(k Key) int {
 	if o.byHosts {
 		return hostHash(k, o.n)
 	}
@@ -344,7 +344,7 @@ func (o *owners) hash(k tupleKey) int {
 // ran first. Spread by load, the two ran on two workers at once and the
 // resumed one was decrypted or not by their race: 3 to 17 requests on
 // one capture from run to run with two workers.
-func hostHash(k tupleKey, n int) int {
+func hostHash(k Key, n int) int {
 	h := uint64(14695981039346656037)
 	for i := range k.a {
 		h = (h ^ uint64(k.a[i])) * 1099511628211
@@ -353,7 +353,7 @@ func hostHash(k tupleKey, n int) int {
 	return int(h % uint64(n))
 }
 
-func shardHash(k tupleKey, n int) int {
+func shardHash(k Key, n int) int {
 	// FNV-1a: deterministic, so that runs shard alike.
 	h := uint64(14695981039346656037)
 	for i := range k.a {

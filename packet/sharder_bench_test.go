@@ -1,10 +1,8 @@
-package flows_test
+package packet
 
 import (
 	"os"
 	"testing"
-
-	"github.com/kfsniff/kfsniff/flows"
 )
 
 // BenchmarkSharderRoute is the reading goroutine's sharding of every
@@ -17,10 +15,10 @@ func BenchmarkSharderRoute(b *testing.B) {
 	}
 	pkts := loadPackets(b, path)
 	var sum int
-	emit := func(shard int, w *flows.Work) { sum += shard }
+	emit := func(shard int, w *Work) { sum += shard }
 	b.ResetTimer()
 	for range b.N {
-		s := flows.NewSharder(2, flows.DefaultConfig())
+		s := NewSharder(2, defaultBounds())
 		for i := range pkts {
 			s.Route(&pkts[i], emit)
 		}
