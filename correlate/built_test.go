@@ -90,6 +90,7 @@ func shipBuilt(t testing.TB) [][]byte {
 		b, _ := batchBytes(int64(i), 1, -1, -1)
 		fp.RecordBatches = append(fp.RecordBatches, b...)
 	}
+	fp.RecordBatches = append(fp.RecordBatches, compacted(600, 0, 2, 5)...)
 	frt.Partitions = append(frt.Partitions, fp)
 	fr.Topics = append(fr.Topics, frt)
 	send(3, f, fr, 0)
@@ -111,6 +112,22 @@ func shipBuilt(t testing.TB) [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.vals
+}
+
+// compacted is a batch at base as compaction leaves it: records at the
+// offset deltas given, the others gone.
+func compacted(base int64, deltas ...int32) []byte {
+	var section []byte
+	for _, d := range deltas {
+		r := kmsg.Record{OffsetDelta: d, TimestampDelta64: int64(d), Key: []byte{byte('k' + d)}, Value: []byte("kept")}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		section = r.AppendTo(section)
+	}
+	kb := kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: 1, Magic: 2, LastOffsetDelta: deltas[len(deltas)-1],
+		FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000005, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		NumRecords: int32(len(deltas)), Records: section}
+	kb.Length = int32(len(kb.AppendTo(nil)) - 12)
+	return fixCRC(kb.AppendTo(nil))
 }
 
 // fixCRC recomputes a batch's CRC after its bytes were changed.

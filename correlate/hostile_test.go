@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kfsniff/kfsniff/decode"
 )
 
 // Issue 31: records in the export topic are written by anyone with write
@@ -42,6 +45,12 @@ func TestParseBounds(t *testing.T) {
 		{"end_ns in 2262", exchangeWith(`,"end_ns":9000000000000000000`), ErrTime},
 		{"ts_ns before 1970", strings.Replace(exchangeWith(""), "1767225600000000000", "-1", 1), ErrTime},
 		{"a latency of 300 years", exchangeWith(`,"latency_ns":9223372036854775807`), ErrTime},
+		{"16385 record fingerprints", exchangeWith(`,"batches":[{"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 16*(MaxPrints-9))) +
+			`"},{"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 16*10)) + `"}]`), ErrTooLarge},
+		{"16384 record fingerprints", exchangeWith(`,"batches":[{"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 16*(MaxPrints-10))) +
+			`"},{"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 16*10)) + `"}]`), nil},
+		{"fingerprints of 15 bytes", exchangeWith(`,"batches":[{"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 15)) + `"}]`), ErrMalformed},
+		{"deltas not one per fingerprint", exchangeWith(`,"batches":[{"fp_deltas":[0,2],"fp":"` + base64.StdEncoding.EncodeToString(make([]byte, 48)) + `"}]`), ErrMalformed},
 	} {
 		r, err := Parse([]byte(c.rec))
 		if !errors.Is(err, c.want) || (c.want != nil && !errors.Is(err, ErrMalformed)) {
@@ -63,11 +72,13 @@ func TestParseBounds(t *testing.T) {
 }
 
 // maxRecordSize is the most a record of n bytes may decode to: the
-// struct, MaxBatches batches, MaxErrors error codes, 15 strings of
-// MaxString and the finding's copy of its bytes.
+// struct, MaxBatches batches, MaxErrors error codes, MaxPrints record
+// fingerprints, 15 strings of MaxString and the finding's copy of its
+// bytes.
 func maxRecordSize(n int) int {
 	var r Record
 	r.Batches, r.Errors = make([]Batch, MaxBatches), make([]ErrorCount, MaxErrors)
+	r.Batches[0].Prints = make([]decode.RecordHash, MaxPrints)
 	return r.Size() + 15*MaxString + n
 }
 

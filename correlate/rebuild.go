@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -66,6 +67,14 @@ type Rebuilder struct {
 	// Twice counts the records dropped as a second agent's view of an
 	// exchange or connection event already rebuilt.
 	Twice int64
+	// PrintFn is the function of the record fingerprints taken
+	// (decode.PrintFunc of the correlator's key: keyless by default);
+	// a batch shipped without fingerprints, or with another function's,
+	// is compared by CRC only (flows.ErrNotShipped). NoPrints, if set,
+	// is told why, once per agent (maxEnds of them).
+	PrintFn  string
+	NoPrints func(agent, why string)
+	noPrints map[string]bool
 }
 
 // viewKey names one record's share of an exchange on a connection: its
@@ -109,7 +118,7 @@ const maxEnds = 4096
 func NewRebuilder(nodes *cluster.Nodes) *Rebuilder {
 	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: newRecent[exKey](maxCounted), ends: map[string]int64{},
 		MaxConns: flows.DefaultConfig().MaxConns, tuples: map[[2]netip.AddrPort]connKey{}, alias: map[connKey]connKey{},
-		views: newRecent[viewKey](maxViews)}
+		views: newRecent[viewKey](maxViews), PrintFn: decode.PrintFunc(nil), noPrints: map[string]bool{}}
 }
 
 // Evicted sums the counters of the connections folded for MaxConns.
@@ -461,7 +470,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 			m.Err = fmt.Errorf("%s v%d corr %d: %w", decode.Name(r.API), r.Ver, r.Corr, decode.ErrUnknownVersion)
 		}
 		if r.API == int16(kmsg.Produce) {
-			m.Batches = batches(r, topic, id, true)
+			m.Batches = rb.batches(r, topic, id, true)
 		}
 		x.Req = m
 		if first {
@@ -485,7 +494,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		}
 		m.Resp = response(r, topic, id)
 		if r.API == int16(kmsg.Fetch) {
-			m.Batches = batches(r, topic, id, false)
+			m.Batches = rb.batches(r, topic, id, false)
 		}
 		m.ErrorCodes = errorCodes(r)
 		if r.Parts > 0 && m.Resp != nil {
@@ -844,11 +853,12 @@ func errorCodes(r *Record) []flows.ErrorCount {
 // batches are a record's batch headers as decode gives them: a Produce
 // request's with the base offset a producer sends (0; the broker's comes
 // with the response), a Fetch response's at their own.
-func batches(r *Record, topic string, id [16]byte, produce bool) []flows.BatchRef {
+func (rb *Rebuilder) batches(r *Record, topic string, id [16]byte, produce bool) []flows.BatchRef {
 	if len(r.Batches) == 0 {
 		return nil
 	}
 	out := make([]flows.BatchRef, len(r.Batches))
+	shipped := make([]flows.Shipped, len(r.Batches))
 	for i := range r.Batches {
 		b := &r.Batches[i]
 		d := decode.Batch{
@@ -865,6 +875,55 @@ func batches(r *Record, topic string, id [16]byte, produce bool) []flows.BatchRe
 			d.BaseOffset = opt(b.BaseOffset, opt(b.Offset, 0))
 		}
 		out[i] = flows.BatchRef{Topic: topic, TopicID: id, Partition: r.Partition, Batch: d}
+		if d.Magic == 2 && !d.Control() && !d.Transactional() && d.CRCOK {
+			// Records duplicate-batches compares: the agent's
+			// fingerprints, if it shipped them made alike.
+			s := &shipped[i]
+			s.Prints, s.Err = b.Prints, printErr(b.PrintErr)
+			if r.PrintFn != rb.PrintFn {
+				s.Prints, s.Err = nil, flows.ErrNotShipped
+				rb.unprinted(r)
+			}
+			out[i].Shipped = s
+		}
 	}
 	return out
+}
+
+// errBadPrints: the agent could not fingerprint a batch's records (fp_err
+// "bad": malformed records, or compression that does not decode).
+var errBadPrints = errors.New("records malformed at the agent")
+
+// printErr is the error an agent's fp_err stands for.
+func printErr(s string) error {
+	switch s {
+	case "":
+		return nil
+	case "cap", "records":
+		return decode.ErrOverCap
+	case "budget":
+		return decode.ErrOverBudget
+	case "dropped":
+		return flows.ErrNotKept
+	}
+	return errBadPrints
+}
+
+// unprinted tells, once per agent, why its batches are compared by CRC
+// only.
+func (rb *Rebuilder) unprinted(r *Record) {
+	if rb.NoPrints == nil || rb.noPrints[r.Agent] || len(rb.noPrints) >= maxEnds {
+		return
+	}
+	rb.noPrints[r.Agent] = true
+	var why string
+	switch {
+	case r.V < 3:
+		why = fmt.Sprintf("ships records of schema %d, without record fingerprints", r.V)
+	case r.PrintFn == "":
+		why = "ships no record fingerprints (--export-fingerprints=false)"
+	default:
+		why = fmt.Sprintf("fingerprints records with %s, this correlator takes %s (--fingerprint-key)", r.PrintFn, rb.PrintFn)
+	}
+	rb.NoPrints(r.Agent, why)
 }

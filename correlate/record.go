@@ -1,5 +1,5 @@
 // Package correlate reads back what kfsniff agents ship with --export
-// (docs/export.md, schema version 1) and estimates what only several
+// (docs/export.md, schema versions 1 to 3) and estimates what only several
 // hosts' records together show: the clock skew between the agents, and
 // the producer-to-consumer latency of the same batch across hosts.
 //
@@ -43,6 +43,7 @@ package correlate
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -51,13 +52,16 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/kfsniff/kfsniff/decode"
 )
 
 // SchemaVersion is the latest version of the records this package
 // reads; it reads every version from MinSchemaVersion on (version 2
-// added the bodies, ReqBody and RespBody).
+// added the bodies, ReqBody and RespBody; version 3 the batches' record
+// fingerprints, Batch.Prints).
 const (
-	SchemaVersion    = 2
+	SchemaVersion    = 3
 	MinSchemaVersion = 1
 )
 
@@ -75,7 +79,7 @@ const (
 var (
 	// ErrVersion: the record's "v" is not one this package reads (or
 	// missing).
-	ErrVersion = errors.New("not a schema version 1 or 2 record")
+	ErrVersion = errors.New("not a schema version 1, 2 or 3 record")
 	// ErrMalformed: not a JSON object, or a known field of the wrong
 	// type or out of its range.
 	ErrMalformed = errors.New("malformed record")
@@ -90,12 +94,14 @@ var (
 // negative by more than an hour or longer than a week, is refused
 // (ErrTime): the difference of any two times accepted fits a
 // time.Duration (records at the ends of int64 gave a finding of clients
-// waiting 2561451h, in 1677). So a record decodes to at most about 80 KiB whatever it says
+// waiting 2561451h, in 1677). A record with more than MaxPrints record
+// fingerprints is refused (ErrTooLarge). So a record decodes to at most about 475 KiB besides its own bytes whatever it says
 // (TestParseBounds, FuzzParse's size invariant).
 const (
 	MaxRecordBytes = 1 << 20
-	MaxBatches     = 512 // the exporter's maxBatchesPerRecord
-	MaxErrors      = 256 // Kafka has about 140 error codes
+	MaxBatches     = 512   // the exporter's maxBatchesPerRecord
+	MaxPrints      = 16384 // the exporter's MaxPrints
+	MaxErrors      = 256   // Kafka has about 140 error codes
 	MaxString      = 1024
 	MaxBody        = 256 << 10                       // the exporter's maxBody
 	MaxAgent       = 255                             // a host name's bound: agents name tables' keys
@@ -158,6 +164,9 @@ type Record struct {
 	Acks     Opt[int16]  // acks: Produce
 	TxnID    Opt[string] // txn_id: Produce
 	Group    string      // group: OffsetCommit
+	// PrintFn names the function of the batches' record fingerprints
+	// (fp_fn, schema 3: decode.PrintFunc); "" when the agent shipped none.
+	PrintFn string
 	// Errors are the error codes of an exchange not split by partition.
 	Errors []ErrorCount // errors
 	// ReqBody and RespBody are the request's and response's bodies as
@@ -241,6 +250,11 @@ type Batch struct {
 	Bytes         int32 // bytes
 	FirstTS       int64 // first_ts: Unix milliseconds
 	MaxTS         int64 // max_ts
+	// Prints are the records' fingerprints (fp, with fp_deltas: schema
+	// 3), 128 bits each in Sum and Hi; PrintErr (fp_err) says why a
+	// batch whose records could be compared has none.
+	Prints   []decode.RecordHash
+	PrintErr string
 }
 
 // RespTS is the capture time of the response (TS plus the latency), and
@@ -299,7 +313,10 @@ func Parse(b []byte) (Record, error) {
 // Size is about how many bytes the record holds (FuzzParse's invariant).
 func (r *Record) Size() int {
 	n := int(unsafe.Sizeof(*r)) + len(r.Batches)*int(unsafe.Sizeof(Batch{})) + len(r.Errors)*int(unsafe.Sizeof(ErrorCount{})) + len(r.Finding) +
-		len(r.ReqBody) + len(r.RespBody)
+		len(r.ReqBody) + len(r.RespBody) + len(r.PrintFn)
+	for i := range r.Batches {
+		n += len(r.Batches[i].Prints)*int(unsafe.Sizeof(decode.RecordHash{})) + len(r.Batches[i].PrintErr)
+	}
 	for _, s := range []string{r.Type, r.Agent, r.Run, r.Cluster, r.Client, r.Server, r.ClientID.V, r.Role, r.Status, r.TxnID.V,
 		r.Group, r.Topic, r.TopicID, r.Event, r.State} {
 		n += len(s)
@@ -316,6 +333,8 @@ type decoder struct {
 	err  error
 	hasV bool
 	r    *Record // for its Clipped
+	// prints counts the record's fingerprints so far (MaxPrints).
+	prints int
 }
 
 func (d *decoder) fail(what string) {
@@ -934,6 +953,8 @@ func (d *decoder) record(r *Record) {
 			d.optI32(&r.Leader)
 		case "leader_epoch":
 			d.optI32(&r.LeaderEpoch)
+		case "fp_fn":
+			r.PrintFn = d.plainStr()
 		case "batches":
 			d.array(func() {
 				if len(r.Batches) == MaxBatches {
@@ -972,6 +993,8 @@ func (d *decoder) record(r *Record) {
 }
 
 func (d *decoder) batch(b *Batch) {
+	var deltas []int32
+	hasDeltas := false
 	d.object(func(k []byte) {
 		switch string(k) {
 		case "offset":
@@ -1010,8 +1033,71 @@ func (d *decoder) batch(b *Batch) {
 			b.FirstTS = d.i64()
 		case "max_ts":
 			b.MaxTS = d.i64()
+		case "fp":
+			b.Prints = d.fingerprints()
+		case "fp_deltas":
+			deltas = deltas[:0]
+			d.array(func() {
+				if len(deltas) < MaxPrints {
+					deltas = append(deltas, d.i32())
+				} else {
+					d.bound("fingerprint deltas", MaxPrints)
+				}
+			})
+			hasDeltas = true
+		case "fp_err":
+			b.PrintErr = d.plainStr()
 		default:
 			d.skip(1)
 		}
 	})
+	if hasDeltas && d.err == nil {
+		if len(deltas) != len(b.Prints) {
+			d.fail("fp_deltas not one per fingerprint")
+			return
+		}
+		for i := range b.Prints {
+			b.Prints[i].Delta = deltas[i]
+		}
+	}
+}
+
+// fingerprints reads a batch's fp: base64 (standard, padded) of 16 bytes
+// a record, at most MaxPrints in the record; null reads as absent.
+func (d *decoder) fingerprints() []decode.RecordHash {
+	if d.null() {
+		return nil
+	}
+	if d.peek() != '"' {
+		d.fail("want a string")
+		return nil
+	}
+	start := d.i + 1
+	end, special := d.scanString()
+	if d.err != nil {
+		return nil
+	}
+	raw := d.b[start : end-1]
+	if special {
+		raw = []byte(unescape(raw))
+	}
+	if n := base64.StdEncoding.DecodedLen(len(raw)) / 16; d.prints+n > MaxPrints+1 {
+		d.bound("record fingerprints", MaxPrints)
+		return nil
+	}
+	bs, err := base64.StdEncoding.AppendDecode(nil, raw)
+	if err != nil || len(bs)%16 != 0 {
+		d.fail("bad base64 fingerprints")
+		return nil
+	}
+	if d.prints += len(bs) / 16; d.prints > MaxPrints {
+		d.bound("record fingerprints", MaxPrints)
+		return nil
+	}
+	out := make([]decode.RecordHash, len(bs)/16)
+	for i := range out {
+		p := bs[16*i:]
+		out[i] = decode.RecordHash{Sum: binary.BigEndian.Uint64(p), Hi: binary.BigEndian.Uint64(p[8:]), Delta: int32(i)}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package correlate
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +107,7 @@ func fields(r *Record) map[string]any {
 		m["txn_id"] = r.TxnID.V
 	}
 	str("group", r.Group)
+	str("fp_fn", r.PrintFn)
 	if r.Errors != nil {
 		var es []any
 		for _, e := range r.Errors {
@@ -162,6 +164,24 @@ func fields(r *Record) map[string]any {
 			bn("bytes", int64(b.Bytes))
 			bn("first_ts", b.FirstTS)
 			bn("max_ts", b.MaxTS)
+			if b.Prints != nil {
+				var raw []byte
+				seq := true
+				var ds []any
+				for i, p := range b.Prints {
+					raw = binary.BigEndian.AppendUint64(raw, p.Sum)
+					raw = binary.BigEndian.AppendUint64(raw, p.Hi)
+					seq = seq && p.Delta == int32(i)
+					ds = append(ds, json.Number(strconv.Itoa(int(p.Delta))))
+				}
+				bm["fp"] = base64.StdEncoding.EncodeToString(raw)
+				if !seq {
+					bm["fp_deltas"] = ds
+				}
+			}
+			if b.PrintErr != "" {
+				bm["fp_err"] = b.PrintErr
+			}
 			bs = append(bs, bm)
 		}
 		m["batches"] = bs
@@ -213,14 +233,14 @@ func keysOf(m map[string]any, into map[string]bool) {
 	}
 }
 
-// documented are the fields docs/export.md lists (version 2).
+// documented are the fields docs/export.md lists (version 3).
 var documented = strings.Fields(`v type agent run seq cluster ts_ns latency_ns conn client server node client_id req_body resp_body
 	api ver corr role status end_ns conn_gaps req_pkt resp_pkt file replica max_wait_ms throttle_time_ms acks txn_id group errors
 	parts batch_index topic topic_id partition fetch_offset timestamp offset committed_offset offset_leader_epoch error
 	high_watermark last_stable_offset log_start_offset base_offset leader leader_epoch batches
 	batches.offset batches.base_offset batches.last_offset_delta batches.records batches.crc batches.crc_ok batches.crc_computed
 	batches.magic batches.leader_epoch batches.producer_id batches.producer_epoch batches.base_sequence
-	batches.attributes batches.bytes batches.first_ts batches.max_ts
+	batches.attributes batches.bytes batches.first_ts batches.max_ts fp_fn batches.fp batches.fp_deltas batches.fp_err
 	event attempts pkt handshake midstream last_ns first_ns state finding`)
 
 // TestRoundTrip: every record the real exporter ships from the scenario
@@ -303,7 +323,7 @@ func TestParseErrors(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"version 3", `{"v":3,"type":"exchange"}`, ErrVersion},
+		{"version 4", `{"v":4,"type":"exchange"}`, ErrVersion},
 		{"version 0", `{"v":0,"type":"exchange"}`, ErrVersion},
 		{"body not base64", `{"v":2,"type":"exchange","req_body":"a*=="}`, ErrMalformed},
 		{"body too large", `{"v":2,"type":"exchange","req_body":"` + strings.Repeat("A", MaxBody*4/3+8) + `"}`, ErrTooLarge},

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -67,8 +68,13 @@ type SourceConfig struct {
 	TLS          *tls.Config
 	SASL         sasl.Mechanism
 	// Warn is told of each record that cannot be used (malformed, of
-	// another schema version): the first maxWarnings of them.
+	// another schema version): the first maxWarnings of them; and, once
+	// per agent, of an agent whose batches come without the record
+	// fingerprints PrintKey makes.
 	Warn func(error)
+	// PrintKey is the key the agents make record fingerprints with
+	// (nil: keyless); fingerprints made otherwise are not compared.
+	PrintKey []byte
 	// Assigned is told of the partitions a group gave or took.
 	Assigned func(assigned, revoked []int32)
 	// Timeout: Next returns ErrNoAnswer when the cluster has not
@@ -270,6 +276,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
+	s.rb.PrintFn = decode.PrintFunc(cfg.PrintKey)
+	s.rb.NoPrints = func(agent, why string) {
+		if s.cfg.Warn != nil {
+			s.cfg.Warn(fmt.Errorf("agent %q %s: duplicate-batches compares its batches by CRC only, not records re-batched (MirrorMaker 2); "+
+				"counted in bounds_reached as duplicate-batches.batches_without_fingerprints", agent, why))
+		}
+	}
 	s.rb.Skew = func(agent string) (time.Duration, bool) {
 		if s.Skew == nil {
 			return 0, false

@@ -30,7 +30,11 @@ type Prehashed struct {
 // and cap), with a budget of its own as large as r's: for Prehash on
 // another goroutine.
 func (r *RecordHasher) Twin() *RecordHasher {
-	return &RecordHasher{seed: r.seed, max: r.max, budget: r.budget}
+	t := &RecordHasher{seed: r.seed, max: r.max, budget: r.budget}
+	if r.fixed != nil {
+		t.fixed = newPrinter(r.fixed.key)
+	}
+	return t
 }
 
 // Prehash appends b's fingerprints to dst, as Hashes, and says what Replay

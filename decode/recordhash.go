@@ -21,8 +21,12 @@ import (
 // same Sum carry the same data, whatever batch, codec or producer id they
 // travelled in, for fingerprints made by one RecordHasher (each has a
 // random seed, so that traffic cannot be built to collide).
+//
+// A printer's (NewRecordPrinter) fingerprints are fixed instead: the
+// 128-bit Sum and Hi are the same on every host, for shipping.
 type RecordHash struct {
 	Sum   uint64
+	Hi    uint64 // a printer's second half; 0 for a hasher's
 	Delta int32
 }
 
@@ -77,7 +81,8 @@ type RecordHasher struct {
 	lz     *lz4.Reader
 	zs     *zstd.Decoder
 	zbuf   []byte
-	canon  []byte // a record's content in its minimal encoding
+	canon  []byte   // a record's content in its minimal encoding
+	fixed  *printer // a printer's fixed function (NewRecordPrinter), else nil
 }
 
 // NewRecordHasher returns a hasher that decompresses at most limit bytes of
@@ -330,6 +335,11 @@ func (r *RecordHasher) parse(b []byte, firstTS int64, n int, dst []RecordHash) (
 		if !minimal || end != len(rec) {
 			r.canon = canonical(r.canon[:0], content)
 			content = r.canon
+		}
+		if r.fixed != nil {
+			lo, hi := r.fixed.print(content, firstTS+tsDelta)
+			dst = append(dst, RecordHash{Sum: lo, Hi: hi, Delta: int32(delta)})
+			continue
 		}
 		h := maphash.Bytes(r.seed, content) ^ uint64(firstTS+tsDelta)*0x9e3779b97f4a7c15
 		dst = append(dst, RecordHash{Sum: fmix64(h), Delta: int32(delta)})

@@ -35,8 +35,9 @@ import (
 
 // SchemaVersion is the "v" of every record (docs/export.md). Version 2
 // added the bodies (req_body, resp_body) and keyed partition records by
-// partition number and connection events by server.
-const SchemaVersion = 2
+// partition number and connection events by server; version 3 the
+// batches' record fingerprints (fp, prints.go).
+const SchemaVersion = 3
 
 // DefaultBuffer is how many records may wait for the sink by default.
 const DefaultBuffer = 65536
@@ -86,6 +87,11 @@ type Config struct {
 	// down (every minute) and comes back, and of records an earlier run
 	// left in the spool.
 	Notify func(string)
+	// NoPrints ships no record fingerprints (prints.go); PrintKey, when
+	// set, is the key they are made with (HMAC-SHA256), shared by the
+	// agents and their correlators.
+	NoPrints bool
+	PrintKey []byte
 	// Opts are more kgo options (tests).
 	Opts []kgo.Opt
 }
@@ -150,6 +156,13 @@ type Exporter struct {
 	// exchange names the client id.
 	own     ownConns
 	batches []batchOut
+	// printer makes the record fingerprints (nil: not shipped), fps
+	// holds an exchange's, printFn names their function (fp_fn), cuts
+	// the first batch of each record of its partitions (cut).
+	printer *decode.RecordHasher
+	fps     []decode.RecordHash
+	printFn string
+	cuts    []int
 	// raised are the live findings shipped (LiveFindings).
 	raised     map[string]bool
 	closeOnce  sync.Once
@@ -191,6 +204,7 @@ type part struct {
 	baseOffset            int64
 	firstBatch, lastBatch int // range in Exporter.batches, lastBatch exclusive
 	hasBatch              bool
+	cutFrom, cutTo        int // its records' first batches: Exporter.cuts[cutFrom:cutTo]
 	// ListOffsets: the timestamp asked, the offset answered and its
 	// leader epoch; OffsetCommit: the offset committed and its epoch.
 	timestamp, offset       int64
@@ -202,7 +216,12 @@ type part struct {
 // batchOut is one batch header with the offset the log gave it.
 type batchOut struct {
 	b      *flows.BatchRef
-	offset int64 // Produce: the offset the response gave, -1 if none
+	offset int64 // Produce: the offset the response gave, -1 if none; -2 a Fetch's
+	i      int   // its index in its message's Batches
+	// from and to place its record fingerprints in Exporter.fps; fpErr
+	// says why it has none (fp_err), if it should have.
+	from, to int32
+	fpErr    string
 }
 
 // maxTracked bounds the cluster-id and client-id tables.
@@ -279,6 +298,9 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("export: %v", err)
 	}
 	e.run = hex.EncodeToString(r[:])
+	if e.printer = newPrinter(&cfg); e.printer != nil {
+		e.printFn = decode.PrintFunc(cfg.PrintKey)
+	}
 	if err := e.startDelivery(); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("export: %v", err)
@@ -458,6 +480,8 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 		e.send(e.cfg.Topic, b[:k], b[k:])
 		return
 	}
+	e.fingerprint(x)
+	e.cut()
 	records := 0
 	for i := range e.parts {
 		records += chunks(&e.parts[i])
@@ -484,16 +508,14 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 
 // maxBatchesPerRecord splits a partition's batches over several records
 // past it, so that a record stays far below the sink's default maximum
-// message size (1 MiB; a batch takes about 330 bytes of JSON).
+// message size (1 MiB; a batch takes about 330 bytes of JSON); so does
+// MaxPrints.
 const maxBatchesPerRecord = 512
 
 // chunks is how many records a partition takes: one, or one per
-// maxBatchesPerRecord batches.
+// maxBatchesPerRecord batches or MaxPrints fingerprints (cut).
 func chunks(p *part) int {
-	if !p.hasBatch {
-		return 1
-	}
-	return max(1, (p.lastBatch-p.firstBatch+maxBatchesPerRecord-1)/maxBatchesPerRecord)
+	return max(1, p.cutTo-p.cutFrom)
 }
 
 // common appends the key of a record without partitions: the client id,
@@ -593,6 +615,11 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 	if parts > 0 {
 		b = appendInt(b, "parts", int64(parts))
 	}
+	if e.printFn != "" && (m.Key == int16(kmsg.Produce) || m.Key == int16(kmsg.Fetch)) {
+		// How the batches' fingerprints were made: a correlator
+		// compares only those made alike.
+		b = appendStr(b, "fp_fn", e.printFn)
+	}
 	if x.Req != nil && x.Req.Req != nil {
 		b = e.appendBody(b, "req_body", e.heads.request(x.Req.Req))
 	}
@@ -663,8 +690,10 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	if !p.hasBatch {
 		return b
 	}
-	first := p.firstBatch + chunk*maxBatchesPerRecord
-	last := min(p.lastBatch, first+maxBatchesPerRecord)
+	first, last := e.cuts[p.cutFrom+chunk], p.lastBatch
+	if p.cutFrom+chunk+1 < p.cutTo {
+		last = e.cuts[p.cutFrom+chunk+1]
+	}
 	if chunk > 0 || last < p.lastBatch {
 		b = appendInt(b, "batch_index", int64(first-p.firstBatch))
 	}
@@ -699,6 +728,7 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 		b = appendInt(b, "bytes", int64(bt.Length))
 		b = appendInt(b, "first_ts", bt.FirstTimestamp)
 		b = appendInt(b, "max_ts", bt.MaxTimestamp)
+		b = e.appendPrints(b, bo)
 		b = append(b, '}')
 	}
 	return append(b, ']')
@@ -800,7 +830,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	// them, and a Fetch response's, each under its partition.
 	if x.Req != nil && len(x.Req.Batches) > 0 {
 		for i := range x.Req.Batches {
-			e.batches = append(e.batches, batchOut{b: &x.Req.Batches[i], offset: -1})
+			e.batches = append(e.batches, batchOut{b: &x.Req.Batches[i], offset: -1, i: i})
 		}
 		flows.ProducedBatches(x.Req, x.Resp, func(i int, _ *flows.BatchRef, base int64, _ int16) {
 			e.batches[i].offset = base
@@ -808,7 +838,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	}
 	if x.Resp != nil && len(x.Resp.Batches) > 0 {
 		for i := range x.Resp.Batches {
-			e.batches = append(e.batches, batchOut{b: &x.Resp.Batches[i], offset: -2})
+			e.batches = append(e.batches, batchOut{b: &x.Resp.Batches[i], offset: -2, i: i})
 		}
 	}
 	for i := range e.batches {

@@ -3,6 +3,7 @@ package flows
 import (
 	"errors"
 	"slices"
+	"unsafe"
 
 	"github.com/kfsniff/kfsniff/decode"
 )
@@ -42,7 +43,7 @@ type Keep struct {
 }
 
 // The bounds of what is kept: at most keptRequests requests hold
-// something kept, keptBytes in all (frames, fingerprints at 16 bytes
+// something kept, keptBytes in all (frames, fingerprints at 24 bytes
 // each). Beyond either, what the oldest request holds is dropped
 // (Delivery.KeptDropped counts them): a request whose exchange never comes
 // (its connection forgotten, a handler that panicked) holds its share
@@ -55,6 +56,9 @@ const (
 	keptPooled = 64
 	keptBufMax = 64 << 10
 )
+
+// hashSize is the bytes of one fingerprint kept.
+const hashSize = int(unsafe.Sizeof(decode.RecordHash{}))
 
 // ErrNotKept says that no fingerprints were kept for a batch: none were
 // asked for, the batch was not chosen (Keep.Batches), or they were dropped
@@ -142,7 +146,7 @@ func (kp *keeping) request(m *Message) {
 		k.prints = slices.Grow(k.prints, len(kp.records))[:len(kp.records)]
 		for j := range kp.records {
 			kp.fingerprint(&k.prints[j], &kp.records[j], m, j)
-			k.size += 16*len(k.prints[j].hashes) + 24*len(k.prints[j].spans)
+			k.size += hashSize*len(k.prints[j].hashes) + 24*len(k.prints[j].spans)
 		}
 	}
 	if kp.maxBytes == 0 {
@@ -245,7 +249,7 @@ func (kp *keeping) recycle(k *kept) {
 	}
 	for j := range k.prints {
 		p := &k.prints[j]
-		if 16*cap(p.hashes) > keptBufMax {
+		if hashSize*cap(p.hashes) > keptBufMax {
 			return
 		}
 		clear(p.spans) // the errors

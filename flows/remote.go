@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
@@ -132,3 +133,19 @@ func (c *Conn) CountClientID(id string) {
 		c.ClientIDs = append(c.ClientIDs, id)
 	}
 }
+
+// Shipped are the record fingerprints an agent shipped for a batch
+// (export schema 3): fixed ones (decode.NewRecordPrinter), the same on
+// every host, for a rule to Seal into its own. Err says why there are
+// none: decode.ErrOverCap, decode.ErrOverBudget or a malformed record (as
+// the agent's printer said), ErrNotKept (dropped at the agent for its
+// bounds), or ErrNotShipped.
+type Shipped struct {
+	Prints []decode.RecordHash
+	Err    error
+}
+
+// ErrNotShipped says that an agent shipped no record fingerprints for a
+// batch that has records to compare: a schema 1 or 2 agent, one with
+// fingerprints turned off, or one with another key than the correlator's.
+var ErrNotShipped = errors.New("record fingerprints not shipped")

@@ -103,6 +103,10 @@ type BatchRef struct {
 	TopicID   [16]byte
 	Partition int32
 	decode.Batch
+	// Shipped, on a correlator's rebuilt batch only, are the record
+	// fingerprints its agent shipped (nil in a capture, whose batches
+	// have their bytes).
+	Shipped *Shipped
 }
 
 // TopicName shows a topic by name; for versions that name topics by id,

@@ -56,6 +56,8 @@ type correlateConfig struct {
 	takeover     *correlate.Takeover
 	// args are the command line, for settle's takeover runs.
 	args []string
+	// printKey is --fingerprint-key's key (read with --export's flags).
+	printKey []byte
 	// fatal is the source's error that ended the run (no answer).
 	fatal error
 	// snap is the metrics' snapshot (with --metrics-addr), taken at
@@ -105,6 +107,9 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		}
 	}
 	if len(urls) == 0 {
+		if fs.Changed("fingerprint-key") && exp.URL == "" {
+			return errors.New("--fingerprint-key needs --export or -r kafka://HOST:PORT/TOPIC")
+		}
 		for _, name := range correlateFlags {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s needs -r kafka://HOST:PORT/TOPIC", name)
@@ -116,6 +121,7 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		return errors.New("-r kafka://...: read one topic, and no capture file beside it")
 	}
 	c.URL = urls[0]
+	c.printKey = exp.printKey
 	var err error
 	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {
 		return fmt.Errorf("-r %v", err)
@@ -195,6 +201,7 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 	src, err := correlate.Open(correlate.SourceConfig{
 		Brokers: c.brokers, Topic: c.topic, Group: group, UntilEnd: c.UntilEnd, Ranges: ranges,
 		SessionTimeout: c.SessionTimeout, CoverWait: c.CoverWait, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
+		PrintKey: c.printKey,
 		Warn: func(err error) {
 			warned++
 			fmt.Fprintf(stderr, "kfsniff: warning: %s\n", report.Clean(err.Error()))

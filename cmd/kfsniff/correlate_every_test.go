@@ -65,16 +65,5 @@ func TestCorrelateEveryRecording(t *testing.T) {
 }
 
 // stillDiffer are the recordings whose correlated findings still differ
-// from the file's, and why.
-var stillDiffer = func() map[string]string {
-	m := map[string]string{}
-	for why, caps := range map[string][]string{
-		"duplicate-batches by records: MirrorMaker 2 re-batches, and the record fingerprints are not shipped (only batch CRCs)": {
-			"kafka/mm2-replay.pcap.gz", "kafka/mm2-replay-dst.pcap.gz", "kafka/mm2-replay-idempotent.pcap.gz", "kafka/mm2-replay-idempotent-dst.pcap.gz"},
-	} {
-		for _, c := range caps {
-			m[c] = why
-		}
-	}
-	return m
-}()
+// from the file's, by path, and why: none today.
+var stillDiffer = map[string]string{}

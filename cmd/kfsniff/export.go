@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/export"
 	"github.com/kfsniff/kfsniff/flows"
@@ -36,6 +38,12 @@ type exportConfig struct {
 	Timeout       time.Duration
 	spoolBytes    int64
 	sec           export.Security
+	// Prints ships record fingerprints; KeyFile (--fingerprint-key,
+	// read by a correlator too) holds the key they are made with,
+	// printKey.
+	Prints   bool
+	KeyFile  string
+	printKey []byte
 
 	brokers []string
 	topic   string
@@ -59,17 +67,26 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 	fs.StringVar(&c.sec.KeyFile, "export-key", "", "with --export: client key PEM `FILE`")
 	fs.StringVar(&c.sec.Mechanism, "export-sasl-mechanism", "", "with --export: SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	fs.StringVar(&c.sec.User, "export-sasl-user", "", "with --export: SASL `USER`")
+	fs.BoolVar(&c.Prints, "export-fingerprints", true, "with --export: ship a fingerprint of each record of produced and fetched batches, for a correlator's duplicate-batches (records re-batched by MirrorMaker 2); without --fingerprint-key a short record value can be guessed from its fingerprint (docs/export.md)")
+	fs.StringVar(&c.KeyFile, "fingerprint-key", "", "with --export and -r kafka://: a `FILE` holding the key (at least 16 bytes) record fingerprints are made with, the same for every agent and correlator; without it they are keyless")
 	fs.StringVar(&c.sec.Password, "export-sasl-password", "", "with --export: SASL `PASSWORD` (better: $KFSNIFF_EXPORT_SASL_PASSWORD or --export-config, which other users cannot read in the process list)")
 	return c
 }
 
 // exportFlagsWithout are the flags that mean nothing without --export.
 var exportFlagsWithout = []string{"export-findings-topic", "agent-id", "export-buffer", "export-flush-timeout", "export-compression", "export-config",
-	"export-spool", "export-spool-size", "export-timeout",
+	"export-spool", "export-spool-size", "export-timeout", "export-fingerprints",
 	"export-tls", "export-ca", "export-cert", "export-key", "export-sasl-mechanism", "export-sasl-user", "export-sasl-password"}
 
 // validate checks the flags at parse time and reads the properties file.
 func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
+	if c.KeyFile != "" {
+		key, err := readPrintKey(c.KeyFile)
+		if err != nil {
+			return err
+		}
+		c.printKey = key
+	}
 	if c.URL == "" {
 		for _, name := range exportFlagsWithout {
 			if fs.Changed(name) {
@@ -105,6 +122,9 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 	}
 	if fs.Changed("export-spool-size") && c.Spool == "" {
 		return errors.New("--export-spool-size needs --export-spool")
+	}
+	if !c.Prints && c.KeyFile != "" {
+		return errors.New("--fingerprint-key with --export-fingerprints=false: no fingerprint is made")
 	}
 	if c.Agent == "" {
 		if c.Agent, err = os.Hostname(); err != nil || c.Agent == "" {
@@ -169,7 +189,7 @@ func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 	x, err := export.New(export.Config{
 		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
 		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
-		TLS: tc, SASL: mech, SpoolDir: c.Spool, SpoolSize: c.spoolBytes,
+		TLS: tc, SASL: mech, SpoolDir: c.Spool, SpoolSize: c.spoolBytes, NoPrints: !c.Prints, PrintKey: c.printKey,
 		Notify: func(s string) { fmt.Fprintf(stderr, "kfsniff: --export: %s\n", report.CleanText(s)) },
 		Waiting: func(pending int64, upTo time.Duration) {
 			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout; Ctrl-C to stop waiting)\n", upTo.Round(time.Second), pending)
@@ -322,4 +342,19 @@ func interrupts() (abort <-chan struct{}, stop func()) {
 		signal.Stop(sig)
 		close(done)
 	}
+}
+
+// readPrintKey reads --fingerprint-key's file: its bytes but a trailing
+// line end (a key written by `openssl rand -hex 32 >FILE`), at least
+// decode.PrintKeyMin of them.
+func readPrintKey(name string) ([]byte, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("--fingerprint-key: %v", err)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) < decode.PrintKeyMin {
+		return nil, fmt.Errorf("--fingerprint-key %s: %d bytes, want at least %d (e.g. openssl rand -hex 32 >%s)", name, len(b), decode.PrintKeyMin, name)
+	}
+	return b, nil
 }

@@ -78,14 +78,15 @@ type Params struct {
 
 // Cut implements detectors.Bounded: batches not decompressed for the
 // per-batch cap or the budgets, over all partitions (a finding counts
-// those of its partition only, and there may be none).
+// those of its partition only, and there may be none), and a
+// correlator's batches shipped without record fingerprints.
 func (r *rule) Cut() map[string]int64 {
 	if r.hasher == nil {
 		return nil
 	}
 	c := r.hasher.Counts()
 	return map[string]int64{"batches_over_cap": c.OverCap, "batches_over_frame_budget": c.OverFrame,
-		"batches_over_run_budget": c.OverRun}
+		"batches_over_run_budget": c.OverRun, "batches_without_fingerprints": r.unshipped}
 }
 
 // maxShifts bounds the shifts detailed per partition.
@@ -126,9 +127,12 @@ type rule struct {
 	sameWindow int64 // ns, Params.SameProducerWindow
 	srcs       copies.Sources
 	scratch    []decode.RecordHash
-	found      []int64
-	crcLine    []byte // a CRC written for a run's md5
-	warm       uint64 // see table.Fifo.Warm
+	// unshipped counts a correlator's batches whose agent shipped no
+	// record fingerprints (flows.ErrNotShipped): compared by CRC only.
+	unshipped int64
+	found     []int64
+	crcLine   []byte // a CRC written for a run's md5
+	warm      uint64 // see table.Fifo.Warm
 }
 
 type crcKey struct {
@@ -283,7 +287,7 @@ func (r *rule) copyOf(c *copies.Copy) {
 		return
 	}
 	hs, err := []decode.RecordHash(nil), error(decode.ErrNotHashable)
-	if r.hasher != nil {
+	if r.hasher != nil && c.B.Shipped == nil {
 		hs, err = c.Msg.RecordHashes(r.hasher, c.I)
 		if errors.Is(err, flows.ErrNotKept) || (len(hs) == 0 && err == nil) {
 			// Not comparable, not kept, or no record: as the
@@ -335,7 +339,11 @@ func (r *rule) batch(c *copies.Copy, hs []decode.RecordHash, hashErr error) {
 	var mix uint64
 	byRecords := r.hasher != nil && recordsComparable(b)
 	if byRecords {
-		if c.Path.Stored() {
+		switch {
+		case b.Shipped != nil:
+			// A correlator's batch: the fingerprints its agent shipped.
+			hs, err = r.shipped(b.Shipped)
+		case c.Path.Stored():
 			r.scratch, err = r.hasher.Hashes(&b.Batch, r.scratch[:0])
 			hs = r.scratch
 		}
@@ -507,6 +515,24 @@ func (e repeatEv) Evidence() detectors.Evidence {
 		what = fmt.Sprintf("%s: batch at %d (crc %d, %d records) repeats offset %d", name, e.base, e.crc, e.records, e.base-e.shift)
 	}
 	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
+}
+
+// shipped gives the fingerprints an agent shipped for a batch, sealed
+// by the rule's hasher (fixed ones compare only with each other: a
+// correlator's batches all carry them), or why there are none: a batch
+// shipped without them is compared by CRC only, and counted.
+func (r *rule) shipped(s *flows.Shipped) ([]decode.RecordHash, error) {
+	switch {
+	case errors.Is(s.Err, flows.ErrNotShipped):
+		r.unshipped++
+		return nil, decode.ErrNotHashable
+	case errors.Is(s.Err, flows.ErrNotKept):
+		return nil, decode.ErrNotHashable
+	case s.Err != nil:
+		return nil, s.Err
+	}
+	r.scratch = r.hasher.Seal(s.Prints, r.scratch[:0])
+	return r.scratch, nil
 }
 
 // recordsComparable reports a batch whose records may be compared with

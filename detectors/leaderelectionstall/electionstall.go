@@ -381,21 +381,32 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 			return // a follower, not a client
 		}
 	}
-	for _, a := range x.Answers() {
+	answers := x.Answers()
+	for i := range answers {
+		a := &answers[i]
 		if a.ErrorCode != cluster.LeaderNotAvailable && a.ErrorCode != cluster.NotLeaderOrFollower {
 			continue
 		}
-		rf := refusal{topic: x.Resp.TopicName(a.Topic, a.TopicID), partition: a.Partition.Num, client: x.Resp.Client,
-			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
-			ev: detectors.Evidence{File: x.Resp.File, Packet: x.Resp.Packet, Conn: x.Conn.ID}}
-		if st := r.topics[rf.topic]; st != nil {
-			if sp := st.parts[rf.partition]; sp != nil && sp.open != nil {
-				sp.open.refused(&rf)
-				continue
+		// Made in place: in the open stretch's count, or in the ring.
+		topic := x.Resp.TopicName(a.Topic, a.TopicID)
+		var open *stretch
+		if st := r.topics[topic]; st != nil {
+			if sp := st.parts[a.Partition.Num]; sp != nil && sp.open != nil {
+				open = sp.open
 			}
 		}
-		r.refusals[r.next] = rf
-		r.next = (r.next + 1) % recent
+		var counted refusal
+		rf := &counted
+		if open == nil {
+			rf = &r.refusals[r.next]
+			r.next = (r.next + 1) % recent
+		}
+		*rf = refusal{topic: topic, partition: a.Partition.Num, client: x.Resp.Client,
+			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
+			ev: detectors.Evidence{File: x.Resp.File, Packet: x.Resp.Packet, Conn: x.Conn.ID}}
+		if open != nil {
+			open.refused(rf)
+		}
 	}
 }
 

@@ -139,14 +139,13 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Req.Req == nil || x.Resp.Resp == nil {
 		return
 	}
-	base := key{host: x.Conn.Client.Addr(), client: x.Req.Client.ID}
 	switch req := x.Req.Req.(type) {
 	case *kmsg.FindCoordinatorRequest:
 		resp, ok := x.Resp.Resp.(*kmsg.FindCoordinatorResponse)
 		if !ok || req.CoordinatorType > 1 {
 			return
 		}
-		k := base
+		k := baseKey(x)
 		k.kind, k.txn = coordinator, req.CoordinatorType == 1
 		if len(resp.Coordinators) > 0 {
 			for _, c := range resp.Coordinators {
@@ -164,7 +163,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if !ok {
 			return
 		}
-		k := base
+		k := baseKey(x)
 		k.kind, k.target = join, req.Group
 		if resp.ErrorCode == 0 {
 			return // joined, not yet synced: SyncGroup says
@@ -172,25 +171,25 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		r.answer(p, x, k, resp.ErrorCode)
 	case *kmsg.SyncGroupRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.SyncGroupResponse); ok {
-			k := base
+			k := baseKey(x)
 			k.kind, k.target = join, req.Group
 			r.answer(p, x, k, resp.ErrorCode)
 		}
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse); ok {
-			k := base
+			k := baseKey(x)
 			k.kind, k.target = join, req.Group
 			r.answer(p, x, k, resp.ErrorCode)
 		}
 	case *kmsg.OffsetCommitRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.OffsetCommitResponse); ok {
-			k := base
+			k := baseKey(x)
 			k.kind, k.target = commit, req.Group
 			r.answer(p, x, k, commitCode(resp.Topics))
 		}
 	case *kmsg.TxnOffsetCommitRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.TxnOffsetCommitResponse); ok {
-			k := base
+			k := baseKey(x)
 			k.kind, k.target = commit, req.Group
 			code := int16(0)
 			for _, t := range resp.Topics {
@@ -222,12 +221,18 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 					name, _ = p.Nodes.TopicName(t.TopicID)
 				}
 				named = true
-				k := base
+				k := baseKey(x)
 				k.kind, k.target, k.part = produce, name, pt.Partition
 				r.answer(p, x, k, pt.ErrorCode)
 			}
 		}
 	}
+}
+
+// baseKey is the client of x's key: its host and client id (made only
+// for the exchanges a stall may follow).
+func baseKey(x *detectors.Exchange) key {
+	return key{host: x.Conn.Client.Addr(), client: x.Req.Client.ID}
 }
 
 // commitCode is an OffsetCommit's outcome: 0 if any partition was

@@ -243,12 +243,14 @@ func (r *rule) answers(x *detectors.Exchange) {
 	if f := x.Req.Fetcher; f.How == cluster.Declared {
 		o.replicaID, o.replicaEpoch, o.hasReplica = f.Node, f.Epoch, true
 	}
-	for _, a := range x.Answers() {
+	answers := x.Answers()
+	for i := range answers {
+		a := &answers[i]
 		if r.runs.Len() == 0 && a.ErrorCode != cluster.NotLeaderOrFollower && a.ErrorCode != cluster.FencedLeaderEpoch {
 			continue // nothing to follow
 		}
 		o.key = peers.Key{C: c, P: x.PartitionKey(a.Partition)}
-		o.a = a
+		o.a = *a
 		r.observe(&o)
 	}
 }
