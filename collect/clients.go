@@ -312,7 +312,7 @@ func (c *client) txn(what string) {
 
 // build lists the clients by host, then client id, with topic ids named
 // as the capture taught.
-func (inv *inventory) build(nodes *cluster.Nodes) []report.Client {
+func (inv *inventory) build(nodes *cluster.Nodes) []report.ClientEntry {
 	cs := make([]*client, 0, len(inv.clients))
 	for _, c := range inv.clients {
 		cs = append(cs, c)
@@ -324,15 +324,15 @@ func (inv *inventory) build(nodes *cluster.Nodes) []report.Client {
 		}
 		return a.id < b.id
 	})
-	out := make([]report.Client, len(cs))
+	out := make([]report.ClientEntry, len(cs))
 	for i, c := range cs {
 		out[i] = c.report(nodes)
 	}
 	return out
 }
 
-func (c *client) report(nodes *cluster.Nodes) report.Client {
-	out := report.Client{
+func (c *client) report(nodes *cluster.Nodes) report.ClientEntry {
+	out := report.ClientEntry{
 		Host: c.key.host.String(), ClientID: c.key.id, Software: append([]report.Software{}, c.software...),
 		Connections: append([]int{}, c.conns...), ConnectionsNotListed: c.moreConns, Servers: []string{}, Roles: []string{},
 		File: c.file, FirstPacket: c.firstPacket, First: c.first, Last: c.last, Requests: c.requests,

@@ -265,7 +265,7 @@ func TestInventoryBounds(t *testing.T) {
 	if len(rep.Clients) != maxClients || rep.ClientsNotListed != 5 {
 		t.Errorf("%d clients listed, requests of %d not: want %d and 5", len(rep.Clients), rep.ClientsNotListed, maxClients)
 	}
-	var app0, app1 *report.Client
+	var app0, app1 *report.ClientEntry
 	for i := range rep.Clients {
 		switch rep.Clients[i].ClientID {
 		case "app-0":

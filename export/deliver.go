@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,68 +88,13 @@ func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn
 	if err == nil {
 		h.e.connErr.Store(nil)
 		if conn != nil {
-			h.e.own.add(conn.LocalAddr(), conn.RemoteAddr())
+			h.e.own.addConn(conn.LocalAddr(), conn.RemoteAddr())
 		}
 		return
 	}
 	s := err.Error()
 	h.e.connErr.Store(&s)
 }
-
-// maxOwn bounds the exporter's own connections remembered: one per sink
-// broker, and those it opens again; the oldest go first.
-const maxOwn = 256
-
-// ownConns are the exporter's own connections to the sink by their ends
-// (client, server), the newest maxOwn.
-type ownConns struct {
-	mu   sync.Mutex
-	set  map[[2]netip.AddrPort]bool
-	fifo [][2]netip.AddrPort
-}
-
-// add keeps a connection of the exporter's by its sockets' addresses.
-func (o *ownConns) add(local, remote net.Addr) {
-	l, ok1 := local.(*net.TCPAddr)
-	r, ok2 := remote.(*net.TCPAddr)
-	if !ok1 || !ok2 {
-		return
-	}
-	k := [2]netip.AddrPort{unmap(l.AddrPort()), unmap(r.AddrPort())}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.set == nil {
-		o.set = map[[2]netip.AddrPort]bool{}
-	}
-	if o.set[k] {
-		return
-	}
-	if len(o.fifo) >= maxOwn {
-		delete(o.set, o.fifo[0])
-		o.fifo = o.fifo[1:]
-	}
-	o.set[k] = true
-	o.fifo = append(o.fifo, k)
-}
-
-// has reports whether client-server is one of the exporter's connections;
-// forget drops it (it closed).
-func (o *ownConns) has(client, server netip.AddrPort, forget bool) bool {
-	k := [2]netip.AddrPort{unmap(client), unmap(server)}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.set[k] {
-		return false
-	}
-	if forget {
-		delete(o.set, k)
-		i := slices.Index(o.fifo, k)
-		o.fifo = slices.Delete(o.fifo, i, i+1)
-	}
-	return true
-}
-
-func unmap(ap netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) }
 
 // delivered is kgo's promise for every record: counts, and the record
 // back to the pool. At Close, with a spool, what the sink did not take

@@ -275,14 +275,12 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	// A sink too old for the codec gets the batches uncompressed.
 	opts = append(opts, kgo.ProducerBatchCompression(codec, kgo.NoCompression()))
-	if cfg.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
-	}
+	e := &Exporter{}
+	opts = append(opts, kgo.Dialer(dialer(&e.own, cfg.TLS)))
 	if cfg.SASL != nil {
 		opts = append(opts, kgo.SASL(cfg.SASL))
 	}
 	opts = append(opts, cfg.Opts...)
-	e := &Exporter{}
 	opts = append(opts, kgo.WithHooks(connectHook{e}))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

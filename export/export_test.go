@@ -1,10 +1,12 @@
 package export
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -337,6 +339,36 @@ func TestOwnConnectionNotShipped(t *testing.T) {
 	events(newTraffic("app-1"), 5)
 	if got := conns(); !slices.Equal(got, []string{"opened 5", "closed 5"}) {
 		t.Errorf("another client's connection: shipped %v, want its opening and closing", got)
+	}
+}
+
+// TestOwnDialKnown: the exporter's dialer knows a connection by its local
+// port before it connects (bindFirst), so that the capture cannot see its
+// SYN first; the connect hook is not needed for it.
+func TestOwnDialKnown(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bindFirst binds on unix systems; elsewhere the connect hook alone tells")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var own ownConns
+	c, err := dialer(&own, nil)(context.Background(), "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local, server := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	if !own.has(local, server, false) {
+		t.Fatalf("%s -> %s, dialed by the exporter, not known as its own", local, server)
+	}
+	if own.has(netip.AddrPortFrom(local.Addr(), local.Port()+1), server, false) {
+		t.Error("another port taken for the exporter's")
+	}
+	if !own.has(local, server, true) || own.has(local, server, false) || len(own.fifo) != 0 {
+		t.Errorf("not forgotten once closed: %d kept", len(own.fifo))
 	}
 }
 

@@ -20,7 +20,7 @@ type sentAPI struct {
 }
 
 // apisOf sums clients' API counts by key and version.
-func apisOf(clients ...report.Client) map[[2]int16]int64 {
+func apisOf(clients ...report.ClientEntry) map[[2]int16]int64 {
 	m := map[[2]int16]int64{}
 	for _, c := range clients {
 		for _, a := range c.APIs {

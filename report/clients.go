@@ -4,9 +4,9 @@ import (
 	"time"
 )
 
-// Client is one entry of the client inventory (clients[]): the requests of
+// ClientEntry is one entry of the client inventory (clients[]): the requests of
 // one client id from one host, over all its connections.
-type Client struct {
+type ClientEntry struct {
 	Host     string `json:"host"`
 	ClientID string `json:"client_id"`
 	// TLS describes the TLS of its connections decrypted or met with a

@@ -35,7 +35,7 @@ func (p *printer) clients(r *Report) {
 	}
 }
 
-func (p *printer) client(c *Client) {
+func (p *printer) client(c *ClientEntry) {
 	sw := "software not told (no ApiVersions v3+ seen)"
 	if len(c.Software) > 0 {
 		parts := make([]string, len(c.Software))

@@ -47,7 +47,7 @@ func TestWriteJSONStreamsAsEncoder(t *testing.T) {
 		},
 		Events:   []report.Event{},
 		Findings: []detectors.Finding{{Detector: hostile, Summary: hostile, Fields: map[string]any{hostile: 1.5}}},
-		Clients:  []report.Client{{ClientID: hostile, Connections: []int{1, 2}}},
+		Clients:  []report.ClientEntry{{ClientID: hostile, Connections: []int{1, 2}}},
 	}
 	check("hostile", rep)
 	n := 0

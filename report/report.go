@@ -32,8 +32,8 @@ type Report struct {
 
 	// Clients is the client inventory (clients.go); ClientsNotListed
 	// counts the requests of clients past its bound.
-	Clients          []Client `json:"clients"`
-	ClientsNotListed int64    `json:"clients_not_listed_requests"`
+	Clients          []ClientEntry `json:"clients"`
+	ClientsNotListed int64         `json:"clients_not_listed_requests"`
 	// Lag is every consumer's and follower's lag per partition (lag.go);
 	// LagDropped counts samples of partitions beyond its bound.
 	Lag        []Lag `json:"lag"`

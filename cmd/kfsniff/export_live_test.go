@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +233,93 @@ func TestLiveExportSinkOutage(t *testing.T) {
 	if got := len(consumeAll(t, sinkSeeds, -1, "ship", "ship.findings")); int64(got) < rep.Export.Records {
 		t.Errorf("%d records in the sink, the report says %d delivered", got, rep.Export.Records)
 	}
+}
+
+// TestLiveExportOwnConnections captures on lo both a kfake cluster's
+// traffic and the agent's own shipping to its kfake sink: the own
+// connections are in the report (the capture saw them) but none of their
+// events, nor their exchanges, reach the sink; the other cluster's
+// connections' events do.
+func TestLiveExportOwnConnections(t *testing.T) {
+	needLive(t)
+	traffic, ports, filter := startKfake(t)
+	sink, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "ship", "ship.findings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sinkAddr := sink.ListenAddrs()[0]
+	_, sinkPort, _ := net.SplitHostPort(sinkAddr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := []string{"-i", "lo", "--no-tui", "--json", "--ports", ports + "," + sinkPort, "--duration", "2m",
+		"--export", "kafka://" + sinkAddr + "/ship", "--agent-id", "lo-agent", filter + " or port " + sinkPort}
+	done, errw := startLive(t, ctx, nil, args...)
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := produceAs(wctx, traffic.ListenAddrs(), "app", 20); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		n := 0
+		for _, s := range consumeWith(t, []string{sinkAddr}, -1, []kgo.Opt{kgo.ClientID("reader")}, "ship") {
+			if s.rec.ClientID != nil && *s.rec.ClientID == "app" && s.rec.API == 0 {
+				n++
+			}
+		}
+		if n >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of app's 20 Produce records shipped after 30 s\n%s", n, errw)
+		}
+	}
+	cancel()
+	r := wait(t, done, errw)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, errw)
+	}
+	var rep struct {
+		Connections []struct {
+			Server string `json:"server"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("not the JSON report: %v\n%.300s", err, r.stdout)
+	}
+	own := 0
+	for _, c := range rep.Connections {
+		if c.Server == sinkAddr {
+			own++
+		}
+	}
+	if own == 0 {
+		t.Fatalf("the capture saw none of the agent's connections to %s: nothing tested\n%s", sinkAddr, errw)
+	}
+	// The test's reader (client id "reader") is captured too, and is
+	// shipped: its connections are those of its exchanges.
+	recs := consumeWith(t, []string{sinkAddr}, -1, []kgo.Opt{kgo.ClientID("reader")}, "ship")
+	reader := map[int]bool{}
+	for _, s := range recs {
+		if s.rec.ClientID != nil && *s.rec.ClientID == "reader" {
+			reader[s.rec.Conn] = true
+		}
+	}
+	var others []string
+	for _, s := range recs {
+		switch {
+		case s.rec.Server == sinkAddr && !reader[s.rec.Conn]:
+			t.Errorf("the agent's own traffic shipped: %s %s connection %d from %s", s.rec.Type, s.rec.Event, s.rec.Conn, s.rec.Client)
+		case s.rec.Type == "conn" && s.rec.Event != "end" && s.rec.Server != sinkAddr:
+			others = append(others, s.rec.Event)
+		}
+	}
+	if len(reader) == 0 {
+		t.Error("none of the reader's connections to the sink shipped")
+	}
+	if !slices.Contains(others, "opened") {
+		t.Errorf("the other cluster's connection events shipped: %v, want its openings among them", others)
+	}
+	t.Logf("%d own connections captured; the reader's %d and %d events of the other cluster's shipped", own, len(reader), len(others))
 }

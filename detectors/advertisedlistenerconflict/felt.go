@@ -36,7 +36,7 @@ const (
 type felt struct {
 	connect  spell.Spell // connection attempts refused or unanswered
 	attempts int64
-	parts    map[part]*spell.Spell
+	parts    map[cluster.Partition]*spell.Spell
 	refused  int64 // partition answers NOT_LEADER_OR_FOLLOWER
 	dropped  int64 // refusals of partitions beyond maxParts, of nodes beyond maxIDs
 	// nodes are the nodes asked for at the endpoint and refused
@@ -44,13 +44,6 @@ type felt struct {
 	nodes       map[int32]*spell.Spell
 	rebootstrap int64
 	ev          detectors.Sampler[detectors.Evidence]
-}
-
-// part is a partition as Produce and Fetch answers name it.
-type part struct {
-	topic     string
-	id        [16]byte
-	partition int32
 }
 
 // held is how long clients were refused at the endpoint: the longest spell,
@@ -148,7 +141,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 	}
 	at := x.Resp.Time
 	for _, a := range x.Answers() {
-		k := part{a.Topic, a.TopicID, a.Partition.Num}
+		k := a.Partition
 		switch {
 		case a.ErrorCode == 0 && r.openParts > 0:
 			r.heal(k, at)
@@ -159,7 +152,7 @@ func (r *rule) answers(x *detectors.Exchange) {
 }
 
 // fail counts partition k refused at the endpoint by the response of x.
-func (f *felt) fail(r *rule, x *detectors.Exchange, k part, a decode.PartitionAnswer) {
+func (f *felt) fail(r *rule, x *detectors.Exchange, k cluster.Partition, a decode.PartitionAnswer) {
 	s := f.parts[k]
 	if s == nil {
 		if len(f.parts) >= maxParts {
@@ -179,7 +172,7 @@ func (f *felt) fail(r *rule, x *detectors.Exchange, k part, a decode.PartitionAn
 }
 
 // heal ends the spells of partition k, at whichever endpoint refused it.
-func (r *rule) heal(k part, at time.Time) {
+func (r *rule) heal(k cluster.Partition, at time.Time) {
 	for _, is := range r.shared {
 		if s := is.felt.parts[k]; s != nil && s.Heal(at) {
 			r.openParts--

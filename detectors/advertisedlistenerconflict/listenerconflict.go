@@ -136,7 +136,7 @@ type issue struct {
 }
 
 func newIssue(endpoint string) *issue {
-	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}, felt: felt{parts: map[part]*spell.Spell{}, nodes: map[int32]*spell.Spell{}}}
+	return &issue{endpoint: endpoint, ids: tally.IDs{}, conns: tally.Conns{Max: maxConns}, felt: felt{parts: map[cluster.Partition]*spell.Spell{}, nodes: map[int32]*spell.Spell{}}}
 }
 
 func (r *rule) add(id int32, host string, port int32) {

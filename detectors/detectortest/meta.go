@@ -13,8 +13,9 @@ func MetaBroker(id int32, host string, port int32) kmsg.MetadataResponseBroker {
 	return b
 }
 
-// Partition is a partition as a Metadata response answers it.
-type Partition struct {
+// Leadership is a partition's leader and replicas as a Metadata response
+// answers them.
+type Leadership struct {
 	ID, Leader int32
 	Err        int16
 	// Replicas, ISR and Offline are the replicas, the in-sync ones and
@@ -23,18 +24,18 @@ type Partition struct {
 }
 
 // Led is partition p led by node l, its replicas 1, 2 and 3 in sync.
-func Led(p, l int32) Partition {
-	return Partition{ID: p, Leader: l, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+func Led(p, l int32) Leadership {
+	return Leadership{ID: p, Leader: l, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
 }
 
 // Leaderless is partition p answered LEADER_NOT_AVAILABLE with leader -1:
 // its only replica, node r, is offline.
-func Leaderless(p, r int32) Partition {
-	return Partition{ID: p, Leader: -1, Err: 5, Replicas: []int32{r}, ISR: []int32{r}, Offline: []int32{r}}
+func Leaderless(p, r int32) Leadership {
+	return Leadership{ID: p, Leader: -1, Err: 5, Replicas: []int32{r}, ISR: []int32{r}, Offline: []int32{r}}
 }
 
 // MetaTopic is a topic of a Metadata response with its partitions.
-func MetaTopic(name string, parts ...Partition) kmsg.MetadataResponseTopic {
+func MetaTopic(name string, parts ...Leadership) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = kmsg.StringPtr(name)
 	for _, p := range parts {

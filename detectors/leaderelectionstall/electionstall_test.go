@@ -36,22 +36,22 @@ func answer(h *dt.Harness, c *flows.Conn, at time.Duration, topics ...kmsg.Metad
 // to, with the partitions of topic "orders" that parts(s) returns. The
 // request of second s is packet 2s+1 and its response 2s+2 when c is the
 // only connection.
-func poll(h *dt.Harness, c *flows.Conn, from, to int, parts func(s int) []dt.Partition) {
+func poll(h *dt.Harness, c *flows.Conn, from, to int, parts func(s int) []dt.Leadership) {
 	for s := from; s <= to; s++ {
 		answer(h, c, time.Duration(s)*time.Second, dt.MetaTopic("orders", parts(s)...))
 	}
 }
 
-func healthy(int) []dt.Partition { return []dt.Partition{dt.Led(0, 1), dt.Led(1, 2), dt.Led(2, 3)} }
+func healthy(int) []dt.Leadership { return []dt.Leadership{dt.Led(0, 1), dt.Led(1, 2), dt.Led(2, 3)} }
 
 // stalled is partition 1 without a leader (its only replica, node 2,
 // offline) from second from to second to, polled once a second from 0 to
 // end: leaderless from the answer of second from to that of second to+1.
 func stalled(from, to, end int) func(h *dt.Harness) {
 	return func(h *dt.Harness) {
-		poll(h, h.Conn(client, server), 0, end, func(s int) []dt.Partition {
+		poll(h, h.Conn(client, server), 0, end, func(s int) []dt.Leadership {
 			if s >= from && s <= to {
-				return []dt.Partition{dt.Led(0, 1), dt.Leaderless(1, 2), dt.Led(2, 3)}
+				return []dt.Leadership{dt.Led(0, 1), dt.Leaderless(1, 2), dt.Led(2, 3)}
 			}
 			return healthy(s)
 		})
@@ -109,11 +109,11 @@ func waited(h *dt.Harness) {
 	follower := h.Conn("10.0.0.4:40000", "10.0.0.3:9092")
 	produceTo(h, prod, 4500*time.Millisecond, 6)
 	produceTo(h, prod, 7*time.Second, 6)
-	lost := []dt.Partition{dt.Leaderless(0, 2), dt.Leaderless(1, 2), dt.Led(2, 3)}
+	lost := []dt.Leadership{dt.Leaderless(0, 2), dt.Leaderless(1, 2), dt.Led(2, 3)}
 	for s := 10; s <= 16; s++ {
 		parts := lost
 		if s == 16 {
-			parts = []dt.Partition{dt.Led(0, 3), dt.Led(1, 3), dt.Led(2, 3)}
+			parts = []dt.Leadership{dt.Led(0, 3), dt.Led(1, 3), dt.Led(2, 3)}
 		}
 		req, resp := dt.Metadata(12, threeBrokers, dt.MetaTopic("orders", parts...))
 		h.Call(meta, dt.At(time.Duration(s)*time.Second), 2*time.Millisecond, "orders-producer", req, resp)
@@ -221,11 +221,11 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name: "a leader in between splits two 29 s stretches: warnings, not a stall",
 			Traffic: func(h *dt.Harness) {
-				poll(h, h.Conn(client, server), 0, 60, func(s int) []dt.Partition {
+				poll(h, h.Conn(client, server), 0, 60, func(s int) []dt.Leadership {
 					if s == 30 {
 						return healthy(s)
 					}
-					return []dt.Partition{dt.Led(0, 1), dt.Leaderless(1, 2), dt.Led(2, 3)}
+					return []dt.Leadership{dt.Led(0, 1), dt.Leaderless(1, 2), dt.Led(2, 3)}
 				})
 			},
 			// 0..29 then a leader at 30: 30 s, an error; 31..60 open
@@ -242,7 +242,7 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name: "near miss: a topic-level error without partitions (auto-creation) is not leaderless",
 			Traffic: func(h *dt.Harness) {
-				poll(h, h.Conn(client, server), 0, 60, func(int) []dt.Partition { return nil })
+				poll(h, h.Conn(client, server), 0, 60, func(int) []dt.Leadership { return nil })
 			},
 		},
 		{
@@ -257,8 +257,8 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name: "leader -1 without an error code and NOT_LEADER_OR_FOLLOWER count too",
 			Traffic: func(h *dt.Harness) {
-				poll(h, h.Conn(client, server), 0, 40, func(int) []dt.Partition {
-					return []dt.Partition{
+				poll(h, h.Conn(client, server), 0, 40, func(int) []dt.Leadership {
+					return []dt.Leadership{
 						{ID: 0, Leader: -1, Replicas: []int32{1, 2}, ISR: []int32{1}, Offline: []int32{1}},
 						{ID: 1, Leader: 2, Err: 6, Replicas: []int32{2, 3}, ISR: []int32{2, 3}},
 						dt.Led(2, 3),
@@ -273,7 +273,7 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name: "overlapping stretches count each response once",
 			Traffic: func(h *dt.Harness) {
-				poll(h, h.Conn(client, server), 0, 100, func(s int) []dt.Partition {
+				poll(h, h.Conn(client, server), 0, 100, func(s int) []dt.Leadership {
 					parts := healthy(s)
 					if s <= 40 {
 						parts[0] = dt.Leaderless(0, 1)
@@ -320,7 +320,7 @@ func TestElectionStall(t *testing.T) {
 		{
 			Name: "one topic, partitions graded apart: one finding per severity (5 s; 2 s and 1 s)",
 			Traffic: func(h *dt.Harness) {
-				poll(h, h.Conn(client, server), 0, 20, func(s int) []dt.Partition {
+				poll(h, h.Conn(client, server), 0, 20, func(s int) []dt.Leadership {
 					parts := healthy(s)
 					if s >= 2 && s < 4 {
 						parts[0] = dt.Leaderless(0, 1)
@@ -440,7 +440,7 @@ func TestElectionStallGrade(t *testing.T) {
 }
 
 // findings runs the rule over 35 s of one partition answered as p.
-func findings(t *testing.T, version int16, p dt.Partition) []detectors.Finding {
+func findings(t *testing.T, version int16, p dt.Leadership) []detectors.Finding {
 	t.Helper()
 	h := dt.New(t, nil, leaderelectionstall.Analyzer)
 	c := h.Conn(client, server)
@@ -465,15 +465,15 @@ func TestElectionStallExplains(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		version int16
-		part    dt.Partition
+		part    dt.Leadership
 		want    string
 	}{
 		{"only replica offline", 12, dt.Leaderless(0, 4), "no candidate to elect"},
-		{"in-sync replicas offline", 12, dt.Partition{Leader: -1, Err: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Offline: []int32{1}},
+		{"in-sync replicas offline", 12, dt.Leadership{Leader: -1, Err: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Offline: []int32{1}},
 			"the online replicas ([2 3]) are out of sync, and with unclean.leader.election.enable=false"},
-		{"in-sync replica online", 12, dt.Partition{Leader: -1, Err: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Offline: []int32{1}},
+		{"in-sync replica online", 12, dt.Leadership{Leader: -1, Err: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Offline: []int32{1}},
 			"In-sync replicas [2] are online, yet no leader was elected: the controller is not completing the election"},
-		{"a listener missing on the leader is not an election", 12, dt.Partition{Leader: -1, Err: 72, Replicas: []int32{1}, ISR: []int32{1}},
+		{"a listener missing on the leader is not an election", 12, dt.Leadership{Leader: -1, Err: 72, Replicas: []int32{1}, ISR: []int32{1}},
 			"LISTENER_NOT_FOUND means the leader exists but has no listener"},
 		{"Metadata v4 does not list offline replicas", 4, dt.Leaderless(0, 4), "(these Metadata versions do not list offline replicas)"},
 	} {
@@ -528,7 +528,7 @@ func TestElectionStallFinding(t *testing.T) {
 func TestElectionStallEvidence(t *testing.T) {
 	h := dt.New(t, nil, leaderelectionstall.Analyzer)
 	c := h.Conn(client, server)
-	var parts []dt.Partition
+	var parts []dt.Leadership
 	for p := range int32(10) {
 		parts = append(parts, dt.Leaderless(p, 2))
 	}
@@ -579,9 +579,9 @@ func TestElectionStallBound(t *testing.T) {
 	}
 	h := dt.New(t, nil, leaderelectionstall.Analyzer)
 	c := h.Conn(client, server)
-	parts := make([]dt.Partition, 1<<16+10)
+	parts := make([]dt.Leadership, 1<<16+10)
 	for i := range parts {
-		parts[i] = dt.Partition{ID: int32(i), Leader: -1, Err: 5}
+		parts[i] = dt.Leadership{ID: int32(i), Leader: -1, Err: 5}
 	}
 	answer(h, c, 0, dt.MetaTopic("orders", parts...))
 	answer(h, c, 2*time.Second, dt.MetaTopic("orders", parts...))

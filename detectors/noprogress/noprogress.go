@@ -262,10 +262,14 @@ func step(k kind, code int16) bool {
 		}
 	case produce:
 		switch code {
-		case 6, 74, 75, 5, // not-leader-loop, leader-election-stall
-			19, 20, // not-enough-replicas
-			45, 46, 47, 90, // producer-sequence and fencing
-			10, 18, 2, 87, 32, 76: // records-rejected: too large, corrupt, invalid record or timestamp, compression
+		case cluster.NotLeaderOrFollower, cluster.FencedLeaderEpoch, cluster.UnknownLeaderEpoch,
+			cluster.LeaderNotAvailable,                                      // not-leader-loop, leader-election-stall
+			cluster.NotEnoughReplicas, cluster.NotEnoughReplicasAfterAppend, // not-enough-replicas
+			cluster.OutOfOrderSequenceNumber, cluster.DuplicateSequenceNumber,
+			cluster.InvalidProducerEpoch, cluster.ProducerFenced, // producer-sequence and fencing
+			cluster.MessageTooLarge, cluster.RecordListTooLarge, cluster.CorruptMessage,
+			cluster.InvalidRecord, cluster.InvalidTimestamp,
+			cluster.UnsupportedCompressionType: // records-rejected: too large, corrupt, invalid record or timestamp, compression
 			return true
 		}
 	}

@@ -13,13 +13,13 @@ import (
 // Finding is one client's refusals. Its exported fields are the finding's
 // "fields".
 type Finding struct {
-	ClientID   string      `json:"client_id"`
-	Clients    []string    `json:"clients"`
-	Servers    []string    `json:"servers"`
-	Errors     []string    `json:"errors"`
-	Acks       int16       `json:"acks"`
-	Idempotent bool        `json:"idempotent"`
-	Partitions []Partition `json:"partitions"`
+	ClientID   string              `json:"client_id"`
+	Clients    []string            `json:"clients"`
+	Servers    []string            `json:"servers"`
+	Errors     []string            `json:"errors"`
+	Acks       int16               `json:"acks"`
+	Idempotent bool                `json:"idempotent"`
+	Partitions []PartitionRefusals `json:"partitions"`
 	// ISR is what Metadata said of the partitions while they were refused.
 	ISR []ISR `json:"isr,omitempty"`
 	// HeldS is the longest a partition went without a write.
@@ -39,9 +39,9 @@ type Finding struct {
 	Rewritten      int64 `count:"rewritten"`
 }
 
-// Partition is one partition's refusals: how many, the mean time between
+// PartitionRefusals is one partition's refusals: how many, the mean time between
 // them (the client's retry pace), the longest time without a write.
-type Partition struct {
+type PartitionRefusals struct {
 	Partition    string  `json:"partition"`
 	Refusals     int64   `json:"refusals"`
 	RetryEveryMs float64 `json:"retry_every_ms"`
@@ -72,7 +72,7 @@ func (r *rule) detail(p *detectors.Pass, pr *Producer) *Finding {
 		if pt.N > 1 {
 			every = text.Millis(pt.Last.Sub(pt.first) / time.Duration(pt.N-1))
 		}
-		f.Partitions = append(f.Partitions, Partition{name, pt.N, every, text.Seconds(d), !ongoing})
+		f.Partitions = append(f.Partitions, PartitionRefusals{name, pt.N, every, text.Seconds(d), !ongoing})
 		f.Held = max(f.Held, d)
 		f.Recovered = f.Recovered && !ongoing
 		if s := r.isr[pk]; s != nil && s.at.Packet != 0 {

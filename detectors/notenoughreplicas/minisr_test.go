@@ -67,7 +67,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 				Detail: &notenoughreplicas.Finding{
 					Refusals: 1, PartitionCount: 1, ClientID: "orders-producer", Acks: int16(-1),
 					Idempotent: true, Recovered: true, HeldS: 0.1,
-					Partitions: []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 1, HeldS: 0.1, Recovered: true}},
+					Partitions: []notenoughreplicas.PartitionRefusals{{Partition: "orders-0", Refusals: 1, HeldS: 0.1, Recovered: true}},
 				},
 				Summary: []string{`producer "orders-producer" (10.2.0.5), acks=all: NOT_ENOUGH_REPLICAS x1 on orders-0; a partition went 100 ms without a write`}}},
 		},
@@ -81,7 +81,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 			},
 			Want: []dt.Want{{Severity: detectors.Warning, Detail: &notenoughreplicas.Finding{
 				Refusals: 2, HeldS: 9.0, Recovered: true,
-				Partitions: []notenoughreplicas.Partition{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}},
+				Partitions: []notenoughreplicas.PartitionRefusals{{Partition: "orders-0", Refusals: 2, RetryEveryMs: 4000, HeldS: 9, Recovered: true}},
 			},
 				Summary: []string{"a partition went 9.0 s without a write"}}},
 		},

@@ -66,18 +66,13 @@ const (
 
 // New makes the rule.
 func New(p Params) detectors.Rule {
-	return &rule{p: Params{MinSkipped: max(p.MinSkipped, 1)}, pos: map[posKey]*position{}, starts: map[part]int64{},
+	return &rule{p: Params{MinSkipped: max(p.MinSkipped, 1)}, pos: map[posKey]*position{}, starts: map[cluster.Partition]int64{},
 		clients: map[cluster.Client]*consumer{}}
-}
-
-type part struct {
-	topic     string
-	partition int32
 }
 
 type posKey struct {
 	cluster.Client
-	part
+	cluster.Partition
 }
 
 // position is what a client is expected to fetch a partition from next.
@@ -98,7 +93,7 @@ type position struct {
 type rule struct {
 	p         Params
 	pos       map[posKey]*position
-	starts    map[part]int64
+	starts    map[cluster.Partition]int64
 	clients   map[cluster.Client]*consumer
 	dropped   int64
 	moreStart int64
@@ -119,7 +114,7 @@ type consumer struct {
 
 // skip is one jump of a partition's position.
 type skip struct {
-	part
+	cluster.Partition
 	from, to   int64
 	logStart   int64 // -1 if not seen
 	outOfRange bool
@@ -153,7 +148,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		for i := range resp.Topics {
 			for _, pp := range resp.Topics[i].Partitions {
 				if pp.ErrorCode == 0 {
-					r.logStart(part{resp.Topics[i].Topic, pp.Partition}, pp.LowWatermark)
+					r.logStart(cluster.Partition{Topic: resp.Topics[i].Topic, Num: pp.Partition}, pp.LowWatermark)
 				}
 			}
 		}
@@ -161,7 +156,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 }
 
 // logStart notes a partition's log start.
-func (r *rule) logStart(pt part, off int64) {
+func (r *rule) logStart(pt cluster.Partition, off int64) {
 	if off < 0 {
 		return
 	}
@@ -181,7 +176,7 @@ func (r *rule) committed(ps *detectors.Pass, x *detectors.Exchange, resp *kmsg.O
 		if pp.ErrorCode != 0 || pp.Offset < 0 {
 			return
 		}
-		r.expect(posKey{c, part{topic, pp.Partition}}, pp.Offset, false, group, x.Resp.Time,
+		r.expect(posKey{c, cluster.Partition{Topic: topic, Num: pp.Partition}}, pp.Offset, false, group, x.Resp.Time,
 			detectors.EvidenceAt(x.Resp, "OffsetFetch answer: "+topic+"-"+strconv.Itoa(int(pp.Partition))+" committed "+strconv.FormatInt(pp.Offset, 10)))
 	}
 	group := ""
@@ -229,7 +224,7 @@ func (r *rule) listed(x *detectors.Exchange, req *kmsg.ListOffsetsRequest, resp 
 			if pp.ErrorCode != 0 {
 				continue
 			}
-			pt := part{t.Topic, pp.Partition}
+			pt := cluster.Partition{Topic: t.Topic, Num: pp.Partition}
 			if ts, ok := asked(req, t.Topic, pp.Partition); ok && ts == -2 {
 				r.logStart(pt, pp.Offset)
 			}
@@ -258,7 +253,7 @@ func asked(req *kmsg.ListOffsetsRequest, topic string, partition int32) (int64, 
 
 func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 	// The log starts the answer names, and its out-of-range answers.
-	var oor []part
+	var oor []cluster.Partition
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		name := ""
@@ -270,7 +265,7 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 			if name == "" {
 				name = r.name(p.Nodes, t.Topic, t.TopicID)
 			}
-			pt := part{name, pp.Partition}
+			pt := cluster.Partition{Topic: name, Num: pp.Partition}
 			if pp.LogStartOffset > 0 {
 				r.logStart(pt, pp.LogStartOffset)
 			}
@@ -284,7 +279,7 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 	}
 	c := x.Req.Client
 	decode.FetchOffsets(req, func(ref cluster.Partition, off int64) {
-		pt := part{r.name(p.Nodes, ref.Topic, ref.TopicID), ref.Num}
+		pt := cluster.Partition{Topic: r.name(p.Nodes, ref.Topic, ref.TopicID), Num: ref.Num}
 		k := posKey{c, pt}
 		group := r.groupOf(k)
 		if ps := r.pos[k]; ps != nil {
@@ -292,8 +287,8 @@ func (r *rule) fetched(p *detectors.Pass, x *detectors.Exchange, req *kmsg.Fetch
 		}
 		for _, o := range oor {
 			if o == pt {
-				r.expect(k, off, true, group, x.Resp.Time, detectors.EvidenceAt(x.Resp, "Fetch answer: "+pt.topic+"-"+
-					strconv.Itoa(int(pt.partition))+" OFFSET_OUT_OF_RANGE at offset "+strconv.FormatInt(off, 10)))
+				r.expect(k, off, true, group, x.Resp.Time, detectors.EvidenceAt(x.Resp, "Fetch answer: "+pt.Topic+"-"+
+					strconv.Itoa(int(pt.Num))+" OFFSET_OUT_OF_RANGE at offset "+strconv.FormatInt(off, 10)))
 			}
 		}
 	})
@@ -318,7 +313,7 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 	if off < ps.offset {
 		return // back, not past: read twice, not lost
 	}
-	start, ok := r.starts[k.part]
+	start, ok := r.starts[k.Partition]
 	if !ok {
 		start = -1
 	}
@@ -336,7 +331,7 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 			return
 		}
 	}
-	s := skip{part: k.part, from: ps.offset, to: off, logStart: start, outOfRange: ps.outOfRange, group: ps.group}
+	s := skip{Partition: k.Partition, from: ps.offset, to: off, logStart: start, outOfRange: ps.outOfRange, group: ps.group}
 	if len(c.skips) < maxParts {
 		c.skips = append(c.skips, s)
 	} else {
@@ -359,7 +354,7 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 	}
 	c.conns.Add(x.Conn)
 	if len(c.ev) < 32 {
-		c.ev = append(c.ev, ps.at, detectors.EvidenceAt(x.Req, "Fetch request: "+k.topic+"-"+strconv.Itoa(int(k.partition))+
+		c.ev = append(c.ev, ps.at, detectors.EvidenceAt(x.Req, "Fetch request: "+k.Topic+"-"+strconv.Itoa(int(k.Num))+
 			" from offset "+strconv.FormatInt(off, 10)))
 	}
 }
@@ -388,10 +383,10 @@ func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {
 		MoreParts: c.moreParts, Dropped: r.dropped}
 	var parts []cluster.Partition
 	for _, s := range c.skips {
-		ps := Skip{Partition: s.topic + "-" + strconv.Itoa(int(s.partition)), From: s.from, To: s.to, OutOfRange: s.outOfRange,
+		ps := Skip{Partition: s.Topic + "-" + strconv.Itoa(int(s.Num)), From: s.from, To: s.to, OutOfRange: s.outOfRange,
 			LogStart: s.logStart}
 		f.Partitions = append(f.Partitions, ps)
-		parts = append(parts, cluster.Partition{Topic: s.topic, Num: s.partition})
+		parts = append(parts, s.Partition)
 	}
 	ev := append([]detectors.Evidence(nil), c.ev...)
 	detectors.SortEvidence(ev)

@@ -121,7 +121,8 @@ func TestWindowMatchesBruteForce(t *testing.T) {
 // TestAddNIsAdds: AddN(t, k) leaves the window as k calls of Add(t) do,
 // for counts below, at and past the ring's n, times going backwards and
 // spans of zero; and AddN of 2^31-1 events (what one forged connection
-// record may claim) takes no longer than a few hundred Adds.
+// record may claim) counts at most n+1 of them one by one, whatever k: the
+// steps are counted, not timed.
 func TestAddNIsAdds(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 1))
 	for _, n := range []int{2, 3, 7, 50} {
@@ -143,15 +144,27 @@ func TestAddNIsAdds(t *testing.T) {
 			}
 		}
 	}
+
+	steps, most := 0, MaxN+1
+	stepped = func() {
+		if steps++; steps > most {
+			t.Fatalf("AddN of 2^31-1 events counted more than %d of them one by one", most)
+		}
+	}
+	defer func() { stepped = nil }()
 	w := New(MaxN, time.Second)
-	began := time.Now()
-	w.AddN(at(0), math.MaxInt32)
-	w.AddN(at(10), math.MaxInt32)
-	if took := time.Since(began); took > 200*time.Millisecond {
-		t.Errorf("AddN of 2^31-1 events twice took %v", took)
+	for _, ms := range []int{0, 10} {
+		steps = 0
+		w.AddN(at(ms), math.MaxInt32)
+		if ms == 0 && steps != most {
+			t.Errorf("AddN of 2^31-1 events into an empty window of %d: %d steps, want %d (n to fill the ring, one to start the burst)", MaxN, steps, most)
+		}
 	}
 	if w.Total() != 2*math.MaxInt32 {
 		t.Errorf("total %d, want %d", w.Total(), 2*math.MaxInt32)
+	}
+	if best, _, _ := w.Result(at(10)); best.Events != 2*math.MaxInt32 {
+		t.Errorf("burst of %d events, want %d", best.Events, 2*math.MaxInt32)
 	}
 }
 
