@@ -531,21 +531,40 @@ func hex4(b []byte) rune {
 	return r
 }
 
-// str reads a string value (null reads as "", absent).
-func (d *decoder) str() (string, bool) {
+// quoted reads a string value's bytes as they stand between its
+// quotes, and whether they hold escapes; ok is false for null or an error.
+func (d *decoder) quoted() (raw []byte, special, ok bool) {
 	if d.null() {
-		return "", false
+		return nil, false, false
 	}
 	if d.peek() != '"' {
 		d.fail("want a string")
-		return "", false
+		return nil, false, false
 	}
 	start := d.i + 1
 	end, special := d.scanString()
 	if d.err != nil {
+		return nil, false, false
+	}
+	return d.b[start : end-1], special, true
+}
+
+// bytesString reads a string value unescaped; ok is false for null or an
+// error.
+func (d *decoder) bytesString() ([]byte, bool) {
+	raw, special, ok := d.quoted()
+	if ok && special {
+		raw = []byte(unescape(raw))
+	}
+	return raw, ok
+}
+
+// str reads a string value (null reads as "", absent).
+func (d *decoder) str() (string, bool) {
+	raw, special, ok := d.quoted()
+	if !ok {
 		return "", false
 	}
-	raw := d.b[start : end-1]
 	if !special {
 		if len(raw) > MaxString {
 			d.clipped()
@@ -708,21 +727,9 @@ func (d *decoder) optStr(o *Opt[string]) { o.V, o.Set = d.str() }
 // body reads a body field: base64 (standard, padded) of at most MaxBody
 // bytes; null reads as absent.
 func (d *decoder) body() []byte {
-	if d.null() {
+	raw, ok := d.bytesString()
+	if !ok {
 		return nil
-	}
-	if d.peek() != '"' {
-		d.fail("want a string")
-		return nil
-	}
-	start := d.i + 1
-	end, special := d.scanString()
-	if d.err != nil {
-		return nil
-	}
-	raw := d.b[start : end-1]
-	if special {
-		raw = []byte(unescape(raw))
 	}
 	if base64.StdEncoding.DecodedLen(len(raw)) > MaxBody+3 {
 		d.bound("body bytes", MaxBody)
@@ -1065,21 +1072,9 @@ func (d *decoder) batch(b *Batch) {
 // fingerprints reads a batch's fp: base64 (standard, padded) of 16 bytes
 // a record, at most MaxPrints in the record; null reads as absent.
 func (d *decoder) fingerprints() []decode.RecordHash {
-	if d.null() {
+	raw, ok := d.bytesString()
+	if !ok {
 		return nil
-	}
-	if d.peek() != '"' {
-		d.fail("want a string")
-		return nil
-	}
-	start := d.i + 1
-	end, special := d.scanString()
-	if d.err != nil {
-		return nil
-	}
-	raw := d.b[start : end-1]
-	if special {
-		raw = []byte(unescape(raw))
 	}
 	if n := base64.StdEncoding.DecodedLen(len(raw)) / 16; d.prints+n > MaxPrints+1 {
 		d.bound("record fingerprints", MaxPrints)
