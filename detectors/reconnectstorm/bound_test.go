@@ -28,8 +28,8 @@ func TestOpenBounded(t *testing.T) {
 	n := 3 * maxOpen
 	for i := 1; i <= n; i++ {
 		open(i, dt.At(time.Duration(i)*time.Millisecond))
-		if len(r.open) > maxOpen || len(r.order) > maxOpen {
-			t.Fatalf("after %d connections the open table holds %d (ring %d), bound %d", i, len(r.open), len(r.order), maxOpen)
+		if r.open.Len() > maxOpen || r.open.Slots() > maxOpen {
+			t.Fatalf("after %d connections the open table holds %d (ring %d), bound %d", i, r.open.Len(), r.open.Slots(), maxOpen)
 		}
 	}
 	if got := r.Cut()["connections_forgotten"]; got != int64(n-maxOpen) {

@@ -68,21 +68,14 @@ func New(p Params) detectors.Rule {
 	if p.Window <= 0 {
 		p.Window = time.Second
 	}
-	return &rule{p: p, brokers: map[netip.AddrPort]*broker{}, open: map[tally.ConnKey]*conn{}}
+	return &rule{p: p, brokers: map[netip.AddrPort]*broker{}, open: tally.Newest[*conn]{Max: maxOpen}}
 }
 
 type rule struct {
 	p       Params
 	brokers map[netip.AddrPort]*broker
-	open    map[tally.ConnKey]*conn // by value: it pins no connection record
-	// order is the keys of the last maxOpen connections opened, a ring
-	// from head: one still open when its slot comes round again is
-	// forgotten (connections reaped by the idle timeout never close),
-	// so that the newest are always followed.
-	order     []tally.ConnKey
-	head      int
-	forgotten int64
-	dropped   int64
+	open    tally.Newest[*conn] // by value: it pins no connection record; the newest maxOpen
+	dropped int64
 	// beyond has a connection's bit set once it has carried a request
 	// beyond ApiVersions and SASL: its further requests of other APIs
 	// change nothing, and are let go without looking the connection up
@@ -154,28 +147,10 @@ func (b *broker) attempt(client netip.AddrPort, t time.Time, n int) {
 	b.win.AddN(t, n) // bounded by the window, not by n (a forged record's 2^31)
 }
 
-// follow keeps c as the connection k, forgetting the one opened maxOpen
-// connections ago if it is still open.
-func (r *rule) follow(k tally.ConnKey, c *conn) {
-	if r.open[k] == nil {
-		if len(r.order) < maxOpen {
-			r.order = append(r.order, k)
-		} else {
-			if old := r.order[r.head]; r.open[old] != nil {
-				delete(r.open, old)
-				r.forgotten++
-			}
-			r.order[r.head] = k
-			r.head = (r.head + 1) % maxOpen
-		}
-	}
-	r.open[k] = c
-}
-
 // Cut implements detectors.Bounded: connections still open when
 // maxOpen newer ones had opened, whose close is not judged.
 func (r *rule) Cut() map[string]int64 {
-	return map[string]int64{"connections_forgotten": r.forgotten}
+	return map[string]int64{"connections_forgotten": r.open.Forgotten}
 }
 
 // ConnEvent implements detectors.ConnHook.
@@ -193,7 +168,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 		b.opened++
 		b.conns.Add(e.Conn)
 		b.ev.Add(detectors.Evidence{File: e.File, Packet: e.Packet, Conn: e.Conn.ID, What: "connection opened"})
-		r.follow(tally.KeyOf(e.Conn), &conn{b: b, opened: e.Time})
+		r.open.Put(tally.KeyOf(e.Conn), &conn{b: b, opened: e.Time})
 	case flows.ConnRefused, flows.ConnUnanswered:
 		b := r.broker(e.Server)
 		if b == nil {
@@ -214,11 +189,11 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 			return
 		}
 		k := tally.KeyOf(e.Conn)
-		c := r.open[k]
+		c := r.open.Get(k)
 		if c == nil {
 			return
 		}
-		delete(r.open, k)
+		r.open.Delete(k)
 		b := c.b
 		b.closed++
 		life := e.Time.Sub(c.opened)
@@ -241,7 +216,7 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	if key != kmsg.ApiVersions && key != kmsg.SASLHandshake && key != kmsg.SASLAuthenticate && r.beyond.Has(m.Conn.ID) {
 		return
 	}
-	c := r.open[tally.KeyOf(m.Conn)]
+	c := r.open.Get(tally.KeyOf(m.Conn))
 	if c == nil {
 		return
 	}

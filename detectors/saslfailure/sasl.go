@@ -70,38 +70,21 @@ const (
 // New makes the rule.
 func New(p Params) detectors.Rule {
 	p.MinReauthCloses = max(p.MinReauthCloses, 1)
-	return &rule{p: p, clients: map[cluster.Client]*client{}, conns: map[tally.ConnKey]*conn{}}
+	return &rule{p: p, clients: map[cluster.Client]*client{}, conns: tally.Newest[*conn]{Max: maxConns}}
 }
 
 type rule struct {
 	p       Params
 	clients map[cluster.Client]*client
-	conns   map[tally.ConnKey]*conn // by value: it pins no connection record
-	// order is the keys of the last maxConns connections followed, a
-	// ring from head: one still followed when its slot comes round again
-	// is forgotten (connections reaped by the idle timeout never close),
-	// so that the newest are always followed.
-	order     []tally.ConnKey
-	head      int
-	forgotten int64
-	dropped   int64
+	conns   tally.Newest[*conn] // by value: it pins no connection record; the newest maxConns
+	dropped int64
 }
 
 // follow starts following connection k, forgetting the one followed
 // maxConns connections ago if it is still there.
 func (r *rule) follow(k tally.ConnKey) *conn {
-	if len(r.order) < maxConns {
-		r.order = append(r.order, k)
-	} else {
-		if old := r.order[r.head]; r.conns[old] != nil {
-			delete(r.conns, old)
-			r.forgotten++
-		}
-		r.order[r.head] = k
-		r.head = (r.head + 1) % maxConns
-	}
 	cn := &conn{}
-	r.conns[k] = cn
+	r.conns.Put(k, cn)
 	return cn
 }
 
@@ -109,7 +92,7 @@ func (r *rule) follow(k tally.ConnKey) *conn {
 // maxConns newer ones had authenticated, whose session is no longer
 // judged (a close at re-authentication time goes uncounted).
 func (r *rule) Cut() map[string]int64 {
-	return map[string]int64{"connections_forgotten": r.forgotten}
+	return map[string]int64{"connections_forgotten": r.conns.Forgotten}
 }
 
 // conn is a connection's SASL state.
@@ -185,7 +168,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	ck := tally.KeyOf(x.Conn)
-	cn := r.conns[ck]
+	cn := r.conns.Get(ck)
 	if cn == nil {
 		cn = r.follow(ck)
 		cn.client = cl
@@ -270,7 +253,7 @@ func (r *rule) fail(cl *client, c *flows.ConnInfo, t time.Time, code int16, ev d
 // unanswered notes a request never answered: on a connection whose
 // session had run out, the broker closed it there.
 func (r *rule) unanswered(x *detectors.Exchange) {
-	cn := r.conns[tally.KeyOf(x.Conn)]
+	cn := r.conns.Get(tally.KeyOf(x.Conn))
 	if cn == nil || cn.expired || !cn.expiredAt(x.Req.Time, r.p.ReauthSlack) {
 		return
 	}
@@ -288,12 +271,12 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 	if e.Kind != flows.ConnClosed || e.Conn == nil {
 		return
 	}
-	cn := r.conns[tally.KeyOf(e.Conn)]
+	cn := r.conns.Get(tally.KeyOf(e.Conn))
 	if cn == nil {
 		return
 	}
 	if !cn.expiredAt(e.Time, r.p.ReauthSlack) {
-		delete(r.conns, tally.KeyOf(e.Conn))
+		r.conns.Delete(tally.KeyOf(e.Conn))
 		return
 	}
 	cn.closed = e.Time
@@ -306,7 +289,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 
 // reauthClose counts a connection closed at re-authentication time.
 func (r *rule) reauthClose(c *flows.ConnInfo, cn *conn) {
-	delete(r.conns, tally.KeyOf(c))
+	r.conns.Delete(tally.KeyOf(c))
 	cl := cn.client
 	if cl.reauthClosed == 0 || cn.closed.Before(cl.firstClose) {
 		cl.firstClose = cn.closed
