@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -196,6 +197,9 @@ func hasAnalyzer(as []*Analyzer, name string) bool {
 
 // Analyzers returns the analyzers the set runs.
 func (s *Set) Analyzers() []*Analyzer { return s.analyzers }
+
+// SetKeepClosed tells the rules flows.Config.KeepClosed (Pass.KeepClosed).
+func (s *Set) SetKeepClosed(d time.Duration) { s.pass.KeepClosed = d }
 
 // SetPorts tells the rules the run's Kafka ports.
 func (s *Set) SetPorts(p *flows.Ports) { s.pass.Ports = p }
