@@ -299,6 +299,7 @@ func (s *Conns) Fold(gone func(id int) bool) int {
 	}
 	n := len(s.list) - len(kept)
 	s.list = kept
+	s.hasLast = false // it may be one dropped
 	return n
 }
 

@@ -42,7 +42,8 @@ func TestEntry(t *testing.T) {
 
 // TestConnsAddAgain: adding the connection added last, or one kept
 // before it, keeps one of each; a connection beyond Max is counted each
-// time it is met, even right after itself; Reset forgets the last one.
+// time it is met, even right after itself; Reset and Fold forget the
+// last one.
 func TestConnsAddAgain(t *testing.T) {
 	srv := netip.MustParseAddrPort("10.0.0.9:9092")
 	key := func(id int, port uint16) ConnKey {
@@ -66,6 +67,14 @@ func TestConnsAddAgain(t *testing.T) {
 	s.AddKey(key(2, 1001))
 	if got := s.List(); !reflect.DeepEqual(got, []ConnKey{key(2, 1001)}) {
 		t.Fatalf("after Reset: List %v, want the one", got)
+	}
+	// Folded out, then met again: kept again.
+	if n := s.Fold(func(id int) bool { return id == 2 }); n != 1 || s.Len() != 0 {
+		t.Fatalf("Fold dropped %d, Len %d, want 1 and 0", n, s.Len())
+	}
+	s.AddKey(key(2, 1001))
+	if s.Len() != 1 {
+		t.Fatalf("after Fold: Len %d, want the one added again", s.Len())
 	}
 	c := s.Clone()
 	c.AddKey(key(2, 1001))
