@@ -15,6 +15,11 @@ import (
 // waiting already, the disk being slower than the traffic for that long.
 const spoolQueue = 256
 
+// spoolWrite is the most one queued write holds: the capture.Writer's
+// buffer (packets larger than it are written whole, and still count
+// within --ui-keep).
+const spoolWrite = 64 << 10
+
 // spoolIO is the spool's writing goroutine and its queue.
 type spoolIO struct {
 	ops  chan spoolOp
