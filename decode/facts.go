@@ -40,13 +40,23 @@ type LeaderHint struct {
 // LeaderHints calls fn for each partition a Metadata, Produce or Fetch
 // response names a leader for (Metadata: every partition, with its error
 // code; Produce and Fetch: those carrying a CurrentLeader with a leader).
-func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
+// The hint fn gets is reused for the next partition: copy what is kept.
+// (A pointer, not a value: a hint is over 130 bytes and a Metadata
+// response lists every partition of the cluster.)
+func LeaderHints(resp kmsg.Response, fn func(h *LeaderHint)) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		MetadataPartitions(r, func(ref cluster.Partition, p *kmsg.MetadataResponseTopicPartition) {
-			fn(LeaderHint{Partition: ref, Leader: p.Leader, Epoch: p.LeaderEpoch,
-				ErrorCode: p.ErrorCode, Source: "metadata", Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas})
-		})
+		h := LeaderHint{Source: "metadata"}
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			h.Topic, h.TopicID = metadataTopic(t), t.TopicID
+			for j := range t.Partitions {
+				p := &t.Partitions[j]
+				h.Num, h.Leader, h.Epoch, h.ErrorCode = p.Partition, p.Leader, p.LeaderEpoch, p.ErrorCode
+				h.Replicas, h.ISR, h.Offline = p.Replicas, p.ISR, p.OfflineReplicas
+				fn(&h)
+			}
+		}
 	case *kmsg.ProduceResponse:
 		if r.Version >= 10 {
 			hints(r, "produce", fn)
@@ -60,10 +70,10 @@ func LeaderHints(resp kmsg.Response, fn func(h LeaderHint)) {
 
 // hints calls fn for the partitions of a Produce or Fetch response that
 // name a leader.
-func hints(resp kmsg.Response, source string, fn func(h LeaderHint)) {
+func hints(resp kmsg.Response, source string, fn func(h *LeaderHint)) {
 	PartitionAnswers(resp, func(a PartitionAnswer) {
 		if a.Leader >= 0 {
-			fn(LeaderHint{Partition: a.Partition, Leader: a.Leader, Epoch: a.Epoch, ErrorCode: a.ErrorCode, Source: source})
+			fn(&LeaderHint{Partition: a.Partition, Leader: a.Leader, Epoch: a.Epoch, ErrorCode: a.ErrorCode, Source: source})
 		}
 	})
 }

@@ -47,7 +47,7 @@ func TestLeaderHints(t *testing.T) {
 	}}}
 	var got []string
 	for _, r := range []kmsg.Response{meta, prod, old, fetch} {
-		decode.LeaderHints(r, func(h decode.LeaderHint) {
+		decode.LeaderHints(r, func(h *decode.LeaderHint) {
 			got = append(got, fmt.Sprintf("%s %s-%d leader %d epoch %d err %d", h.Source, h.Topic, h.Num, h.Leader, h.Epoch, h.ErrorCode))
 		})
 	}

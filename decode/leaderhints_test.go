@@ -27,7 +27,7 @@ func TestLeaderHintReplicas(t *testing.T) {
 	}}}
 	var got []string
 	for _, r := range []kmsg.Response{meta, prod} {
-		decode.LeaderHints(r, func(h decode.LeaderHint) {
+		decode.LeaderHints(r, func(h *decode.LeaderHint) {
 			got = append(got, fmt.Sprintf("%s %s-%d leader %d replicas %v isr %v offline %v (nil %v)", h.Source, h.Topic, h.Num,
 				h.Leader, h.Replicas, h.ISR, h.Offline, h.Offline == nil))
 		})

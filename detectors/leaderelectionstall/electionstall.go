@@ -245,12 +245,12 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	r.hints = r.hints[:0]
-	decode.LeaderHints(x.Resp.Resp, func(h decode.LeaderHint) {
+	decode.LeaderHints(x.Resp.Resp, func(h *decode.LeaderHint) {
 		if len(r.hints) > 0 && (h.Topic != r.hints[0].Topic || h.TopicID != r.hints[0].TopicID) {
 			r.topic(x, r.hints)
 			r.hints = r.hints[:0]
 		}
-		r.hints = append(r.hints, h)
+		r.hints = append(r.hints, *h)
 	})
 	if len(r.hints) > 0 {
 		r.topic(x, r.hints)

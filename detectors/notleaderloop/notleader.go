@@ -194,7 +194,7 @@ func (r *rule) metadata(x *detectors.Exchange, resp *kmsg.MetadataResponse) {
 	var key table.CPKey
 	var ct *table.CPTopic[meta]
 	started := false
-	decode.LeaderHints(resp, func(h decode.LeaderHint) {
+	decode.LeaderHints(resp, func(h *decode.LeaderHint) {
 		if !started || h.Topic != topic.Topic || h.TopicID != topic.TopicID {
 			started, topic = true, h.Partition
 			key = cpKey(c, h.Partition.Key(nodes))
