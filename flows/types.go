@@ -139,6 +139,10 @@ func (m *Message) knownTopic(name string, id [16]byte) (string, bool) {
 	return "", false
 }
 
+// PartitionKey is p as state is kept by it (cluster.Partition.Key), by
+// the topic names the run knows.
+func (m *Message) PartitionKey(p cluster.Partition) cluster.Partition { return p.Key(m.names()) }
+
 // names is what the run knows of topics' names, for cluster.Partition.Key.
 func (m *Message) names() cluster.Names {
 	if m.Conn != nil && m.Conn.nodes != nil {
