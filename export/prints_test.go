@@ -14,6 +14,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 type shippedBatch struct {
@@ -71,16 +72,16 @@ func shipThrough(t *testing.T, cfg Config, produced, fetched [][]byte) []shipped
 	var rs []*flows.Message
 	var ws []kmsg.Response
 	if produced != nil {
-		rs = append(rs, flows.MakeRequest(c, at, 1, "mm2", detectortest.ProduceRaw("orders", 0, produced...)))
+		rs = append(rs, flowstest.MakeRequest(c, at, 1, "mm2", detectortest.ProduceRaw("orders", 0, produced...)))
 		ws = append(ws, detectortest.ProducedAt("orders", 0, 0, 100))
 	}
 	if fetched != nil {
-		rs = append(rs, flows.MakeRequest(c, at, 2, "mm2", detectortest.FetchOf(id, 0, 0, -1)))
+		rs = append(rs, flowstest.MakeRequest(c, at, 2, "mm2", detectortest.FetchOf(id, 0, 0, -1)))
 		ws = append(ws, detectortest.FetchedBatches(id, 0, 1000, fetched...))
 	}
 	for i, req := range rs {
 		d.Deliver(&flows.Event{Req: req})
-		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), ws[i])}})
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Millisecond), ws[i])}})
 	}
 	return out
 }

@@ -163,9 +163,10 @@ func (m *Message) Identify() {
 	m.Group = cluster.GroupOf(m.Req)
 }
 
-// Answers makes m, a response, answer req: its API, version, client,
-// role, fetcher and group are the request's.
+// Answers makes m, a response, answer req: its connection, API, version,
+// client, role, fetcher and group are the request's.
 func (m *Message) Answers(req *Message) {
+	m.Conn, m.conn = req.Conn, req.conn
 	m.Key, m.Version = req.Key, req.Version
 	m.Client, m.Role, m.Fetcher, m.Group = req.Client, req.Role, req.Fetcher, req.Group
 }
