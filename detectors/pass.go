@@ -39,6 +39,13 @@ type Pass struct {
 	// NotListed whose Summary it returns with them: the Set lists at
 	// most that many anyway, and this way they are never all in memory.
 	MaxFindings int
+	// KeepClosed is flows.Config.KeepClosed (live: --keep-closed): a
+	// connection closed for longer is folded into the totals and no
+	// longer listed. A rule keeping state per connection or naming
+	// connections per client may drop what belongs to connections closed
+	// that long, counting it, so that its tables level in a live capture
+	// as the connections table does; 0 (-r by default): keep it all.
+	KeepClosed time.Duration
 }
 
 // Label shows a server address with its node id when known.

@@ -3,6 +3,7 @@ package detectors
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -144,6 +145,9 @@ func hasAnalyzer(as []*Analyzer, name string) bool {
 
 // Analyzers returns the analyzers the set runs.
 func (s *Set) Analyzers() []*Analyzer { return s.analyzers }
+
+// SetKeepClosed tells the rules flows.Config.KeepClosed (Pass.KeepClosed).
+func (s *Set) SetKeepClosed(d time.Duration) { s.pass.KeepClosed = d }
 
 // SetPorts tells the rules the run's Kafka ports.
 func (s *Set) SetPorts(p *flows.Ports) { s.pass.Ports = p }

@@ -160,6 +160,7 @@ type Exporter struct {
 	// holds an exchange's, printFn names their function (fp_fn), cuts
 	// the first batch of each record of its partitions (cut).
 	printer *decode.RecordHasher
+	prints  printCache // the fingerprints of batches seen, by place (printcache.go)
 	fps     []decode.RecordHash
 	printFn string
 	cuts    []int

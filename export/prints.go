@@ -81,16 +81,27 @@ func (e *Exporter) fingerprint(x *flows.Exchange) {
 		}
 		from := len(e.fps)
 		var err error
-		if bo.offset != -2 {
+		base := bo.offset // a produced batch's offset in the log, -1 unknown
+		if base == -2 {
+			base = bo.b.BaseOffset
+		}
+		k := keyOf(x.Conn.Server, bo.b, base)
+		if hs, ok := e.lookup(k); ok {
+			e.fps = append(e.fps, hs...)
+		} else if bo.offset != -2 {
 			var hs []decode.RecordHash
-			hs, err = x.Req.RecordHashes(e.printer, bo.i)
+			if hs, err = x.Req.RecordHashes(e.printer, bo.i); err == nil && base >= 0 {
+				e.prints.put(k, hs)
+			}
 			e.fps = append(e.fps, hs...)
 		} else {
 			if fetchFrame {
 				e.printer.StartFrame()
 				fetchFrame = false
 			}
-			e.fps, err = e.printer.Hashes(&bo.b.Batch, e.fps)
+			if e.fps, err = e.printer.Hashes(&bo.b.Batch, e.fps); err == nil {
+				e.prints.put(k, e.fps[from:])
+			}
 		}
 		if err != nil {
 			e.fps = e.fps[:from]
@@ -99,6 +110,14 @@ func (e *Exporter) fingerprint(x *flows.Exchange) {
 		}
 		bo.from, bo.to = int32(from), int32(len(e.fps))
 	}
+}
+
+// lookup returns the fingerprints made of a batch at k before, if any.
+func (e *Exporter) lookup(k printKey) ([]decode.RecordHash, bool) {
+	if k.base < 0 {
+		return nil, false
+	}
+	return e.prints.get(k)
 }
 
 // printErr names why a batch ships no fingerprints (docs/export.md's

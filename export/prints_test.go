@@ -163,3 +163,137 @@ func TestRecordPrintsBound(t *testing.T) {
 		t.Errorf("second record: batch_index %d, %d batches", out[1].Index, len(b))
 	}
 }
+
+// TestRecordPrintsOncePerBatch (issue 29 item 1): a batch produced, then
+// fetched by a follower and two consumer groups from the same broker, is
+// decompressed and fingerprinted once, and every copy ships the same
+// prints; a copy at the same place from another broker, or at the same
+// place with other bytes (another CRC), is fingerprinted again.
+func TestRecordPrintsOncePerBatch(t *testing.T) {
+	zstd := detectortest.Codec(kgo.ZstdCompression())
+	recs := detectortest.Records(0, 40)
+	batch := detectortest.BatchSpec{Codec: zstd, ProducerID: 7, Records: recs}.Encode(t)
+	stored := detectortest.Stored(batch, 100, 0)
+	other := detectortest.Stored(detectortest.BatchSpec{Codec: zstd, ProducerID: 8, Records: detectortest.Records(40, 40)}.Encode(t), 100, 0)
+	var ref, refOther []decode.RecordHash
+	one := decode.NewRecordPrinter(1<<20, nil)
+	decode.ScanBatches(stored, func(b *decode.Batch) { ref, _ = one.Hashes(b, nil) })
+	perCopy := one.Counts().In
+	decode.ScanBatches(other, func(b *decode.Batch) { refOther, _ = one.Hashes(b, nil) })
+	otherCopy := one.Counts().In - perCopy
+	if len(ref) != 40 || len(refOther) != 40 || perCopy == 0 || ref[39] == refOther[39] {
+		t.Fatalf("reference: %d and %d prints, %d bytes a copy", len(ref), len(refOther), perCopy)
+	}
+
+	e, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Topic: "ship", Agent: "host-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cl.Close() })
+	var out []shippedPart
+	e.send = func(_ string, _, value []byte) {
+		var p shippedPart
+		if err := json.Unmarshal(value, &p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	d := flows.NewDelivery(e)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	broker, elsewhere := netip.MustParseAddrPort("10.1.0.1:9092"), netip.MustParseAddrPort("10.1.0.3:9092")
+	id := [16]byte{1, 2, 3}
+	corr := int32(0)
+	exchange := func(client string, server netip.AddrPort, req kmsg.Request, resp kmsg.Response) {
+		c := flows.MakeConn(netip.MustParseAddrPort(client), server)
+		d.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: at}})
+		corr++
+		m := flows.MakeRequest(c, at, corr, "app", req)
+		d.Deliver(&flows.Event{Req: m})
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: m, Resp: flows.MakeResponse(m, at.Add(time.Millisecond), resp)}})
+	}
+	mreq, mresp := detectortest.MetadataBrokers("orders", id, map[int32]string{1: broker.String()})
+	exchange("10.0.0.1:40000", broker, mreq, mresp)
+	exchange("10.0.0.1:40001", broker, detectortest.ProduceRaw("orders", 0, batch), detectortest.ProducedAt("orders", 0, 0, 100))
+	exchange("10.1.0.2:50000", broker, detectortest.FetchOf(id, 0, 100, 2), detectortest.FetchedBatches(id, 0, 140, stored))
+	exchange("10.0.0.2:40000", broker, detectortest.FetchOf(id, 0, 100, -1), detectortest.FetchedBatches(id, 0, 140, stored))
+	exchange("10.0.0.3:40000", broker, detectortest.FetchOf(id, 0, 100, -1), detectortest.FetchedBatches(id, 0, 140, stored))
+	if got := e.printer.Counts().In; got != perCopy {
+		t.Errorf("produced and fetched 3 times: %d compressed bytes fingerprinted, want %d (once)", got, perCopy)
+	}
+	exchange("10.0.0.4:40000", elsewhere, detectortest.FetchOf(id, 0, 100, -1), detectortest.FetchedBatches(id, 0, 140, stored))
+	exchange("10.0.0.5:40000", broker, detectortest.FetchOf(id, 0, 100, -1), detectortest.FetchedBatches(id, 0, 140, other))
+	if got := e.printer.Counts().In; got != 2*perCopy+otherCopy {
+		t.Errorf("another broker's copy and other bytes: %d compressed bytes fingerprinted, want %d", got, 2*perCopy+otherCopy)
+	}
+
+	var shipped [][][2]uint64
+	for _, p := range out {
+		for _, b := range p.Batches {
+			shipped = append(shipped, printsOf(t, b))
+		}
+	}
+	if len(shipped) != 6 {
+		t.Fatalf("%d batches shipped, want 6", len(shipped))
+	}
+	for i, ps := range shipped {
+		want := ref
+		if i == 5 {
+			want = refOther
+		}
+		if len(ps) != len(want) {
+			t.Fatalf("copy %d: %d prints", i, len(ps))
+		}
+		for j, p := range ps {
+			if p != [2]uint64{want[j].Sum, want[j].Hi} {
+				t.Fatalf("copy %d record %d: %x, want %x", i, j, p, want[j])
+			}
+		}
+	}
+}
+
+// TestPrintCacheBounded: the cache keeps the newest batches' prints
+// within its bounds, never a batch's prints overwritten since, and
+// forgets the oldest first.
+func TestPrintCacheBounded(t *testing.T) {
+	var c printCache
+	key := func(i int) printKey { return printKey{topic: "t", base: int64(i), length: 1, crc: uint32(i)} }
+	prints := func(i, n int) []decode.RecordHash {
+		hs := make([]decode.RecordHash, n)
+		for j := range hs {
+			hs[j] = decode.RecordHash{Sum: uint64(i), Hi: uint64(j), Delta: int32(j)}
+		}
+		return hs
+	}
+	// Batches of 1,000 prints: the ring holds 262 of them.
+	const n = 1000
+	for i := range 600 {
+		c.put(key(i), prints(i, n))
+		if i%50 == 0 || i == 599 {
+			for j := 0; j <= i; j++ {
+				hs, ok := c.get(key(j))
+				if want := j > i-printCachePrints/n; ok != want {
+					t.Fatalf("after %d batches: batch %d found %v, want %v", i+1, j, ok, want)
+				}
+				if ok && (len(hs) != n || hs[0].Sum != uint64(j) || hs[n-1].Hi != n-1) {
+					t.Fatalf("after %d batches: batch %d's prints overwritten", i+1, j)
+				}
+			}
+		}
+	}
+	if len(c.index) != c.size || c.size > printCachePrints/n || len(c.ring) > printCachePrints {
+		t.Errorf("index %d, order %d, ring %d", len(c.index), c.size, len(c.ring))
+	}
+	// Small batches: at most printCacheBatches kept.
+	for i := range printCacheBatches + 10 {
+		c.put(key(1000+i), prints(i, 1))
+	}
+	if len(c.index) != printCacheBatches || c.size != printCacheBatches {
+		t.Errorf("index %d, order %d, want %d", len(c.index), c.size, printCacheBatches)
+	}
+	if _, ok := c.get(key(1000)); ok {
+		t.Error("the oldest small batch kept past the bound")
+	}
+	if _, ok := c.get(key(1000 + printCacheBatches + 9)); !ok {
+		t.Error("the newest small batch not kept")
+	}
+}

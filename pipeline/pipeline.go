@@ -239,6 +239,7 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	collector := collect.NewCollector()
 	handlers := append([]flows.Handler{collector}, opt.Handlers...)
 	if opt.Detectors != nil {
+		opt.Detectors.SetKeepClosed(opt.Flows.KeepClosed)
 		handlers = append(handlers, opt.Detectors)
 	}
 	live, _ := src.(liveSource)
@@ -271,7 +272,8 @@ func run(ctx context.Context, src capture.Source, rfiles []report.File, opt Opti
 	lastProgress, lastFindings := began, began
 	pass := func() detectors.Pass {
 		st, conns, nodes := an.results()
-		return detectors.Pass{Nodes: nodes, Conns: conns, Listeners: an.accepting(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime}
+		return detectors.Pass{Nodes: nodes, Conns: conns, Listeners: an.accepting(), Ports: opt.Flows.Ports, Start: st.FirstTime, End: st.LastTime,
+			KeepClosed: opt.Flows.KeepClosed}
 	}
 	progress := func(done bool) {
 		if opt.Progress == nil {

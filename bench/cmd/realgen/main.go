@@ -10,9 +10,9 @@
 //
 //	snappy compression) writes -records records of -record-size bytes,
 //	half random and half text, one record per Produce request
-//	(ProducerBatchMaxBytes), to 3 partitions, one on each broker, while a
-//	consumer group of two kgo members reads every record back. About 730
-//	MB and 100k Produce requests at the defaults.
+//	(ProducerBatchMaxBytes), to 3 partitions, one on each broker, while
+//	-groups consumer groups of two kgo members each read every record
+//	back. About 730 MB and 100k Produce requests at the defaults.
 //
 // storm (DIR/storm.pcap): every Produce to the topic is answered with
 //
@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,7 @@ type config struct {
 	dir          string
 	records      int
 	recordSize   int
+	groups       int
 	stormProduce int
 	stormClients int
 	stormBackoff time.Duration
@@ -69,6 +71,7 @@ func run(args []string) int {
 	fs.StringVar(&c.dir, "o", "", "write the captures into `DIR` (created if missing)")
 	fs.IntVar(&c.records, "records", 100000, "bulk: records to produce and consume, one per Produce request")
 	fs.IntVar(&c.recordSize, "record-size", 7000, "bulk: bytes of each record's value (half of it compresses)")
+	fs.IntVar(&c.groups, "groups", 1, "bulk: consumer groups reading every record back (each batch fetched once per group)")
 	fs.IntVar(&c.stormProduce, "storm-produce", 60000, "storm: stop once this many Produce requests were refused")
 	fs.IntVar(&c.stormClients, "storm-clients", 4, "storm: kgo producer clients")
 	fs.DurationVar(&c.stormBackoff, "storm-backoff", time.Millisecond, "storm: the clients' retry backoff (kgo.RetryBackoffFn)")
@@ -80,8 +83,8 @@ func run(args []string) int {
 	if len(which) == 0 {
 		which = []string{"bulk", "storm"}
 	}
-	if c.dir == "" || c.records < 1 || c.recordSize < 16 || c.stormProduce < 1 || c.stormClients < 1 {
-		fmt.Fprintln(os.Stderr, "realgen: usage: realgen -o DIR [-records N] [-record-size B] [-storm-produce N] [-storm-clients N] [-storm-backoff D] [bulk] [storm]")
+	if c.dir == "" || c.records < 1 || c.recordSize < 16 || c.groups < 1 || c.stormProduce < 1 || c.stormClients < 1 {
+		fmt.Fprintln(os.Stderr, "realgen: usage: realgen -o DIR [-records N] [-record-size B] [-groups N] [-storm-produce N] [-storm-clients N] [-storm-backoff D] [bulk] [storm]")
 		return 2
 	}
 	for _, w := range which {
@@ -171,9 +174,9 @@ func value(i, size int) []byte {
 	return v
 }
 
-// bulk produces c.records records with one kgo producer while a group of
-// two kgo consumers reads them back, and returns once the group has seen
-// every record the broker acknowledged.
+// bulk produces c.records records with one kgo producer while c.groups
+// groups of two kgo consumers read them back, and returns once every group
+// has seen every record the broker acknowledged.
 func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 	const topic, group, partitions = "bulk", "realgen-bulk", 3
 	// Partition p led by broker p: each Produce request carries one batch.
@@ -196,12 +199,14 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 
 	var (
 		mu          sync.Mutex
-		seen        [partitions][]bool
-		distinct    int
+		seen        = make([][partitions][]bool, c.groups)
+		distinct    = make([]int, c.groups)
 		redelivered int
 	)
-	for p := range seen {
-		seen[p] = make([]bool, c.records)
+	for g := range seen {
+		for p := range seen[g] {
+			seen[g][p] = make([]bool, c.records)
+		}
 	}
 	var acked, failed atomic.Int64
 	var produced = make(chan struct{}) // closed when every record has its ack
@@ -210,7 +215,7 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 	check := func() { // under mu
 		select {
 		case <-produced:
-			if int64(distinct) >= acked.Load() {
+			if int64(slices.Min(distinct)) >= acked.Load() {
 				allOnce.Do(func() { close(allSeen) })
 			}
 		default:
@@ -221,9 +226,14 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 	defer stopConsumers()
 	var consumers sync.WaitGroup
 	var firstConsumeErr atomic.Value
-	for m := range 2 {
+	for m := range 2 * c.groups {
+		g := m / 2
+		name := group
+		if g > 0 {
+			name = fmt.Sprintf("%s-%d", group, g+1)
+		}
 		cl, err := kgo.NewClient(append(env.ClientOpts(fmt.Sprintf("realgen-consumer-%d", m)),
-			kgo.ConsumerGroup(group),
+			kgo.ConsumerGroup(name),
 			kgo.ConsumeTopics(topic),
 			kgo.FetchMaxWait(200*time.Millisecond),
 		)...)
@@ -246,12 +256,12 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 					if r.Partition < 0 || r.Partition >= partitions || r.Offset < 0 || r.Offset >= int64(c.records) {
 						return
 					}
-					if seen[r.Partition][r.Offset] {
+					if seen[g][r.Partition][r.Offset] {
 						redelivered++
 						return
 					}
-					seen[r.Partition][r.Offset] = true
-					distinct++
+					seen[g][r.Partition][r.Offset] = true
+					distinct[g]++
 				})
 				check()
 				mu.Unlock()
@@ -281,7 +291,7 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 	case <-ctx.Done():
 		mu.Lock()
 		defer mu.Unlock()
-		return "", fmt.Errorf("the group read %d of %d records: %w", distinct, acked.Load(), ctx.Err())
+		return "", fmt.Errorf("the groups read %v of %d records: %w", distinct, acked.Load(), ctx.Err())
 	}
 	stopConsumers()
 	consumers.Wait()
@@ -290,12 +300,16 @@ func bulk(ctx context.Context, env *record.Env, c config) (string, error) {
 	}
 	var cerr error
 	if e, ok := firstConsumeErr.Load().(error); ok {
-		cerr = e // reported, not fatal: the group read everything
+		cerr = e // reported, not fatal: the groups read everything
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	what := fmt.Sprintf("%d records of %d bytes produced and acknowledged, %d read back by group %s (%d redelivered)",
-		acked.Load(), c.recordSize, distinct, group, redelivered)
+		acked.Load(), c.recordSize, distinct[0], group, redelivered)
+	if c.groups > 1 {
+		what = fmt.Sprintf("%d records of %d bytes produced and acknowledged, %v read back by %d groups %s... (%d redelivered)",
+			acked.Load(), c.recordSize, distinct, c.groups, group, redelivered)
+	}
 	if cerr != nil {
 		what += fmt.Sprintf(", first fetch error %v", cerr)
 	}

@@ -267,6 +267,25 @@ func (s *Conns) Reset() {
 // Len is how many are kept.
 func (s *Conns) Len() int { return len(s.list) }
 
+// Fold drops the connections gone reports true for (closed and folded
+// out of the connections table: Pass.KeepClosed) and returns how many:
+// the caller counts them. The distinct client hosts and servers stay.
+func (s *Conns) Fold(gone func(id int) bool) int {
+	kept := s.list[:0]
+	for _, r := range s.list {
+		if gone(r.id) {
+			if s.seen != nil {
+				delete(s.seen, r)
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	n := len(s.list) - len(kept)
+	s.list = kept
+	return n
+}
+
 // List returns the connections kept, in the order added (a new slice).
 func (s *Conns) List() []ConnKey {
 	out := make([]ConnKey, len(s.list))
