@@ -30,6 +30,9 @@
 #   OUT          where to write soak.csv, soak-chart.txt, the logs
 #                (default bench/out/soak-DATE)
 #   LOAD_FLAGS   more flags for soakload (default: its own, -bulk-rate 100)
+#   KFSNIFF_ENV  variables for kfsniff alone (e.g. GOGC=50), not for the
+#                load generators
+#   KFSNIFF_FLAGS more flags for kfsniff (e.g. --memory-limit 300M)
 #   GO           the go command (default go)
 # The UI keeps every packet in a temporary pcapng spool (its "save" key):
 # TMPDIR is pointed into OUT's work directory and removed at the end;
@@ -185,6 +188,7 @@ echo "== machine"
 	echo "duration: ${dur}s, sample every ${SAMPLE}s, warm-up ${WARMUP}s"
 	echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the start, $(date -u +%FT%TZ)"
 	echo "soakload: $LOAD_FLAGS"
+	echo "kfsniff:  ${KFSNIFF_ENV:-(no variables)} ${KFSNIFF_FLAGS:-(no more flags)}"
 } | tee "$OUT/machine.txt"
 
 ip netns add "$ns"
@@ -205,7 +209,7 @@ mkdir -p "$work/tmp"
 # standard input is a FIFO this shell holds open (EOF would end it).
 mkfifo "$work/pty-in"
 exec 3<> "$work/pty-in"
-cmd="stty cols 200 rows 50; echo \$\$ > $work/kfsniff.pid; exec env TMPDIR=$work/tmp KFSNIFF_PPROF=127.0.0.1:9401 $work/kfsniff -i lo --tui --metrics-addr 127.0.0.1:9400 --export kafka://127.0.0.1:19092/kfsniff portrange 9092-9094"
+cmd="stty cols 200 rows 50; echo \$\$ > $work/kfsniff.pid; exec env TMPDIR=$work/tmp KFSNIFF_PPROF=127.0.0.1:9401 ${KFSNIFF_ENV:-} $work/kfsniff -i lo --tui --metrics-addr 127.0.0.1:9400 --export kafka://127.0.0.1:19092/kfsniff ${KFSNIFF_FLAGS:-} portrange 9092-9094"
 ip netns exec "$ns" script -qfec "$cmd" /dev/null < "$work/pty-in" > /dev/null 2> "$OUT/kfsniff.err" &
 pids+=($!)
 for _ in $(seq 50); do

@@ -28,9 +28,13 @@ const (
 	// timelineKeys: API keys 0..timelineKeys-1 have a line of their own
 	// (Kafka's keys are below 100); others share the "other" line.
 	timelineKeys = 128
-	// maxConnCache bounds the connection number -> broker line cache;
-	// connections numbered beyond it look their server up in a map.
-	maxConnCache = 1 << 20
+	// connCacheSlots is the size of the connection number -> broker
+	// line cache (by number modulo it, tagged with the number): fixed,
+	// so that a live capture numbering 50 new connections a second does
+	// not grow it for hours (indexed by the number itself up to 2^20 it
+	// did: TestTimelineConnCacheFixed); a connection whose slot another
+	// took looks its server up in a map.
+	connCacheSlots = 1 << 12
 	// maxLatencyLines bounds the APIs whose latency is kept over time
 	// (134 KiB each), the first to be answered; the chart shows the 4
 	// with the most responses.
@@ -73,8 +77,8 @@ type timeline struct {
 	apis     [timelineKeys + 1]*apiLine // the last one: "other"
 	brokers  []*brokerLine              // in order of first request; the last may be "other"
 	byServer map[netip.AddrPort]int32
-	byConn   []int32 // connection number -> broker line + 1 (0: not yet known)
-	other    int32   // the "other" broker line + 1, once needed
+	byConn   []connLine // connection number modulo connCacheSlots -> broker line
+	other    int32      // the "other" broker line + 1, once needed
 
 	toServer, toClient [MaxBuckets]int64
 	latencyLines       int
@@ -193,8 +197,12 @@ func (l *timeline) broker(c *flows.ConnInfo) *brokerLine {
 		return nil
 	}
 	id := c.ID
-	if id > 0 && id < len(l.byConn) && l.byConn[id] > 0 {
-		return l.brokers[l.byConn[id]-1]
+	if l.byConn == nil {
+		l.byConn = make([]connLine, connCacheSlots)
+	}
+	slot := &l.byConn[uint(id)%connCacheSlots]
+	if id > 0 && slot.id == id {
+		return l.brokers[slot.line-1]
 	}
 	n, ok := l.byServer[c.Server]
 	if !ok {
@@ -210,13 +218,17 @@ func (l *timeline) broker(c *flows.ConnInfo) *brokerLine {
 		}
 		l.byServer[c.Server] = n
 	}
-	if id > 0 && id < maxConnCache {
-		if id >= len(l.byConn) {
-			l.byConn = append(l.byConn, make([]int32, id+1-len(l.byConn)+len(l.byConn)/2)...)
-		}
-		l.byConn[id] = n
+	if id > 0 {
+		slot.id, slot.line = id, n
 	}
 	return l.brokers[n-1]
+}
+
+// connLine is a connection's broker line + 1 (0: not yet known), in the
+// cache slot of its number.
+type connLine struct {
+	id   int
+	line int32
 }
 
 func (l *timeline) request(m *flows.Message) {
