@@ -18,6 +18,10 @@
 #   metrics   plain + --metrics-addr 127.0.0.1:0
 #   export    plain + --export kafka://127.0.0.1:19092/kfsniff (a kfake
 #             sink, bench/cmd/kfakesink, in the namespace)
+# and "floor" (not in the default MODES), the architecture's floor:
+# bench/cmd/floor -i (the same ring, TCP decoding and gopacket's
+# reassembly, no Kafka): where kfsniff drops and the floor does not,
+# the cost is kfsniff's own.
 # The captures (generated at benchmark time, never committed):
 #   bulk   bench/cmd/realgen bulk (REALGEN_FLAGS, default -records 20000:
 #          a kgo producer and a group of two, 7,000-byte records, large
@@ -86,7 +90,7 @@ tags=""
 if [ "$PROFILE" = 1 ]; then tags="-tags kfsniff_pprof"; fi
 # shellcheck disable=SC2086
 CGO_ENABLED=0 $GO build -trimpath $tags -o "$work/kfsniff" ./cmd/kfsniff
-for c in realgen toether kfakesink; do CGO_ENABLED=0 $GO build -trimpath -o "$work/$c" ./bench/cmd/$c; done
+for c in realgen toether kfakesink floor; do CGO_ENABLED=0 $GO build -trimpath -o "$work/$c" ./bench/cmd/$c; done
 
 echo "== captures"
 gen=""
@@ -160,10 +164,13 @@ step() {
 	metrics) kcmd="$kcmd --metrics-addr 127.0.0.1:0" ;;
 	export) kcmd="$kcmd --export kafka://127.0.0.1:19092/kfsniff" ;;
 	tui) ;;
+	floor) kcmd="$work/floor -i $vb" ;;
 	esac
 	if [ "$mode" = tui ]; then
 		ip netns exec "$ns" script -qfec "stty cols 200 rows 50; echo \$\$ > $work/k.pid; exec env KFSNIFF_PPROF=127.0.0.1:9401 $kcmd --tui" /dev/null < "$work/pty-in" > "$work/k.out" 2> "$work/k.err" &
 		local spid=$!
+	elif [ "$mode" = floor ]; then
+		inns sh -c "echo \$\$ > $work/k.pid; exec $kcmd -B 32768" > "$work/k.out" 2> "$work/k.err" &
 	else
 		inns sh -c "echo \$\$ > $work/k.pid; exec env KFSNIFF_PPROF=127.0.0.1:9401 $kcmd --no-tui --json" > "$work/k.out" 2> "$work/k.err" &
 	fi
@@ -177,7 +184,7 @@ step() {
 	t0k=$(ticks "$kpid") t0t=$(ticks "$tpid")
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	local prof="" cpid=""
-	if [ "$PROFILE" = 1 ]; then
+	if [ "$PROFILE" = 1 ] && [ "$mode" != floor ]; then
 		prof="$OUT/cpu-$cap-$mode-$rate.pprof"
 		inns curl -sf -o "$prof" "http://127.0.0.1:9401/debug/pprof/profile?seconds=$((STEP > 2 ? STEP - 1 : 1))" &
 		cpid=$!

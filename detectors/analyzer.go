@@ -16,6 +16,7 @@ import (
 	"reflect"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Analyzer describes one rule: its name (the finding's "detector"), what it
@@ -111,6 +112,16 @@ type (
 	// or that needs no answer.
 	ExchangeHook interface {
 		Exchange(p *Pass, x *Exchange)
+	}
+	// KeyedExchangeHook is an ExchangeHook that does nothing with an
+	// exchange whose request was captured with an API key other than
+	// those ExchangeKeys lists (called once, by NewSet): the Set hands it
+	// only exchanges of those keys, and those whose request was not
+	// captured. Every exchange costs each rule it is handed a call, and
+	// most rules want one or two APIs of the 30 or so a capture has.
+	KeyedExchangeHook interface {
+		ExchangeHook
+		ExchangeKeys() []kmsg.Key
 	}
 	// ConnHook sees connection events: opened, closed, refused,
 	// attempts never answered.

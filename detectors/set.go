@@ -2,10 +2,12 @@ package detectors
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Set is the rules of one run: a flows handler handing each event to the
@@ -17,6 +19,10 @@ type Set struct {
 	ex        []ExchangeHook
 	conn      []ConnHook
 	pass      Pass
+	// exBy are the exchange hooks that take an exchange whose request
+	// has API key k (KeyedExchangeHook), in the order of ex; keys no
+	// rule lists share one slice.
+	exBy [maxKeyed][]ExchangeHook
 	// x and e are reused for every event (the hooks must not keep them).
 	x Exchange
 	e ConnEvent
@@ -106,7 +112,53 @@ func NewSet(analyzers []*Analyzer, settings map[string]map[string]string) (*Set,
 			s.conn = append(s.conn, h)
 		}
 	}
+	s.keyExchanges()
 	return s, nil
+}
+
+// maxKeyed bounds the API keys KeyedExchangeHook may list (kmsg's
+// highest is under 100).
+const maxKeyed = 128
+
+// keyExchanges makes exBy from ex.
+func (s *Set) keyExchanges() {
+	var all []ExchangeHook // the hooks that list no keys
+	keyed := map[kmsg.Key][]ExchangeHook{}
+	for _, h := range s.ex {
+		kh, ok := h.(KeyedExchangeHook)
+		if !ok {
+			all = append(all, h)
+			continue
+		}
+		for _, k := range kh.ExchangeKeys() {
+			if k < 0 || k >= maxKeyed {
+				panic(fmt.Sprintf("detectors: ExchangeKeys lists API key %d, out of [0, %d)", k, maxKeyed))
+			}
+			keyed[k] = nil
+		}
+	}
+	for k := range keyed {
+		for _, h := range s.ex {
+			if kh, ok := h.(KeyedExchangeHook); !ok || slices.Contains(kh.ExchangeKeys(), k) {
+				keyed[k] = append(keyed[k], h)
+			}
+		}
+	}
+	for k := range s.exBy {
+		if l, ok := keyed[kmsg.Key(k)]; ok {
+			s.exBy[k] = l
+		} else {
+			s.exBy[k] = all
+		}
+	}
+}
+
+// exchangeHooks are the hooks that take x.
+func (s *Set) exchangeHooks(x *flows.Exchange) []ExchangeHook {
+	if x.Req == nil || x.Req.Key < 0 || x.Req.Key >= maxKeyed || x.Resp != nil && x.Resp.Key != x.Req.Key {
+		return s.ex
+	}
+	return s.exBy[x.Req.Key]
 }
 
 // CheckSettings reports the first error NewSet would return for
@@ -184,7 +236,7 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 	s.x = Exchange{Conn: &x.Conn.ConnInfo, Req: x.Req, Resp: x.Resp, Unanswered: x.Unanswered,
 		NoResponse: x.NoResponse, OneSided: x.OneSided, Again: x.Again, ConnGaps: x.ConnGaps, Lag: s.lag.Samples(),
 		buf: &s.answers}
-	for _, h := range s.ex {
+	for _, h := range s.exchangeHooks(x) {
 		h.Exchange(&s.pass, &s.x)
 	}
 	s.x = Exchange{}

@@ -27,6 +27,8 @@ type Result struct {
 	TCP     int64 // packets decoded to TCP
 	Payload int64 // TCP payload bytes
 	Bad     int64 // packets whose IP or TCP header did not decode
+	// Reassembled is the TCP payload bytes reassembly delivered (Live).
+	Reassembled int64
 }
 
 // Decoder is the reusable IP/TCP decoding state.

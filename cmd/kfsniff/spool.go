@@ -36,6 +36,7 @@ type spool struct {
 	dropped int64
 	err     error
 	seq     int
+	io      *spoolIO // the file operations, off the capture's goroutine
 }
 
 type spoolSeg struct {
@@ -73,7 +74,7 @@ func newSpool(limitMB int, keys *tlsdec.Keys) (*spool, error) {
 		return nil, fmt.Errorf("temporary capture for the UI: %w", err)
 	}
 	limit := int64(limitMB) << 20
-	return &spool{dir: dir, limit: limit, seg: limit / spoolSegments, keys: keys}, nil
+	return &spool{dir: dir, limit: limit, seg: limit / spoolSegments, keys: keys, io: newSpoolIO()}, nil
 }
 
 func (s *spool) total() int64 {
@@ -103,21 +104,24 @@ func (s *spool) WritePacket(p *capture.Packet) error {
 	if len(s.segs) > 0 {
 		cur = s.segs[len(s.segs)-1]
 	}
+	done := (*spoolSeg)(nil) // the segment in use, full
 	if cur == nil || (cur.packets > 0 && cur.size+need > s.seg) {
-		if cur != nil {
-			if err := cur.w.Flush(); err != nil {
-				s.err = err
-				return nil
-			}
-		}
+		done, cur = cur, nil
 		need += spoolHeader
-		cur = nil
 	}
+	// The oldest segments go before anything more is written (the
+	// writes are queued in order: the files never hold more than limit).
 	for len(s.segs) > 0 && s.total()+need > s.limit {
 		if s.segs[0] == cur {
 			break // the segment in use is never dropped (need < limit)
 		}
 		s.drop()
+	}
+	if done != nil && slices.Contains(s.segs, done) {
+		if err := done.w.Flush(); err != nil {
+			s.err = err
+			return nil
+		}
 	}
 	if cur == nil {
 		if cur, s.err = s.open(); s.err != nil {
@@ -156,14 +160,13 @@ func (s *spool) open() (*spoolSeg, error) {
 	// The header is counted as written (flushed now); packets as they
 	// are given to the writer, buffered or not.
 	var header int64
-	w, err := capture.NewWriter(countWriter{f, &header}, true, capture.LinkEthernet, 0, "kfsniff")
+	w, err := capture.NewWriter(countWriter{spoolFile{s.io, f}, &header}, true, capture.LinkEthernet, 0, "kfsniff")
 	if err == nil {
 		err = w.Flush()
 		g.size = header
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(g.name)
+		s.io.remove(f, g.name)
 		return nil, err
 	}
 	g.links = []capture.LinkType{capture.LinkEthernet}
@@ -176,8 +179,7 @@ func (s *spool) open() (*spoolSeg, error) {
 func (s *spool) drop() {
 	g := s.segs[0]
 	s.segs = s.segs[1:]
-	g.f.Close()
-	os.Remove(g.name)
+	s.io.remove(g.f, g.name)
 	s.dropped += g.packets
 }
 
@@ -205,6 +207,12 @@ func (s *spool) save(path string) (string, error) {
 		if err := g.w.Flush(); err != nil {
 			return "", err
 		}
+	}
+	if err := s.io.sync(); err != nil {
+		s.err = err
+		return "", fmt.Errorf("the UI's temporary capture failed: %w", err)
+	}
+	for _, g := range s.segs {
 		if g.packets > 0 {
 			if packets == 0 {
 				first = g.first
@@ -281,8 +289,10 @@ func (s *spool) remove() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.segs {
-		g.f.Close()
+		s.io.remove(g.f, g.name)
 	}
 	s.segs = nil
+	s.err = os.ErrClosed // nothing more is written
+	s.io.stop()
 	os.RemoveAll(s.dir)
 }

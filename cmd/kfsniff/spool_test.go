@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -47,6 +48,9 @@ func TestSpoolRing(t *testing.T) {
 	for i := range in {
 		inBytes += int64(len(in[i].Data))
 		if err := s.WritePacket(&in[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.io.sync(); err != nil { // the files as written so far
 			t.Fatal(err)
 		}
 		if n := dirSize(tmp); n > s.limit {
@@ -142,4 +146,58 @@ func (s *spool) state() (packets int64, first, last time.Time, dropped int64) {
 		last = g.last
 	}
 	return packets, first, last, s.dropped
+}
+
+// TestSpoolWritesOffCapture: the spool's disk writes run on a goroutine
+// of their own: while that goroutine is stuck (here on a pipe nobody
+// reads, as on a disk the kernel throttles), the capture's goroutine
+// goes on handing packets to the spool, and once the writes resume
+// every packet is saved, in order.
+func TestSpoolWritesOffCapture(t *testing.T) {
+	in := readAll(t, fixture("recorded-kgo-kfake-group.pcap"))
+	t.Setenv("TMPDIR", t.TempDir())
+	s, err := newSpool(16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.remove()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s.io.ops <- spoolOp{f: w, buf: make([]byte, 1<<20)} // more than a pipe holds: stuck
+	fed := make(chan error)
+	go func() {
+		for i := range in {
+			if err := s.WritePacket(&in[i]); err != nil {
+				fed <- err
+				return
+			}
+		}
+		fed <- nil
+	}()
+	select {
+	case err := <-fed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the spool's caller waited for its stuck writes")
+	}
+	go io.Copy(io.Discard, r) // the writes resume
+	out := filepath.Join(t.TempDir(), "saved.pcapng")
+	if _, err := s.save(out); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	got := readAll(t, out)
+	if len(got) != len(in) {
+		t.Fatalf("saved %d of %d packets", len(got), len(in))
+	}
+	for i := range got {
+		if !got[i].Time.Equal(in[i].Time) || !bytes.Equal(got[i].Data, in[i].Data) {
+			t.Fatalf("saved packet %d differs", i+1)
+		}
+	}
 }

@@ -194,7 +194,11 @@ func TestUISpoolBoundedLive(t *testing.T) {
 	close(stopSampling)
 	m := <-maxSize
 	t.Logf("the spool held at most %d bytes", m)
-	if m > 1<<20 {
+	// A sample reads the files one after the other while the spool's
+	// goroutine writes (an old segment's size read before its removal,
+	// the new one's after the writes that followed): it may count up to
+	// one queued write (64 KiB) that never was on disk beside the other.
+	if m > 1<<20+spoolWrite {
 		t.Errorf("the spool held %d bytes, more than --ui-keep 1 (%d)", m, 1<<20)
 	} else if m < 1<<19 {
 		t.Errorf("the spool held at most %d bytes: the sampling or the traffic did not happen", m)

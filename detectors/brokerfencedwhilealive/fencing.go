@@ -139,6 +139,12 @@ func (e *Episode) length() time.Duration {
 	return e.Last.At.Sub(e.First.At)
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.BrokerHeartbeat}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Req.Key != int16(kmsg.BrokerHeartbeat) {

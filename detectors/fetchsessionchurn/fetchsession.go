@@ -102,6 +102,12 @@ func sessionError(code int16) bool {
 	return code == cluster.FetchSessionIDNotFound || code == cluster.InvalidFetchSessionEpoch
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Fetch}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Req.Key != int16(kmsg.Fetch) {

@@ -221,6 +221,12 @@ func leaderless(h *decode.LeaderHint) bool {
 	return h.Leader < 0 || h.ErrorCode == cluster.LeaderNotAvailable || h.ErrorCode == cluster.NotLeaderOrFollower
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Metadata, kmsg.Produce, kmsg.Fetch}
+}
+
 // Exchange implements detectors.ExchangeHook: it reads the partitions of
 // each Metadata response, topic by topic, and the refusals of Produce and
 // Fetch responses.

@@ -93,6 +93,12 @@ type member struct {
 	server      netip.AddrPort
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.JoinGroup, kmsg.Heartbeat, kmsg.SyncGroup, kmsg.OffsetCommit, kmsg.LeaveGroup}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Resp.Resp == nil {

@@ -122,7 +122,7 @@ func (e evid) Evidence() detectors.Evidence {
 	return detectors.Evidence{File: e.file, Packet: e.packet, Conn: e.conn, What: what}
 }
 
-func (r *rule) client(m *flows.Message, c *flows.ConnInfo) *client {
+func (r *rule) client(p *detectors.Pass, m *flows.Message) *client {
 	k := m.Client
 	cl := r.clients[k]
 	if cl == nil {
@@ -131,6 +131,12 @@ func (r *rule) client(m *flows.Message, c *flows.ConnInfo) *client {
 			return nil
 		}
 		cl = &client{key: k, win: burst.New(r.p.MinRequests, r.p.Window)}
+		if p.KeepClosed > 0 {
+			// Live: the times of a client asking slower than a storm
+			// are let go (1,000 short-lived clients' ids filled their
+			// rings over 17 minutes of the soak).
+			cl.win.Forget()
+		}
 		r.clients[k] = cl
 	}
 	return cl
@@ -170,7 +176,7 @@ func (r *rule) sweep(keep time.Duration, now time.Time) {
 
 // Exchange implements detectors.ExchangeHook: error responses give
 // credit, Metadata exchanges are counted.
-func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
+func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil {
 		return
 	}
@@ -180,7 +186,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 		// A client not seen asking for Metadata yet is added:
 		// the error is remembered for its first refreshes.
-		cl := r.client(x.Req, x.Conn)
+		cl := r.client(p, x.Req)
 		if cl == nil {
 			return
 		}
@@ -191,7 +197,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		cl.creditUntil = x.Resp.Time.Add(r.p.ExplainWithin)
 		return
 	}
-	cl := r.client(x.Req, x.Conn)
+	cl := r.client(p, x.Req)
 	if cl == nil {
 		return
 	}

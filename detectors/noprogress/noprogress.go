@@ -134,6 +134,12 @@ type rule struct {
 // Cut implements detectors.Bounded.
 func (r *rule) Cut() map[string]int64 { return map[string]int64{"stalls_not_followed": r.dropped} }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.ConsumerGroupHeartbeat, kmsg.OffsetCommit, kmsg.TxnOffsetCommit, kmsg.Produce}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Req.Req == nil || x.Resp.Resp == nil {

@@ -103,6 +103,12 @@ func refusal(code int16) bool {
 	return code == cluster.NotEnoughReplicas || code == cluster.NotEnoughReplicasAfterAppend
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Produce, kmsg.Metadata}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Resp == nil || x.Req == nil {

@@ -154,6 +154,12 @@ func (r *rule) metaOf(conn int, k peers.Key) *meta {
 	return r.meta.Topic(conn, &ck, false).Part(k.P.Num)
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Metadata, kmsg.Fetch, kmsg.Produce}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil {

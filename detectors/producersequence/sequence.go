@@ -194,6 +194,12 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 	}
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Produce, kmsg.InitProducerID}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	switch x.Key() {

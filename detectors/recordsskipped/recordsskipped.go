@@ -125,6 +125,12 @@ func (r *rule) name(n *cluster.Nodes, topic string, id [16]byte) string {
 	return cluster.Partition{Topic: topic, TopicID: id}.TopicName(n)
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Fetch, kmsg.OffsetFetch, kmsg.ListOffsets, kmsg.DeleteRecords}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Resp.Resp == nil {

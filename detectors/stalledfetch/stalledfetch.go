@@ -98,6 +98,12 @@ func (w *window) duration() time.Duration { return w.last.Sub(w.first) }
 // none followed promptly (spell.Ended).
 func (w *window) held() (d time.Duration, healed bool) { return spell.Ended(w.first, w.last, w.moved) }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.Fetch}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil {

@@ -102,6 +102,12 @@ func fencing(code int16) bool {
 	return code == cluster.ProducerFenced || code == cluster.InvalidProducerEpoch
 }
 
+// ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
+// nothing else.
+func (r *rule) ExchangeKeys() []kmsg.Key {
+	return []kmsg.Key{kmsg.InitProducerID, kmsg.Produce, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.TxnOffsetCommit}
+}
+
 // Exchange implements detectors.ExchangeHook.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if x.Req == nil || x.Resp == nil || x.Resp.Resp == nil {

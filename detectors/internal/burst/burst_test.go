@@ -214,3 +214,45 @@ func TestReorder(t *testing.T) {
 		t.Fatalf("without Reorder: %v, want the negative length this test documents", b)
 	}
 }
+
+// TestForgetLevels: a window told to Forget finds the same bursts as one
+// that is not, on random event times in order (bursts and gaps), and a
+// key whose events come slower than n a span (a client refreshing every
+// 20 s, against 50 in 10 s) keeps a ring of at most forgetKeep, where
+// one not told fills it to n.
+func TestForgetLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	for _, n := range []int{2, 7, 50} {
+		for seed := range 30 {
+			a, b := New(n, time.Second), New(n, time.Second)
+			b.Forget()
+			ms := 0
+			for range r.IntN(600) {
+				ms += r.IntN(80)
+				if r.IntN(40) == 0 {
+					ms += 1000 + r.IntN(3000)
+				}
+				k := 1 + r.IntN(3)
+				a.AddN(at(ms), k)
+				b.AddN(at(ms), k)
+			}
+			end := at(ms + r.IntN(2000))
+			ba, oa, ea := a.Result(end)
+			bb, ob, eb := b.Result(end)
+			pa, sa := a.Peak()
+			pb, sb := b.Peak()
+			if ba != bb || oa != ob || ea != eb || pa != pb || !sa.Equal(sb) || a.Total() != b.Total() {
+				t.Fatalf("n %d seed %d: forgetting %+v %v %d peak %d, not %+v %v %d peak %d", n, seed, bb, ob, eb, pb, ba, oa, ea, pa)
+			}
+		}
+	}
+	slow, kept := New(50, 10*time.Second), New(50, 10*time.Second)
+	slow.Forget()
+	for i := range 200 {
+		slow.Add(at(i * 20000))
+		kept.Add(at(i * 20000))
+	}
+	if cap(slow.ring) > forgetKeep || cap(kept.ring) != 50 {
+		t.Errorf("rings of %d and %d times, want at most %d forgetting and 50 not", cap(slow.ring), cap(kept.ring), forgetKeep)
+	}
+}

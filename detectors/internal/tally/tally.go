@@ -175,6 +175,11 @@ type Conns struct {
 	servers []netip.AddrPort // the distinct servers
 	// seen indexes list once it is longer than a scan is cheap.
 	seen map[connRef]struct{}
+	// last is the connection last added or found (valid if hasLast):
+	// rules add the connection of every exchange they keep, mostly the
+	// one they added before, and finding it here costs no scan.
+	last    connRef
+	hasLast bool
 }
 
 type connRef struct {
@@ -198,10 +203,14 @@ func (s *Conns) Add(c *flows.ConnInfo) {
 
 // AddKey adds the connection k.
 func (s *Conns) AddKey(k ConnKey) {
+	if s.hasLast && s.isLast(k) {
+		return
+	}
 	ci, cnew := index(&s.hosts, k.Client.Addr())
 	si, snew := index(&s.servers, k.Server)
 	r := connRef{k.ID, ci, si, k.Client.Port()}
 	if !cnew && !snew && s.has(r) {
+		s.last, s.hasLast = r, true
 		return
 	}
 	max := s.Max
@@ -220,6 +229,7 @@ func (s *Conns) AddKey(k ConnKey) {
 		return
 	}
 	s.list = append(s.list, r)
+	s.last, s.hasLast = r, true
 	if s.seen != nil {
 		s.seen[r] = struct{}{}
 	} else if len(s.list) > scanConns {
@@ -228,6 +238,12 @@ func (s *Conns) AddKey(k ConnKey) {
 			s.seen[r] = struct{}{}
 		}
 	}
+}
+
+// isLast reports whether k is s.last.
+func (s *Conns) isLast(k ConnKey) bool {
+	l := s.last
+	return k.ID == l.id && k.Client.Port() == l.port && s.servers[l.server] == k.Server && s.hosts[l.host] == k.Client.Addr()
 }
 
 func (s *Conns) has(r connRef) bool {
@@ -260,7 +276,7 @@ func (s *Conns) key(r connRef) ConnKey {
 
 // Reset empties s, keeping its memory for the next use.
 func (s *Conns) Reset() {
-	s.seen = nil
+	s.seen, s.hasLast = nil, false
 	s.list, s.hosts, s.servers, s.More = s.list[:0], s.hosts[:0], s.servers[:0], 0
 }
 
@@ -283,6 +299,7 @@ func (s *Conns) Fold(gone func(id int) bool) int {
 	}
 	n := len(s.list) - len(kept)
 	s.list = kept
+	s.hasLast = false // it may be one dropped
 	return n
 }
 

@@ -1,6 +1,7 @@
 package tally
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 )
@@ -36,5 +37,49 @@ func TestEntry(t *testing.T) {
 	}
 	if Entry(m, "c", 2, &dropped, mk) != nil || dropped != 1 || made != 2 || Entry(m, "a", 2, &dropped, mk) != a {
 		t.Errorf("full: dropped %d made %d", dropped, made)
+	}
+}
+
+// TestConnsAddAgain: adding the connection added last, or one kept
+// before it, keeps one of each; a connection beyond Max is counted each
+// time it is met, even right after itself; Reset and Fold forget the
+// last one.
+func TestConnsAddAgain(t *testing.T) {
+	srv := netip.MustParseAddrPort("10.0.0.9:9092")
+	key := func(id int, port uint16) ConnKey {
+		return ConnKey{ID: id, Client: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port), Server: srv}
+	}
+	s := Conns{Max: 2}
+	for _, k := range []ConnKey{key(1, 1000), key(1, 1000), key(2, 1001), key(1, 1000), key(2, 1001), key(2, 1001)} {
+		s.AddKey(k)
+	}
+	if got := s.List(); !reflect.DeepEqual(got, []ConnKey{key(1, 1000), key(2, 1001)}) || s.More != 0 {
+		t.Fatalf("List %v More %d, want the two once and none more", got, s.More)
+	}
+	// Same port and server, another id: another connection.
+	s.AddKey(key(3, 1000))
+	s.AddKey(key(3, 1000))
+	if s.Len() != 2 || s.More != 2 {
+		t.Fatalf("Len %d More %d, want 2 and 2 (the third, counted twice)", s.Len(), s.More)
+	}
+	s.Reset()
+	s.AddKey(key(2, 1001))
+	s.AddKey(key(2, 1001))
+	if got := s.List(); !reflect.DeepEqual(got, []ConnKey{key(2, 1001)}) {
+		t.Fatalf("after Reset: List %v, want the one", got)
+	}
+	// Folded out, then met again: kept again.
+	if n := s.Fold(func(id int) bool { return id == 2 }); n != 1 || s.Len() != 0 {
+		t.Fatalf("Fold dropped %d, Len %d, want 1 and 0", n, s.Len())
+	}
+	s.AddKey(key(2, 1001))
+	if s.Len() != 1 {
+		t.Fatalf("after Fold: Len %d, want the one added again", s.Len())
+	}
+	c := s.Clone()
+	c.AddKey(key(2, 1001))
+	c.AddKey(key(4, 1002))
+	if c.Len() != 2 || s.Len() != 1 {
+		t.Fatalf("clone Len %d, s Len %d, want 2 and 1", c.Len(), s.Len())
 	}
 }
