@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kfsniff/kfsniff/capture"
@@ -301,7 +300,11 @@ func New(cfg Config) *Metrics {
 	m.overflow = m.newSeries(Other, Other, m.otherBroke)
 	m.overflow.folded = true
 	m.otherCli = &client{requests: m.clientRequests.WithLabelValues(Other), errors: m.clientErrors.WithLabelValues(Other), other: true}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// prometheus's own constructors, which collectors.NewGoCollector and
+	// NewProcessCollector only call (their deprecation moved the names, not
+	// the code): importing collectors put its init (regexps compiled) and
+	// database/sql into every run of the binary (start-up, issue 29).
+	m.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 

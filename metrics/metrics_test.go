@@ -515,3 +515,23 @@ func grepLines(b []byte, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestProcessAndGoMetrics: the scrape carries the Go runtime's and the
+// process's metrics (prometheus's Go and process collectors), as
+// dashboards of any Go service expect.
+func TestProcessAndGoMetrics(t *testing.T) {
+	m := metrics.New(metrics.Config{})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} {
+		if !bytes.Contains(b, []byte("\n"+name+" ")) && !bytes.Contains(b, []byte("\n"+name+"{")) {
+			t.Errorf("the scrape has no %s", name)
+		}
+	}
+}

@@ -55,8 +55,19 @@ func (js *jsonStream) object(v reflect.Value) {
 		js.w.WriteString("\n  ")
 		js.w.Write(quote(nil, f.name))
 		js.w.WriteString(": ")
-		if fv.Kind() == reflect.Slice && fv.Len() > 0 && !streamWhole(fv.Type()) {
-			js.list(fv, f.name)
+		if fv.Kind() == reflect.Slice && !streamWhole(fv.Type()) {
+			switch {
+			case fv.Len() > 0:
+				js.list(fv, f.name)
+			case fv.IsNil():
+				js.w.WriteString("null")
+			default:
+				// encoding/json's "[]" without its encoder of the
+				// element type: building one reflects over every type
+				// the element reaches (start-up: a clean capture's
+				// empty findings, events and incidents).
+				js.w.WriteString("[]")
+			}
 			continue
 		}
 		js.piece1(fv, "  ", f.name)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -241,6 +242,7 @@ type RecordWriter struct {
 	// into is where lines go while one is written (nil: the output).
 	pending      map[txnPart]*pendingLines
 	pendingBytes int
+	pendingSeq   int64 // numbers the pending lists in the order they began
 	into         *pendingLines
 }
 
@@ -253,6 +255,7 @@ type txnPart struct {
 type pendingLines struct {
 	buf     []byte
 	records int64
+	seq     int64 // when its first line waited: lists print in this order
 }
 
 // maxPending bounds the bytes of lines waiting for their transaction's
@@ -532,7 +535,8 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 		// Held until the transaction ends.
 		k := txnPart{b.ProducerID, topic, ref.Partition}
 		if rw.pending[k] == nil {
-			rw.pending[k] = &pendingLines{}
+			rw.pendingSeq++
+			rw.pending[k] = &pendingLines{seq: rw.pendingSeq}
 		}
 		rw.into = rw.pending[k]
 		defer func() { rw.into = nil; rw.overflow() }()
@@ -880,11 +884,23 @@ func (rw *RecordWriter) endTxn(x *flows.Exchange) {
 	if p, ok := x.Resp.Resp.(*kmsg.EndTxnResponse); !ok || p.ErrorCode != 0 {
 		return
 	}
+	for _, k := range rw.pendingInOrder(func(k txnPart) bool { return k.pid == q.ProducerID }) {
+		rw.endPending(k, q.Commit)
+	}
+}
+
+// pendingInOrder returns the keys of the waiting lists that keep asks
+// for, in the order their first lines waited: a transaction over several
+// partitions prints the same way every run (map order did not).
+func (rw *RecordWriter) pendingInOrder(keep func(txnPart) bool) []txnPart {
+	var ks []txnPart
 	for k := range rw.pending {
-		if k.pid == q.ProducerID {
-			rw.endPending(k, q.Commit)
+		if keep(k) {
+			ks = append(ks, k)
 		}
 	}
+	slices.SortFunc(ks, func(a, b txnPart) int { return cmp.Compare(rw.pending[a].seq, rw.pending[b].seq) })
+	return ks
 }
 
 // endPending prints (commit) or drops the records waiting for k.
@@ -910,8 +926,8 @@ func (rw *RecordWriter) overflow() {
 	if rw.pendingBytes <= maxPending {
 		return
 	}
-	for k, pl := range rw.pending {
-		rw.stats.Overflow += pl.records
+	for _, k := range rw.pendingInOrder(func(txnPart) bool { return true }) {
+		rw.stats.Overflow += rw.pending[k].records
 		rw.endPending(k, true)
 	}
 }

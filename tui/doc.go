@@ -19,7 +19,8 @@
 //   - What it keeps is bounded (ModelConfig): the last History exchanges
 //     over all connections, the last ConnHistory per connection, MaxConns
 //     connections, and FrameBytes of frame copies in a ring (older frames
-//     read as "no longer kept", never as other bytes), and Timeline
+//     read as "no longer kept", never as other bytes; at most FrameRate
+//     bytes of them copied a second of capture time), and Timeline
 //     seconds of per-second counts in rings (overall, per API, per
 //     connection). Totals keep counting.
 //   - The UI pulls snapshots on a ticker (Options.Refresh, 250ms) through

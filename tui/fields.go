@@ -57,7 +57,7 @@ func (b *treeBuilder) requestNode(x *Exchange, frame []byte) *treeNode {
 	case x.ReqPacket == 0:
 		return b.Node("Request: not captured (the response came first, or the capture began after it)", kindDim)
 	case frame == nil:
-		return b.Node(fmt.Sprintf("Request: packet %s, %d bytes: frame no longer kept (older frames are overwritten)", pktStr(x.File, x.ReqPacket), x.ReqSize), kindDim)
+		return b.Node(fmt.Sprintf("Request: packet %s, %d bytes: frame no longer kept (older frames are overwritten; past 16 MiB of frames a second, some are not kept)", pktStr(x.File, x.ReqPacket), x.ReqSize), kindDim)
 	}
 	n := b.Node(fmt.Sprintf("Request: packet %s, %d bytes, %s", pktStr(x.File, x.ReqPacket), x.ReqSize, x.Time.UTC().Format("15:04:05.000000")), kindHeading)
 	h, err := decode.ParseRequestHeader(frame)
@@ -103,7 +103,7 @@ func (b *treeBuilder) responseNode(x *Exchange, frame []byte) *treeNode {
 	case x.RespPacket == 0:
 		return b.Node("Response: none", kindDim)
 	case frame == nil:
-		return b.Node(fmt.Sprintf("Response: packet %s, %d bytes: frame no longer kept (older frames are overwritten)", pktStr(x.File, x.RespPacket), x.RespSize), kindDim)
+		return b.Node(fmt.Sprintf("Response: packet %s, %d bytes: frame no longer kept (older frames are overwritten; past 16 MiB of frames a second, some are not kept)", pktStr(x.File, x.RespPacket), x.RespSize), kindDim)
 	}
 	text := fmt.Sprintf("Response: packet %s, %d bytes", pktStr(x.File, x.RespPacket), x.RespSize)
 	if x.State == Answered {

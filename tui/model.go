@@ -38,6 +38,13 @@ type ModelConfig struct {
 	// MaxFrame is how much of one frame is kept (default 1 MiB); a longer
 	// frame is shown in hex up to there and not decoded.
 	MaxFrame int
+	// FrameRate is how many bytes of frames are copied per second of
+	// capture time (default 16 MiB); past it a second's further frames
+	// are not kept. A fast capture (1 GB/s) would otherwise copy every
+	// frame on the capture's goroutine only to overwrite it 64 ms later:
+	// within the rate the ring holds at least FrameBytes/FrameRate
+	// seconds.
+	FrameRate int
 	// Timeline is how many seconds of per-second counts (requests, error
 	// responses) are kept, overall, per API and per connection, for the
 	// timeline (default 300): 16 bytes a second each, 4.7 KiB per
@@ -58,6 +65,7 @@ const (
 	DefaultMaxConns    = 4096
 	DefaultFrameBytes  = 64 << 20
 	DefaultMaxFrame    = 1 << 20
+	DefaultFrameRate   = 16 << 20
 )
 
 func (c ModelConfig) withDefaults() ModelConfig {
@@ -77,6 +85,9 @@ func (c ModelConfig) withDefaults() ModelConfig {
 		c.MaxFrame = DefaultMaxFrame
 	}
 	c.MaxFrame = min(c.MaxFrame, c.FrameBytes)
+	if c.FrameRate <= 0 {
+		c.FrameRate = DefaultFrameRate
+	}
 	if c.Timeline <= 0 {
 		c.Timeline = DefaultTimeline
 	}
@@ -266,14 +277,18 @@ type Model struct {
 	conns    map[int]*connState
 	last     *connState
 	arena    arena
-	apis     [kmsg.MaxKey + 1]*apiState
-	other    map[int16]*apiState
-	findings []detectors.Finding
-	counters Counters
-	partial  string
-	status   Status
-	rate     window
-	tl       secRing // per second, for the timeline
+	// frameSec is the second of capture time frames are copied in, and
+	// frameSpent the bytes copied in it (FrameRate).
+	frameSec   int64
+	frameSpent int
+	apis       [kmsg.MaxKey + 1]*apiState
+	other      map[int16]*apiState
+	findings   []detectors.Finding
+	counters   Counters
+	partial    string
+	status     Status
+	rate       window
+	tl         secRing // per second, for the timeline
 	// lag follows consumers' and followers' lag (lag.go).
 	lag collect.LagCollector
 }
@@ -419,10 +434,20 @@ func (m *Model) api(key int16) *apiState {
 	return a
 }
 
-func (m *Model) keep(b []byte, size int) frameRef {
+// keep copies a frame of size bytes (b, its bytes captured) at t, within
+// MaxFrame and FrameRate; a frame past the rate is not kept (a frameRef
+// of no bytes: read as no longer kept).
+func (m *Model) keep(b []byte, size int, t time.Time) frameRef {
 	if len(b) > m.cfg.MaxFrame {
 		b = b[:m.cfg.MaxFrame]
 	}
+	if s := t.Unix(); s != m.frameSec {
+		m.frameSec, m.frameSpent = s, 0
+	}
+	if len(b) > 0 && m.frameSpent+len(b) > m.cfg.FrameRate {
+		return frameRef{off: m.arena.head, size: uint32(max(size, 1))}
+	}
+	m.frameSpent += len(b)
 	return m.arena.put(b, size)
 }
 
@@ -492,7 +517,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		r.ReqSize = int32(q.Size)
 		r.DecodeError = q.Err != nil
 		if q.Frame != nil {
-			r.req = m.keep(q.Frame, max(q.Size-4, len(q.Frame)))
+			r.req = m.keep(q.Frame, max(q.Size-4, len(q.Frame)), q.Time)
 		}
 		r.Topic, r.Topics = topicOf(q)
 		r.Batches, r.BadCRC = batchCounts(q.Batches)
@@ -517,7 +542,7 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 			r.File, r.Time, r.Correlation = p.File, p.Time, p.Correlation
 		}
 		r.DecodeError = r.DecodeError || p.Err != nil
-		r.resp = m.keep(p.Frame, len(p.Frame))
+		r.resp = m.keep(p.Frame, len(p.Frame), p.Time)
 		n, bad := batchCounts(p.Batches)
 		r.Batches += n
 		r.BadCRC += bad

@@ -534,3 +534,29 @@ func TestModelUnknownKeys(t *testing.T) {
 		t.Errorf("stats %d rows (first %+v), want one unknown row of %d requests and responses", len(st), st[0], n)
 	}
 }
+
+// TestModelFrameRate: at most FrameRate bytes of frames are copied a
+// second of capture time; the exchanges past it are listed, counted and
+// shown as before, their frames read as not kept; the next second copies
+// again.
+func TestModelFrameRate(t *testing.T) {
+	s := newSynth(1, "c")
+	per := len(s.req) + len(s.resp)
+	m := NewModel(ModelConfig{FrameRate: 3 * per})
+	for range 5 {
+		s.exchange(m, 0)
+	}
+	s.t = s.t.Add(time.Second)
+	s.exchange(m, 0)
+	xs := m.AppendExchanges(nil, 0, 0)
+	if len(xs) != 6 || m.Status().Exchanges != 6 {
+		t.Fatalf("%d exchanges listed, %d counted, want 6", len(xs), m.Status().Exchanges)
+	}
+	for i := range xs {
+		req, resp := m.Frames(&xs[i])
+		kept := i < 3 || i == 5
+		if (req != nil) != kept || (resp != nil) != kept {
+			t.Errorf("exchange %d: request kept %v, response kept %v, want %v", i+1, req != nil, resp != nil, kept)
+		}
+	}
+}

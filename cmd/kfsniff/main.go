@@ -33,12 +33,13 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The signals stay caught to the end: os.Exit ends the process, and
+	// giving them back (NotifyContext's stop) cost two hand-offs with the
+	// runtime's signal thread (start-up, BENCHMARKS.md).
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	catchSIGPIPE()
 	warmGC()
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 const usageHead = `kfsniff: Kafka-aware packet capture analyser

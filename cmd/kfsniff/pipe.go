@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/kfsniff/kfsniff/capture"
 	"io"
-	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
@@ -18,11 +17,13 @@ import (
 // catchSIGPIPE makes a write to a standard output whose reader has gone
 // (kfsniff ... | head -1) fail with EPIPE instead of killing kfsniff with
 // SIGPIPE (exit 141, the -w file cut mid-record and no report): Go kills
-// a program that writes to a broken stdout unless it asks for the signal.
-// The signal itself needs nothing more: stdout's next write fails and
-// pipeOut ends the run.
+// a program that writes to a broken stdout unless the signal is ignored
+// or asked for. The signal itself needs nothing more: stdout's next write
+// fails and pipeOut ends the run. Ignored rather than asked for (Notify):
+// asking is a round trip with the runtime's signal thread at start-up,
+// and kfsniff starts no process that would inherit the ignoring.
 func catchSIGPIPE() {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	signal.Ignore(syscall.SIGPIPE)
 }
 
 // pipeOut is standard output as run writes to it: the first write that
