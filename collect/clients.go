@@ -26,11 +26,6 @@ const (
 	maxClientIDs     = 8
 )
 
-type clientKey struct {
-	host netip.Addr
-	id   string
-}
-
 type clientAPIKey struct{ key, version int16 }
 
 // clientAPI counts one API key and version of a client: a handful per
@@ -42,7 +37,7 @@ type clientAPI struct {
 }
 
 type client struct {
-	key         clientKey
+	key         cluster.Client // the host as its socket showed it, not unmapped
 	software    []report.Software
 	swLast      []int // the last connection counted per software
 	conns       []int
@@ -72,7 +67,7 @@ type client struct {
 
 // inventory gathers the clients, for the Collector.
 type inventory struct {
-	clients map[clientKey]*client
+	clients map[cluster.Client]*client
 	// cut counts the requests of clients not listed: the table was full.
 	cut int64
 	// byConn is the client of a connection's last request, in the slot
@@ -101,7 +96,7 @@ type connClient struct {
 const byConnSlots = 1 << 12
 
 func newInventory() *inventory {
-	inv := &inventory{clients: map[clientKey]*client{}}
+	inv := &inventory{clients: map[cluster.Client]*client{}}
 	inv.topic = inv.addTopic
 	return inv
 }
@@ -112,10 +107,10 @@ func (inv *inventory) client(m *flows.Message) *client {
 		inv.byConn = make([]connClient, byConnSlots)
 	}
 	slot := &inv.byConn[uint(id)%byConnSlots]
-	if c := slot.c; c != nil && slot.id == id && m.Client.ID == c.key.id {
+	if c := slot.c; c != nil && slot.id == id && m.Client.ID == c.key.ID {
 		return c
 	}
-	k := clientKey{m.Conn.Client.Addr(), m.Client.ID}
+	k := cluster.Client{Host: m.Conn.Client.Addr(), ID: m.Client.ID}
 	c := inv.clients[k]
 	if c == nil {
 		if len(inv.clients) >= maxClients {
@@ -208,7 +203,7 @@ func (inv *inventory) exchange(x *flows.Exchange) {
 	if !ok || r.ErrorCode != 0 || r.ProducerID < 0 {
 		return
 	}
-	if c := inv.clients[clientKey{x.Req.Conn.Client.Addr(), x.Req.Client.ID}]; c != nil {
+	if c := inv.clients[cluster.Client{Host: x.Req.Conn.Client.Addr(), ID: x.Req.Client.ID}]; c != nil {
 		c.addProducerID(r.ProducerID)
 	}
 }
@@ -326,13 +321,7 @@ func (inv *inventory) build(nodes *cluster.Nodes) []report.ClientEntry {
 	for _, c := range inv.clients {
 		cs = append(cs, c)
 	}
-	sort.Slice(cs, func(i, j int) bool {
-		a, b := cs[i].key, cs[j].key
-		if a.host != b.host {
-			return a.host.Less(b.host)
-		}
-		return a.id < b.id
-	})
+	sort.Slice(cs, func(i, j int) bool { return cs[i].key.Less(cs[j].key) })
 	out := make([]report.ClientEntry, len(cs))
 	for i, c := range cs {
 		out[i] = c.report(nodes)
@@ -342,7 +331,7 @@ func (inv *inventory) build(nodes *cluster.Nodes) []report.ClientEntry {
 
 func (c *client) report(nodes *cluster.Nodes) report.ClientEntry {
 	out := report.ClientEntry{
-		Host: c.key.host.String(), ClientID: c.key.id, Software: append([]report.Software{}, c.software...),
+		Host: c.key.Host.String(), ClientID: c.key.ID, Software: append([]report.Software{}, c.software...),
 		Connections: append([]int{}, c.conns...), ConnectionsNotListed: c.moreConns, Servers: []string{}, Roles: []string{},
 		File: c.file, FirstPacket: c.firstPacket, First: c.first, Last: c.last, Requests: c.requests,
 		APIsNotListed: c.apisCut, Kafka40Ready: true, Topics: []string{}, TopicsNotListed: c.topicsCut,

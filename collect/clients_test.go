@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -48,14 +49,14 @@ func (r *inventoryRun) call(c *flows.Conn, clientID string, req kmsg.Request, re
 	r.corr++
 	r.pkt++
 	at := t0.Add(time.Duration(r.pkt) * time.Millisecond)
-	q := flows.MakeRequest(c, at, r.corr, clientID, req)
+	q := flowstest.MakeRequest(c, at, r.corr, clientID, req)
 	q.Packet, q.FirstPacket = r.pkt, r.pkt
 	r.dl.Deliver(&flows.Event{Req: q})
 	if resp == nil {
 		return
 	}
 	r.pkt++
-	a := flows.MakeResponse(q, at.Add(time.Millisecond), resp)
+	a := flowstest.MakeResponse(q, at.Add(time.Millisecond), resp)
 	a.Packet, a.FirstPacket = r.pkt, r.pkt
 	r.dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: a}})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // BenchmarkCollector times the collector's hot path per exchange: a
@@ -43,8 +44,8 @@ func BenchmarkCollector(b *testing.B) {
 			r.Version = 13
 			resp = r
 		}
-		q := flows.MakeRequest(cn, t0, int32(i), "bench", req)
-		pairs = append(pairs, pair{q, flows.MakeResponse(q, t0, resp)})
+		q := flowstest.MakeRequest(cn, t0, int32(i), "bench", req)
+		pairs = append(pairs, pair{q, flowstest.MakeResponse(q, t0, resp)})
 	}
 	x := &flows.Exchange{}
 	at := t0

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -29,7 +30,7 @@ func timelineRun(t *testing.T, servers []string, at []time.Duration, lat time.Du
 		cn := conns[i%len(conns)]
 		req := kmsg.NewPtrMetadataRequest()
 		req.Version = 12
-		q := flows.MakeRequest(cn, t0.Add(d), int32(i), "app", req)
+		q := flowstest.MakeRequest(cn, t0.Add(d), int32(i), "app", req)
 		dl.Deliver(&flows.Event{Req: q})
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.Version = 12
@@ -38,7 +39,7 @@ func timelineRun(t *testing.T, servers []string, at []time.Duration, lat time.Du
 			tp.ErrorCode = 3
 			resp.Topics = append(resp.Topics, tp)
 		}
-		a := flows.MakeResponse(q, t0.Add(d+lat), resp)
+		a := flowstest.MakeResponse(q, t0.Add(d+lat), resp)
 		dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: cn, Req: q, Resp: a}})
 	}
 	return c.Build(nil, &flows.Stats{}, conns, dl.Nodes(), nil)

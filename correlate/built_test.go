@@ -10,6 +10,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // batchBytes is detectortest.ZeroBatch: a record batch of n records from base, its CRC
@@ -30,9 +31,9 @@ func shipBuilt(t testing.TB) [][]byte {
 	c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.1.0.1:9092"))
 	c.ID = 1
 	send := func(corr int32, req kmsg.Request, resp kmsg.Response, file int) {
-		m := flows.MakeRequest(c, at, corr, "built-app", req)
+		m := flowstest.MakeRequest(c, at, corr, "built-app", req)
 		m.File, m.Packet = file, 2*uint64(corr)+1
-		r := flows.MakeResponse(m, at.Add(time.Millisecond), resp)
+		r := flowstest.MakeResponse(m, at.Add(time.Millisecond), resp)
 		r.File, r.Packet = file, m.Packet+1
 		x.OnExchange(&flows.Exchange{Conn: c, Req: m, Resp: r})
 	}
@@ -97,7 +98,7 @@ func shipBuilt(t testing.TB) [][]byte {
 
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(12)
-	m := flows.MakeRequest(c, at, 4, "built-app", md)
+	m := flowstest.MakeRequest(c, at, 4, "built-app", md)
 	m.Packet = 9
 	x.OnExchange(&flows.Exchange{Conn: c, Req: m, Unanswered: true, AtEnd: true, Waited: 40 * time.Second, ConnGaps: 2})
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/hist"
 )
 
@@ -42,7 +43,7 @@ type E2E struct {
 	window int
 	ring   []produced
 	next   int
-	parts  map[partKey]*partIndex
+	parts  map[cluster.Partition]*partIndex
 	topics map[topicKey]*topicStats
 	// names and ids are the topic ids' names that records carrying both
 	// taught, each way.
@@ -72,11 +73,6 @@ const maxPending = 65536
 // maxConsumers is how many consumers of one batch are told apart.
 const maxConsumers = 4
 
-type partKey struct {
-	topic     string
-	partition int32
-}
-
 type topicKey struct{ cluster, topic string }
 
 // partIndex finds a partition's remembered batches: by offset, and by CRC
@@ -90,7 +86,7 @@ type partIndex struct {
 // produced is one remembered batch of a Produce request.
 type produced struct {
 	part          *partIndex
-	key           partKey
+	key           cluster.Partition
 	alt           string // the topic's other key (by id beside a name)
 	cluster       string
 	agent         string
@@ -129,7 +125,7 @@ func NewE2E(batches int, skew *Skew) *E2E {
 	if batches <= 0 {
 		batches = DefaultBatches
 	}
-	return &E2E{skew: skew, window: batches, parts: map[partKey]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{},
+	return &E2E{skew: skew, window: batches, parts: map[cluster.Partition]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{},
 		names: map[string]string{}, ids: map[string]string{}, seed: maphash.MakeSeed()}
 }
 
@@ -174,6 +170,12 @@ func compatible(a, b string) bool { return a == "" || b == "" || a == b }
 // maxTopicIDs bounds the topic ids whose names are remembered.
 const maxTopicIDs = 65536
 
+// partKey is the partition of a topic's key (topicKeys): the topic in
+// Partition.Topic by its name, or by "#" and its id as records carry it
+// (the correlator compares the text agents shipped, and an id's name may
+// be learned from another agent's records later).
+func partKey(topic string, n int32) cluster.Partition { return cluster.Partition{Topic: topic, Num: n} }
+
 // topicKeys are the keys a record's partition is indexed under: by name
 // when its agent or another knew it, else by id ("#" and the id: no
 // topic name has a "#"); alt is the id's key beside a known name (the
@@ -200,13 +202,13 @@ func (e *E2E) topicKeys(r *Record) (key, alt, show string) {
 // (the same batch shipped by another agent, or sent again).
 func (e *E2E) remember(r *Record, b *Batch) {
 	key, alt, _ := e.topicKeys(r)
-	k := partKey{key, r.Partition}
+	k := partKey(key, r.Partition)
 	offset := int64(-1)
 	if b.Offset.Set && b.Offset.V >= 0 {
 		offset = b.Offset.V
 	}
 	for _, kk := range [2]string{key, alt} {
-		if kk != "" && e.known(e.parts[partKey{kk, r.Partition}], r, b, offset) {
+		if kk != "" && e.known(e.parts[partKey(kk, r.Partition)], r, b, offset) {
 			return
 		}
 	}
@@ -300,7 +302,7 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 	var ps [2]*partIndex
 	for n, kk := range [2]string{key, alt} {
 		if kk != "" {
-			ps[n] = e.parts[partKey{kk, r.Partition}]
+			ps[n] = e.parts[partKey(kk, r.Partition)]
 		}
 	}
 	var found *produced
@@ -346,8 +348,8 @@ func (e *E2E) lookup(r *Record, b *Batch, resp int64) {
 		if found.cluster != "" {
 			cluster = found.cluster
 		}
-		if !strings.HasPrefix(found.key.topic, "#") {
-			show = found.key.topic
+		if !strings.HasPrefix(found.key.Topic, "#") {
+			show = found.key.Topic
 		}
 	}
 	t := e.topic(topicKey{cluster, show})
@@ -404,7 +406,7 @@ const maxWaitingFetches = 65536
 
 // waitKey finds the fetched batches waiting for a produce.
 type waitKey struct {
-	part partKey
+	part cluster.Partition
 	crc  uint32
 }
 
@@ -426,7 +428,7 @@ func (e *E2E) wait(r *Record, key string, b *Batch, resp int64, t *topicStats) {
 	if t == nil {
 		return
 	}
-	w := waiting{key: waitKey{partKey{key, r.Partition}, b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
+	w := waiting{key: waitKey{partKey(key, r.Partition), b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
 		consumer: maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), resp: resp, t: t, live: true}
 	if b.BaseOffset.Set {
 		w.offset = b.BaseOffset.V
@@ -465,25 +467,25 @@ func (e *E2E) unwait(slot int) {
 // (under its topic's name or id).
 func (e *E2E) arrived(slot int) {
 	x := &e.ring[slot]
-	for _, kk := range [2]string{x.key.topic, x.alt} {
+	for _, kk := range [2]string{x.key.Topic, x.alt} {
 		if kk == "" {
 			continue
 		}
-		for _, i := range slices.Clone(e.waiting[waitKey{partKey{kk, x.key.partition}, x.crc}]) {
+		for _, i := range slices.Clone(e.waiting[waitKey{partKey(kk, x.key.Num), x.crc}]) {
 			w := &e.waits[i]
 			if !compatible(w.cluster, x.cluster) || x.offset >= 0 && w.offset >= 0 && x.offset != w.offset {
 				continue
 			}
 			w.t.waiting--
 			t := w.t
-			if named := !strings.HasPrefix(x.key.topic, "#"); x.cluster != "" && w.cluster == "" || named && t.key.topic != x.key.topic {
+			if named := !strings.HasPrefix(x.key.Topic, "#"); x.cluster != "" && w.cluster == "" || named && t.key.topic != x.key.Topic {
 				cluster := w.cluster
 				if x.cluster != "" {
 					cluster = x.cluster
 				}
 				show := t.key.topic
 				if named {
-					show = x.key.topic
+					show = x.key.Topic
 				}
 				t = e.topic(topicKey{cluster, show})
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/export"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -257,7 +258,7 @@ func (b *builder) produce(at int, base int64, batches ...[]byte) {
 	pt.Partitions = append(pt.Partitions, pp)
 	p.Topics = append(p.Topics, pt)
 	b.corr++
-	req := flows.MakeRequest(b.c, t0.Add(time.Duration(at)*time.Millisecond), b.corr, "producer", p)
+	req := flowstest.MakeRequest(b.c, t0.Add(time.Duration(at)*time.Millisecond), b.corr, "producer", p)
 	x := &flows.Exchange{Conn: b.c, Req: req}
 	if base >= 0 {
 		pr := kmsg.NewPtrProduceResponse()
@@ -268,7 +269,7 @@ func (b *builder) produce(at int, base int64, batches ...[]byte) {
 		rp.BaseOffset = base
 		rt.Partitions = append(rt.Partitions, rp)
 		pr.Topics = append(pr.Topics, rt)
-		x.Resp = flows.MakeResponse(req, req.Time.Add(time.Millisecond), pr)
+		x.Resp = flowstest.MakeResponse(req, req.Time.Add(time.Millisecond), pr)
 	} else {
 		x.Unanswered = true
 	}
@@ -291,8 +292,8 @@ func (b *builder) fetch(at int, batches ...[]byte) {
 	fr.Topics = append(fr.Topics, frt)
 	b.corr++
 	resp := t0.Add(time.Duration(at) * time.Millisecond)
-	req := flows.MakeRequest(b.c, resp.Add(-time.Millisecond), b.corr, "consumer", f)
-	b.x.OnExchange(&flows.Exchange{Conn: b.c, Req: req, Resp: flows.MakeResponse(req, resp, fr)})
+	req := flowstest.MakeRequest(b.c, resp.Add(-time.Millisecond), b.corr, "consumer", f)
+	b.x.OnExchange(&flows.Exchange{Conn: b.c, Req: req, Resp: flowstest.MakeResponse(req, resp, fr)})
 }
 
 // records are what was shipped, parsed.
@@ -475,6 +476,6 @@ func (b *builder) fetchReplica(at int, batches ...[]byte) {
 	fr.Topics = append(fr.Topics, frt)
 	b.corr++
 	resp := t0.Add(time.Duration(at) * time.Millisecond)
-	req := flows.MakeRequest(b.c, resp.Add(-time.Millisecond), b.corr, "broker-2-fetcher", f)
-	b.x.OnExchange(&flows.Exchange{Conn: b.c, Req: req, Resp: flows.MakeResponse(req, resp, fr)})
+	req := flowstest.MakeRequest(b.c, resp.Add(-time.Millisecond), b.corr, "broker-2-fetcher", f)
+	b.x.OnExchange(&flows.Exchange{Conn: b.c, Req: req, Resp: flowstest.MakeResponse(req, resp, fr)})
 }

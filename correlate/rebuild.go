@@ -81,13 +81,12 @@ type Rebuilder struct {
 // correlation id, API, partition and first batch (a split exchange's
 // records each their own), and the record's status class.
 type viewKey struct {
-	conn      connKey
-	corr      int32
-	api       int16
-	topic     string
-	partition int32
-	batch     int
-	resp      bool // unmatched: a response alone
+	conn  connKey
+	corr  int32
+	api   int16
+	part  cluster.Partition // Topic: the topic id or name as shipped; Num -1 for the whole exchange
+	batch int
+	resp  bool // unmatched: a response alone
 }
 
 // maxViews bounds the exchanges remembered on connections two agents saw.
@@ -333,12 +332,12 @@ func (rb *Rebuilder) again(r *Record, k connKey) bool {
 	if len(rb.alias) == 0 {
 		return false
 	}
-	v := viewKey{conn: k, corr: r.Corr, api: r.API, topic: r.TopicID, partition: -1, batch: r.BatchIndex.V, resp: r.Status == "unmatched"}
-	if v.topic == "" {
-		v.topic = r.Topic
+	v := viewKey{conn: k, corr: r.Corr, api: r.API, part: cluster.Partition{Topic: r.TopicID, Num: -1}, batch: r.BatchIndex.V, resp: r.Status == "unmatched"}
+	if v.part.Topic == "" {
+		v.part.Topic = r.Topic
 	}
 	if r.Parts > 0 {
-		v.partition = r.Partition
+		v.part.Num = r.Partition
 	}
 	return !rb.views.add(v)
 }

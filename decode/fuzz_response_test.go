@@ -26,13 +26,13 @@ import (
 func FuzzResponse(f *testing.F) {
 	fl := &kmsgtest.Filler{Batch: batch(0, 2, 4)}
 	everyVersion(func(key, v int16) {
-		frame := decode.AppendResponseFrame(nil, 1, fl.Response(key, v))
+		frame := kmsgtest.AppendResponseFrame(nil, 1, fl.Response(key, v))
 		f.Add(key, v, frame[4:])
 	})
 	for _, key := range []int16{0, 1, 3, 18} {
 		resp := kmsg.ResponseForKey(key)
 		resp.SetVersion(kmsg.RequestForKey(key).MaxVersion())
-		frame := decode.AppendResponseFrame(nil, 2, resp)
+		frame := kmsgtest.AppendResponseFrame(nil, 2, resp)
 		f.Add(key, resp.GetVersion(), frame[4:])
 	}
 	// ApiVersions answers with a v0 header whatever the version; an

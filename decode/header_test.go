@@ -250,7 +250,7 @@ func TestAppendRequestFrame(t *testing.T) {
 	everyVersion(func(key, v int16) {
 		req := f.Request(key, v)
 		for _, cid := range []*string{&id, nil} {
-			got := decode.AppendRequestFrame(nil, 77, cid, req)
+			got := kmsgtest.AppendRequestFrame(nil, 77, cid, req)
 			want := requestFrame(77, cid, req)
 			if size, _ := decode.FrameSize(got); int(size) != len(got)-4 {
 				t.Errorf("%s (client id %v): size prefix %d for a %d-byte frame: % x", apiName(key, v), cid != nil, size, len(got), got[:min(len(got), 24)])
@@ -268,12 +268,12 @@ func TestAppendRequestFrameAppends(t *testing.T) {
 	id := "c"
 	req := &kmsg.MetadataRequest{Version: 12}
 	want := cat([]byte("prefix"), requestFrame(5, &id, req))
-	if got := decode.AppendRequestFrame([]byte("prefix"), 5, &id, req); !bytes.Equal(got, want) {
+	if got := kmsgtest.AppendRequestFrame([]byte("prefix"), 5, &id, req); !bytes.Equal(got, want) {
 		t.Errorf("AppendRequestFrame(%q, ...) = % x\nwant % x", "prefix", got, want)
 	}
 	resp := &kmsg.MetadataResponse{Version: 12}
-	wantResp := cat([]byte("prefix"), decode.AppendResponseFrame(nil, 5, resp))
-	if got := decode.AppendResponseFrame([]byte("prefix"), 5, resp); !bytes.Equal(got, wantResp) {
+	wantResp := cat([]byte("prefix"), kmsgtest.AppendResponseFrame(nil, 5, resp))
+	if got := kmsgtest.AppendResponseFrame([]byte("prefix"), 5, resp); !bytes.Equal(got, wantResp) {
 		t.Errorf("AppendResponseFrame(%q, ...) = % x\nwant % x", "prefix", got, wantResp)
 	}
 }
@@ -285,7 +285,7 @@ func TestAppendResponseFrame(t *testing.T) {
 	f := &kmsgtest.Filler{Batch: batch(0, 2, 0)}
 	everyVersion(func(key, v int16) {
 		resp := f.Response(key, v)
-		frame := decode.AppendResponseFrame([]byte{9}, -5, resp)[1:]
+		frame := kmsgtest.AppendResponseFrame([]byte{9}, -5, resp)[1:]
 		wantHdr := 4
 		if resp.IsFlexible() && key != 18 {
 			wantHdr = 5

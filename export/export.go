@@ -147,7 +147,7 @@ type Exporter struct {
 	recs      sync.Pool
 	buf, head []byte
 	parts     []part
-	index     map[partKey]int
+	index     map[cluster.Partition]int
 	clusters  map[netip.AddrPort]string
 	clientIDs map[int]string
 	// own are the exporter's own connections to the sink, as kgo's
@@ -180,17 +180,12 @@ type Exporter struct {
 	seq int64
 }
 
-// partKey names a partition within one exchange: by name, and by id
-// only where the name is not known (a request may name a topic by id, its
-// batches by the name Metadata gave it).
-type partKey struct {
-	topic string
-	part  int32
-}
-
 // part is what one exchange says of one partition.
 type part struct {
-	key  partKey
+	// key names the partition within one exchange: by name, and by id
+	// only where the name is not known (a request may name a topic by
+	// id, its batches by the name Metadata gave it).
+	key  cluster.Partition
 	name string
 	// id is the topic's id when the wire named it by id (shipped as
 	// topic_id, so that a reader can join the records of an agent that
@@ -289,7 +284,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	e.cfg, e.cl = cfg, cl
 	e.sink = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
-	e.index, e.clusters, e.clientIDs = map[partKey]int{}, map[netip.AddrPort]string{}, map[int]string{}
+	e.index, e.clusters, e.clientIDs = map[cluster.Partition]int{}, map[netip.AddrPort]string{}, map[int]string{}
 	e.limit.Store(int64(cfg.Buffer))
 	e.promise = e.delivered
 	e.send = e.ship
@@ -495,7 +490,7 @@ func (e *Exporter) OnExchange(x *flows.Exchange) {
 			// The partition's number alone: an agent that never saw a
 			// Metadata answer names the topic by id, another by name,
 			// and both must land in one partition of the export topic.
-			b := appendIntRaw(e.buf[:0], int64(p.key.part))
+			b := appendIntRaw(e.buf[:0], int64(p.key.Num))
 			k := len(b)
 			b = append(b, e.head...)
 			b = e.seqField(b) // each record its own, the head being shared
@@ -652,7 +647,7 @@ func (e *Exporter) partFields(b []byte, p *part, chunk int) []byte {
 	if p.id != ([16]byte{}) {
 		b = appendStr(b, "topic_id", cluster.TopicID(p.id))
 	}
-	b = appendInt(b, "partition", int64(p.key.part))
+	b = appendInt(b, "partition", int64(p.key.Num))
 	if p.hasFetchOffset {
 		b = appendInt(b, "fetch_offset", p.fetchOffset)
 	}
@@ -747,8 +742,12 @@ func (e *Exporter) collect(x *flows.Exchange) {
 	if name == nil {
 		name = x.Resp
 	}
+	var keys cluster.Keyer
+	if name.Conn != nil {
+		keys.Names = name.Conn.Nodes()
+	}
 	add := func(p cluster.Partition) *part {
-		k := partKey{name.TopicName(p.Topic, p.TopicID), p.Num}
+		k := keys.Key(p)
 		if i, ok := e.index[k]; ok {
 			if e.parts[i].id == ([16]byte{}) {
 				e.parts[i].id = p.TopicID
@@ -756,7 +755,7 @@ func (e *Exporter) collect(x *flows.Exchange) {
 			return &e.parts[i]
 		}
 		e.index[k] = len(e.parts)
-		e.parts = append(e.parts, part{key: k, name: k.topic, id: p.TopicID, hw: -1, lso: -1, logStart: -1, baseOffset: -1, leader: -1})
+		e.parts = append(e.parts, part{key: k, name: name.TopicName(p.Topic, p.TopicID), id: p.TopicID, hw: -1, lso: -1, logStart: -1, baseOffset: -1, leader: -1})
 		return &e.parts[len(e.parts)-1]
 	}
 	if x.Req != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // batch is detectortest.ZeroBatch: a record batch of n records from base, its CRC
@@ -102,8 +103,8 @@ func newTraffic(clientID string) *traffic {
 		req  kmsg.Request
 		resp kmsg.Response
 	}{{md, mr}, {p, pr}, {f, fr}} {
-		req := flows.MakeRequest(c, at, int32(j), clientID, pair.req)
-		tr.x = append(tr.x, &flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Duration(j+1)*time.Millisecond), pair.resp)})
+		req := flowstest.MakeRequest(c, at, int32(j), clientID, pair.req)
+		tr.x = append(tr.x, &flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Duration(j+1)*time.Millisecond), pair.resp)})
 	}
 	return tr
 }
@@ -240,8 +241,8 @@ func TestManyBatchesSplit(t *testing.T) {
 	}
 	frt.Partitions = append(frt.Partitions, fp)
 	fr.Topics = append(fr.Topics, frt)
-	req := flows.MakeRequest(c, at, 1, "consumer", f)
-	e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), fr)})
+	req := flowstest.MakeRequest(c, at, 1, "consumer", f)
+	e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Millisecond), fr)})
 	if len(*out) != 3 {
 		t.Fatalf("%d records for 1100 batches; want 3", len(*out))
 	}
@@ -533,8 +534,8 @@ func TestOffsetRecords(t *testing.T) {
 		req  kmsg.Request
 		resp kmsg.Response
 	}{{lo, lr}, {oc, or}} {
-		req := flows.MakeRequest(c, at, int32(j), "app", pair.req)
-		e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), pair.resp)})
+		req := flowstest.MakeRequest(c, at, int32(j), "app", pair.req)
+		e.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Millisecond), pair.resp)})
 	}
 	type rec struct {
 		API       int16  `json:"api"`

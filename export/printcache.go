@@ -3,6 +3,7 @@ package export
 import (
 	"net/netip"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -40,9 +41,7 @@ const (
 // printKey is a batch's place and checksum (see above).
 type printKey struct {
 	server netip.AddrPort
-	topic  string
-	id     [16]byte // the topic's id when its name is not known
-	part   int32
+	part   cluster.Partition // by its topic's id when its name is not known
 	length int32
 	base   int64
 	crc    uint32
@@ -50,9 +49,9 @@ type printKey struct {
 
 // keyOf is the key of batch b at base offset base served by server.
 func keyOf(server netip.AddrPort, b *flows.BatchRef, base int64) printKey {
-	k := printKey{server: server, topic: b.Topic, part: b.Partition, length: b.Length, base: base, crc: b.CRC}
-	if k.topic == "" {
-		k.id = b.TopicID
+	k := printKey{server: server, part: cluster.Partition{Topic: b.Topic, Num: b.Partition}, length: b.Length, base: base, crc: b.CRC}
+	if b.Topic == "" {
+		k.part.TopicID = b.TopicID
 	}
 	return k
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 type shippedBatch struct {
@@ -71,16 +73,16 @@ func shipThrough(t *testing.T, cfg Config, produced, fetched [][]byte) []shipped
 	var rs []*flows.Message
 	var ws []kmsg.Response
 	if produced != nil {
-		rs = append(rs, flows.MakeRequest(c, at, 1, "mm2", detectortest.ProduceRaw("orders", 0, produced...)))
+		rs = append(rs, flowstest.MakeRequest(c, at, 1, "mm2", detectortest.ProduceRaw("orders", 0, produced...)))
 		ws = append(ws, detectortest.ProducedAt("orders", 0, 0, 100))
 	}
 	if fetched != nil {
-		rs = append(rs, flows.MakeRequest(c, at, 2, "mm2", detectortest.FetchOf(id, 0, 0, -1)))
+		rs = append(rs, flowstest.MakeRequest(c, at, 2, "mm2", detectortest.FetchOf(id, 0, 0, -1)))
 		ws = append(ws, detectortest.FetchedBatches(id, 0, 1000, fetched...))
 	}
 	for i, req := range rs {
 		d.Deliver(&flows.Event{Req: req})
-		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), ws[i])}})
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Millisecond), ws[i])}})
 	}
 	return out
 }
@@ -207,9 +209,9 @@ func TestRecordPrintsOncePerBatch(t *testing.T) {
 		c := flows.MakeConn(netip.MustParseAddrPort(client), server)
 		d.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: at}})
 		corr++
-		m := flows.MakeRequest(c, at, corr, "app", req)
+		m := flowstest.MakeRequest(c, at, corr, "app", req)
 		d.Deliver(&flows.Event{Req: m})
-		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: m, Resp: flows.MakeResponse(m, at.Add(time.Millisecond), resp)}})
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: m, Resp: flowstest.MakeResponse(m, at.Add(time.Millisecond), resp)}})
 	}
 	mreq, mresp := detectortest.MetadataBrokers("orders", id, map[int32]string{1: broker.String()})
 	exchange("10.0.0.1:40000", broker, mreq, mresp)
@@ -256,7 +258,9 @@ func TestRecordPrintsOncePerBatch(t *testing.T) {
 // forgets the oldest first.
 func TestPrintCacheBounded(t *testing.T) {
 	var c printCache
-	key := func(i int) printKey { return printKey{topic: "t", base: int64(i), length: 1, crc: uint32(i)} }
+	key := func(i int) printKey {
+		return printKey{part: cluster.Partition{Topic: "t"}, base: int64(i), length: 1, crc: uint32(i)}
+	}
 	prints := func(i, n int) []decode.RecordHash {
 		hs := make([]decode.RecordHash, n)
 		for j := range hs {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
 // checkBuffers checks the budget's books: used is the capacity of the
@@ -54,7 +54,7 @@ func bigProduce(corr int32, size int) []byte {
 	for {
 		// The records' length prefix is a varint: adjust until exact.
 		p.Topics[0].Partitions[0].Records = bytes.Repeat([]byte{'x'}, n)
-		frame := decode.AppendRequestFrame(nil, corr, kmsg.StringPtr("id"), p)
+		frame := kmsgtest.AppendRequestFrame(nil, corr, kmsg.StringPtr("id"), p)
 		if len(frame) == size {
 			return frame
 		}
@@ -174,7 +174,7 @@ func TestBufferBudgetDropsResponses(t *testing.T) {
 			pp.RecordBatches = bytes.Repeat([]byte{'x'}, size)
 			tp.Partitions = append(tp.Partitions, pp)
 			r.Topics = append(r.Topics, tp)
-			frames[i] = decode.AppendResponseFrame(nil, 7, r)
+			frames[i] = kmsgtest.AppendResponseFrame(nil, 7, r)
 		}
 		for off := 0; off < len(frames[0]); off += 10_000 {
 			for i, c := range cs {

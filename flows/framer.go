@@ -875,9 +875,11 @@ func countBatches(body any) (sets, n int) {
 
 // scanBatches records the record batches of a Produce request or Fetch
 // response.
-func (f *framer) scanBatches(m *Message, body any) { scanBatches(m, body) }
+func (f *framer) scanBatches(m *Message, body any) { ScanBatches(m, body) }
 
-func scanBatches(m *Message, body any) {
+// ScanBatches sets m.Batches to the record batches of body, a Produce
+// request or Fetch response (nil for another), as the framer does.
+func ScanBatches(m *Message, body any) {
 	// Room for every batch, counted by their lengths: a Fetch response
 	// carries several per partition, and growing the slice batch by
 	// batch copied them over and over.

@@ -13,6 +13,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // keeper asks flows to keep some of each request, and records what it
@@ -199,7 +200,7 @@ func TestKeepBounded(t *testing.T) {
 			var reqs []*flows.Message
 			frame := bytes.Repeat([]byte{7}, tc.frame)
 			for i := range tc.requests {
-				m := flows.MakeRequest(c, t0, int32(i), "id", kmsg.NewPtrMetadataRequest())
+				m := flowstest.MakeRequest(c, t0, int32(i), "id", kmsg.NewPtrMetadataRequest())
 				m.Frame = frame
 				d.Deliver(&flows.Event{Req: m})
 				reqs = append(reqs, m)
@@ -227,11 +228,11 @@ func TestKeepDoesNotAllocate(t *testing.T) {
 	d := flows.NewDelivery(&quietKeeper{keep: []flows.Keep{{Records: h}}})
 	req := produce(1)
 	var raws [][]byte
-	m := flows.MakeRequest(c, t0, 1, "producer", req)
+	m := flowstest.MakeRequest(c, t0, 1, "producer", req)
 	for _, b := range m.Batches {
 		raws = append(raws, b.Raw)
 	}
-	resp := flows.MakeResponse(m, t0.Add(time.Millisecond), produced())
+	resp := flowstest.MakeResponse(m, t0.Add(time.Millisecond), produced())
 	x := &flows.Exchange{Conn: c, Req: m, Resp: resp}
 	round := func() {
 		for i := range m.Batches {

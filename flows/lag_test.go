@@ -11,6 +11,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 var lagT0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -78,12 +79,12 @@ type lagRig struct {
 func (r *lagRig) call(c *flows.Conn, clientID string, req kmsg.Request, resp kmsg.Response) map[int32]int64 {
 	r.corr++
 	r.at += 100 * time.Millisecond
-	q := flows.MakeRequest(c, lagT0.Add(r.at), r.corr, clientID, req)
+	q := flowstest.MakeRequest(c, lagT0.Add(r.at), r.corr, clientID, req)
 	r.table.Request(q)
 	if resp == nil {
 		return nil
 	}
-	p := flows.MakeResponse(q, lagT0.Add(r.at+time.Millisecond), resp)
+	p := flowstest.MakeResponse(q, lagT0.Add(r.at+time.Millisecond), resp)
 	r.pkt += 2
 	p.Packet = r.pkt
 	out := map[int32]int64{}
@@ -277,10 +278,10 @@ func TestLagDelivered(t *testing.T) {
 	deliver := func(d *flows.Delivery) {
 		hb := kmsg.NewPtrHeartbeatRequest()
 		hb.Version, hb.Group = 4, "orders-app"
-		d.Deliver(&flows.Event{Req: flows.MakeRequest(c, lagT0, 1, "app", hb)})
-		q := flows.MakeRequest(c, lagT0.Add(time.Second), 2, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100, 1: 50}))
+		d.Deliver(&flows.Event{Req: flowstest.MakeRequest(c, lagT0, 1, "app", hb)})
+		q := flowstest.MakeRequest(c, lagT0.Add(time.Second), 2, "app", lagFetch(12, -1, -1, "orders", map[int32]int64{0: 100, 1: 50}))
 		d.Deliver(&flows.Event{Req: q})
-		p := flows.MakeResponse(q, lagT0.Add(time.Second+time.Millisecond), lagFetched(12, "orders", map[int32]int64{0: 130, 1: 50}))
+		p := flowstest.MakeResponse(q, lagT0.Add(time.Second+time.Millisecond), lagFetched(12, "orders", map[int32]int64{0: 130, 1: 50}))
 		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: p}})
 	}
 	a, b := &lagUser{take: true, got: map[int32]int64{}}, &lagUser{take: true, got: map[int32]int64{}}

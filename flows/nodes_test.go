@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestNodesLearnBrokers: the node table learns the brokers of Metadata and
@@ -19,8 +20,8 @@ func TestNodesLearnBrokers(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	d.Deliver(&flows.Event{Conn: &flows.ConnEvent{Kind: flows.ConnOpened, Conn: c, Client: c.Client, Server: c.Server, Time: at}})
 	answer := func(req kmsg.Request, resp kmsg.Response) {
-		q := flows.MakeRequest(c, at, 1, "app", req)
-		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at, resp)}})
+		q := flowstest.MakeRequest(c, at, 1, "app", req)
+		d.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at, resp)}})
 	}
 	dc := kmsg.NewPtrDescribeClusterResponse()
 	dc.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: 7, Host: "10.0.0.2", Port: 9092}, {NodeID: 8, Host: "10.0.0.3", Port: 9092}}

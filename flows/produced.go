@@ -1,6 +1,9 @@
 package flows
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // ProducedBatches calls fn for every record batch of a Produce request
 // whose partition the response answers, in request order, with the offset
@@ -17,20 +20,15 @@ func ProducedBatches(req, resp *Message, fn func(i int, b *BatchRef, base int64,
 	if !ok {
 		return
 	}
-	type part struct {
-		topic string
-		id    [16]byte
-		part  int32
-	}
 	var (
 		cur     *kmsg.ProduceResponseTopicPartition
-		curPart part
+		curPart cluster.Partition
 		next    int64
 		started bool
 	)
 	for i := range req.Batches {
 		b := &req.Batches[i]
-		if p := (part{b.Topic, b.TopicID, b.Partition}); !started || p != curPart {
+		if p := (cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}); !started || p != curPart {
 			started, curPart = true, p
 			cur = producedPartition(r, b)
 			if cur != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestProducedBatches: each produced batch gets the offset the broker gave
@@ -60,8 +61,8 @@ func TestProducedBatches(t *testing.T) {
 		}
 		req.Topics, resp.Topics = append(req.Topics, rt), append(resp.Topics, st)
 		c := flows.MakeConn(client, broker)
-		q := flows.MakeRequest(c, t0, 1, "producer", req)
-		r := flows.MakeResponse(q, t0, resp)
+		q := flowstest.MakeRequest(c, t0, 1, "producer", req)
+		r := flowstest.MakeResponse(q, t0, resp)
 		var got []string
 		flows.ProducedBatches(q, r, func(i int, b *flows.BatchRef, base int64, code int16) {
 			got = append(got, fmt.Sprintf("%d:p%d@%d/%d", i, b.Partition, base, code))

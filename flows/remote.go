@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 )
@@ -13,6 +15,10 @@ import (
 // shipped records (docs/export.md) to the same handlers a capture feeds:
 // connections it numbers itself, messages tied to them, the counts flows
 // keeps per connection, and the node identities the records name.
+
+// ErrorCounts are the non-zero error codes anywhere in resp, counted as
+// the analyzer counts a response's (Message.ErrorCodes).
+func ErrorCounts(resp kmsg.Response) []ErrorCount { return errorCounts(resp, nil) }
 
 // NewRemoteDelivery returns a Delivery to handlers that learns into
 // nodes and does not number connections: a correlator's connections are

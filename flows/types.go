@@ -139,6 +139,10 @@ func (m *Message) knownTopic(name string, id [16]byte) (string, bool) {
 	return "", false
 }
 
+// PartitionKey is p as state is kept by it (cluster.Partition.Key), by
+// the topic names the run knows.
+func (m *Message) PartitionKey(p cluster.Partition) cluster.Partition { return p.Key(m.names()) }
+
 // names is what the run knows of topics' names, for cluster.Partition.Key.
 func (m *Message) names() cluster.Names {
 	if m.Conn != nil && m.Conn.nodes != nil {
@@ -159,9 +163,10 @@ func (m *Message) Identify() {
 	m.Group = cluster.GroupOf(m.Req)
 }
 
-// Answers makes m, a response, answer req: its API, version, client,
-// role, fetcher and group are the request's.
+// Answers makes m, a response, answer req: its connection, API, version,
+// client, role, fetcher and group are the request's.
 func (m *Message) Answers(req *Message) {
+	m.Conn, m.conn = req.Conn, req.conn
 	m.Key, m.Version = req.Key, req.Version
 	m.Client, m.Role, m.Fetcher, m.Group = req.Client, req.Role, req.Fetcher, req.Group
 }

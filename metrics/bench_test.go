@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/metrics"
 )
 
@@ -47,8 +48,8 @@ func newSteady() *steady {
 			req  kmsg.Request
 			resp kmsg.Response
 		}{{p, pr}, {f, fr}, {md, mr}} {
-			req := flows.MakeRequest(c, at, int32(j), id, pair.req)
-			s.x = append(s.x, &flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Duration(j+1)*time.Millisecond), pair.resp)})
+			req := flowstest.MakeRequest(c, at, int32(j), id, pair.req)
+			s.x = append(s.x, &flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Duration(j+1)*time.Millisecond), pair.resp)})
 		}
 	}
 	return s

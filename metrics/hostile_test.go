@@ -19,6 +19,7 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/metrics"
 )
 
@@ -42,7 +43,7 @@ func errorStorm(m *metrics.Metrics, brokers, pairs int, codes []int16) int {
 				req := kmsg.RequestForKey(p[0])
 				req.SetVersion(p[1])
 				corr++
-				rq := flows.MakeRequest(c, at, corr, "storm", req)
+				rq := flowstest.MakeRequest(c, at, corr, "storm", req)
 				m.OnRequest(rq)
 				resp := &flows.Message{Conn: &c.ConnInfo, Key: p[0], Version: p[1], Time: at.Add(time.Millisecond), Size: 20,
 					ErrorCodes: []flows.ErrorCount{{Code: code, Count: 1}}}

@@ -26,6 +26,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/fixtures/gen"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/internal/promtest"
 	"github.com/kfsniff/kfsniff/metrics"
 	"github.com/kfsniff/kfsniff/pipeline"
@@ -282,14 +283,14 @@ func conn(client, server string) *flows.Conn {
 func metadata(c *flows.Conn, at time.Time, corr int32, clientID string) (*flows.Message, *flows.Message) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
-	m := flows.MakeRequest(c, at, corr, clientID, req)
+	m := flowstest.MakeRequest(c, at, corr, clientID, req)
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(12)
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = kmsg.StringPtr("gone")
 	t.ErrorCode = 3
 	resp.Topics = append(resp.Topics, t)
-	return m, flows.MakeResponse(m, at.Add(3*time.Millisecond), resp)
+	return m, flowstest.MakeResponse(m, at.Add(3*time.Millisecond), resp)
 }
 
 // TestCaps: thousands of client ids (hostile ones among them: invalid
@@ -356,7 +357,7 @@ func TestCaps(t *testing.T) {
 		for v := int16(0); v <= decode.MaxVersion(key); v++ {
 			req := kmsg.RequestForKey(key)
 			req.SetVersion(v)
-			m.OnRequest(flows.MakeRequest(c, at, int32(n), "versions", req))
+			m.OnRequest(flowstest.MakeRequest(c, at, int32(n), "versions", req))
 			n++
 		}
 	}
@@ -400,11 +401,11 @@ func TestConnectionRoles(t *testing.T) {
 	f := kmsg.NewPtrFetchRequest()
 	f.SetVersion(12)
 	f.ReplicaID = -1
-	m.OnRequest(flows.MakeRequest(cons, at, 5, "app", f))
-	m.OnRequest(flows.MakeRequest(cons, at, 6, "app", f)) // a role counts once per connection
+	m.OnRequest(flowstest.MakeRequest(cons, at, 5, "app", f))
+	m.OnRequest(flowstest.MakeRequest(cons, at, 6, "app", f)) // a role counts once per connection
 	p := kmsg.NewPtrProduceRequest()
 	p.SetVersion(9)
-	m.OnRequest(flows.MakeRequest(prod, at.Add(50*time.Second), 7, "app", p))
+	m.OnRequest(flowstest.MakeRequest(prod, at.Add(50*time.Second), 7, "app", p))
 	if got := roles(); got["metadata"] != 2 || got["consumer"] != 1 || got["producer"] != 1 || got["admin"] != 0 {
 		t.Fatalf("roles %v; want metadata 2, consumer 1, producer 1", got)
 	}
@@ -443,7 +444,7 @@ func TestNativeHistograms(t *testing.T) {
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.SetVersion(12)
 		m.OnRequest(req)
-		m.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Duration(i+1)*time.Millisecond), resp)})
+		m.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Duration(i+1)*time.Millisecond), resp)})
 	}
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/kfsniff/kfsniff/collect"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/report"
 )
 
@@ -38,14 +39,14 @@ func hostileReport(t *testing.T) *report.Report {
 		tp.Topic = kmsg.StringPtr(hostile)
 		req.Topics = append(req.Topics, tp)
 		at := t0.Add(time.Duration(i) * time.Second)
-		q := flows.MakeRequest(c, at, int32(i), hostile, req)
+		q := flowstest.MakeRequest(c, at, int32(i), hostile, req)
 		dl.Deliver(&flows.Event{Req: q})
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.Version = 12
 		rt := kmsg.NewMetadataResponseTopic()
 		rt.Topic, rt.ErrorCode = kmsg.StringPtr(hostile), 3
 		resp.Topics = append(resp.Topics, rt)
-		dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), resp)}})
+		dl.Deliver(&flows.Event{X: &flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at.Add(time.Millisecond), resp)}})
 	}
 	c.ClientIDs = []string{hostile}
 	c.Requests, c.Responses, c.ErrorResponses = 5, 5, 5

@@ -43,20 +43,8 @@ type JSONIssue struct {
 
 func (i JSONIssue) Error() string { return i.Path + ": " + i.What }
 
-// marshal returns v's compact JSON as a json.Encoder with
-// SetEscapeHTML(false) writes it (a newline at the end), and the values
-// it had to write otherwise (see above). It never fails.
-func marshal(v any) ([]byte, []JSONIssue) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err == nil {
-		return buf.Bytes(), nil
-	}
-	return marshalWalk(v)
-}
-
-// marshalWalk is marshal's way when encoding/json has failed on v.
+// marshalWalk writes v's JSON when encoding/json has failed on it, with the
+// values it had to write otherwise (see above).
 func marshalWalk(v any) ([]byte, []JSONIssue) {
 	var s safeEncoder
 	b := s.value(nil, reflect.ValueOf(v), "")

@@ -16,6 +16,19 @@ import (
 	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
+// marshal returns v's compact JSON as a json.Encoder with
+// SetEscapeHTML(false) writes it (a newline at the end), and the values
+// it had to write otherwise (see above). It never fails.
+func marshal(v any) ([]byte, []JSONIssue) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err == nil {
+		return buf.Bytes(), nil
+	}
+	return marshalWalk(v)
+}
+
 // encodeStd is what encoding/json writes for v (no HTML escaping).
 func encodeStd(t *testing.T, v any) []byte {
 	t.Helper()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/flows"
 )
@@ -247,9 +248,8 @@ type RecordWriter struct {
 }
 
 type txnPart struct {
-	pid       int64
-	topic     string
-	partition int32
+	pid  int64
+	part cluster.Partition // flows.Message.PartitionKey
 }
 
 type pendingLines struct {
@@ -262,10 +262,14 @@ type pendingLines struct {
 // end; past it the waiting lines are printed (Stats.Overflow).
 const maxPending = 64 << 20
 
+// partOf is b's partition as state is kept by it.
+func partOf(m *flows.Message, b *flows.BatchRef) cluster.Partition {
+	return m.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition})
+}
+
 type producedKey struct {
-	topic     string
-	partition int32
-	crc       uint32
+	part cluster.Partition // flows.Message.PartitionKey
+	crc  uint32
 }
 
 // maxProduced bounds the produced batches remembered; past it, fetched
@@ -388,7 +392,7 @@ func (rw *RecordWriter) OnRequest(m *flows.Message) {
 			return
 		}
 		b := &m.Batches[i]
-		rw.produced[producedKey{m.TopicName(b.Topic, b.TopicID), b.Partition, b.CRC}] = struct{}{}
+		rw.produced[producedKey{partOf(m, b), b.CRC}] = struct{}{}
 	}
 }
 
@@ -520,12 +524,12 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 	}
 	topic := m.TopicName(ref.Topic, ref.TopicID)
 	if b.Control() {
-		rw.control(m, topic, ref.Partition, b)
+		rw.control(m, ref, topic, b)
 		return
 	}
 	if m.Key == 1 && rw.opt.From == RecordsFromAuto && b.CRCOK {
 		// A fetched batch a Produce of the capture carried: printed there.
-		if _, twin := rw.produced[producedKey{topic, ref.Partition, b.CRC}]; twin {
+		if _, twin := rw.produced[producedKey{partOf(m, ref), b.CRC}]; twin {
 			rw.stats.Twins += int64(b.Records)
 			return
 		}
@@ -533,7 +537,7 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 	rw.stats.Batches++
 	if rw.opt.ReadCommitted && b.Transactional() {
 		// Held until the transaction ends.
-		k := txnPart{b.ProducerID, topic, ref.Partition}
+		k := txnPart{b.ProducerID, partOf(m, ref)}
 		if rw.pending[k] == nil {
 			rw.pendingSeq++
 			rw.pending[k] = &pendingLines{seq: rw.pendingSeq}
@@ -578,12 +582,13 @@ func ControlType(key []byte) string {
 // control shows a control batch's records as markers, as the broker wrote
 // them: COMMIT or ABORT (or a KRaft control type) with the batch's
 // producer id and epoch; or counts them, hidden.
-func (rw *RecordWriter) control(m *flows.Message, topic string, part int32, b *decode.Batch) {
+func (rw *RecordWriter) control(m *flows.Message, ref *flows.BatchRef, topic string, b *decode.Batch) {
+	part := ref.Partition
 	err := rw.h.Records(b, func(r *decode.Record) bool {
 		typ := ControlType(r.Key)
 		if rw.opt.ReadCommitted {
 			// The marker ends its producer's transaction on this partition.
-			rw.endPending(txnPart{b.ProducerID, topic, part}, typ == "COMMIT")
+			rw.endPending(txnPart{b.ProducerID, partOf(m, ref)}, typ == "COMMIT")
 		}
 		if rw.opt.HideControl || rw.opt.ReadCommitted {
 			rw.stats.HiddenMarkers++

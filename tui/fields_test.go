@@ -72,8 +72,8 @@ func TestDetailTreeEveryField(t *testing.T) {
 				t.Skip(f.Err)
 			}
 			clientID := "c"
-			reqFrame := decode.AppendRequestFrame(nil, 7, &clientID, req)[4:]
-			respFrame := decode.AppendResponseFrame(nil, 7, resp)[4:]
+			reqFrame := kmsgtest.AppendRequestFrame(nil, 7, &clientID, req)[4:]
+			respFrame := kmsgtest.AppendResponseFrame(nil, 7, resp)[4:]
 			x := &Exchange{Key: key, Version: v, Correlation: 7, ReqPacket: 1, RespPacket: 2,
 				ReqSize: int32(len(reqFrame) + 4), RespSize: int32(len(respFrame) + 4)}
 			tree := detailTree(x, reqFrame, respFrame)
@@ -199,7 +199,7 @@ func TestDetailTreeBatches(t *testing.T) {
 		{Partition: 3, Records: append(append([]byte{}, good...), bad...)},
 	}}}
 	id := "producer-1"
-	frame := decode.AppendRequestFrame(nil, 1, &id, req)[4:]
+	frame := kmsgtest.AppendRequestFrame(nil, 1, &id, req)[4:]
 	x := &Exchange{Key: 0, Version: 9, Correlation: 1, ReqPacket: 5, ReqSize: int32(len(frame) + 4), State: Unanswered}
 	tree := detailTree(x, frame, nil)
 	text := tree.String()
@@ -234,7 +234,7 @@ func TestDetailTreeNotKept(t *testing.T) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	id := "c"
-	frame := decode.AppendRequestFrame(nil, 1, &id, req)[4:]
+	frame := kmsgtest.AppendRequestFrame(nil, 1, &id, req)[4:]
 	x := &Exchange{Key: 3, Version: 12, ReqPacket: 1, RespPacket: 2, ReqSize: int32(len(frame) + 4), RespSize: 100}
 	text := detailTree(x, frame[:12], nil).String()
 	for _, want := range []string{"body not decoded: only the first 12 of", "Response: packet 2, 100 bytes: frame no longer kept"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 	"github.com/kfsniff/kfsniff/internal/termcheck"
 )
 
@@ -53,16 +54,16 @@ func TestLagWireStringsAreSafe(t *testing.T) {
 	id := "evil[red]\x1b[2J"
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Version, hb.Group = 4, "grp[::b]\x07"
-	m.OnRequest(flows.MakeRequest(c, time.Now(), 1, id, hb))
+	m.OnRequest(flowstest.MakeRequest(c, time.Now(), 1, id, hb))
 	q := kmsg.NewPtrFetchRequest()
 	q.Version, q.ReplicaID, q.SessionEpoch = 12, -1, -1
 	q.Topics = []kmsg.FetchRequestTopic{{Topic: "top[yellow]\x1b]0;x\x07", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0, FetchOffset: 5}}}}
 	r := kmsg.NewPtrFetchResponse()
 	r.Version = 12
 	r.Topics = []kmsg.FetchResponseTopic{{Topic: q.Topics[0].Topic, Partitions: []kmsg.FetchResponseTopicPartition{{Partition: 0, HighWatermark: 9, LastStableOffset: 9}}}}
-	req := flows.MakeRequest(c, time.Now(), 2, id, q)
+	req := flowstest.MakeRequest(c, time.Now(), 2, id, q)
 	m.OnRequest(req)
-	m.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flows.MakeResponse(req, time.Now(), r)})
+	m.OnExchange(&flows.Exchange{Conn: c, Req: req, Resp: flowstest.MakeResponse(req, time.Now(), r)})
 	if rows := m.Lag(); len(rows) != 1 || rows[0].Last.Lag != 4 {
 		t.Fatalf("lag rows %+v", rows)
 	}

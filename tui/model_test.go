@@ -16,6 +16,7 @@ import (
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 	"github.com/kfsniff/kfsniff/pipeline"
 )
 
@@ -334,8 +335,8 @@ func newSynth(id int, clientID string) *synth {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(12)
 	s := &synth{conn: c, t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), clint: clientID}
-	s.req = decode.AppendRequestFrame(nil, 1, &clientID, req)[4:]
-	s.resp = decode.AppendResponseFrame(nil, 1, resp)[4:]
+	s.req = kmsgtest.AppendRequestFrame(nil, 1, &clientID, req)[4:]
+	s.resp = kmsgtest.AppendResponseFrame(nil, 1, resp)[4:]
 	return s
 }
 
@@ -396,7 +397,7 @@ func TestModelRequestFramesKept(t *testing.T) {
 	for i := range msgs {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.ClientSoftwareName = strings.Repeat("x", 20*i)
-		frames[i] = decode.AppendRequestFrame(nil, int32(i+1), &s.clint, req)[4:]
+		frames[i] = kmsgtest.AppendRequestFrame(nil, int32(i+1), &s.clint, req)[4:]
 		msgs[i] = &flows.Message{Conn: &s.conn.ConnInfo, Packet: uint64(i + 1), Key: 18, Correlation: int32(i + 1), Frame: bytes.Clone(frames[i]), Size: len(frames[i]) + 4}
 		d.Deliver(&flows.Event{Req: msgs[i]})
 		if msgs[i].Frame != nil {

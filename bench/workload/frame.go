@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kfsniff/kfsniff/decode"
+	"github.com/kfsniff/kfsniff/internal/kmsgtest"
 )
 
 // frame is a Kafka frame encoded once and then patched in place before each
@@ -66,7 +66,7 @@ var clientMark = strings.Repeat("~", clientIDLen)
 
 // request encodes req with the placeholder client id and locates marks.
 func request(req kmsg.Request, marks ...any) *frame {
-	b := decode.AppendRequestFrame(nil, 0, &clientMark, req)
+	b := kmsgtest.AppendRequestFrame(nil, 0, &clientMark, req)
 	f := locate(b, marks)
 	f.corrAt = 8
 	f.clientAt, f.clientN = 14, clientIDLen
@@ -78,7 +78,7 @@ func request(req kmsg.Request, marks ...any) *frame {
 
 // response encodes resp and locates marks.
 func response(resp kmsg.Response, marks ...any) *frame {
-	f := locate(decode.AppendResponseFrame(nil, 0, resp), marks)
+	f := locate(kmsgtest.AppendResponseFrame(nil, 0, resp), marks)
 	f.corrAt = 4
 	return f
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestRulesPinNoConnectionRecords: the rules' state keeps no connection
@@ -69,18 +70,18 @@ func pinnedRecords(t *testing.T, n int, code int16) int64 {
 		hs.Version, hs.Mechanism = 1, "PLAIN"
 		hsr := kmsg.NewPtrSASLHandshakeResponse()
 		hsr.Version, hsr.SupportedMechanisms = 1, []string{"PLAIN"}
-		q := flows.MakeRequest(c, at, 3, "consumer", hs)
+		q := flowstest.MakeRequest(c, at, 3, "consumer", hs)
 		q.Packet = uint64(4*i + 3)
 		set.OnRequest(q)
-		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at, hsr)})
-		q = flows.MakeRequest(c, at, 1, "consumer", detectortest.Fetch(500))
+		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at, hsr)})
+		q = flowstest.MakeRequest(c, at, 1, "consumer", detectortest.Fetch(500))
 		q.Packet = uint64(4*i + 1)
 		set.OnRequest(q)
-		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), detectortest.Fetched(code, 0))})
-		q = flows.MakeRequest(c, at, 2, "producer", detectortest.Produce(9))
+		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at.Add(time.Millisecond), detectortest.Fetched(code, 0))})
+		q = flowstest.MakeRequest(c, at, 2, "producer", detectortest.Produce(9))
 		q.Packet = uint64(4*i + 2)
 		set.OnRequest(q)
-		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), detectortest.Produced(9, code, 0))})
+		set.OnExchange(&flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at.Add(time.Millisecond), detectortest.Produced(9, code, 0))})
 	}
 	for range 5 {
 		runtime.GC()

@@ -10,6 +10,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors/brokerfencedwhilealive"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 const controller = "10.9.0.100:9093"
@@ -40,14 +41,14 @@ func (n *node) beat(rtt time.Duration, wantFence, wantShutdown bool, fenced, shu
 	id := strconv.Itoa(int(n.id))
 	if rtt < 0 {
 		n.corr++
-		n.waiting = flows.MakeRequest(n.c, dt.At(n.at), n.corr, id, q)
+		n.waiting = flowstest.MakeRequest(n.c, dt.At(n.at), n.corr, id, q)
 		n.h.Request(n.waiting)
 		return
 	}
 	n.corr++
-	req := flows.MakeRequest(n.c, dt.At(n.at), n.corr, id, q)
+	req := flowstest.MakeRequest(n.c, dt.At(n.at), n.corr, id, q)
 	n.h.Request(req)
-	resp := flows.MakeResponse(req, dt.At(n.at+rtt), dt.HeartbeatAnswer(fenced, true, shutdown, code))
+	resp := flowstest.MakeResponse(req, dt.At(n.at+rtt), dt.HeartbeatAnswer(fenced, true, shutdown, code))
 	n.h.Exchange(&flows.Exchange{Conn: n.c, Req: req, Resp: resp, ConnGaps: n.gaps})
 	n.at += rtt + 2*time.Second
 }

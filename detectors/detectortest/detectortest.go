@@ -15,6 +15,7 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // T0 is the time the builders start at.
@@ -152,12 +153,12 @@ func (h *Harness) pass() detectors.Pass {
 // Correlation ids count from 1 per connection.
 func (h *Harness) Call(c *flows.Conn, at time.Time, lat time.Duration, clientID string, req kmsg.Request, resp kmsg.Response) (*flows.Message, *flows.Message) {
 	h.corr[c]++
-	q := flows.MakeRequest(c, at, h.corr[c], clientID, req)
+	q := flowstest.MakeRequest(c, at, h.corr[c], clientID, req)
 	h.Request(q)
 	if resp == nil {
 		return q, nil
 	}
-	r := flows.MakeResponse(q, at.Add(lat), resp)
+	r := flowstest.MakeResponse(q, at.Add(lat), resp)
 	h.Exchange(&flows.Exchange{Conn: c, Req: q, Resp: r})
 	return q, r
 }

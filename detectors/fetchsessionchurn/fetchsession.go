@@ -10,8 +10,8 @@
 package fetchsessionchurn
 
 import (
+	"maps"
 	"net/netip"
-	"sort"
 	"strconv"
 	"time"
 
@@ -212,14 +212,10 @@ func (r *rule) verdict(ch *churn, end time.Time) (worst storm, storms int, held 
 // Findings implements detectors.Rule: one per client and broker with a
 // storm of at least MinErrors session errors.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var chs []*churn
-	for _, ch := range r.keys {
-		if _, storms, _, _ := r.verdict(ch, p.End); storms > 0 {
-			chs = append(chs, ch)
-		}
-	}
-	sort.Slice(chs, func(i, j int) bool {
-		a, b := chs[i], chs[j]
+	return detectors.FindingsOf(maps.Values(r.keys), func(ch *churn) bool {
+		_, storms, _, _ := r.verdict(ch, p.End)
+		return storms > 0
+	}, func(a, b *churn) bool {
 		if !a.first.Equal(b.first) {
 			return a.first.Before(b.first)
 		}
@@ -227,10 +223,5 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			return a.ID < b.ID
 		}
 		return a.server.Compare(b.server) < 0
-	})
-	out := make([]detectors.Finding, 0, len(chs))
-	for _, ch := range chs {
-		out = append(out, r.finding(p, ch))
-	}
-	return out
+	}, func(ch *churn) detectors.Finding { return r.finding(p, ch) })
 }

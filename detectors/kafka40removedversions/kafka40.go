@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -147,18 +146,8 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 // Findings implements detectors.Rule: one per client, by host then client
 // id.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	cs := slices.Collect(maps.Values(r.clients))
-	slices.SortFunc(cs, func(a, b *client) int {
-		if c := a.key.Host.Compare(b.key.Host); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key.ID, b.key.ID)
-	})
-	out := make([]detectors.Finding, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, r.finding(p, c))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.clients), nil, func(a, b *client) bool { return a.key.Less(b.key) },
+		func(c *client) detectors.Finding { return r.finding(p, c) })
 }
 
 func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {

@@ -164,16 +164,15 @@ type errCount struct {
 // refusal is a Produce or Fetch answer refusing a partition for want of a
 // leader.
 type refusal struct {
-	topic     string
-	partition int32
-	client    cluster.Client
-	fetch     bool
-	code      int16
-	at        time.Time
-	api       string
-	version   int16
-	server    netip.AddrPort
-	ev        detectors.Evidence // its What written when counted
+	part    cluster.Partition // its topic as the rule keeps topics: by TopicName
+	client  cluster.Client
+	fetch   bool
+	code    int16
+	at      time.Time
+	api     string
+	version int16
+	server  netip.AddrPort
+	ev      detectors.Evidence // its What written when counted
 }
 
 // dur is the stretch's length: to the answer that ended it, or to end if
@@ -211,7 +210,7 @@ func (l *stretch) refused(rf *refusal) {
 		}
 	}
 	ev := rf.ev
-	ev.What = fmt.Sprintf("%s v%d response from %s refuses %s partition %d: %s", rf.api, rf.version, rf.server, rf.topic, rf.partition,
+	ev.What = fmt.Sprintf("%s v%d response from %s refuses %s partition %d: %s", rf.api, rf.version, rf.server, rf.part.Topic, rf.part.Num,
 		decode.ErrorName(rf.code))
 	l.ev.Add(ev)
 }
@@ -309,7 +308,7 @@ func (r *rule) topic(x *detectors.Exchange, hs []decode.LeaderHint) {
 		if sp.open == nil {
 			sp.open = &stretch{first: x.Resp.Time, firstSeq: st.seq, conns: tally.Conns{Max: maxConns}}
 			r.open++
-			r.absorb(sp.open, name, h.Partition.Num)
+			r.absorb(sp.open, cluster.Partition{Topic: name, Num: h.Partition.Num})
 		}
 		sp.open.add(x, st.seq, h, what)
 	}
@@ -407,7 +406,7 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 			rf = &r.refusals[r.next]
 			r.next = (r.next + 1) % recent
 		}
-		*rf = refusal{topic: topic, partition: a.Partition.Num, client: x.Resp.Client,
+		*rf = refusal{part: cluster.Partition{Topic: topic, Num: a.Partition.Num}, client: x.Resp.Client,
 			fetch: fetch, code: a.ErrorCode, at: x.Resp.Time, api: x.Resp.Name(), version: x.Resp.Version, server: x.Conn.Server,
 			ev: detectors.Evidence{File: x.Resp.File, Packet: x.Resp.Packet, Conn: x.Conn.ID}}
 		if open != nil {
@@ -418,10 +417,10 @@ func (r *rule) noteRefusals(x *detectors.Exchange) {
 
 // absorb counts on a stretch just opened the refusals of its partition
 // kept from the refusalLead before it.
-func (r *rule) absorb(l *stretch, topic string, partition int32) {
+func (r *rule) absorb(l *stretch, p cluster.Partition) {
 	for i := range r.refusals {
 		rf := &r.refusals[i]
-		if rf.topic == topic && rf.partition == partition && !rf.at.Before(l.first.Add(-refusalLead)) {
+		if rf.part == p && !rf.at.Before(l.first.Add(-refusalLead)) {
 			l.refused(rf)
 			*rf = refusal{}
 		}

@@ -15,6 +15,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/leaderelectionstall"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 const (
@@ -415,8 +416,8 @@ func TestElectionStallResponseAlone(t *testing.T) {
 	h := dt.New(t, nil, leaderelectionstall.Analyzer)
 	leaderlessFor(5*time.Second, false)(h)
 	c := h.Conn("10.0.0.6:40000", server)
-	q := flows.MakeRequest(c, dt.At(2*time.Second), 1, "billing", dt.ConsumerFetch("orders", 0, 42, 0))
-	r := flows.MakeResponse(q, dt.At(2*time.Second+time.Millisecond), dt.ConsumerFetched("orders", 0, 6, -1, -1, -1, -1, nil))
+	q := flowstest.MakeRequest(c, dt.At(2*time.Second), 1, "billing", dt.ConsumerFetch("orders", 0, 42, 0))
+	r := flowstest.MakeResponse(q, dt.At(2*time.Second+time.Millisecond), dt.ConsumerFetched("orders", 0, 6, -1, -1, -1, -1, nil))
 	h.Exchange(&flows.Exchange{Conn: c, Resp: r})
 	dt.Check(t, h.Findings(), rule, dt.Want{Severity: detectors.Warning, Detail: &leaderelectionstall.Finding{
 		Refused: 0,

@@ -9,6 +9,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/livenesswithoutreplication"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestHealthyKRaftDoesNotAllocate: a healthy broker's heartbeats and raft
@@ -27,10 +28,10 @@ func TestHealthyKRaftDoesNotAllocate(t *testing.T) {
 	for i := range warm + runs + 1 {
 		at := dt.At(time.Duration(i) * 250 * time.Millisecond)
 		req, resp := dt.BrokerHeartbeat(5, int64(4000+i), 0)
-		q := flows.MakeRequest(hbc, at, int32(i), "5", req)
-		xs = append(xs, flows.Exchange{Conn: hbc, Req: q, Resp: flows.MakeResponse(q, at.Add(time.Millisecond), resp)})
-		f := flows.MakeRequest(rc, at, int32(i), "raft-client-5", dt.RaftFetch(5, int64(4000+i), 8))
-		xs = append(xs, flows.Exchange{Conn: rc, Req: f, Resp: flows.MakeResponse(f, at.Add(time.Millisecond), dt.RaftFetched(0, int64(4001+i), -1, -1, "", 0, nil))})
+		q := flowstest.MakeRequest(hbc, at, int32(i), "5", req)
+		xs = append(xs, flows.Exchange{Conn: hbc, Req: q, Resp: flowstest.MakeResponse(q, at.Add(time.Millisecond), resp)})
+		f := flowstest.MakeRequest(rc, at, int32(i), "raft-client-5", dt.RaftFetch(5, int64(4000+i), 8))
+		xs = append(xs, flows.Exchange{Conn: rc, Req: f, Resp: flowstest.MakeResponse(f, at.Add(time.Millisecond), dt.RaftFetched(0, int64(4001+i), -1, -1, "", 0, nil))})
 	}
 	i := 0
 	step := func() {

@@ -59,7 +59,7 @@ type Finding struct {
 func (f *Finding) add(k key, e ended, ongoing bool) {
 	if f.codes == nil {
 		f.codes = map[string]bool{}
-		f.host, f.ClientID, f.Client = k.host, k.client, k.host.Unmap().String()
+		f.host, f.ClientID, f.Client = k.client.Host, k.client.ID, k.client.Host.Unmap().String()
 		f.Kind = [...]string{"coordinator", "join", "commit", "produce"}[k.kind]
 		switch {
 		case k.kind == produce:

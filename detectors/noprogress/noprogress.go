@@ -27,7 +27,6 @@
 package noprogress
 
 import (
-	"net/netip"
 	"sort"
 	"time"
 
@@ -83,9 +82,8 @@ const (
 
 type key struct {
 	kind   kind
-	host   netip.Addr
-	client string
-	target string // group or transactional id, or topic
+	client cluster.Client // the host as its socket showed it
+	target string         // group or transactional id, or topic
 	part   int32
 	txn    bool // a transactional coordinator
 }
@@ -238,7 +236,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 // baseKey is the client of x's key: its host and client id (made only
 // for the exchanges a stall may follow).
 func baseKey(x *detectors.Exchange) key {
-	return key{host: x.Conn.Client.Addr(), client: x.Req.Client.ID}
+	return key{client: cluster.Client{Host: x.Conn.Client.Addr(), ID: x.Req.Client.ID}}
 }
 
 // commitCode is an OffsetCommit's outcome: 0 if any partition was
@@ -359,7 +357,7 @@ func (r *rule) verdict(s *stall, start, end time.Time, older map[cluster.Client]
 	// from a client connected before the capture began (its answer came
 	// on such a connection, or the client had one: a client such as
 	// sarama asks again on new connections).
-	e.atStart = e.atStart && (s.mid || older[cluster.Client{Host: s.key.host, ID: s.key.client}]) &&
+	e.atStart = e.atStart && (s.mid || older[s.key.client]) &&
 		s.firstSeen.Sub(start) <= r.p.MaxGap && e.from.Sub(start) <= r.p.MaxGap
 	return e, ongoing
 }
@@ -400,11 +398,11 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		if a.kind != b.kind {
 			return a.kind < b.kind
 		}
-		if a.client != b.client {
-			return a.client < b.client
+		if a.client.ID != b.client.ID {
+			return a.client.ID < b.client.ID
 		}
-		if a.host != b.host {
-			return a.host.Less(b.host)
+		if a.client.Host != b.client.Host {
+			return a.client.Host.Less(b.client.Host)
 		}
 		if a.target != b.target {
 			return a.target < b.target
@@ -419,7 +417,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		j := i + 1
 		if fs[i].s.key.kind == produce {
 			for j < len(fs) && fs[j].s.key.kind == produce && fs[j].s.key.client == fs[i].s.key.client &&
-				fs[j].s.key.host == fs[i].s.key.host && fs[j].s.key.target == fs[i].s.key.target {
+				fs[j].s.key.target == fs[i].s.key.target {
 				j++
 			}
 		}

@@ -8,8 +8,8 @@
 package notenoughreplicas
 
 import (
+	"maps"
 	"net/netip"
-	"sort"
 	"strconv"
 	"time"
 
@@ -227,23 +227,9 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 // Findings implements detectors.Rule: one per client with at least
 // MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var prs []*Producer
-	for _, pr := range r.clients {
-		if pr.N >= int64(r.p.MinErrors) {
-			prs = append(prs, pr)
-		}
-	}
-	sort.Slice(prs, func(i, j int) bool {
-		if !prs[i].First.Equal(prs[j].First) {
-			return prs[i].First.Before(prs[j].First)
-		}
-		return prs[i].ID < prs[j].ID
-	})
-	out := make([]detectors.Finding, 0, len(prs))
-	for _, pr := range prs {
-		out = append(out, r.finding(p, pr))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.clients), func(pr *Producer) bool { return pr.N >= int64(r.p.MinErrors) },
+		func(a, b *Producer) bool { return a.First.Before(b.First) || a.First.Equal(b.First) && a.ID < b.ID },
+		func(pr *Producer) detectors.Finding { return r.finding(p, pr) })
 }
 
 func (r *rule) finding(p *detectors.Pass, pr *Producer) detectors.Finding {

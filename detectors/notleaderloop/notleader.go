@@ -174,7 +174,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		}
 	case kmsg.Fetch, kmsg.Produce:
 		if x.Unanswered {
-			r.tries.add(try{host: x.Conn.Client.Addr(), clientID: x.Req.Client.ID, server: x.Conn.Server, t: x.Req.Time, n: 1})
+			r.tries.add(try{client: cluster.Client{Host: x.Conn.Client.Addr(), ID: x.Req.Client.ID}, server: x.Conn.Server, t: x.Req.Time, n: 1})
 			r.unanswered(x)
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
 	"github.com/kfsniff/kfsniff/flows"
@@ -13,13 +14,12 @@ import (
 // answered (clientID set), a connection whose SYNs were never answered (n
 // SYNs) or one refused (RST to its SYN: refused).
 type try struct {
-	host     netip.Addr
-	clientID string
-	server   netip.AddrPort
-	t        time.Time
-	n        int64
-	conn     bool
-	refused  bool
+	client  cluster.Client // ID "" for a connection's
+	server  netip.AddrPort
+	t       time.Time
+	n       int64
+	conn    bool
+	refused bool
 }
 
 // tries are the attempts, in the order they are seen, at most maxTries
@@ -61,10 +61,10 @@ func (ts *tries) to(p *detectors.Pass, e *run, v Verdict) Unreached {
 	from, until := e.first.Add(-lookBack), e.last
 	for i := range ts.list {
 		t := &ts.list[i]
-		if t.host != e.key.C.Host || t.t.Before(from) || t.t.After(until) {
+		if t.client.Host != e.key.C.Host || t.t.Before(from) || t.t.After(until) {
 			continue
 		}
-		if !t.conn && t.clientID != e.key.C.ID {
+		if !t.conn && t.client.ID != e.key.C.ID {
 			continue
 		}
 		if is, _ := peers.IsNode(p, t.server, v.Leader, eps); !is {
@@ -88,7 +88,7 @@ func (ts *tries) to(p *detectors.Pass, e *run, v Verdict) Unreached {
 func (r *rule) ConnEvent(_ *detectors.Pass, ev *detectors.ConnEvent) {
 	switch ev.Kind {
 	case flows.ConnUnanswered, flows.ConnRefused:
-		r.tries.add(try{host: ev.Client.Addr(), server: ev.Server, t: ev.Time, n: int64(max(ev.Attempts, 1)), conn: true,
+		r.tries.add(try{client: cluster.Client{Host: ev.Client.Addr()}, server: ev.Server, t: ev.Time, n: int64(max(ev.Attempts, 1)), conn: true,
 			refused: ev.Kind == flows.ConnRefused})
 	}
 }

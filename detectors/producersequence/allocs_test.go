@@ -10,6 +10,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/producersequence"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestIdempotentTrafficDoesNotAllocate: the rule remembers every
@@ -29,8 +30,8 @@ func TestIdempotentTrafficDoesNotAllocate(t *testing.T) {
 		at := dt.At(time.Duration(i) * time.Millisecond)
 		b := dt.IdempotentBatch(pid, 0, seq[p], ts+int64(i), "value")
 		seq[p]++
-		q := flows.MakeRequest(c, at, int32(i), "orders-producer", dt.ProduceBatches(9, -1, dt.Sent{Topic: "orders", Partition: p, Batch: b}))
-		r := flows.MakeResponse(q, at.Add(time.Millisecond), dt.ProduceAnswers(9, dt.Answer{Topic: "orders", Partition: p, Offset: int64(i / parts)}))
+		q := flowstest.MakeRequest(c, at, int32(i), "orders-producer", dt.ProduceBatches(9, -1, dt.Sent{Topic: "orders", Partition: p, Batch: b}))
+		r := flowstest.MakeResponse(q, at.Add(time.Millisecond), dt.ProduceAnswers(9, dt.Answer{Topic: "orders", Partition: p, Offset: int64(i / parts)}))
 		reqs, resps = append(reqs, q), append(resps, r)
 	}
 	for i := range reqs {

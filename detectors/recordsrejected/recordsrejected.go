@@ -23,6 +23,7 @@
 package recordsrejected
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -359,20 +360,9 @@ func (r *rule) configs(m *flows.Message, resp *kmsg.DescribeConfigsResponse) {
 
 // Findings implements detectors.Rule: one per client id and host.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var cs []*client
-	for _, c := range r.clients {
-		if c.batches >= int64(r.p.MinBatches) {
-			cs = append(cs, c)
-		}
-	}
-	sort.Slice(cs, func(i, j int) bool {
-		return cluster.SeenLess(cs[i].Client, cs[i].first, cs[j].Client, cs[j].first)
-	})
-	out := make([]detectors.Finding, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, r.finding(p, c))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.clients), func(c *client) bool { return c.batches >= int64(r.p.MinBatches) },
+		func(a, b *client) bool { return cluster.SeenLess(a.Client, a.first, b.Client, b.first) },
+		func(c *client) detectors.Finding { return r.finding(p, c) })
 }
 
 func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {

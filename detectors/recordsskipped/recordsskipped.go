@@ -24,8 +24,8 @@
 package recordsskipped
 
 import (
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -367,20 +367,9 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 
 // Findings implements detectors.Rule: one per client id and host.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var cs []*consumer
-	for _, c := range r.clients {
-		if c.skipped >= int64(r.p.MinSkipped) {
-			cs = append(cs, c)
-		}
-	}
-	sort.Slice(cs, func(i, j int) bool {
-		return cluster.SeenLess(cs[i].Client, cs[i].first, cs[j].Client, cs[j].first)
-	})
-	out := make([]detectors.Finding, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, r.finding(p, c))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.clients), func(c *consumer) bool { return c.skipped >= int64(r.p.MinSkipped) },
+		func(a, b *consumer) bool { return cluster.SeenLess(a.Client, a.first, b.Client, b.first) },
+		func(c *consumer) detectors.Finding { return r.finding(p, c) })
 }
 
 func (r *rule) finding(p *detectors.Pass, c *consumer) detectors.Finding {

@@ -8,6 +8,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestConnsBounded: connections that authenticate and never close (reaped
@@ -27,8 +28,8 @@ func TestConnsBounded(t *testing.T) {
 		return c
 	}
 	auth := func(c *flows.Conn, at time.Time, lifetime int64) {
-		req := flows.MakeRequest(c, at, 1, "app", dt.SaslAuthenticate("c=biws,r=nonce,p=proof"))
-		r.Exchange(&p, &detectors.Exchange{Conn: &c.ConnInfo, Req: req, Resp: flows.MakeResponse(req, at.Add(time.Millisecond), dt.SaslAuthenticated(0, "", lifetime))})
+		req := flowstest.MakeRequest(c, at, 1, "app", dt.SaslAuthenticate("c=biws,r=nonce,p=proof"))
+		r.Exchange(&p, &detectors.Exchange{Conn: &c.ConnInfo, Req: req, Resp: flowstest.MakeResponse(req, at.Add(time.Millisecond), dt.SaslAuthenticated(0, "", lifetime))})
 	}
 	n := 3 * maxConns
 	for i := 1; i <= n; i++ {
@@ -45,7 +46,7 @@ func TestConnsBounded(t *testing.T) {
 	c := conn(n + 1)
 	at := dt.At(time.Hour)
 	auth(c, at, 1000)
-	q := flows.MakeRequest(c, at.Add(2*time.Second), 2, "app", dt.Fetch(500))
+	q := flowstest.MakeRequest(c, at.Add(2*time.Second), 2, "app", dt.Fetch(500))
 	r.Exchange(&p, &detectors.Exchange{Conn: &c.ConnInfo, Req: q, Unanswered: true})
 	r.ConnEvent(&p, &detectors.ConnEvent{Kind: flows.ConnClosed, Conn: &c.ConnInfo, Client: c.Client, Server: server, Time: at.Add(2*time.Second + time.Millisecond)})
 	if len(r.clients) != 1 {

@@ -11,6 +11,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/slowresponses"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 const broker = "10.1.0.10:9092"
@@ -190,9 +191,9 @@ func TestSlowResponses(t *testing.T) {
 				c := h.Conn("10.2.0.8:40000", broker)
 				for i := range 5 {
 					at := dt.At(3*time.Second + time.Duration(i)*4*time.Second)
-					q := flows.MakeRequest(c, at, int32(i+1), "consumer-2", dt.Fetch(500))
+					q := flowstest.MakeRequest(c, at, int32(i+1), "consumer-2", dt.Fetch(500))
 					q.Req = nil
-					h.RoundTrip(c, q, flows.MakeResponse(q, at.Add(4*time.Second), dt.Fetched(0, 0)))
+					h.RoundTrip(c, q, flowstest.MakeResponse(q, at.Add(4*time.Second), dt.Fetched(0, 0)))
 				}
 			},
 		},

@@ -15,6 +15,7 @@
 package throttled
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -149,22 +150,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 
 // Findings implements detectors.Rule: one per client id and API.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	groups := make([]*group, 0, len(r.groups))
-	for _, g := range r.groups {
-		groups = append(groups, g)
-	}
-	sort.Slice(groups, func(i, j int) bool {
-		a, b := groups[i], groups[j]
-		if a.key.clientID != b.key.clientID {
-			return a.key.clientID < b.key.clientID
-		}
-		return a.key.api < b.key.api
-	})
-	out := make([]detectors.Finding, 0, len(groups))
-	for _, g := range groups {
-		out = append(out, r.finding(p, g))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.groups), nil, func(a, b *group) bool {
+		return a.key.clientID < b.key.clientID || a.key.clientID == b.key.clientID && a.key.api < b.key.api
+	}, func(g *group) detectors.Finding { return r.finding(p, g) })
 }
 
 func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {

@@ -8,7 +8,7 @@
 package topicrecreated
 
 import (
-	"sort"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -258,22 +258,9 @@ func (r *rule) nameOf(n *cluster.Nodes, id [16]byte) string {
 // Findings implements detectors.Rule: one per client and topic id with at
 // least MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*Episode
-	for _, e := range r.eps {
-		if e.N >= int64(r.p.MinErrors) {
-			eps = append(eps, e)
-		}
-	}
-	sort.Slice(eps, func(i, j int) bool {
-		a, b := eps[i], eps[j]
-		if !a.firstAt().Equal(b.firstAt()) {
-			return a.firstAt().Before(b.firstAt())
-		}
-		return a.ID < b.ID
-	})
-	out := make([]detectors.Finding, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, r.finding(p, e))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.eps), func(e *Episode) bool { return e.N >= int64(r.p.MinErrors) },
+		func(a, b *Episode) bool {
+			return a.firstAt().Before(b.firstAt()) || a.firstAt().Equal(b.firstAt()) && a.ID < b.ID
+		},
+		func(e *Episode) detectors.Finding { return r.finding(p, e) })
 }

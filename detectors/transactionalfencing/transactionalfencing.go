@@ -20,6 +20,7 @@
 package transactionalfencing
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -243,23 +244,9 @@ func txnID(req kmsg.Request) (string, bool) {
 
 // Findings implements detectors.Rule: one per transactional.id fenced.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var ts []*txn
-	for _, t := range r.txns {
-		if t.fenced > 0 {
-			ts = append(ts, t)
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool {
-		if !ts[i].first.Equal(ts[j].first) {
-			return ts[i].first.Before(ts[j].first)
-		}
-		return ts[i].id < ts[j].id
-	})
-	out := make([]detectors.Finding, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, r.finding(p, t))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.txns), func(t *txn) bool { return t.fenced > 0 },
+		func(a, b *txn) bool { return a.first.Before(b.first) || a.first.Equal(b.first) && a.id < b.id },
+		func(t *txn) detectors.Finding { return r.finding(p, t) })
 }
 
 func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {

@@ -10,6 +10,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // consumers delivers, to ex, a Fetch answered on each of n connections
@@ -25,11 +26,11 @@ func consumers(n int, ex func(p *detectors.Pass, x *flows.Exchange)) {
 		at := dt.At(time.Duration(i) * time.Millisecond)
 		p := &detectors.Pass{Start: dt.T0, End: at}
 		if i == 1 {
-			q := flows.MakeRequest(c, at, 1, "producer-1", dt.Produce(9))
+			q := flowstest.MakeRequest(c, at, 1, "producer-1", dt.Produce(9))
 			ex(p, &flows.Exchange{Conn: c, Req: q, Unanswered: true})
 		}
-		q := flows.MakeRequest(c, at, 2, "consumer-1", dt.Fetch(500))
-		ex(p, &flows.Exchange{Conn: c, Req: q, Resp: flows.MakeResponse(q, at, resp)})
+		q := flowstest.MakeRequest(c, at, 2, "consumer-1", dt.Fetch(500))
+		ex(p, &flows.Exchange{Conn: c, Req: q, Resp: flowstest.MakeResponse(q, at, resp)})
 	}
 }
 

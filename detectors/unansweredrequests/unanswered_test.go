@@ -12,6 +12,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/unansweredrequests"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 const broker, broker2 = "10.1.0.10:9092", "10.1.0.11:9092"
@@ -198,9 +199,9 @@ func TestUnansweredRequests(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				p := dial(h, "10.2.0.5:40000", broker)
 				pending(h, p, time.Second, "producer-1", dt.Produce(9))
-				q := flows.MakeRequest(p, dt.At(time.Second+ms(100)), 2, "producer-1", dt.Produce(9))
+				q := flowstest.MakeRequest(p, dt.At(time.Second+ms(100)), 2, "producer-1", dt.Produce(9))
 				h.Request(q)
-				h.Exchange(&flows.Exchange{Conn: p, Req: q, Resp: flows.MakeResponse(q, dt.At(time.Second+ms(102)), dt.Produced(9, 0, 0)), ConnGaps: 1})
+				h.Exchange(&flows.Exchange{Conn: p, Req: q, Resp: flowstest.MakeResponse(q, dt.At(time.Second+ms(102)), dt.Produced(9, 0, 0)), ConnGaps: 1})
 				pinger(h, 5*time.Second)
 			},
 			want: []dt.Want{{Severity: detectors.Info, Detail: &unansweredrequests.Pending{Counted: unansweredrequests.Counted{Requests: 1, ByReason: map[string]int64{"in_flight": 0, "one_sided": 0, "capture_gaps": 1, "long_poll": 0}}}}},
@@ -289,7 +290,7 @@ func TestUnansweredRequests(t *testing.T) {
 			name: "a Fetch whose body was lost waits the 500 ms a consumer's does",
 			traffic: func(h *dt.Harness) {
 				c := dial(h, "10.2.0.6:40000", broker)
-				q := flows.MakeRequest(c, dt.At(time.Second), 1, "consumer-1", dt.Fetch(5000))
+				q := flowstest.MakeRequest(c, dt.At(time.Second), 1, "consumer-1", dt.Fetch(5000))
 				q.Req = nil
 				h.Request(q)
 				h.Unanswered(c, q)
@@ -332,7 +333,7 @@ func TestUnansweredRequests(t *testing.T) {
 			traffic: func(h *dt.Harness) {
 				c := dial(h, "10.2.0.6:40000", broker)
 				h.Call(c, dt.At(ms(100)), 5*time.Second, "consumer-1", dt.Fetch(5000), dt.Fetched(0, 0))
-				q := flows.MakeRequest(c, dt.At(6*time.Second), 2, "consumer-1", dt.Fetch(5000))
+				q := flowstest.MakeRequest(c, dt.At(6*time.Second), 2, "consumer-1", dt.Fetch(5000))
 				q.Req = nil
 				h.Request(q)
 				h.Unanswered(c, q)

@@ -1,7 +1,9 @@
 // Package kmsgtest helps tests build and compare kmsg messages: a
 // deterministic filler that sets every field of any request or response,
-// and a comparison that names the first differing field. It is used by the
-// tests of decode and flows.
+// a comparison that names the first differing field, and the frames of a
+// request or response as a client or broker writes them (frame.go). It is
+// used by tests, the capture generator and the benchmarks, never by the
+// binary.
 package kmsgtest
 
 import (

@@ -11,6 +11,7 @@ import (
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/flows/flowstest"
 )
 
 // TestRangesMerge: offsets seen are one range per unbroken run, however
@@ -94,7 +95,7 @@ func TestCopies(t *testing.T) {
 	c.ID = 7
 	b1 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(0, 3)}.Encode(t)
 	b2 := dt.BatchSpec{ProducerID: -1, Records: dt.Records(3, 2)}.Encode(t)
-	produce := flows.MakeRequest(c, dt.T0, 1, "producer", dt.ProduceRaw("orders", 0, b1, b2))
+	produce := flowstest.MakeRequest(c, dt.T0, 1, "producer", dt.ProduceRaw("orders", 0, b1, b2))
 	var srcs copies.Sources
 	var got []string
 	each := func(x *copies.Copy) {
@@ -102,10 +103,10 @@ func TestCopies(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s#%d@%d/%d answered=%v by %s conn %d fetcher %d", x.Path, x.I, x.Base, x.Code, x.Answered, s.ClientID, s.Conn, s.Fetcher))
 	}
 	srcs.Copies(produce, nil, each)
-	srcs.Copies(produce, flows.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 0, 40)), each)
-	srcs.Copies(produce, flows.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 6, -1)), each)
-	fetch := flows.MakeRequest(c, dt.T0, 2, "broker-3-fetcher-0", dt.FetchOf([16]byte{1}, 0, 40, 3))
-	srcs.Copies(fetch, flows.MakeResponse(fetch, dt.T0, dt.FetchedBatches([16]byte{1}, 0, 45, dt.Stored(b1, 40, 0), dt.Stored(b2, 43, 0))), each)
+	srcs.Copies(produce, flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 0, 40)), each)
+	srcs.Copies(produce, flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 6, -1)), each)
+	fetch := flowstest.MakeRequest(c, dt.T0, 2, "broker-3-fetcher-0", dt.FetchOf([16]byte{1}, 0, 40, 3))
+	srcs.Copies(fetch, flowstest.MakeResponse(fetch, dt.T0, dt.FetchedBatches([16]byte{1}, 0, 45, dt.Stored(b1, 40, 0), dt.Stored(b2, 43, 0))), each)
 	want := []string{
 		"produce#0@-1/0 answered=false by producer conn 7 fetcher -1", "produce#1@-1/0 answered=false by producer conn 7 fetcher -1",
 		"produce#0@40/0 answered=true by producer conn 7 fetcher -1", "produce#1@43/0 answered=true by producer conn 7 fetcher -1",
@@ -128,7 +129,7 @@ func TestSourcesAcrossConnections(t *testing.T) {
 	msg := func(id int) *flows.Message {
 		c := flows.MakeConn(netip.MustParseAddrPort("10.0.0.3:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
 		c.ID = id
-		return flows.MakeRequest(c, dt.T0, 1, fmt.Sprintf("client-%d", id), dt.ProduceRaw("orders", 0))
+		return flowstest.MakeRequest(c, dt.T0, 1, fmt.Sprintf("client-%d", id), dt.ProduceRaw("orders", 0))
 	}
 	for round := range 3 {
 		for i := range conns {
