@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/gopacket"
@@ -105,11 +106,17 @@ type Worker struct {
 	Defragmented bool
 }
 
+// defaultPorts is DefaultPorts parsed, once: a Ports is an 8 KiB set no
+// one changes, and DefaultConfig is asked for at start-up several times.
+var defaultPorts = sync.OnceValue(func() *Ports {
+	p, _ := ParsePorts(DefaultPorts)
+	return p
+})
+
 // DefaultConfig returns the defaults documented in the README.
 func DefaultConfig() Config {
-	p, _ := ParsePorts(DefaultPorts)
 	return Config{
-		Ports:            p,
+		Ports:            defaultPorts(),
 		MaxFrame:         decode.DefaultMaxFrame,
 		MaxPending:       100000,
 		ReorderWindow:    2 * time.Second,
