@@ -86,17 +86,27 @@ func takeBody[B any](spares *[2]chan B, key int16) B {
 
 // reqBox is a request and room for its batches, allocated together: a
 // Produce request carries a batch per partition, most often one or two.
-// The message is its first field (recycle finds the box from it).
+// The message is its first field (recycle finds the box from it). A
+// request of more batches (a producer sending to several partitions of a
+// broker at once: four in bench's large shape, every request) had its
+// room allocated for it and dropped with it; more keeps that room, up to
+// msgRoom, for the box's next request.
 type reqBox struct {
-	m Message
-	b [2]BatchRef
+	m    Message
+	b    [2]BatchRef
+	more []BatchRef
 }
 
 // respExchange is a response and its exchange, allocated together; the
-// message is its first field.
+// message is its first field. room is the room for batches the last
+// response that had some left (up to msgRoom), kept through the responses
+// without batches: a producer's and a consumer's responses share the
+// spares, and a Produce response used to drop the room a Fetch response
+// had, for the next Fetch to allocate again.
 type respExchange struct {
-	m Message
-	x Exchange
+	m    Message
+	x    Exchange
+	room []BatchRef
 }
 
 // newRequest returns a request message, cleared, from the pool or new;
@@ -106,14 +116,18 @@ func (p *msgPool) newRequest(n int) *Message {
 	var box *reqBox
 	select {
 	case box = <-p.reqs:
-		box.m, box.b = Message{}, [2]BatchRef{}
+		clear(box.more) // the only part of its room the last one used
+		box.m, box.b, box.more = Message{}, [2]BatchRef{}, box.more[:0]
 	default:
 		box = new(reqBox)
 	}
 	m := &box.m
 	m.home = p
-	if n == 1 || n == 2 {
+	switch {
+	case n == 1 || n == 2:
 		m.Batches = box.b[:0]
+	case n > 2 && cap(box.more) >= n:
+		m.Batches = box.more
 	}
 	return m
 }
@@ -123,9 +137,9 @@ func (p *msgPool) newRequest(n int) *Message {
 func (p *msgPool) newResponse() (ax *respExchange, room []BatchRef) {
 	select {
 	case ax = <-p.resps:
-		room = ax.m.Batches
+		room = ax.room
 		clear(room) // the only part of its room the last one used
-		*ax = respExchange{}
+		*ax = respExchange{room: room[:0]}
 	default:
 		ax = new(respExchange)
 	}
@@ -145,22 +159,29 @@ func recycle(x *Exchange) {
 		if msgPoison != nil {
 			msgPoison(q)
 		} else {
-			give(home.reqs, (*reqBox)(unsafe.Pointer(q)))
+			box := (*reqBox)(unsafe.Pointer(q))
+			if c := cap(q.Batches); c > len(box.b) && c <= msgRoom {
+				box.more = q.Batches // not the box's own two (cap 2)
+			}
+			give(home.reqs, box)
 		}
 	}
 	if m := x.Resp; m != nil && m.home != nil {
 		home := m.home
 		m.home = nil
-		if cap(m.Batches) > msgRoom {
-			m.Batches = nil
-		}
 		if m.Resp != nil && m.bodyReusable() {
 			give(home.respBodies[bodyKind(m.Key)], m.Resp)
 		}
 		if msgPoison != nil {
 			msgPoison(m)
 		} else {
-			give(home.resps, (*respExchange)(unsafe.Pointer(m)))
+			ax := (*respExchange)(unsafe.Pointer(m))
+			if c := cap(m.Batches); c > msgRoom {
+				m.Batches = nil
+			} else if c > 0 {
+				ax.room = m.Batches
+			}
+			give(home.resps, ax)
 		}
 	}
 }

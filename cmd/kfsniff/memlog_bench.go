@@ -4,7 +4,9 @@ package main
 
 // Built only with -tags kfsniff_pprof (bench/growth.sh with MEMLOG=1):
 // every 500 ms, writes the runtime's memory classes (runtime/metrics
-// /memory/classes/...), the GC count and the process's RSS to the file
+// /memory/classes/...), the GC count, the bytes and objects allocated
+// so far (heap/allocs: their rate once the run is under way is its
+// garbage a GB) and the process's RSS to the file
 // named by $KFSNIFF_MEMLOG, one line a sample (with RssAnon and
 // AnonHugePages), to show where the memory of a run goes over its life.
 
@@ -30,7 +32,8 @@ func init() {
 	}
 	var samples []metrics.Sample
 	for _, d := range metrics.All() {
-		if strings.HasPrefix(d.Name, "/memory/classes/") || d.Name == "/gc/cycles/total:gc-cycles" || d.Name == "/gc/heap/goal:bytes" {
+		if strings.HasPrefix(d.Name, "/memory/classes/") || d.Name == "/gc/cycles/total:gc-cycles" || d.Name == "/gc/heap/goal:bytes" ||
+			d.Name == "/gc/heap/allocs:bytes" || d.Name == "/gc/heap/allocs:objects" {
 			samples = append(samples, metrics.Sample{Name: d.Name})
 		}
 	}
@@ -49,6 +52,9 @@ func init() {
 			for _, s := range samples {
 				name := strings.TrimPrefix(strings.TrimPrefix(s.Name, "/memory/classes/"), "/gc/")
 				name = name[:strings.IndexByte(name, ':')]
+				if strings.HasSuffix(s.Name, ":objects") {
+					name += "-objects"
+				}
 				v := s.Value.Uint64()
 				if strings.HasSuffix(s.Name, ":bytes") {
 					fmt.Fprintf(&b, " %s=%.1f", name, float64(v)/(1<<20))
