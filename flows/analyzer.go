@@ -233,7 +233,8 @@ type Analyzer struct {
 	lastIdle time.Time
 	lastAged time.Time // capture time of the last foldClosed
 	// born holds the creation times of recent streams, oldest first, to
-	// pick how far back to close under churn.
+	// pick how far back to close under churn (at most MaxStreams+2 of
+	// them: noteBorn).
 	born      []time.Time
 	connScan  int
 	lastID    int

@@ -282,3 +282,29 @@ func TestKeepClosedFolds(t *testing.T) {
 		t.Errorf("requests listed and folded %d, exchanges %d: want %d", requests, len(col.exchanges), 2*n+1)
 	}
 }
+
+// TestBornBounded: connections opened and closed one after the other,
+// never many at once (a live agent's normal churn), leave at most
+// MaxStreams+2 creation times behind, and no fewer than the churn cut
+// reads; born kept every one before (600 here; 4 MB an hour in the soak).
+func TestBornBounded(t *testing.T) {
+	const n = 600
+	cfg := flows.DefaultConfig()
+	cfg.MaxStreams = 40
+	a, col := analyse(t, cfg, func(w *gen.Writer) {
+		for i := range n {
+			cl := netip.AddrPortFrom(client.Addr(), uint16(20000+i))
+			at := t0.Add(time.Duration(i+1) * time.Second)
+			c := w.Conn(cl, broker, at, gen.ConnOptions{})
+			c.Request(at.Add(time.Millisecond), 1, kmsg.StringPtr("id"), apiVersions(3))
+			c.Response(at.Add(2*time.Millisecond), 1, apiVersionsResp(3))
+			c.Close(at.Add(3 * time.Millisecond))
+		}
+	})
+	if got := a.BornLen(); got > cfg.MaxStreams+2 || got <= cfg.MaxStreams/2 {
+		t.Errorf("%d creation times held after %d connections in turn, want (%d, %d]", got, n, cfg.MaxStreams/2, cfg.MaxStreams+2)
+	}
+	if len(col.exchanges) != n {
+		t.Errorf("%d exchanges, want %d", len(col.exchanges), n)
+	}
+}

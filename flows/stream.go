@@ -49,8 +49,21 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		}
 	}
 	a.setStream(s)
-	a.born = append(a.born, a.at.Time)
+	a.noteBorn(a.at.Time)
 	return s
+}
+
+// noteBorn keeps t, a new stream's creation time, in born. Only the
+// newest MaxStreams/2 are ever read (tcpPacket's churn cut), so past
+// MaxStreams the older ones are let go, one more than that kept: a live
+// capture's connections opened and closed in turn (never over
+// MaxStreams at once) grew born by 24 bytes each, for ever (4 MB an
+// hour at 50 a second: the soak's stream-object growth).
+func (a *Analyzer) noteBorn(t time.Time) {
+	a.born = append(a.born, t)
+	if keep := a.cfg.MaxStreams/2 + 1; len(a.born) > 2*keep {
+		a.born = append(a.born[:0], a.born[len(a.born)-keep:]...)
+	}
 }
 
 func hasKey(m map[uint64]struct{}, k uint64) bool {
