@@ -7,6 +7,7 @@ import (
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/memtest"
 )
 
 // TestConnCachesFixed: the inventory's cache of each connection's client
@@ -19,12 +20,7 @@ import (
 // numbered far back is still found: its client and broker line are
 // right.
 func TestConnCachesFixed(t *testing.T) {
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := memtest.HeapLive
 	inv := newInventory()
 	var tl timeline
 	tl.init()

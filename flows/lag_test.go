@@ -12,6 +12,7 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/flows/flowstest"
+	"github.com/kfsniff/kfsniff/internal/memtest"
 )
 
 var lagT0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -314,12 +315,7 @@ func TestLagDelivered(t *testing.T) {
 // +1.7 MB of the soak's live heap after minute 5). A connection fetching
 // again still finds its lag.
 func TestLagConnCacheFixed(t *testing.T) {
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := memtest.HeapLive
 	r := &lagRig{t: t}
 	first := flows.MakeConn(netip.MustParseAddrPort("10.0.0.5:40000"), netip.MustParseAddrPort("10.0.0.1:9092"))
 	first.ID = 1

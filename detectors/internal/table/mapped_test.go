@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kfsniff/kfsniff/detectors/internal/table"
+	"github.com/kfsniff/kfsniff/internal/memtest"
 )
 
 // TestFifoBigMatchesReference: a table large enough to live out of the
@@ -44,13 +45,6 @@ func TestFifoBigMatchesReference(t *testing.T) {
 	})
 }
 
-func heapLive() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // TestFifoOutOfHeap: a full table of pointer-free entries adds next to
 // nothing to the heap the collector paces itself on (duplicate-batches'
 // 200,000 fingerprints were 14 MiB of it, and as much again of garbage
@@ -58,12 +52,12 @@ func heapLive() uint64 {
 // collector sees what its values point at.
 func TestFifoOutOfHeap(t *testing.T) {
 	const limit = 200000
-	before := heapLive()
+	before := memtest.HeapLive()
 	tab := table.NewFifo[goodKey, [4]int64](limit, nil)
 	for i := range limit {
 		*tab.Insert(goodKey{uint32(i), 2}) = [4]int64{int64(i)}
 	}
-	if grew := int64(heapLive()) - int64(before); grew > 1<<20 {
+	if grew := int64(memtest.HeapLive()) - int64(before); grew > 1<<20 {
 		t.Errorf("heap grew by %d bytes for a table of %d pointer-free entries, want < 1 MiB", grew, tab.Len())
 	}
 	if p := tab.Get(goodKey{limit - 1, 2}); p == nil || p[0] != limit-1 {
@@ -189,12 +183,12 @@ func TestFifoGrowingOutOfHeap(t *testing.T) {
 		t.Skip("tables are mapped out of the heap on unix only")
 	}
 	for _, n := range []int{3000, 30000, 60000} {
-		before := heapLive()
+		before := memtest.HeapLive()
 		tab := table.NewFifo[goodKey, [4]int64](250000, nil)
 		for i := range n {
 			*tab.Insert(goodKey{uint32(i), 3}) = [4]int64{int64(i)}
 		}
-		if grew := int64(heapLive()) - int64(before); grew > 32<<10 {
+		if grew := int64(memtest.HeapLive()) - int64(before); grew > 32<<10 {
 			t.Errorf("a table of %d entries of 40 bytes: heap grew by %d KiB, want < 32 KiB", n, grew>>10)
 		}
 		if p := tab.Get(goodKey{uint32(n - 1), 3}); p == nil || p[0] != int64(n-1) {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+
+	"github.com/kfsniff/kfsniff/internal/memtest"
 )
 
 func newestKey(i int) ConnKey {
@@ -19,12 +21,7 @@ func newestKey(i int) ConnKey {
 // kept the key of every one of the last 65,536 put (72 bytes each, 4.7
 // MB), filling for 22 minutes of the soak.
 func TestNewestCostsWhatItHolds(t *testing.T) {
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := memtest.HeapLive
 	before := heap()
 	n := &Newest[*int]{Max: 1 << 16}
 	v := new(int)
