@@ -281,12 +281,9 @@ func (r *rule) answer(p *detectors.Pass, x *detectors.Exchange, k key, code int1
 		if step(k.kind, code) {
 			return
 		}
-		if len(r.keys) >= maxKeys {
-			r.dropped++
+		if s = tally.Entry(r.keys, k, maxKeys, &r.dropped, func() *stall { return &stall{key: k, firstSeen: x.Req.Time} }); s == nil {
 			return
 		}
-		s = &stall{key: k, firstSeen: x.Req.Time}
-		r.keys[k] = s
 	}
 	t := x.Resp.Time
 	if s.open && t.Sub(s.last) > r.p.MaxGap {

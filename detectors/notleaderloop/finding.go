@@ -1,8 +1,9 @@
 package notleaderloop
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,15 +167,15 @@ func finding(p *detectors.Pass, e *run, v Verdict, open, burst bool) detectors.F
 	f.Requests, f.NotLeaderResponses = e.requests, e.notLeader
 	f.FencedLeaderEpoch, f.OtherErrors, f.Unanswered = e.fenced, e.otherErrors, e.unanswered
 	if v.Leader >= 0 {
-		f.RequestsToLeader = ptr(v.toLeader)
+		f.RequestsToLeader = new(v.toLeader)
 	}
 	if e.metaSeen {
-		f.MetadataRefreshes = ptr(f.MetaRefreshes)
+		f.MetadataRefreshes = new(f.MetaRefreshes)
 	}
 	if v.Shape == ShapeUnreachable {
-		f.UnansweredConnectsToLeader = ptr(v.Unreached.Connects)
-		f.RefusedConnectsToLeader = ptr(v.Unreached.Refused)
-		f.UnansweredRequestsToLeader = ptr(v.Unreached.Requests)
+		f.UnansweredConnectsToLeader = new(v.Unreached.Connects)
+		f.RefusedConnectsToLeader = new(v.Unreached.Refused)
+		f.UnansweredRequestsToLeader = new(v.Unreached.Requests)
 	}
 	sev := detectors.Grade(held, open)
 	if burst {
@@ -194,12 +195,9 @@ func finding(p *detectors.Pass, e *run, v Verdict, open, burst bool) detectors.F
 
 // tried lists the servers a run's requests went to, with their share.
 func tried(p *detectors.Pass, e *run) string {
-	list := append([]peers.Server(nil), e.servers.List()...)
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].Requests != list[j].Requests {
-			return list[i].Requests > list[j].Requests
-		}
-		return list[i].Addr.String() < list[j].Addr.String()
+	list := slices.Clone(e.servers.List())
+	slices.SortFunc(list, func(a, b peers.Server) int {
+		return cmp.Or(cmp.Compare(b.Requests, a.Requests), strings.Compare(a.Addr.String(), b.Addr.String()))
 	})
 	var out []string
 	for _, s := range list {
@@ -272,10 +270,8 @@ func (f *Finding) Explanation() string {
 	switch f.Verdict.Shape {
 	case ShapeHintIgnored:
 		f.hintIgnored(&b)
-		f.felt(&b)
 	case ShapeUnreachable:
 		f.unreachable(&b)
-		f.felt(&b)
 	case ShapeShared:
 		fmt.Fprintf(&b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s): %s. The leader, %s, is advertised at an endpoint "+
 			"nodes %s all advertise, so requests meant for node %d reach whichever broker listens there, and %d answers from it were %s. "+
@@ -283,18 +279,16 @@ func (f *Finding) Explanation() string {
 			"one address. The client cannot reach node %d at all until each broker advertises an endpoint of its own.",
 			f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.leaderText(), text.IDs(f.Verdict.SharedWith, 0),
 			f.Verdict.Leader, f.Verdict.FromLeader, f.Error, f.Verdict.Leader)
-		f.felt(&b)
 	case ShapeMetaSelf, ShapeHintSelf:
 		f.refuserNamed(&b)
-		f.felt(&b)
 	default:
 		fmt.Fprintf(&b, "%s%s sent %d %s requests for %s%s over %s (%.1f/s), %s, and every answer was %s or another error, "+
 			"never a success. The answers carry no leader hint (responses before KIP-951 do not) and no Metadata response in the "+
 			"capture names a stable leader for the partition, so whether the client is being sent the right way cannot be told from "+
 			"the wire; it has not reached a leader for %s.",
 			f.Who, f.Replica, f.RunRequests, f.API, f.TopicPartition, f.Offset, f.Span, f.RunRate, f.Tried, f.Error, f.Span)
-		f.felt(&b)
 	}
+	f.felt(&b)
 	return b.String()
 }
 
@@ -452,5 +446,3 @@ func (a answer) Evidence() detectors.Evidence {
 	}
 	return detectors.Evidence{File: int(a.file), Packet: a.packet, Conn: a.conn.ID, What: what}
 }
-
-func ptr(n int64) *int64 { return &n }

@@ -7,7 +7,6 @@ import (
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/peers"
-	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/internal/text"
 )
 
@@ -91,11 +90,7 @@ func (mg *merger) add(f *detectors.Finding) {
 			m.Last = f.Last
 		}
 		m.Conns = peers.UnionIDs(m.Conns, f.Conns)
-		ns := tally.IDs{}
-		for _, n := range append(m.Nodes, f.Nodes...) {
-			ns.Add(n)
-		}
-		m.Nodes = ns.Sorted()
+		m.Nodes = peers.UnionIDs(m.Nodes, f.Nodes)
 		m.Evidence = append(m.Evidence, f.Evidence...)
 		if len(m.Evidence) > maxMergedEvidence {
 			// Thinned as it grows, not only at the end: a loop over
@@ -156,7 +151,7 @@ func (f *Finding) addCounts(d *Finding) {
 			continue
 		}
 		if *c.to == nil {
-			*c.to = ptr(0)
+			*c.to = new(int64)
 		}
 		**c.to += **c.from
 	}

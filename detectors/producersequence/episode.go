@@ -1,6 +1,7 @@
 package producersequence
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -66,12 +67,11 @@ type copied struct {
 
 // seen is a sequence error, formatted only if listed.
 type seen struct {
-	at    mark
-	part  string
-	id    identity
-	seq   int32
-	code  int16
-	nodes *cluster.Nodes
+	at   mark
+	part string
+	id   identity
+	seq  int32
+	code int16
 }
 
 func (s seen) Evidence() detectors.Evidence {
@@ -145,13 +145,8 @@ func (e *Episode) sentAfter(h *history, s *sent, part cluster.Partition, txn boo
 func (e *Episode) initialised(id identity, at mark) { e.identity(id, at, true) }
 
 func (e *Episode) identity(id identity, at mark, init bool) {
-	if id == e.from {
+	if id == e.from || slices.ContainsFunc(e.IDs, func(x IDSeen) bool { return x.identity == id }) {
 		return
-	}
-	for _, x := range e.IDs {
-		if x.identity == id {
-			return
-		}
 	}
 	if len(e.IDs) >= maxIDs {
 		e.MoreIDs++
@@ -203,8 +198,6 @@ func (e *Episode) held(end time.Time) (time.Duration, bool) {
 	}
 	return d, ongoing
 }
-
-func (e *Episode) topicName(pk cluster.Partition) string { return pk.TopicName(e.Nodes) }
 
 // evidence lists the errors sampled, the new identities and the copies.
 func (e *Episode) evidence() []detectors.Evidence {

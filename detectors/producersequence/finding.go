@@ -192,7 +192,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := text.ShellOr(f.Episode.topicName(f.Episode.FromPart), "<topic>")
+	topic := text.ShellOr(f.Episode.FromPart.TopicName(f.Episode.Nodes), "<topic>")
 	s := fmt.Sprintf("On the partition leader, server.log shows \"Out of order sequence number for producer %d\" with the "+
 		"sequence it expected; kafka-transactions.sh --bootstrap-server <broker> describe-producers --topic %s --partition %d "+
 		"shows the producer state the broker keeps (KIP-664), and kafka-topics.sh --describe --topic %s the leader and ISR "+

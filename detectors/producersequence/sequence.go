@@ -23,8 +23,8 @@
 package producersequence
 
 import (
+	"maps"
 	"net/netip"
-	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -313,18 +313,8 @@ func (c *answerCursor) find(resp *kmsg.ProduceResponse, pk cluster.Partition, x 
 // Findings implements detectors.Rule: one per producer (client id and
 // host) with at least MinErrors sequence errors.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	var eps []*Episode
-	for _, e := range r.eps {
-		if e.N >= int64(r.p.MinErrors) {
-			eps = append(eps, e)
-		}
-	}
-	sort.Slice(eps, func(i, j int) bool { return eps[i].First.Before(eps[j].First) })
-	out := make([]detectors.Finding, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, r.finding(p, e))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.eps), func(e *Episode) bool { return e.N >= int64(r.p.MinErrors) },
+		func(a, b *Episode) bool { return a.First.Before(b.First) }, func(e *Episode) detectors.Finding { return r.finding(p, e) })
 }
 
 func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {

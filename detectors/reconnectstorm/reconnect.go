@@ -117,20 +117,14 @@ type broker struct {
 }
 
 func (r *rule) broker(server netip.AddrPort) *broker {
-	b := r.brokers[server]
-	if b == nil {
-		if len(r.brokers) >= maxBrokers {
-			r.dropped++
-			return nil
-		}
-		b = &broker{server: server, win: burst.New(r.p.MinConns, r.p.Window), hosts: map[netip.Addr]int64{}}
+	return tally.Entry(r.brokers, server, maxBrokers, &r.dropped, func() *broker {
+		b := &broker{server: server, win: burst.New(r.p.MinConns, r.p.Window), hosts: map[netip.Addr]int64{}}
 		// Attempts are told out of time order: an opening at its first
 		// packet when the connection is recognised, SYNs never answered
 		// at the capture's end.
 		b.win.Reorder(reorder)
-		r.brokers[server] = b
-	}
-	return b
+		return b
+	})
 }
 
 func (b *broker) attempt(client netip.AddrPort, t time.Time, n int) {

@@ -330,12 +330,9 @@ func (r *rule) moved(x *detectors.Exchange, k posKey, ps *position, off int64) {
 	if !explained {
 		return
 	}
-	c := r.clients[k.Client]
+	c := tally.Entry(r.clients, k.Client, maxClients, &r.dropped, func() *consumer { return &consumer{Client: k.Client} })
 	if c == nil {
-		c = tally.Entry(r.clients, k.Client, maxClients, &r.dropped, func() *consumer { return &consumer{Client: k.Client} })
-		if c == nil {
-			return
-		}
+		return
 	}
 	s := skip{Partition: k.Partition, from: ps.offset, to: off, logStart: start, outOfRange: ps.outOfRange, group: ps.group}
 	if len(c.skips) < maxParts {

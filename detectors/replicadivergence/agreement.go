@@ -2,6 +2,7 @@ package replicadivergence
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -158,9 +159,7 @@ func (r *rule) agreement(p *detectors.Pass, parts []*part) detectors.Finding {
 		a.Rewritten += pt.rewritten
 		a.OtherTopicID += pt.otherTopicID
 		when.Join(pt.when)
-		for id := range pt.conns {
-			conns.Add(id)
-		}
+		maps.Copy(conns, pt.conns)
 		for _, e := range pt.ev.List() {
 			ev.Add(e)
 		}

@@ -27,9 +27,9 @@
 package saslfailure
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -78,14 +78,6 @@ type rule struct {
 	clients map[cluster.Client]*client
 	conns   tally.Newest[*conn] // by value: it pins no connection record; the newest maxConns
 	dropped int64
-}
-
-// follow starts following connection k, forgetting the one followed
-// maxConns connections ago if it is still there.
-func (r *rule) follow(k tally.ConnKey) *conn {
-	cn := &conn{}
-	r.conns.Put(k, cn)
-	return cn
 }
 
 // Cut implements detectors.Bounded: connections still followed when
@@ -139,16 +131,7 @@ type client struct {
 
 func (r *rule) client(c *flows.ConnInfo, clientID string) *client {
 	k := cluster.ClientAt(c.Client.Addr(), clientID)
-	cl := r.clients[k]
-	if cl == nil {
-		if len(r.clients) >= maxClients {
-			r.dropped++
-			return nil
-		}
-		cl = &client{key: k, mechanisms: map[string]bool{}}
-		r.clients[k] = cl
-	}
-	return cl
+	return tally.Entry(r.clients, k, maxClients, &r.dropped, func() *client { return &client{key: k, mechanisms: map[string]bool{}} })
 }
 
 // Exchange implements detectors.ExchangeHook.
@@ -170,8 +153,10 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	ck := tally.KeyOf(x.Conn)
 	cn := r.conns.Get(ck)
 	if cn == nil {
-		cn = r.follow(ck)
-		cn.client = cl
+		// Followed from here, forgetting the one followed maxConns
+		// connections ago if it is still there.
+		cn = &conn{client: cl}
+		r.conns.Put(ck, cn)
 	}
 	if x.Unanswered {
 		if x.OneSided {
@@ -306,23 +291,11 @@ func (r *rule) reauthClose(c *flows.ConnInfo, cn *conn) {
 // Findings implements detectors.Rule: one per client id and host with
 // failures or connections closed at re-authentication time.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	keys := make([]cluster.Client, 0, len(r.clients))
-	for k, cl := range r.clients {
-		if cl.failures > 0 || cl.reauthClosed > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].ID != keys[j].ID {
-			return keys[i].ID < keys[j].ID
-		}
-		return keys[i].Host.Less(keys[j].Host)
-	})
-	out := make([]detectors.Finding, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, r.finding(p, r.clients[k]))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.clients), func(cl *client) bool { return cl.failures > 0 || cl.reauthClosed > 0 },
+		func(a, b *client) bool {
+			return a.key.ID < b.key.ID || a.key.ID == b.key.ID && a.key.Host.Less(b.key.Host)
+		},
+		func(cl *client) detectors.Finding { return r.finding(p, cl) })
 }
 
 func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
@@ -349,11 +322,8 @@ func (r *rule) finding(p *detectors.Pass, cl *client) detectors.Finding {
 		}
 	}
 	code, _ := cl.codes.Top()
-	mechs := make([]string, 0, len(cl.mechanisms))
-	for m := range cl.mechanisms {
-		mechs = append(mechs, m)
-	}
-	sort.Strings(mechs)
+	mechs := slices.AppendSeq(make([]string, 0, len(cl.mechanisms)), maps.Keys(cl.mechanisms))
+	slices.Sort(mechs)
 	f := &Finding{
 		ClientID: cl.key.ID, ClientHost: cl.key.Host.String(), Servers: cl.conns.ServerLabels(p.Nodes),
 		Mechanisms: mechs, Enabled: append([]string(nil), cl.enabled...), Errors: cl.codes.Parts(),

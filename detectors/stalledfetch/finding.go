@@ -95,8 +95,7 @@ func finding(p *detectors.Pass, w *window, open bool) detectors.Finding {
 		ServerLabels: w.servers.Labels(p),
 	}
 	if w.committed {
-		lso := w.lso
-		f.Isolation, f.LastStableOffset = "read_committed", &lso
+		f.Isolation, f.LastStableOffset = "read_committed", new(w.lso)
 	}
 	if code != 0 {
 		f.Error = detectors.ErrorName(code)

@@ -105,12 +105,9 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	if g == nil {
-		if len(r.groups) >= maxGroups {
-			r.dropped++
+		if g = tally.Entry(r.groups, k, maxGroups, &r.dropped, func() *group { return &group{key: k, versions: tally.IDs{}} }); g == nil {
 			return
 		}
-		g = &group{key: k, versions: tally.IDs{}}
-		r.groups[k] = g
 	}
 	d := time.Duration(ms) * time.Millisecond
 	t := x.Resp.Time

@@ -47,8 +47,6 @@ type Finding struct {
 	Dropped   int64
 }
 
-func (e *Episode) firstAt() time.Time { return e.Start }
-
 func (e *Episode) label() string { return label(e.name, e.TopicID) }
 
 // label names a topic by its name and id, as known.
@@ -57,12 +55,10 @@ func label(name string, id [16]byte) string {
 		return name
 	}
 	if name == "" {
-		return "topic id " + topicID(id)
+		return "topic id " + cluster.TopicID(id)
 	}
-	return name + " (topic id " + topicID(id) + ")"
+	return name + " (topic id " + cluster.TopicID(id) + ")"
 }
-
-func topicID(id [16]byte) string { return cluster.TopicID(id) }
 
 // finding reports e, naming its topic from what the run knows now (the
 // episode is left as it is: findings may be asked for while the capture
@@ -77,7 +73,7 @@ func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 		Errors: e.Codes.Parts(), RatePerS: text.Rate(e.N, e.Last.Sub(e.Start)), FastRetries: e.fast,
 		HeldS: text.Seconds(held), Recovered: !ongoing, Refusals: e.N, Episodes: e.Runs, Episode: e, Held: held, SpinGap: r.p.SpinGap, Dropped: r.dropped}
 	if e.TopicID != ([16]byte{}) {
-		f.OldID = topicID(e.TopicID)
+		f.OldID = cluster.TopicID(e.TopicID)
 	}
 	if e.ngaps > 0 {
 		f.MeanGapMs = text.Millis(e.gaps / time.Duration(e.ngaps))
@@ -93,7 +89,7 @@ func (r *rule) finding(p *detectors.Pass, e *Episode) detectors.Finding {
 		f.TopicSeen = t
 		for i := t.nids - 1; i >= max(t.nids-maxIDs, 0); i-- {
 			if s := t.ids[i%maxIDs]; s.id != e.TopicID {
-				f.NewID, f.NewIDPacket = topicID(s.id), s.at.Packet
+				f.NewID, f.NewIDPacket = cluster.TopicID(s.id), s.at.Packet
 				ev = append(ev, s.at)
 				break
 			}

@@ -127,7 +127,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 			if t.ErrorCode == 0 {
 				if tp := r.topicOf(t.Topic); tp != nil {
 					tp.created = detectors.EvidenceAt(x.Resp, "CreateTopics answer: "+t.Topic+" created with topic id "+
-						topicID(t.TopicID)+", asked by client id "+x.Req.Client.ID)
+						cluster.TopicID(t.TopicID)+", asked by client id "+x.Req.Client.ID)
 				}
 			}
 		}
@@ -223,16 +223,14 @@ func (r *rule) metadata(m *flows.Message, resp *kmsg.MetadataResponse) {
 		if t.Topic == nil || t.TopicID == ([16]byte{}) || t.ErrorCode != 0 {
 			continue
 		}
-		tp := r.topics[*t.Topic]
+		tp := r.topicOf(*t.Topic)
 		if tp == nil {
-			if tp = r.topicOf(*t.Topic); tp == nil {
-				continue
-			}
+			continue
 		}
 		if tp.nids > 0 && tp.ids[(tp.nids-1)%maxIDs].id == t.TopicID {
 			continue
 		}
-		tp.ids[tp.nids%maxIDs] = idSeen{t.TopicID, detectors.EvidenceAt(m, "Metadata answer: "+*t.Topic+" has topic id "+topicID(t.TopicID))}
+		tp.ids[tp.nids%maxIDs] = idSeen{t.TopicID, detectors.EvidenceAt(m, "Metadata answer: "+*t.Topic+" has topic id "+cluster.TopicID(t.TopicID))}
 		tp.nids++
 	}
 }
@@ -259,8 +257,6 @@ func (r *rule) nameOf(n *cluster.Nodes, id [16]byte) string {
 // least MinErrors refusals.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	return detectors.FindingsOf(maps.Values(r.eps), func(e *Episode) bool { return e.N >= int64(r.p.MinErrors) },
-		func(a, b *Episode) bool {
-			return a.firstAt().Before(b.firstAt()) || a.firstAt().Equal(b.firstAt()) && a.ID < b.ID
-		},
+		func(a, b *Episode) bool { return a.Start.Before(b.Start) || a.Start.Equal(b.Start) && a.ID < b.ID },
 		func(e *Episode) detectors.Finding { return r.finding(p, e) })
 }

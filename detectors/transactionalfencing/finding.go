@@ -77,7 +77,7 @@ func (f *Finding) Explanation() string {
 	var ps []string
 	for _, p := range f.Producers {
 		ps = append(ps, fmt.Sprintf("%s: %d InitProducerId (epochs %s), fenced %d time(s)", p.label(), p.Inits,
-			text.List(ints(p.Epochs), 6), p.Episodes))
+			text.IDs(p.Epochs, 6), p.Episodes))
 	}
 	b.WriteString("Producers: " + strings.Join(ps, "; ") + ". ")
 	b.WriteString("Each InitProducerId with a transactional.id bumps its epoch and aborts the transaction the " +
@@ -100,14 +100,6 @@ func (f *Finding) Explanation() string {
 		fmt.Fprintf(&b, " (%d answers for further transactional ids were not followed: too many.)", f.Dropped)
 	}
 	return b.String()
-}
-
-func ints(l []int) []string {
-	out := make([]string, len(l))
-	for i, n := range l {
-		out[i] = fmt.Sprint(n)
-	}
-	return out
 }
 
 // Next implements detectors.Detail.

@@ -176,17 +176,10 @@ func (r *rule) txn(id string) *txn {
 }
 
 func (t *txn) producer(c cluster.Client) *producer {
-	pr := t.producers[c]
-	if pr == nil {
-		if len(t.producers) >= maxProducers {
-			t.more++
-			return nil
-		}
-		pr = &producer{pid: -1}
-		t.producers[c] = pr
+	return tally.Entry(t.producers, c, maxProducers, &t.more, func() *producer {
 		t.order = append(t.order, c)
-	}
-	return pr
+		return &producer{pid: -1}
+	})
 }
 
 func (r *rule) initialised(x *detectors.Exchange, id string, resp *kmsg.InitProducerIDResponse) {
@@ -253,7 +246,7 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 		Committed: t.commits, Aborted: t.aborts, CommitsRefused: t.refused, AbortsRefused: t.abortsRefused, Errors: t.codes.Names(),
 		First: t.first, Last: t.last, ServerLabels: t.conns.ServerLabels(p.Nodes), More: t.more, Dropped: r.dropped, Params: r.p}
 	var ids []string
-	var hosts []netipAddr
+	var hosts []netip.Addr
 	for _, c := range t.order {
 		pr := t.producers[c]
 		f.Producers = append(f.Producers, Producer{ClientID: c.ID, Host: c.Host.String(), Inits: pr.inits, Fenced: pr.fenced,
@@ -287,8 +280,6 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 		Detail: f,
 	}
 }
-
-type netipAddr = netip.Addr
 
 func epochs(es []int16) []int {
 	out := make([]int, len(es))

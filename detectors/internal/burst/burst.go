@@ -8,6 +8,7 @@
 package burst
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -132,13 +133,10 @@ func (w *Window) AddN(t time.Time, k int) {
 	for i > 0 && w.pend[i-1].t.After(t) {
 		i--
 	}
-	w.pend = append(w.pend, pending{})
-	copy(w.pend[i+1:], w.pend[i:])
-	w.pend[i] = pending{t, k}
+	w.pend = slices.Insert(w.pend, i, pending{t, k})
 	if len(w.pend) > w.reorder {
 		p := w.pend[0]
-		copy(w.pend, w.pend[1:])
-		w.pend = w.pend[:len(w.pend)-1]
+		w.pend = slices.Delete(w.pend, 0, 1)
 		w.addN(p.t, p.k)
 	}
 }
@@ -172,9 +170,7 @@ func (w *Window) add(t time.Time) {
 		stepped()
 	}
 	w.total++
-	if s := t.Truncate(time.Second); s.Equal(w.sec) {
-		w.secN++
-	} else if s.After(w.sec) {
+	if s := t.Truncate(time.Second); s.After(w.sec) {
 		w.sec, w.secN = s, 1
 	} else {
 		w.secN++

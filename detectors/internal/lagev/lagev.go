@@ -6,7 +6,9 @@ package lagev
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -23,22 +25,13 @@ import (
 // lag 3600".
 func Append(ev []detectors.Evidence, part string, pts ...flows.LagPoint) []detectors.Evidence {
 	for _, p := range pts {
-		if p.Packet == 0 || has(ev, p) {
+		if p.Packet == 0 || slices.ContainsFunc(ev, func(e detectors.Evidence) bool { return e.File == p.File && e.Packet == p.Packet }) {
 			continue
 		}
 		ev = append(ev, detectors.Evidence{File: p.File, Packet: p.Packet, Conn: p.Conn,
 			What: fmt.Sprintf("Fetch response for %s: high watermark %d, fetch offset %d: lag %d", part, p.HighWatermark, p.Offset, p.Lag)})
 	}
 	return ev
-}
-
-func has(ev []detectors.Evidence, p flows.LagPoint) bool {
-	for _, e := range ev {
-		if e.File == p.File && e.Packet == p.Packet {
-			return true
-		}
-	}
-	return false
 }
 
 // Where collects the servers and connections of a finding's points.
@@ -63,10 +56,7 @@ func (w *Where) Add(server netip.AddrPort, pts ...flows.LagPoint) {
 // Servers returns the servers, sorted: labelled with their node ids where
 // known, as addresses, and the node ids.
 func (w *Where) Servers(p *detectors.Pass) (labels []string, addrs []netip.AddrPort, nodes []int32) {
-	for ap := range w.servers {
-		addrs = append(addrs, ap)
-	}
-	sort.Slice(addrs, func(i, j int) bool { return addrs[i].Compare(addrs[j]) < 0 })
+	addrs = slices.SortedFunc(maps.Keys(w.servers), netip.AddrPort.Compare)
 	ids := tally.IDs{}
 	for _, ap := range addrs {
 		labels = append(labels, p.Label(ap))
@@ -83,12 +73,7 @@ func (w *Where) Servers(p *detectors.Pass) (labels []string, addrs []netip.AddrP
 
 // Conns returns the connection ids, sorted.
 func (w *Where) Conns() []int {
-	out := make([]int, 0, len(w.conns))
-	for id := range w.conns {
-		out = append(out, id)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(w.conns))
 }
 
 // Span gathers a finding's partitions: their names ("orders-0"), the

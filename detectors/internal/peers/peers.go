@@ -5,8 +5,9 @@
 package peers
 
 import (
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -133,17 +134,8 @@ func Addr(ap netip.AddrPort) netip.AddrPort {
 }
 
 // UnionIDs returns the ids in a or b, once each, sorted.
-func UnionIDs(a, b []int) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, s := range [][]int{a, b} {
-		for _, x := range s {
-			if !seen[x] {
-				seen[x] = true
-				out = append(out, x)
-			}
-		}
-	}
-	sort.Ints(out)
-	return out
+func UnionIDs[T cmp.Ordered](a, b []T) []T {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
