@@ -3,6 +3,7 @@ package copies
 import (
 	"iter"
 	"math/bits"
+	"slices"
 	"sort"
 	"time"
 )
@@ -72,9 +73,7 @@ func (s *Ranges) Add(lo, hi int64) {
 		j++
 	}
 	if i == j {
-		s.r = append(s.r, offsetRange{})
-		copy(s.r[i+1:], s.r[i:])
-		s.r[i] = offsetRange{lo, hi}
+		s.r = slices.Insert(s.r, i, offsetRange{lo, hi})
 	} else {
 		s.r[i] = offsetRange{lo, hi}
 		s.r = append(s.r[:i+1], s.r[j:]...)

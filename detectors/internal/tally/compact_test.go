@@ -73,3 +73,19 @@ func TestConnsKeys(t *testing.T) {
 		t.Errorf("600 additions of 500 connections: %d kept, %d more; want 500 and 0", big.Len(), big.More)
 	}
 }
+
+// TestConnsClientAddrs: the client hosts, each once however many
+// connections (and IPv4-mapped spellings) it has, in address order.
+func TestConnsClientAddrs(t *testing.T) {
+	var s tally.Conns
+	if got := s.ClientAddrs(); got != nil {
+		t.Errorf("empty: %v, want nil", got)
+	}
+	for i, client := range []string{"10.0.0.10:5000", "10.0.0.9:5000", "[::ffff:10.0.0.9]:5001", "10.0.0.10:5001", "[fd00::1]:5000"} {
+		s.AddKey(tally.ConnKey{ID: i + 1, Client: netip.MustParseAddrPort(client), Server: netip.MustParseAddrPort("10.0.0.1:9092")})
+	}
+	want := []netip.Addr{netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("fd00::1")}
+	if got := s.ClientAddrs(); !slices.Equal(got, want) {
+		t.Errorf("ClientAddrs = %v, want %v", got, want)
+	}
+}

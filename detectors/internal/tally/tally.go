@@ -371,16 +371,11 @@ func (s *Conns) Clients() []string {
 // ClientAddrs returns the client hosts, typed, sorted.
 func (s *Conns) ClientAddrs() []netip.Addr {
 	var out []netip.Addr
-	seen := map[netip.Addr]bool{}
 	for _, h := range s.hosts {
-		a := h.Unmap()
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
+		out = append(out, h.Unmap())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
-	return out
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // Nodes returns the node ids of the servers and of clients that are nodes.
