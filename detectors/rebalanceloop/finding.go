@@ -115,10 +115,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	g := strconv.Quote(f.Group)
-	if text.ShellWord(f.Group) {
-		g = f.Group
-	}
+	g := text.ShellOr(f.Group, strconv.Quote(f.Group))
 	return fmt.Sprintf("kafka-consumer-groups.sh --bootstrap-server <broker> --describe --group %s --members --verbose "+
 		"shows the members, their hosts and assignments (--state shows the state and, for KIP-848 groups, the epoch). "+
 		"In the consumers' logs look for the reason of each rejoin; check max.poll.interval.ms against the time a poll "+

@@ -47,8 +47,6 @@ type Finding struct {
 	MinReauthCloses       int
 }
 
-func durationText(d time.Duration) string { return text.Duration(d) }
-
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	var parts []string

@@ -38,6 +38,7 @@ import (
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/detectors/internal/tally"
 	"github.com/kfsniff/kfsniff/flows"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // Analyzer is the rule.
@@ -243,8 +244,8 @@ func (r *rule) unanswered(x *detectors.Exchange) {
 		return
 	}
 	cn.expired = true
-	cn.expiredReq = detectors.EvidenceAt(x.Req, x.Req.Name()+" request "+durationText(x.Req.Time.Sub(cn.authAt))+
-		" after authenticating (session lifetime "+durationText(cn.lifetime)+"), never answered")
+	cn.expiredReq = detectors.EvidenceAt(x.Req, x.Req.Name()+" request "+text.Duration(x.Req.Time.Sub(cn.authAt))+
+		" after authenticating (session lifetime "+text.Duration(cn.lifetime)+"), never answered")
 	if !cn.closed.IsZero() {
 		r.reauthClose(x.Conn, cn)
 	}
@@ -266,7 +267,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 	}
 	cn.closed = e.Time
 	cn.closedAt = detectors.Evidence{File: e.File, Packet: e.Packet, Conn: e.Conn.ID,
-		What: "connection closed " + durationText(e.Time.Sub(cn.authAt)) + " after authenticating, session lifetime " + durationText(cn.lifetime)}
+		What: "connection closed " + text.Duration(e.Time.Sub(cn.authAt)) + " after authenticating, session lifetime " + text.Duration(cn.lifetime)}
 	if cn.expired {
 		r.reauthClose(e.Conn, cn)
 	}

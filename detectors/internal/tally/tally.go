@@ -331,13 +331,7 @@ func (s *Conns) IDs() []int {
 }
 
 // Servers returns the server addresses, sorted.
-func (s *Conns) Servers() []string {
-	set := map[string]bool{}
-	for _, a := range s.servers {
-		set[a.String()] = true
-	}
-	return text.SortedKeys(set)
-}
+func (s *Conns) Servers() []string { return s.ServerLabels(nil) }
 
 // ServerAddrs returns the server addresses, typed, sorted.
 func (s *Conns) ServerAddrs() []netip.AddrPort {
@@ -348,15 +342,9 @@ func (s *Conns) ServerAddrs() []netip.AddrPort {
 
 // ServerLabels returns the servers with their node ids where known.
 func (s *Conns) ServerLabels(n *cluster.Nodes) []string {
-	set := map[string]bool{}
-	for _, a := range s.servers {
-		if n != nil {
-			set[n.Label(a, true)] = true
-		} else {
-			set[a.String()] = true
-		}
-	}
-	return text.SortedKeys(set)
+	out := Labels(n, s.servers)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Clients returns the client hosts (no port), sorted.
