@@ -1,12 +1,12 @@
 package reconnectstorm
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -73,11 +73,8 @@ func hosts(b *broker) []HostCount {
 	for h, n := range b.hosts {
 		out = append(out, HostCount{h.String(), n})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Attempts != out[j].Attempts {
-			return out[i].Attempts > out[j].Attempts
-		}
-		return out[i].Host < out[j].Host
+	slices.SortFunc(out, func(a, b HostCount) int {
+		return cmp.Or(cmp.Compare(b.Attempts, a.Attempts), strings.Compare(a.Host, b.Host))
 	})
 	return out
 }

@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -496,14 +497,10 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	for _, uc := range open {
 		r.settle(uc, end(uc.info()))
 	}
-	servers := make([]*Group, 0, len(r.warn))
-	for _, g := range r.warn {
-		servers = append(servers, g)
-	}
-	sort.Slice(servers, func(i, j int) bool { return servers[i].server.String() < servers[j].server.String() })
 	var out []detectors.Finding
 	var byID map[int]*flows.Conn // the final connections by id, made once if a group needs them
-	for _, g := range servers {
+	byServer := func(a, b *Group) int { return strings.Compare(a.server.String(), b.server.String()) }
+	for _, g := range slices.SortedFunc(maps.Values(r.warn), byServer) {
 		if g.byAPI["ApiVersions"] > 0 && byID == nil {
 			byID = make(map[int]*flows.Conn, len(p.Conns))
 			for _, c := range p.Conns {
