@@ -83,10 +83,10 @@ func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
 		return append(b, "null"...)
 	}
 	if v.Kind() != reflect.Pointer && v.Kind() != reflect.Interface {
-		if m, ok := asMarshaler(v); ok {
+		if m, ok := as[json.Marshaler](v); ok {
 			return s.marshaler(b, m, path)
 		}
-		if m, ok := asTextMarshaler(v); ok {
+		if m, ok := as[encoding.TextMarshaler](v); ok {
 			t, err := m.MarshalText()
 			if err != nil {
 				s.issue(path, "%v; written as that error", err)
@@ -135,30 +135,20 @@ func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
 	return append(b, "null"...)
 }
 
-// asMarshaler finds a MarshalJSON on v or, when addressable, on &v, as
-// encoding/json does.
-func asMarshaler(v reflect.Value) (json.Marshaler, bool) {
-	if v.Type().Implements(marshalerType) {
-		m, ok := v.Interface().(json.Marshaler)
+// as finds the method of interface M (MarshalJSON, MarshalText) on v or,
+// when addressable, on &v, as encoding/json does.
+func as[M any](v reflect.Value) (M, bool) {
+	t := reflect.TypeFor[M]()
+	if v.Type().Implements(t) {
+		m, ok := v.Interface().(M)
 		return m, ok
 	}
-	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(marshalerType) {
-		m, ok := v.Addr().Interface().(json.Marshaler)
+	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(t) {
+		m, ok := v.Addr().Interface().(M)
 		return m, ok
 	}
-	return nil, false
-}
-
-func asTextMarshaler(v reflect.Value) (encoding.TextMarshaler, bool) {
-	if v.Type().Implements(textMarshalerType) {
-		m, ok := v.Interface().(encoding.TextMarshaler)
-		return m, ok
-	}
-	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(textMarshalerType) {
-		m, ok := v.Addr().Interface().(encoding.TextMarshaler)
-		return m, ok
-	}
-	return nil, false
+	var none M
+	return none, false
 }
 
 func (s *safeEncoder) marshaler(b []byte, m json.Marshaler, path string) []byte {

@@ -28,11 +28,8 @@ func Summary(m *flows.Message) string {
 		s.batches(m)
 	}
 	if m.Resp != nil && len(m.ErrorCodes) > 0 && !s.errorsShown {
-		var parts []string
-		for _, e := range m.ErrorCodes {
-			parts = append(parts, fmt.Sprintf("%sx%d", decode.ErrorName(e.Code), e.Count))
-		}
-		s.add("errors=" + strings.Join(parts, ","))
+		codes := each(m.ErrorCodes, func(e flows.ErrorCount) string { return fmt.Sprintf("%sx%d", decode.ErrorName(e.Code), e.Count) })
+		s.add("errors=" + strings.Join(codes, ","))
 	}
 	if m.Err != nil {
 		s.add("decode-error=" + m.Err.Error())
