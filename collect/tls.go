@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/kfsniff/kfsniff/flows"
@@ -68,11 +69,8 @@ func clientTLS(r *report.Report) {
 			if !s.Decrypted {
 				d += " (not decrypted)"
 			}
-			if !seen[d] {
-				seen[d] = true
-				c.TLS = append(c.TLS, d)
-			}
+			seen[d] = true
 		}
-		slices.Sort(c.TLS)
+		c.TLS = slices.Sorted(maps.Keys(seen))
 	}
 }
