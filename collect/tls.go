@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -56,10 +57,7 @@ func clientTLS(r *report.Report) {
 			if s == nil {
 				continue
 			}
-			d := s.Version
-			if d == "" {
-				d = "TLS"
-			}
+			d := cmp.Or(s.Version, "TLS")
 			if s.CipherSuite != "" {
 				d += " " + s.CipherSuite
 			}

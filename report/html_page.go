@@ -229,12 +229,8 @@ func view(r *Report) *pageView {
 			fv.Conns = append(fv.Conns, cell{Text: fmt.Sprintf("#%d", id), Link: fmt.Sprintf("conn-%d", id)})
 		}
 		fv.Nodes = text.IDs(f.Nodes, 0)
-		if len(f.Counts) > 0 {
-			fv.Counts = kv(f.Counts)
-		}
-		if len(f.Fields) > 0 {
-			fv.Fields = fieldsText(f.Fields)
-		}
+		fv.Counts = kv(f.Counts)
+		fv.Fields = fieldsText(f.Fields)
 		for _, e := range f.Evidence {
 			s := "packet " + pkt(e.File, e.Packet)
 			if e.Conn > 0 {
@@ -260,10 +256,7 @@ func view(r *Report) *pageView {
 			sev = append(sev, fmt.Sprintf("%d %s", bySev[s], s))
 		}
 	}
-	v.Severity = strings.Join(sev, ", ")
-	if v.Severity == "" {
-		v.Severity = "none"
-	}
+	v.Severity = cmp.Or(strings.Join(sev, ", "), "none")
 
 	var xmax float64
 	for _, ch := range pg.Charts {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,10 +184,7 @@ func Incidents(fs []detectors.Finding) []Incident {
 		out = append(out, incidentOf(fs, groups[r]))
 	}
 	slices.SortStableFunc(out, func(a, b Incident) int {
-		if a.Severity != b.Severity {
-			return int(b.Severity) - int(a.Severity)
-		}
-		return slices.Min(a.Findings) - slices.Min(b.Findings)
+		return cmp.Or(cmp.Compare(b.Severity, a.Severity), slices.Min(a.Findings)-slices.Min(b.Findings))
 	})
 	return out
 }

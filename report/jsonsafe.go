@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
@@ -66,10 +67,7 @@ var (
 )
 
 func (s *safeEncoder) issue(path, format string, args ...any) {
-	if path == "" {
-		path = "(top)"
-	}
-	s.issues = append(s.issues, JSONIssue{Path: path, What: fmt.Sprintf(format, args...)})
+	s.issues = append(s.issues, JSONIssue{Path: cmp.Or(path, "(top)"), What: fmt.Sprintf(format, args...)})
 }
 
 func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
@@ -310,10 +308,7 @@ func fieldsOf(t reflect.Type) []field {
 				continue
 			}
 			tagged := name != ""
-			if name == "" {
-				name = sf.Name
-			}
-			all = append(all, cand{field{name, idx, strings.Contains(","+opts+",", ",omitempty,")}, depth, tagged})
+			all = append(all, cand{field{cmp.Or(name, sf.Name), idx, strings.Contains(","+opts+",", ",omitempty,")}, depth, tagged})
 		}
 	}
 	walk(t, nil, 0)

@@ -279,9 +279,7 @@ func NewRecordWriter(w io.Writer, opt RecordOptions) (*RecordWriter, error) {
 	if opt.MaxFrame <= 0 {
 		opt.MaxFrame = flows.DefaultConfig().MaxFrame
 	}
-	if opt.Format == "" {
-		opt.Format = DefaultRecordFormat
-	}
+	opt.Format = cmp.Or(opt.Format, DefaultRecordFormat)
 	from, err := ParseRecordsFrom(opt.From)
 	if err != nil {
 		return nil, err

@@ -70,8 +70,6 @@ func (s *sum) flush() {
 	s.items = 0
 }
 
-func errName(code int16) string { return decode.ErrorName(code) }
-
 func (s *sum) request(req kmsg.Request) {
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
@@ -191,7 +189,7 @@ func (s *sum) response(resp kmsg.Response) {
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 					if p.CurrentLeader.LeaderID >= 0 {
 						it += fmt.Sprintf(" leader=%d leader-epoch=%d", p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch)
 					}
@@ -205,13 +203,13 @@ func (s *sum) response(resp kmsg.Response) {
 	case *kmsg.FetchResponse:
 		s.errorsShown = true
 		if r.ErrorCode != 0 {
-			s.add("err=" + errName(r.ErrorCode))
+			s.add("err=" + decode.ErrorName(r.ErrorCode))
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 				}
 				if p.CurrentLeader.LeaderID >= 0 {
 					it += fmt.Sprintf(" leader=%d leader-epoch=%d", p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch)
@@ -243,7 +241,7 @@ func (s *sum) response(resp kmsg.Response) {
 				name = *t.Topic
 			}
 			if t.ErrorCode != 0 {
-				s.item(fmt.Sprintf("%s err=%s", s.m.TopicName(name, t.TopicID), errName(t.ErrorCode)))
+				s.item(fmt.Sprintf("%s err=%s", s.m.TopicName(name, t.TopicID), decode.ErrorName(t.ErrorCode)))
 			}
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d] leader=%d", s.m.TopicName(name, t.TopicID), p.Partition, p.Leader)
@@ -251,7 +249,7 @@ func (s *sum) response(resp kmsg.Response) {
 					it += fmt.Sprintf(" leader-epoch=%d", p.LeaderEpoch)
 				}
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 				}
 				s.item(it)
 			}
@@ -272,7 +270,7 @@ func (s *sum) response(resp kmsg.Response) {
 	case *kmsg.ApiVersionsResponse:
 		s.errorsShown = true
 		if r.ErrorCode != 0 {
-			s.add("err=" + errName(r.ErrorCode))
+			s.add("err=" + decode.ErrorName(r.ErrorCode))
 		}
 		if r.Version != s.m.Version {
 			// The broker refused the request's version and answered
