@@ -198,7 +198,7 @@ func (p *printer) capture(r *Report) {
 	add(t.NonTCP, "non-TCP packets")
 	add(t.Fragments, "IP fragments")
 	add(t.Reassembled, "IP datagrams reassembled from fragments")
-	if n := sum64(t.DatagramsLost); n > 0 {
+	if n := total(slices.Collect(maps.Values(t.DatagramsLost))); n > 0 {
 		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
 	}
 	add(t.Truncated, "packets cut by snaplen")
@@ -460,14 +460,6 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-func sum64(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
 }
 
 // problemText is a problem's place and what it was.
