@@ -37,8 +37,8 @@ type apiKey struct{ key, version int16 }
 // tagged with it: an index into a slice where a map of thousands costs a
 // cache miss a request. Fixed, allocated at first use, so that a live
 // capture numbering 50 new connections a second does not grow it for
-// hours (TestInventoryConnCacheFixed, TestTimelineConnCacheFixed);
-// connections sending at once share a slot only 4096 openings apart.
+// hours (TestConnCachesFixed); connections sending at once share a slot
+// only 4096 openings apart.
 type connCache[V any] []connSlot[V]
 
 type connSlot[V any] struct {
