@@ -210,12 +210,9 @@ type Source struct {
 	first    time.Time
 	last     time.Time
 	// seen are the identities of the last maxIdentities records read,
-	// and their partitions (idRing in order, to forget the oldest): a
-	// partition revoked forgets its own, read again by right when it
-	// comes back.
-	seen   map[identity]int32
-	idRing []identity
-	idNext int
+	// and their partitions: a partition revoked forgets its own, read
+	// again by right when it comes back.
+	seen   recent[identity, int32]
 	idSeed maphash.Seed
 	// assembling are the split exchanges waiting for their records
 	// (assemble.go), queue them in the order begun.
@@ -273,7 +270,7 @@ func Open(cfg SourceConfig) (*Source, error) {
 		cfg.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
-		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
+		seen: newRecent[identity, int32](maxIdentities), idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.PrintFn = decode.PrintFunc(cfg.PrintKey)
@@ -416,9 +413,9 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 				}
 			}
 		}
-		for id, q := range s.seen {
+		for id, q := range s.seen.set {
 			if q == p {
-				delete(s.seen, id)
+				delete(s.seen.set, id)
 			}
 		}
 		s.revoked = append(s.revoked, p)
@@ -450,10 +447,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 				s.noAnswer = err
 			}
 			s.mu.Unlock()
-			if err := s.silent(); err != nil {
-				return Ready{}, err
-			}
-			return Ready{}, err
+			return Ready{}, cmp.Or(s.silent(), err)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -597,19 +591,7 @@ func (s *Source) again(r *Record, part int32) bool {
 	if r.Run == "" || r.Seq <= 0 {
 		return false
 	}
-	id := identity{run: maphash.Comparable(s.idSeed, [2]string{r.Agent, r.Run}), seq: r.Seq}
-	if _, ok := s.seen[id]; ok {
-		return true
-	}
-	if len(s.idRing) < maxIdentities {
-		s.idRing = append(s.idRing, id)
-	} else {
-		delete(s.seen, s.idRing[s.idNext])
-		s.idRing[s.idNext] = id
-		s.idNext = (s.idNext + 1) % maxIdentities
-	}
-	s.seen[id] = part
-	return false
+	return !s.seen.add(identity{run: maphash.Comparable(s.idSeed, [2]string{r.Agent, r.Run}), seq: r.Seq}, part)
 }
 
 // Bounds are the counts of what the bounds on hostile records kept out,
@@ -951,13 +933,7 @@ func (s *Source) Counts() Counts {
 // startAll assigns every partition of the topic without a group, to
 // know the end offsets --until-end waits for.
 func (s *Source) startAll(ctx context.Context) error {
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	topic := s.cfg.Topic
-	t.Topic = &topic
-	req.Topics = append(req.Topics, t)
-	req.AllowAutoTopicCreation = false
-	resp, err := req.RequestWith(ctx, s.cl)
+	resp, err := s.metadata(ctx)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.name, err)
 	}
@@ -973,10 +949,10 @@ func (s *Source) startAll(ctx context.Context) error {
 			s.mu.Lock()
 			s.joined = true
 			s.mu.Unlock()
-			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, topic))
+			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, s.cfg.Topic))
 			return nil
 		}
-		return fmt.Errorf("reading %s: topic %s: %w", s.name, topic, err)
+		return fmt.Errorf("reading %s: topic %s: %w", s.name, s.cfg.Topic, err)
 	}
 	s.mu.Lock()
 	for _, p := range resp.Topics[0].Partitions {
@@ -985,6 +961,17 @@ func (s *Source) startAll(ctx context.Context) error {
 	s.joined = true
 	s.mu.Unlock()
 	return nil
+}
+
+// metadata asks the cluster for the topic's partitions (never creating
+// the topic).
+func (s *Source) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(s.cfg.Topic)
+	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = false
+	return req.RequestWith(ctx, s.cl)
 }
 
 // resolve asks the start and end offsets of the partitions newly held:
