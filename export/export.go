@@ -617,10 +617,10 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 		b = appendStr(b, "fp_fn", e.printFn)
 	}
 	if x.Req != nil && x.Req.Req != nil {
-		b = e.appendBody(b, "req_body", e.heads.request(x.Req.Req))
+		b = e.appendBody(b, "req_body", e.heads.head(x.Req.Req))
 	}
 	if x.Resp != nil && x.Resp.Resp != nil {
-		b = e.appendBody(b, "resp_body", e.heads.response(x.Resp.Resp))
+		b = e.appendBody(b, "resp_body", e.heads.head(x.Resp.Resp))
 	}
 	return b
 }
