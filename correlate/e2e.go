@@ -123,9 +123,7 @@ type pendingLatency struct {
 // (DefaultBatches when 0 or less), its clock offsets from skew (which the
 // caller feeds the same records).
 func NewE2E(batches int, skew *Skew) *E2E {
-	if batches <= 0 {
-		batches = DefaultBatches
-	}
+	orDefault(&batches, DefaultBatches)
 	return &E2E{skew: skew, window: batches, parts: map[cluster.Partition]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{},
 		names: map[string]string{}, ids: map[string]string{}, seed: maphash.MakeSeed()}
 }

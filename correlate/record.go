@@ -257,15 +257,6 @@ type Batch struct {
 	PrintErr string
 }
 
-// RespTS is the capture time of the response (TS plus the latency), and
-// whether it is known.
-func (r *Record) RespTS() (int64, bool) {
-	if !r.Latency.Set {
-		return 0, false
-	}
-	return r.TS + r.Latency.V, true
-}
-
 // Parse reads one record (a kgo record's Value). It keeps no reference to
 // b. See the package documentation for its errors.
 func Parse(b []byte) (Record, error) {

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -248,27 +248,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("no brokers or no topic")
 	}
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultReorderWindow
-	}
-	if cfg.MaxHeld <= 0 {
-		cfg.MaxHeld = DefaultMaxHeld
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 45 * time.Second
-	}
-	if cfg.Quiet <= 0 {
-		cfg.Quiet = cfg.SessionTimeout + 2*time.Second
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.CoverWait <= 0 {
-		cfg.CoverWait = DefaultCoverWait
-	}
-	if cfg.MaxHeldBytes <= 0 {
-		cfg.MaxHeldBytes = DefaultMaxHeldBytes
-	}
+	orDefault(&cfg.Window, DefaultReorderWindow)
+	orDefault(&cfg.MaxHeld, DefaultMaxHeld)
+	orDefault(&cfg.SessionTimeout, 45*time.Second)
+	orDefault(&cfg.Quiet, cfg.SessionTimeout+2*time.Second)
+	orDefault(&cfg.Timeout, DefaultTimeout)
+	orDefault(&cfg.CoverWait, DefaultCoverWait)
+	orDefault(&cfg.MaxHeldBytes, DefaultMaxHeldBytes)
 	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
 		seen: newRecent[identity, int32](maxIdentities), idSeed: maphash.MakeSeed()}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
@@ -338,6 +324,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 	return s, nil
 }
 
+// orDefault sets *v to def when it is 0 or less (not set).
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // Name is the input as the report names it.
 func (s *Source) Name() string { return s.name }
 
@@ -368,7 +361,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	}
 	s.joined, s.changed, s.answered = true, time.Now(), true
 	if s.cfg.Assigned != nil && len(got) > 0 && !s.ended {
-		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		slices.Sort(got)
 		s.cfg.Assigned(got, nil)
 	}
 }
@@ -423,7 +416,7 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 	}
 	s.changed = time.Now()
 	if s.cfg.Assigned != nil && len(lost) > 0 && !s.ended {
-		sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+		slices.Sort(lost)
 		s.cfg.Assigned(nil, lost)
 	}
 }
@@ -919,14 +912,8 @@ func (s *Source) Counts() Counts {
 	c := s.counts
 	c.Folded = int64(s.rb.Evicted().Conns)
 	c.Twice = s.rb.Twice
-	for a := range s.agents {
-		c.Agents = append(c.Agents, a)
-	}
-	sort.Strings(c.Agents)
-	for p := range s.parts {
-		c.Partitions = append(c.Partitions, p)
-	}
-	sort.Slice(c.Partitions, func(i, j int) bool { return c.Partitions[i] < c.Partitions[j] })
+	c.Agents = slices.Sorted(maps.Keys(s.agents))
+	c.Partitions = slices.Sorted(maps.Keys(s.parts))
 	return c
 }
 

@@ -40,12 +40,8 @@ type agentStats struct {
 
 // NewStats makes the correlator's estimates.
 func NewStats(l Limits) *Stats {
-	if l.Window <= 0 {
-		l.Window = DefaultWindow
-	}
-	if l.Batches <= 0 {
-		l.Batches = DefaultBatches
-	}
+	orDefault(&l.Window, DefaultWindow)
+	orDefault(&l.Batches, DefaultBatches)
 	sk := NewSkew(l.Window)
 	return &Stats{skew: sk, e2e: NewE2E(l.Batches, sk), agents: map[string]*agentStats{}, limits: l}
 }

@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +145,7 @@ func ReadProperties(r io.Reader) (Security, []string, error) {
 	if p, ok := props["sasl.password"]; ok {
 		s.Password = p
 	}
-	sort.Strings(ignored)
+	slices.Sort(ignored)
 	return s, ignored, nil
 }
 

@@ -10,6 +10,7 @@
 package export
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -230,15 +231,11 @@ func New(cfg Config) (*Exporter, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("export: no brokers or no topic")
 	}
-	if cfg.FindingsTopic == "" {
-		cfg.FindingsTopic = cfg.Topic + ".findings"
-	}
+	cfg.FindingsTopic = cmp.Or(cfg.FindingsTopic, cfg.Topic+".findings")
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
 	}
-	if cfg.ClientID == "" {
-		cfg.ClientID = "kfsniff-export"
-	}
+	cfg.ClientID = cmp.Or(cfg.ClientID, "kfsniff-export")
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
 	}
