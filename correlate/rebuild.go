@@ -372,7 +372,6 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	if r.Conn <= 0 {
 		return Events{}, fmt.Errorf("connection event %q without its connection number", r.Event)
 	}
-	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	if own := (connKey{r.Agent, r.Run, r.Conn}); rb.key(r) != own {
 		// Another agent's view of the connection: its opening or
@@ -398,14 +397,10 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	if e.Kind == flows.ConnClosed {
 		c.Closed = true
 	}
+	ev := Events{Opened: opened, Conn: &flows.Event{Conn: e}}
 	if e.Kind == flows.ConnOpened && opened != nil {
-		// The record is the opening itself.
-		ev.Opened = &flows.Event{Conn: e}
-		ev.Conn = ev.Opened
-		return ev, nil
+		ev.Opened = ev.Conn // the record is the opening itself
 	}
-	ev.Opened = opened
-	ev.Conn = &flows.Event{Conn: e}
 	return ev, nil
 }
 
@@ -445,10 +440,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		first = rb.firstPart(exKey{k.agent, k.run, k.conn, r.Corr, r.API})
 	}
 	x.Again = !first
-	clientID := ""
-	if r.ClientID.Set {
-		clientID = r.ClientID.V
-	}
+	clientID := opt(r.ClientID, "")
 	role := cluster.ParseRole(r.Role)
 	topic, id := rb.topic(r)
 	reqAt, respAt := at, at

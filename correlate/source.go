@@ -591,16 +591,12 @@ func (s *Source) again(r *Record, part int32) bool {
 // by the names of the report's totals.bounds_reached (zero ones left out).
 func (s *Source) Bounds() map[string]int64 {
 	c := s.Counts()
-	m := map[string]int64{}
-	for k, v := range map[string]int64{
+	m := map[string]int64{
 		"correlate_duplicate_records": c.Duplicates, "correlate_records_too_large": c.TooLarge,
 		"correlate_records_time_refused": c.BadTime, "correlate_records_strings_cut": c.Clipped,
 		"correlate_records_released_early": c.Early, "correlate_connections_folded": c.Folded,
-	} {
-		if v > 0 {
-			m[k] = v
-		}
 	}
+	maps.DeleteFunc(m, func(_ string, v int64) bool { return v <= 0 })
 	return m
 }
 
@@ -698,10 +694,7 @@ func (s *Source) flush(out []Item) []Item {
 		s.across.held.add(m.Flush(nil)...)
 	}
 	heap.Init(&s.across.held)
-	for s.across.held.Len() > 0 {
-		out = append(out, heap.Pop(&s.across.held).(Item))
-	}
-	return out
+	return s.across.Flush(out)
 }
 
 // rebuild turns the items released into events, a split exchange's
