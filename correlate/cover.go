@@ -167,9 +167,6 @@ func (s *Source) others(ctx context.Context) ([]int32, error) {
 	if len(resp.Topics) != 1 {
 		return nil, fmt.Errorf("group %s: listing the partitions of %s: no such topic", s.cfg.Group, s.cfg.Topic)
 	}
-	if s.want == nil {
-		s.want = map[int32]int64{}
-	}
 	var ps, fresh []int32
 	for _, p := range resp.Topics[0].Partitions {
 		if _, ok := s.want[p.Partition]; !ok {

@@ -418,11 +418,8 @@ func (e *E2E) wait(r *Record, key string, b *Batch, resp int64, t *topicStats) {
 	if t == nil {
 		return
 	}
-	w := waiting{key: waitKey{partKey(key, r.Partition), b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
+	w := waiting{key: waitKey{partKey(key, r.Partition), b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: opt(b.BaseOffset, -1),
 		consumer: maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), resp: resp, t: t, live: true}
-	if b.BaseOffset.Set {
-		w.offset = b.BaseOffset.V
-	}
 	var slot int
 	if len(e.waits) < maxWaitingFetches {
 		e.waits = append(e.waits, waiting{})

@@ -413,13 +413,8 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		return Events{}, fmt.Errorf("exchange without its connection number")
 	}
 	at := rb.Time(r)
-	rb.reached(r.Agent, r.TS)
-	if r.Latency.Set {
-		rb.reached(r.Agent, r.TS+r.Latency.V)
-	}
-	if r.End.Set {
-		rb.reached(r.Agent, r.End.V)
-	}
+	// The latest the record shows: its request, response, capture's end.
+	rb.reached(r.Agent, max(r.TS, r.TS+opt(r.Latency, 0), opt(r.End, 0)))
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	if rb.again(r, rb.key(r)) {

@@ -256,7 +256,8 @@ func Open(cfg SourceConfig) (*Source, error) {
 	orDefault(&cfg.CoverWait, DefaultCoverWait)
 	orDefault(&cfg.MaxHeldBytes, DefaultMaxHeldBytes)
 	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
-		seen: newRecent[identity, int32](maxIdentities), idSeed: maphash.MakeSeed()}
+		seen: newRecent[identity, int32](maxIdentities), idSeed: maphash.MakeSeed(), want: map[int32]int64{},
+		assembling: map[exKey]*assembly{}, lastAnswer: map[*flows.ConnInfo]int64{}}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.PrintFn = decode.PrintFunc(cfg.PrintKey)
@@ -711,9 +712,6 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 				if len(s.assembling) >= maxAssembling {
 					out = s.expire(math.MaxInt64, out)
 				}
-				if s.assembling == nil {
-					s.assembling = map[exKey]*assembly{}
-				}
 				a = &assembly{key: k, at: it.At}
 				s.assembling[k] = a
 				s.queue = append(s.queue, a)
@@ -863,9 +861,6 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 			when = max(when, last)
 		}
 		if when > at {
-			if s.lastAnswer == nil {
-				s.lastAnswer = map[*flows.ConnInfo]int64{}
-			}
 			s.lastAnswer[c] = when
 			s.answerSeq++
 			heap.Push(&s.answers, answer{lane: lane, at: when, seq: s.answerSeq, x: x})

@@ -282,6 +282,7 @@ func New(cfg Config) (*Exporter, error) {
 	e.cfg, e.cl = cfg, cl
 	e.sink = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	e.index, e.clusters, e.clientIDs = map[cluster.Partition]int{}, map[netip.AddrPort]string{}, map[int]string{}
+	e.raised = map[string]bool{}
 	e.limit.Store(int64(cfg.Buffer))
 	e.promise = e.delivered
 	e.send = e.ship
@@ -899,9 +900,6 @@ const maxRaised = 4096
 // detector, its start and its first connection or partition. Past 4096
 // of them, only the final findings are shipped.
 func (e *Exporter) LiveFindings(fs []detectors.Finding) {
-	if e.raised == nil {
-		e.raised = map[string]bool{}
-	}
 	for i := range fs {
 		f := &fs[i]
 		id := f.Detector + "|" + strconv.FormatInt(f.First.UnixNano(), 10) + "|" + findingKey(f)
