@@ -27,6 +27,7 @@ package leaderelectionstall
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -317,15 +318,9 @@ func (r *rule) topic(x *detectors.Exchange, hs []decode.LeaderHint) {
 func (l *stretch) add(x *detectors.Exchange, seq int64, h *decode.LeaderHint, what string) {
 	l.last, l.lastSeq = x.Resp.Time, seq
 	l.n++
-	found := false
-	for i := range l.errs {
-		if l.errs[i].code == h.ErrorCode {
-			l.errs[i].n++
-			found = true
-			break
-		}
-	}
-	if !found && len(l.errs) < maxErrors {
+	if i := slices.IndexFunc(l.errs, func(e errCount) bool { return e.code == h.ErrorCode }); i >= 0 {
+		l.errs[i].n++
+	} else if len(l.errs) < maxErrors {
 		l.errs = append(l.errs, errCount{h.ErrorCode, 1})
 	}
 	l.leader = h.Leader
