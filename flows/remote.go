@@ -3,6 +3,7 @@ package flows
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,13 +63,7 @@ func (m *Message) Agent() string {
 
 // CountRequest counts a rebuilt request on c as the framer counts one.
 func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
-	c.Roles[m.Role]++
-	c.Requests++
-	if decode.KnownKey(m.Key) {
-		c.APIs.Add(m.Key)
-	} else {
-		c.APIs.Add(UnknownKey)
-	}
+	c.countRequest(m)
 	c.CountClientID(m.Client.ID)
 	c.seen(at, packet)
 }
@@ -127,15 +122,7 @@ func (c *Conn) seen(at time.Time, packet uint64) {
 
 // CountClientID adds a client id to the connection's (a connection record names it).
 func (c *Conn) CountClientID(id string) {
-	if id == "" {
-		return
-	}
-	for _, s := range c.ClientIDs {
-		if s == id {
-			return
-		}
-	}
-	if len(c.ClientIDs) < maxClientIDs {
+	if id != "" && !slices.Contains(c.ClientIDs, id) && len(c.ClientIDs) < maxClientIDs {
 		c.ClientIDs = append(c.ClientIDs, id)
 	}
 }
