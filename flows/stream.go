@@ -40,7 +40,8 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 			s.resume(c)
 		}
 	} else if len(a.gone) > 0 {
-		if h := a.goneHash(key); hasKey(a.gone, h) {
+		h := a.goneHash(key)
+		if _, ok := a.gone[h]; ok {
 			// Its record was dropped from the table (MaxConns) while
 			// it was quiet: a new record, which counts it again in
 			// place of the one folded into Stats.Evicted (start).
@@ -64,11 +65,6 @@ func (a *Analyzer) noteBorn(t time.Time) {
 	if keep := a.cfg.MaxStreams/2 + 1; len(a.born) > 2*keep {
 		a.born = append(a.born[:0], a.born[len(a.born)-keep:]...)
 	}
-}
-
-func hasKey(m map[uint64]struct{}, k uint64) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // resume continues an idle-evicted connection c on this new stream.
@@ -306,21 +302,17 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if skip > 0 {
 		s.delivered[d] += uint32(skip)
 	}
-	if !s.tlsSeen && n > 0 {
-		s.tlsSeen = true
-		s.startTLS(d, sg.Fetch(n))
-	}
-	if s.tls != nil {
-		var data []byte
-		if n > 0 {
-			data = sg.Fetch(n)
-		}
-		s.tlsFeed(d, data, max(skip, 0), holeAt)
-		return
-	}
 	var data []byte
 	if n > 0 {
 		data = sg.Fetch(n)
+	}
+	if !s.tlsSeen && n > 0 {
+		s.tlsSeen = true
+		s.startTLS(d, data)
+	}
+	if s.tls != nil {
+		s.tlsFeed(d, data, max(skip, 0), holeAt)
+		return
 	}
 	s.deliver(d, data, skip, holeAt)
 }
@@ -567,6 +559,5 @@ func (s *stream) start(how Recognition, by ClientSide) {
 			f.feed(h.buf[p.dir][p.off:p.off+p.n], p.at)
 		}
 	}
-	a.at = outer
 	s.release()
 }
