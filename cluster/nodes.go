@@ -136,12 +136,7 @@ func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
 		n.dropped.Endpoints++
 		return
 	}
-	for _, e := range eps {
-		if e == ep {
-			return
-		}
-	}
-	if len(eps) < 16 {
+	if !slices.Contains(eps, ep) && len(eps) < 16 {
 		n.endpoints[id] = append(eps, ep)
 	}
 }
