@@ -63,8 +63,19 @@ type Partition struct {
 // then (clients ask for Metadata before they produce or fetch, so only a
 // capture that starts mid-connection shows that).
 func (p Partition) Key(names Names) Partition {
-	k := Keyer{Names: names}
-	return k.Key(p)
+	switch {
+	case p.Topic != "":
+		return Partition{Topic: p.Topic, Num: p.Num}
+	case p.TopicID == [16]byte{}:
+		return Partition{Num: p.Num}
+	case p.TopicID == ClusterMetadataTopicID:
+		return Partition{Topic: ClusterMetadataTopic, Num: p.Num}
+	case names != nil:
+		if s, ok := names.TopicName(p.TopicID); ok {
+			return Partition{Topic: s, Num: p.Num}
+		}
+	}
+	return Partition{TopicID: p.TopicID, Num: p.Num}
 }
 
 // Keyer is Partition.Key for the partitions of one request or response:

@@ -457,9 +457,9 @@ func (a *Analyzer) rememberGone(key packet.Key) {
 // first) into Stats.Evicted when the table is full.
 func (a *Analyzer) addConn(c *Conn) {
 	a.conns = append(a.conns, c)
-	if key, _ := packet.MakeKey(c.Client, c.Server); a.streamOf(key) != nil && a.streamOf(key).conn == c {
+	key, _ := packet.MakeKey(c.Client, c.Server)
+	if s := a.streamOf(key); s != nil && s.conn == c {
 		// IP datagrams of the connection lost before it was known.
-		s := a.streamOf(key)
 		for _, l := range s.lostFrags {
 			c.fragLost(int64(l.bytes), l.problem)
 		}

@@ -229,18 +229,6 @@ func (c *Conn) problem(file int, pkt uint64, what string) {
 	}
 }
 
-// countRequest counts a request on c: its role, its API (those of keys
-// kmsg does not know under UnknownKey).
-func (c *Conn) countRequest(m *Message) {
-	c.Roles[m.Role]++
-	c.Requests++
-	if decode.KnownKey(m.Key) {
-		c.APIs.Add(m.Key)
-	} else {
-		c.APIs.Add(UnknownKey)
-	}
-}
-
 // clientID returns the client id as a string, reusing the one of the
 // previous request if the bytes are the same (they almost always are on
 // one connection), so that no string is allocated per request.

@@ -676,7 +676,13 @@ func (f *framer) request(frame []byte, src *frameSource) bool {
 		f.s.fr[ToClient].unstash()
 	}
 	m.Identify()
-	c.countRequest(m)
+	c.Roles[m.Role]++
+	c.Requests++
+	if decode.KnownKey(h.Key) {
+		c.APIs.Add(h.Key)
+	} else {
+		c.APIs.Add(UnknownKey) // one entry for every key kmsg does not know
+	}
 	a.emitRequest(m)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		c.NoResponse++

@@ -63,7 +63,13 @@ func (m *Message) Agent() string {
 
 // CountRequest counts a rebuilt request on c as the framer counts one.
 func (c *Conn) CountRequest(m *Message, at time.Time, packet uint64) {
-	c.countRequest(m)
+	c.Roles[m.Role]++
+	c.Requests++
+	if decode.KnownKey(m.Key) {
+		c.APIs.Add(m.Key)
+	} else {
+		c.APIs.Add(UnknownKey)
+	}
 	c.CountClientID(m.Client.ID)
 	c.seen(at, packet)
 }

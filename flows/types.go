@@ -113,10 +113,30 @@ type BatchRef struct {
 // the name learned from Metadata, "__cluster_metadata" for KRaft's log, or
 // else the id in base64 as Kafka prints it.
 func (m *Message) TopicName(name string, id [16]byte) string {
-	if name == "" && id == [16]byte{} {
+	if n, ok := m.knownTopic(name, id); ok {
+		return n
+	}
+	if id == [16]byte{} {
 		return "?"
 	}
-	return cluster.Partition{Topic: name, TopicID: id}.TopicName(m.names())
+	return cluster.TopicID(id)
+}
+
+// knownTopic is a topic's name: as given, or the name its id is known by
+// (KRaft's log, or learned from Metadata); false if neither.
+func (m *Message) knownTopic(name string, id [16]byte) (string, bool) {
+	switch {
+	case name != "":
+		return name, true
+	case id == [16]byte{}:
+		return "", false
+	case id == cluster.ClusterMetadataTopicID:
+		return cluster.ClusterMetadataTopic, true
+	}
+	if m.Conn != nil && m.Conn.nodes != nil {
+		return m.Conn.nodes.TopicName(id)
+	}
+	return "", false
 }
 
 // PartitionKey is p as state is kept by it (cluster.Partition.Key), by

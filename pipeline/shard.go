@@ -441,22 +441,19 @@ func (s *sharded) merge() {
 	label("merger")
 	cur := make([][]stamped, s.n)
 	idx := make([]int, s.n)
-	open := make([]bool, s.n)
+	closed := make([]bool, s.n)
 	chunks := make([][][]byte, s.n)
 	retire := make([][][]byte, s.n)
-	for w := range open {
-		open[w] = true
-	}
 	// next makes worker w's cursor point at an event, if any is left in
 	// this round (or, at the end, at all).
 	next := func(w int, end bool) bool {
 		for idx[w] >= len(cur[w]) {
-			if !end || !open[w] {
+			if !end || closed[w] {
 				return false
 			}
 			o, ok := <-s.workers[w].out
 			if !ok {
-				open[w] = false
+				closed[w] = true
 				return false
 			}
 			cur[w], idx[w] = o.evs, 0
@@ -468,7 +465,7 @@ func (s *sharded) merge() {
 		for w, wk := range s.workers {
 			o, ok := <-wk.out
 			if !ok {
-				open[w] = false
+				closed[w] = true
 			}
 			evs := o.evs
 			cur[w], idx[w], chunks[w], retire[w] = evs, 0, o.chunks, o.retire
