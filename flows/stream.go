@@ -302,17 +302,21 @@ func (s *stream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Assemb
 	if skip > 0 {
 		s.delivered[d] += uint32(skip)
 	}
+	if !s.tlsSeen && n > 0 {
+		s.tlsSeen = true
+		s.startTLS(d, sg.Fetch(n))
+	}
+	if s.tls != nil {
+		var data []byte
+		if n > 0 {
+			data = sg.Fetch(n)
+		}
+		s.tlsFeed(d, data, max(skip, 0), holeAt)
+		return
+	}
 	var data []byte
 	if n > 0 {
 		data = sg.Fetch(n)
-	}
-	if !s.tlsSeen && n > 0 {
-		s.tlsSeen = true
-		s.startTLS(d, data)
-	}
-	if s.tls != nil {
-		s.tlsFeed(d, data, max(skip, 0), holeAt)
-		return
 	}
 	s.deliver(d, data, skip, holeAt)
 }
