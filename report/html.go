@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -141,18 +142,11 @@ func brokerName(b BrokerLine) string {
 // apiColors gives each API a palette index by its requests, the busiest
 // first, so that it has the same colour in every chart.
 func apiColors(tl *Timeline) map[string]int {
-	type kv struct {
-		name string
-		n    int64
-	}
-	var all []kv
-	for _, a := range tl.APIs {
-		all = append(all, kv{a.Name, sumInts(a.Requests)})
-	}
-	slices.SortStableFunc(all, func(a, b kv) int { return cmp.Compare(b.n, a.n) })
+	apis := slices.Clone(tl.APIs)
+	slices.SortStableFunc(apis, func(a, b APILine) int { return cmp.Compare(total(b.Requests), total(a.Requests)) })
 	out := map[string]int{}
-	for i, a := range all {
-		out[a.name] = i
+	for i, a := range apis {
+		out[a.Name] = i
 	}
 	return out
 }
@@ -163,11 +157,11 @@ func apiColors(tl *Timeline) map[string]int {
 func top(in []series) []series {
 	var live []series
 	for _, s := range in {
-		if sumInts(s.counts) > 0 {
+		if total(s.counts) > 0 {
 			live = append(live, s)
 		}
 	}
-	slices.SortStableFunc(live, func(a, b series) int { return cmp.Compare(sumInts(b.counts), sumInts(a.counts)) })
+	slices.SortStableFunc(live, func(a, b series) int { return cmp.Compare(total(b.counts), total(a.counts)) })
 	if len(live) <= chartLines {
 		return live
 	}
@@ -184,18 +178,21 @@ func rateChart(id, title string, tl *Timeline, in []series, colors map[string]in
 	c := Chart{ID: id, Title: title, Unit: "per second", Lines: []Line{}}
 	w := tl.Width.Seconds()
 	for _, s := range top(in) {
-		l := Line{Name: s.name, Color: s.color, Points: make([][2]float64, len(s.counts))}
-		if colors != nil {
-			if i, ok := colors[s.name]; ok {
-				l.Color = i
-			}
+		if i, ok := colors[s.name]; ok {
+			s.color = i
 		}
-		for i, v := range s.counts {
-			l.Points[i] = [2]float64{round3(float64(i) * w), round3(float64(v) / w)}
-		}
-		c.Lines = append(c.Lines, l)
+		c.Lines = append(c.Lines, rateLine(s, w))
 	}
 	return c
+}
+
+// rateLine is s per second, its buckets w seconds wide.
+func rateLine(s series, w float64) Line {
+	l := Line{Name: s.name, Color: s.color, Points: make([][2]float64, len(s.counts))}
+	for i, v := range s.counts {
+		l.Points[i] = [2]float64{round3(float64(i) * w), round3(float64(v) / w)}
+	}
+	return l
 }
 
 // latencyChart draws p99 and p50 of the APIs with the most responses.
@@ -230,17 +227,14 @@ func latencyChart(tl *Timeline, colors map[string]int) Chart {
 func bytesChart(tl *Timeline) Chart {
 	c := Chart{ID: "bytes", Title: "Kafka bytes per second (frames)", Unit: "bytes per second", Lines: []Line{}}
 	w := tl.Width.Seconds()
-	for i, s := range []series{{name: "to brokers (requests)", counts: tl.ToServer}, {name: "to clients (responses)", counts: tl.ToClient}} {
-		l := Line{Name: s.name, Color: i, Points: make([][2]float64, len(s.counts))}
-		for j, v := range s.counts {
-			l.Points[j] = [2]float64{round3(float64(j) * w), round3(float64(v) / w)}
-		}
-		c.Lines = append(c.Lines, l)
+	for _, s := range []series{{name: "to brokers (requests)", counts: tl.ToServer}, {name: "to clients (responses)", counts: tl.ToClient, color: 1}} {
+		c.Lines = append(c.Lines, rateLine(s, w))
 	}
 	return c
 }
 
-func sumInts(s []int64) (n int64) {
+// total is the sum of s.
+func total(s []int64) (n int64) {
 	for _, v := range s {
 		n += v
 	}
@@ -249,14 +243,7 @@ func sumInts(s []int64) (n int64) {
 
 // round3 keeps three decimals, so that the goldens do not hold float noise.
 func round3(v float64) float64 {
-	return float64(int64(v*1000+copysign(0.5, v))) / 1000
-}
-
-func copysign(a, v float64) float64 {
-	if v < 0 {
-		return -a
-	}
-	return a
+	return float64(int64(v*1000+math.Copysign(0.5, v))) / 1000
 }
 
 // severityOrder lists severities as the page counts them.
