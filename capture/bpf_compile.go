@@ -415,25 +415,9 @@ func (e *emitter) gen(n cnode, t, f int) {
 	case cNot:
 		e.gen(n.x, f, t)
 	case cAnd:
-		for i, x := range n {
-			if i == len(n)-1 {
-				e.gen(x, t, f)
-				break
-			}
-			next := e.label()
-			e.gen(x, next, f)
-			e.place(next)
-		}
+		e.chain(n, t, f, true)
 	case cOr:
-		for i, x := range n {
-			if i == len(n)-1 {
-				e.gen(x, t, f)
-				break
-			}
-			next := e.label()
-			e.gen(x, t, next)
-			e.place(next)
-		}
+		e.chain(n, t, f, false)
 	case cTest:
 		if n.msh {
 			e.emit(bpf.LoadMemShift{Off: n.mshOff})
@@ -444,6 +428,21 @@ func (e *emitter) gen(n cnode, t, f int) {
 		}
 		e.items = append(e.items, item{jcond: true, cond: n.cond, val: n.val, t: t, f: f})
 	}
+}
+
+// chain generates the tests of an and (and true) or an or in turn: each
+// one's false (and) or true (or) jumps to the end, the last decides.
+func (e *emitter) chain(xs []cnode, t, f int, and bool) {
+	for _, x := range xs[:len(xs)-1] {
+		next := e.label()
+		if and {
+			e.gen(x, next, f)
+		} else {
+			e.gen(x, t, next)
+		}
+		e.place(next)
+	}
+	e.gen(xs[len(xs)-1], t, f)
 }
 
 func (e *emitter) resolve() ([]bpf.Instruction, error) {

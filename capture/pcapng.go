@@ -31,8 +31,6 @@ type ngIface struct {
 type ngState struct {
 	order  binary.ByteOrder
 	ifaces []ngIface
-	// sections counts section header blocks, for the report.
-	sections int
 }
 
 func (f *File) openNg() error {
@@ -83,7 +81,6 @@ func (f *File) ngBlock(p *Packet) error {
 				return fmt.Errorf("section header at byte %d has bad length %d", start, length)
 			}
 			s.ifaces = s.ifaces[:0]
-			s.sections++
 			if err := f.skip(int64(length) - 12); err != nil {
 				return err
 			}

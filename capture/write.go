@@ -89,16 +89,8 @@ func newWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname, comme
 	// if any.
 	var opts []byte
 	if comment != "" {
-		if len(comment) > 0xfff0 {
-			comment = comment[:0xfff0]
-		}
-		opts = binary.LittleEndian.AppendUint16(opts, 1) // opt_comment
-		opts = binary.LittleEndian.AppendUint16(opts, uint16(len(comment)))
-		opts = append(opts, comment...)
-		for len(opts)%4 != 0 {
-			opts = append(opts, 0)
-		}
-		opts = append(opts, 0, 0, 0, 0) // opt_endofopt
+		opts = appendOpt(opts, 1, []byte(comment[:min(len(comment), 0xfff0)])) // opt_comment
+		opts = appendOpt(opts, 0, nil)                                         // opt_endofopt
 	}
 	n := uint32(28 + len(opts))
 	shb := binary.LittleEndian.AppendUint32(nil, ngSHB)
@@ -132,21 +124,11 @@ func (w *Writer) iface(link LinkType) (uint32, error) {
 	w.ifaces[link] = id
 	le := binary.LittleEndian
 	var opts []byte
-	opt := func(code uint16, val []byte) {
-		var h [4]byte
-		le.PutUint16(h[0:], code)
-		le.PutUint16(h[2:], uint16(len(val)))
-		opts = append(opts, h[:]...)
-		opts = append(opts, val...)
-		for len(opts)%4 != 0 {
-			opts = append(opts, 0)
-		}
-	}
 	if w.ifname != "" {
-		opt(2, []byte(w.ifname)) // if_name
+		opts = appendOpt(opts, 2, []byte(w.ifname)) // if_name
 	}
-	opt(9, []byte{9}) // if_tsresol: nanoseconds
-	opt(0, nil)       // opt_endofopt
+	opts = appendOpt(opts, 9, []byte{9}) // if_tsresol: nanoseconds
+	opts = appendOpt(opts, 0, nil)       // opt_endofopt
 	n := 20 + len(opts)
 	b := make([]byte, 0, n)
 	b = le.AppendUint32(b, ngIDB)
@@ -158,6 +140,14 @@ func (w *Writer) iface(link LinkType) (uint32, error) {
 	b = le.AppendUint32(b, uint32(n))
 	_, err := w.bw.Write(b)
 	return id, err
+}
+
+// appendOpt appends a pcapng option, its value padded to 4 bytes.
+func appendOpt(opts []byte, code uint16, val []byte) []byte {
+	opts = binary.LittleEndian.AppendUint16(opts, code)
+	opts = binary.LittleEndian.AppendUint16(opts, uint16(len(val)))
+	opts = append(opts, val...)
+	return append(opts, make([]byte, (4-len(val)%4)%4)...)
 }
 
 var errLinkMix = errors.New("a pcap file holds one link type; write .pcapng to keep several")
