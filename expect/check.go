@@ -177,10 +177,7 @@ func Check(f *File, rep *Report) Result {
 			}
 		}
 	}
-	owner := make([]int, len(rep.Findings)) // finding -> expectation, -1
-	for j := range owner {
-		owner[j] = -1
-	}
+	owner := slices.Repeat([]int{-1}, len(rep.Findings)) // finding -> expectation, -1
 	var augment func(i int, seen []bool) bool
 	augment = func(i int, seen []bool) bool {
 		for _, j := range fits[i] {
@@ -195,15 +192,9 @@ func Check(f *File, rep *Report) Result {
 		}
 		return false
 	}
-	matched := make([]bool, len(f.Findings))
 	for i := range f.Findings {
 		if augment(i, make([]bool, len(rep.Findings))) {
 			res.Matched++
-		}
-	}
-	for _, i := range owner {
-		if i >= 0 {
-			matched[i] = true
 		}
 	}
 	// An expectation not met: the nearest finding of its detector left
@@ -213,7 +204,7 @@ func Check(f *File, rep *Report) Result {
 		taken[j] = i >= 0
 	}
 	for i, e := range f.Findings {
-		if matched[i] {
+		if slices.Contains(owner, i) {
 			continue
 		}
 		best, why := -1, []string(nil)
