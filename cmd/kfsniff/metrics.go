@@ -127,13 +127,7 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 			progress(p)
 		}
 	}
-	findings := o.LiveFindings
-	o.LiveFindings = func(fs []detectors.Finding) {
-		s.m.Findings(fs)
-		if findings != nil {
-			findings(fs)
-		}
-	}
+	chainFindings(o, s.m.Findings)
 }
 
 // info registers kfsniff_build_info with this process's mode: agent (a

@@ -36,28 +36,25 @@ func checkModes(cfg *Config, fs *pflag.FlagSet) error {
 			tty.Close()
 		}
 	}
-	var set []string
-	if !cfg.Frames {
-		for _, name := range []string{"verbose", "api", "client-id", "conn", "errors"} {
-			if fs.Changed(name) {
-				set = append(set, flagName(fs, name))
-			}
-		}
-		if len(set) > 0 {
-			return fmt.Errorf("%s: only with --frames (selects and details its lines)", strings.Join(set, ", "))
-		}
+	if set := changed(fs, "verbose", "api", "client-id", "conn", "errors"); !cfg.Frames && len(set) > 0 {
+		return fmt.Errorf("%s: only with --frames (selects and details its lines)", strings.Join(set, ", "))
 	}
-	if cfg.Live.Interface == "" {
-		for _, name := range []string{"snapshot-length", "buffer-size", "no-promiscuous-mode"} {
-			if fs.Changed(name) {
-				set = append(set, flagName(fs, name))
-			}
-		}
-		if len(set) > 0 {
-			return fmt.Errorf("%s: only with -i (a setting of live capture)", strings.Join(set, ", "))
-		}
+	if set := changed(fs, "snapshot-length", "buffer-size", "no-promiscuous-mode"); cfg.Live.Interface == "" && len(set) > 0 {
+		return fmt.Errorf("%s: only with -i (a setting of live capture)", strings.Join(set, ", "))
 	}
 	return nil
+}
+
+// changed are the flags of names the command line gave, as written
+// (flagName), in names' order.
+func changed(fs *pflag.FlagSet, names ...string) []string {
+	var set []string
+	for _, name := range names {
+		if fs.Changed(name) {
+			set = append(set, flagName(fs, name))
+		}
+	}
+	return set
 }
 
 // flagName is how a flag is written: "-v" for one with a shorthand.

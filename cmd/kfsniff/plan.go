@@ -66,14 +66,13 @@ func (c *command) plan(ctx context.Context) (*plan, error) {
 	}
 	p.onClose(p.ms.close)
 	p.ms.lingerAfter(cfg.MetricsLinger, p.live != nil)
-	switch {
-	case p.live != nil:
-		p.ms.info("agent")
-	case c.cr.on():
-		p.ms.info("correlator")
-	default:
-		p.ms.info("file")
+	mode := "file"
+	if p.live != nil {
+		mode = "agent"
+	} else if c.cr.on() {
+		mode = "correlator"
 	}
+	p.ms.info(mode)
 	if p.xs, err = c.exp.start(p.live != nil, stderr); err != nil {
 		return p, usage(err)
 	}

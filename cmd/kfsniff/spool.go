@@ -237,13 +237,7 @@ func (s *spool) save(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var secrets []capture.Secret
-	if s.keys != nil {
-		if all, _ := s.keys.Sessions(); all > 0 {
-			secrets = []capture.Secret{{Type: capture.SecretsTLSKeyLog, Data: s.keys.AppendNSS(nil)}}
-		}
-	}
-	w, err := capture.NewWriterComment(out, capture.LinkEthernet, 0, "kfsniff", "kfsniff UI capture: "+what, secrets...)
+	w, err := capture.NewWriterComment(out, capture.LinkEthernet, 0, "kfsniff", "kfsniff UI capture: "+what, keySecrets(s.keys)...)
 	if err == nil {
 		err = s.copyTo(w)
 	}
