@@ -28,7 +28,8 @@ type Writer struct {
 	ifname  string
 	ifaces  map[LinkType]uint32 // pcapng interface ids
 	link    LinkType            // pcap: the file's one link type
-	hdr     [32]byte
+	hdr     [32]byte            // a packet's record header
+	tail    [8]byte             // a pcapng packet's padding and trailing length
 	n       uint64
 	closed  bool
 }
@@ -161,48 +162,46 @@ func (w *Writer) WritePacket(p *Packet) error {
 	}
 	wire := uint32(max(p.Len, len(p.Data)))
 	ns := p.Time.UnixNano()
+	var h, tail []byte
 	if !w.ng {
 		if p.Link != w.link {
 			return errLinkMix
 		}
-		h := w.hdr[:16]
+		h = w.hdr[:16]
 		le.PutUint32(h[0:], uint32(ns/1e9))
 		le.PutUint32(h[4:], uint32(ns%1e9))
 		le.PutUint32(h[8:], uint32(len(data)))
 		le.PutUint32(h[12:], wire)
-		if _, err := w.bw.Write(h); err != nil {
+	} else {
+		id, err := w.iface(p.Link)
+		if err != nil {
 			return err
 		}
-		if _, err := w.bw.Write(data); err != nil {
-			return err
-		}
-		w.n++
-		return nil
+		pad := (4 - len(data)%4) % 4
+		n := uint32(32 + len(data) + pad)
+		h = w.hdr[:28]
+		le.PutUint32(h[0:], ngEPB)
+		le.PutUint32(h[4:], n)
+		le.PutUint32(h[8:], id)
+		le.PutUint32(h[12:], uint32(uint64(ns)>>32))
+		le.PutUint32(h[16:], uint32(uint64(ns)))
+		le.PutUint32(h[20:], uint32(len(data)))
+		le.PutUint32(h[24:], wire)
+		// The padding, then the block's length again.
+		tail = w.tail[:pad+4]
+		clear(tail[:pad])
+		le.PutUint32(tail[pad:], n)
 	}
-	id, err := w.iface(p.Link)
-	if err != nil {
-		return err
-	}
-	pad := (4 - len(data)%4) % 4
-	n := uint32(32 + len(data) + pad)
-	h := w.hdr[:28]
-	le.PutUint32(h[0:], ngEPB)
-	le.PutUint32(h[4:], n)
-	le.PutUint32(h[8:], id)
-	le.PutUint32(h[12:], uint32(uint64(ns)>>32))
-	le.PutUint32(h[16:], uint32(uint64(ns)))
-	le.PutUint32(h[20:], uint32(len(data)))
-	le.PutUint32(h[24:], wire)
 	if _, err := w.bw.Write(h); err != nil {
 		return err
 	}
 	if _, err := w.bw.Write(data); err != nil {
 		return err
 	}
-	var tail [8]byte
-	le.PutUint32(tail[pad:], n)
-	if _, err := w.bw.Write(tail[:pad+4]); err != nil {
-		return err
+	if len(tail) > 0 {
+		if _, err := w.bw.Write(tail); err != nil {
+			return err
+		}
 	}
 	w.n++
 	return nil
