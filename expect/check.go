@@ -2,6 +2,7 @@ package expect
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -105,10 +106,7 @@ func (e Finding) mismatches(severity string, nodes []int32, counts map[string]in
 			out = append(out, fmt.Sprintf("field %s = %s, want %s", k, a, b))
 		}
 	}
-	tol := e.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
+	tol := cmp.Or(e.Tolerance, DefaultTolerance)
 	for _, k := range slices.Sorted(maps.Keys(e.Approx)) {
 		v := e.Approx[k]
 		var got float64
@@ -224,10 +222,7 @@ func Check(f *File, rep *Report) Result {
 		got := rep.Findings[best]
 		res.Problems = append(res.Problems, Problem{Kind: Mismatch, Want: e.String(), Got: &got, Why: why})
 	}
-	strict := f.Others.Strict
-	if strict == "" {
-		strict = "warning"
-	}
+	strict := cmp.Or(f.Others.Strict, "warning")
 	if strict != "none" {
 		for j, got := range rep.Findings {
 			if taken[j] || rank(got.Severity) < rank(strict) || slices.Contains(f.Others.Allow, got.Detector) {
