@@ -187,13 +187,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // expectations checked: check --junit DIR/x.pcap DIR replaced the capture
 // with the XML, exit 0.
 func refuseJUnitOver(name string, cases []*checkCase) error {
-	out, err := os.Stat(name)
-	if err != nil {
-		return nil // a new file
-	}
 	for _, c := range cases {
 		for _, in := range []string{c.Capture, c.Expect} {
-			if st, err := os.Stat(in); in != "" && err == nil && os.SameFile(st, out) {
+			if sameFile(in, name) {
 				return fmt.Errorf("--junit %s is %s, which the check reads: writing the results would destroy it; give another file name", report.Clean(name), report.Clean(in))
 			}
 		}

@@ -92,13 +92,8 @@ func (c *correlateConfig) on() bool { return c != nil && c.URL != "" }
 // validate finds a kafka:// input among the -r's, checks what goes with
 // it and reads the properties file; a kafka:// input clears cfg.Files.
 func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportConfig, stderr io.Writer) error {
-	var urls []string
-	for _, f := range cfg.Files {
-		if isKafkaURL(f) {
-			urls = append(urls, f)
-		}
-	}
-	if len(urls) == 0 {
+	url := slices.IndexFunc(cfg.Files, isKafkaURL)
+	if url < 0 {
 		if fs.Changed("fingerprint-key") && exp.URL == "" {
 			return errors.New("--fingerprint-key needs --export or -r kafka://HOST:PORT/TOPIC")
 		}
@@ -110,7 +105,7 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 	if len(cfg.Files) > 1 {
 		return errors.New("-r kafka://...: read one topic, and no capture file beside it")
 	}
-	c.URL = urls[0]
+	c.URL = cfg.Files[url]
 	c.printKey = exp.printKey
 	var err error
 	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {

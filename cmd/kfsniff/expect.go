@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +74,8 @@ func (c *Config) validateExpect() error {
 	return nil
 }
 
+// sameFile reports whether a and b are one existing file (a may be
+// "-", standard input, which is none).
 func sameFile(a, b string) bool {
 	if a == "-" {
 		return false
@@ -127,9 +130,7 @@ func (cmd *command) applyExpect() error {
 	if a.MaxWaiting != nil && !fs.Changed("max-waiting") {
 		c.MaxWaiting = *a.MaxWaiting
 	}
-	if c.Filter == "" {
-		c.Filter = a.Filter
-	}
+	c.Filter = cmp.Or(c.Filter, a.Filter)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -169,9 +170,7 @@ func addSecurityFlags(fs *pflag.FlagSet, prefix, input, tlsTo, role, better stri
 // role's client) are said on stderr and ignored. It builds the client's
 // TLS and SASL settings.
 func (s *securityFlags) settle(stderr io.Writer) error {
-	if s.Password == "" {
-		s.Password = os.Getenv("KFSNIFF_" + strings.ToUpper(s.prefix) + "_SASL_PASSWORD")
-	}
+	s.Password = cmp.Or(s.Password, os.Getenv("KFSNIFF_"+strings.ToUpper(s.prefix)+"_SASL_PASSWORD"))
 	if s.CAFile != "" || s.CertFile != "" {
 		s.TLS = true
 	}
@@ -322,16 +321,10 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // parseSize reads a size in bytes, or with K, M or G (binary) after it.
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
-		mult = 1 << 10
-	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
-		mult = 1 << 20
-	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
-		mult = 1 << 30
-	}
-	if mult > 1 {
-		s = s[:len(s)-1]
+	for i, unit := range []string{"K", "M", "G"} {
+		if num, ok := strings.CutSuffix(strings.ToUpper(s), unit); ok {
+			s, mult = num, 1<<(10*(i+1))
+		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > (1<<50)/mult {

@@ -74,16 +74,6 @@ func createWriter(cfg Config, live *capture.Live, links []capture.LinkType, secr
 	return capture.Create(cfg.Write, link, snaplen, ifname, secrets...)
 }
 
-// describeInput names what is analysed, for a status line (the filter
-// expression has its own place there).
-func describeInput(cfg Config, live *capture.Live) string {
-	s := strings.Join(cfg.Files, ", ")
-	if live != nil {
-		s = live.Name + " (live)"
-	}
-	return s
-}
-
 // liveSummary prints tcpdump's closing counts.
 func liveSummary(w io.Writer, res *pipeline.Result) {
 	n := res.Report.Capture.Packets

@@ -74,13 +74,7 @@ func (c *command) refuseSameOutput() error {
 			if a.name == "" || b.name == "" || a.name == "-" || b.name == "-" {
 				continue
 			}
-			same := filepath.Clean(a.name) == filepath.Clean(b.name)
-			if x, err := os.Stat(a.name); err == nil {
-				if y, err := os.Stat(b.name); err == nil && os.SameFile(x, y) {
-					same = true
-				}
-			}
-			if same {
+			if filepath.Clean(a.name) == filepath.Clean(b.name) || sameFile(a.name, b.name) {
 				return fmt.Errorf("%s %s and %s %s are one file: writing one would destroy the other; give each its own name", a.flag, a.name, b.flag, b.name)
 			}
 		}

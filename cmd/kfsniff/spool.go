@@ -139,11 +139,9 @@ func (s *spool) WritePacket(p *capture.Packet) error {
 	}
 	if cur.packets == 0 {
 		need -= spoolHeader // counted when the segment was opened
-	}
-	cur.size += need
-	if cur.packets == 0 {
 		cur.first = p.Time
 	}
+	cur.size += need
 	cur.packets++
 	cur.last = p.Time
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,13 +63,7 @@ func (c *Config) Validate() error {
 	if c.BufferBudget < 0 || c.MaxWaiting < 0 {
 		return fmt.Errorf("--buffer-budget and --max-waiting must not be negative, got %d and %d", c.BufferBudget, c.MaxWaiting)
 	}
-	stdin := 0
-	for _, f := range c.Files {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
+	if i := slices.Index(c.Files, "-"); i >= 0 && slices.Contains(c.Files[i+1:], "-") {
 		return errors.New("standard input (-r -) can be read only once")
 	}
 	if err := validMetricsAddr(c.MetricsAddr); err != nil {
@@ -112,9 +107,6 @@ func (c *command) validate() error {
 		if err := check(); err != nil {
 			return usage(err)
 		}
-	}
-	if cfg.TUI && !haveTUI() {
-		return usagef("TUI not available in this build")
 	}
 	return c.typed()
 }
