@@ -66,7 +66,7 @@ func (c *command) execute(ctx context.Context, p *plan) (*pipeline.Result, error
 		fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
 	}
 	pl := newProgress(cfg, c.recs, p.files, c.out, stderr)
-	p.opt.ProgressEvery, p.opt.Warn = c.progCfg.every, pl.around(p.opt.Warn)
+	p.opt.ProgressEvery, p.opt.Warn = c.progressEvery, pl.around(p.opt.Warn)
 	res := c.analyse(ctx, p, uiAdditions{Handlers: handlers, Progress: pl.callback()})
 	if frames != nil {
 		if err := frames.Flush(); err != nil && !c.out.broken() {

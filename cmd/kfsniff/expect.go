@@ -33,11 +33,6 @@ type ExpectConfig struct {
 	loaded *expect.File
 }
 
-func addExpectFlags(fs *pflag.FlagSet, c *ExpectConfig) {
-	fs.StringVar(&c.File, "expect", "", "compare the analysis with the expectation `FILE` (docs/expect.md), analysing with its settings; print the differences instead of the report; exit 4 if it does not hold")
-	fs.StringVar(&c.Write, "write-expect", "", "also write what this analysis finds to `FILE` as an expectation (with the -o and analysis flags given), to trim and use with --expect or kfsniff check")
-}
-
 // validateExpect checks that the expectation flags go with the rest.
 func (c *Config) validateExpect() error {
 	e := c.Expect

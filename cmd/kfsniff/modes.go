@@ -14,33 +14,26 @@ import (
 // reading the input), the UI without a terminal, --frames' filters
 // without --frames, the live capture's settings without -i.
 func (c *command) checkModes() error {
-	if err := checkModes(&c.cfg, c.fs); err != nil {
-		return seeHelp(err)
-	}
-	return nil
-}
-
-func checkModes(cfg *Config, fs *pflag.FlagSet) error {
-	if cfg.TUI {
-		for _, o := range []struct {
-			on   bool
-			flag string
-		}{{cfg.Frames, "--frames"}, {cfg.JSON, "--json"}} {
-			if o.on {
-				return fmt.Errorf("--tui and %s are two different outputs: give one (the UI shows frames and the report follows it)", o.flag)
-			}
+	cfg, fs := &c.cfg, c.fs
+	if cfg.TUI && (cfg.Frames || cfg.JSON) {
+		other := "--json"
+		if cfg.Frames {
+			other = "--frames"
 		}
+		return seeHelp(fmt.Errorf("--tui and %s are two different outputs: give one (the UI shows frames and the report follows it)", other))
+	}
+	if cfg.TUI {
 		if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
-			return fmt.Errorf("--tui needs a terminal: %v", err)
+			return seeHelp(fmt.Errorf("--tui needs a terminal: %v", err))
 		} else {
 			tty.Close()
 		}
 	}
 	if set := changed(fs, "verbose", "api", "client-id", "conn", "errors"); !cfg.Frames && len(set) > 0 {
-		return fmt.Errorf("%s: only with --frames (selects and details its lines)", strings.Join(set, ", "))
+		return seeHelp(fmt.Errorf("%s: only with --frames (selects and details its lines)", strings.Join(set, ", ")))
 	}
 	if set := changed(fs, "snapshot-length", "buffer-size", "no-promiscuous-mode"); cfg.Live.Interface == "" && len(set) > 0 {
-		return fmt.Errorf("%s: only with -i (a setting of live capture)", strings.Join(set, ", "))
+		return seeHelp(fmt.Errorf("%s: only with -i (a setting of live capture)", strings.Join(set, ", ")))
 	}
 	return nil
 }
