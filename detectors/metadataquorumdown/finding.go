@@ -2,7 +2,8 @@ package metadataquorumdown
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,10 +61,7 @@ func finding(p *detectors.Pass, o *Outage, open bool, downs []Down) detectors.Fi
 		RaftFetches: o.Fetches, Unanswered: o.Unanswered, Votes: o.Votes, VotesGranted: o.Granted,
 		Outage: o, Downs: downs, Held: held, Healed: healed,
 	}
-	for id := range o.fetchers {
-		f.Fetchers = append(f.Fetchers, id)
-	}
-	sort.Slice(f.Fetchers, func(i, j int) bool { return f.Fetchers[i] < f.Fetchers[j] })
+	f.Fetchers = slices.Sorted(maps.Keys(o.fetchers))
 	if o.leader >= 0 {
 		epoch := o.Epoch
 		f.LeaderEpoch = &epoch
