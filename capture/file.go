@@ -360,7 +360,7 @@ func (f *File) Next(p *Packet) error {
 	start := f.off
 	var err error
 	if f.ng != nil {
-		err = f.nextNg(p)
+		err = f.ngBlock(p)
 	} else {
 		err = f.nextPcap(p)
 	}

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -44,11 +43,9 @@ func (f *File) openNg() error {
 	return nil
 }
 
-var errNoPacket = errors.New("no packet in block")
-
-// ngBlock reads one block. It fills p and returns nil for a packet block;
-// for other blocks it handles them and returns errNoPacket (or, when p is
-// nil, nil once an interface is known).
+// ngBlock reads blocks up to the next packet block, handling the others,
+// and fills p from it; when p is nil (openNg), it returns once an
+// interface is known.
 func (f *File) ngBlock(p *Packet) error {
 	s := f.ng
 	for {
@@ -266,14 +263,4 @@ func ngTime(ifc *ngIface, ts uint64) time.Time {
 		nsec = frac / (ifc.tsUnits / 1e9)
 	}
 	return time.Unix(int64(sec)+ifc.tsOffset, int64(nsec)).UTC()
-}
-
-func (f *File) nextNg(p *Packet) error {
-	for {
-		err := f.ngBlock(p)
-		if err == errNoPacket {
-			continue
-		}
-		return err
-	}
 }
