@@ -28,8 +28,11 @@ func (c *Config) Validate() error {
 	if len(c.Files) == 0 && c.Live.Interface == "" {
 		return errors.New("no input: capture live with -i IFACE (kfsniff -D lists interfaces) or read a capture with -r FILE (- for standard input)")
 	}
-	if err := c.Live.Validate(); err != nil {
-		return err
+	if c.Live.Snaplen < 0 {
+		return fmt.Errorf("-s must not be negative, got %d", c.Live.Snaplen)
+	}
+	if c.Live.BufferKiB < 0 {
+		return fmt.Errorf("-B must not be negative, got %d", c.Live.BufferKiB)
 	}
 	if c.Count < 0 {
 		return fmt.Errorf("-c must not be negative, got %d", c.Count)
