@@ -93,9 +93,7 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 		slices.SortFunc(f.Creators, func(a, b Creator) int {
 			return cmp.Or(cmp.Compare(b.Sessions, a.Sessions), cmp.Compare(a.ClientID, b.ClientID), cmp.Compare(a.Client, b.Client))
 		})
-		if len(f.Creators) > 5 {
-			f.Creators = f.Creators[:5]
-		}
+		f.Creators = f.Creators[:min(len(f.Creators), 5)]
 		f.MoreCreators = b.more
 	}
 	code, _ := ch.codes.Top()

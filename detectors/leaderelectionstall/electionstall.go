@@ -341,10 +341,7 @@ func (l *stretch) add(x *detectors.Exchange, seq int64, h *decode.LeaderHint, wh
 }
 
 func appendCapped(dst, src []int32) []int32 {
-	if len(src) > maxReplicas {
-		src = src[:maxReplicas]
-	}
-	return append(dst, src...)
+	return append(dst, src[:min(len(src), maxReplicas)]...)
 }
 
 // finish closes the open stretch of a partition that got a leader (h, in

@@ -63,8 +63,7 @@ func finding(p *detectors.Pass, o *Outage, open bool, downs []Down) detectors.Fi
 	}
 	f.Fetchers = slices.Sorted(maps.Keys(o.fetchers))
 	if o.leader >= 0 {
-		epoch := o.Epoch
-		f.LeaderEpoch = &epoch
+		f.LeaderEpoch = new(o.Epoch)
 		f.LeaderN = fmt.Sprintf("node %d", o.leader)
 		if o.leaderEP != "" {
 			f.LeaderN += " (" + o.leaderEP + ")"
@@ -124,12 +123,7 @@ func (f *Finding) tail() string {
 // downHas reports whether an endpoint that was down is the leader's (or
 // any, if leader is false).
 func (f *Finding) downHas(leader bool) bool {
-	for _, d := range f.Downs {
-		if d.Leader || !leader {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(f.Downs, func(d Down) bool { return d.Leader || !leader })
 }
 
 // Explanation implements detectors.Detail.
