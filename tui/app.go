@@ -12,6 +12,8 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
+
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // Options configure Run.
@@ -109,7 +111,7 @@ type ui struct {
 	conns  connContent
 	xs     exchangeContent
 	finds  findingContent
-	stats  statsContent
+	stats  table[APIStats]
 	focus  pane
 
 	detailHead *tview.TextView
@@ -122,7 +124,7 @@ type ui struct {
 
 	findingText *tview.TextView
 
-	lag      lagContent
+	lag      table[report.Lag]
 	lagTable *tview.Table
 
 	// timeline shows in place of the Stats pane while showTimeline
@@ -147,6 +149,11 @@ func newUI(opts Options) *ui {
 		opts.Refresh = DefaultRefresh
 	}
 	u := &ui{opts: opts, m: opts.Model, app: tview.NewApplication()}
+	u.conns.cols = connColumns
+	u.xs.cols = exchangeColumns
+	u.finds.cols = findingColumns
+	u.stats.cols = statsColumns
+	u.lag.cols = lagColumns
 	u.xs.follow = true
 	if opts.Screen != nil {
 		u.app.SetScreen(opts.Screen)
@@ -194,11 +201,14 @@ func (u *ui) build() {
 	// Stacked like termshark's panes; Connections, Findings and Stats are
 	// as tall as their rows (up to a cap, then they scroll), Exchanges
 	// take the rest.
+	focusColors := func(b *tview.Box) {
+		b.SetFocusFunc(func() { b.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
+		b.SetBlurFunc(func() { b.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
+		b.SetBorderColor(colorBlur).SetTitleColor(colorBlur)
+	}
 	u.timeline = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
-	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ").
-		SetBorderColor(colorBlur).SetTitleColor(colorBlur)
-	u.timeline.SetFocusFunc(func() { u.timeline.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
-	u.timeline.SetBlurFunc(func() { u.timeline.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
+	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ")
+	focusColors(u.timeline.Box)
 	// Laid out for the screen's height before each draw (layout.go).
 	u.main = tview.NewFlex().SetDirection(tview.FlexRow)
 
@@ -223,13 +233,8 @@ func (u *ui) build() {
 	// The hex view shows wire bytes: no style tags at all.
 	u.hex = tview.NewTextView().SetDynamicColors(false).SetWrap(false)
 	u.hex.SetBorder(true).SetTitle(" Frames (hex) ")
-	detailFocus := func(b *tview.Box) {
-		b.SetFocusFunc(func() { b.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
-		b.SetBlurFunc(func() { b.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
-		b.SetBorderColor(colorBlur).SetTitleColor(colorBlur)
-	}
-	detailFocus(u.tree.Box)
-	detailFocus(u.hex.Box)
+	focusColors(u.tree.Box)
+	focusColors(u.hex.Box)
 	// The tree and the hex side by side on a wide terminal (a hex line
 	// is 76 columns), stacked as in termshark on a narrow one.
 	u.detailBody = tview.NewFlex()
@@ -441,18 +446,10 @@ func (u *ui) refreshStatus() {
 	}
 	add("%d packets", st.Packets)
 	if st.Live || st.Drops > 0 {
-		c := "-"
-		if st.Drops > 0 {
-			c = "red"
-		}
-		add("[%s]%d dropped[-]", c, st.Drops)
+		add("[%s]%d dropped[-]", redIf(st.Drops), st.Drops)
 	}
 	if st.Export {
-		c := "-"
-		if st.ExportDropped > 0 {
-			c = "red"
-		}
-		add("[%s]%d export dropped[-]", c, st.ExportDropped)
+		add("[%s]%d export dropped[-]", redIf(st.ExportDropped), st.ExportDropped)
 	}
 	if st.SaveDropped > 0 {
 		add("[orange]w keeps the last %d MB: %d older packets dropped[-]", st.SaveKeepMB, st.SaveDropped)
@@ -481,6 +478,14 @@ func (u *ui) refreshStatus() {
 	}
 	u.statusParts = parts
 	u.layoutStatus(0)
+}
+
+// redIf is the colour of a count of losses: red unless it is 0.
+func redIf(n int64) string {
+	if n > 0 {
+		return "red"
+	}
+	return "-"
 }
 
 // layoutStatus writes the status line's parts, wrapped between parts

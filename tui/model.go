@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,29 +70,22 @@ const (
 )
 
 func (c ModelConfig) withDefaults() ModelConfig {
-	if c.History <= 0 {
-		c.History = DefaultHistory
-	}
-	if c.ConnHistory <= 0 {
-		c.ConnHistory = DefaultConnHistory
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.FrameBytes <= 0 {
-		c.FrameBytes = DefaultFrameBytes
-	}
-	if c.MaxFrame <= 0 {
-		c.MaxFrame = DefaultMaxFrame
-	}
-	c.MaxFrame = min(c.MaxFrame, c.FrameBytes)
-	if c.FrameRate <= 0 {
-		c.FrameRate = DefaultFrameRate
-	}
-	if c.Timeline <= 0 {
-		c.Timeline = DefaultTimeline
-	}
+	c.History = orDefault(c.History, DefaultHistory)
+	c.ConnHistory = orDefault(c.ConnHistory, DefaultConnHistory)
+	c.MaxConns = orDefault(c.MaxConns, DefaultMaxConns)
+	c.FrameBytes = orDefault(c.FrameBytes, DefaultFrameBytes)
+	c.MaxFrame = min(orDefault(c.MaxFrame, DefaultMaxFrame), c.FrameBytes)
+	c.FrameRate = orDefault(c.FrameRate, DefaultFrameRate)
+	c.Timeline = orDefault(c.Timeline, DefaultTimeline)
 	return c
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // ExchangeState says how an exchange ended.
@@ -106,18 +100,17 @@ const (
 	NotCaptured                      // a request on a one-sided capture: its response direction was not captured
 )
 
+var stateNames = [...]string{
+	Answered:    "answered",
+	Unanswered:  "unanswered",
+	NoResponse:  "no response",
+	Unmatched:   "unmatched",
+	NotCaptured: "response not captured",
+}
+
 func (s ExchangeState) String() string {
-	switch s {
-	case Answered:
-		return "answered"
-	case Unanswered:
-		return "unanswered"
-	case NoResponse:
-		return "no response"
-	case Unmatched:
-		return "unmatched"
-	case NotCaptured:
-		return "response not captured"
+	if int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return "?"
 }
@@ -575,8 +568,8 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		}
 	}
 	m.lag.OnExchange(x)
-	m.push(r)
-	cs.push(r, m.cfg.ConnHistory)
+	push(&m.ring, &m.ringHead, r, m.cfg.History)
+	push(&cs.hist, &cs.histHead, r, m.cfg.ConnHistory)
 	m.rate.add(now)
 	cs.refresh(now)
 	m.status.Exchanges++
@@ -584,27 +577,17 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	m.version.Add(1)
 }
 
-func (m *Model) push(r Exchange) {
-	if len(m.ring) < m.cfg.History {
-		m.ring = append(m.ring, r)
+// push adds r to a ring of at most limit exchanges whose oldest is at
+// *head once it is full.
+func push(ring *[]Exchange, head *int, r Exchange, limit int) {
+	if len(*ring) < limit {
+		*ring = append(*ring, r)
 		return
 	}
-	m.ring[m.ringHead] = r
-	m.ringHead++
-	if m.ringHead == len(m.ring) {
-		m.ringHead = 0
-	}
-}
-
-func (cs *connState) push(r Exchange, limit int) {
-	if len(cs.hist) < limit {
-		cs.hist = append(cs.hist, r)
-		return
-	}
-	cs.hist[cs.histHead] = r
-	cs.histHead++
-	if cs.histHead == len(cs.hist) {
-		cs.histHead = 0
+	(*ring)[*head] = r
+	*head++
+	if *head == len(*ring) {
+		*head = 0
 	}
 }
 
@@ -934,23 +917,19 @@ func (m *Model) Evidence(ev []detectors.Evidence) (xs []Exchange, missing int) {
 func (m *Model) Frames(x *Exchange) (req, resp []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if x.ReqPacket != 0 {
-		if b, ok := m.arena.get(x.req); ok {
-			req = slices.Clone(b)
-			if req == nil {
-				req = []byte{}
-			}
-		}
+	return m.frame(x.ReqPacket, x.req), m.frame(x.RespPacket, x.resp)
+}
+
+// frame is a copy of the frame at r of packet pkt, nil if none is kept.
+func (m *Model) frame(pkt uint64, r frameRef) []byte {
+	if pkt == 0 {
+		return nil
 	}
-	if x.RespPacket != 0 {
-		if b, ok := m.arena.get(x.resp); ok {
-			resp = slices.Clone(b)
-			if resp == nil {
-				resp = []byte{}
-			}
-		}
+	b, ok := m.arena.get(r)
+	if !ok {
+		return nil
 	}
-	return req, resp
+	return append([]byte{}, b...)
 }
 
 // Stats returns the per-API counts, by API key.
@@ -973,27 +952,17 @@ func (m *Model) Stats() []APIStats {
 		for code, n := range a.Errors {
 			s.Errors = append(s.Errors, ErrorCount{Name: collect.ErrorName(code), Code: code, Count: n})
 		}
-		sort.Slice(s.Errors, func(i, j int) bool {
-			if s.Errors[i].Count != s.Errors[j].Count {
-				return s.Errors[i].Count > s.Errors[j].Count
-			}
-			return s.Errors[i].Code < s.Errors[j].Code
+		slices.SortFunc(s.Errors, func(a, b ErrorCount) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Code, b.Code))
 		})
 		out = append(out, s)
 	}
-	for k, a := range m.other {
-		if k < 0 {
-			add(k, a)
-		}
+	for k, a := range m.other { // the keys under 0 (api)
+		add(k, a)
 	}
 	for k, a := range m.apis {
 		if a != nil {
 			add(int16(k), a)
-		}
-	}
-	for k, a := range m.other {
-		if k >= 0 {
-			add(k, a)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })

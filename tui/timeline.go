@@ -142,12 +142,11 @@ func (m *Model) Timeline(seconds, conn int, api int16, hasAPI bool) Timeline {
 		tl.Conn = &s
 	}
 	if hasAPI {
-		var s Series
+		var r *secRing // none seen: counts of 0
 		if a := m.apiIf(api); a != nil {
-			s = a.tl.series(first, n)
-		} else {
-			s = (*secRing)(nil).series(first, n)
+			r = &a.tl
 		}
+		s := r.series(first, n)
 		tl.API = &s
 	}
 	return tl
@@ -166,10 +165,7 @@ var sparks = []rune("▁▂▃▄▅▆▇█")
 
 // sparkline draws counts scaled to their maximum, a blank for none.
 func sparkline(counts []int) string {
-	peak := 0
-	for _, c := range counts {
-		peak = max(peak, c)
-	}
+	peak := peakOf(counts)
 	var b strings.Builder
 	for _, c := range counts {
 		if c == 0 {
