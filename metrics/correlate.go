@@ -1,7 +1,8 @@
 package metrics
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -100,12 +101,7 @@ func (c *correlation) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnreadable, prometheus.CounterValue, float64(s.Unreadable))
 	ch <- prometheus.MustNewConstMetric(descLate, prometheus.CounterValue, float64(s.Late))
 	ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(s.Duplicates))
-	parts := make([]int32, 0, len(s.Lag))
-	for p := range s.Lag {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	for i, p := range parts {
+	for i, p := range slices.Sorted(maps.Keys(s.Lag)) {
 		if i == maxCorrelationSeries {
 			break
 		}
