@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -124,11 +125,9 @@ func (k *Keys) addSessionID(f [][]byte, name string, line int) (isRSA, ok bool) 
 	}
 	sid := make([]byte, len(id)/2)
 	master := make([]byte, 48)
-	if _, err := hex.Decode(sid, id); err != nil {
-		k.malformed(name, line)
-		return true, false
-	}
-	if _, err := hex.Decode(master, mk); err != nil {
+	_, err1 := hex.Decode(sid, id)
+	_, err2 := hex.Decode(master, mk)
+	if err1 != nil || err2 != nil {
 		k.malformed(name, line)
 		return true, false
 	}
@@ -288,28 +287,16 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 		return false
 	}
 	var cr [32]byte
-	if _, err := hex.Decode(cr[:], f[1]); err != nil {
-		k.malformed(name, line)
-		return false
-	}
 	secret := make([]byte, len(f[2])/2)
-	if _, err := hex.Decode(secret, f[2]); err != nil {
+	_, err1 := hex.Decode(cr[:], f[1])
+	_, err2 := hex.Decode(secret, f[2])
+	label := string(f[0])
+	tls13 := label == labelCHTS || label == labelSHTS || label == labelCTS0 || label == labelSTS0
+	switch {
+	case err1 != nil || err2 != nil, label == labelClientRandom && len(secret) != 48, tls13 && len(secret) != 32 && len(secret) != 48:
 		k.malformed(name, line)
 		return false
-	}
-	label := string(f[0])
-	switch label {
-	case labelClientRandom:
-		if len(secret) != 48 {
-			k.malformed(name, line)
-			return false
-		}
-	case labelCHTS, labelSHTS, labelCTS0, labelSTS0:
-		if len(secret) != 32 && len(secret) != 48 {
-			k.malformed(name, line)
-			return false
-		}
-	default:
+	case label != labelClientRandom && !tls13:
 		// CLIENT_EARLY_TRAFFIC_SECRET, EXPORTER_SECRET, ...: valid
 		// lines kfsniff has no use for.
 		return false
@@ -432,11 +419,7 @@ func (f *Follower) Poll() error {
 func (k *Keys) AppendNSS(dst []byte) []byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	crs := make([][32]byte, 0, len(k.sessions))
-	for cr := range k.sessions {
-		crs = append(crs, cr)
-	}
-	slices.SortFunc(crs, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	crs := slices.SortedFunc(maps.Keys(k.sessions), func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
 	line := func(label string, cr [32]byte, secret []byte) {
 		if secret == nil {
 			return
@@ -448,12 +431,7 @@ func (k *Keys) AppendNSS(dst []byte) []byte {
 		dst = hex.AppendEncode(dst, secret)
 		dst = append(dst, '\n')
 	}
-	ids := make([]string, 0, len(k.bySID))
-	for id := range k.bySID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(k.bySID)) {
 		dst = append(dst, "RSA Session-ID:"...)
 		dst = hex.AppendEncode(dst, []byte(id))
 		dst = append(dst, " Master-Key:"...)

@@ -541,7 +541,7 @@ func (s *Session) message(d Dir, typ byte, b []byte) {
 	case typ == hsServerHello && d == Server:
 		s.serverHello(b)
 	case typ == hsEncryptedExtensions && d == Server:
-		if ext, ok := extensionsOf(b); ok {
+		if ext, ok := extensions(b); ok { // EncryptedExtensions
 			if a, ok := alpnOf(ext); ok {
 				s.Info.ALPN = a
 			}
@@ -818,9 +818,6 @@ func extensions(b []byte) (map[uint16][]byte, bool) {
 	}
 	return m, true
 }
-
-// extensionsOf reads EncryptedExtensions' body.
-func extensionsOf(b []byte) (map[uint16][]byte, bool) { return extensions(b) }
 
 // sniOf returns the host name of a server_name extension.
 func sniOf(b []byte) string {
