@@ -45,10 +45,9 @@ const (
 
 // secrets are one session's, by client random.
 type secrets struct {
-	master                             []byte // TLS 1.2
-	chts, shts, cts0, sts0             []byte // TLS 1.3
-	used                               bool
-	haveMaster, haveHandshake, haveApp bool
+	master                 []byte // TLS 1.2
+	chts, shts, cts0, sts0 []byte // TLS 1.3
+	used                   bool
 }
 
 // Keys is a key log: the secrets of sessions by client random. It is safe
@@ -315,7 +314,7 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 	}
 	switch label {
 	case labelClientRandom:
-		s.master, s.haveMaster = secret, true
+		s.master = secret
 	case labelCHTS:
 		s.chts = secret
 	case labelSHTS:
@@ -325,8 +324,6 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 	case labelSTS0:
 		s.sts0 = secret
 	}
-	s.haveHandshake = s.chts != nil && s.shts != nil
-	s.haveApp = s.cts0 != nil && s.sts0 != nil
 	return true
 }
 

@@ -927,7 +927,7 @@ func (u *ui) openDetail(i int) {
 		fmt.Fprintf(&b, "   response packet %s (%d B)", pktStr(x.File, x.RespPacket), x.RespSize)
 	}
 	if x.State == Answered {
-		fmt.Fprintf(&b, "   latency %s", latencyStr(x.Latency))
+		fmt.Fprintf(&b, "   latency %s ms", msStr(x.Latency))
 	}
 	if x.Batches > 0 {
 		fmt.Fprintf(&b, "   %d batches", x.Batches)

@@ -275,7 +275,6 @@ type Model struct {
 	frameSec   int64
 	frameSpent int
 	apis       [kmsg.MaxKey + 1]*apiState
-	other      map[int16]*apiState
 	findings   []detectors.Finding
 	counters   Counters
 	partial    string
@@ -284,6 +283,11 @@ type Model struct {
 	tl         secRing // per second, for the timeline
 	// lag follows consumers' and followers' lag (lag.go).
 	lag collect.LagCollector
+	// unmatched is key -1's (responses whose request was not captured),
+	// unknown every key kmsg does not know, from the wire: one entry for
+	// all (each would cost a histogram).
+	unmatched *apiState
+	unknown   *apiState
 }
 
 type connState struct {
@@ -403,28 +407,22 @@ func labels(c *flows.Conn) (client, server string) {
 const unknownKey int16 = -32768
 
 func (m *Model) api(key int16) *apiState {
-	if key >= 0 && int(key) < len(m.apis) {
-		a := m.apis[key]
-		if a == nil {
-			a = &apiState{}
-			m.apis[key] = a
-		}
-		return a
+	a := m.apiState(key)
+	if *a == nil {
+		*a = &apiState{}
 	}
-	if key != -1 {
-		// A key kmsg does not know, from the wire: one entry for all
-		// (each would cost a histogram).
-		key = unknownKey
+	return *a
+}
+
+// apiState is where the API's state is, nil if none was seen.
+func (m *Model) apiState(key int16) **apiState {
+	switch {
+	case key >= 0 && int(key) < len(m.apis):
+		return &m.apis[key]
+	case key == -1:
+		return &m.unmatched
 	}
-	if m.other == nil {
-		m.other = make(map[int16]*apiState)
-	}
-	a := m.other[key]
-	if a == nil {
-		a = &apiState{}
-		m.other[key] = a
-	}
-	return a
+	return &m.unknown
 }
 
 // keep copies a frame of size bytes (b, its bytes captured) at t, within
@@ -957,15 +955,17 @@ func (m *Model) Stats() []APIStats {
 		})
 		out = append(out, s)
 	}
-	for k, a := range m.other { // the keys under 0 (api)
-		add(k, a)
+	if m.unknown != nil {
+		add(unknownKey, m.unknown)
+	}
+	if m.unmatched != nil {
+		add(-1, m.unmatched)
 	}
 	for k, a := range m.apis {
 		if a != nil {
 			add(int16(k), a)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 

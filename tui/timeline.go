@@ -143,21 +143,13 @@ func (m *Model) Timeline(seconds, conn int, api int16, hasAPI bool) Timeline {
 	}
 	if hasAPI {
 		var r *secRing // none seen: counts of 0
-		if a := m.apiIf(api); a != nil {
+		if a := *m.apiState(api); a != nil {
 			r = &a.tl
 		}
 		s := r.series(first, n)
 		tl.API = &s
 	}
 	return tl
-}
-
-// apiIf is the API's state, nil if none was seen.
-func (m *Model) apiIf(key int16) *apiState {
-	if key >= 0 && int(key) < len(m.apis) {
-		return m.apis[key]
-	}
-	return m.other[key]
 }
 
 // sparks are the levels of a sparkline, from one event to the maximum.
