@@ -168,9 +168,6 @@ func (s *Session) Held() (dirs []Dir, data [][]byte) {
 	return dirs, data
 }
 
-// Failed returns why direction d is no longer decrypted ("" while it is).
-func (s *Session) Failed(d Dir) string { return s.dir[d].failed }
-
 // Feed takes the next bytes of direction d and returns the application
 // data they complete (valid until the next Feed of d). After a hole in d
 // call Gap instead.

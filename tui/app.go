@@ -29,11 +29,10 @@ type Options struct {
 	// Model is the state shown, created with NewModel and registered as a
 	// pipeline handler by the caller.
 	Model *Model
-	// Save writes the capture so far to path (the `w` key); nil when the
-	// source cannot be saved. It runs on its own goroutine.
-	Save func(path string) error
-	// SaveTo, when set, is used instead of Save: it returns what was
-	// saved (packets, time span, what was dropped), shown in the header.
+	// SaveTo writes the capture so far to path (the `w` key), and returns
+	// what was saved (packets, time span, what was dropped: "" says
+	// "saved capture to path"), shown in the header; nil when the source
+	// cannot be saved. It runs on its own goroutine.
 	SaveTo func(path string) (string, error)
 	// Done is closed when the capture ends; the UI stays open until `q`.
 	Done <-chan struct{}
@@ -969,10 +968,10 @@ func (u *ui) promptDone(key tcell.Key) {
 	}
 }
 
-// save calls Options.Save off the event loop and shows its result.
+// save calls Options.SaveTo off the event loop and shows its result.
 func (u *ui) save(path string) {
 	switch {
-	case u.opts.Save == nil && u.opts.SaveTo == nil:
+	case u.opts.SaveTo == nil:
 		u.setMessage("saving is not available for this source", true)
 		return
 	case path == "":
@@ -982,14 +981,9 @@ func (u *ui) save(path string) {
 	u.setMessage("saving to "+path+" …", false)
 	go func() {
 		msg := "saved capture to " + path
-		var err error
-		if u.opts.SaveTo != nil {
-			var what string
-			if what, err = u.opts.SaveTo(path); what != "" {
-				msg = what
-			}
-		} else {
-			err = u.opts.Save(path)
+		what, err := u.opts.SaveTo(path)
+		if what != "" {
+			msg = what
 		}
 		u.app.QueueUpdateDraw(func() {
 			if err != nil {

@@ -595,17 +595,15 @@ func findingText(f *detectors.Finding, fi FindingIncident) string {
 		fmt.Fprintf(&b, "[yellow]connections[-]  %v\n", f.Conns)
 	}
 	if len(f.Counts) > 0 {
-		keys := slices.Sorted(maps.Keys(f.Counts))
 		b.WriteString("[yellow]counts[-] ")
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(f.Counts)) {
 			fmt.Fprintf(&b, " %s=%d", safe(k), f.Counts[k])
 		}
 		b.WriteByte('\n')
 	}
 	if len(f.Fields) > 0 {
-		keys := slices.Sorted(maps.Keys(f.Fields))
 		b.WriteString("[yellow]fields[-] ")
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(f.Fields)) {
 			fmt.Fprintf(&b, " %s=%s", safe(k), safe(fmt.Sprint(f.Fields[k])))
 		}
 		b.WriteByte('\n')
