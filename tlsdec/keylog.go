@@ -217,41 +217,28 @@ func (k *Keys) read(r io.Reader, name string, line int, final bool) (int64, int,
 	lines := 0
 	for {
 		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// Longer than any key log line: skip to its end.
-			n := int64(len(b))
-			for err == bufio.ErrBufferFull {
-				b, err = br.ReadSlice('\n')
-				n += int64(len(b))
-			}
-			if err != nil && (err != io.EOF || !final) {
-				if err == io.EOF {
-					err = nil
-				}
-				return used, lines, err
-			}
-			lines++
-			used += n
-			k.malformed(name, line+lines)
-			if err == io.EOF {
-				return used, lines, nil
-			}
-			continue
+		// Longer than any key log line: skip to its end.
+		n, long := int64(len(b)), err == bufio.ErrBufferFull
+		for err == bufio.ErrBufferFull {
+			b, err = br.ReadSlice('\n')
+			n += int64(len(b))
 		}
-		if err == io.EOF {
-			if len(b) > 0 && final {
-				lines++
-				used += int64(len(b))
-				k.AddLine(b, name, line+lines)
-			}
+		switch {
+		case err != nil && err != io.EOF:
+			return used, lines, err
+		case err == io.EOF && (n == 0 || !final):
 			return used, lines, nil
 		}
-		if err != nil {
-			return used, lines, err
-		}
 		lines++
-		used += int64(len(b))
-		k.AddLine(b, name, line+lines)
+		used += n
+		if long {
+			k.malformed(name, line+lines)
+		} else {
+			k.AddLine(b, name, line+lines)
+		}
+		if err == io.EOF {
+			return used, lines, nil
+		}
 	}
 }
 

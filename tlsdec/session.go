@@ -1,6 +1,7 @@
 package tlsdec
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -430,10 +431,7 @@ func (s *Session) record(d Dir, r []byte) {
 		}
 		if s.tls13() {
 			// The inner type is the last non-zero byte (RFC 8446 5.2).
-			i := len(out) - 1
-			for i >= 0 && out[i] == 0 {
-				i--
-			}
+			i := len(bytes.TrimRight(out, "\x00")) - 1
 			if i < 0 {
 				s.fail(d, "a record with no inner content type")
 				return
@@ -583,14 +581,11 @@ func (s *Session) clientHello(b []byte) {
 	}
 	copy(s.cr[:], b[2:34])
 	s.haveCR = true
-	r := b[34:]
-	if sid, ok := vec8(r); ok && len(r) > 1 {
-		s.clientSID = string(r[1 : len(r)-len(sid)])
-	}
-	var ok bool
-	if r, ok = vec8(r); !ok { // session id
+	r, ok := vec8(b[34:]) // session id
+	if !ok {
 		return
 	}
+	s.clientSID = string(b[35 : len(b)-len(r)])
 	if r, ok = vec16(r); !ok { // cipher suites
 		return
 	}
