@@ -935,17 +935,11 @@ func (m *Model) Stats() []APIStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []APIStats
-	add := func(key int16, a *apiState) {
+	add := func(key int16, name string, a *apiState) {
 		s := APIStats{
-			Key: key, Name: decode.Name(key), Requests: a.Requests, Responses: a.Responses,
+			Key: key, Name: name, Requests: a.Requests, Responses: a.Responses,
 			ErrorResponses: a.ErrorResponses, Unanswered: a.Unanswered,
 			P50: a.Latency.Quantile(0.5), P99: a.Latency.Quantile(0.99), Max: a.Latency.Max(),
-		}
-		switch {
-		case key == unknownKey:
-			s.Name = "unknown"
-		case key < 0:
-			s.Name = "unmatched"
 		}
 		for code, n := range a.Errors {
 			s.Errors = append(s.Errors, ErrorCount{Name: collect.ErrorName(code), Code: code, Count: n})
@@ -956,14 +950,14 @@ func (m *Model) Stats() []APIStats {
 		out = append(out, s)
 	}
 	if m.unknown != nil {
-		add(unknownKey, m.unknown)
+		add(unknownKey, "unknown", m.unknown)
 	}
 	if m.unmatched != nil {
-		add(-1, m.unmatched)
+		add(-1, "unmatched", m.unmatched)
 	}
 	for k, a := range m.apis {
 		if a != nil {
-			add(int16(k), a)
+			add(int16(k), decode.Name(int16(k)), a)
 		}
 	}
 	return out
