@@ -455,19 +455,17 @@ func (s *Session) record(d Dir, r []byte) {
 			dir.key, dir.next = dir.next, nil
 		}
 	case typeAppData:
-		if !s.resolved && !s.keys.Final() {
+		if !s.resolved {
+			// The keys may have come since the ServerHello (a followed
+			// key log): then this record is read with them.
 			s.resolve()
-			if !s.resolved {
+			switch {
+			case !s.resolved && !s.keys.Final():
 				s.waiting = true
 				return
-			}
-		}
-		if !s.resolved {
-			s.resolve()
-			if s.passthrough {
+			case s.passthrough:
 				return
-			}
-			if dir.key != nil {
+			case dir.key != nil:
 				s.record(d, r)
 				return
 			}

@@ -376,3 +376,31 @@ func TestKeyLogSessionIDLines(t *testing.T) {
 		t.Errorf("AppendNSS read back: %v, %d lines, %d malformed", err, back.Lines, back.Malformed)
 	}
 }
+
+// TestKeysBetweenHelloAndRecords: a followed key log that gives a TLS 1.3
+// session's keys after its ServerHello was read, before its first
+// encrypted record: the records are decrypted with them, not given up as
+// "encrypted records before the keys could be known".
+func TestKeysBetweenHelloAndRecords(t *testing.T) {
+	log, keylog := session(t, tls.VersionTLS13, 0, []string{"ApiVersions request"})
+	keys := NewKeys() // not final: more lines may come
+	s := NewSession(keys, func(p string) { t.Log(p) })
+	var server []byte
+	added := false
+	for _, c := range log {
+		for i := range c.data {
+			if p := s.Feed(c.dir, c.data[i:i+1]); c.dir == Server {
+				server = append(server, p...)
+			}
+			if s.Info.Version != 0 && !added {
+				if err := keys.Read(bytes.NewReader(keylog), "keys.log"); err != nil {
+					t.Fatal(err)
+				}
+				added = true
+			}
+		}
+	}
+	if s.Passthrough() || string(server) != "APIVERSIONS REQUEST" {
+		t.Errorf("passthrough %v, server's application data %q (%+v)", s.Passthrough(), server, s.Info)
+	}
+}
