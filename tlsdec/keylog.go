@@ -340,18 +340,16 @@ func (k *Keys) Sessions() (all, unused int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, s := range k.sessions {
-		all++
 		if !s.used {
 			unused++
 		}
 	}
 	for _, s := range k.bySID {
-		all++
 		if !s.used {
 			unused++
 		}
 	}
-	return all, unused
+	return len(k.sessions) + len(k.bySID), unused
 }
 
 // Follower reads a key log file as it grows: Poll adds the lines appended
