@@ -64,7 +64,7 @@ func (f *Finding) add(k key, e ended, ongoing bool) {
 		switch {
 		case k.kind == produce:
 			f.Topic = k.target
-		case k.txn:
+		case k.coord == 1:
 			f.TransactionID = k.target
 		default:
 			f.Group = k.target

@@ -27,7 +27,9 @@
 package noprogress
 
 import (
-	"sort"
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -85,7 +87,7 @@ type key struct {
 	client cluster.Client // the host as its socket showed it
 	target string         // group or transactional id, or topic
 	part   int32
-	txn    bool // a transactional coordinator
+	coord  int8 // FindCoordinator's CoordinatorType: 1 a transactional coordinator
 }
 
 // stall is one key's state: the open stall, if any, and the worst that
@@ -149,8 +151,8 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if !ok || req.CoordinatorType > 1 {
 			return
 		}
-		k := baseKey(x)
-		k.kind, k.txn = coordinator, req.CoordinatorType == 1
+		k := keyOf(x, coordinator, "")
+		k.coord = req.CoordinatorType
 		if len(resp.Coordinators) > 0 {
 			for _, c := range resp.Coordinators {
 				k.target = c.Key
@@ -167,34 +169,24 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 		if !ok {
 			return
 		}
-		k := baseKey(x)
-		k.kind, k.target = join, req.Group
 		if resp.ErrorCode == 0 {
 			return // joined, not yet synced: SyncGroup says
 		}
-		r.answer(p, x, k, resp.ErrorCode)
+		r.answer(p, x, keyOf(x, join, req.Group), resp.ErrorCode)
 	case *kmsg.SyncGroupRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.SyncGroupResponse); ok {
-			k := baseKey(x)
-			k.kind, k.target = join, req.Group
-			r.answer(p, x, k, resp.ErrorCode)
+			r.answer(p, x, keyOf(x, join, req.Group), resp.ErrorCode)
 		}
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.ConsumerGroupHeartbeatResponse); ok {
-			k := baseKey(x)
-			k.kind, k.target = join, req.Group
-			r.answer(p, x, k, resp.ErrorCode)
+			r.answer(p, x, keyOf(x, join, req.Group), resp.ErrorCode)
 		}
 	case *kmsg.OffsetCommitRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.OffsetCommitResponse); ok {
-			k := baseKey(x)
-			k.kind, k.target = commit, req.Group
-			r.answer(p, x, k, commitCode(resp.Topics))
+			r.answer(p, x, keyOf(x, commit, req.Group), commitCode(resp.Topics))
 		}
 	case *kmsg.TxnOffsetCommitRequest:
 		if resp, ok := x.Resp.Resp.(*kmsg.TxnOffsetCommitResponse); ok {
-			k := baseKey(x)
-			k.kind, k.target = commit, req.Group
 			code := int16(0)
 			for _, t := range resp.Topics {
 				for _, pt := range t.Partitions {
@@ -206,7 +198,7 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 				}
 			}
 		done:
-			r.answer(p, x, k, code)
+			r.answer(p, x, keyOf(x, commit, req.Group), code)
 		}
 	case *kmsg.ProduceRequest:
 		resp, ok := x.Resp.Resp.(*kmsg.ProduceResponse)
@@ -225,18 +217,18 @@ func (r *rule) Exchange(p *detectors.Pass, x *detectors.Exchange) {
 					name, _ = p.Nodes.TopicName(t.TopicID)
 				}
 				named = true
-				k := baseKey(x)
-				k.kind, k.target, k.part = produce, name, pt.Partition
+				k := keyOf(x, produce, name)
+				k.part = pt.Partition
 				r.answer(p, x, k, pt.ErrorCode)
 			}
 		}
 	}
 }
 
-// baseKey is the client of x's key: its host and client id (made only
-// for the exchanges a stall may follow).
-func baseKey(x *detectors.Exchange) key {
-	return key{client: cluster.Client{Host: x.Conn.Client.Addr(), ID: x.Req.Client.ID}}
+// keyOf is the key of kind and target for x's client: its host and
+// client id (made only for the exchanges a stall may follow).
+func keyOf(x *detectors.Exchange, k kind, target string) key {
+	return key{kind: k, client: cluster.Client{Host: x.Conn.Client.Addr(), ID: x.Req.Client.ID}, target: target}
 }
 
 // commitCode is an OffsetCommit's outcome: 0 if any partition was
@@ -325,14 +317,18 @@ func (r *rule) answer(p *detectors.Pass, x *detectors.Exchange, k key, code int1
 
 // close ends the open stall at to, healed by a success or given up.
 func (s *stall) close(to time.Time, healed bool) {
-	e := ended{from: s.first, to: to, asks: s.asks, healed: healed, conns: s.conns.Clone(), ev: s.ev.List(),
-		atStart: !s.sawSuccess}
-	e.code, _ = s.codes.Top()
-	e.codes = s.codes.Names()
-	if s.worst.asks == 0 || e.length() > s.worst.length() {
+	if e := s.ended(to, healed, s.conns.Clone()); s.worst.asks == 0 || e.length() > s.worst.length() {
 		s.worst = e
 	}
 	s.open = false
+}
+
+// ended is the open stall as ended at to, naming conns.
+func (s *stall) ended(to time.Time, healed bool, conns tally.Conns) ended {
+	e := ended{from: s.first, to: to, asks: s.asks, healed: healed, conns: conns, ev: s.ev.List(), atStart: !s.sawSuccess}
+	e.code, _ = s.codes.Top()
+	e.codes = s.codes.Names()
+	return e
 }
 
 // verdict is the key's worst stall, the open one counted to end when the
@@ -340,10 +336,7 @@ func (s *stall) close(to time.Time, healed bool) {
 func (r *rule) verdict(s *stall, start, end time.Time, older map[cluster.Client]bool) (e ended, ongoing bool) {
 	e = s.worst
 	if s.open {
-		o := ended{from: s.first, to: s.last, asks: s.asks, conns: s.conns, ev: s.ev.List()}
-		o.code, _ = s.codes.Top()
-		o.codes = s.codes.Names()
-		o.atStart = !s.sawSuccess
+		o := s.ended(s.last, false, s.conns)
 		on := end.Sub(s.last) <= r.p.MaxGap
 		if on {
 			o.to = end
@@ -393,24 +386,16 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			fs = append(fs, found{s, e, on})
 		}
 	}
-	sort.Slice(fs, func(i, j int) bool {
-		a, b := fs[i].s.key, fs[j].s.key
-		if a.kind != b.kind {
-			return a.kind < b.kind
-		}
-		if a.client.ID != b.client.ID {
-			return a.client.ID < b.client.ID
-		}
-		if a.client.Host != b.client.Host {
-			return a.client.Host.Less(b.client.Host)
-		}
-		if a.target != b.target {
-			return a.target < b.target
-		}
-		if a.txn != b.txn {
-			return !a.txn
-		}
-		return a.part < b.part
+	slices.SortFunc(fs, func(x, y found) int {
+		a, b := x.s.key, y.s.key
+		return cmp.Or(
+			cmp.Compare(a.kind, b.kind),
+			strings.Compare(a.client.ID, b.client.ID),
+			a.client.Host.Compare(b.client.Host),
+			strings.Compare(a.target, b.target),
+			cmp.Compare(a.coord, b.coord),
+			cmp.Compare(a.part, b.part),
+		)
 	})
 	var out []detectors.Finding
 	for i := 0; i < len(fs); {

@@ -250,7 +250,7 @@ func (r *rule) finding(p *detectors.Pass, pr *Producer) detectors.Finding {
 	detectors.SortEvidence(ev)
 	f.Refusals = pr.N
 	f.PartitionCount = int64(len(pr.parts))
-	f.AfterAppend = codeCount(&pr.codes, 20)
+	f.AfterAppend = pr.codes.Count(cluster.NotEnoughReplicasAfterAppend)
 	f.Rewritten = pr.DupRisk
 	return detectors.Finding{
 		Severity: sev,
@@ -263,13 +263,4 @@ func (r *rule) finding(p *detectors.Pass, pr *Producer) detectors.Finding {
 			Nodes: pr.conns.Nodes(p.Nodes), Partitions: parts, Error: code},
 		Detail: f,
 	}
-}
-
-func codeCount(c *tally.Codes, code int16) int64 {
-	for _, x := range c {
-		if x.Code == code {
-			return x.N
-		}
-	}
-	return 0
 }

@@ -25,7 +25,8 @@
 package rebalanceloop
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -353,13 +354,8 @@ func topCode(resp kmsg.Response) int16 {
 // Findings implements detectors.Rule: one per group, for its worst
 // episode.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	ids := make([]string, 0, len(r.groups))
-	for id := range r.groups {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	var out []detectors.Finding
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(r.groups)) {
 		g := r.groups[id]
 		best, episodes := g.best, g.episodes
 		ongoing := false

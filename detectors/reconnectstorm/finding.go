@@ -2,6 +2,7 @@ package reconnectstorm
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -82,12 +83,7 @@ func hosts(b *broker) []HostCount {
 }
 
 func hostAddrs(b *broker) []netip.Addr {
-	out := make([]netip.Addr, 0, len(b.hosts))
-	for h := range b.hosts {
-		out = append(out, h)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
-	return out
+	return slices.SortedFunc(maps.Keys(b.hosts), netip.Addr.Compare)
 }
 
 func lifetimes(ls []time.Duration) (median, longest float64) {

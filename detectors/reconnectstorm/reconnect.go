@@ -18,8 +18,9 @@
 package reconnectstorm
 
 import (
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -235,13 +236,8 @@ func (r *rule) Request(_ *detectors.Pass, m *flows.Message) {
 
 // Findings implements detectors.Rule: one per broker with a burst.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	servers := make([]netip.AddrPort, 0, len(r.brokers))
-	for s := range r.brokers {
-		servers = append(servers, s)
-	}
-	sort.Slice(servers, func(i, j int) bool { return servers[i].Compare(servers[j]) < 0 })
 	var out []detectors.Finding
-	for _, s := range servers {
+	for _, s := range slices.SortedFunc(maps.Keys(r.brokers), netip.AddrPort.Compare) {
 		b := r.brokers[s]
 		best, ongoing, bursts := b.win.Result(p.End)
 		if bursts == 0 {

@@ -24,7 +24,7 @@ package recordsrejected
 
 import (
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,7 +175,7 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 				topic, named = x.Resp.TopicName(t.Topic, t.TopicID), true
 			}
 			pk := x.PartitionKey(cluster.Partition{Topic: t.Topic, TopicID: t.TopicID, Num: p.Partition})
-			size, records, batches := payload(x, pk)
+			size, records, batches := payload(x, pk, nil)
 			if p.ErrorCode == 0 {
 				if was, ok := r.accepted[topic]; size > was {
 					if ok || len(r.accepted) < maxTopics {
@@ -205,13 +205,23 @@ func (r *rule) produced(x *detectors.Exchange, resp *kmsg.ProduceResponse) {
 }
 
 // payload is the bytes, records and batches the request carried for the
-// partition.
-func payload(x *detectors.Exchange, pk cluster.Partition) (size, records, batches int64) {
+// partition; with seen, only those of the batches not in it, which it
+// remembers: those a client had not sent before.
+func payload(x *detectors.Exchange, pk cluster.Partition, seen map[batchKey]struct{}) (size, records, batches int64) {
 	m := x.Req
 	for i := range m.Batches {
 		b := &m.Batches[i]
 		if b.Partition != pk.Num || x.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}) != pk {
 			continue
+		}
+		if seen != nil {
+			k := batchKey{part: pk, crc: b.CRC, length: b.Length, records: b.Records}
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			if len(seen) < maxSeen {
+				seen[k] = struct{}{}
+			}
 		}
 		size += int64(b.Length) + 12 // the offset and length before the batch
 		batches++
@@ -224,33 +234,6 @@ func payload(x *detectors.Exchange, pk cluster.Partition) (size, records, batche
 	return size, records, batches
 }
 
-// fresh is the batches, records and bytes of the request's batches for
-// the partition that this client had not sent before.
-func (c *client) fresh(x *detectors.Exchange, pk cluster.Partition) (batches, records, size int64) {
-	m := x.Req
-	for i := range m.Batches {
-		b := &m.Batches[i]
-		if b.Partition != pk.Num || x.PartitionKey(cluster.Partition{Topic: b.Topic, TopicID: b.TopicID, Num: b.Partition}) != pk {
-			continue
-		}
-		k := batchKey{part: pk, crc: b.CRC, length: b.Length, records: b.Records}
-		if _, ok := c.seen[k]; ok {
-			continue
-		}
-		if len(c.seen) < maxSeen {
-			c.seen[k] = struct{}{}
-		}
-		batches++
-		size += int64(b.Length) + 12
-		if b.Magic >= 2 {
-			records += int64(b.Records)
-		} else {
-			records++
-		}
-	}
-	return batches, records, size
-}
-
 func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluster.Partition, p *kmsg.ProduceResponseTopicPartition, size, records, batches int64) {
 	t := x.Resp.Time
 	if c.answers == 0 {
@@ -260,7 +243,7 @@ func (r *rule) refused(c *client, x *detectors.Exchange, topic string, pk cluste
 	c.last = t
 	c.ongoing = true
 	c.codes.Add(p.ErrorCode)
-	newBatches, newRecords, newBytes := c.fresh(x, pk)
+	newBytes, newRecords, newBatches := payload(x, pk, c.seen)
 	if batches == 0 {
 		newBatches = 1 // an answer whose request's batches were not read
 	}
@@ -383,7 +366,7 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 		parts = append(parts, cluster.Partition{Topic: pk.TopicName(p.Nodes), Num: pk.Num})
 	}
 	ev := c.ev.List()
-	if c.codes.Names() != nil && hasCode(c, 10) {
+	if c.codes.Count(cluster.MessageTooLarge) > 0 {
 		r.sizeLimit(c, f, &ev)
 	}
 	sev := max(detectors.Warning, detectors.Grade(c.last.Sub(c.first), c.ongoing))
@@ -402,29 +385,15 @@ func (r *rule) finding(p *detectors.Pass, c *client) detectors.Finding {
 	}
 }
 
-func hasCode(c *client, code int16) bool {
-	for _, x := range c.codes {
-		if x.N > 0 && x.Code == code {
-			return true
-		}
-	}
-	return false
-}
-
 // sizeLimit says what the capture shows of the size limit the refused
 // batches exceeded.
 func (r *rule) sizeLimit(c *client, f *Finding, ev *[]detectors.Evidence) {
-	switch {
-	case c.messageLimit > 0:
+	if c.messageLimit > 0 {
 		f.LimitBytes, f.LimitFrom = c.messageLimit, "the broker's error message"
 		*ev = append(*ev, c.messageAt)
 		return
 	}
-	var topics []string
-	for t := range c.topicsRefused {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
+	topics := slices.Sorted(maps.Keys(c.topicsRefused))
 	for _, t := range topics {
 		if l, ok := r.limits[t]; ok {
 			f.LimitBytes, f.LimitFrom = l.bytes, "DescribeConfigs: "+t+" "+l.from

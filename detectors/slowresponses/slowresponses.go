@@ -25,6 +25,7 @@ package slowresponses
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -218,13 +219,8 @@ func (r *rule) slow(a *api, counted time.Duration) bool {
 
 // Findings implements detectors.Rule: one per API with slow responses.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	keys := make([]int16, 0, len(r.apis))
-	for k := range r.apis {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	var out []detectors.Finding
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.apis)) {
 		if f, ok := r.finding(p, r.apis[k]); ok {
 			out = append(out, f)
 		}

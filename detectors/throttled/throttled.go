@@ -16,7 +16,7 @@ package throttled
 
 import (
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -78,7 +78,7 @@ type group struct {
 	held      time.Duration
 	coverEnd  time.Time
 	throttled bool
-	versions  map[int16]bool
+	versions  tally.IDs
 	conns     tally.Conns
 	ev        detectors.Sampler[detectors.Evidence]
 }
@@ -109,7 +109,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 			r.dropped++
 			return
 		}
-		g = &group{key: k, versions: map[int16]bool{}}
+		g = &group{key: k, versions: tally.IDs{}}
 		r.groups[k] = g
 	}
 	d := time.Duration(ms) * time.Millisecond
@@ -143,7 +143,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	} else {
 		g.before = true
 	}
-	g.versions[x.Resp.Version] = true
+	g.versions.Add(int32(x.Resp.Version))
 	g.conns.Add(x.Conn)
 	g.ev.Add(ev)
 }
@@ -158,15 +158,12 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	f := &Finding{
 		ClientID: g.key.clientID, API: decode.Name(g.key.api), Clients: g.conns.Clients(), Servers: g.conns.Servers(),
-		Quota: quota(g.key.api), AfterResponse: g.after,
+		Versions: g.versions.Ints(), AfterResponse: g.after,
 		Responses: g.n, TotalMs: g.total.Milliseconds(), MaxMs: g.max.Milliseconds(), HeldMs: g.held.Milliseconds(),
-		Metric: metric(g.key.api), First: g.first, Last: g.last, Before: g.before,
+		First: g.first, Last: g.last, Before: g.before,
 		ServerLabels: g.conns.ServerLabels(p.Nodes), Dropped: r.dropped, MinTotal: r.p.MinTotal,
 	}
-	for v := range g.versions {
-		f.Versions = append(f.Versions, int(v))
-	}
-	sort.Ints(f.Versions)
+	f.Quota, f.Metric = quota(g.key.api)
 	f.HeldS, f.Ongoing = text.Seconds(g.held), g.throttled
 	sev := detectors.Info
 	if g.held >= r.p.MinTotal {
@@ -174,7 +171,7 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	}
 	f.Severity = sev
 	ev := g.ev.List()
-	if !hasPacket(ev, g.maxAt) {
+	if !slices.ContainsFunc(ev, func(e detectors.Evidence) bool { return e.File == g.maxAt.File && e.Packet == g.maxAt.Packet }) {
 		ev = append(ev, g.maxAt)
 		detectors.SortEvidence(ev)
 	}
@@ -190,37 +187,16 @@ func (r *rule) finding(p *detectors.Pass, g *group) detectors.Finding {
 	}
 }
 
-// quota names the quota most likely behind a throttled API.
-func quota(api int16) string {
+// quota names the quota most likely behind a throttled API, and the
+// quota metric's type for it.
+func quota(api int16) (name, metric string) {
 	switch kmsg.Key(api) {
 	case kmsg.Produce:
-		return "producer_byte_rate"
+		return "producer_byte_rate", "Produce"
 	case kmsg.Fetch:
-		return "consumer_byte_rate"
+		return "consumer_byte_rate", "Fetch"
 	case kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.CreatePartitions:
-		return "controller_mutation_rate"
+		return "controller_mutation_rate", "ControllerMutation"
 	}
-	return "request_percentage"
-}
-
-// metric is the quota metric's type for an API.
-func metric(api int16) string {
-	switch kmsg.Key(api) {
-	case kmsg.Produce:
-		return "Produce"
-	case kmsg.Fetch:
-		return "Fetch"
-	case kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.CreatePartitions:
-		return "ControllerMutation"
-	}
-	return "Request"
-}
-
-func hasPacket(ev []detectors.Evidence, e detectors.Evidence) bool {
-	for _, x := range ev {
-		if x.File == e.File && x.Packet == e.Packet {
-			return true
-		}
-	}
-	return false
+	return "request_percentage", "Request"
 }

@@ -23,7 +23,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -266,13 +265,8 @@ func (r *rule) finding(p *detectors.Pass, t *txn) detectors.Finding {
 			hosts = append(hosts, c.Host)
 		}
 	}
-	keys := make([]int, 0, len(t.byAPI))
-	for k := range t.byAPI {
-		keys = append(keys, int(k))
-	}
-	sort.Ints(keys)
-	for _, k := range keys {
-		f.ByAPI = append(f.ByAPI, decode.Name(int16(k))+" x"+strconv.FormatInt(t.byAPI[int16(k)], 10))
+	for _, k := range slices.Sorted(maps.Keys(t.byAPI)) {
+		f.ByAPI = append(f.ByAPI, decode.Name(k)+" x"+strconv.FormatInt(t.byAPI[k], 10))
 	}
 	sev := detectors.Info
 	if t.episodes >= int64(r.p.MinEpisodes) {

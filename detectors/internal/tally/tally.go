@@ -5,6 +5,7 @@ package tally
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -40,11 +41,8 @@ func (s IDs) Add(id int32) {
 
 // Sorted returns the ids in order.
 func (s IDs) Sorted() []int32 {
-	out := make([]int32, 0, len(s))
-	for id := range s {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	out := slices.AppendSeq(make([]int32, 0, len(s)), maps.Keys(s))
+	slices.Sort(out)
 	return out
 }
 
@@ -86,6 +84,16 @@ func (t *Codes) Top() (int16, int64) {
 		}
 	}
 	return code, n
+}
+
+// Count is how many times code was counted (0 past the first four).
+func (t *Codes) Count(code int16) int64 {
+	for _, c := range t {
+		if c.Code == code {
+			return c.N
+		}
+	}
+	return 0
 }
 
 // Parts lists the codes as "NAME xN".

@@ -7,7 +7,7 @@ import (
 )
 
 // TestCodes: the first four codes are counted, listed with and without
-// their counts, the most frequent on top.
+// their counts, the most frequent on top, and counted one by one.
 func TestCodes(t *testing.T) {
 	var c Codes
 	for _, code := range []int16{70, 71, 70, 70} {
@@ -21,6 +21,9 @@ func TestCodes(t *testing.T) {
 	}
 	if code, n := c.Top(); code != 70 || n != 3 {
 		t.Errorf("Top = %d x%d, want 70 x3", code, n)
+	}
+	if c.Count(70) != 3 || c.Count(71) != 1 || c.Count(10) != 0 || c.Count(0) != 0 {
+		t.Errorf("Count = %d %d %d %d, want 3 1 0 0", c.Count(70), c.Count(71), c.Count(10), c.Count(0))
 	}
 }
 
