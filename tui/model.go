@@ -263,13 +263,12 @@ type Model struct {
 	cfg     ModelConfig
 	version atomic.Uint64
 
-	mu       sync.Mutex
-	seq      uint64
-	ring     []Exchange // global history; oldest at ringHead once full
-	ringHead int
-	conns    map[int]*connState
-	last     *connState
-	arena    arena
+	mu    sync.Mutex
+	seq   uint64
+	ring  history // global history
+	conns map[int]*connState
+	last  *connState
+	arena arena
 	// frameSec is the second of capture time frames are copied in, and
 	// frameSpent the bytes copied in it (FrameRate).
 	frameSec   int64
@@ -297,8 +296,7 @@ type connState struct {
 	// the elements below its length never change.
 	roles     cluster.RoleSet
 	clientIDs []string
-	hist      []Exchange
-	histHead  int
+	hist      history
 	win       window
 	tl        secRing
 	labelDue  time.Time
@@ -316,7 +314,7 @@ func NewModel(cfg ModelConfig) *Model {
 	cfg = cfg.withDefaults()
 	return &Model{
 		cfg:   cfg,
-		ring:  make([]Exchange, 0, min(cfg.History, 1024)),
+		ring:  history{xs: make([]Exchange, 0, min(cfg.History, 1024))},
 		conns: make(map[int]*connState),
 		arena: arena{limit: cfg.FrameBytes},
 	}
@@ -407,11 +405,14 @@ func labels(c *flows.Conn) (client, server string) {
 const unknownKey int16 = -32768
 
 func (m *Model) api(key int16) *apiState {
-	a := m.apiState(key)
-	if *a == nil {
-		*a = &apiState{}
+	if key >= 0 && int(key) < len(m.apis) && m.apis[key] != nil {
+		return m.apis[key] // the common case, first
 	}
-	return *a
+	p := m.apiState(key)
+	if *p == nil {
+		*p = &apiState{}
+	}
+	return *p
 }
 
 // apiState is where the API's state is, nil if none was seen.
@@ -566,8 +567,8 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		}
 	}
 	m.lag.OnExchange(x)
-	push(&m.ring, &m.ringHead, r, m.cfg.History)
-	push(&cs.hist, &cs.histHead, r, m.cfg.ConnHistory)
+	m.ring.push(&r, m.cfg.History)
+	cs.hist.push(&r, m.cfg.ConnHistory)
 	m.rate.add(now)
 	cs.refresh(now)
 	m.status.Exchanges++
@@ -575,18 +576,35 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	m.version.Add(1)
 }
 
-// push adds r to a ring of at most limit exchanges whose oldest is at
-// *head once it is full.
-func push(ring *[]Exchange, head *int, r Exchange, limit int) {
-	if len(*ring) < limit {
-		*ring = append(*ring, r)
+// history is a ring of the last exchanges: in Seq order from head once
+// full.
+type history struct {
+	xs   []Exchange
+	head int
+}
+
+// push adds r, overwriting the oldest once limit are kept.
+func (h *history) push(r *Exchange, limit int) {
+	if len(h.xs) < limit {
+		h.xs = append(h.xs, *r)
 		return
 	}
-	(*ring)[*head] = r
-	*head++
-	if *head == len(*ring) {
-		*head = 0
+	h.xs[h.head] = *r
+	h.head++
+	if h.head == len(h.xs) {
+		h.head = 0
 	}
+}
+
+// appendSince appends to dst the exchanges with Seq above since, oldest
+// first.
+func (h *history) appendSince(dst []Exchange, since uint64) []Exchange {
+	// Find the first newer than since by binary search on the two halves.
+	for _, part := range [2][]Exchange{h.xs[h.head:], h.xs[:h.head]} {
+		i := sort.Search(len(part), func(i int) bool { return part[i].Seq > since })
+		dst = append(dst, part[i:]...)
+	}
+	return dst
 }
 
 func batchCounts(bs []flows.BatchRef) (n, bad int32) {
@@ -810,7 +828,7 @@ func (m *Model) Status() Status {
 		s.Packets = int64(s.MaxPacket)
 	}
 	s.Findings = len(m.findings)
-	s.Kept = len(m.ring)
+	s.Kept = len(m.ring.xs)
 	s.FramesKept = int64(min(m.arena.head, uint64(m.arena.limit)))
 	s.Rate = m.rate.rate(s.Last, s.First)
 	return s
@@ -826,7 +844,7 @@ func (m *Model) Conns() []Conn {
 		c.Roles = cs.roles.List()
 		c.ClientIDs = cs.clientIDs[:len(cs.clientIDs):len(cs.clientIDs)]
 		c.Rate = cs.win.rate(now, c.FirstSeen)
-		c.Kept = len(cs.hist)
+		c.Kept = len(cs.hist.xs)
 		out = append(out, c)
 	}
 	m.mu.Unlock()
@@ -840,23 +858,13 @@ func (m *Model) AppendExchanges(dst []Exchange, conn int, since uint64) []Exchan
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if conn == 0 {
-		return appendRing(dst, m.ring, m.ringHead, since)
+		return m.ring.appendSince(dst, since)
 	}
 	cs := m.conns[conn]
 	if cs == nil {
 		return dst
 	}
-	return appendRing(dst, cs.hist, cs.histHead, since)
-}
-
-func appendRing(dst, ring []Exchange, head int, since uint64) []Exchange {
-	// The ring is in Seq order from head: find the first newer than
-	// since by binary search on the two halves.
-	for _, part := range [2][]Exchange{ring[head:], ring[:head]} {
-		i := sort.Search(len(part), func(i int) bool { return part[i].Seq > since })
-		dst = append(dst, part[i:]...)
-	}
-	return dst
+	return cs.hist.appendSince(dst, since)
 }
 
 // Evidence returns the kept exchanges whose request or response is one of
@@ -894,13 +902,13 @@ func (m *Model) Evidence(ev []detectors.Evidence) (xs []Exchange, missing int) {
 		}
 	}
 	m.mu.Lock()
-	for i := range m.ring {
-		match(&m.ring[i])
+	for i := range m.ring.xs {
+		match(&m.ring.xs[i])
 	}
 	for id := range conns {
 		if cs := m.conns[id]; cs != nil {
-			for i := range cs.hist {
-				match(&cs.hist[i])
+			for i := range cs.hist.xs {
+				match(&cs.hist.xs[i])
 			}
 		}
 	}
