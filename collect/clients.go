@@ -1,6 +1,8 @@
 package collect
 
 import (
+	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -255,22 +257,15 @@ func (c *client) countAPI(k clientAPIKey) {
 }
 
 func (c *client) addConn(ci *flows.ConnInfo) {
-	for _, id := range c.conns {
-		if id == ci.ID {
-			return
-		}
+	if slices.Contains(c.conns, ci.ID) {
+		return
 	}
 	if len(c.conns) >= maxClientConns {
 		c.moreConns++
 	} else {
 		c.conns = append(c.conns, ci.ID)
 	}
-	for _, s := range c.servers {
-		if s == ci.Server {
-			return
-		}
-	}
-	if len(c.servers) < maxClientServers {
+	if len(c.servers) < maxClientServers && !slices.Contains(c.servers, ci.Server) {
 		c.servers = append(c.servers, ci.Server)
 	}
 }
@@ -352,9 +347,8 @@ func (c *client) report(nodes *cluster.Nodes) report.ClientEntry {
 		}
 		out.APIs = append(out.APIs, a)
 	}
-	sort.Slice(out.APIs, func(i, j int) bool {
-		a, b := out.APIs[i], out.APIs[j]
-		return a.Key < b.Key || a.Key == b.Key && a.Version < b.Version
+	slices.SortFunc(out.APIs, func(a, b report.ClientAPI) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version))
 	})
 	for name := range c.topics {
 		out.Topics = append(out.Topics, name)
@@ -381,10 +375,7 @@ func (c *client) report(nodes *cluster.Nodes) report.ClientEntry {
 		}
 	}
 	if len(c.txns) > 0 {
-		out.Transactions = map[string]int64{}
-		for k, n := range c.txns {
-			out.Transactions[k] = n
-		}
+		out.Transactions = maps.Clone(c.txns)
 	}
 	out.InitProducerID = c.initPID
 	out.Idempotent = len(c.producerIDs) > 0 || c.initPID > 0

@@ -7,7 +7,9 @@
 package collect
 
 import (
-	"sort"
+	"cmp"
+	"maps"
+	"slices"
 
 	"github.com/kfsniff/kfsniff/cluster"
 	"github.com/kfsniff/kfsniff/decode"
@@ -23,7 +25,6 @@ type Collector struct {
 	events []report.Event
 	// counts of events by kind, for the totals.
 	refused, unansweredSYN int64
-	exchanges              int64
 	inv                    *inventory // clients[] (clients.go)
 	lag                    LagCollector
 	timeline               timeline // report.Report.Timeline (timeline.go)
@@ -83,9 +84,7 @@ func (c *Collector) OnExchange(x *flows.Exchange) {
 	if x.Req == nil {
 		return // unmatched: counted per connection
 	}
-	if CountExchange(c.api(x.Req.Key, x.Req.Version), x) >= Answered {
-		c.exchanges++
-	}
+	CountExchange(c.api(x.Req.Key, x.Req.Version), x)
 }
 
 // OnConnEvent records refused and unanswered connection attempts.
@@ -129,17 +128,14 @@ func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.C
 	t.FirstBadPacket, t.InternalErrors, t.FirstInternalError = problemAt(st.FirstBad), st.InternalErrors, problemAt(st.FirstInternal)
 	t.FingerprintsDropped = st.KeptDropped
 	t.DatagramsLost = map[string]int64{}
-	for k, n := range st.FragLost {
-		t.DatagramsLost[k] = n
-	}
+	maps.Copy(t.DatagramsLost, st.FragLost)
 	t.RefusedConnections, t.UnansweredSYNs = c.refused, c.unansweredSYN
 	t.SkippedBytes = map[string]int64{}
 	for k, n := range st.UnknownAPIs {
 		t.UnknownAPIs = append(t.UnknownAPIs, report.UnknownAPI{Key: k.Key, Version: k.Version, Count: n})
 	}
-	sort.Slice(t.UnknownAPIs, func(i, j int) bool {
-		a, b := t.UnknownAPIs[i], t.UnknownAPIs[j]
-		return a.Key < b.Key || a.Key == b.Key && a.Version < b.Version
+	slices.SortFunc(t.UnknownAPIs, func(a, b report.UnknownAPI) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Version, b.Version))
 	})
 	if t.UnknownAPIs == nil {
 		t.UnknownAPIs = []report.UnknownAPI{}
@@ -167,52 +163,36 @@ func (c *Collector) Build(files []report.File, st *flows.Stats, conns []*flows.C
 	bound("connections_not_listed", int64(full))
 	bound("idle_connections_forgotten", st.IdleForgotten)
 	t.EvictedConnections, t.ClosedFolded, t.IdleEvicted = full, ev.Aged, st.IdleEvicted
-	t.Requests += int64(ev.Requests)
-	t.Responses += int64(ev.Responses)
-	t.ErrorResponses += int64(ev.ErrorResponses)
-	t.UnmatchedResponses += int64(ev.Unmatched)
-	t.UnansweredRequests += int64(ev.Unanswered)
-	t.NoResponseExpected += int64(ev.NoResponse)
-	t.NotCaptured += int64(ev.NotCaptured)
-	t.DecodeErrors += int64(ev.DecodeErrs)
-	t.FramingErrors += int64(ev.FramingErrors)
-	t.Gaps += int64(ev.Gaps)
-	t.LostBytes += ev.Lost
-	for k, n := range ev.Skipped {
-		t.SkippedBytes[k] += n
-	}
+	// The counts of the connections listed and of those folded (ev).
+	all := *ev
+	all.Skipped = maps.Clone(ev.Skipped)
 	r.Connections = make([]report.Connection, 0, len(conns))
 	for _, cn := range conns {
-		t.Requests += int64(cn.Requests)
-		t.Responses += int64(cn.Responses)
-		t.ErrorResponses += int64(cn.ErrorResponses)
-		t.UnmatchedResponses += int64(cn.Unmatched)
-		t.UnansweredRequests += int64(cn.Unanswered)
-		t.NoResponseExpected += int64(cn.NoResponse)
-		t.NotCaptured += int64(cn.NotCaptured)
+		all.Fold(cn)
 		if _, ok := cn.OneSided(); ok {
 			t.OneSidedConnections++
 		}
-		t.DecodeErrors += int64(cn.DecodeErrors)
-		t.FramingErrors += int64(cn.FramingErrors)
-		t.Gaps += int64(cn.Gaps)
-		t.LostBytes += cn.Lost[0] + cn.Lost[1]
-		for k, n := range cn.Skipped {
-			t.SkippedBytes[k] += n
-		}
 		r.Connections = append(r.Connections, connection(cn, nodes))
 	}
+	t.Requests = int64(all.Requests)
+	t.Responses = int64(all.Responses)
+	t.ErrorResponses = int64(all.ErrorResponses)
+	t.UnmatchedResponses = int64(all.Unmatched)
+	t.UnansweredRequests = int64(all.Unanswered)
+	t.NoResponseExpected = int64(all.NoResponse)
+	t.NotCaptured = int64(all.NotCaptured)
+	t.DecodeErrors = int64(all.DecodeErrs)
+	t.FramingErrors = int64(all.FramingErrors)
+	t.Gaps = int64(all.Gaps)
+	t.LostBytes = all.Lost
+	maps.Copy(t.SkippedBytes, all.Skipped)
 	noteLoss(r.Findings, conns)
 	r.Incidents = report.Incidents(r.Findings)
 	r.Clients, r.ClientsNotListed = c.inv.build(nodes), c.inv.cut
 	r.Lag, r.LagDropped = c.lag.Rows(nodes), c.lag.Dropped()
 	r.Timeline = c.timeline.build(nodes)
-	keys := make([]apiKey, 0, len(c.apis))
-	for k := range c.apis {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].key < keys[j].key || keys[i].key == keys[j].key && keys[i].version < keys[j].version
+	keys := slices.SortedFunc(maps.Keys(c.apis), func(a, b apiKey) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
 	})
 	r.APIs = make([]report.API, 0, len(keys))
 	for _, k := range keys {
@@ -283,10 +263,7 @@ func connection(c *flows.Conn, nodes *cluster.Nodes) report.Connection {
 		}
 	}
 	if len(c.Skipped) > 0 {
-		out.SkippedBytes = map[string]int64{}
-		for k, n := range c.Skipped {
-			out.SkippedBytes[k] = n
-		}
+		out.SkippedBytes = maps.Clone(c.Skipped)
 	}
 	for _, p := range c.Problems {
 		out.Problems = append(out.Problems, report.Problem{File: p.File, Packet: p.Packet, What: p.What})

@@ -288,9 +288,7 @@ func latIndex(d time.Duration) int {
 
 // latMiddle is the middle of bin i, in milliseconds.
 func latMiddle(i int) float64 {
-	lo := latLower(i)
-	hi := latLower(i + 1)
-	return float64(lo+hi) / 2 / 1000
+	return float64(latLower(i)+latLower(i+1)) / 2 / 1000
 }
 
 func latLower(i int) uint64 {

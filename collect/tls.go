@@ -1,6 +1,8 @@
 package collect
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/kfsniff/kfsniff/flows"
@@ -55,10 +57,7 @@ func clientTLS(r *report.Report) {
 			if s == nil {
 				continue
 			}
-			d := s.Version
-			if d == "" {
-				d = "TLS"
-			}
+			d := cmp.Or(s.Version, "TLS")
 			if s.CipherSuite != "" {
 				d += " " + s.CipherSuite
 			}
@@ -68,11 +67,8 @@ func clientTLS(r *report.Report) {
 			if !s.Decrypted {
 				d += " (not decrypted)"
 			}
-			if !seen[d] {
-				seen[d] = true
-				c.TLS = append(c.TLS, d)
-			}
+			seen[d] = true
 		}
-		slices.Sort(c.TLS)
+		c.TLS = slices.Sorted(maps.Keys(seen))
 	}
 }

@@ -83,13 +83,7 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
-	rank := uint64(q*float64(h.n) + 0.5)
-	if rank < 1 {
-		rank = 1
-	}
-	if rank > h.n {
-		rank = h.n
-	}
+	rank := min(max(uint64(q*float64(h.n)+0.5), 1), h.n)
 	var seen uint64
 	for i, c := range h.counts {
 		seen += uint64(c)
@@ -120,9 +114,7 @@ func (h *Histogram) Merge(o *Histogram) {
 	}
 	h.n += o.n
 	h.sum += o.sum
-	if o.max > h.max {
-		h.max = o.max
-	}
+	h.max = max(h.max, o.max)
 }
 
 // Sum is the total of the values recorded (negative ones as zero).

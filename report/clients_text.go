@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/kfsniff/kfsniff/decode"
@@ -38,17 +37,10 @@ func (p *printer) clients(r *Report) {
 func (p *printer) client(c *ClientEntry) {
 	sw := "software not told (no ApiVersions v3+ seen)"
 	if len(c.Software) > 0 {
-		parts := make([]string, len(c.Software))
-		for i, s := range c.Software {
-			parts[i] = fmt.Sprintf("%s %s", Clean(s.Name), Clean(s.Version))
-		}
-		sw = "software " + strings.Join(parts, ", ")
+		sw = "software " + strings.Join(each(c.Software, softwareText), ", ")
 	}
 	p.f("  %s client-id %q  %s\n", c.Host, Clean(c.ClientID), sw)
-	conns := make([]string, len(c.Connections))
-	for i, id := range c.Connections {
-		conns[i] = "#" + strconv.Itoa(id)
-	}
+	conns := each(c.Connections, ref)
 	if c.ConnectionsNotListed > 0 {
 		conns = append(conns, fmt.Sprintf("and %d more", c.ConnectionsNotListed))
 	}
@@ -57,10 +49,9 @@ func (p *printer) client(c *ClientEntry) {
 		p.f("; roles: %s", strings.Join(c.Roles, ", "))
 	}
 	p.f("; from packet %s, %s .. %s\n", pkt(c.File, c.FirstPacket), c.First.UTC().Format("15:04:05.000000"), c.Last.UTC().Format("15:04:05.000000"))
-	apis := make([]string, len(c.APIs))
+	apis := each(c.APIs, apiText)
 	var removed []string
-	for i, a := range c.APIs {
-		apis[i] = fmt.Sprintf("%s v%d x%d", a.Name, a.Version, a.Requests)
+	for _, a := range c.APIs {
 		if a.RemovedIn40 {
 			removed = append(removed, removedText(a))
 		}
@@ -73,10 +64,7 @@ func (p *printer) client(c *ClientEntry) {
 		p.f("     Kafka 4.0: not ready: %s\n", strings.Join(removed, "; "))
 	}
 	if len(c.Topics) > 0 || c.TopicsNotListed > 0 {
-		topics := make([]string, len(c.Topics))
-		for i, t := range c.Topics {
-			topics[i] = Clean(t)
-		}
+		topics := each(c.Topics, Clean)
 		if c.TopicsNotListed > 0 {
 			topics = append(topics, fmt.Sprintf("(%d mentions of further topics)", c.TopicsNotListed))
 		}
@@ -85,10 +73,10 @@ func (p *printer) client(c *ClientEntry) {
 	if len(c.Acks) > 0 || len(c.Compression) > 0 || c.Idempotent || c.Transactional {
 		var parts []string
 		if len(c.Acks) > 0 {
-			parts = append(parts, "acks "+kv64(c.Acks))
+			parts = append(parts, "acks "+kv(c.Acks))
 		}
 		if len(c.Compression) > 0 {
-			parts = append(parts, "batches by codec "+kv64(c.Compression))
+			parts = append(parts, "batches by codec "+kv(c.Compression))
 		}
 		idem := "no"
 		if c.Idempotent {
@@ -106,23 +94,25 @@ func (p *printer) client(c *ClientEntry) {
 		if c.Transactional {
 			txn = "yes"
 			if len(c.TransactionalIDs) > 0 {
-				ids := make([]string, len(c.TransactionalIDs))
-				for i, id := range c.TransactionalIDs {
-					ids[i] = strconv.Quote(Clean(id))
-				}
-				txn += " (transactional ids " + strings.Join(ids, ", ") + ")"
+				txn += " (transactional ids " + strings.Join(each(c.TransactionalIDs, quoted), ", ") + ")"
 			}
 		}
 		parts = append(parts, "transactional "+txn)
 		p.f("     produce: %s\n", strings.Join(parts, "; "))
 	}
 	if len(c.Transactions) > 0 {
-		p.f("     transactions: %s\n", kv64(c.Transactions))
+		p.f("     transactions: %s\n", kv(c.Transactions))
 	}
 	if len(c.TLS) > 0 {
 		p.f("     TLS: %s\n", strings.Join(c.TLS, "; "))
 	}
 }
+
+// softwareText is a client's software: its name and version.
+func softwareText(s Software) string { return Clean(s.Name) + " " + Clean(s.Version) }
+
+// apiText is a client's requests of an API version: "Fetch v12 x40".
+func apiText(a ClientAPI) string { return fmt.Sprintf("%s v%d x%d", a.Name, a.Version, a.Requests) }
 
 // removedText says which versions of an API Kafka 4.0 removed.
 func removedText(a ClientAPI) string {

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -150,20 +149,10 @@ func (p *printer) correlation(c *Correlation) {
 	if c.Reference != "" {
 		p.f("  Clocks are relative to agent %s's (the agent with the most records when clocks were first compared).\n", Clean(c.Reference))
 	}
-	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  AGENT\tRECORDS\tEXCHANGES\tCONN EVENTS\tFINDINGS\tCLOCK OFFSET\n")
-	for i, a := range c.Agents {
-		if i == maxCorrelationLines {
-			break
-		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\n", Clean(a.Agent), a.Records, a.Exchanges, a.Conns, a.Findings, clockText(&a, c.Reference))
-	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
-	}
-	if n := len(c.Agents) - maxCorrelationLines; n > 0 {
-		p.f("  ... and %d more agents (--json lists them all)\n", n)
-	}
+	p.table("  AGENT\tRECORDS\tEXCHANGES\tCONN EVENTS\tFINDINGS\tCLOCK OFFSET\n", len(c.Agents), maxCorrelationLines, "agents", func(i int) string {
+		a := &c.Agents[i]
+		return fmt.Sprintf("  %s\t%d\t%d\t%d\t%d\t%s\n", Clean(a.Agent), a.Records, a.Exchanges, a.Conns, a.Findings, clockText(a, c.Reference))
+	})
 	if c.AgentsNotListed > 0 {
 		p.f("  %d records of further agents not followed\n", c.AgentsNotListed)
 	}
@@ -177,25 +166,15 @@ func (p *printer) correlation(c *Correlation) {
 	if len(e.Topics) == 0 {
 		return
 	}
-	tw = tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  TOPIC\tBATCHES\tP50 ms\tP99 ms\tMAX ms\tNOT MEASURED\n")
-	for i, t := range e.Topics {
-		if i == maxCorrelationLines {
-			break
-		}
+	p.table("  TOPIC\tBATCHES\tP50 ms\tP99 ms\tMAX ms\tNOT MEASURED\n", len(e.Topics), maxCorrelationLines, "topics", func(i int) string {
+		t := &e.Topics[i]
 		name := Clean(t.Topic)
 		if t.Cluster != "" {
 			name = Clean(t.Cluster) + "/" + name
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", name, t.Batches, msStr(t.Latency.P50, t.Batches), msStr(t.Latency.P99, t.Batches),
-			msStr(t.Latency.Max, t.Batches), notMeasured(&t))
-	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
-	}
-	if n := len(e.Topics) - maxCorrelationLines; n > 0 {
-		p.f("  ... and %d more topics (--json lists them all)\n", n)
-	}
+		return fmt.Sprintf("  %s\t%d\t%s\t%s\t%s\t%s\n", name, t.Batches, msStr(t.Latency.P50, t.Batches), msStr(t.Latency.P99, t.Batches),
+			msStr(t.Latency.Max, t.Batches), notMeasured(t))
+	})
 	if e.TopicsNotListed > 0 {
 		p.f("  %d batches of further topics not followed\n", e.TopicsNotListed)
 	}
@@ -211,11 +190,7 @@ func clockText(a *CorrelationAgent, ref string) string {
 	}
 	s := fmt.Sprintf("%s ±%s (spread; %d samples, %d connections", signed(c.OffsetNs), time.Duration(c.SpreadNs), c.Samples, c.Connections)
 	if len(c.Via) > 0 {
-		via := make([]string, len(c.Via))
-		for i, v := range c.Via {
-			via[i] = Clean(v)
-		}
-		s += ", via " + strings.Join(via, ", ")
+		s += ", via " + strings.Join(each(c.Via, Clean), ", ")
 	}
 	return s + ")"
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,19 +73,12 @@ func (f *FrameFilter) match(m *flows.Message) bool {
 	if f.ClientID != "" && !strings.Contains(m.Client.ID, f.ClientID) {
 		return false
 	}
-	if len(f.Conns) > 0 {
-		ok := false
-		c := m.Conn
-		for _, want := range f.Conns {
-			if want == strconv.Itoa(c.ID) || want == c.Client.String() || want == c.Server.String() ||
-				want == c.Client.Addr().String() || want == c.Server.Addr().String() {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
+	c := m.Conn
+	if len(f.Conns) > 0 && !slices.ContainsFunc(f.Conns, func(want string) bool {
+		return want == strconv.Itoa(c.ID) || want == c.Client.String() || want == c.Server.String() ||
+			want == c.Client.Addr().String() || want == c.Server.Addr().String()
+	}) {
+		return false
 	}
 	if f.Errors && len(m.ErrorCodes) == 0 && m.Err == nil {
 		return false
@@ -265,10 +259,11 @@ func (fw *FrameWriter) line(m *flows.Message, x *flows.Exchange) {
 			l.Layout = &v
 		}
 		if fw.verbose {
+			tb := TreeBuilder{Secrets: fw.ShowSecrets}
 			if m.Req != nil {
-				l.Body = fw.body(m.Req)
+				l.Body = tb.Shown(m.Req)
 			} else if m.Resp != nil {
-				l.Body = fw.body(m.Resp)
+				l.Body = tb.Shown(m.Resp)
 			}
 		}
 		fw.line1.Reset()
@@ -354,16 +349,6 @@ func (fw *FrameWriter) tree(body any, request bool) {
 			fw.w.WriteByte('\n')
 		})
 	}
-}
-
-// body is a message's body as -v prints it: its secrets redacted unless
-// ShowSecrets.
-func (fw *FrameWriter) body(m any) any {
-	if fw.ShowSecrets {
-		return m
-	}
-	r, _ := decode.Redact(m)
-	return r
 }
 
 // warn tells Warn of the values of m's line written otherwise.

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -184,18 +185,21 @@ func rateChart(id, title string, tl *Timeline, in []series, colors map[string]in
 	c := Chart{ID: id, Title: title, Unit: "per second", Lines: []Line{}}
 	w := tl.Width.Seconds()
 	for _, s := range top(in) {
-		l := Line{Name: s.name, Color: s.color, Points: make([][2]float64, len(s.counts))}
-		if colors != nil {
-			if i, ok := colors[s.name]; ok {
-				l.Color = i
-			}
+		if i, ok := colors[s.name]; ok {
+			s.color = i
 		}
-		for i, v := range s.counts {
-			l.Points[i] = [2]float64{round3(float64(i) * w), round3(float64(v) / w)}
-		}
-		c.Lines = append(c.Lines, l)
+		c.Lines = append(c.Lines, rateLine(s, w))
 	}
 	return c
+}
+
+// rateLine is s per second, its buckets w seconds wide.
+func rateLine(s series, w float64) Line {
+	l := Line{Name: s.name, Color: s.color, Points: make([][2]float64, len(s.counts))}
+	for i, v := range s.counts {
+		l.Points[i] = [2]float64{round3(float64(i) * w), round3(float64(v) / w)}
+	}
+	return l
 }
 
 // latencyChart draws p99 and p50 of the APIs with the most responses.
@@ -230,12 +234,8 @@ func latencyChart(tl *Timeline, colors map[string]int) Chart {
 func bytesChart(tl *Timeline) Chart {
 	c := Chart{ID: "bytes", Title: "Kafka bytes per second (frames)", Unit: "bytes per second", Lines: []Line{}}
 	w := tl.Width.Seconds()
-	for i, s := range []series{{name: "to brokers (requests)", counts: tl.ToServer}, {name: "to clients (responses)", counts: tl.ToClient}} {
-		l := Line{Name: s.name, Color: i, Points: make([][2]float64, len(s.counts))}
-		for j, v := range s.counts {
-			l.Points[j] = [2]float64{round3(float64(j) * w), round3(float64(v) / w)}
-		}
-		c.Lines = append(c.Lines, l)
+	for _, s := range []series{{name: "to brokers (requests)", counts: tl.ToServer}, {name: "to clients (responses)", counts: tl.ToClient, color: 1}} {
+		c.Lines = append(c.Lines, rateLine(s, w))
 	}
 	return c
 }
@@ -249,14 +249,7 @@ func sumInts(s []int64) (n int64) {
 
 // round3 keeps three decimals, so that the goldens do not hold float noise.
 func round3(v float64) float64 {
-	return float64(int64(v*1000+copysign(0.5, v))) / 1000
-}
-
-func copysign(a, v float64) float64 {
-	if v < 0 {
-		return -a
-	}
-	return a
+	return float64(int64(v*1000+math.Copysign(0.5, v))) / 1000
 }
 
 // severityOrder lists severities as the page counts them.

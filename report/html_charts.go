@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -91,7 +92,7 @@ func lineThumb(s *svgDoc, p pen) func(x, y float64) {
 // step is the width of a point (the timeline's bucket, in seconds): points
 // further apart than that have no data between them, and no line joins
 // them.
-func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
+func drawChart(c Chart, spans []Span, xmax, step float64) []byte {
 	const w, h = ChartWidth, ChartHeight
 	xmax = math.Max(xmax, 1)
 	top, lo := 0.0, math.Inf(1)
@@ -206,7 +207,7 @@ func drawChart(c Chart, spans []Span, xmax, step float64) ([]byte, error) {
 		}
 		leg.entry(s, cut(Clean(l.Name), 24), lineThumb(s, p))
 	}
-	return s.bytes(), nil
+	return s.bytes()
 }
 
 // drawSpans draws each finding as a bar over its span in a row of the
@@ -317,8 +318,8 @@ func triangle(s *svgDoc, x, y, r float64, c color.NRGBA) {
 }
 
 // drawMap draws the map: nodes in columns by kind, edges coloured by their
-// main role, failing ones red and dashed; returns the SVG and its height.
-func drawMap(m Map) ([]byte, float64, error) {
+// main role, failing ones red and dashed.
+func drawMap(m Map) []byte {
 	cols := [3][]MapNode{}
 	for _, n := range m.Nodes {
 		c := mapColumn(n.Kind)
@@ -423,14 +424,9 @@ func drawMap(m Map) ([]byte, float64, error) {
 			if failing {
 				// The incidents the failing findings belong to, by number
 				// (their findings' numbers if none).
-				var nums []string
-				for _, n := range e.Incidents {
-					nums = append(nums, fmt.Sprintf("incident %d", n))
-				}
+				nums := each(e.Incidents, func(n int) string { return "incident " + strconv.Itoa(n) })
 				if len(nums) == 0 {
-					for _, n := range e.Findings {
-						nums = append(nums, fmt.Sprintf("#%d", n))
-					}
+					nums = each(e.Findings, ref)
 				}
 				s.text(mid[0], mid[1], textStyle{size: nodeSize, anchor: "middle", middle: true, halo: true, bold: true, color: failRed},
 					fit(strings.Join(nums, " "), 80))
@@ -472,7 +468,7 @@ func drawMap(m Map) ([]byte, float64, error) {
 	if slices.ContainsFunc(m.Edges, func(e MapEdge) bool { return e.Failing }) {
 		leg.entry(s, "failing", lineThumb(s, pen{color: failRed, width: 2, dash: "5,3"}))
 	}
-	return s.bytes(), h, nil
+	return s.bytes()
 }
 
 // fit cuts a map's label to the width w it has (at least 12 characters).

@@ -252,7 +252,6 @@ func buildMap(r *Report) Map {
 		slices.SortStableFunc(e.Roles, func(a, b string) int { return cmp.Compare(roleRank(a), roleRank(b)) })
 		slices.Sort(e.Findings)
 		e.Failing = len(e.Findings) > 0
-		e.Incidents = []int{}
 		for _, f := range e.Findings {
 			if n := incidentOf[f]; n > 0 && !slices.Contains(e.Incidents, n) {
 				e.Incidents = append(e.Incidents, n)

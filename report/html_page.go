@@ -10,13 +10,13 @@ import (
 	"html/template"
 	"io"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kfsniff/kfsniff/detectors"
+	"github.com/kfsniff/kfsniff/internal/text"
 )
 
 // The page: html/template escapes everything it is given as text, so
@@ -155,19 +155,15 @@ func tally(fs []detectors.Finding) map[detectors.Severity]int64 {
 
 // WriteHTML writes r as one self-contained HTML page.
 func WriteHTML(w io.Writer, r *Report) error {
-	v, err := view(r)
-	if err != nil {
-		return err
-	}
 	var b bytes.Buffer
-	if err := pageTmpl().Execute(&b, v); err != nil {
+	if err := pageTmpl().Execute(&b, view(r)); err != nil {
 		return err
 	}
-	_, err = w.Write(b.Bytes())
+	_, err := w.Write(b.Bytes())
 	return err
 }
 
-func view(r *Report) (*pageView, error) {
+func view(r *Report) *pageView {
 	pg := BuildPage(r)
 	v := &pageView{CSP: csp(), Style: template.CSS(pageStyle), Script: template.JS(pageScript), Schema: r.Schema,
 		Correlation: correlationView(r.Correlation)}
@@ -232,26 +228,9 @@ func view(r *Report) (*pageView, error) {
 		for _, id := range f.Conns {
 			fv.Conns = append(fv.Conns, cell{Text: fmt.Sprintf("#%d", id), Link: fmt.Sprintf("conn-%d", id)})
 		}
-		var nodes []string
-		for _, n := range f.Nodes {
-			nodes = append(nodes, strconv.Itoa(int(n)))
-		}
-		fv.Nodes = strings.Join(nodes, ", ")
-		if len(f.Counts) > 0 {
-			fv.Counts = kv64(f.Counts)
-		}
-		if len(f.Fields) > 0 {
-			keys := make([]string, 0, len(f.Fields))
-			for k := range f.Fields {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = k + "=" + Clean(fmt.Sprint(f.Fields[k]))
-			}
-			fv.Fields = strings.Join(parts, " ")
-		}
+		fv.Nodes = text.IDs(f.Nodes, 0)
+		fv.Counts = kv(f.Counts)
+		fv.Fields = fieldsText(f.Fields)
 		for _, e := range f.Evidence {
 			s := "packet " + pkt(e.File, e.Packet)
 			if e.Conn > 0 {
@@ -277,10 +256,7 @@ func view(r *Report) (*pageView, error) {
 			sev = append(sev, fmt.Sprintf("%d %s", bySev[s], s))
 		}
 	}
-	v.Severity = strings.Join(sev, ", ")
-	if v.Severity == "" {
-		v.Severity = "none"
-	}
+	v.Severity = cmp.Or(strings.Join(sev, ", "), "none")
 
 	var xmax float64
 	for _, ch := range pg.Charts {
@@ -294,28 +270,20 @@ func view(r *Report) (*pageView, error) {
 		xmax = max(xmax, s.To)
 	}
 	for _, ch := range pg.Charts {
-		svg, err := drawChart(ch, pg.Spans, xmax, pg.Bucket)
-		if err != nil {
-			return nil, err
-		}
-		v.Charts = append(v.Charts, template.HTML(svgID(svg, "chart-"+ch.ID, "chart", ch.Title)))
+		v.Charts = append(v.Charts, template.HTML(svgID(drawChart(ch, pg.Spans, xmax, pg.Bucket), "chart-"+ch.ID, "chart", ch.Title)))
 	}
 	v.Spans = pg.Spans
 	v.Origin = pg.Origin.Format(TimeLayout) + " UTC"
 	if w := pg.Bucket; w != 1 {
 		v.Origin += fmt.Sprintf("; each point is %g s", w)
 	}
-	svg, _, err := drawMap(pg.Map)
-	if err != nil {
-		return nil, err
-	}
-	v.Map = template.HTML(svgID(svg, "map", "map", "who talks to whom"))
+	v.Map = template.HTML(svgID(drawMap(pg.Map), "map", "map", "who talks to whom"))
 	if pg.Map.NodesNotListed > 0 {
 		v.MapNote = fmt.Sprintf("%d more clients and servers are folded into \"other clients\" and \"other servers\".", pg.Map.NodesNotListed)
 	}
 	v.Edges = edgeTable(pg.Map)
 	v.Tables = []table{apiTable(r), connTable(r), clientTable(r), eventTable(r)}
-	return v, nil
+	return v
 }
 
 func n64(n int64) cell { return cell{Text: strconv.FormatInt(n, 10)} }
@@ -333,27 +301,16 @@ func edgeTable(m Map) table {
 		label[n.ID] = n.Label
 	}
 	for _, e := range m.Edges {
-		conns := make([]string, len(e.Conns))
-		for i, id := range e.Conns {
-			conns[i] = fmt.Sprintf("#%d", id)
-		}
 		cc := nInt(e.ConnCount)
-		if len(conns) > 0 {
-			cc.Text = fmt.Sprintf("%d: %s", e.ConnCount, strings.Join(conns, " "))
+		if len(e.Conns) > 0 {
+			cc.Text = fmt.Sprintf("%d: %s", e.ConnCount, strings.Join(each(e.Conns, ref), " "))
 			cc.V = strconv.Itoa(e.ConnCount)
 		}
 		failing := cell{Text: "no"}
 		if e.Failing {
-			nums := make([]string, len(e.Findings))
-			for i, n := range e.Findings {
-				nums[i] = fmt.Sprintf("#%d", n)
-			}
-			failing = cell{Text: strings.Join(nums, " "), Bad: true}
+			failing = cell{Text: strings.Join(each(e.Findings, ref), " "), Bad: true}
 		}
-		incidents := make([]string, len(e.Incidents))
-		for i, n := range e.Incidents {
-			incidents[i] = fmt.Sprintf("%d", n)
-		}
+		incidents := each(e.Incidents, strconv.Itoa)
 		t.Rows = append(t.Rows, []cell{{Text: label[e.From]}, {Text: label[e.To]}, {Text: strings.Join(e.Roles, ", ")}, cc,
 			n64(e.Requests), bad(n64(e.Errors), e.Errors > 0), bad(n64(e.Unanswered), e.Unanswered > 0),
 			bad(nInt(e.Resets), e.Resets > 0), bad(n64(e.Refused), e.Refused > 0), failing,
@@ -368,7 +325,7 @@ func apiTable(r *Report) table {
 		{Name: "unanswered", Num: true}, {Name: "decode errors", Num: true}, {Name: "p50 ms", Num: true}, {Name: "p99 ms", Num: true}, {Name: "max ms", Num: true}}}
 	for _, a := range r.APIs {
 		t.Rows = append(t.Rows, []cell{{Text: a.Name}, nInt(int(a.Key)), nInt(int(a.Version)), n64(a.Requests), n64(a.Responses),
-			bad(n64(a.ErrorResponses), a.ErrorResponses > 0), {Text: kv64(a.Errors), Bad: len(a.Errors) > 0},
+			bad(n64(a.ErrorResponses), a.ErrorResponses > 0), {Text: kv(a.Errors), Bad: len(a.Errors) > 0},
 			bad(n64(a.Unanswered), a.Unanswered > 0), bad(n64(a.DecodeErrors), a.DecodeErrors > 0),
 			msCell(a.Latency.P50, a.Responses), msCell(a.Latency.P99, a.Responses), msCell(a.Latency.Max, a.Responses)})
 	}
@@ -401,10 +358,6 @@ func connTable(r *Report) table {
 		t.Note = fmt.Sprintf("The %d of %d connections with the most error responses, unanswered requests and requests; the JSON report (--json) lists them all.", maxTableRows, len(r.Connections))
 	}
 	for _, c := range conns {
-		ids := make([]string, len(c.ClientIDs))
-		for i, id := range c.ClientIDs {
-			ids[i] = Clean(id)
-		}
 		end := "open"
 		switch {
 		case c.Reset:
@@ -415,7 +368,7 @@ func connTable(r *Report) table {
 		id := nInt(c.ID)
 		id.ID = fmt.Sprintf("conn-%d", c.ID)
 		t.Rows = append(t.Rows, []cell{id, {Text: nodeLabel(c.Client, c.ClientNode), Code: true}, {Text: nodeLabel(c.Server, c.ServerNode), Code: true},
-			{Text: strings.Join(ids, ", ")}, {Text: strings.Join(c.Roles, ", ")}, nInt(c.Requests), nInt(c.Responses),
+			{Text: strings.Join(each(c.ClientIDs, Clean), ", ")}, {Text: strings.Join(c.Roles, ", ")}, nInt(c.Requests), nInt(c.Responses),
 			bad(nInt(c.Errors), c.Errors > 0), bad(nInt(c.Unanswered), c.Unanswered > 0),
 			{Text: bytesHuman(c.BytesToServer), V: strconv.FormatInt(c.BytesToServer, 10)}, {Text: bytesHuman(c.BytesToClient), V: strconv.FormatInt(c.BytesToClient, 10)},
 			bad(nInt(c.Gaps), c.Gaps > 0), {Text: pkt(c.File, c.FirstPacket) + ".." + pkt(c.File, c.LastPacket)},
@@ -451,29 +404,13 @@ func clientTable(r *Report) table {
 		t.Note += fmt.Sprintf(" %d requests came from clients past the inventory's bound.", r.ClientsNotListed)
 	}
 	for _, c := range clients {
-		var sw []string
-		for _, s := range c.Software {
-			sw = append(sw, Clean(s.Name)+" "+Clean(s.Version))
-		}
-		conns := make([]string, len(c.Connections))
-		for i, id := range c.Connections {
-			conns[i] = fmt.Sprintf("#%d", id)
-		}
-		var apis []string
-		for _, a := range c.APIs {
-			apis = append(apis, fmt.Sprintf("%s v%d x%d", a.Name, a.Version, a.Requests))
-		}
-		topics := make([]string, len(c.Topics))
-		for i, tp := range c.Topics {
-			topics[i] = Clean(tp)
-		}
 		ready := "yes"
 		if !c.Kafka40Ready {
 			ready = "no"
 		}
-		t.Rows = append(t.Rows, []cell{{Text: Clean(c.ClientID), Code: true}, {Text: c.Host, Code: true}, {Text: strings.Join(sw, ", ")},
-			n64(c.Requests), {Text: strings.Join(c.Roles, ", ")}, {Text: strings.Join(conns, " ")}, {Text: strings.Join(c.Servers, ", ")},
-			{Text: strings.Join(apis, ", ")}, {Text: strings.Join(topics, ", ")}, {Text: ready, Bad: !c.Kafka40Ready},
+		t.Rows = append(t.Rows, []cell{{Text: Clean(c.ClientID), Code: true}, {Text: c.Host, Code: true}, {Text: strings.Join(each(c.Software, softwareText), ", ")},
+			n64(c.Requests), {Text: strings.Join(c.Roles, ", ")}, {Text: strings.Join(each(c.Connections, ref), " ")}, {Text: strings.Join(c.Servers, ", ")},
+			{Text: strings.Join(each(c.APIs, apiText), ", ")}, {Text: strings.Join(each(c.Topics, Clean), ", ")}, {Text: ready, Bad: !c.Kafka40Ready},
 			{Text: c.First.UTC().Format("15:04:05.000000")}, {Text: c.Last.UTC().Format("15:04:05.000000")}})
 	}
 	return t

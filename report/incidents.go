@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,10 +89,8 @@ const incidentSlack = 15 * time.Second
 // rank is a rule's place among causes (lower first), len(relations) for
 // a rule that is no cause.
 func rank(rule string) int {
-	for i, r := range relations {
-		if r.Cause == rule {
-			return i
-		}
+	if i := slices.IndexFunc(relations, func(r relation) bool { return r.Cause == rule }); i >= 0 {
+		return i
 	}
 	return len(relations)
 }
@@ -135,12 +134,7 @@ func nodesOf(f *detectors.Finding) []int32 {
 }
 
 func shares[T comparable](a, b []T) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a, func(x T) bool { return slices.Contains(b, x) })
 }
 
 // Incidents groups the findings at warning or above (fs in the report's
@@ -190,10 +184,7 @@ func Incidents(fs []detectors.Finding) []Incident {
 		out = append(out, incidentOf(fs, groups[r]))
 	}
 	slices.SortStableFunc(out, func(a, b Incident) int {
-		if a.Severity != b.Severity {
-			return int(b.Severity) - int(a.Severity)
-		}
-		return slices.Min(a.Findings) - slices.Min(b.Findings)
+		return cmp.Or(cmp.Compare(b.Severity, a.Severity), slices.Min(a.Findings)-slices.Min(b.Findings))
 	})
 	return out
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
@@ -66,10 +67,7 @@ var (
 )
 
 func (s *safeEncoder) issue(path, format string, args ...any) {
-	if path == "" {
-		path = "(top)"
-	}
-	s.issues = append(s.issues, JSONIssue{Path: path, What: fmt.Sprintf(format, args...)})
+	s.issues = append(s.issues, JSONIssue{Path: cmp.Or(path, "(top)"), What: fmt.Sprintf(format, args...)})
 }
 
 func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
@@ -83,10 +81,10 @@ func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
 		return append(b, "null"...)
 	}
 	if v.Kind() != reflect.Pointer && v.Kind() != reflect.Interface {
-		if m, ok := asMarshaler(v); ok {
+		if m, ok := as[json.Marshaler](v); ok {
 			return s.marshaler(b, m, path)
 		}
-		if m, ok := asTextMarshaler(v); ok {
+		if m, ok := as[encoding.TextMarshaler](v); ok {
 			t, err := m.MarshalText()
 			if err != nil {
 				s.issue(path, "%v; written as that error", err)
@@ -135,30 +133,20 @@ func (s *safeEncoder) value(b []byte, v reflect.Value, path string) []byte {
 	return append(b, "null"...)
 }
 
-// asMarshaler finds a MarshalJSON on v or, when addressable, on &v, as
-// encoding/json does.
-func asMarshaler(v reflect.Value) (json.Marshaler, bool) {
-	if v.Type().Implements(marshalerType) {
-		m, ok := v.Interface().(json.Marshaler)
+// as finds the method of interface M (MarshalJSON, MarshalText) on v or,
+// when addressable, on &v, as encoding/json does.
+func as[M any](v reflect.Value) (M, bool) {
+	t := reflect.TypeFor[M]()
+	if v.Type().Implements(t) {
+		m, ok := v.Interface().(M)
 		return m, ok
 	}
-	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(marshalerType) {
-		m, ok := v.Addr().Interface().(json.Marshaler)
+	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(t) {
+		m, ok := v.Addr().Interface().(M)
 		return m, ok
 	}
-	return nil, false
-}
-
-func asTextMarshaler(v reflect.Value) (encoding.TextMarshaler, bool) {
-	if v.Type().Implements(textMarshalerType) {
-		m, ok := v.Interface().(encoding.TextMarshaler)
-		return m, ok
-	}
-	if v.CanAddr() && reflect.PointerTo(v.Type()).Implements(textMarshalerType) {
-		m, ok := v.Addr().Interface().(encoding.TextMarshaler)
-		return m, ok
-	}
-	return nil, false
+	var none M
+	return none, false
 }
 
 func (s *safeEncoder) marshaler(b []byte, m json.Marshaler, path string) []byte {
@@ -320,10 +308,7 @@ func fieldsOf(t reflect.Type) []field {
 				continue
 			}
 			tagged := name != ""
-			if name == "" {
-				name = sf.Name
-			}
-			all = append(all, cand{field{name, idx, strings.Contains(","+opts+",", ",omitempty,")}, depth, tagged})
+			all = append(all, cand{field{cmp.Or(name, sf.Name), idx, strings.Contains(","+opts+",", ",omitempty,")}, depth, tagged})
 		}
 	}
 	walk(t, nil, 0)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
@@ -66,22 +65,12 @@ func (p *printer) lag(r *Report) {
 		return
 	}
 	p.f("\nLag (high watermark minus fetch offset, per fetcher and partition; records)\n")
-	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  FETCHER\tGROUP\tPARTITION\tFROM\tSAMPLES\tFIRST\tLAST\tMIN\tMAX\tOVER TIME\n")
-	for i, l := range r.Lag {
-		if i == maxLagLines {
-			break
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", lagFetcher(&l), lagGroup(&l),
+	p.table("  FETCHER\tGROUP\tPARTITION\tFROM\tSAMPLES\tFIRST\tLAST\tMIN\tMAX\tOVER TIME\n", len(r.Lag), maxLagLines, "series", func(i int) string {
+		l := &r.Lag[i]
+		return fmt.Sprintf("  %s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", lagFetcher(l), lagGroup(l),
 			Clean(l.Topic)+"-"+strconv.Itoa(int(l.Partition)), nodeLabel(l.Server, l.ServerNode), l.Samples,
-			l.First.Lag, l.Last.Lag, l.Min.Lag, l.Max.Lag, lagOverTime(&l))
-	}
-	if err := tw.Flush(); err != nil && p.err == nil {
-		p.err = err
-	}
-	if n := len(r.Lag) - maxLagLines; n > 0 {
-		p.f("  ... and %d more series (--json lists them all)\n", n)
-	}
+			l.First.Lag, l.Last.Lag, l.Min.Lag, l.Max.Lag, lagOverTime(l))
+	})
 	if r.LagDropped > 0 {
 		p.f("  %d samples of partitions beyond the first %d series not followed\n", r.LagDropped, flows.DefaultMaxLagSeries)
 	}
@@ -102,11 +91,7 @@ func lagGroup(l *Lag) string {
 	case len(l.Groups) == 0:
 		return "unknown group"
 	}
-	gs := make([]string, len(l.Groups))
-	for i, g := range l.Groups {
-		gs[i] = fmt.Sprintf("%q", Clean(g))
-	}
-	return strings.Join(gs, ",")
+	return strings.Join(each(l.Groups, quoted), ",")
 }
 
 // lagOverTime shows the points' lags with the time of the first and last:
@@ -115,10 +100,7 @@ func lagOverTime(l *Lag) string {
 	if len(l.Points) == 0 {
 		return "-"
 	}
-	parts := make([]string, len(l.Points))
-	for i, pt := range l.Points {
-		parts[i] = strconv.FormatInt(pt.Lag, 10)
-	}
-	return fmt.Sprintf("%s (%s..%s)", strings.Join(parts, " "), l.Points[0].Time.UTC().Format("15:04:05.0"),
+	lags := each(l.Points, func(pt LagPoint) string { return strconv.FormatInt(pt.Lag, 10) })
+	return fmt.Sprintf("%s (%s..%s)", strings.Join(lags, " "), l.Points[0].Time.UTC().Format("15:04:05.0"),
 		l.Points[len(l.Points)-1].Time.UTC().Format("15:04:05.0"))
 }

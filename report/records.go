@@ -44,20 +44,6 @@ type RecordFilter struct {
 // OffsetRange is offsets From to To, inclusive.
 type OffsetRange struct{ From, To int64 }
 
-// inRanges reports whether off is in one of f's Ranges (true without
-// Ranges).
-func (f *RecordFilter) inRanges(off int64) bool {
-	if len(f.Ranges) == 0 {
-		return true
-	}
-	for _, r := range f.Ranges {
-		if off >= r.From && off <= r.To {
-			return true
-		}
-	}
-	return false
-}
-
 // overlapsRanges reports whether offsets first..last meet one of f's
 // Ranges (true without Ranges).
 func (f *RecordFilter) overlapsRanges(first, last int64) bool {
@@ -293,9 +279,7 @@ func NewRecordWriter(w io.Writer, opt RecordOptions) (*RecordWriter, error) {
 	if opt.MaxFrame <= 0 {
 		opt.MaxFrame = flows.DefaultConfig().MaxFrame
 	}
-	if opt.Format == "" {
-		opt.Format = DefaultRecordFormat
-	}
+	opt.Format = cmp.Or(opt.Format, DefaultRecordFormat)
 	from, err := ParseRecordsFrom(opt.From)
 	if err != nil {
 		return nil, err
@@ -547,7 +531,7 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 	}
 	err := rw.h.Records(b, func(r *decode.Record) bool {
 		off := r.Offset + shift
-		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To || !f.inRanges(off)) {
+		if known && (f.HasFrom && off < f.From || f.HasTo && off > f.To || !f.overlapsRanges(off, off)) {
 			return true
 		}
 		rw.stats.Records++
@@ -561,12 +545,7 @@ func (rw *RecordWriter) batchRecords(m *flows.Message, ref *flows.BatchRef, b *d
 		}
 		return rw.err == nil
 	})
-	if err != nil {
-		if rw.stats.Undecoded == 0 {
-			rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
-		}
-		rw.stats.Undecoded++
-	}
+	rw.undecoded(m, err)
 }
 
 // ControlType names a control record by its key: COMMIT, ABORT or a
@@ -596,34 +575,32 @@ func (rw *RecordWriter) control(m *flows.Message, ref *flows.BatchRef, topic str
 		}
 		rw.stats.Markers++
 		if rw.opt.JSON {
-			j := recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
-				ClientID: m.Client.ID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
-				KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: []headerJSON{}, Control: typ}
+			j := rw.head(m, topic, part, b, r)
 			off, pid, epoch := r.Offset, b.ProducerID, b.ProducerEpoch
-			j.Offset, j.ProducerID, j.ProducerEpoch = &off, &pid, &epoch
-			line, err := json.Marshal(&j)
-			if err != nil {
-				rw.err = err
-				return false
-			}
-			line = append(SafeJSON(line), '\n')
-			rw.write(line)
+			j.Offset, j.ProducerID, j.ProducerEpoch, j.Control = &off, &pid, &epoch, typ
+			rw.writeJSONLine(j)
 			return rw.err == nil
 		}
 		l := append(rw.line[:0], m.Name()...)
 		l = append(l, ' ')
 		l = append(l, Clean(topic)...)
-		l = fmt.Appendf(l, "[%d]@%d %s producer_id=%d producer_epoch=%d packet %s\n", part, r.Offset, typ, b.ProducerID, b.ProducerEpoch, packetStr(m.File, m.Packet))
+		l = fmt.Appendf(l, "[%d]@%d %s producer_id=%d producer_epoch=%d packet %s\n", part, r.Offset, typ, b.ProducerID, b.ProducerEpoch, pkt(m.File, m.Packet))
 		rw.line = l
 		rw.write(l)
 		return rw.err == nil
 	})
-	if err != nil {
-		if rw.stats.Undecoded == 0 {
-			rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
-		}
-		rw.stats.Undecoded++
+	rw.undecoded(m, err)
+}
+
+// undecoded counts a batch whose records err kept from being listed.
+func (rw *RecordWriter) undecoded(m *flows.Message, err error) {
+	if err == nil {
+		return
 	}
+	if rw.stats.Undecoded == 0 {
+		rw.stats.FirstUndecoded, rw.stats.UndecodedErr = PacketRef{m.File, m.Packet}, err.Error()
+	}
+	rw.stats.Undecoded++
 }
 
 func (rw *RecordWriter) notKept(q *flows.Message) {
@@ -675,7 +652,7 @@ func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, kn
 		case 'a':
 			l = append(l, m.Name()...)
 		case 'n':
-			l = append(l, packetStr(m.File, m.Packet)...)
+			l = append(l, pkt(m.File, m.Packet)...)
 		case 'c':
 			l = strconv.AppendInt(l, int64(m.Conn.ID), 10)
 		case 'i':
@@ -690,13 +667,6 @@ func (rw *RecordWriter) writeText(m *flows.Message, topic string, part int32, kn
 	}
 	rw.line = l
 	rw.write(l)
-}
-
-func packetStr(file int, n uint64) string {
-	if file > 0 {
-		return strconv.Itoa(file) + ":" + strconv.FormatUint(n, 10)
-	}
-	return strconv.FormatUint(n, 10)
 }
 
 func nullableLen(b []byte) int64 {
@@ -828,11 +798,16 @@ func jsonBytes(b []byte, max int) (text *string, b64 string, cut bool) {
 	return nil, base64.StdEncoding.EncodeToString(b), cut
 }
 
-func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, b *decode.Batch, r *decode.Record) {
-	j := &rw.rec
-	*j = recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
+// head is record r's JSON line with what every line says, in rw.rec.
+func (rw *RecordWriter) head(m *flows.Message, topic string, part int32, b *decode.Batch, r *decode.Record) *recordJSON {
+	rw.rec = recordJSON{API: m.Name(), File: m.File, Packet: m.Packet, Conn: m.Conn.ID, Time: m.Time.UTC().Format(time.RFC3339Nano),
 		ClientID: m.Client.ID, Topic: topic, Partition: part, Timestamp: r.Timestamp, Codec: b.Codec().String(), BadCRC: !b.CRCOK,
 		KeySize: nullableLen(r.Key), ValueSize: nullableLen(r.Value), Headers: rw.hdrs[:0]}
+	return &rw.rec
+}
+
+func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, known bool, off int64, code int16, b *decode.Batch, r *decode.Record) {
+	j := rw.head(m, topic, part, b, r)
 	if known {
 		j.Offset = &off
 	}
@@ -855,12 +830,17 @@ func (rw *RecordWriter) writeJSON(m *flows.Message, topic string, part int32, kn
 		j.Headers = append(j.Headers, hj)
 	}
 	rw.hdrs = j.Headers[:0]
+	rw.writeJSONLine(j)
+}
+
+// writeJSONLine writes j as a line of JSON.
+func (rw *RecordWriter) writeJSONLine(j *recordJSON) {
 	line, err := json.Marshal(j)
 	if err != nil {
 		rw.err = err
 		return
 	}
-	// encoding/json leaves C1 controls and bidi overrides raw (issue 31).
+	// encoding/json leaves C1 controls and bidi overrides raw.
 	line = append(SafeJSON(line), '\n')
 	rw.write(line)
 }

@@ -111,10 +111,7 @@ type TakenOver struct {
 
 // String says in a sentence what was taken over.
 func (t *Takeover) String() string {
-	ps := make([]string, len(t.Partitions))
-	for i, p := range t.Partitions {
-		ps[i] = fmt.Sprintf("%d (offsets %d-%d)", p.Partition, p.From, p.To)
-	}
+	ps := each(t.Partitions, func(p TakenOver) string { return fmt.Sprintf("%d (offsets %d-%d)", p.Partition, p.From, p.To) })
 	return fmt.Sprintf("export partitions %s, read to their end by member %s of correlator group %s, which left the group before its report (killed?); this report covers them only",
 		strings.Join(ps, ", "), t.Member, t.Group)
 }
@@ -161,11 +158,7 @@ func (p *Partial) String() string {
 		parts = append(parts, "bounds reached, what they kept out not analysed: "+strings.Join(p.Bounds, ", "))
 	}
 	if len(p.Uncovered) > 0 {
-		ps := make([]string, len(p.Uncovered))
-		for i, n := range p.Uncovered {
-			ps[i] = fmt.Sprint(n)
-		}
-		parts = append(parts, "export partitions "+strings.Join(ps, ",")+" not covered: no member of the correlator group read them to their end within --group-wait")
+		parts = append(parts, "export partitions "+strings.Join(each(p.Uncovered, itoa), ",")+" not covered: no member of the correlator group read them to their end within --group-wait")
 	}
 	return strings.Join(parts, "; ")
 }

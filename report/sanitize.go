@@ -3,6 +3,7 @@ package report
 import (
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -38,21 +39,17 @@ func clean(s string, limit int, slash bool) string {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == utf8.RuneError && size <= 1:
+		case r == utf8.RuneError && size <= 1, r < 0x20 || r == 0x7f:
+			// An invalid byte, or an ASCII control character: the byte.
 			b.WriteString(`\x`)
 			b.WriteByte(hexDigit(s[i] >> 4))
 			b.WriteByte(hexDigit(s[i] & 0xf))
 		case r == '\\' && slash:
 			b.WriteString(`\\`)
-		case r < 0x80 && (r < 0x20 || r == 0x7f):
-			b.WriteString(`\x`)
-			b.WriteByte(hexDigit(byte(r) >> 4))
-			b.WriteByte(hexDigit(byte(r) & 0xf))
 		case !unicode.IsPrint(r):
 			b.WriteString(`\u`)
-			const hexd = "0123456789abcdef"
 			for shift := 12; shift >= 0; shift -= 4 {
-				b.WriteByte(hexd[(r>>shift)&0xf])
+				b.WriteByte(hexDigit(byte(r >> shift)))
 			}
 		default:
 			b.WriteString(s[i : i+size])
@@ -98,7 +95,7 @@ func SafeJSON(b []byte) []byte {
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
 		if r >= 0x80 && (!unicode.IsPrint(r) || r == utf8.RuneError && size == 1) {
-			for _, u := range utf16Units(r) {
+			for _, u := range utf16.AppendRune(nil, r) {
 				out = append(out, '\\', 'u', hexDigit(byte(u>>12)), hexDigit(byte(u>>8)), hexDigit(byte(u>>4)), hexDigit(byte(u)))
 			}
 		} else {
@@ -107,12 +104,4 @@ func SafeJSON(b []byte) []byte {
 		i += size
 	}
 	return out
-}
-
-func utf16Units(r rune) []uint16 {
-	if r < 0x10000 {
-		return []uint16{uint16(r)}
-	}
-	r -= 0x10000
-	return []uint16{uint16(0xd800 + (r >> 10)), uint16(0xdc00 + (r & 0x3ff))}
 }

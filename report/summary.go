@@ -28,11 +28,8 @@ func Summary(m *flows.Message) string {
 		s.batches(m)
 	}
 	if m.Resp != nil && len(m.ErrorCodes) > 0 && !s.errorsShown {
-		var parts []string
-		for _, e := range m.ErrorCodes {
-			parts = append(parts, fmt.Sprintf("%sx%d", decode.ErrorName(e.Code), e.Count))
-		}
-		s.add("errors=" + strings.Join(parts, ","))
+		codes := each(m.ErrorCodes, func(e flows.ErrorCount) string { return fmt.Sprintf("%sx%d", decode.ErrorName(e.Code), e.Count) })
+		s.add("errors=" + strings.Join(codes, ","))
 	}
 	if m.Err != nil {
 		s.add("decode-error=" + m.Err.Error())
@@ -72,8 +69,6 @@ func (s *sum) flush() {
 	}
 	s.items = 0
 }
-
-func errName(code int16) string { return decode.ErrorName(code) }
 
 func (s *sum) request(req kmsg.Request) {
 	switch r := req.(type) {
@@ -194,7 +189,7 @@ func (s *sum) response(resp kmsg.Response) {
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 					if p.CurrentLeader.LeaderID >= 0 {
 						it += fmt.Sprintf(" leader=%d leader-epoch=%d", p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch)
 					}
@@ -208,13 +203,13 @@ func (s *sum) response(resp kmsg.Response) {
 	case *kmsg.FetchResponse:
 		s.errorsShown = true
 		if r.ErrorCode != 0 {
-			s.add("err=" + errName(r.ErrorCode))
+			s.add("err=" + decode.ErrorName(r.ErrorCode))
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d]", s.m.TopicName(t.Topic, t.TopicID), p.Partition)
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 				}
 				if p.CurrentLeader.LeaderID >= 0 {
 					it += fmt.Sprintf(" leader=%d leader-epoch=%d", p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch)
@@ -246,7 +241,7 @@ func (s *sum) response(resp kmsg.Response) {
 				name = *t.Topic
 			}
 			if t.ErrorCode != 0 {
-				s.item(fmt.Sprintf("%s err=%s", s.m.TopicName(name, t.TopicID), errName(t.ErrorCode)))
+				s.item(fmt.Sprintf("%s err=%s", s.m.TopicName(name, t.TopicID), decode.ErrorName(t.ErrorCode)))
 			}
 			for _, p := range t.Partitions {
 				it := fmt.Sprintf("%s[%d] leader=%d", s.m.TopicName(name, t.TopicID), p.Partition, p.Leader)
@@ -254,7 +249,7 @@ func (s *sum) response(resp kmsg.Response) {
 					it += fmt.Sprintf(" leader-epoch=%d", p.LeaderEpoch)
 				}
 				if p.ErrorCode != 0 {
-					it += " err=" + errName(p.ErrorCode)
+					it += " err=" + decode.ErrorName(p.ErrorCode)
 				}
 				s.item(it)
 			}
@@ -275,7 +270,7 @@ func (s *sum) response(resp kmsg.Response) {
 	case *kmsg.ApiVersionsResponse:
 		s.errorsShown = true
 		if r.ErrorCode != 0 {
-			s.add("err=" + errName(r.ErrorCode))
+			s.add("err=" + decode.ErrorName(r.ErrorCode))
 		}
 		if r.Version != s.m.Version {
 			// The broker refused the request's version and answered

@@ -3,8 +3,10 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -167,17 +169,14 @@ func (p *printer) capture(r *Report) {
 		p.f(" (%s lost)", bytesHuman(t.LostBytes))
 	}
 	if len(t.UnknownAPIs) > 0 {
-		var parts []string
-		for _, u := range t.UnknownAPIs {
-			parts = append(parts, fmt.Sprintf("key %d v%d x%d", u.Key, u.Version, u.Count))
-		}
-		p.f(", unknown APIs: %s", strings.Join(parts, ", "))
+		apis := each(t.UnknownAPIs, func(u UnknownAPI) string { return fmt.Sprintf("key %d v%d x%d", u.Key, u.Version, u.Count) })
+		p.f(", unknown APIs: %s", strings.Join(apis, ", "))
 		if n := t.BoundsReached["unknown_apis_not_listed"]; n > 0 {
 			p.f(" and %d requests of further pairs not listed", n)
 		}
 	}
 	if len(t.SkippedBytes) > 0 {
-		p.f(", skipped bytes: %s", kv64(t.SkippedBytes))
+		p.f(", skipped bytes: %s", kv(t.SkippedBytes))
 	}
 	p.f("\n")
 	if r.TLS != nil {
@@ -200,7 +199,7 @@ func (p *printer) capture(r *Report) {
 	add(t.Fragments, "IP fragments")
 	add(t.Reassembled, "IP datagrams reassembled from fragments")
 	if n := sum64(t.DatagramsLost); n > 0 {
-		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv64(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
+		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
 	}
 	add(t.Truncated, "packets cut by snaplen")
 	if t.BadPackets > 0 {
@@ -218,7 +217,7 @@ func (p *printer) capture(r *Report) {
 		p.f("  Other: %s\n", strings.Join(other, ", "))
 	}
 	if len(t.BoundsReached) > 0 {
-		p.f("  Bounds reached (kept out to bound memory and time; ROBUSTNESS.md): %s\n", kv64(t.BoundsReached))
+		p.f("  Bounds reached (kept out to bound memory and time; ROBUSTNESS.md): %s\n", kv(t.BoundsReached))
 	}
 }
 
@@ -233,7 +232,7 @@ func (p *printer) apis(r *Report) {
 	for _, a := range r.APIs {
 		errs := "-"
 		if len(a.Errors) > 0 {
-			errs = kv64(a.Errors)
+			errs = kv(a.Errors)
 		}
 		if a.DecodeErrors > 0 {
 			errs += fmt.Sprintf(" (%d undecodable)", a.DecodeErrors)
@@ -241,6 +240,25 @@ func (p *printer) apis(r *Report) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t  %s\t\n", a.Name, a.Key, a.Version, a.Requests, a.Responses,
 			a.ErrorResponses, msStr(a.Latency.P50, a.Responses), msStr(a.Latency.P99, a.Responses), msStr(a.Latency.Max, a.Responses), errs)
 	}
+	p.flush(tw)
+}
+
+// table prints the first most of n rows (row(i), cells ending in tabs)
+// under header, aligned, and how many more the JSON report lists.
+func (p *printer) table(header string, n, most int, what string, row func(i int) string) {
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, header)
+	for i := range min(n, most) {
+		fmt.Fprint(tw, row(i))
+	}
+	p.flush(tw)
+	if n > most {
+		p.f("  ... and %d more %s (--json lists them all)\n", n-most, what)
+	}
+}
+
+// flush flushes an aligned table, keeping the first error.
+func (p *printer) flush(tw *tabwriter.Writer) {
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
 	}
@@ -253,10 +271,7 @@ func (p *printer) connections(r *Report) {
 		return
 	}
 	for _, c := range r.Connections {
-		ids := make([]string, len(c.ClientIDs))
-		for i, id := range c.ClientIDs {
-			ids[i] = fmt.Sprintf("%q", Clean(id))
-		}
+		ids := each(c.ClientIDs, quoted)
 		if len(ids) == 0 {
 			ids = []string{"(none)"}
 		}
@@ -284,7 +299,7 @@ func (p *printer) connections(r *Report) {
 		if c.OneSided != "" {
 			p.f("     one-sided: the capture holds %s packets only\n", c.OneSided)
 		}
-		p.f("     APIs: %s\n", kvInt(c.APIs))
+		p.f("     APIs: %s\n", kv(c.APIs))
 		how := "by " + c.Recognised + ", client by " + c.ClientBy
 		if c.MidStream {
 			how += ", capture began mid-connection"
@@ -317,7 +332,7 @@ func (p *printer) connections(r *Report) {
 				p.f(" (%s)", strings.Join(parts, ", "))
 			}
 			if len(c.SkippedBytes) > 0 {
-				p.f(", skipped bytes: %s", kv64(c.SkippedBytes))
+				p.f(", skipped bytes: %s", kv(c.SkippedBytes))
 			}
 			if c.DatagramsLost > 0 {
 				p.f(", %d IP datagrams not reassembled (%s of fragments)", c.DatagramsLost, bytesHuman(c.FragBytesLost))
@@ -352,30 +367,17 @@ func (p *printer) findings(r *Report) {
 			p.f("    when: %s .. %s UTC (%s)\n", f.First.UTC().Format(TimeLayout), f.Last.UTC().Format(TimeLayout), f.Last.Sub(f.First).Round(time.Millisecond))
 		}
 		if len(f.Counts) > 0 {
-			p.f("    counts: %s\n", kv64(f.Counts))
+			p.f("    counts: %s\n", kv(f.Counts))
 		}
 		if len(f.Fields) > 0 {
-			keys := make([]string, 0, len(f.Fields))
-			for k := range f.Fields {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var parts []string
-			for _, k := range keys {
-				parts = append(parts, fmt.Sprintf("%s=%s", k, Clean(fmt.Sprint(f.Fields[k]))))
-			}
-			p.f("    fields: %s\n", strings.Join(parts, " "))
+			p.f("    fields: %s\n", fieldsText(f.Fields))
 		}
 		for _, e := range f.Evidence {
 			p.f("    packet %s: %s\n", pkt(e.File, e.Packet), CleanProse(e.What))
 		}
 		if l := f.CaptureLoss; l != nil {
-			ids := make([]string, len(l.Conns))
-			for i, id := range l.Conns {
-				ids[i] = fmt.Sprintf("#%d", id)
-			}
 			p.f("    capture loss: %d gaps (%s lost) on connection %s during this finding: its counts may be low and what it missed may be in the bytes lost\n",
-				l.Gaps, bytesHuman(l.Bytes), strings.Join(ids, ", "))
+				l.Gaps, bytesHuman(l.Bytes), strings.Join(each(l.Conns, ref), ", "))
 		}
 		if f.Explanation != "" {
 			p.para("what it means: ", CleanProseText(f.Explanation))
@@ -398,31 +400,38 @@ func nodeLabel(addr string, node *int32) string {
 // are several files ("2:1234").
 func pkt(file int, n uint64) string {
 	if file > 0 {
-		return fmt.Sprintf("%d:%d", file, n)
+		return strconv.Itoa(file) + ":" + strconv.FormatUint(n, 10)
 	}
-	return fmt.Sprint(n)
+	return strconv.FormatUint(n, 10)
 }
 
-func kv64(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
-	}
-	return strings.Join(parts, " ")
+// kv shows counts by name, "a=1 b=2", in the names' order.
+func kv[V int | int64](m map[string]V) string {
+	return strings.Join(each(slices.Sorted(maps.Keys(m)), func(k string) string { return fmt.Sprintf("%s=%d", k, m[k]) }), " ")
 }
 
-func kvInt(m map[string]int) string {
-	m64 := make(map[string]int64, len(m))
-	for k, v := range m {
-		m64[k] = int64(v)
-	}
-	return kv64(m64)
+// fieldsText shows a finding's fields, "k=v ...", in the keys' order.
+func fieldsText(fields map[string]any) string {
+	return strings.Join(each(slices.Sorted(maps.Keys(fields)), func(k string) string { return k + "=" + Clean(fmt.Sprint(fields[k])) }), " ")
 }
+
+// each is f of every item of xs.
+func each[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+// quoted is a wire string cleaned and quoted as %q quotes.
+func quoted(s string) string { return strconv.Quote(Clean(s)) }
+
+// itoa is n in decimal.
+func itoa[N ~int | ~int32 | ~int64](n N) string { return strconv.FormatInt(int64(n), 10) }
+
+// ref shows a connection's or finding's number: "#3".
+func ref(n int) string { return "#" + strconv.Itoa(n) }
 
 func msStr(v float64, n int64) string {
 	if n == 0 {

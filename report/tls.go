@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 )
 
@@ -63,10 +64,7 @@ func (t *TLS) text() string {
 // tlsText describes a connection's TLS session in its line of the text
 // report.
 func (c *ConnTLS) text() string {
-	s := "TLS"
-	if c.Version != "" {
-		s = c.Version
-	}
+	s := cmp.Or(c.Version, "TLS")
 	if c.CipherSuite != "" {
 		s += " " + c.CipherSuite
 	}

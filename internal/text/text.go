@@ -5,8 +5,9 @@ package text
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,11 +94,8 @@ func Quote(ss []string) []string {
 
 // SortedKeys returns a set's keys in order.
 func SortedKeys(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
+	out := slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set))
+	slices.Sort(out)
 	return out
 }
 
