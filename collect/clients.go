@@ -72,30 +72,14 @@ type inventory struct {
 	clients map[cluster.Client]*client
 	// cut counts the requests of clients not listed: the table was full.
 	cut int64
-	// byConn is the client of a connection's last request, in the slot
-	// of its number (ConnInfo.ID, dense from 1) modulo byConnSlots,
-	// tagged with it, looked up by client id and host only when the
-	// connection's client id changes or another connection took the
-	// slot: an index into a slice where a map of thousands of clients
-	// costs a cache miss a request. Fixed, allocated at the first
-	// request: indexed by the number itself up to 65,536 it filled for
-	// 22 minutes of a live capture opening 50 connections a second
-	// (TestInventoryConnCacheFixed).
-	byConn []connClient
+	// byConn is the client of a connection's last request, looked up by
+	// client id and host only when the connection's client id changes or
+	// another connection took its slot.
+	byConn connCache[*client]
 	// topic is addTopic bound once, for decode.RequestTopics.
 	topic func(name string, id [16]byte)
 	cur   *client
 }
-
-type connClient struct {
-	id int
-	c  *client
-}
-
-// byConnSlots is how many connections' clients are cached: connections
-// are numbered in order of opening, so those sending at once share a
-// slot only 4096 openings apart.
-const byConnSlots = 1 << 12
 
 func newInventory() *inventory {
 	inv := &inventory{clients: map[cluster.Client]*client{}}
@@ -105,11 +89,8 @@ func newInventory() *inventory {
 
 func (inv *inventory) client(m *flows.Message) *client {
 	id := m.Conn.ID
-	if inv.byConn == nil {
-		inv.byConn = make([]connClient, byConnSlots)
-	}
-	slot := &inv.byConn[uint(id)%byConnSlots]
-	if c := slot.c; c != nil && slot.id == id && m.Client.ID == c.key.ID {
+	slot := inv.byConn.slot(id)
+	if c := slot.v; c != nil && slot.id == id && m.Client.ID == c.key.ID {
 		return c
 	}
 	k := cluster.Client{Host: m.Conn.Client.Addr(), ID: m.Client.ID}
@@ -121,7 +102,7 @@ func (inv *inventory) client(m *flows.Message) *client {
 		c = &client{key: k, file: m.File, firstPacket: m.Packet, first: m.Time}
 		inv.clients[k] = c
 	}
-	slot.id, slot.c = id, c
+	slot.id, slot.v = id, c
 	return c
 }
 

@@ -28,13 +28,6 @@ const (
 	// timelineKeys: API keys 0..timelineKeys-1 have a line of their own
 	// (Kafka's keys are below 100); others share the "other" line.
 	timelineKeys = 128
-	// connCacheSlots is the size of the connection number -> broker
-	// line cache (by number modulo it, tagged with the number): fixed,
-	// so that a live capture numbering 50 new connections a second does
-	// not grow it for hours (indexed by the number itself up to 2^20 it
-	// did: TestTimelineConnCacheFixed); a connection whose slot another
-	// took looks its server up in a map.
-	connCacheSlots = 1 << 12
 	// maxLatencyLines bounds the APIs whose latency is kept over time
 	// (134 KiB each), the first to be answered; the chart shows the 4
 	// with the most responses.
@@ -77,8 +70,8 @@ type timeline struct {
 	apis     [timelineKeys + 1]*apiLine // the last one: "other"
 	brokers  []*brokerLine              // in order of first request; the last may be "other"
 	byServer map[netip.AddrPort]int32
-	byConn   []connLine // connection number modulo connCacheSlots -> broker line
-	other    int32      // the "other" broker line + 1, once needed
+	byConn   connCache[int32] // a connection's broker line + 1 (0: not yet known)
+	other    int32            // the "other" broker line + 1, once needed
 
 	toServer, toClient [MaxBuckets]int64
 	latencyLines       int
@@ -197,12 +190,9 @@ func (l *timeline) broker(c *flows.ConnInfo) *brokerLine {
 		return nil
 	}
 	id := c.ID
-	if l.byConn == nil {
-		l.byConn = make([]connLine, connCacheSlots)
-	}
-	slot := &l.byConn[uint(id)%connCacheSlots]
+	slot := l.byConn.slot(id)
 	if id > 0 && slot.id == id {
-		return l.brokers[slot.line-1]
+		return l.brokers[slot.v-1]
 	}
 	n, ok := l.byServer[c.Server]
 	if !ok {
@@ -219,16 +209,9 @@ func (l *timeline) broker(c *flows.ConnInfo) *brokerLine {
 		l.byServer[c.Server] = n
 	}
 	if id > 0 {
-		slot.id, slot.line = id, n
+		slot.id, slot.v = id, n
 	}
 	return l.brokers[n-1]
-}
-
-// connLine is a connection's broker line + 1 (0: not yet known), in the
-// cache slot of its number.
-type connLine struct {
-	id   int
-	line int32
 }
 
 func (l *timeline) request(m *flows.Message) {

@@ -204,15 +204,11 @@ func signed(ns int64) string {
 }
 
 func notMeasured(t *E2ETopic) string {
-	var parts []string
-	for _, c := range []struct {
-		n    int64
-		what string
-	}{{t.SkewUnknown, "clock offset unknown"}, {t.Ambiguous, "ambiguous CRC"}, {t.Mismatched, "CRC mismatch"}, {t.Unmatched, "no produce seen"}} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
-	}
+	var parts counts
+	parts.add(t.SkewUnknown, "clock offset unknown")
+	parts.add(t.Ambiguous, "ambiguous CRC")
+	parts.add(t.Mismatched, "CRC mismatch")
+	parts.add(t.Unmatched, "no produce seen")
 	if t.Negative > 0 {
 		parts = append(parts, fmt.Sprintf("(%d negative, counted as 0)", t.Negative))
 	}

@@ -142,18 +142,11 @@ func brokerName(b BrokerLine) string {
 // apiColors gives each API a palette index by its requests, the busiest
 // first, so that it has the same colour in every chart.
 func apiColors(tl *Timeline) map[string]int {
-	type kv struct {
-		name string
-		n    int64
-	}
-	var all []kv
-	for _, a := range tl.APIs {
-		all = append(all, kv{a.Name, sumInts(a.Requests)})
-	}
-	slices.SortStableFunc(all, func(a, b kv) int { return cmp.Compare(b.n, a.n) })
+	apis := slices.Clone(tl.APIs)
+	slices.SortStableFunc(apis, func(a, b APILine) int { return cmp.Compare(total(b.Requests), total(a.Requests)) })
 	out := map[string]int{}
-	for i, a := range all {
-		out[a.name] = i
+	for i, a := range apis {
+		out[a.Name] = i
 	}
 	return out
 }
@@ -164,11 +157,11 @@ func apiColors(tl *Timeline) map[string]int {
 func top(in []series) []series {
 	var live []series
 	for _, s := range in {
-		if sumInts(s.counts) > 0 {
+		if total(s.counts) > 0 {
 			live = append(live, s)
 		}
 	}
-	slices.SortStableFunc(live, func(a, b series) int { return cmp.Compare(sumInts(b.counts), sumInts(a.counts)) })
+	slices.SortStableFunc(live, func(a, b series) int { return cmp.Compare(total(b.counts), total(a.counts)) })
 	if len(live) <= chartLines {
 		return live
 	}
@@ -240,7 +233,8 @@ func bytesChart(tl *Timeline) Chart {
 	return c
 }
 
-func sumInts(s []int64) (n int64) {
+// total is the sum of s.
+func total(s []int64) (n int64) {
 	for _, v := range s {
 		n += v
 	}

@@ -250,11 +250,9 @@ func view(r *Report) *pageView {
 		}
 		v.Incidents = append(v.Incidents, iv)
 	}
-	var sev []string
+	var sev counts
 	for _, s := range severityOrder {
-		if bySev[s] > 0 {
-			sev = append(sev, fmt.Sprintf("%d %s", bySev[s], s))
-		}
+		sev.add(bySev[s], s.String())
 	}
 	v.Severity = cmp.Or(strings.Join(sev, ", "), "none")
 

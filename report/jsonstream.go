@@ -19,7 +19,7 @@ import (
 // encoded through its address), made safe (SafeJSON only changes runes
 // inside strings) and indented at its depth (appendIndent with the
 // indents above it as prefix), which gives the bytes the whole document
-// gave: TestWriteJSONStreamSameBytes and every golden.
+// gave: TestWriteJSONStreamsAsEncoder and every golden.
 
 // jsonStream writes one document to w, through one reused piece buffer.
 type jsonStream struct {

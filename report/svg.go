@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"image/color"
 	"math"
 	"strconv"
@@ -60,12 +61,7 @@ func (s *svgDoc) num(v float64) *svgDoc {
 // color writes a colour attribute (fill or stroke) and its opacity when
 // not opaque.
 func (s *svgDoc) color(attr string, c color.NRGBA) *svgDoc {
-	const hex = "0123456789abcdef"
-	s.add(" " + attr + `="#`)
-	for _, v := range []uint8{c.R, c.G, c.B} {
-		s.b = append(s.b, hex[v>>4], hex[v&0xf])
-	}
-	s.add(`"`)
+	s.b = fmt.Appendf(s.b, ` %s="#%02x%02x%02x"`, attr, c.R, c.G, c.B)
 	if c.A != 0xff {
 		s.add(" " + attr + `-opacity="`).num(float64(c.A) / 255).add(`"`)
 	}

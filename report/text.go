@@ -182,26 +182,21 @@ func (p *printer) capture(r *Report) {
 	if r.TLS != nil {
 		p.f("  %s\n", r.TLS.text())
 	}
-	var other []string
-	add := func(n int64, what string) {
-		if n > 0 {
-			other = append(other, fmt.Sprintf("%d %s", n, what))
-		}
-	}
-	add(t.OtherTCP, "non-Kafka TCP connections")
-	add(t.RefusedConnections, "refused connections")
-	add(int64(t.EvictedConnections), "connections folded into the totals (table full; --max-conns)")
-	add(int64(t.ClosedFolded), "closed connections folded into the totals (closed for longer than --keep-closed)")
-	add(t.IdleEvicted, "connections idle past the idle timeout")
-	add(t.UnansweredSYNs, "unanswered SYNs")
-	add(t.NonIP, "non-IP packets")
-	add(t.NonTCP, "non-TCP packets")
-	add(t.Fragments, "IP fragments")
-	add(t.Reassembled, "IP datagrams reassembled from fragments")
-	if n := sum64(t.DatagramsLost); n > 0 {
+	var other counts
+	other.add(t.OtherTCP, "non-Kafka TCP connections")
+	other.add(t.RefusedConnections, "refused connections")
+	other.add(int64(t.EvictedConnections), "connections folded into the totals (table full; --max-conns)")
+	other.add(int64(t.ClosedFolded), "closed connections folded into the totals (closed for longer than --keep-closed)")
+	other.add(t.IdleEvicted, "connections idle past the idle timeout")
+	other.add(t.UnansweredSYNs, "unanswered SYNs")
+	other.add(t.NonIP, "non-IP packets")
+	other.add(t.NonTCP, "non-TCP packets")
+	other.add(t.Fragments, "IP fragments")
+	other.add(t.Reassembled, "IP datagrams reassembled from fragments")
+	if n := total(slices.Collect(maps.Values(t.DatagramsLost))); n > 0 {
 		other = append(other, fmt.Sprintf("%d IP datagrams not reassembled (%s; %s of fragments dropped)", n, kv(t.DatagramsLost), bytesHuman(t.FragmentBytesLost)))
 	}
-	add(t.Truncated, "packets cut by snaplen")
+	other.add(t.Truncated, "packets cut by snaplen")
 	if t.BadPackets > 0 {
 		other = append(other, fmt.Sprintf("%d undecodable packets (first: %s)", t.BadPackets, problemText(t.FirstBadPacket)))
 	}
@@ -210,9 +205,9 @@ func (p *printer) capture(r *Report) {
 		if t.FirstInternalError != nil {
 			what += "; first outside any connection: " + problemText(t.FirstInternalError)
 		}
-		add(t.InternalErrors, what)
+		other.add(t.InternalErrors, what)
 	}
-	add(t.FingerprintsDropped, "Produce requests whose record fingerprints were dropped before their response (too many waiting: duplicate-batches compared those by CRC only)")
+	other.add(t.FingerprintsDropped, "Produce requests whose record fingerprints were dropped before their response (too many waiting: duplicate-batches compared those by CRC only)")
 	if len(other) > 0 {
 		p.f("  Other: %s\n", strings.Join(other, ", "))
 	}
@@ -424,6 +419,15 @@ func each[T any](xs []T, f func(T) string) []string {
 	return out
 }
 
+// counts lists "n what" for each count above zero.
+type counts []string
+
+func (c *counts) add(n int64, what string) {
+	if n > 0 {
+		*c = append(*c, fmt.Sprintf("%d %s", n, what))
+	}
+}
+
 // quoted is a wire string cleaned and quoted as %q quotes.
 func quoted(s string) string { return strconv.Quote(Clean(s)) }
 
@@ -460,14 +464,6 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-func sum64(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
 }
 
 // problemText is a problem's place and what it was.
