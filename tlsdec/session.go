@@ -677,7 +677,12 @@ func (s *Session) resolve() {
 			sec.master, ok = m, true
 		}
 	}
-	usable := ok && (s.tls13() && sec.chts != nil && sec.shts != nil || !s.tls13() && sec.master != nil)
+	// TLS 1.3 needs the handshake secrets, and the application ones from
+	// the Finished on: a client writes those after the server's Finished,
+	// so a followed key log may not hold them yet and its session waits
+	// for all four.
+	tls13 := sec.chts != nil && sec.shts != nil && (sec.cts0 != nil && sec.sts0 != nil || s.keys.Final())
+	usable := ok && (s.tls13() && tls13 || !s.tls13() && sec.master != nil)
 	if !usable {
 		if s.keys.Final() {
 			s.giveUp("no keys for this connection's client random in the key log", true)
