@@ -72,17 +72,7 @@ func (c *cut) absorb(o *cut) {
 	for i := range c.bySeverity {
 		c.bySeverity[i] += o.bySeverity[i]
 	}
-	if !o.first.IsZero() && (c.first.IsZero() || o.first.Before(c.first)) {
-		c.first = o.first
-	}
-	if o.last.After(c.last) {
-		c.last = o.last
-	}
-	for _, id := range o.conns {
-		if len(c.conns) < maxCutConns && !slices.Contains(c.conns, id) {
-			c.conns = append(c.conns, id)
-		}
-	}
+	c.span(o.first, o.last, o.conns)
 }
 
 func (c *cut) add(f *Finding) {
@@ -92,13 +82,20 @@ func (c *cut) add(f *Finding) {
 	if c.n == 0 || f.Severity > c.worst {
 		c.worst = f.Severity
 	}
-	if !f.First.IsZero() && (c.first.IsZero() || f.First.Before(c.first)) {
-		c.first = f.First
+	c.span(f.First, f.Last, f.Conns)
+	c.n++
+}
+
+// span widens the summary's span to first and last and adds conns, up to
+// maxCutConns.
+func (c *cut) span(first, last time.Time, conns []int) {
+	if !first.IsZero() && (c.first.IsZero() || first.Before(c.first)) {
+		c.first = first
 	}
-	if f.Last.After(c.last) {
-		c.last = f.Last
+	if last.After(c.last) {
+		c.last = last
 	}
-	for _, id := range f.Conns {
+	for _, id := range conns {
 		if len(c.conns) >= maxCutConns {
 			break
 		}
@@ -106,7 +103,6 @@ func (c *cut) add(f *Finding) {
 			c.conns = append(c.conns, id)
 		}
 	}
-	c.n++
 }
 
 // finding is the summary of the findings of rule left out: as severe as

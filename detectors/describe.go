@@ -11,18 +11,12 @@ func Describe(analyzers []*Analyzer) string {
 	var b strings.Builder
 	for _, a := range analyzers {
 		fmt.Fprintf(&b, "%s (up to %s)\n", a.Name, a.Severity)
-		for _, line := range wrap(a.Doc, 76) {
-			fmt.Fprintf(&b, "    %s\n", line)
-		}
+		wrap(&b, a.Doc, "    ", 76)
 		switch {
 		case len(a.Recorded) > 0:
-			for _, line := range wrap("recorded from real clients: "+strings.Join(a.Recorded, ", "), 76) {
-				fmt.Fprintf(&b, "    %s\n", line)
-			}
+			wrap(&b, "recorded from real clients: "+strings.Join(a.Recorded, ", "), "    ", 76)
 		case a.NotRecorded != "":
-			for _, line := range wrap("not recorded from real clients: "+a.NotRecorded, 76) {
-				fmt.Fprintf(&b, "    %s\n", line)
-			}
+			wrap(&b, "not recorded from real clients: "+a.NotRecorded, "    ", 76)
 		}
 		for _, p := range a.Params() {
 			fmt.Fprintf(&b, "    -o %s.%s=%s (%s)\n", a.Name, p.Name, p.Default, p.Kind)
@@ -37,21 +31,20 @@ func Describe(analyzers []*Analyzer) string {
 				}
 				doc += ")"
 			}
-			for _, line := range wrap(doc, 72) {
-				fmt.Fprintf(&b, "        %s\n", line)
-			}
+			wrap(&b, doc, "        ", 72)
 		}
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-func wrap(s string, width int) []string {
-	var lines []string
+// wrap writes s into b in lines of at most width characters (but for a
+// longer word), each after indent.
+func wrap(b *strings.Builder, s, indent string, width int) {
 	line := ""
 	for _, w := range strings.Fields(s) {
 		if line != "" && len(line)+1+len(w) > width {
-			lines = append(lines, line)
+			fmt.Fprintf(b, "%s%s\n", indent, line)
 			line = ""
 		}
 		if line != "" {
@@ -60,7 +53,6 @@ func wrap(s string, width int) []string {
 		line += w
 	}
 	if line != "" {
-		lines = append(lines, line)
+		fmt.Fprintf(b, "%s%s\n", indent, line)
 	}
-	return lines
 }

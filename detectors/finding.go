@@ -269,22 +269,14 @@ func (s *Subject) Explains(g *Subject) bool {
 	return overlap(s.ClientIDs, g.ClientIDs) || overlap(s.Clients, g.Clients) || overlap(s.Servers, g.Servers)
 }
 
+// subset reports whether every element of a is in b.
 func subset[T comparable](a, b []T) bool {
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(a, func(x T) bool { return !slices.Contains(b, x) })
 }
 
+// overlap reports whether a and b have an element in common.
 func overlap[T comparable](a, b []T) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a, func(x T) bool { return slices.Contains(b, x) })
 }
 
 // CaptureLoss is what the capture lost on a finding's connections: the

@@ -1,6 +1,9 @@
 package detectors
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // MaxMiddle bounds the evidence a Sampler keeps between the first and the
 // last.
@@ -72,10 +75,13 @@ func (s *Sampler[T]) List() []Evidence {
 
 // SortEvidence orders evidence by file and packet.
 func SortEvidence(ev []Evidence) {
-	sort.SliceStable(ev, func(i, j int) bool {
-		if ev[i].File != ev[j].File {
-			return ev[i].File < ev[j].File
-		}
-		return ev[i].Packet < ev[j].Packet
+	slices.SortStableFunc(ev, func(a, b Evidence) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Packet, b.Packet))
 	})
+}
+
+// HasPacket reports whether ev points at packet of file already: a
+// finding names each packet once.
+func HasPacket(ev []Evidence, file int, packet uint64) bool {
+	return slices.ContainsFunc(ev, func(e Evidence) bool { return e.File == file && e.Packet == packet })
 }

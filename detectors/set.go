@@ -1,9 +1,9 @@
 package detectors
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/kfsniff/kfsniff/flows"
@@ -182,22 +182,13 @@ func CheckSettings(analyzers []*Analyzer, settings map[string]map[string]string)
 
 func unknownRule(analyzers []*Analyzer, settings map[string]map[string]string) error {
 	for name := range settings {
-		if !hasAnalyzer(analyzers, name) {
+		if !slices.ContainsFunc(analyzers, func(a *Analyzer) bool { return a.Name == name }) {
 			for param := range settings[name] {
 				return fmt.Errorf("unknown detector setting %q (kfsniff --list-detectors lists them)", name+"."+param)
 			}
 		}
 	}
 	return nil
-}
-
-func hasAnalyzer(as []*Analyzer, name string) bool {
-	for _, a := range as {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Analyzers returns the analyzers the set runs.
@@ -375,14 +366,7 @@ func (s *Set) findings(p Pass, snapshot bool) []Finding {
 
 // sortFindings orders findings most severe first, then by time and rule.
 func sortFindings(out []Finding) {
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
-		if a.Severity != b.Severity {
-			return a.Severity > b.Severity
-		}
-		if !a.First.Equal(b.First) {
-			return a.First.Before(b.First)
-		}
-		return a.Detector < b.Detector
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(b.Severity, a.Severity), a.First.Compare(b.First), cmp.Compare(a.Detector, b.Detector))
 	})
 }

@@ -2,6 +2,8 @@ package advertisedlistenerconflict
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,14 +64,8 @@ func (f *felt) held(end time.Time) (d time.Duration, ongoing bool) {
 
 // spells lists the connection spell, the partitions' and the nodes'.
 func (f *felt) spells() []*spell.Spell {
-	out := []*spell.Spell{&f.connect}
-	for _, s := range f.parts {
-		out = append(out, s)
-	}
-	for _, s := range f.nodes {
-		out = append(out, s)
-	}
-	return out
+	out := slices.AppendSeq([]*spell.Spell{&f.connect}, maps.Values(f.parts))
+	return slices.AppendSeq(out, maps.Values(f.nodes))
 }
 
 // versions reads an ApiVersions exchange: asked for a node and refused

@@ -36,7 +36,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -304,7 +303,7 @@ func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 			}
 		}
 	}
-	sort.Strings(f.Unadvertised)
+	slices.Sort(f.Unadvertised)
 	// A misconfiguration that will bite is a warning; clients refused
 	// there for long make it an error (the policy, detectors.Grade).
 	held, ongoing := is.felt.held(p.End)
@@ -319,8 +318,7 @@ func (r *rule) sharedFinding(p *detectors.Pass, is *issue) detectors.Finding {
 }
 
 func loopbackFinding(p *detectors.Pass, is *issue) detectors.Finding {
-	eps := slices.Clone(is.endpoints)
-	sort.Strings(eps)
+	eps := slices.Sorted(slices.Values(is.endpoints))
 	// A client that opened a new connection to one of these ports
 	// afterwards and produced, fetched or took part in a group reached a
 	// broker through the advertised address.
@@ -391,12 +389,7 @@ func (is *issue) clientStrings(keep func(netip.Addr) bool) []string {
 // nodeTraffic reports a connection carrying requests that go to a specific
 // node (not to any bootstrap address): Produce, Fetch, group membership.
 func nodeTraffic(c *flows.Conn) bool {
-	for _, k := range nodeKeys {
-		if c.APIs.Get(int16(k)) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(nodeKeys[:], func(k kmsg.Key) bool { return c.APIs.Get(int16(k)) > 0 })
 }
 
 var nodeKeys = [...]kmsg.Key{kmsg.Produce, kmsg.Fetch, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat,

@@ -29,7 +29,8 @@
 package brokerfencedwhilealive
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -327,13 +328,8 @@ func (r *rule) judge(b *Broker) (Verdict, bool) {
 // Findings implements detectors.Rule: one per broker whose heartbeats show
 // a problem. It changes nothing.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	ids := make([]int32, 0, len(r.brokers))
-	for id := range r.brokers {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var out []detectors.Finding
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(r.brokers)) {
 		if v, ok := r.judge(r.brokers[id]); ok {
 			out = append(out, r.finding(p, &v))
 		}

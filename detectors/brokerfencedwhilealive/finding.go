@@ -61,13 +61,8 @@ func (r *rule) finding(p *detectors.Pass, v *Verdict) detectors.Finding {
 	}
 	var ev []detectors.Evidence
 	add := func(pt Point, what string) {
-		if !pt.set() {
+		if !pt.set() || detectors.HasPacket(ev, pt.Evidence.File, pt.Evidence.Packet) {
 			return
-		}
-		for _, e := range ev {
-			if e.File == pt.Evidence.File && e.Packet == pt.Evidence.Packet {
-				return
-			}
 		}
 		e := pt.Evidence
 		e.What = what

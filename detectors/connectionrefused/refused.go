@@ -23,6 +23,7 @@
 package connectionrefused
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -129,11 +130,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, e *detectors.ConnEvent) {
 
 // Findings implements detectors.Rule: one per endpoint, in address order.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	srvs := make([]netip.AddrPort, 0, len(r.eps))
-	for s := range r.eps {
-		srvs = append(srvs, s)
-	}
-	sort.Slice(srvs, func(i, j int) bool { return srvs[i].Compare(srvs[j]) < 0 })
+	srvs := slices.SortedFunc(maps.Keys(r.eps), netip.AddrPort.Compare)
 	out := make([]detectors.Finding, 0, len(srvs))
 	for _, s := range srvs {
 		out = append(out, r.finding(p, s, r.eps[s]))

@@ -22,6 +22,7 @@
 package consumerfallingbehind
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -181,10 +182,7 @@ func (r *rule) keep(t *track, e *Episode) {
 // worse reports whether a is a worse episode than b: longer behind, or as
 // long with a larger rise.
 func worse(a, b *Episode) bool {
-	if !b.open() || a.behind() != b.behind() {
-		return !b.open() || a.behind() > b.behind()
-	}
-	return a.rise() > b.rise()
+	return !b.open() || a.behind() > b.behind() || a.behind() == b.behind() && a.rise() > b.rise()
 }
 
 // part is a partition's episode to report.
@@ -197,10 +195,7 @@ type part struct {
 
 // worst orders a consumer's parts: most severe, then the largest rise.
 func worst(a, b *part) bool {
-	if a.sev != b.sev {
-		return a.sev > b.sev
-	}
-	return a.e.rise() > b.e.rise()
+	return cmp.Or(cmp.Compare(b.sev, a.sev), cmp.Compare(b.e.rise(), a.e.rise())) < 0
 }
 
 // Findings implements detectors.Rule: one per consumer (client id and

@@ -1,8 +1,10 @@
 package duplicatebatches
 
 import (
+	"cmp"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -158,12 +160,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 		return detectors.Finding{}, false
 	}
 	// The main run holds the most repeated records.
-	sort.Slice(runs, func(i, j int) bool {
-		if runs[i].records != runs[j].records {
-			return runs[i].records > runs[j].records
-		}
-		return runs[i].shift < runs[j].shift
-	})
+	slices.SortFunc(runs, func(a, b *run) int { return cmp.Or(cmp.Compare(b.records, a.records), cmp.Compare(a.shift, b.shift)) })
 	main := runs[0]
 	f := &Finding{
 		Topic: pt.key.TopicName(p.Nodes), Partition: pt.key.Num, OffsetShift: main.shift,
@@ -177,7 +174,7 @@ func (r *rule) finding(p *detectors.Pass, pt *part) (detectors.Finding, bool) {
 	for _, rn := range runs {
 		f.Shifts = append(f.Shifts, rn.shift)
 	}
-	sort.Slice(f.Shifts, func(i, j int) bool { return f.Shifts[i] < f.Shifts[j] })
+	slices.Sort(f.Shifts)
 	if f.Contiguous && main.ordered && main.byRecords == 0 {
 		// Both halves have this CRC sequence: the repeats are equal
 		// batch for batch to the original run.

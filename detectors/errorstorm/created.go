@@ -1,7 +1,8 @@
 package errorstorm
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,7 +50,6 @@ type creation struct {
 	// created holds the topics a CreateTopics request asked for, or that
 	// a Metadata answer listed without error after they had been unknown.
 	created map[string]time.Time
-	full    bool
 }
 
 // topics records what one exchange says of topics: a CreateTopics
@@ -92,11 +92,9 @@ func (r *rule) created(topic string, t time.Time) {
 	if _, ok := c.created[topic]; ok {
 		return
 	}
-	if len(c.created) >= maxTopics {
-		c.full = true
-		return
+	if len(c.created) < maxTopics {
+		c.created[topic] = t
 	}
-	c.created[topic] = t
 }
 
 // beingCreated returns the topics of group g's unknown answers, sorted,
@@ -105,13 +103,10 @@ func (r *rule) beingCreated(g *Group) []string {
 	if g.code != unknownTopic || len(g.unknown) == 0 || g.unknownCut {
 		return nil
 	}
-	out := make([]string, 0, len(g.unknown))
 	for t := range g.unknown {
 		if _, ok := r.creation.created[t]; !ok {
 			return nil
 		}
-		out = append(out, t)
 	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(g.unknown))
 }

@@ -30,9 +30,11 @@
 package errorstorm
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -374,12 +376,7 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].api != keys[j].api {
-			return keys[i].api < keys[j].api
-		}
-		return keys[i].code < keys[j].code
-	})
+	slices.SortFunc(keys, func(a, b groupKey) int { return cmp.Or(cmp.Compare(a.api, b.api), cmp.Compare(a.code, b.code)) })
 	out := make([]detectors.Finding, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, r.finding(p, r.groups[k]))

@@ -10,6 +10,7 @@
 package fetchsessionchurn
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"strconv"
@@ -216,12 +217,6 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		_, storms, _, _ := r.verdict(ch, p.End)
 		return storms > 0
 	}, func(a, b *churn) bool {
-		if !a.first.Equal(b.first) {
-			return a.first.Before(b.first)
-		}
-		if a.ID != b.ID {
-			return a.ID < b.ID
-		}
-		return a.server.Compare(b.server) < 0
+		return cmp.Or(a.first.Compare(b.first), cmp.Compare(a.ID, b.ID), a.server.Compare(b.server)) < 0
 	}, func(ch *churn) detectors.Finding { return r.finding(p, ch) })
 }

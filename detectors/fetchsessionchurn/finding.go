@@ -1,9 +1,10 @@
 package fetchsessionchurn
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,19 +90,10 @@ func (r *rule) finding(p *detectors.Pass, ch *churn) detectors.Finding {
 		for c, n := range b.created {
 			f.Creators = append(f.Creators, Creator{c.ID, c.Host.String(), n})
 		}
-		sort.Slice(f.Creators, func(i, j int) bool {
-			a, b := f.Creators[i], f.Creators[j]
-			if a.Sessions != b.Sessions {
-				return a.Sessions > b.Sessions
-			}
-			if a.ClientID != b.ClientID {
-				return a.ClientID < b.ClientID
-			}
-			return a.Client < b.Client
+		slices.SortFunc(f.Creators, func(a, b Creator) int {
+			return cmp.Or(cmp.Compare(b.Sessions, a.Sessions), cmp.Compare(a.ClientID, b.ClientID), cmp.Compare(a.Client, b.Client))
 		})
-		if len(f.Creators) > 5 {
-			f.Creators = f.Creators[:5]
-		}
+		f.Creators = f.Creators[:min(len(f.Creators), 5)]
 		f.MoreCreators = b.more
 	}
 	code, _ := ch.codes.Top()

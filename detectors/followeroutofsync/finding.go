@@ -140,10 +140,7 @@ func (f *Finding) Explanation() string {
 
 // Next implements detectors.Detail.
 func (f *Finding) Next() string {
-	topic := "<topic>"
-	if text.ShellWord(f.Topic) {
-		topic = f.Topic
-	}
+	topic := text.ShellOr(f.Topic, "<topic>")
 	return fmt.Sprintf("kafka-topics.sh --bootstrap-server <broker> --describe --under-replicated-partitions (and "+
 		"--describe --topic %s) shows the ISR without node %d. On the leader, kafka.server:type=ReplicaManager,"+
 		"name=UnderReplicatedPartitions and IsrShrinksPerSec/IsrExpandsPerSec; on node %d, "+

@@ -16,6 +16,7 @@
 package followeroutofsync
 
 import (
+	"cmp"
 	"net/netip"
 	"time"
 
@@ -129,13 +130,7 @@ type follower struct {
 
 // worst orders a follower's parts: most severe, longest, furthest behind.
 func worst(a, b *part) bool {
-	switch {
-	case a.sev != b.sev:
-		return a.sev > b.sev
-	case a.u.length() != b.u.length():
-		return a.u.length() > b.u.length()
-	}
-	return a.u.Most.Lag > b.u.Most.Lag
+	return cmp.Or(cmp.Compare(b.sev, a.sev), cmp.Compare(b.u.length(), a.u.length()), cmp.Compare(b.u.Most.Lag, a.u.Most.Lag)) < 0
 }
 
 // Findings implements detectors.Rule: one per follower node and leader

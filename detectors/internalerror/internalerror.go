@@ -6,8 +6,9 @@
 package internalerror
 
 import (
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
 
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
@@ -43,7 +44,7 @@ func (rule) Findings(p *detectors.Pass) []detectors.Finding {
 			broken = append(broken, c)
 		}
 	}
-	sort.Slice(broken, func(i, j int) bool { return broken[i].ID < broken[j].ID })
+	slices.SortFunc(broken, func(a, b *flows.Conn) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]detectors.Finding, 0, len(broken))
 	for _, c := range broken {
 		out = append(out, detectors.Finding{

@@ -1,6 +1,7 @@
 package kafka40removedversions
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -108,12 +109,7 @@ func identify(software, clientID string) (lib *library, told bool) {
 }
 
 func match(patterns []string, s string) bool {
-	for _, p := range patterns {
-		if strings.HasSuffix(p, "-") && strings.HasPrefix(s, p) || s == p {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(patterns, func(p string) bool { return strings.HasSuffix(p, "-") && strings.HasPrefix(s, p) || s == p })
 }
 
 // told keeps the software a client names in ApiVersions v3+.

@@ -142,7 +142,7 @@ type stretch struct {
 	offline           []int32
 	offlineKnown      bool // Metadata v5+ lists offline replicas
 	conns             tally.Conns
-	firstEv, healEv   detectors.Evidence
+	healEv            detectors.Evidence
 	ev                detectors.Sampler[detectors.Evidence]
 	waiters           []waiter
 	waitersMore       int64 // answers to clients beyond maxWaiters
@@ -337,18 +337,11 @@ func (l *stretch) add(x *detectors.Exchange, seq int64, h *decode.LeaderHint, wh
 	if w := l.waiter(x.Resp.Client); w != nil {
 		w.metadata++
 	}
-	ev := detectors.EvidenceAt(x.Resp, what)
-	if l.n == 1 {
-		l.firstEv = ev
-	}
-	l.ev.Add(ev)
+	l.ev.Add(detectors.EvidenceAt(x.Resp, what))
 }
 
 func appendCapped(dst, src []int32) []int32 {
-	if len(src) > maxReplicas {
-		src = src[:maxReplicas]
-	}
-	return append(dst, src...)
+	return append(dst, src[:min(len(src), maxReplicas)]...)
 }
 
 // finish closes the open stretch of a partition that got a leader (h, in

@@ -193,11 +193,8 @@ func (f *Finding) waited() string {
 	}
 	const shown = 8
 	parts := make([]string, 0, shown)
-	for i := range f.Waited {
-		if i == shown {
-			break
-		}
-		parts = append(parts, f.Waited[i].String())
+	for _, w := range f.Waited[:min(shown, len(f.Waited))] {
+		parts = append(parts, w.String())
 	}
 	s := fmt.Sprintf("%s waited for a leader: %s", text.Plural(len(f.Waited), "client", "clients"), strings.Join(parts, "; "))
 	if len(f.Waited) > shown {

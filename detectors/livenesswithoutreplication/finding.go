@@ -134,16 +134,13 @@ func finding(p *detectors.Pass, e *run, open bool) detectors.Finding {
 		f.LeaderEpoch, f.LeaderEndpoint = &epoch, leaderEP
 	}
 	if e.hasOffset {
-		offset := e.offset
-		f.FetchOffset = &offset
+		f.FetchOffset = new(e.offset)
 	}
 	if f.MetaOffset >= 0 {
-		offset := f.MetaOffset
-		f.CurrentMetadataOffset = &offset
+		f.CurrentMetadataOffset = new(f.MetaOffset)
 	}
 	if n.hbAnswered {
-		caughtUp, fenced := f.CaughtUp, f.Fenced
-		f.IsCaughtUp, f.IsFenced = &caughtUp, &fenced
+		f.IsCaughtUp, f.IsFenced = new(f.CaughtUp), new(f.Fenced)
 	}
 	f.HbTo = "the controller"
 	if hbServer.IsValid() {

@@ -2,6 +2,7 @@ package memberevicted
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kfsniff/kfsniff/internal/text"
@@ -41,16 +42,14 @@ type Finding struct {
 
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
-	s := fmt.Sprintf("%s (client %q on %s) evicted: silent for %s, past its session timeout of %s",
-		f.who(), f.ClientID, f.Host, text.Duration(f.silent()), text.Duration(time.Duration(f.SessionTimeoutMs)*time.Millisecond))
+	silent := text.Duration(f.silent()) + ", past its session timeout of " + text.Duration(time.Duration(f.SessionTimeoutMs)*time.Millisecond)
 	switch {
 	case f.SinceStart:
-		s = fmt.Sprintf("%s (client %q on %s) evicted: silent for at least %s, since before the capture began",
-			f.who(), f.ClientID, f.Host, text.Duration(f.silent()))
+		silent = "at least " + text.Duration(f.silent()) + ", since before the capture began"
 	case f.SessionTimeoutMs == 0:
-		s = fmt.Sprintf("%s (client %q on %s) evicted: silent for %s (its session timeout not captured)",
-			f.who(), f.ClientID, f.Host, text.Duration(f.silent()))
+		silent = text.Duration(f.silent()) + " (its session timeout not captured)"
 	}
+	s := fmt.Sprintf("%s (client %q on %s) evicted: silent for %s", f.who(), f.ClientID, f.Host, silent)
 	if f.Back {
 		s += "; back, answered " + f.Answer
 	} else {
@@ -73,13 +72,8 @@ func (f *Finding) memberWord() string {
 	return fmt.Sprintf("member %q", f.Member)
 }
 
-// capital is s with its first letter upper case (ASCII).
-func capital(s string) string {
-	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
-		return string(s[0]-'a'+'A') + s[1:]
-	}
-	return s
-}
+// capital is s, not empty, with its first letter upper case.
+func capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 func (f *Finding) silent() time.Duration { return time.Duration(f.SilentS * float64(time.Second)) }
 

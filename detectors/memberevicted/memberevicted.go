@@ -17,8 +17,9 @@
 package memberevicted
 
 import (
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -268,21 +269,11 @@ func (r *rule) joined(x *detectors.Exchange, req *kmsg.JoinGroupRequest, resp *k
 // Findings implements detectors.Rule: one per evicted member.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	var out []detectors.Finding
-	names := make([]string, 0, len(r.groups))
-	for n := range r.groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(r.groups)) {
 		g := r.groups[n]
 		ev := append([]*member(nil), g.evictions...)
 		// Silent at the end: never back, while the group went on.
-		ids := make([]string, 0, len(g.members))
-		for id := range g.members {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			m := g.members[id]
 			if !m.evicted && !m.left && m.timeout > 0 && p.End.Sub(m.lastSeen) >= m.timeout && g.generations > 1 && othersAfter(g, m) {
 				// A copy: Findings is also a live snapshot and must

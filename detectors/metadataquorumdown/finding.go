@@ -2,7 +2,8 @@ package metadataquorumdown
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,13 +61,9 @@ func finding(p *detectors.Pass, o *Outage, open bool, downs []Down) detectors.Fi
 		RaftFetches: o.Fetches, Unanswered: o.Unanswered, Votes: o.Votes, VotesGranted: o.Granted,
 		Outage: o, Downs: downs, Held: held, Healed: healed,
 	}
-	for id := range o.fetchers {
-		f.Fetchers = append(f.Fetchers, id)
-	}
-	sort.Slice(f.Fetchers, func(i, j int) bool { return f.Fetchers[i] < f.Fetchers[j] })
+	f.Fetchers = slices.Sorted(maps.Keys(o.fetchers))
 	if o.leader >= 0 {
-		epoch := o.Epoch
-		f.LeaderEpoch = &epoch
+		f.LeaderEpoch = new(o.Epoch)
 		f.LeaderN = fmt.Sprintf("node %d", o.leader)
 		if o.leaderEP != "" {
 			f.LeaderN += " (" + o.leaderEP + ")"
@@ -126,12 +123,7 @@ func (f *Finding) tail() string {
 // downHas reports whether an endpoint that was down is the leader's (or
 // any, if leader is false).
 func (f *Finding) downHas(leader bool) bool {
-	for _, d := range f.Downs {
-		if d.Leader || !leader {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(f.Downs, func(d Down) bool { return d.Leader || !leader })
 }
 
 // Explanation implements detectors.Detail.

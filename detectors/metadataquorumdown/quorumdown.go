@@ -24,7 +24,7 @@ package metadataquorumdown
 
 import (
 	"net/netip"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,7 +93,6 @@ type Outage struct {
 	Unanswered  int64
 	Codes       tally.Codes
 	fetchers    map[int32]bool
-	fetchersCut bool
 	answering   peers.Servers // controllers that answered (with an error)
 	leader      int32         // the leader the answers name, -1 if none
 	Epoch       int32
@@ -183,12 +182,8 @@ func (r *rule) raftFetch(x *detectors.Exchange) {
 	}
 	o.Fetches++
 	peers.Widen(&o.First, &o.last, x)
-	if id := x.Req.Fetcher.ID(); id >= 0 {
-		if len(o.fetchers) < maxFetchers {
-			o.fetchers[id] = true
-		} else if !o.fetchers[id] {
-			o.fetchersCut = true
-		}
+	if id := x.Req.Fetcher.ID(); id >= 0 && len(o.fetchers) < maxFetchers {
+		o.fetchers[id] = true
 	}
 	if resp == nil {
 		o.Unanswered++
@@ -289,7 +284,7 @@ func (r *rule) refusedDuring(p *detectors.Pass, o *Outage) []Down {
 		}
 		out = append(out, Down{AddrPort: ap, Attempts: s.attempts, Leader: isLeader})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].AddrPort.Compare(out[j].AddrPort) < 0 })
+	slices.SortFunc(out, func(a, b Down) int { return a.AddrPort.Compare(b.AddrPort) })
 	return out
 }
 

@@ -18,9 +18,9 @@
 package metadatastorm
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -242,12 +242,9 @@ func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 		}
 		out = append(out, r.finding(p, cl, best, ongoing, storms))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Detail.(*Finding), out[j].Detail.(*Finding)
-		if a.ClientID != b.ClientID {
-			return a.ClientID < b.ClientID
-		}
-		return a.ClientHost < b.ClientHost
+	slices.SortFunc(out, func(x, y detectors.Finding) int {
+		a, b := x.Detail.(*Finding), y.Detail.(*Finding)
+		return cmp.Or(cmp.Compare(a.ClientID, b.ClientID), cmp.Compare(a.ClientHost, b.ClientHost))
 	})
 	return out
 }
