@@ -92,11 +92,11 @@ func (rb *Rebuilder) RebuildSplit(recs []*Record) (Events, []error) {
 // mergeExchange adds y's partitions, batches and error codes to x.
 func mergeExchange(x, y *flows.Exchange) {
 	if x.Req != nil && y.Req != nil {
-		x.Req.Req = mergeRequest(x.Req.Req, y.Req.Req)
+		mergeBody(x.Req.Req, y.Req.Req)
 		x.Req.Batches = append(x.Req.Batches, y.Req.Batches...)
 	}
 	if x.Resp != nil && y.Resp != nil {
-		x.Resp.Resp = mergeResponse(x.Resp.Resp, y.Resp.Resp)
+		mergeBody(x.Resp.Resp, y.Resp.Resp)
 		x.Resp.Batches = append(x.Resp.Batches, y.Resp.Batches...)
 		for _, e := range y.Resp.ErrorCodes {
 			i := slices.IndexFunc(x.Resp.ErrorCodes, func(c flows.ErrorCount) bool { return c.Code == e.Code })
@@ -128,7 +128,9 @@ func mergeTopics[T any](dst, src []T, key func(*T) string, parts func(dst, src *
 	return dst
 }
 
-func mergeRequest(a, b kmsg.Request) kmsg.Request {
+// mergeBody adds b's topics to a, two bodies of one split API, a's
+// topics growing in place.
+func mergeBody(a, b any) {
 	switch x := a.(type) {
 	case *kmsg.ProduceRequest:
 		if y, ok := b.(*kmsg.ProduceRequest); ok {
@@ -150,12 +152,6 @@ func mergeRequest(a, b kmsg.Request) kmsg.Request {
 			x.Topics = mergeTopics(x.Topics, y.Topics, func(t *kmsg.OffsetCommitRequestTopic) string { return nameID(t.Topic, t.TopicID) },
 				func(d, s *kmsg.OffsetCommitRequestTopic) { d.Partitions = append(d.Partitions, s.Partitions...) })
 		}
-	}
-	return a
-}
-
-func mergeResponse(a, b kmsg.Response) kmsg.Response {
-	switch x := a.(type) {
 	case *kmsg.ProduceResponse:
 		if y, ok := b.(*kmsg.ProduceResponse); ok {
 			x.Topics = mergeTopics(x.Topics, y.Topics, func(t *kmsg.ProduceResponseTopic) string { return nameID(t.Topic, t.TopicID) },
@@ -177,5 +173,4 @@ func mergeResponse(a, b kmsg.Response) kmsg.Response {
 				func(d, s *kmsg.OffsetCommitResponseTopic) { d.Partitions = append(d.Partitions, s.Partitions...) })
 		}
 	}
-	return a
 }

@@ -160,20 +160,12 @@ func (s *Source) commit(ctx context.Context, offs map[int32]int64, meta map[int3
 // has read to the end offset they had when first asked: neither
 // committed there (reported) nor marked read there.
 func (s *Source) others(ctx context.Context) ([]int32, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	topic := s.cfg.Topic
-	t.Topic = &topic
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, s.cl)
+	resp, err := s.metadata(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("group %s: listing the partitions of %s: %w", s.cfg.Group, s.cfg.Topic, err)
 	}
 	if len(resp.Topics) != 1 {
 		return nil, fmt.Errorf("group %s: listing the partitions of %s: no such topic", s.cfg.Group, s.cfg.Topic)
-	}
-	if s.want == nil {
-		s.want = map[int32]int64{}
 	}
 	var ps, fresh []int32
 	for _, p := range resp.Topics[0].Partitions {

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"cmp"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -122,9 +123,7 @@ type pendingLatency struct {
 // (DefaultBatches when 0 or less), its clock offsets from skew (which the
 // caller feeds the same records).
 func NewE2E(batches int, skew *Skew) *E2E {
-	if batches <= 0 {
-		batches = DefaultBatches
-	}
+	orDefault(&batches, DefaultBatches)
 	return &E2E{skew: skew, window: batches, parts: map[cluster.Partition]*partIndex{}, topics: map[topicKey]*topicStats{}, waiting: map[waitKey][]int32{},
 		names: map[string]string{}, ids: map[string]string{}, seed: maphash.MakeSeed()}
 }
@@ -274,19 +273,10 @@ func (e *E2E) forget(slot int) {
 		e.evicted++
 	}
 	p := x.part
-	del := func(m map[int64][]int32, k int64) {
-		m[k] = slices.DeleteFunc(m[k], func(i int32) bool { return int(i) == slot })
-		if len(m[k]) == 0 {
-			delete(m, k)
-		}
-	}
 	if x.offset >= 0 {
-		del(p.byOffset, x.offset)
+		unindex(p.byOffset, x.offset, slot)
 	} else {
-		p.byCRC[x.crc] = slices.DeleteFunc(p.byCRC[x.crc], func(i int32) bool { return int(i) == slot })
-		if len(p.byCRC[x.crc]) == 0 {
-			delete(p.byCRC, x.crc)
-		}
+		unindex(p.byCRC, x.crc, slot)
 	}
 	if p.n--; p.n == 0 {
 		delete(e.parts, x.key)
@@ -428,11 +418,8 @@ func (e *E2E) wait(r *Record, key string, b *Batch, resp int64, t *topicStats) {
 	if t == nil {
 		return
 	}
-	w := waiting{key: waitKey{partKey(key, r.Partition), b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: -1,
+	w := waiting{key: waitKey{partKey(key, r.Partition), b.CRC}, cluster: r.Cluster, agent: r.Agent, offset: opt(b.BaseOffset, -1),
 		consumer: maphash.String(e.seed, r.Client+"\x00"+r.ClientID.V), resp: resp, t: t, live: true}
-	if b.BaseOffset.Set {
-		w.offset = b.BaseOffset.V
-	}
 	var slot int
 	if len(e.waits) < maxWaitingFetches {
 		e.waits = append(e.waits, waiting{})
@@ -454,13 +441,18 @@ func (e *E2E) wait(r *Record, key string, b *Batch, resp int64, t *topicStats) {
 // unwait drops a waiting fetch from the index.
 func (e *E2E) unwait(slot int) {
 	w := &e.waits[slot]
-	l := slices.DeleteFunc(e.waiting[w.key], func(i int32) bool { return int(i) == slot })
-	if len(l) == 0 {
-		delete(e.waiting, w.key)
-	} else {
-		e.waiting[w.key] = l
-	}
+	unindex(e.waiting, w.key, slot)
 	w.live = false
+}
+
+// unindex takes a ring slot out of an index's list under k, and k out of
+// the index once its list is empty.
+func unindex[K comparable](m map[K][]int32, k K, slot int) {
+	if l := slices.DeleteFunc(m[k], func(i int32) bool { return int(i) == slot }); len(l) > 0 {
+		m[k] = l
+	} else {
+		delete(m, k)
+	}
 }
 
 // arrived measures the fetches that waited for a batch just produced
@@ -636,10 +628,7 @@ func (e *E2E) Topics() []TopicLatency {
 		}
 	}
 	slices.SortFunc(out, func(a, b TopicLatency) int {
-		if c := strings.Compare(a.Cluster, b.Cluster); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Topic, b.Topic)
+		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Topic, b.Topic))
 	})
 	return out
 }

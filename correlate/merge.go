@@ -123,9 +123,6 @@ func (m *Merger) Flush(out []Item) []Item {
 // Held is how many records wait.
 func (m *Merger) Held() int { return m.held.Len() }
 
-// HeldBytes is about how many bytes the records waiting hold.
-func (m *Merger) HeldBytes() int64 { return m.held.bytes }
-
 // Drop forgets the held records of a lane (a partition revoked), and
 // returns how many.
 func (m *Merger) Drop(lane int32) int {

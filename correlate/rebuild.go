@@ -49,7 +49,7 @@ type Rebuilder struct {
 	// counted are the split exchanges whose request was counted, so
 	// that an exchange split into several records counts once; a
 	// bounded ring of keys.
-	counted recent[exKey]
+	counted recent[exKey, struct{}]
 	// ends are each agent's latest time its records show, on its own
 	// clock: the capture's end it shipped (end_ns), a request, a
 	// response, a connection event (at most maxEnds agents).
@@ -63,7 +63,7 @@ type Rebuilder struct {
 	// took both for the clock skew.
 	tuples map[[2]netip.AddrPort]connKey
 	alias  map[connKey]connKey
-	views  recent[viewKey]
+	views  recent[viewKey, struct{}]
 	// Twice counts the records dropped as a second agent's view of an
 	// exchange or connection event already rebuilt.
 	Twice int64
@@ -115,9 +115,9 @@ const maxEnds = 4096
 
 // NewRebuilder returns a Rebuilder learning node identities into nodes.
 func NewRebuilder(nodes *cluster.Nodes) *Rebuilder {
-	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: newRecent[exKey](maxCounted), ends: map[string]int64{},
+	return &Rebuilder{nodes: nodes, conns: map[connKey]*flows.Conn{}, counted: newRecent[exKey, struct{}](maxCounted), ends: map[string]int64{},
 		MaxConns: flows.DefaultConfig().MaxConns, tuples: map[[2]netip.AddrPort]connKey{}, alias: map[connKey]connKey{},
-		views: newRecent[viewKey](maxViews), PrintFn: decode.PrintFunc(nil), noPrints: map[string]bool{}}
+		views: newRecent[viewKey, struct{}](maxViews), PrintFn: decode.PrintFunc(nil), noPrints: map[string]bool{}}
 }
 
 // Evicted sums the counters of the connections folded for MaxConns.
@@ -160,13 +160,7 @@ func (rb *Rebuilder) End(agent string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	t := time.Unix(0, ns).UTC()
-	if rb.Skew != nil {
-		if d, ok := rb.Skew(agent); ok {
-			t = t.Add(-d)
-		}
-	}
-	return t, true
+	return rb.at(agent, ns), true
 }
 
 // reached moves an agent's end to ns if later.
@@ -250,10 +244,14 @@ func (rb *Rebuilder) topic(r *Record) (string, [16]byte) {
 
 // Time is a record's capture time, corrected by the agent's clock skew
 // when estimated.
-func (rb *Rebuilder) Time(r *Record) time.Time {
-	t := time.Unix(0, r.TS).UTC()
+func (rb *Rebuilder) Time(r *Record) time.Time { return rb.at(r.Agent, r.TS) }
+
+// at is an agent's time ns (Unix nanoseconds on its clock), corrected by
+// its clock skew when estimated.
+func (rb *Rebuilder) at(agent string, ns int64) time.Time {
+	t := time.Unix(0, ns).UTC()
 	if rb.Skew != nil {
-		if d, ok := rb.Skew(r.Agent); ok {
+		if d, ok := rb.Skew(agent); ok {
 			t = t.Add(-d)
 		}
 	}
@@ -339,7 +337,7 @@ func (rb *Rebuilder) again(r *Record, k connKey) bool {
 	if r.Parts > 0 {
 		v.part.Num = r.Partition
 	}
-	return !rb.views.add(v)
+	return !rb.views.add(v, struct{}{})
 }
 
 func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
@@ -374,7 +372,6 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	if r.Conn <= 0 {
 		return Events{}, fmt.Errorf("connection event %q without its connection number", r.Event)
 	}
-	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	if own := (connKey{r.Agent, r.Run, r.Conn}); rb.key(r) != own {
 		// Another agent's view of the connection: its opening or
@@ -394,20 +391,16 @@ func (rb *Rebuilder) connEvent(r *Record) (Events, error) {
 	seen := at
 	if r.Last.Set && e.Kind == flows.ConnClosed {
 		// The connection's last packet, before the close was told.
-		seen = rb.Time(&Record{Agent: r.Agent, TS: min(r.Last.V, r.TS)})
+		seen = rb.at(r.Agent, min(r.Last.V, r.TS))
 	}
 	c.Seen(seen, e.Packet)
 	if e.Kind == flows.ConnClosed {
 		c.Closed = true
 	}
+	ev := Events{Opened: opened, Conn: &flows.Event{Conn: e}}
 	if e.Kind == flows.ConnOpened && opened != nil {
-		// The record is the opening itself.
-		ev.Opened = &flows.Event{Conn: e}
-		ev.Conn = ev.Opened
-		return ev, nil
+		ev.Opened = ev.Conn // the record is the opening itself
 	}
-	ev.Opened = opened
-	ev.Conn = &flows.Event{Conn: e}
 	return ev, nil
 }
 
@@ -420,13 +413,8 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		return Events{}, fmt.Errorf("exchange without its connection number")
 	}
 	at := rb.Time(r)
-	rb.reached(r.Agent, r.TS)
-	if r.Latency.Set {
-		rb.reached(r.Agent, r.TS+r.Latency.V)
-	}
-	if r.End.Set {
-		rb.reached(r.Agent, r.End.V)
-	}
+	// The latest the record shows: its request, response, capture's end.
+	rb.reached(r.Agent, max(r.TS, r.TS+opt(r.Latency, 0), opt(r.End, 0)))
 	var ev Events
 	c, opened := rb.conn(r, client, server, at)
 	if rb.again(r, rb.key(r)) {
@@ -447,10 +435,7 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 		first = rb.firstPart(exKey{k.agent, k.run, k.conn, r.Corr, r.API})
 	}
 	x.Again = !first
-	clientID := ""
-	if r.ClientID.Set {
-		clientID = r.ClientID.V
-	}
+	clientID := opt(r.ClientID, "")
 	role := cluster.ParseRole(r.Role)
 	topic, id := rb.topic(r)
 	reqAt, respAt := at, at
@@ -522,23 +507,23 @@ func (rb *Rebuilder) exchange(r *Record) (Events, error) {
 
 // firstPart reports whether this is the first record seen of a split
 // exchange.
-func (rb *Rebuilder) firstPart(k exKey) bool { return rb.counted.add(k) }
+func (rb *Rebuilder) firstPart(k exKey) bool { return rb.counted.add(k, struct{}{}) }
 
-// recent is a set of the last max keys added, the oldest forgotten
-// first.
-type recent[K comparable] struct {
-	set  map[K]struct{}
+// recent is the last max keys added, each with a value (struct{} for a
+// set), the oldest forgotten first.
+type recent[K comparable, V any] struct {
+	set  map[K]V
 	ring []K
 	next int
 	max  int
 }
 
-func newRecent[K comparable](max int) recent[K] {
-	return recent[K]{set: map[K]struct{}{}, max: max}
+func newRecent[K comparable, V any](max int) recent[K, V] {
+	return recent[K, V]{set: map[K]V{}, max: max}
 }
 
-// add reports whether k is new, and remembers it.
-func (r *recent[K]) add(k K) bool {
+// add reports whether k is new, and remembers it with v.
+func (r *recent[K, V]) add(k K, v V) bool {
 	if _, ok := r.set[k]; ok {
 		return false
 	}
@@ -549,7 +534,7 @@ func (r *recent[K]) add(k K) bool {
 		r.ring[r.next] = k
 		r.next = (r.next + 1) % r.max
 	}
-	r.set[k] = struct{}{}
+	r.set[k] = v
 	return true
 }
 

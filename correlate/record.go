@@ -44,12 +44,12 @@ package correlate
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -255,15 +255,6 @@ type Batch struct {
 	// batch whose records could be compared has none.
 	Prints   []decode.RecordHash
 	PrintErr string
-}
-
-// RespTS is the capture time of the response (TS plus the latency), and
-// whether it is known.
-func (r *Record) RespTS() (int64, bool) {
-	if !r.Latency.Set {
-		return 0, false
-	}
-	return r.TS + r.Latency.V, true
 }
 
 // Parse reads one record (a kgo record's Value). It keeps no reference to
@@ -515,25 +506,9 @@ func isHex4(b []byte) bool {
 	return true
 }
 
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b {
-		r <<= 4
-		switch {
-		case c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a':
-			r |= rune(c - 'a' + 10)
-		default:
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
-// quoted reads a string value's bytes as they stand between its
-// quotes, and whether they hold escapes; ok is false for null or an error.
-func (d *decoder) quoted() (raw []byte, special, ok bool) {
+// quoted reads a string value as it stands, quotes included, and whether
+// it holds escapes or bytes past ASCII; ok is false for null or an error.
+func (d *decoder) quoted() (q []byte, special, ok bool) {
 	if d.null() {
 		return nil, false, false
 	}
@@ -541,38 +516,42 @@ func (d *decoder) quoted() (raw []byte, special, ok bool) {
 		d.fail("want a string")
 		return nil, false, false
 	}
-	start := d.i + 1
+	start := d.i
 	end, special := d.scanString()
 	if d.err != nil {
 		return nil, false, false
 	}
-	return d.b[start : end-1], special, true
+	return d.b[start:end], special, true
 }
 
 // bytesString reads a string value unescaped; ok is false for null or an
 // error.
 func (d *decoder) bytesString() ([]byte, bool) {
-	raw, special, ok := d.quoted()
-	if ok && special {
-		raw = []byte(unescape(raw))
+	q, special, ok := d.quoted()
+	switch {
+	case !ok:
+		return nil, false
+	case special:
+		return []byte(unquote(q)), true
 	}
-	return raw, ok
+	return q[1 : len(q)-1], true
 }
 
 // str reads a string value (null reads as "", absent).
 func (d *decoder) str() (string, bool) {
-	raw, special, ok := d.quoted()
+	q, special, ok := d.quoted()
 	if !ok {
 		return "", false
 	}
 	if !special {
+		raw := q[1 : len(q)-1]
 		if len(raw) > MaxString {
 			d.clipped()
 			return string(raw[:MaxString]), true
 		}
 		return string(raw), true
 	}
-	return d.clip(unescape(raw), MaxString), true
+	return d.clip(unquote(q), MaxString), true
 }
 
 // clip cuts s to n bytes on a rune boundary, counted.
@@ -593,57 +572,13 @@ func (d *decoder) clipped() {
 	}
 }
 
-// unescape decodes a string's escapes (already checked) as encoding/json
-// does: invalid UTF-8 and lone surrogates become U+FFFD.
-func unescape(raw []byte) string {
-	var sb strings.Builder
-	sb.Grow(len(raw))
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			if c < utf8.RuneSelf {
-				sb.WriteByte(c)
-				i++
-				continue
-			}
-			r, n := utf8.DecodeRune(raw[i:])
-			sb.WriteRune(r) // RuneError for invalid bytes
-			i += n
-			continue
-		}
-		switch e := raw[i+1]; e {
-		case 'u':
-			r := hex4(raw[i+2 : i+6])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-					if r2 := utf16.DecodeRune(r, hex4(raw[i+2:i+6])); r2 != utf8.RuneError {
-						sb.WriteRune(r2)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			sb.WriteRune(r)
-		default:
-			switch e {
-			case 'b':
-				e = '\b'
-			case 'f':
-				e = '\f'
-			case 'n':
-				e = '\n'
-			case 'r':
-				e = '\r'
-			case 't':
-				e = '\t'
-			}
-			sb.WriteByte(e) // '"', '\\' and '/' are themselves
-			i += 2
-		}
-	}
-	return sb.String()
+// unquote decodes a string value, quotes included, that scanString
+// checked and found escapes or bytes past ASCII in, as encoding/json does
+// (it is encoding/json): invalid UTF-8 and lone surrogates become U+FFFD.
+func unquote(q []byte) string {
+	var s string
+	json.Unmarshal(q, &s) // checked: no error
+	return s
 }
 
 // integer reads an integer within [lo, hi]; ok false on null (absent).

@@ -3,7 +3,6 @@ package correlate
 import (
 	"hash/maphash"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -120,9 +119,7 @@ type pair struct {
 // NewSkew makes an estimator whose agents' windows hold window exchanges
 // each (DefaultWindow when 0 or less).
 func NewSkew(window int) *Skew {
-	if window <= 0 {
-		window = DefaultWindow
-	}
+	orDefault(&window, DefaultWindow)
 	return &Skew{seed: maphash.MakeSeed(), ref: -1, window: window, agents: map[string]int32{}, waiting: map[xkey]*slot{}, pairs: map[[2]int32]*pair{}}
 }
 
@@ -400,7 +397,7 @@ func (s *Skew) Estimates() map[string]Estimate {
 		next := map[int32]*state{}
 		// Visit in index order, so that equal chains resolve the same
 		// way every time.
-		sort.Slice(level, func(i, j int) bool { return level[i] < level[j] })
+		slices.Sort(level)
 		for _, a := range level {
 			sa := got[a]
 			for b, l := range links[a] {

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -210,12 +210,9 @@ type Source struct {
 	first    time.Time
 	last     time.Time
 	// seen are the identities of the last maxIdentities records read,
-	// and their partitions (idRing in order, to forget the oldest): a
-	// partition revoked forgets its own, read again by right when it
-	// comes back.
-	seen   map[identity]int32
-	idRing []identity
-	idNext int
+	// and their partitions: a partition revoked forgets its own, read
+	// again by right when it comes back.
+	seen   recent[identity, int32]
 	idSeed maphash.Seed
 	// assembling are the split exchanges waiting for their records
 	// (assemble.go), queue them in the order begun.
@@ -251,29 +248,16 @@ func Open(cfg SourceConfig) (*Source, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("no brokers or no topic")
 	}
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultReorderWindow
-	}
-	if cfg.MaxHeld <= 0 {
-		cfg.MaxHeld = DefaultMaxHeld
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 45 * time.Second
-	}
-	if cfg.Quiet <= 0 {
-		cfg.Quiet = cfg.SessionTimeout + 2*time.Second
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.CoverWait <= 0 {
-		cfg.CoverWait = DefaultCoverWait
-	}
-	if cfg.MaxHeldBytes <= 0 {
-		cfg.MaxHeldBytes = DefaultMaxHeldBytes
-	}
+	orDefault(&cfg.Window, DefaultReorderWindow)
+	orDefault(&cfg.MaxHeld, DefaultMaxHeld)
+	orDefault(&cfg.SessionTimeout, 45*time.Second)
+	orDefault(&cfg.Quiet, cfg.SessionTimeout+2*time.Second)
+	orDefault(&cfg.Timeout, DefaultTimeout)
+	orDefault(&cfg.CoverWait, DefaultCoverWait)
+	orDefault(&cfg.MaxHeldBytes, DefaultMaxHeldBytes)
 	s := &Source{cfg: cfg, nodes: cluster.NewNodes(), parts: map[int32]*partState{}, agents: map[string]bool{},
-		seen: map[identity]int32{}, idSeed: maphash.MakeSeed()}
+		seen: newRecent[identity, int32](maxIdentities), idSeed: maphash.MakeSeed(), want: map[int32]int64{},
+		assembling: map[exKey]*assembly{}, lastAnswer: map[*flows.ConnInfo]int64{}}
 	s.name = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	s.rb = NewRebuilder(s.nodes)
 	s.rb.PrintFn = decode.PrintFunc(cfg.PrintKey)
@@ -341,6 +325,13 @@ func Open(cfg SourceConfig) (*Source, error) {
 	return s, nil
 }
 
+// orDefault sets *v to def when it is 0 or less (not set).
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // Name is the input as the report names it.
 func (s *Source) Name() string { return s.name }
 
@@ -371,7 +362,7 @@ func (s *Source) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	}
 	s.joined, s.changed, s.answered = true, time.Now(), true
 	if s.cfg.Assigned != nil && len(got) > 0 && !s.ended {
-		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		slices.Sort(got)
 		s.cfg.Assigned(got, nil)
 	}
 }
@@ -416,9 +407,9 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 				}
 			}
 		}
-		for id, q := range s.seen {
+		for id, q := range s.seen.set {
 			if q == p {
-				delete(s.seen, id)
+				delete(s.seen.set, id)
 			}
 		}
 		s.revoked = append(s.revoked, p)
@@ -426,7 +417,7 @@ func (s *Source) revoke(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 	}
 	s.changed = time.Now()
 	if s.cfg.Assigned != nil && len(lost) > 0 && !s.ended {
-		sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+		slices.Sort(lost)
 		s.cfg.Assigned(nil, lost)
 	}
 }
@@ -450,10 +441,7 @@ func (s *Source) Next(ctx context.Context) (Ready, error) {
 				s.noAnswer = err
 			}
 			s.mu.Unlock()
-			if err := s.silent(); err != nil {
-				return Ready{}, err
-			}
-			return Ready{}, err
+			return Ready{}, cmp.Or(s.silent(), err)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -597,35 +585,19 @@ func (s *Source) again(r *Record, part int32) bool {
 	if r.Run == "" || r.Seq <= 0 {
 		return false
 	}
-	id := identity{run: maphash.Comparable(s.idSeed, [2]string{r.Agent, r.Run}), seq: r.Seq}
-	if _, ok := s.seen[id]; ok {
-		return true
-	}
-	if len(s.idRing) < maxIdentities {
-		s.idRing = append(s.idRing, id)
-	} else {
-		delete(s.seen, s.idRing[s.idNext])
-		s.idRing[s.idNext] = id
-		s.idNext = (s.idNext + 1) % maxIdentities
-	}
-	s.seen[id] = part
-	return false
+	return !s.seen.add(identity{run: maphash.Comparable(s.idSeed, [2]string{r.Agent, r.Run}), seq: r.Seq}, part)
 }
 
 // Bounds are the counts of what the bounds on hostile records kept out,
 // by the names of the report's totals.bounds_reached (zero ones left out).
 func (s *Source) Bounds() map[string]int64 {
 	c := s.Counts()
-	m := map[string]int64{}
-	for k, v := range map[string]int64{
+	m := map[string]int64{
 		"correlate_duplicate_records": c.Duplicates, "correlate_records_too_large": c.TooLarge,
 		"correlate_records_time_refused": c.BadTime, "correlate_records_strings_cut": c.Clipped,
 		"correlate_records_released_early": c.Early, "correlate_connections_folded": c.Folded,
-	} {
-		if v > 0 {
-			m[k] = v
-		}
 	}
+	maps.DeleteFunc(m, func(_ string, v int64) bool { return v <= 0 })
 	return m
 }
 
@@ -723,10 +695,7 @@ func (s *Source) flush(out []Item) []Item {
 		s.across.held.add(m.Flush(nil)...)
 	}
 	heap.Init(&s.across.held)
-	for s.across.held.Len() > 0 {
-		out = append(out, heap.Pop(&s.across.held).(Item))
-	}
-	return out
+	return s.across.Flush(out)
 }
 
 // rebuild turns the items released into events, a split exchange's
@@ -742,9 +711,6 @@ func (s *Source) rebuild(items []Item, out []Routed, final bool) []Routed {
 			if a == nil {
 				if len(s.assembling) >= maxAssembling {
 					out = s.expire(math.MaxInt64, out)
-				}
-				if s.assembling == nil {
-					s.assembling = map[exKey]*assembly{}
 				}
 				a = &assembly{key: k, at: it.At}
 				s.assembling[k] = a
@@ -895,9 +861,6 @@ func (s *Source) routed(lane int32, at int64, typ string, ev Events, out []Route
 			when = max(when, last)
 		}
 		if when > at {
-			if s.lastAnswer == nil {
-				s.lastAnswer = map[*flows.ConnInfo]int64{}
-			}
 			s.lastAnswer[c] = when
 			s.answerSeq++
 			heap.Push(&s.answers, answer{lane: lane, at: when, seq: s.answerSeq, x: x})
@@ -937,27 +900,15 @@ func (s *Source) Counts() Counts {
 	c := s.counts
 	c.Folded = int64(s.rb.Evicted().Conns)
 	c.Twice = s.rb.Twice
-	for a := range s.agents {
-		c.Agents = append(c.Agents, a)
-	}
-	sort.Strings(c.Agents)
-	for p := range s.parts {
-		c.Partitions = append(c.Partitions, p)
-	}
-	sort.Slice(c.Partitions, func(i, j int) bool { return c.Partitions[i] < c.Partitions[j] })
+	c.Agents = slices.Sorted(maps.Keys(s.agents))
+	c.Partitions = slices.Sorted(maps.Keys(s.parts))
 	return c
 }
 
 // startAll assigns every partition of the topic without a group, to
 // know the end offsets --until-end waits for.
 func (s *Source) startAll(ctx context.Context) error {
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	topic := s.cfg.Topic
-	t.Topic = &topic
-	req.Topics = append(req.Topics, t)
-	req.AllowAutoTopicCreation = false
-	resp, err := req.RequestWith(ctx, s.cl)
+	resp, err := s.metadata(ctx)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.name, err)
 	}
@@ -973,10 +924,10 @@ func (s *Source) startAll(ctx context.Context) error {
 			s.mu.Lock()
 			s.joined = true
 			s.mu.Unlock()
-			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, topic))
+			s.warn(fmt.Errorf("reading %s: topic %s does not exist (yet): nothing to read", s.name, s.cfg.Topic))
 			return nil
 		}
-		return fmt.Errorf("reading %s: topic %s: %w", s.name, topic, err)
+		return fmt.Errorf("reading %s: topic %s: %w", s.name, s.cfg.Topic, err)
 	}
 	s.mu.Lock()
 	for _, p := range resp.Topics[0].Partitions {
@@ -985,6 +936,17 @@ func (s *Source) startAll(ctx context.Context) error {
 	s.joined = true
 	s.mu.Unlock()
 	return nil
+}
+
+// metadata asks the cluster for the topic's partitions (never creating
+// the topic).
+func (s *Source) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(s.cfg.Topic)
+	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = false
+	return req.RequestWith(ctx, s.cl)
 }
 
 // resolve asks the start and end offsets of the partitions newly held:

@@ -3,6 +3,7 @@ package correlate
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kfsniff/kfsniff/report"
@@ -39,12 +40,8 @@ type agentStats struct {
 
 // NewStats makes the correlator's estimates.
 func NewStats(l Limits) *Stats {
-	if l.Window <= 0 {
-		l.Window = DefaultWindow
-	}
-	if l.Batches <= 0 {
-		l.Batches = DefaultBatches
-	}
+	orDefault(&l.Window, DefaultWindow)
+	orDefault(&l.Batches, DefaultBatches)
 	sk := NewSkew(l.Window)
 	return &Stats{skew: sk, e2e: NewE2E(l.Batches, sk), agents: map[string]*agentStats{}, limits: l}
 }
@@ -116,15 +113,7 @@ func (s *Stats) Section() *report.Correlation {
 		}
 		c.Agents = append(c.Agents, ca)
 	}
-	slices.SortFunc(c.Agents, func(a, b report.CorrelationAgent) int {
-		if a.Agent < b.Agent {
-			return -1
-		}
-		if a.Agent > b.Agent {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(c.Agents, func(a, b report.CorrelationAgent) int { return strings.Compare(a.Agent, b.Agent) })
 	c.Skew.Exchanges, c.Skew.Matched, c.Skew.Evicted = s.skew.Counts()
 	c.Skew.Window = s.limits.Window
 	c.E2E.Produced, c.E2E.Evicted, c.E2E.Fetched, c.E2E.TopicsNotListed = s.e2e.Counts()

@@ -39,10 +39,10 @@ type heads struct {
 	commitResp  kmsg.OffsetCommitResponse
 }
 
-// request returns what is shipped of a request's body: a split API's
-// without its topics, with credentials redacted.
-func (h *heads) request(q kmsg.Request) interface{ AppendTo([]byte) []byte } {
-	switch r := q.(type) {
+// head returns what is shipped of a request's or response's body: a
+// split API's without its topics, any other with credentials redacted.
+func (h *heads) head(m any) interface{ AppendTo([]byte) []byte } {
+	switch r := m.(type) {
 	case *kmsg.ProduceRequest:
 		h.produceReq = *r
 		h.produceReq.Topics = nil
@@ -59,13 +59,6 @@ func (h *heads) request(q kmsg.Request) interface{ AppendTo([]byte) []byte } {
 		h.commitReq = *r
 		h.commitReq.Topics = nil
 		return &h.commitReq
-	}
-	return redacted(q)
-}
-
-// response is request's twin.
-func (h *heads) response(q kmsg.Response) interface{ AppendTo([]byte) []byte } {
-	switch r := q.(type) {
 	case *kmsg.ProduceResponse:
 		h.produceResp = *r
 		h.produceResp.Topics = nil
@@ -83,7 +76,7 @@ func (h *heads) response(q kmsg.Response) interface{ AppendTo([]byte) []byte } {
 		h.commitResp.Topics = nil
 		return &h.commitResp
 	}
-	return redacted(q)
+	return redacted(m)
 }
 
 // redacted is m with its credentials replaced (a copy when it had any:

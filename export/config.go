@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,16 +116,9 @@ func ReadProperties(r io.Reader) (Security, []string, error) {
 			if err != nil {
 				return s, nil, err
 			}
-			if s.User == "" {
-				s.User = u
-			}
-			if s.Password == "" {
-				s.Password = p
-			}
-		case "sasl.username":
-			s.User = v
-		case "sasl.password":
-			s.Password = v
+			s.User, s.Password = u, p
+		case "sasl.username", "sasl.password":
+			// Set after the loop, over sasl.jaas.config's.
 		case "ssl.ca.location", "ssl.truststore.location":
 			s.CAFile = v
 		case "ssl.truststore.type", "ssl.keystore.type":
@@ -152,7 +145,7 @@ func ReadProperties(r io.Reader) (Security, []string, error) {
 	if p, ok := props["sasl.password"]; ok {
 		s.Password = p
 	}
-	sort.Strings(ignored)
+	slices.Sort(ignored)
 	return s, ignored, nil
 }
 

@@ -112,7 +112,7 @@ func (e *Exporter) delivered(r *kgo.Record, err error) {
 			e.findings.Add(1)
 		}
 	case errors.Is(err, kgo.ErrMaxBuffered) && e.spool != nil && !e.closing.Load():
-		e.toSpool(r)
+		e.spill(r.Topic, r.Key, r.Value, r.Timestamp)
 	case errors.Is(err, kgo.ErrMaxBuffered):
 		e.dropped.Add(1)
 	case (errors.Is(err, kerr.UnknownTopicID) || isPurged(err)) && !e.closing.Load():
@@ -192,10 +192,11 @@ func (e *Exporter) purge(topic string) {
 
 func isPurged(err error) bool { return strings.Contains(err.Error(), "purged while buffered") }
 
-// toSpool puts a record kgo would not take into the spool.
-func (e *Exporter) toSpool(r *kgo.Record) {
+// spill puts a record into the spool (kgo would not take it, or records
+// spill), or drops and counts it when the spool is full.
+func (e *Exporter) spill(topic string, key, value []byte, at time.Time) {
 	e.spoolMu.Lock()
-	ok := e.spool.put(r.Topic, r.Key, r.Value, r.Timestamp)
+	ok := e.spool.put(topic, key, value, at)
 	if ok {
 		e.spilling.Store(true)
 	}
@@ -223,17 +224,7 @@ func (e *Exporter) ship(topic string, key, value []byte) {
 	if e.spool != nil && (e.spilling.Load() || e.inflight.Load() >= e.limit.Load()) {
 		// Once records spill, all do until the spool is read out: their
 		// order is kept.
-		e.spoolMu.Lock()
-		ok := e.spool.put(topic, key, value, at)
-		if ok {
-			e.spilling.Store(true)
-		}
-		e.spoolMu.Unlock()
-		if ok {
-			e.spooled.Add(1)
-		} else {
-			e.dropped.Add(1)
-		}
+		e.spill(topic, key, value, at)
 		return
 	}
 	if e.inflight.Load() >= e.limit.Load() {

@@ -10,6 +10,7 @@
 package export
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -230,15 +231,11 @@ func New(cfg Config) (*Exporter, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("export: no brokers or no topic")
 	}
-	if cfg.FindingsTopic == "" {
-		cfg.FindingsTopic = cfg.Topic + ".findings"
-	}
+	cfg.FindingsTopic = cmp.Or(cfg.FindingsTopic, cfg.Topic+".findings")
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
 	}
-	if cfg.ClientID == "" {
-		cfg.ClientID = "kfsniff-export"
-	}
+	cfg.ClientID = cmp.Or(cfg.ClientID, "kfsniff-export")
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
 	}
@@ -285,6 +282,7 @@ func New(cfg Config) (*Exporter, error) {
 	e.cfg, e.cl = cfg, cl
 	e.sink = "kafka://" + strings.Join(cfg.Brokers, ",") + "/" + cfg.Topic
 	e.index, e.clusters, e.clientIDs = map[cluster.Partition]int{}, map[netip.AddrPort]string{}, map[int]string{}
+	e.raised = map[string]bool{}
 	e.limit.Store(int64(cfg.Buffer))
 	e.promise = e.delivered
 	e.send = e.ship
@@ -617,10 +615,10 @@ func (e *Exporter) exchangeFields(b []byte, x *flows.Exchange, m *flows.Message,
 		b = appendStr(b, "fp_fn", e.printFn)
 	}
 	if x.Req != nil && x.Req.Req != nil {
-		b = e.appendBody(b, "req_body", e.heads.request(x.Req.Req))
+		b = e.appendBody(b, "req_body", e.heads.head(x.Req.Req))
 	}
 	if x.Resp != nil && x.Resp.Resp != nil {
-		b = e.appendBody(b, "resp_body", e.heads.response(x.Resp.Resp))
+		b = e.appendBody(b, "resp_body", e.heads.head(x.Resp.Resp))
 	}
 	return b
 }
@@ -902,9 +900,6 @@ const maxRaised = 4096
 // detector, its start and its first connection or partition. Past 4096
 // of them, only the final findings are shipped.
 func (e *Exporter) LiveFindings(fs []detectors.Finding) {
-	if e.raised == nil {
-		e.raised = map[string]bool{}
-	}
 	for i := range fs {
 		f := &fs[i]
 		id := f.Detector + "|" + strconv.FormatInt(f.First.UnixNano(), 10) + "|" + findingKey(f)

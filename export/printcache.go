@@ -65,8 +65,6 @@ type printCache struct {
 	order []cachedAt          // a ring of printCacheBatches: size of them from first, oldest first
 	first int
 	size  int
-	// hits and misses count the batches found and not found.
-	hits, misses int64
 }
 
 type cachedPrints struct {
@@ -83,10 +81,8 @@ type cachedAt struct {
 func (c *printCache) get(k printKey) ([]decode.RecordHash, bool) {
 	p, ok := c.index[k]
 	if !ok || p.at+printCachePrints < c.head {
-		c.misses++
 		return nil, false
 	}
-	c.hits++
 	i := int(p.at % printCachePrints)
 	return c.ring[i : i+int(p.n)], true
 }
