@@ -311,12 +311,14 @@ func (r *rule) heal(x *detectors.Exchange) {
 			c.listed = false
 		}
 	}
-	if len(kept) == 0 {
+	switch len(kept) {
+	case 0:
 		delete(r.failing, k)
-		return
+	case len(cs): // every spell still open: the list stands as it is
+	default:
+		clear(cs[len(kept):])
+		r.failing[k] = kept
 	}
-	clear(cs[len(kept):])
-	r.failing[k] = kept
 }
 
 func carries(ecs []flows.ErrorCount, code int16) bool {

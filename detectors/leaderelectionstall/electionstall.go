@@ -245,10 +245,21 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	r.hints = r.hints[:0]
+	var topic string // the topic being read
+	var topicID [16]byte
 	decode.LeaderHints(x.Resp.Resp, func(h *decode.LeaderHint) {
-		if len(r.hints) > 0 && (h.Topic != r.hints[0].Topic || h.TopicID != r.hints[0].TopicID) {
-			r.topic(x, r.hints)
-			r.hints = r.hints[:0]
+		if h.Topic != topic || h.TopicID != topicID {
+			if len(r.hints) > 0 {
+				r.topic(x, r.hints)
+				r.hints = r.hints[:0]
+			}
+			topic, topicID = h.Topic, h.TopicID
+		}
+		// With no stretch open, a topic's partitions named with a leader
+		// before its first leaderless one have nothing to end: not
+		// copied (most Metadata answers are healthy).
+		if len(r.hints) == 0 && r.open == 0 && !leaderless(h) {
+			return
 		}
 		r.hints = append(r.hints, *h)
 	})
