@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,17 +293,9 @@ func (p *parser) unary() (fnode, error) {
 }
 
 func isKeyword(t string) bool {
-	if _, ok := protoNames[t]; ok {
-		return true
-	}
-	if _, ok := kindNames[t]; ok {
-		return true
-	}
-	switch t {
-	case "src", "dst", "vlan", "and", "or", "not", "&&", "||", "!", "(", ")":
-		return true
-	}
-	return false
+	_, isProto := protoNames[t]
+	_, isKind := kindNames[t]
+	return isProto || isKind || slices.Contains([]string{"src", "dst", "vlan", "and", "or", "not", "&&", "||", "!", "(", ")"}, t)
 }
 
 func (p *parser) primitive() (fnode, error) {
@@ -526,20 +519,16 @@ func (pr *prim) check() error {
 	return nil
 }
 
-func kindWord(k kind) string {
-	for w, kk := range kindNames {
-		if kk == k {
-			return w
-		}
-	}
-	return "vlan"
-}
+func kindWord(k kind) string { return keyword(kindNames, k, "vlan") }
 
-func protoWord(p proto) string {
-	for w, pp := range protoNames {
-		if pp == p {
+func protoWord(p proto) string { return keyword(protoNames, p, "") }
+
+// keyword is the word names gives v, or none.
+func keyword[T comparable](names map[string]T, v T, none string) string {
+	for w, x := range names {
+		if x == v {
 			return w
 		}
 	}
-	return ""
+	return none
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 
@@ -173,9 +174,6 @@ func (l layout) ipProto(v6 bool, ps ...uint32) cnode {
 	for _, p := range ps {
 		or = append(or, eq(ldAbs(off, 1), p))
 	}
-	if len(or) == 1 {
-		return cAnd{l.family(v6), or[0]}
-	}
 	return cAnd{l.family(v6), or}
 }
 
@@ -251,39 +249,19 @@ func (l layout) vlanTest(p *prim) cnode {
 	return cAnd{tag, id}
 }
 
+// addrTest tests the source or destination address against the prefix,
+// a 32-bit word at a time (one for IPv4, up to four for IPv6).
 func (l layout) addrTest(p *prim) cnode {
-	a := p.prefix.Addr()
-	bits := p.prefix.Bits()
-	if a.Is4() {
-		v := binary.BigEndian.Uint32(a.AsSlice())
-		mask := ^uint32(0)
-		if bits < 32 {
-			mask = ^(^uint32(0) >> bits)
-		}
-		at := func(off uint32) cnode {
-			if mask == 0 {
-				return cConst(true)
-			}
-			t := eq(ldAbs(off, 4), v&mask)
-			if mask != ^uint32(0) {
-				t.mask = mask
-			}
-			return t
-		}
-		return cAnd{l.family(false), directed(p.dir, at(l.netOff+12), at(l.netOff+16))}
+	a, bits := p.prefix.Addr(), p.prefix.Bits()
+	b := a.AsSlice()
+	src, dst := l.netOff+12, l.netOff+16
+	if a.Is6() {
+		src, dst = l.netOff+8, l.netOff+24
 	}
-	b := a.As16()
 	at := func(off uint32) cnode {
 		var and cAnd
-		for w := 0; w < 4; w++ {
-			wbits := min(max(bits-32*w, 0), 32)
-			if wbits == 0 {
-				break
-			}
-			mask := ^(^uint32(0) >> wbits)
-			if wbits == 32 {
-				mask = ^uint32(0)
-			}
+		for w := 0; w < len(b)/4 && bits > 32*w; w++ {
+			mask := ^uint32(0) << (32 - min(bits-32*w, 32))
 			t := eq(ldAbs(off+4*uint32(w), 4), binary.BigEndian.Uint32(b[4*w:])&mask)
 			if mask != ^uint32(0) {
 				t.mask = mask
@@ -295,7 +273,7 @@ func (l layout) addrTest(p *prim) cnode {
 		}
 		return and
 	}
-	return cAnd{l.family(true), directed(p.dir, at(l.netOff+8), at(l.netOff+24))}
+	return cAnd{l.family(a.Is6()), directed(p.dir, at(src), at(dst))}
 }
 
 func (l layout) portTest(p *prim) cnode {
@@ -353,9 +331,7 @@ func (l layout) tree(n fnode) cnode {
 // compile turns the filter into a program for layout l: the accepted
 // packets return snaplen, the others 0.
 func (f *Filter) compile(l layout, snaplen uint32) ([]bpf.Instruction, error) {
-	if snaplen == 0 {
-		snaplen = maxRecord
-	}
+	snaplen = cmp.Or(snaplen, maxRecord)
 	if f.Empty() {
 		return []bpf.Instruction{bpf.RetConstant{Val: snaplen}}, nil
 	}
@@ -415,25 +391,9 @@ func (e *emitter) gen(n cnode, t, f int) {
 	case cNot:
 		e.gen(n.x, f, t)
 	case cAnd:
-		for i, x := range n {
-			if i == len(n)-1 {
-				e.gen(x, t, f)
-				break
-			}
-			next := e.label()
-			e.gen(x, next, f)
-			e.place(next)
-		}
+		e.chain(n, t, f, true)
 	case cOr:
-		for i, x := range n {
-			if i == len(n)-1 {
-				e.gen(x, t, f)
-				break
-			}
-			next := e.label()
-			e.gen(x, t, next)
-			e.place(next)
-		}
+		e.chain(n, t, f, false)
 	case cTest:
 		if n.msh {
 			e.emit(bpf.LoadMemShift{Off: n.mshOff})
@@ -444,6 +404,21 @@ func (e *emitter) gen(n cnode, t, f int) {
 		}
 		e.items = append(e.items, item{jcond: true, cond: n.cond, val: n.val, t: t, f: f})
 	}
+}
+
+// chain generates the tests of an and (and true) or an or in turn: each
+// one's false (and) or true (or) jumps to the end, the last decides.
+func (e *emitter) chain(xs []cnode, t, f int, and bool) {
+	for _, x := range xs[:len(xs)-1] {
+		next := e.label()
+		if and {
+			e.gen(x, next, f)
+		} else {
+			e.gen(x, t, next)
+		}
+		e.place(next)
+	}
+	e.gen(xs[len(xs)-1], t, f)
 }
 
 func (e *emitter) resolve() ([]bpf.Instruction, error) {

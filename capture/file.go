@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -252,19 +253,9 @@ func newFile(name string, index int, r io.Reader, bsize int) (*File, error) {
 func (f *File) describeHead() string {
 	f.fill(32)
 	head := f.buf[f.pos:min(len(f.buf), f.pos+32)]
-	text := true
-	for _, c := range head {
-		if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f {
-			text = false
-			break
-		}
-	}
-	if text && len(head) > 0 {
-		s := string(head)
-		if len(s) > 20 {
-			s = s[:20]
-		}
-		return fmt.Sprintf("text %q", s)
+	control := slices.ContainsFunc(head, func(c byte) bool { return (c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f })
+	if !control && len(head) > 0 {
+		return fmt.Sprintf("text %q", head[:min(20, len(head))])
 	}
 	return fmt.Sprintf("bytes % x", head[:min(4, len(head))])
 }
@@ -369,7 +360,7 @@ func (f *File) Next(p *Packet) error {
 	start := f.off
 	var err error
 	if f.ng != nil {
-		err = f.nextNg(p)
+		err = f.ngBlock(p)
 	} else {
 		err = f.nextPcap(p)
 	}

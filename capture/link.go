@@ -31,30 +31,25 @@ func (l LinkType) Supported() bool {
 	return false
 }
 
+// linkNames are the link types' names, as tcpdump says them.
+var linkNames = map[LinkType]string{
+	LinkNull:     "NULL",
+	LinkEthernet: "EN10MB",
+	LinkRaw:      "RAW",
+	LinkRawAlt:   "RAW",
+	LinkLoop:     "LOOP",
+	LinkSLL:      "LINUX_SLL",
+	LinkSLL2:     "LINUX_SLL2",
+	LinkIPv4:     "IPV4",
+	LinkIPv6:     "IPV6",
+	105:          "IEEE802_11",
+	127:          "IEEE802_11_RADIOTAP",
+	147:          "USER0",
+}
+
 func (l LinkType) String() string {
-	switch l {
-	case LinkNull:
-		return "NULL"
-	case LinkEthernet:
-		return "EN10MB"
-	case LinkRaw, LinkRawAlt:
-		return "RAW"
-	case LinkLoop:
-		return "LOOP"
-	case LinkSLL:
-		return "LINUX_SLL"
-	case LinkSLL2:
-		return "LINUX_SLL2"
-	case LinkIPv4:
-		return "IPV4"
-	case LinkIPv6:
-		return "IPV6"
-	case 105:
-		return "IEEE802_11"
-	case 127:
-		return "IEEE802_11_RADIOTAP"
-	case 147:
-		return "USER0"
+	if s, ok := linkNames[l]; ok {
+		return s
 	}
 	return fmt.Sprintf("DLT_%d", int(l))
 }

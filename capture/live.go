@@ -69,6 +69,12 @@ func (i Interface) String() string {
 	return s
 }
 
+// interfaceFlags are the flags -D shows, as tcpdump names them.
+var interfaceFlags = []struct {
+	flag net.Flags
+	name string
+}{{net.FlagUp, "Up"}, {net.FlagRunning, "Running"}, {net.FlagLoopback, "Loopback"}, {net.FlagPointToPoint, "Point-to-point"}}
+
 // Interfaces lists the interfaces by index, the "any" pseudo-device
 // (index 0) last, as tcpdump -D does.
 func Interfaces() ([]Interface, error) {
@@ -79,17 +85,10 @@ func Interfaces() ([]Interface, error) {
 	out := make([]Interface, 0, len(ifs)+1)
 	for _, ni := range ifs {
 		it := Interface{Index: ni.Index, Name: ni.Name}
-		if ni.Flags&net.FlagUp != 0 {
-			it.Flags = append(it.Flags, "Up")
-		}
-		if ni.Flags&net.FlagRunning != 0 {
-			it.Flags = append(it.Flags, "Running")
-		}
-		if ni.Flags&net.FlagLoopback != 0 {
-			it.Flags = append(it.Flags, "Loopback")
-		}
-		if ni.Flags&net.FlagPointToPoint != 0 {
-			it.Flags = append(it.Flags, "Point-to-point")
+		for _, fl := range interfaceFlags {
+			if ni.Flags&fl.flag != 0 {
+				it.Flags = append(it.Flags, fl.name)
+			}
 		}
 		out = append(out, it)
 	}

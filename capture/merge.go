@@ -7,8 +7,7 @@ import "io"
 // per source. An error from one source is returned once, with that source
 // then treated as ended, so the others are still read to their end.
 func Merge(srcs ...Source) *Merged {
-	m := &Merged{srcs: srcs, pend: make([]Packet, len(srcs)), state: make([]int8, len(srcs))}
-	return m
+	return &Merged{srcs: srcs, pend: make([]Packet, len(srcs)), state: make([]int8, len(srcs))}
 }
 
 // Merged is the Source returned by Merge.

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -31,8 +30,6 @@ type ngIface struct {
 type ngState struct {
 	order  binary.ByteOrder
 	ifaces []ngIface
-	// sections counts section header blocks, for the report.
-	sections int
 }
 
 func (f *File) openNg() error {
@@ -46,11 +43,9 @@ func (f *File) openNg() error {
 	return nil
 }
 
-var errNoPacket = errors.New("no packet in block")
-
-// ngBlock reads one block. It fills p and returns nil for a packet block;
-// for other blocks it handles them and returns errNoPacket (or, when p is
-// nil, nil once an interface is known).
+// ngBlock reads blocks up to the next packet block, handling the others,
+// and fills p from it; when p is nil (openNg), it returns once an
+// interface is known.
 func (f *File) ngBlock(p *Packet) error {
 	s := f.ng
 	for {
@@ -83,7 +78,6 @@ func (f *File) ngBlock(p *Packet) error {
 				return fmt.Errorf("section header at byte %d has bad length %d", start, length)
 			}
 			s.ifaces = s.ifaces[:0]
-			s.sections++
 			if err := f.skip(int64(length) - 12); err != nil {
 				return err
 			}
@@ -269,14 +263,4 @@ func ngTime(ifc *ngIface, ts uint64) time.Time {
 		nsec = frac / (ifc.tsUnits / 1e9)
 	}
 	return time.Unix(int64(sec)+ifc.tsOffset, int64(nsec)).UTC()
-}
-
-func (f *File) nextNg(p *Packet) error {
-	for {
-		err := f.ngBlock(p)
-		if err == errNoPacket {
-			continue
-		}
-		return err
-	}
 }

@@ -28,7 +28,8 @@ type Writer struct {
 	ifname  string
 	ifaces  map[LinkType]uint32 // pcapng interface ids
 	link    LinkType            // pcap: the file's one link type
-	hdr     [32]byte
+	hdr     [32]byte            // a packet's record header
+	tail    [8]byte             // a pcapng packet's padding and trailing length
 	n       uint64
 	closed  bool
 }
@@ -89,16 +90,8 @@ func newWriter(out io.Writer, ng bool, link LinkType, snaplen int, ifname, comme
 	// if any.
 	var opts []byte
 	if comment != "" {
-		if len(comment) > 0xfff0 {
-			comment = comment[:0xfff0]
-		}
-		opts = binary.LittleEndian.AppendUint16(opts, 1) // opt_comment
-		opts = binary.LittleEndian.AppendUint16(opts, uint16(len(comment)))
-		opts = append(opts, comment...)
-		for len(opts)%4 != 0 {
-			opts = append(opts, 0)
-		}
-		opts = append(opts, 0, 0, 0, 0) // opt_endofopt
+		opts = appendOpt(opts, 1, []byte(comment[:min(len(comment), 0xfff0)])) // opt_comment
+		opts = appendOpt(opts, 0, nil)                                         // opt_endofopt
 	}
 	n := uint32(28 + len(opts))
 	shb := binary.LittleEndian.AppendUint32(nil, ngSHB)
@@ -132,21 +125,11 @@ func (w *Writer) iface(link LinkType) (uint32, error) {
 	w.ifaces[link] = id
 	le := binary.LittleEndian
 	var opts []byte
-	opt := func(code uint16, val []byte) {
-		var h [4]byte
-		le.PutUint16(h[0:], code)
-		le.PutUint16(h[2:], uint16(len(val)))
-		opts = append(opts, h[:]...)
-		opts = append(opts, val...)
-		for len(opts)%4 != 0 {
-			opts = append(opts, 0)
-		}
-	}
 	if w.ifname != "" {
-		opt(2, []byte(w.ifname)) // if_name
+		opts = appendOpt(opts, 2, []byte(w.ifname)) // if_name
 	}
-	opt(9, []byte{9}) // if_tsresol: nanoseconds
-	opt(0, nil)       // opt_endofopt
+	opts = appendOpt(opts, 9, []byte{9}) // if_tsresol: nanoseconds
+	opts = appendOpt(opts, 0, nil)       // opt_endofopt
 	n := 20 + len(opts)
 	b := make([]byte, 0, n)
 	b = le.AppendUint32(b, ngIDB)
@@ -160,6 +143,14 @@ func (w *Writer) iface(link LinkType) (uint32, error) {
 	return id, err
 }
 
+// appendOpt appends a pcapng option, its value padded to 4 bytes.
+func appendOpt(opts []byte, code uint16, val []byte) []byte {
+	opts = binary.LittleEndian.AppendUint16(opts, code)
+	opts = binary.LittleEndian.AppendUint16(opts, uint16(len(val)))
+	opts = append(opts, val...)
+	return append(opts, make([]byte, (4-len(val)%4)%4)...)
+}
+
 var errLinkMix = errors.New("a pcap file holds one link type; write .pcapng to keep several")
 
 // WritePacket appends p (its captured bytes, wire length and time).
@@ -171,48 +162,46 @@ func (w *Writer) WritePacket(p *Packet) error {
 	}
 	wire := uint32(max(p.Len, len(p.Data)))
 	ns := p.Time.UnixNano()
+	var h, tail []byte
 	if !w.ng {
 		if p.Link != w.link {
 			return errLinkMix
 		}
-		h := w.hdr[:16]
+		h = w.hdr[:16]
 		le.PutUint32(h[0:], uint32(ns/1e9))
 		le.PutUint32(h[4:], uint32(ns%1e9))
 		le.PutUint32(h[8:], uint32(len(data)))
 		le.PutUint32(h[12:], wire)
-		if _, err := w.bw.Write(h); err != nil {
+	} else {
+		id, err := w.iface(p.Link)
+		if err != nil {
 			return err
 		}
-		if _, err := w.bw.Write(data); err != nil {
-			return err
-		}
-		w.n++
-		return nil
+		pad := (4 - len(data)%4) % 4
+		n := uint32(32 + len(data) + pad)
+		h = w.hdr[:28]
+		le.PutUint32(h[0:], ngEPB)
+		le.PutUint32(h[4:], n)
+		le.PutUint32(h[8:], id)
+		le.PutUint32(h[12:], uint32(uint64(ns)>>32))
+		le.PutUint32(h[16:], uint32(uint64(ns)))
+		le.PutUint32(h[20:], uint32(len(data)))
+		le.PutUint32(h[24:], wire)
+		// The padding, then the block's length again.
+		tail = w.tail[:pad+4]
+		clear(tail[:pad])
+		le.PutUint32(tail[pad:], n)
 	}
-	id, err := w.iface(p.Link)
-	if err != nil {
-		return err
-	}
-	pad := (4 - len(data)%4) % 4
-	n := uint32(32 + len(data) + pad)
-	h := w.hdr[:28]
-	le.PutUint32(h[0:], ngEPB)
-	le.PutUint32(h[4:], n)
-	le.PutUint32(h[8:], id)
-	le.PutUint32(h[12:], uint32(uint64(ns)>>32))
-	le.PutUint32(h[16:], uint32(uint64(ns)))
-	le.PutUint32(h[20:], uint32(len(data)))
-	le.PutUint32(h[24:], wire)
 	if _, err := w.bw.Write(h); err != nil {
 		return err
 	}
 	if _, err := w.bw.Write(data); err != nil {
 		return err
 	}
-	var tail [8]byte
-	le.PutUint32(tail[pad:], n)
-	if _, err := w.bw.Write(tail[:pad+4]); err != nil {
-		return err
+	if len(tail) > 0 {
+		if _, err := w.bw.Write(tail); err != nil {
+			return err
+		}
 	}
 	w.n++
 	return nil

@@ -136,12 +136,7 @@ func (n *Nodes) learnEndpoint(id int32, host string, port int32) {
 		n.dropped.Endpoints++
 		return
 	}
-	for _, e := range eps {
-		if e == ep {
-			return
-		}
-	}
-	if len(eps) < 16 {
+	if !slices.Contains(eps, ep) && len(eps) < 16 {
 		n.endpoints[id] = append(eps, ep)
 	}
 }
@@ -297,13 +292,8 @@ func (n *Nodes) LearnResponse(resp kmsg.Response) {
 			n.learnEndpoint(b.NodeID, b.Host, b.Port)
 		}
 		for _, t := range r.Topics {
-			if t.Topic == nil || t.TopicID == ([16]byte{}) {
-				continue
-			}
-			if _, ok := n.topics[t.TopicID]; ok || len(n.topics) < maxNodeEntries {
-				n.topics[t.TopicID] = *t.Topic
-			} else {
-				n.dropped.Topics++
+			if t.Topic != nil {
+				n.learnTopic(t.TopicID, *t.Topic)
 			}
 		}
 	case *kmsg.DescribeClusterResponse:
@@ -358,7 +348,14 @@ func (n *Nodes) LearnServer(ap netip.AddrPort, id int32) {
 
 // LearnTopic records a topic id's name (a shipped record naming both).
 func (n *Nodes) LearnTopic(id [16]byte, name string) {
-	if id == ([16]byte{}) || name == "" {
+	if name != "" {
+		n.learnTopic(id, name)
+	}
+}
+
+// learnTopic records a topic id's name, within the table's bound.
+func (n *Nodes) learnTopic(id [16]byte, name string) {
+	if id == ([16]byte{}) {
 		return
 	}
 	if _, ok := n.topics[id]; ok || len(n.topics) < maxNodeEntries {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -233,10 +234,8 @@ func GroupOf(req kmsg.Request) string {
 
 // ParseRole is the Role a shipped record names ("" is RoleNone).
 func ParseRole(s string) Role {
-	for r, name := range roleNames {
-		if name == s {
-			return Role(r)
-		}
+	if r := slices.Index(roleNames[:], s); r > 0 {
+		return Role(r)
 	}
 	return RoleNone
 }

@@ -18,18 +18,11 @@ const (
 	CodecZstd
 )
 
+var codecNames = [...]string{CodecNone: "none", CodecGzip: "gzip", CodecSnappy: "snappy", CodecLZ4: "lz4", CodecZstd: "zstd"}
+
 func (c Codec) String() string {
-	switch c {
-	case CodecNone:
-		return "none"
-	case CodecGzip:
-		return "gzip"
-	case CodecSnappy:
-		return "snappy"
-	case CodecLZ4:
-		return "lz4"
-	case CodecZstd:
-		return "zstd"
+	if c >= 0 && int(c) < len(codecNames) {
+		return codecNames[c]
 	}
 	return "codec?"
 }

@@ -49,7 +49,7 @@ func LeaderHints(resp kmsg.Response, fn func(h *LeaderHint)) {
 		h := LeaderHint{Source: "metadata"}
 		for i := range r.Topics {
 			t := &r.Topics[i]
-			h.Topic, h.TopicID = metadataTopic(t), t.TopicID
+			h.Topic, h.TopicID = orEmpty(t.Topic), t.TopicID
 			for j := range t.Partitions {
 				p := &t.Partitions[j]
 				h.Num, h.Leader, h.Epoch, h.ErrorCode = p.Partition, p.Leader, p.LeaderEpoch, p.ErrorCode
@@ -106,11 +106,7 @@ func RequestTopics(req kmsg.Request, fn func(name string, id [16]byte)) int {
 		}
 	case *kmsg.MetadataRequest:
 		for _, t := range r.Topics {
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			emit(name, t.TopicID)
+			emit(orEmpty(t.Topic), t.TopicID)
 		}
 	case *kmsg.OffsetCommitRequest:
 		for _, t := range r.Topics {
@@ -139,11 +135,7 @@ func RequestTopics(req kmsg.Request, fn func(name string, id [16]byte)) int {
 		}
 	case *kmsg.DeleteTopicsRequest:
 		for _, t := range r.Topics {
-			name := ""
-			if t.Topic != nil {
-				name = *t.Topic
-			}
-			emit(name, t.TopicID)
+			emit(orEmpty(t.Topic), t.TopicID)
 		}
 		if len(r.Topics) == 0 {
 			for _, name := range r.TopicNames {

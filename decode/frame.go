@@ -145,18 +145,24 @@ func SkipTags(b []byte) (int, error) {
 
 // DecodeRequest decodes a request body of key at version through kmsg.
 func DecodeRequest(key, version int16, body []byte) (req kmsg.Request, err error) {
-	if !KnownKey(key) {
-		return nil, ErrUnknownKey
-	}
-	if !KnownVersion(key, version) {
-		return nil, ErrUnknownVersion
+	if err := knownVersion(key, version); err != nil {
+		return nil, err
 	}
 	req = kmsg.RequestForKey(key)
 	req.SetVersion(version)
-	if err := readBody(req, body); err != nil {
-		return req, err
+	return req, readBody(req, body)
+}
+
+// knownVersion says why kmsg cannot decode key at version: ErrUnknownKey,
+// ErrUnknownVersion; nil if it can.
+func knownVersion(key, version int16) error {
+	if !KnownKey(key) {
+		return ErrUnknownKey
 	}
-	return req, nil
+	if !KnownVersion(key, version) {
+		return ErrUnknownVersion
+	}
+	return nil
 }
 
 // DecodeRequestInto is DecodeRequest into req, a body of key's type that
@@ -238,18 +244,12 @@ func DecodeResponse(key, version int16, body []byte) (resp kmsg.Response, err er
 	if UnsupportedVersionAnswer(key, version, body) {
 		return decodeUnsupportedVersion(version, body)
 	}
-	if !KnownKey(key) {
-		return nil, ErrUnknownKey
-	}
-	if !KnownVersion(key, version) {
-		return nil, ErrUnknownVersion
+	if err := knownVersion(key, version); err != nil {
+		return nil, err
 	}
 	resp = kmsg.ResponseForKey(key)
 	resp.SetVersion(version)
-	if err := readBody(resp, body); err != nil {
-		return resp, err
-	}
-	return resp, nil
+	return resp, readBody(resp, body)
 }
 
 // DecodeRequestExact is DecodeRequest for a frame found by searching bytes
@@ -260,20 +260,20 @@ func DecodeResponse(key, version int16, body []byte) (resp kmsg.Response, err er
 // passes this.
 func DecodeRequestExact(key, version int16, body []byte) (kmsg.Request, error) {
 	req, err := DecodeRequest(key, version, body)
-	if err != nil {
-		return req, err
+	if err == nil {
+		err = exact(req, body)
 	}
-	return req, exact(req, body)
+	return req, err
 }
 
 // DecodeResponseExact is DecodeResponse with the check of
 // DecodeRequestExact.
 func DecodeResponseExact(key, version int16, body []byte) (kmsg.Response, error) {
 	resp, err := DecodeResponse(key, version, body)
-	if err != nil {
-		return resp, err
+	if err == nil {
+		err = exact(resp, body)
 	}
-	return resp, exact(resp, body)
+	return resp, err
 }
 
 // ErrTrailing marks a body that decodes but is not exactly what its

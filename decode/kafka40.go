@@ -1,5 +1,7 @@
 package decode
 
+import "slices"
+
 // Removed is a range of request versions that Apache Kafka 4.0 no longer
 // accepts: versions 0 to Below-1 of the API Key.
 type Removed struct {
@@ -62,10 +64,6 @@ func RemovedIn40(key, version int16) (Removed, bool) {
 	if key < 0 || int(key) >= len(removedBelow) || version < 0 || version >= int16(removedBelow[key]) {
 		return Removed{}, false
 	}
-	for _, r := range RemovedInKafka40 {
-		if r.Key == key {
-			return r, true
-		}
-	}
-	return Removed{}, false
+	i := slices.IndexFunc(RemovedInKafka40, func(r Removed) bool { return r.Key == key })
+	return RemovedInKafka40[i], true
 }

@@ -12,7 +12,7 @@ import (
 func PartitionErrors(resp kmsg.Response, fn func(p cluster.Partition, code int16)) {
 	if r, ok := resp.(*kmsg.MetadataResponse); ok {
 		for i := range r.Topics {
-			fn(cluster.Partition{Topic: metadataTopic(&r.Topics[i]), TopicID: r.Topics[i].TopicID, Num: -1}, r.Topics[i].ErrorCode)
+			fn(cluster.Partition{Topic: orEmpty(r.Topics[i].Topic), TopicID: r.Topics[i].TopicID, Num: -1}, r.Topics[i].ErrorCode)
 		}
 		return
 	}
@@ -24,16 +24,17 @@ func PartitionErrors(resp kmsg.Response, fn func(p cluster.Partition, code int16
 func MetadataPartitions(r *kmsg.MetadataResponse, fn func(p cluster.Partition, mp *kmsg.MetadataResponseTopicPartition)) {
 	for i := range r.Topics {
 		t := &r.Topics[i]
-		name := metadataTopic(t)
+		name := orEmpty(t.Topic)
 		for j := range t.Partitions {
 			fn(cluster.Partition{Topic: name, TopicID: t.TopicID, Num: t.Partitions[j].Partition}, &t.Partitions[j])
 		}
 	}
 }
 
-func metadataTopic(t *kmsg.MetadataResponseTopic) string {
-	if t.Topic == nil {
+// orEmpty is *s, "" for a null string.
+func orEmpty(s *string) string {
+	if s == nil {
 		return ""
 	}
-	return *t.Topic
+	return *s
 }

@@ -22,40 +22,15 @@ const Redaction = "<redacted>"
 func Redact(m any) (any, bool) {
 	switch r := m.(type) {
 	case *kmsg.SASLAuthenticateRequest:
-		if len(r.SASLAuthBytes) == 0 {
-			return m, false
-		}
-		c := *r
-		c.SASLAuthBytes = RedactSASL(r.SASLAuthBytes)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.SASLAuthenticateRequest) *[]byte { return &c.SASLAuthBytes }, RedactSASL)
 	case *kmsg.SASLAuthenticateResponse:
-		if len(r.SASLAuthBytes) == 0 {
-			return m, false
-		}
-		c := *r
-		c.SASLAuthBytes = RedactSASL(r.SASLAuthBytes)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.SASLAuthenticateResponse) *[]byte { return &c.SASLAuthBytes }, RedactSASL)
 	case *kmsg.CreateDelegationTokenResponse:
-		if len(r.HMAC) == 0 {
-			return m, false
-		}
-		c := *r
-		c.HMAC = redactedBytes(r.HMAC)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.CreateDelegationTokenResponse) *[]byte { return &c.HMAC }, redactedBytes)
 	case *kmsg.RenewDelegationTokenRequest:
-		if len(r.HMAC) == 0 {
-			return m, false
-		}
-		c := *r
-		c.HMAC = redactedBytes(r.HMAC)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.RenewDelegationTokenRequest) *[]byte { return &c.HMAC }, redactedBytes)
 	case *kmsg.ExpireDelegationTokenRequest:
-		if len(r.HMAC) == 0 {
-			return m, false
-		}
-		c := *r
-		c.HMAC = redactedBytes(r.HMAC)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.ExpireDelegationTokenRequest) *[]byte { return &c.HMAC }, redactedBytes)
 	case *kmsg.DescribeDelegationTokenResponse:
 		if len(r.TokenDetails) == 0 {
 			return m, false
@@ -80,75 +55,29 @@ func Redact(m any) (any, bool) {
 	case *kmsg.EnvelopeRequest:
 		// The forwarded request may be any admin request, SCRAM
 		// credentials and sensitive configs among them.
-		if len(r.RequestData) == 0 {
-			return m, false
-		}
-		c := *r
-		c.RequestData = redactedBytes(r.RequestData)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.EnvelopeRequest) *[]byte { return &c.RequestData }, redactedBytes)
 	case *kmsg.EnvelopeResponse:
-		if len(r.ResponseData) == 0 {
-			return m, false
-		}
-		c := *r
-		c.ResponseData = redactedBytes(r.ResponseData)
-		return &c, true
+		return redactBytes(r, func(c *kmsg.EnvelopeResponse) *[]byte { return &c.ResponseData }, redactedBytes)
 	case *kmsg.AlterConfigsRequest:
-		if !slices.ContainsFunc(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
-			return slices.ContainsFunc(res.Configs, func(x kmsg.AlterConfigsRequestResourceConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
-		}) {
-			return m, false
-		}
-		c := *r
-		c.Resources = append([]kmsg.AlterConfigsRequestResource(nil), r.Resources...)
-		for i := range c.Resources {
-			res := &c.Resources[i]
-			res.Configs = append([]kmsg.AlterConfigsRequestResourceConfig(nil), res.Configs...)
-			for j := range res.Configs {
-				if x := &res.Configs[j]; SensitiveConfig(x.Name) && x.Value != nil {
-					x.Value = redactedString()
-				}
-			}
-		}
-		return &c, true
+		type res = kmsg.AlterConfigsRequestResource
+		type cfg = kmsg.AlterConfigsRequestResourceConfig
+		return redactConfigs(r, func(c *kmsg.AlterConfigsRequest) *[]res { return &c.Resources }, func(o *res) *[]cfg { return &o.Configs },
+			func(x *cfg) **string { return secretValue(x.Name, false, &x.Value) })
 	case *kmsg.IncrementalAlterConfigsRequest:
-		if !slices.ContainsFunc(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
-			return slices.ContainsFunc(res.Configs, func(x kmsg.IncrementalAlterConfigsRequestResourceConfig) bool {
-				return SensitiveConfig(x.Name) && x.Value != nil
-			})
-		}) {
-			return m, false
-		}
-		c := *r
-		c.Resources = append([]kmsg.IncrementalAlterConfigsRequestResource(nil), r.Resources...)
-		for i := range c.Resources {
-			res := &c.Resources[i]
-			res.Configs = append([]kmsg.IncrementalAlterConfigsRequestResourceConfig(nil), res.Configs...)
-			for j := range res.Configs {
-				if x := &res.Configs[j]; SensitiveConfig(x.Name) && x.Value != nil {
-					x.Value = redactedString()
-				}
-			}
-		}
-		return &c, true
+		type res = kmsg.IncrementalAlterConfigsRequestResource
+		type cfg = kmsg.IncrementalAlterConfigsRequestResourceConfig
+		return redactConfigs(r, func(c *kmsg.IncrementalAlterConfigsRequest) *[]res { return &c.Resources }, func(o *res) *[]cfg { return &o.Configs },
+			func(x *cfg) **string { return secretValue(x.Name, false, &x.Value) })
 	case *kmsg.CreateTopicsRequest:
-		if !slices.ContainsFunc(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-			return slices.ContainsFunc(t.Configs, func(x kmsg.CreateTopicsRequestTopicConfig) bool { return SensitiveConfig(x.Name) && x.Value != nil })
-		}) {
-			return m, false
-		}
-		c := *r
-		c.Topics = append([]kmsg.CreateTopicsRequestTopic(nil), r.Topics...)
-		for i := range c.Topics {
-			t := &c.Topics[i]
-			t.Configs = append([]kmsg.CreateTopicsRequestTopicConfig(nil), t.Configs...)
-			for j := range t.Configs {
-				if x := &t.Configs[j]; SensitiveConfig(x.Name) && x.Value != nil {
-					x.Value = redactedString()
-				}
-			}
-		}
-		return &c, true
+		type topic = kmsg.CreateTopicsRequestTopic
+		type cfg = kmsg.CreateTopicsRequestTopicConfig
+		return redactConfigs(r, func(c *kmsg.CreateTopicsRequest) *[]topic { return &c.Topics }, func(o *topic) *[]cfg { return &o.Configs },
+			func(x *cfg) **string { return secretValue(x.Name, false, &x.Value) })
+	case *kmsg.CreateTopicsResponse:
+		type topic = kmsg.CreateTopicsResponseTopic
+		type cfg = kmsg.CreateTopicsResponseTopicConfig
+		return redactConfigs(r, func(c *kmsg.CreateTopicsResponse) *[]topic { return &c.Topics }, func(o *topic) *[]cfg { return &o.Configs },
+			func(x *cfg) **string { return secretValue(x.Name, x.IsSensitive, &x.Value) })
 	case *kmsg.DescribeConfigsResponse:
 		sensitive := func(x kmsg.DescribeConfigsResponseResourceConfig) bool {
 			if (x.IsSensitive || SensitiveConfig(x.Name)) && x.Value != nil {
@@ -185,28 +114,53 @@ func Redact(m any) (any, bool) {
 			}
 		}
 		return &c, true
-	case *kmsg.CreateTopicsResponse:
-		if !slices.ContainsFunc(r.Topics, func(t kmsg.CreateTopicsResponseTopic) bool {
-			return slices.ContainsFunc(t.Configs, func(x kmsg.CreateTopicsResponseTopicConfig) bool {
-				return (x.IsSensitive || SensitiveConfig(x.Name)) && x.Value != nil
-			})
-		}) {
-			return m, false
-		}
-		c := *r
-		c.Topics = append([]kmsg.CreateTopicsResponseTopic(nil), r.Topics...)
-		for i := range c.Topics {
-			t := &c.Topics[i]
-			t.Configs = append([]kmsg.CreateTopicsResponseTopicConfig(nil), t.Configs...)
-			for j := range t.Configs {
-				if x := &t.Configs[j]; (x.IsSensitive || SensitiveConfig(x.Name)) && x.Value != nil {
-					x.Value = redactedString()
-				}
-			}
-		}
-		return &c, true
 	}
 	return m, false
+}
+
+// redactBytes returns a copy of r with the bytes field gives replaced by
+// with, if it holds any; else r itself.
+func redactBytes[T any](r *T, field func(*T) *[]byte, with func([]byte) []byte) (any, bool) {
+	if len(*field(r)) == 0 {
+		return r, false
+	}
+	c := *r
+	f := field(&c)
+	*f = with(*f)
+	return &c, true
+}
+
+// redactConfigs returns a copy of r whose list and its elements' configs
+// are copied too, with the config values secret names redacted, if secret
+// names any; else r itself.
+func redactConfigs[T, O, C any](r *T, list func(*T) *[]O, configs func(*O) *[]C, secret func(*C) **string) (any, bool) {
+	if !slices.ContainsFunc(*list(r), func(o O) bool {
+		return slices.ContainsFunc(*configs(&o), func(x C) bool { return secret(&x) != nil })
+	}) {
+		return r, false
+	}
+	c := *r
+	os := list(&c)
+	*os = append([]O(nil), *os...)
+	for i := range *os {
+		cs := configs(&(*os)[i])
+		*cs = append([]C(nil), *cs...)
+		for j := range *cs {
+			if v := secret(&(*cs)[j]); v != nil {
+				*v = redactedString()
+			}
+		}
+	}
+	return &c, true
+}
+
+// secretValue returns value if it is set and its config a credential (the
+// broker marked it sensitive, or SensitiveConfig says so by its name).
+func secretValue(name string, sensitive bool, value **string) **string {
+	if *value != nil && (sensitive || SensitiveConfig(name)) {
+		return value
+	}
+	return nil
 }
 
 // SecretKey reports whether frames of API key may carry a credential in

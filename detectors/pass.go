@@ -106,6 +106,9 @@ func (x *Exchange) idKey(p cluster.Partition) cluster.Partition {
 type answerBuf struct {
 	a        []decode.PartitionAnswer
 	computed int64
+	// p is the exchange's Produced once asked (produced).
+	p        []Produced
+	produced bool
 }
 
 // Answers is what the response says of each partition of a Produce or
@@ -133,6 +136,49 @@ func (x *Exchange) Answers() []decode.PartitionAnswer {
 	}
 	x.answers = a
 	return a
+}
+
+// Produced is a batch of a Produce request and what the response says
+// of it (flows.ProducedBatches): I is its index in the request's
+// Batches, Base the offset the broker gave it, -1 if the partition was
+// refused (Code) or the broker gave none.
+type Produced struct {
+	I    int
+	B    *flows.BatchRef
+	Base int64
+	Code int16
+}
+
+// Produced is flows.ProducedBatches of the exchange, in request order;
+// nil without a request and a Produce response. Like Answers, it is
+// computed at the first ask and the same slice handed to every rule that
+// asks in the exchange (read, never changed or kept): replica-divergence
+// and duplicate-batches both read every produced batch.
+func (x *Exchange) Produced() []Produced {
+	var p []Produced
+	if x.buf != nil {
+		if x.buf.produced {
+			return x.buf.p
+		}
+		x.buf.produced = true
+		p = x.buf.p
+	}
+	flows.ProducedBatches(x.Req, x.Resp, func(i int, b *flows.BatchRef, base int64, code int16) {
+		p = append(p, Produced{I: i, B: b, Base: base, Code: code})
+	})
+	if x.buf != nil {
+		x.buf.p = p
+	}
+	return p
+}
+
+// release empties the buffers after an exchange, dropping what they
+// point to in it (its request's batches) and keeping their memory.
+func (b *answerBuf) release() {
+	for i := range b.p {
+		b.p[i].B = nil
+	}
+	b.p, b.produced = b.p[:0], false
 }
 
 // Latency is the time from the request's last packet to the response's.

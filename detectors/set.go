@@ -236,6 +236,9 @@ func (s *Set) OnExchange(x *flows.Exchange) {
 		h.Exchange(&s.pass, &s.x)
 	}
 	s.x = Exchange{}
+	if s.answers.produced {
+		s.answers.release()
+	}
 }
 
 // OnConnEvent implements flows.ConnHandler.

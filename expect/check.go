@@ -2,6 +2,7 @@ package expect
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -105,10 +106,7 @@ func (e Finding) mismatches(severity string, nodes []int32, counts map[string]in
 			out = append(out, fmt.Sprintf("field %s = %s, want %s", k, a, b))
 		}
 	}
-	tol := e.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
+	tol := cmp.Or(e.Tolerance, DefaultTolerance)
 	for _, k := range slices.Sorted(maps.Keys(e.Approx)) {
 		v := e.Approx[k]
 		var got float64
@@ -177,10 +175,7 @@ func Check(f *File, rep *Report) Result {
 			}
 		}
 	}
-	owner := make([]int, len(rep.Findings)) // finding -> expectation, -1
-	for j := range owner {
-		owner[j] = -1
-	}
+	owner := slices.Repeat([]int{-1}, len(rep.Findings)) // finding -> expectation, -1
 	var augment func(i int, seen []bool) bool
 	augment = func(i int, seen []bool) bool {
 		for _, j := range fits[i] {
@@ -195,15 +190,9 @@ func Check(f *File, rep *Report) Result {
 		}
 		return false
 	}
-	matched := make([]bool, len(f.Findings))
 	for i := range f.Findings {
 		if augment(i, make([]bool, len(rep.Findings))) {
 			res.Matched++
-		}
-	}
-	for _, i := range owner {
-		if i >= 0 {
-			matched[i] = true
 		}
 	}
 	// An expectation not met: the nearest finding of its detector left
@@ -213,7 +202,7 @@ func Check(f *File, rep *Report) Result {
 		taken[j] = i >= 0
 	}
 	for i, e := range f.Findings {
-		if matched[i] {
+		if slices.Contains(owner, i) {
 			continue
 		}
 		best, why := -1, []string(nil)
@@ -233,10 +222,7 @@ func Check(f *File, rep *Report) Result {
 		got := rep.Findings[best]
 		res.Problems = append(res.Problems, Problem{Kind: Mismatch, Want: e.String(), Got: &got, Why: why})
 	}
-	strict := f.Others.Strict
-	if strict == "" {
-		strict = "warning"
-	}
+	strict := cmp.Or(f.Others.Strict, "warning")
 	if strict != "none" {
 		for j, got := range rep.Findings {
 			if taken[j] || rank(got.Severity) < rank(strict) || slices.Contains(f.Others.Allow, got.Detector) {

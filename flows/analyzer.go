@@ -457,9 +457,9 @@ func (a *Analyzer) rememberGone(key packet.Key) {
 // first) into Stats.Evicted when the table is full.
 func (a *Analyzer) addConn(c *Conn) {
 	a.conns = append(a.conns, c)
-	if key, _ := packet.MakeKey(c.Client, c.Server); a.streamOf(key) != nil && a.streamOf(key).conn == c {
+	key, _ := packet.MakeKey(c.Client, c.Server)
+	if s := a.streamOf(key); s != nil && s.conn == c {
 		// IP datagrams of the connection lost before it was known.
-		s := a.streamOf(key)
 		for _, l := range s.lostFrags {
 			c.fragLost(int64(l.bytes), l.problem)
 		}
@@ -756,9 +756,7 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 		// direction: push what waits behind the hole through first, so
 		// that a request held there is paired before this packet's
 		// response arrives.
-		a.gather()
-		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
-		a.scatter()
+		a.flushHoles(p.Time)
 	}
 	gen := a.gens + 1 // a new stream's
 	if s != nil {
@@ -783,10 +781,16 @@ func (a *Analyzer) tcpPacket(p *capture.Packet, src, dst netip.AddrPort) {
 	if a.flushNow {
 		// A hole proven lost by an ACK (see stream.trackSeq).
 		a.flushNow = false
-		a.gather()
-		a.asm.FlushWithOptions(reassembly.FlushOptions{T: p.Time.Add(time.Nanosecond)})
-		a.scatter()
+		a.flushHoles(p.Time)
 	}
+}
+
+// flushHoles pushes through what every stream holds behind a hole, at
+// now: the events of several streams, in order (gather).
+func (a *Analyzer) flushHoles(now time.Time) {
+	a.gather()
+	a.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(time.Nanosecond)})
+	a.scatter()
 }
 
 // FlushClock decides when an analyzer flushes on the clock: after 1024
@@ -902,11 +906,7 @@ func (a *Analyzer) closeAt(end Place) {
 	// Unanswered requests, in order of their packets.
 	var left []*Message
 	for _, c := range a.conns {
-		for _, m := range c.drain() {
-			if m != nil {
-				left = append(left, m)
-			}
-		}
+		left = append(left, c.drain()...)
 	}
 	sort.SliceStable(left, func(i, j int) bool { return requestBefore(left[i], left[j]) })
 	a.phase = 2

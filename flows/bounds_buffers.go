@@ -365,9 +365,7 @@ func (f *framer) dropForBudget() {
 	}
 	c.skip(SkipBudget, n)
 	what := fmt.Sprintf("%s partial frame dropped after %d bytes", f.dirName(), n)
-	size, ok := decode.FrameSize(f.buf)
-	if ok && f.synced && size >= 0 && int64(size) <= int64(a.cfg.MaxFrame) && int(size)+decode.SizeLen > n {
-		total := int(size) + decode.SizeLen
+	if total, ok := f.frameTotal(f.buf); ok && total > n {
 		what = fmt.Sprintf("%s frame of %d bytes dropped after %d", f.dirName(), total, n)
 		switch {
 		case f.tentative:
@@ -377,7 +375,7 @@ func (f *framer) dropForBudget() {
 				a.wait(c, m, a.at) // at the packet that passed the budget
 			}
 		default:
-			if corr, ok := decode.Correlation(f.buf[decode.SizeLen:]); ok && c.hasPending(corr) {
+			if corr, ok := decode.Correlation(f.buf[decode.SizeLen:]); ok && c.waitingWith(corr) != nil {
 				req := c.match(corr, func(old *Message) { a.unanswered(c, old) })
 				m := &Message{
 					Conn: &c.ConnInfo, conn: c, Response: true, FirstPacket: f.startPkt, FirstTime: f.startTime, Size: total,

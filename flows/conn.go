@@ -2,11 +2,11 @@ package flows
 
 import (
 	"net/netip"
-
 	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/tlsdec"
 )
 
@@ -329,9 +329,6 @@ func (c *Conn) match(corr int32, skipped func(*Message)) *Message {
 	return nil
 }
 
-// hasPending reports whether a request with correlation id corr waits.
-func (c *Conn) hasPending(corr int32) bool { return c.waitingWith(corr) != nil }
-
 // waitingWith returns the oldest waiting request with correlation id
 // corr, or nil.
 func (c *Conn) waitingWith(corr int32) *Message {
@@ -346,10 +343,8 @@ func (c *Conn) waitingWith(corr int32) *Message {
 // hasPendingAt reports whether b (a response frame with its size prefix)
 // carries the correlation id of a waiting request.
 func (c *Conn) hasPendingAt(b []byte) bool {
-	if len(b) < 8 {
-		return false
-	}
-	return c.hasPending(int32(uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7])))
+	corr, ok := decode.Correlation(b[min(len(b), decode.SizeLen):])
+	return ok && c.waitingWith(corr) != nil
 }
 
 // drain removes all pending requests and returns those counted as

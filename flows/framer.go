@@ -3,6 +3,7 @@ package flows
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -88,10 +89,8 @@ func (f *framer) conn() *Conn { return f.s.conn }
 var skipReasons = [...]string{SkipGap, SkipSnaplen, SkipBudget}
 
 func skipWhy(reason string) uint8 {
-	for i, r := range skipReasons {
-		if r == reason {
-			return uint8(i)
-		}
+	if i := slices.Index(skipReasons[:], reason); i >= 0 {
+		return uint8(i)
 	}
 	panic("flows: no skip reason " + reason)
 }
@@ -672,7 +671,7 @@ func (f *framer) request(frame []byte, src *frameSource) bool {
 		c.problem(m.File, m.Packet, m.Err.Error())
 	default:
 		m.Req = req
-		f.scanBatches(m, req)
+		ScanBatches(m, req)
 		c.hint(keyVersion{h.Key, h.Version})
 		f.s.fr[ToClient].unstash()
 	}
@@ -745,7 +744,7 @@ func (f *framer) response(frame []byte, src *frameSource) bool {
 		} else {
 			m.Resp, m.shared = resp, shared
 			m.Batches = room
-			f.scanBatches(m, resp)
+			ScanBatches(m, resp)
 			m.ErrorCodes = codes
 			if len(m.ErrorCodes) > 0 {
 				c.ErrorResponses++
@@ -818,7 +817,7 @@ func (f *framer) infer(m *Message, frame []byte) bool {
 			continue
 		}
 		m.Key, m.Version, m.Inferred, m.Resp = kv.key, kv.version, true, resp
-		f.scanBatches(m, resp)
+		ScanBatches(m, resp)
 		m.ErrorCodes = errorCounts(resp, m.ErrorCodes)
 		return true
 	}
@@ -872,10 +871,6 @@ func countBatches(body any) (sets, n int) {
 	})
 	return sets, n
 }
-
-// scanBatches records the record batches of a Produce request or Fetch
-// response.
-func (f *framer) scanBatches(m *Message, body any) { ScanBatches(m, body) }
 
 // ScanBatches sets m.Batches to the record batches of body, a Produce
 // request or Fetch response (nil for another), as the framer does.

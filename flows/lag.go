@@ -1,8 +1,11 @@
 package flows
 
 import (
+	"bytes"
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -218,13 +221,7 @@ func (t *LagTable) Groups(clientID string, host netip.Addr) []string {
 	if gs == nil {
 		return nil
 	}
-	var out []string
-	for _, g := range gs {
-		if g != "" {
-			out = append(out, g)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(gs[:]), func(g string) bool { return g == "" })
 }
 
 // Fetch reads an exchange and returns the points it gives: one per
@@ -411,24 +408,12 @@ func (t *LagTable) Series(r cluster.Role) []*LagSeries {
 			out = append(out, s)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return lagLess(&out[i].Key, &out[j].Key, out[i].TopicName, out[j].TopicName) })
+	slices.SortFunc(out, func(x, y *LagSeries) int {
+		a, b := &x.Key, &y.Key
+		return cmp.Or(cmp.Compare(a.Replica, b.Replica), strings.Compare(a.Client.ID, b.Client.ID), a.Client.Host.Compare(b.Client.Host),
+			strings.Compare(x.TopicName, y.TopicName), bytes.Compare(a.Partition.TopicID[:], b.Partition.TopicID[:]), cmp.Compare(a.Partition.Num, b.Partition.Num))
+	})
 	return out
-}
-
-func lagLess(a, b *LagKey, an, bn string) bool {
-	switch {
-	case a.Replica != b.Replica:
-		return a.Replica < b.Replica
-	case a.Client.ID != b.Client.ID:
-		return a.Client.ID < b.Client.ID
-	case a.Client.Host != b.Client.Host:
-		return a.Client.Host.Less(b.Client.Host)
-	case an != bn:
-		return an < bn
-	case a.Partition.TopicID != b.Partition.TopicID:
-		return string(a.Partition.TopicID[:]) < string(b.Partition.TopicID[:])
-	}
-	return a.Partition.Num < b.Partition.Num
 }
 
 // LagStates keeps an owner's state of each series by an index of the

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"math"
 	"net/netip"
 	"sync"
 
@@ -57,13 +58,7 @@ func (l *Listeners) Before(ap netip.AddrPort, seq uint64) bool {
 // Accepted reports whether ap was seen accepting a connection so far; false
 // for a nil set.
 func (l *Listeners) Accepted(ap netip.AddrPort) bool {
-	if l == nil {
-		return false
-	}
-	l.mu.RLock()
-	_, ok := l.m[ap]
-	l.mu.RUnlock()
-	return ok
+	return l != nil && l.Before(ap, math.MaxUint64)
 }
 
 // Observe learns from packet p, at place seq, if it is a SYN-ACK of plain
@@ -75,22 +70,11 @@ func (l *Listeners) Observe(p *capture.Packet, seq uint64) {
 }
 
 // synAckFrom returns the sender of a SYN-ACK, read without decoding the
-// packet (see quickTCP).
+// packet (packet.QuickTCP).
 func synAckFrom(p *capture.Packet) (netip.AddrPort, bool) {
-	src, _, ok := packet.QuickTCP(p)
-	if !ok {
-		return src, false
-	}
-	_, b, _, _ := p.Link.Network(p.Data)
-	off := 40 // IPv6 header
-	if b[0]>>4 == 4 {
-		off = int(b[0]&0x0f) * 4
-	}
-	if len(b) < off+14 {
-		return src, false
-	}
+	src, _, flags, ok := packet.QuickTCP(p)
 	const syn, ack = 0x02, 0x10
-	return src, b[off+13]&(syn|ack) == syn|ack
+	return src, ok && flags&(syn|ack) == syn|ack
 }
 
 // Listeners are the endpoints this analyzer knows to have accepted

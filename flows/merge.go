@@ -35,9 +35,6 @@ func (s *Stats) Add(o *Stats) {
 	}
 	s.FirstBad.keepFirst(o.FirstBad)
 	s.FirstInternal.keepFirst(o.FirstInternal)
-	if s.UnknownAPIs == nil {
-		s.UnknownAPIs = make(map[UnknownAPI]int)
-	}
 	// In order, so that which pairs are listed past the bound does not
 	// depend on the map's.
 	for _, k := range slices.SortedFunc(maps.Keys(o.UnknownAPIs), func(a, b UnknownAPI) int {

@@ -288,12 +288,14 @@ func exactResponse(frame []byte, key, version int16) bool {
 
 // portServer returns which end (index into ends) is a server by its port,
 // or -1 if neither or both are.
-func (s *stream) portServer() int {
-	p0, p1 := s.serverPort(0), s.serverPort(1)
+func (s *stream) portServer() int { return onlyOne(s.serverPort(0), s.serverPort(1)) }
+
+// onlyOne returns 0 if x alone holds, 1 if y alone does, else -1.
+func onlyOne(x, y bool) int {
 	switch {
-	case p0 && !p1:
+	case x && !y:
 		return 0
-	case p1 && !p0:
+	case y && !x:
 		return 1
 	}
 	return -1
@@ -311,11 +313,8 @@ func (s *stream) serverPort(i int) bool {
 // whatever there is. It returns the client end, how it was decided, and ok
 // false to keep holding (or, if final, not Kafka).
 func orient(ev evidence, portServer, lower int, final bool) (client int, by ClientSide, ok bool) {
-	if ev.paired[0] != ev.paired[1] {
-		if ev.paired[0] {
-			return 0, ClientByPairing, true
-		}
-		return 1, ClientByPairing, true
+	if c := onlyOne(ev.paired[0], ev.paired[1]); c >= 0 {
+		return c, ClientByPairing, true
 	}
 	if portServer >= 0 {
 		c := 1 - portServer
@@ -345,13 +344,7 @@ func orient(ev evidence, portServer, lower int, final bool) (client int, by Clie
 // lowerPort returns the end with the lower port, or -1 if they are equal.
 func (s *stream) lowerPort() int {
 	p0, p1 := s.ends[0].Port(), s.ends[1].Port()
-	switch {
-	case p0 < p1:
-		return 0
-	case p1 < p0:
-		return 1
-	}
-	return -1
+	return onlyOne(p0 < p1, p1 < p0)
 }
 
 // assess weighs what a held connection has and makes it, if it can; final

@@ -3,6 +3,7 @@ package flows
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -127,15 +128,7 @@ func (c *Conn) seen(at time.Time, packet uint64) {
 
 // CountClientID adds a client id to the connection's (a connection record names it).
 func (c *Conn) CountClientID(id string) {
-	if id == "" {
-		return
-	}
-	for _, s := range c.ClientIDs {
-		if s == id {
-			return
-		}
-	}
-	if len(c.ClientIDs) < maxClientIDs {
+	if id != "" && !slices.Contains(c.ClientIDs, id) && len(c.ClientIDs) < maxClientIDs {
 		c.ClientIDs = append(c.ClientIDs, id)
 	}
 }

@@ -40,7 +40,8 @@ func (f *factory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 			s.resume(c)
 		}
 	} else if len(a.gone) > 0 {
-		if h := a.goneHash(key); hasKey(a.gone, h) {
+		h := a.goneHash(key)
+		if _, ok := a.gone[h]; ok {
 			// Its record was dropped from the table (MaxConns) while
 			// it was quiet: a new record, which counts it again in
 			// place of the one folded into Stats.Evicted (start).
@@ -64,11 +65,6 @@ func (a *Analyzer) noteBorn(t time.Time) {
 	if keep := a.cfg.MaxStreams/2 + 1; len(a.born) > 2*keep {
 		a.born = append(a.born[:0], a.born[len(a.born)-keep:]...)
 	}
-}
-
-func hasKey(m map[uint64]struct{}, k uint64) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // resume continues an idle-evicted connection c on this new stream.
@@ -567,6 +563,5 @@ func (s *stream) start(how Recognition, by ClientSide) {
 			f.feed(h.buf[p.dir][p.off:p.off+p.n], p.at)
 		}
 	}
-	a.at = outer
 	s.release()
 }

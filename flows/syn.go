@@ -1,8 +1,10 @@
 package flows
 
 import (
+	"cmp"
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/capture"
@@ -95,36 +97,29 @@ func (a *Analyzer) compactSYNs() {
 
 func (a *Analyzer) evictSYN() {
 	q := &a.synq
-	var o *synState
 	for q.head < len(q.keys) {
 		k, seq := q.keys[q.head], q.seqs[q.head]
 		q.head++
 		if s := a.syns[k]; s != nil && s.seq == seq {
-			o = s
 			delete(a.syns, k)
-			break
+			a.emitConn(s.unanswered())
+			return
 		}
 	}
-	if o == nil {
-		return
-	}
-	a.emitConn(&ConnEvent{Kind: ConnUnanswered, Client: o.client, Server: o.server, File: o.file, Packet: o.packet, Time: o.time, Attempts: o.attempts})
+}
+
+// unanswered is the event of an attempt never answered.
+func (s *synState) unanswered() *ConnEvent {
+	return &ConnEvent{Kind: ConnUnanswered, Client: s.client, Server: s.server, File: s.file, Packet: s.packet, Time: s.time, Attempts: s.attempts}
 }
 
 // closeSYNs reports attempts never answered, in packet order.
 func (a *Analyzer) closeSYNs() {
-	left := make([]*synState, 0, len(a.syns))
-	for _, s := range a.syns {
-		left = append(left, s)
-	}
-	sort.Slice(left, func(i, j int) bool {
-		if !left[i].time.Equal(left[j].time) {
-			return left[i].time.Before(left[j].time)
-		}
-		return left[i].packet < left[j].packet
+	left := slices.SortedFunc(maps.Values(a.syns), func(x, y *synState) int {
+		return cmp.Or(x.time.Compare(y.time), cmp.Compare(x.packet, y.packet))
 	})
 	for _, s := range left {
-		a.emitConn(&ConnEvent{Kind: ConnUnanswered, Client: s.client, Server: s.server, File: s.file, Packet: s.packet, Time: s.time, Attempts: s.attempts})
+		a.emitConn(s.unanswered())
 	}
 	clear(a.syns)
 	a.synq = synQueue{}

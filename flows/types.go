@@ -239,18 +239,12 @@ const (
 	ConnRecognised                      // an unknown-port connection proved to be Kafka
 )
 
+var connEventNames = [...]string{ConnOpened: "opened", ConnClosed: "closed", ConnRefused: "refused", ConnUnanswered: "syn-unanswered",
+	ConnRecognised: "recognised"}
+
 func (k ConnEventKind) String() string {
-	switch k {
-	case ConnOpened:
-		return "opened"
-	case ConnClosed:
-		return "closed"
-	case ConnRefused:
-		return "refused"
-	case ConnUnanswered:
-		return "syn-unanswered"
-	case ConnRecognised:
-		return "recognised"
+	if k >= 0 && int(k) < len(connEventNames) {
+		return connEventNames[k]
 	}
 	return "?"
 }

@@ -1,7 +1,8 @@
 package metrics
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -100,29 +101,15 @@ func (c *correlation) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnreadable, prometheus.CounterValue, float64(s.Unreadable))
 	ch <- prometheus.MustNewConstMetric(descLate, prometheus.CounterValue, float64(s.Late))
 	ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(s.Duplicates))
-	parts := make([]int32, 0, len(s.Lag))
-	for p := range s.Lag {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	for i, p := range parts {
-		if i == maxCorrelationSeries {
-			break
-		}
+	for _, p := range bounded(slices.Sorted(maps.Keys(s.Lag))) {
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(s.Lag[p]), strconv.Itoa(int(p)))
 	}
-	for i, a := range s.Clocks {
-		if i == maxCorrelationSeries {
-			break
-		}
+	for _, a := range bounded(s.Clocks) {
 		agent := report.Clean(a.Agent)
 		ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, a.Offset.Seconds(), agent)
 		ch <- prometheus.MustNewConstMetric(descSpread, prometheus.GaugeValue, a.Spread.Seconds(), agent)
 	}
-	for i, t := range s.Latency {
-		if i == maxCorrelationSeries {
-			break
-		}
+	for _, t := range bounded(s.Latency) {
 		b := make(map[float64]uint64, len(E2EBuckets))
 		for j, le := range E2EBuckets {
 			if j < len(t.Buckets) {
@@ -132,3 +119,6 @@ func (c *correlation) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(descE2E, t.Count, t.Sum.Seconds(), b, report.Clean(t.Topic))
 	}
 }
+
+// bounded is the first maxCorrelationSeries of s.
+func bounded[T any](s []T) []T { return s[:min(len(s), maxCorrelationSeries)] }

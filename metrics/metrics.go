@@ -75,30 +75,22 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.MaxBrokers <= 0 {
-		c.MaxBrokers = 64
+	c.MaxBrokers = orDefault(c.MaxBrokers, 64)
+	c.MaxClientIDs = orDefault(c.MaxClientIDs, 100)
+	c.MaxSeries = orDefault(c.MaxSeries, 1024)
+	c.MaxConns = orDefault(c.MaxConns, 65536)
+	c.MaxErrorNames = orDefault(c.MaxErrorNames, 8)
+	c.MaxErrorSeries = orDefault(c.MaxErrorSeries, 1024)
+	c.MaxScrapes = orDefault(c.MaxScrapes, 2)
+	c.IdleAfter = orDefault(c.IdleAfter, 10*time.Minute)
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault[T ~int | ~int64](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	if c.MaxClientIDs <= 0 {
-		c.MaxClientIDs = 100
-	}
-	if c.MaxSeries <= 0 {
-		c.MaxSeries = 1024
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 65536
-	}
-	if c.MaxErrorNames <= 0 {
-		c.MaxErrorNames = 8
-	}
-	if c.MaxErrorSeries <= 0 {
-		c.MaxErrorSeries = 1024
-	}
-	if c.MaxScrapes <= 0 {
-		c.MaxScrapes = 2
-	}
-	if c.IdleAfter <= 0 {
-		c.IdleAfter = 10 * time.Minute
-	}
+	return v
 }
 
 // LatencyBuckets are the classic buckets of the latency histogram, in
@@ -589,24 +581,21 @@ func (m *Metrics) forget(ci *flows.ConnInfo) {
 	if cs == nil {
 		return
 	}
-	m.drop(cs)
-	delete(m.conns, ci)
-	m.unrecent(ci)
+	m.drop(ci, cs)
 }
 
-func (m *Metrics) unrecent(ci *flows.ConnInfo) {
-	if e := &m.recent[ci.ID&(recentSize-1)]; e.ci == ci {
-		*e = recentConn{}
-	}
-}
-
-func (m *Metrics) drop(cs *connState) {
+// drop forgets a connection: its state, and its roles in the gauge.
+func (m *Metrics) drop(ci *flows.ConnInfo, cs *connState) {
 	for r := 1; r < numRoles; r++ {
 		if cs.roles&(1<<r) != 0 {
 			m.connsByRole[r].Dec()
 		}
 	}
 	cs.roles = 0
+	delete(m.conns, ci)
+	if e := &m.recent[ci.ID&(recentSize-1)]; e.ci == ci {
+		*e = recentConn{}
+	}
 }
 
 // Capture takes the analysis's counters as they stand (cumulative:
@@ -616,23 +605,19 @@ func (m *Metrics) drop(cs *connState) {
 // the reading goroutine, the handlers on the merging one when sharded),
 // but not concurrently with itself.
 func (m *Metrics) Capture(packets, bytes int64, live *capture.LiveStats) {
-	if packets > m.sawPackets {
-		m.packets.Add(float64(packets - m.sawPackets))
-		m.sawPackets = packets
-	}
-	if bytes > m.sawBytes {
-		m.bytes.Add(float64(bytes - m.sawBytes))
-		m.sawBytes = bytes
-	}
+	addNew(m.packets, packets, &m.sawPackets)
+	addNew(m.bytes, bytes, &m.sawBytes)
 	if live != nil && m.kernelReceived != nil {
-		if live.Received > m.sawLive.Received {
-			m.kernelReceived.Add(float64(live.Received - m.sawLive.Received))
-			m.sawLive.Received = live.Received
-		}
-		if live.Dropped > m.sawLive.Dropped {
-			m.kernelDropped.Add(float64(live.Dropped - m.sawLive.Dropped))
-			m.sawLive.Dropped = live.Dropped
-		}
+		addNew(m.kernelReceived, live.Received, &m.sawLive.Received)
+		addNew(m.kernelDropped, live.Dropped, &m.sawLive.Dropped)
+	}
+}
+
+// addNew adds to c what a cumulative count now has past *saw.
+func addNew[T int64 | uint64](c prometheus.Counter, now T, saw *T) {
+	if now > *saw {
+		c.Add(float64(now - *saw))
+		*saw = now
 	}
 }
 
@@ -660,9 +645,7 @@ func (m *Metrics) age(now time.Time) {
 	cut := now.Add(-m.cfg.IdleAfter)
 	for ci, cs := range m.conns {
 		if cs.last.Before(cut) {
-			m.drop(cs)
-			delete(m.conns, ci)
-			m.unrecent(ci)
+			m.drop(ci, cs)
 		}
 	}
 }

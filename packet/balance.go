@@ -327,7 +327,6 @@ func (o *owners) saw(i int32, t *layers.TCP, fromB bool) {
 	}
 }
 
-// shardHash is the shard of connection k by its 4-tuple alone.
 // hash is the shard of a connection not in the table.
 func (o *owners) hash(k Key) int {
 	if o.byHosts {
@@ -344,23 +343,23 @@ func (o *owners) hash(k Key) int {
 // ran first. Spread by load, the two ran on two workers at once and the
 // resumed one was decrypted or not by their race: 3 to 17 requests on
 // one capture from run to run with two workers.
-func hostHash(k Key, n int) int {
-	h := uint64(14695981039346656037)
-	for i := range k.a {
-		h = (h ^ uint64(k.a[i])) * 1099511628211
-		h = (h ^ uint64(k.b[i])) * 1099511628211
-	}
-	return int(h % uint64(n))
-}
+func hostHash(k Key, n int) int { return int(hostsFNV(k) % uint64(n)) }
 
+// shardHash is the shard of connection k by its 4-tuple alone.
 func shardHash(k Key, n int) int {
-	// FNV-1a: deterministic, so that runs shard alike.
-	h := uint64(14695981039346656037)
-	for i := range k.a {
-		h = (h ^ uint64(k.a[i])) * 1099511628211
-		h = (h ^ uint64(k.b[i])) * 1099511628211
-	}
+	h := hostsFNV(k)
 	h = (h ^ uint64(k.pa)) * 1099511628211
 	h = (h ^ uint64(k.pb)) * 1099511628211
 	return int(h % uint64(n))
+}
+
+// hostsFNV is the FNV-1a hash of k's hosts: deterministic, so that runs
+// shard alike.
+func hostsFNV(k Key) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range k.a {
+		h = (h ^ uint64(k.a[i])) * 1099511628211
+		h = (h ^ uint64(k.b[i])) * 1099511628211
+	}
+	return h
 }

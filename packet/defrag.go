@@ -166,14 +166,23 @@ func (d *Defrag) Expire(now time.Time) {
 			return
 		}
 		d.pop()
-		switch {
-		case d.table[g.key] != g:
-		case g.dead:
-			d.forget(g)
-		default:
-			d.drop(g, FragMissing)
-		}
+		d.giveUp(g, FragMissing)
 	}
+}
+
+// giveUp gives up g, just popped from the queue, for why (its loss goes
+// to d.Lost); a dead one is just forgotten (its loss was counted). It
+// reports false for an entry no longer in the table, skipped.
+func (d *Defrag) giveUp(g *datagram, why string) bool {
+	switch {
+	case d.table[g.key] != g:
+		return false
+	case g.dead:
+		d.forget(g)
+	default:
+		d.drop(g, why)
+	}
+	return true
 }
 
 // Held returns the datagrams in progress and the bytes they hold.
@@ -341,12 +350,17 @@ func ipChecksum(h []byte) uint16 {
 	return uint16(sum)
 }
 
-// forget removes g from the table and frees its buffer.
+// forget removes g from the table and frees its buffers.
 func (d *Defrag) forget(g *datagram) {
 	delete(d.table, g.key)
+	d.freeBuffers(g)
+}
+
+// freeBuffers keeps g's buffers for reuse.
+func (d *Defrag) freeBuffers(g *datagram) {
 	d.held -= cap(g.buf)
 	d.release(g.buf)
-	g.buf = nil
+	g.buf, g.hdr = nil, nil
 	if len(d.spansFree) < keepBuffers && cap(g.spans) > 0 {
 		d.spansFree = append(d.spansFree, g.spans[:0])
 	}
@@ -362,13 +376,7 @@ func (d *Defrag) drop(g *datagram, why string) {
 	d.Lost = append(d.Lost, g.loss)
 	if why == FragOverlap || why == FragSnaplen {
 		g.dead = true
-		d.held -= cap(g.buf)
-		d.release(g.buf)
-		g.buf, g.hdr = nil, nil
-		if len(d.spansFree) < keepBuffers && cap(g.spans) > 0 {
-			d.spansFree = append(d.spansFree, g.spans[:0])
-		}
-		g.spans = nil
+		d.freeBuffers(g)
 		return
 	}
 	d.forget(g)
@@ -380,15 +388,9 @@ func (d *Defrag) dropOldest() {
 	for d.head < len(d.queue) {
 		g := d.queue[d.head]
 		d.pop()
-		if d.table[g.key] != g {
-			continue
+		if d.giveUp(g, FragBound) {
+			return
 		}
-		if g.dead {
-			d.forget(g)
-		} else {
-			d.drop(g, FragBound)
-		}
-		return
 	}
 }
 
@@ -398,14 +400,7 @@ func (d *Defrag) End() {
 	for d.head < len(d.queue) {
 		g := d.queue[d.head]
 		d.pop()
-		if d.table[g.key] != g {
-			continue
-		}
-		if g.dead {
-			d.forget(g)
-			continue
-		}
-		d.drop(g, FragMissing)
+		d.giveUp(g, FragMissing)
 	}
 }
 

@@ -303,18 +303,12 @@ func (f *Frag) check() error {
 	return nil
 }
 
-// QuickTCP reads the endpoints of a plain IPv4 or IPv6 TCP packet without
-// decoding it. A packet it accepts that gopacket would reject only lands
-// on some shard, whose Analyzer rejects it; the endpoints of a packet
-// gopacket accepts are the same either way.
-func QuickTCP(p *capture.Packet) (src, dst netip.AddrPort, ok bool) {
-	src, dst, _, ok = quickSegment(p)
-	return src, dst, ok
-}
-
-// quickSegment is QuickTCP, also returning the segment's TCP flags (0 if
-// the packet is too short to hold them).
-func quickSegment(p *capture.Packet) (src, dst netip.AddrPort, flags uint8, ok bool) {
+// QuickTCP reads the endpoints and TCP flags (0 if the packet is too
+// short to hold them) of a plain IPv4 or IPv6 TCP packet without decoding
+// it. A packet it accepts that gopacket would reject only lands on some
+// shard, whose Analyzer rejects it; the endpoints of a packet gopacket
+// accepts are the same either way.
+func QuickTCP(p *capture.Packet) (src, dst netip.AddrPort, flags uint8, ok bool) {
 	et, b, _, ok := p.Link.Network(p.Data)
 	if !ok || len(b) < 1 {
 		return src, dst, 0, false

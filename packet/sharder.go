@@ -72,7 +72,7 @@ func (s *Sharder) Route(p *capture.Packet, emit func(shard int, w *Work)) {
 		s.losses(emit)
 	}
 	s.work = Work{Kind: WorkPacket, Packet: p}
-	src, dst, flags, ok := quickSegment(p)
+	src, dst, flags, ok := QuickTCP(p)
 	if ok {
 		emit(s.place(p, src, dst, flags, false), &s.work)
 		return

@@ -117,6 +117,15 @@ type Result struct {
 
 var errDuration = errors.New("duration reached")
 
+// stopped says why ctx, done, stopped the run: Options.Duration or an
+// interruption.
+func stopped(ctx context.Context) Stop {
+	if errors.Is(context.Cause(ctx), errDuration) {
+		return StopDuration
+	}
+	return StopInterrupted
+}
+
 // liveSource is a live capture: it has kernel counters and returns
 // capture.ErrIdle when no packet came for a while.
 type liveSource interface {
@@ -302,24 +311,17 @@ read:
 			check = false
 			select {
 			case <-done:
-				stop = StopInterrupted
-				if errors.Is(context.Cause(ctx), errDuration) {
-					stop = StopDuration
-				}
+				stop = stopped(ctx)
 				break read
 			default:
 			}
-			if opt.Progress != nil {
-				if now := time.Now(); now.Sub(lastProgress) >= every {
-					lastProgress = now
-					progress(false)
-				}
+			if opt.Progress != nil && time.Since(lastProgress) >= every {
+				lastProgress = time.Now()
+				progress(false)
 			}
-			if opt.LiveFindings != nil && opt.Detectors != nil {
-				if now := time.Now(); now.Sub(lastFindings) >= findingsEvery {
-					opt.LiveFindings(opt.Detectors.Snapshot(pass()))
-					lastFindings = time.Now() // the snapshot's own time is not counted
-				}
+			if opt.LiveFindings != nil && opt.Detectors != nil && time.Since(lastFindings) >= findingsEvery {
+				opt.LiveFindings(opt.Detectors.Snapshot(pass()))
+				lastFindings = time.Now() // the snapshot's own time is not counted
 			}
 		}
 		err := src.Next(&p)
@@ -339,10 +341,7 @@ read:
 		if err != nil && ctx.Err() != nil {
 			// A source that gives up when the run is stopped (a read
 			// blocked on a pipe): stopped, not broken.
-			stop = StopInterrupted
-			if errors.Is(context.Cause(ctx), errDuration) {
-				stop = StopDuration
-			}
+			stop = stopped(ctx)
 			break
 		}
 		if err != nil {

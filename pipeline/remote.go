@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kfsniff/kfsniff/cluster"
@@ -112,13 +113,8 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 			AgentEnd: src.End}
 	}
 	findings := func(snapshot bool) []detectors.Finding {
-		ids := make([]int32, 0, len(lanes))
-		for id := range lanes {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		var out []detectors.Finding
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(lanes)) {
 			if snapshot {
 				out = append(out, lanes[id].set.Snapshot(pass())...)
 			} else {
@@ -161,16 +157,15 @@ func RunRemote(ctx context.Context, src RemoteSource, group bool, newSet func() 
 				return true
 			}
 			it := &b.Items[i]
-			ev := it
-			if ev.Opened != nil {
-				shared.Deliver(ev.Opened)
+			if it.Opened != nil {
+				shared.Deliver(it.Opened)
 			}
 			l := laneOf(it.Lane)
-			for _, e := range []*flows.Event{ev.Req, ev.X, ev.Conn} {
+			for _, e := range []*flows.Event{it.Req, it.X, it.Conn} {
 				if e == nil {
 					continue
 				}
-				if e != ev.Opened {
+				if e != it.Opened {
 					shared.Deliver(e)
 				}
 				if l != nil {
@@ -189,10 +184,7 @@ read:
 	for {
 		select {
 		case <-ctx.Done():
-			stop = StopInterrupted
-			if errors.Is(context.Cause(ctx), errDuration) {
-				stop = StopDuration
-			}
+			stop = stopped(ctx)
 			break read
 		default:
 		}

@@ -116,10 +116,7 @@ type sharded struct {
 	routeFn func(int, *packet.Work) // route, made once
 	clock   flows.FlushClock
 	window  time.Duration
-	ans     []*flows.Analyzer
 	workers []*worker
-	in      []chan *shardIn
-	out     []chan shardOut
 	cur     []*shardIn
 	free    chan *shardIn
 	// views says that packets' bytes are views of blocks from pool (the
@@ -192,10 +189,7 @@ func newSharded(n int, cfg flows.Config, handlers []flows.Handler) *sharded {
 		o := wopt
 		o.Sink = w.sink
 		w.an = flows.NewWorker(wcfg, o)
-		s.ans = append(s.ans, w.an)
 		s.workers = append(s.workers, w)
-		s.in = append(s.in, w.in)
-		s.out = append(s.out, w.out)
 		s.cur = append(s.cur, s.batch())
 		go w.run(i)
 	}
@@ -273,7 +267,7 @@ func (s *sharded) route(w int, wk *packet.Work) {
 func (s *sharded) send() {
 	s.cur[0].retire, s.pool.retired = s.pool.retired, nil
 	for w, b := range s.cur {
-		s.in[w] <- b
+		s.workers[w].in <- b
 		s.cur[w] = s.batch()
 	}
 	s.roundN, s.roundB = 0, 0
@@ -300,9 +294,9 @@ func (s *sharded) Close() {
 	s.sharder.End(s.routeFn)
 	s.send()
 	end := &endPos{file: s.lastPkt.file, n: s.lastPkt.n, t: s.last}
-	for _, in := range s.in {
-		in <- &shardIn{end: end}
-		close(in)
+	for _, w := range s.workers {
+		w.in <- &shardIn{end: end}
+		close(w.in)
 	}
 	<-s.done
 	// The rounds' buffers are not needed for the report.
@@ -315,10 +309,8 @@ func (s *sharded) Close() {
 	s.cur = nil
 	for _, w := range s.workers {
 		w.held = nil
-	}
-	for _, an := range s.ans {
-		s.stats.Add(an.Stats())
-		s.conns = append(s.conns, an.Conns()...)
+		s.stats.Add(w.an.Stats())
+		s.conns = append(s.conns, w.an.Conns()...)
 	}
 	// The workers' analyzers deliver nothing themselves: what was kept
 	// for the handlers was kept here.
@@ -449,22 +441,19 @@ func (s *sharded) merge() {
 	label("merger")
 	cur := make([][]stamped, s.n)
 	idx := make([]int, s.n)
-	open := make([]bool, s.n)
+	closed := make([]bool, s.n)
 	chunks := make([][][]byte, s.n)
 	retire := make([][][]byte, s.n)
-	for w := range open {
-		open[w] = true
-	}
 	// next makes worker w's cursor point at an event, if any is left in
 	// this round (or, at the end, at all).
 	next := func(w int, end bool) bool {
 		for idx[w] >= len(cur[w]) {
-			if !end || !open[w] {
+			if !end || closed[w] {
 				return false
 			}
-			o, ok := <-s.out[w]
+			o, ok := <-s.workers[w].out
 			if !ok {
-				open[w] = false
+				closed[w] = true
 				return false
 			}
 			cur[w], idx[w] = o.evs, 0
@@ -473,10 +462,10 @@ func (s *sharded) merge() {
 	}
 	for {
 		end := false
-		for w := range s.out {
-			o, ok := <-s.out[w]
+		for w, wk := range s.workers {
+			o, ok := <-wk.out
 			if !ok {
-				open[w] = false
+				closed[w] = true
 			}
 			evs := o.evs
 			cur[w], idx[w], chunks[w], retire[w] = evs, 0, o.chunks, o.retire
@@ -509,7 +498,7 @@ func (s *sharded) merge() {
 		s.merged.Add(1)
 		for w, evs := range cur {
 			if len(chunks[w]) > 0 {
-				s.ans[w].Recycle(chunks[w])
+				s.workers[w].an.Recycle(chunks[w])
 				chunks[w] = nil
 			}
 			if len(retire[w]) > 0 {

@@ -170,45 +170,32 @@ func (s suite) keys12(master []byte, clientRandom, serverRandom [32]byte) (clien
 // (appending), and returns the plaintext (TLS 1.3: with its inner type
 // and padding still on) or false when it does not authenticate.
 func (k *recordKey) open(dst []byte, hdr [5]byte, payload []byte) ([]byte, bool) {
-	var nonce []byte
-	var aad []byte
 	seq := k.seq
-	switch {
-	case k.tls13:
+	if k.explicit {
+		if len(payload) < 8+k.aead.Overhead() {
+			return nil, false
+		}
+		copy(k.nonce[:4], k.iv)
+		copy(k.nonce[4:], payload[:8])
+		payload = payload[8:]
+	} else {
+		// TLS 1.3 and ChaCha20-Poly1305: the IV XOR the sequence number.
 		copy(k.nonce[:], k.iv)
 		for i := 0; i < 8; i++ {
 			k.nonce[4+i] ^= byte(seq >> (56 - 8*i))
 		}
-		nonce, aad = k.nonce[:], hdr[:]
-	default:
-		ct := payload
-		if k.explicit {
-			if len(payload) < 8+k.aead.Overhead() {
-				return nil, false
-			}
-			copy(k.nonce[:4], k.iv)
-			copy(k.nonce[4:], payload[:8])
-			nonce = k.nonce[:12]
-			ct = payload[8:]
-		} else {
-			copy(k.nonce[:], k.iv)
-			for i := 0; i < 8; i++ {
-				k.nonce[4+i] ^= byte(seq >> (56 - 8*i))
-			}
-			nonce = k.nonce[:]
-		}
-		if len(ct) < k.aead.Overhead() {
-			return nil, false
-		}
-		binary.BigEndian.PutUint64(k.aad[:8], seq)
-		k.aad[8], k.aad[9], k.aad[10] = hdr[0], hdr[1], hdr[2]
-		binary.BigEndian.PutUint16(k.aad[11:], uint16(len(ct)-k.aead.Overhead()))
-		aad, payload = k.aad[:], ct
 	}
 	if len(payload) < k.aead.Overhead() {
 		return nil, false
 	}
-	out, err := k.aead.Open(dst, nonce, payload, aad)
+	aad := append(k.aad[:0], hdr[:]...) // TLS 1.3: the header
+	if !k.tls13 {
+		binary.BigEndian.PutUint64(k.aad[:8], seq)
+		k.aad[8], k.aad[9], k.aad[10] = hdr[0], hdr[1], hdr[2]
+		binary.BigEndian.PutUint16(k.aad[11:], uint16(len(payload)-k.aead.Overhead()))
+		aad = k.aad[:]
+	}
+	out, err := k.aead.Open(dst, k.nonce[:], payload, aad)
 	if err != nil {
 		return nil, false
 	}

@@ -56,3 +56,6 @@ func TestHostileRecords(t *testing.T) {
 		}
 	})
 }
+
+// Failed returns why direction d is no longer decrypted ("" while it is).
+func (s *Session) Failed(d Dir) string { return s.dir[d].failed }

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -44,10 +45,9 @@ const (
 
 // secrets are one session's, by client random.
 type secrets struct {
-	master                             []byte // TLS 1.2
-	chts, shts, cts0, sts0             []byte // TLS 1.3
-	used                               bool
-	haveMaster, haveHandshake, haveApp bool
+	master                 []byte // TLS 1.2
+	chts, shts, cts0, sts0 []byte // TLS 1.3
+	used                   bool
 }
 
 // Keys is a key log: the secrets of sessions by client random. It is safe
@@ -124,11 +124,9 @@ func (k *Keys) addSessionID(f [][]byte, name string, line int) (isRSA, ok bool) 
 	}
 	sid := make([]byte, len(id)/2)
 	master := make([]byte, 48)
-	if _, err := hex.Decode(sid, id); err != nil {
-		k.malformed(name, line)
-		return true, false
-	}
-	if _, err := hex.Decode(master, mk); err != nil {
+	_, err1 := hex.Decode(sid, id)
+	_, err2 := hex.Decode(master, mk)
+	if err1 != nil || err2 != nil {
 		k.malformed(name, line)
 		return true, false
 	}
@@ -219,41 +217,28 @@ func (k *Keys) read(r io.Reader, name string, line int, final bool) (int64, int,
 	lines := 0
 	for {
 		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// Longer than any key log line: skip to its end.
-			n := int64(len(b))
-			for err == bufio.ErrBufferFull {
-				b, err = br.ReadSlice('\n')
-				n += int64(len(b))
-			}
-			if err != nil && (err != io.EOF || !final) {
-				if err == io.EOF {
-					err = nil
-				}
-				return used, lines, err
-			}
-			lines++
-			used += n
-			k.malformed(name, line+lines)
-			if err == io.EOF {
-				return used, lines, nil
-			}
-			continue
+		// Longer than any key log line: skip to its end.
+		n, long := int64(len(b)), err == bufio.ErrBufferFull
+		for err == bufio.ErrBufferFull {
+			b, err = br.ReadSlice('\n')
+			n += int64(len(b))
 		}
-		if err == io.EOF {
-			if len(b) > 0 && final {
-				lines++
-				used += int64(len(b))
-				k.AddLine(b, name, line+lines)
-			}
+		switch {
+		case err != nil && err != io.EOF:
+			return used, lines, err
+		case err == io.EOF && (n == 0 || !final):
 			return used, lines, nil
 		}
-		if err != nil {
-			return used, lines, err
-		}
 		lines++
-		used += int64(len(b))
-		k.AddLine(b, name, line+lines)
+		used += n
+		if long {
+			k.malformed(name, line+lines)
+		} else {
+			k.AddLine(b, name, line+lines)
+		}
+		if err == io.EOF {
+			return used, lines, nil
+		}
 	}
 }
 
@@ -288,28 +273,16 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 		return false
 	}
 	var cr [32]byte
-	if _, err := hex.Decode(cr[:], f[1]); err != nil {
-		k.malformed(name, line)
-		return false
-	}
 	secret := make([]byte, len(f[2])/2)
-	if _, err := hex.Decode(secret, f[2]); err != nil {
+	_, err1 := hex.Decode(cr[:], f[1])
+	_, err2 := hex.Decode(secret, f[2])
+	label := string(f[0])
+	tls13 := label == labelCHTS || label == labelSHTS || label == labelCTS0 || label == labelSTS0
+	switch {
+	case err1 != nil || err2 != nil, label == labelClientRandom && len(secret) != 48, tls13 && len(secret) != 32 && len(secret) != 48:
 		k.malformed(name, line)
 		return false
-	}
-	label := string(f[0])
-	switch label {
-	case labelClientRandom:
-		if len(secret) != 48 {
-			k.malformed(name, line)
-			return false
-		}
-	case labelCHTS, labelSHTS, labelCTS0, labelSTS0:
-		if len(secret) != 32 && len(secret) != 48 {
-			k.malformed(name, line)
-			return false
-		}
-	default:
+	case label != labelClientRandom && !tls13:
 		// CLIENT_EARLY_TRAFFIC_SECRET, EXPORTER_SECRET, ...: valid
 		// lines kfsniff has no use for.
 		return false
@@ -328,7 +301,7 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 	}
 	switch label {
 	case labelClientRandom:
-		s.master, s.haveMaster = secret, true
+		s.master = secret
 	case labelCHTS:
 		s.chts = secret
 	case labelSHTS:
@@ -338,8 +311,6 @@ func (k *Keys) AddLine(b []byte, name string, line int) bool {
 	case labelSTS0:
 		s.sts0 = secret
 	}
-	s.haveHandshake = s.chts != nil && s.shts != nil
-	s.haveApp = s.cts0 != nil && s.sts0 != nil
 	return true
 }
 
@@ -369,18 +340,16 @@ func (k *Keys) Sessions() (all, unused int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, s := range k.sessions {
-		all++
 		if !s.used {
 			unused++
 		}
 	}
 	for _, s := range k.bySID {
-		all++
 		if !s.used {
 			unused++
 		}
 	}
-	return all, unused
+	return len(k.sessions) + len(k.bySID), unused
 }
 
 // Follower reads a key log file as it grows: Poll adds the lines appended
@@ -432,11 +401,7 @@ func (f *Follower) Poll() error {
 func (k *Keys) AppendNSS(dst []byte) []byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	crs := make([][32]byte, 0, len(k.sessions))
-	for cr := range k.sessions {
-		crs = append(crs, cr)
-	}
-	slices.SortFunc(crs, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	crs := slices.SortedFunc(maps.Keys(k.sessions), func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
 	line := func(label string, cr [32]byte, secret []byte) {
 		if secret == nil {
 			return
@@ -448,12 +413,7 @@ func (k *Keys) AppendNSS(dst []byte) []byte {
 		dst = hex.AppendEncode(dst, secret)
 		dst = append(dst, '\n')
 	}
-	ids := make([]string, 0, len(k.bySID))
-	for id := range k.bySID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(k.bySID)) {
 		dst = append(dst, "RSA Session-ID:"...)
 		dst = hex.AppendEncode(dst, []byte(id))
 		dst = append(dst, " Master-Key:"...)

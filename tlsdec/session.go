@@ -1,6 +1,7 @@
 package tlsdec
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -167,9 +168,6 @@ func (s *Session) Held() (dirs []Dir, data [][]byte) {
 	s.held, s.heldBytes = nil, 0
 	return dirs, data
 }
-
-// Failed returns why direction d is no longer decrypted ("" while it is).
-func (s *Session) Failed(d Dir) string { return s.dir[d].failed }
 
 // Feed takes the next bytes of direction d and returns the application
 // data they complete (valid until the next Feed of d). After a hole in d
@@ -433,10 +431,7 @@ func (s *Session) record(d Dir, r []byte) {
 		}
 		if s.tls13() {
 			// The inner type is the last non-zero byte (RFC 8446 5.2).
-			i := len(out) - 1
-			for i >= 0 && out[i] == 0 {
-				i--
-			}
+			i := len(bytes.TrimRight(out, "\x00")) - 1
 			if i < 0 {
 				s.fail(d, "a record with no inner content type")
 				return
@@ -460,19 +455,17 @@ func (s *Session) record(d Dir, r []byte) {
 			dir.key, dir.next = dir.next, nil
 		}
 	case typeAppData:
-		if !s.resolved && !s.keys.Final() {
+		if !s.resolved {
+			// The keys may have come since the ServerHello (a followed
+			// key log): then this record is read with them.
 			s.resolve()
-			if !s.resolved {
+			switch {
+			case !s.resolved && !s.keys.Final():
 				s.waiting = true
 				return
-			}
-		}
-		if !s.resolved {
-			s.resolve()
-			if s.passthrough {
+			case s.passthrough:
 				return
-			}
-			if dir.key != nil {
+			case dir.key != nil:
 				s.record(d, r)
 				return
 			}
@@ -541,7 +534,7 @@ func (s *Session) message(d Dir, typ byte, b []byte) {
 	case typ == hsServerHello && d == Server:
 		s.serverHello(b)
 	case typ == hsEncryptedExtensions && d == Server:
-		if ext, ok := extensionsOf(b); ok {
+		if ext, ok := extensions(b); ok { // EncryptedExtensions
 			if a, ok := alpnOf(ext); ok {
 				s.Info.ALPN = a
 			}
@@ -586,14 +579,11 @@ func (s *Session) clientHello(b []byte) {
 	}
 	copy(s.cr[:], b[2:34])
 	s.haveCR = true
-	r := b[34:]
-	if sid, ok := vec8(r); ok && len(r) > 1 {
-		s.clientSID = string(r[1 : len(r)-len(sid)])
-	}
-	var ok bool
-	if r, ok = vec8(r); !ok { // session id
+	r, ok := vec8(b[34:]) // session id
+	if !ok {
 		return
 	}
+	s.clientSID = string(b[35 : len(b)-len(r)])
 	if r, ok = vec16(r); !ok { // cipher suites
 		return
 	}
@@ -687,7 +677,12 @@ func (s *Session) resolve() {
 			sec.master, ok = m, true
 		}
 	}
-	usable := ok && (s.tls13() && sec.chts != nil && sec.shts != nil || !s.tls13() && sec.master != nil)
+	// TLS 1.3 needs the handshake secrets, and the application ones from
+	// the Finished on: a client writes those after the server's Finished,
+	// so a followed key log may not hold them yet and its session waits
+	// for all four.
+	tls13 := sec.chts != nil && sec.shts != nil && (sec.cts0 != nil && sec.sts0 != nil || s.keys.Final())
+	usable := ok && (s.tls13() && tls13 || !s.tls13() && sec.master != nil)
 	if !usable {
 		if s.keys.Final() {
 			s.giveUp("no keys for this connection's client random in the key log", true)
@@ -818,9 +813,6 @@ func extensions(b []byte) (map[uint16][]byte, bool) {
 	}
 	return m, true
 }
-
-// extensionsOf reads EncryptedExtensions' body.
-func extensionsOf(b []byte) (map[uint16][]byte, bool) { return extensions(b) }
 
 // sniOf returns the host name of a server_name extension.
 func sniOf(b []byte) string {

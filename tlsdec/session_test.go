@@ -376,3 +376,78 @@ func TestKeyLogSessionIDLines(t *testing.T) {
 		t.Errorf("AppendNSS read back: %v, %d lines, %d malformed", err, back.Lines, back.Malformed)
 	}
 }
+
+// TestKeysBetweenHelloAndRecords: a followed key log that gives a TLS 1.3
+// session's keys after its ServerHello was read, before its first
+// encrypted record: the records are decrypted with them, not given up as
+// "encrypted records before the keys could be known".
+func TestKeysBetweenHelloAndRecords(t *testing.T) {
+	log, keylog := session(t, tls.VersionTLS13, 0, []string{"ApiVersions request"})
+	keys := NewKeys() // not final: more lines may come
+	s := NewSession(keys, func(p string) { t.Log(p) })
+	var server []byte
+	added := false
+	for _, c := range log {
+		for i := range c.data {
+			if p := s.Feed(c.dir, c.data[i:i+1]); c.dir == Server {
+				server = append(server, p...)
+			}
+			if s.Info.Version != 0 && !added {
+				if err := keys.Read(bytes.NewReader(keylog), "keys.log"); err != nil {
+					t.Fatal(err)
+				}
+				added = true
+			}
+		}
+	}
+	if s.Passthrough() || string(server) != "APIVERSIONS REQUEST" {
+		t.Errorf("passthrough %v, server's application data %q (%+v)", s.Passthrough(), server, s.Info)
+	}
+}
+
+// TestKeysHandshakeThenApplication: a followed key log that holds a TLS
+// 1.3 session's handshake secrets when its records come, and its
+// application secrets only later (a client writes those after the
+// server's Finished): the session waits for all four, then decrypts
+// everything, instead of giving a direction up at the Finished.
+func TestKeysHandshakeThenApplication(t *testing.T) {
+	log, keylog := session(t, tls.VersionTLS13, 0, []string{"ApiVersions request"})
+	var hs, app []byte
+	for _, l := range bytes.SplitAfter(keylog, []byte("\n")) {
+		if bytes.Contains(l, []byte("HANDSHAKE_TRAFFIC_SECRET")) {
+			hs = append(hs, l...)
+		} else {
+			app = append(app, l...)
+		}
+	}
+	keys := NewKeys() // not final: more lines may come
+	if err := keys.Read(bytes.NewReader(hs), "keys.log"); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSession(keys, func(p string) { t.Log(p) })
+	var client, server []byte
+	add := func(d Dir, p []byte) {
+		if d == Client {
+			client = append(client, p...)
+		} else {
+			server = append(server, p...)
+		}
+	}
+	for i, c := range log {
+		if i == len(log)/2 {
+			if err := keys.Read(bytes.NewReader(app), "keys.log"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Waiting() {
+			dirs, plain := s.Retry()
+			for j, d := range dirs {
+				add(d, plain[j])
+			}
+		}
+		add(c.dir, s.Feed(c.dir, c.data))
+	}
+	if s.Passthrough() || string(client) != "ApiVersions request" || string(server) != "APIVERSIONS REQUEST" {
+		t.Errorf("passthrough %v, decrypted %q and %q (%+v)", s.Passthrough(), client, server, s.Info)
+	}
+}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
+
+	"github.com/kfsniff/kfsniff/report"
 )
 
 // Options configure Run.
@@ -27,11 +29,10 @@ type Options struct {
 	// Model is the state shown, created with NewModel and registered as a
 	// pipeline handler by the caller.
 	Model *Model
-	// Save writes the capture so far to path (the `w` key); nil when the
-	// source cannot be saved. It runs on its own goroutine.
-	Save func(path string) error
-	// SaveTo, when set, is used instead of Save: it returns what was
-	// saved (packets, time span, what was dropped), shown in the header.
+	// SaveTo writes the capture so far to path (the `w` key), and returns
+	// what was saved (packets, time span, what was dropped: "" says
+	// "saved capture to path"), shown in the header; nil when the source
+	// cannot be saved. It runs on its own goroutine.
 	SaveTo func(path string) (string, error)
 	// Done is closed when the capture ends; the UI stays open until `q`.
 	Done <-chan struct{}
@@ -109,7 +110,7 @@ type ui struct {
 	conns  connContent
 	xs     exchangeContent
 	finds  findingContent
-	stats  statsContent
+	stats  table[APIStats]
 	focus  pane
 
 	detailHead *tview.TextView
@@ -122,7 +123,7 @@ type ui struct {
 
 	findingText *tview.TextView
 
-	lag      lagContent
+	lag      table[report.Lag]
 	lagTable *tview.Table
 
 	// timeline shows in place of the Stats pane while showTimeline
@@ -147,6 +148,11 @@ func newUI(opts Options) *ui {
 		opts.Refresh = DefaultRefresh
 	}
 	u := &ui{opts: opts, m: opts.Model, app: tview.NewApplication()}
+	u.conns.cols = connColumns
+	u.xs.cols = exchangeColumns
+	u.finds.cols = findingColumns
+	u.stats.cols = statsColumns
+	u.lag.cols = lagColumns
 	u.xs.follow = true
 	if opts.Screen != nil {
 		u.app.SetScreen(opts.Screen)
@@ -194,11 +200,14 @@ func (u *ui) build() {
 	// Stacked like termshark's panes; Connections, Findings and Stats are
 	// as tall as their rows (up to a cap, then they scroll), Exchanges
 	// take the rest.
+	focusColors := func(b *tview.Box) {
+		b.SetFocusFunc(func() { b.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
+		b.SetBlurFunc(func() { b.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
+		b.SetBorderColor(colorBlur).SetTitleColor(colorBlur)
+	}
 	u.timeline = tview.NewTextView().SetDynamicColors(true).SetWrap(false)
-	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ").
-		SetBorderColor(colorBlur).SetTitleColor(colorBlur)
-	u.timeline.SetFocusFunc(func() { u.timeline.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
-	u.timeline.SetBlurFunc(func() { u.timeline.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
+	u.timeline.SetBorder(true).SetTitle(" Timeline: requests and errors per second (t: stats) ")
+	focusColors(u.timeline.Box)
 	// Laid out for the screen's height before each draw (layout.go).
 	u.main = tview.NewFlex().SetDirection(tview.FlexRow)
 
@@ -223,13 +232,8 @@ func (u *ui) build() {
 	// The hex view shows wire bytes: no style tags at all.
 	u.hex = tview.NewTextView().SetDynamicColors(false).SetWrap(false)
 	u.hex.SetBorder(true).SetTitle(" Frames (hex) ")
-	detailFocus := func(b *tview.Box) {
-		b.SetFocusFunc(func() { b.SetBorderColor(colorFocus).SetTitleColor(colorFocus) })
-		b.SetBlurFunc(func() { b.SetBorderColor(colorBlur).SetTitleColor(colorBlur) })
-		b.SetBorderColor(colorBlur).SetTitleColor(colorBlur)
-	}
-	detailFocus(u.tree.Box)
-	detailFocus(u.hex.Box)
+	focusColors(u.tree.Box)
+	focusColors(u.hex.Box)
 	// The tree and the hex side by side on a wide terminal (a hex line
 	// is 76 columns), stacked as in termshark on a narrow one.
 	u.detailBody = tview.NewFlex()
@@ -441,18 +445,10 @@ func (u *ui) refreshStatus() {
 	}
 	add("%d packets", st.Packets)
 	if st.Live || st.Drops > 0 {
-		c := "-"
-		if st.Drops > 0 {
-			c = "red"
-		}
-		add("[%s]%d dropped[-]", c, st.Drops)
+		add("[%s]%d dropped[-]", redIf(st.Drops), st.Drops)
 	}
 	if st.Export {
-		c := "-"
-		if st.ExportDropped > 0 {
-			c = "red"
-		}
-		add("[%s]%d export dropped[-]", c, st.ExportDropped)
+		add("[%s]%d export dropped[-]", redIf(st.ExportDropped), st.ExportDropped)
 	}
 	if st.SaveDropped > 0 {
 		add("[orange]w keeps the last %d MB: %d older packets dropped[-]", st.SaveKeepMB, st.SaveDropped)
@@ -481,6 +477,14 @@ func (u *ui) refreshStatus() {
 	}
 	u.statusParts = parts
 	u.layoutStatus(0)
+}
+
+// redIf is the colour of a count of losses: red unless it is 0.
+func redIf(n int64) string {
+	if n > 0 {
+		return "red"
+	}
+	return "-"
 }
 
 // layoutStatus writes the status line's parts, wrapped between parts
@@ -922,7 +926,7 @@ func (u *ui) openDetail(i int) {
 		fmt.Fprintf(&b, "   response packet %s (%d B)", pktStr(x.File, x.RespPacket), x.RespSize)
 	}
 	if x.State == Answered {
-		fmt.Fprintf(&b, "   latency %s", latencyStr(x.Latency))
+		fmt.Fprintf(&b, "   latency %s ms", msStr(x.Latency))
 	}
 	if x.Batches > 0 {
 		fmt.Fprintf(&b, "   %d batches", x.Batches)
@@ -964,10 +968,10 @@ func (u *ui) promptDone(key tcell.Key) {
 	}
 }
 
-// save calls Options.Save off the event loop and shows its result.
+// save calls Options.SaveTo off the event loop and shows its result.
 func (u *ui) save(path string) {
 	switch {
-	case u.opts.Save == nil && u.opts.SaveTo == nil:
+	case u.opts.SaveTo == nil:
 		u.setMessage("saving is not available for this source", true)
 		return
 	case path == "":
@@ -977,14 +981,9 @@ func (u *ui) save(path string) {
 	u.setMessage("saving to "+path+" …", false)
 	go func() {
 		msg := "saved capture to " + path
-		var err error
-		if u.opts.SaveTo != nil {
-			var what string
-			if what, err = u.opts.SaveTo(path); what != "" {
-				msg = what
-			}
-		} else {
-			err = u.opts.Save(path)
+		what, err := u.opts.SaveTo(path)
+		if what != "" {
+			msg = what
 		}
 		u.app.QueueUpdateDraw(func() {
 			if err != nil {

@@ -429,8 +429,8 @@ func TestViewFindingEvidence(t *testing.T) {
 	s.waitFocus("Findings (4)")
 }
 
-// TestViewSave: w asks for a file name and calls Save with it, showing
-// the result; without Save it says saving is not available.
+// TestViewSave: w asks for a file name and calls SaveTo with it, showing
+// the result; without SaveTo it says saving is not available.
 func TestViewSave(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -447,7 +447,7 @@ func TestViewSave(t *testing.T) {
 			got := make(chan string, 1)
 			opts := Options{Model: m, Done: done}
 			if tc.save != nil {
-				opts.Save = func(p string) error { got <- p; return tc.save(p) }
+				opts.SaveTo = func(p string) (string, error) { got <- p; return "", tc.save(p) }
 			}
 			s := startUI(t, opts)
 			s.waitFor("ENDED")
@@ -459,7 +459,7 @@ func TestViewSave(t *testing.T) {
 			s.waitFor(tc.want)
 			if tc.save != nil {
 				if p := <-got; p != "/tmp/incident.pcapng" {
-					t.Errorf("Save got %q", p)
+					t.Errorf("SaveTo got %q", p)
 				}
 			}
 		})

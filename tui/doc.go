@@ -46,7 +46,7 @@
 //		m.SetCounters(tui.Counters{Packets: res.Report.Capture.Packets, Bytes: res.Report.Capture.Bytes})
 //		close(done)                              // the UI shows ENDED and stays open
 //	}()
-//	err := tui.Run(ctx, tui.Options{Title: "interface lo, port 9092", Model: m, Save: save, Done: done})
+//	err := tui.Run(ctx, tui.Options{Title: "interface lo, port 9092", Model: m, SaveTo: save, Done: done})
 //	// q or Ctrl-C: Run returns nil; print the final report.
 //
 // Which goroutine may call what:
@@ -67,9 +67,9 @@
 // Run blocks until the user quits (`q`, Ctrl-C: nil), ctx ends
 // (ctx.Err()), or the terminal fails. Options.Screen nil opens the real
 // terminal; tests pass a tcell simulation screen (uninitialised: Run
-// initialises it). Options.Save (or SaveTo, which also returns the
-// sentence to show: what was saved and what was dropped), if set, is
-// called on its own goroutine with the file name the user typed after
+// initialises it). Options.SaveTo (which returns the sentence to show:
+// what was saved and what was dropped), if set, is called on its own
+// goroutine with the file name the user typed after
 // `w`; its error or success is shown in the header. Counters.SaveDropped
 // puts the packets the save buffer dropped on the status line. Options.Done is closed when the capture ends; the
 // UI stays open until `q`.

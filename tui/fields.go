@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/report"
@@ -107,7 +106,7 @@ func (b *treeBuilder) responseNode(x *Exchange, frame []byte) *treeNode {
 	}
 	text := fmt.Sprintf("Response: packet %s, %d bytes", pktStr(x.File, x.RespPacket), x.RespSize)
 	if x.State == Answered {
-		text += ", latency " + latencyStr(x.Latency)
+		text += ", latency " + msStr(x.Latency) + " ms"
 	}
 	n := b.Node(text, kindHeading)
 	corr, _ := decode.Correlation(frame)
@@ -145,10 +144,6 @@ func pktStr(file int, n uint64) string {
 		return fmt.Sprintf("%d:%d", file, n)
 	}
 	return strconv.FormatUint(n, 10)
-}
-
-func latencyStr(d time.Duration) string {
-	return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000)
 }
 
 // hexDump renders a frame as Wireshark does: offset, 16 bytes in hex,

@@ -139,35 +139,15 @@ func (t *term) match(x *Exchange) bool {
 		x.State != Answered && containsFold(x.State.String(), t.value)
 }
 
-// containsFold is strings.Contains ignoring ASCII case, without
-// allocating.
+// containsFold is strings.Contains ignoring case, without allocating.
 func containsFold(s, sub string) bool {
 	if sub == "" {
 		return true
 	}
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if equalFoldASCII(s[i:i+len(sub)], sub) {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
 	return false
-}
-
-func equalFoldASCII(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		ca, cb := a[i], b[i]
-		if ca == cb {
-			continue
-		}
-		if 'A' <= ca && ca <= 'Z' {
-			ca += 'a' - 'A'
-		}
-		if 'A' <= cb && cb <= 'Z' {
-			cb += 'a' - 'A'
-		}
-		if ca != cb {
-			return false
-		}
-	}
-	return true
 }

@@ -25,43 +25,14 @@ func (m *Model) Lag() []report.Lag {
 	return m.lag.Rows(nil)
 }
 
-// lagContent is the Lag table.
-type lagContent struct {
-	tview.TableContentReadOnly
-	rows []report.Lag
-}
-
-var lagColumns = []struct {
-	title string
-	align int
-}{
-	{"FETCHER", tview.AlignLeft}, {"GROUP", tview.AlignLeft}, {"PARTITION", tview.AlignLeft}, {"FROM", tview.AlignLeft},
-	{"SAMPLES", tview.AlignRight}, {"FIRST", tview.AlignRight}, {"LAST", tview.AlignRight}, {"MIN", tview.AlignRight},
-	{"MAX", tview.AlignRight}, {"OVER TIME", tview.AlignLeft},
-}
-
-func (c *lagContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *lagContent) GetColumnCount() int { return len(lagColumns) }
-
-func (c *lagContent) GetCell(row, col int) *tview.TableCell {
-	if col < 0 || col >= len(lagColumns) {
-		return nil
-	}
-	if row == 0 {
-		return headerCell(lagColumns[col].title).SetAlign(lagColumns[col].align)
-	}
-	if row-1 >= len(c.rows) {
-		return nil
-	}
-	l := &c.rows[row-1]
-	n := func(v int64) string { return strconv.FormatInt(v, 10) }
-	switch col {
-	case 0:
+var lagColumns = []column[report.Lag]{
+	{"FETCHER", tview.AlignLeft, func(l *report.Lag) *tview.TableCell {
 		if l.ReplicaNode != nil {
 			return cell(fmt.Sprintf("follower node %d (%s %s)", *l.ReplicaNode, literal(quote(l.ClientID)), safe(l.Client)), colorText)
 		}
 		return cell(fmt.Sprintf("consumer %s %s", literal(quote(l.ClientID)), safe(l.Client)), colorText)
-	case 1:
+	}, nil},
+	{"GROUP", tview.AlignLeft, func(l *report.Lag) *tview.TableCell {
 		switch {
 		case l.ReplicaNode != nil:
 			return cell("-", colorDim)
@@ -73,28 +44,23 @@ func (c *lagContent) GetCell(row, col int) *tview.TableCell {
 			gs[i] = literal(quote(g))
 		}
 		return cell(strings.Join(gs, ","), colorText)
-	case 2:
+	}, nil},
+	{"PARTITION", tview.AlignLeft, func(l *report.Lag) *tview.TableCell {
 		return cell(safe(l.Topic)+"-"+strconv.Itoa(int(l.Partition)), colorText)
-	case 3:
-		return cell(safe(l.Server), colorText)
-	case 4:
-		return numCell(n(l.Samples), colorText)
-	case 5:
-		return numCell(n(l.First.Lag), colorText)
-	case 6:
-		return numCell(n(l.Last.Lag), lagColor(l))
-	case 7:
-		return numCell(n(l.Min.Lag), colorText)
-	case 8:
-		return numCell(n(l.Max.Lag), colorText)
-	case 9:
+	}, nil},
+	{"FROM", tview.AlignLeft, func(l *report.Lag) *tview.TableCell { return cell(safe(l.Server), colorText) }, nil},
+	{"SAMPLES", tview.AlignRight, func(l *report.Lag) *tview.TableCell { return countCell(l.Samples, colorText) }, nil},
+	{"FIRST", tview.AlignRight, func(l *report.Lag) *tview.TableCell { return countCell(l.First.Lag, colorText) }, nil},
+	{"LAST", tview.AlignRight, func(l *report.Lag) *tview.TableCell { return numCell(strconv.FormatInt(l.Last.Lag, 10), lagColor(l)) }, nil},
+	{"MIN", tview.AlignRight, func(l *report.Lag) *tview.TableCell { return countCell(l.Min.Lag, colorText) }, nil},
+	{"MAX", tview.AlignRight, func(l *report.Lag) *tview.TableCell { return countCell(l.Max.Lag, colorText) }, nil},
+	{"OVER TIME", tview.AlignLeft, func(l *report.Lag) *tview.TableCell {
 		parts := make([]string, len(l.Points))
 		for i, p := range l.Points {
-			parts[i] = n(p.Lag)
+			parts[i] = strconv.FormatInt(p.Lag, 10)
 		}
 		return cell(strings.Join(parts, " "), colorText)
-	}
-	return nil
+	}, nil},
 }
 
 // lagColor colours the last lag: a follower behind the high watermark is

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,29 +70,22 @@ const (
 )
 
 func (c ModelConfig) withDefaults() ModelConfig {
-	if c.History <= 0 {
-		c.History = DefaultHistory
-	}
-	if c.ConnHistory <= 0 {
-		c.ConnHistory = DefaultConnHistory
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.FrameBytes <= 0 {
-		c.FrameBytes = DefaultFrameBytes
-	}
-	if c.MaxFrame <= 0 {
-		c.MaxFrame = DefaultMaxFrame
-	}
-	c.MaxFrame = min(c.MaxFrame, c.FrameBytes)
-	if c.FrameRate <= 0 {
-		c.FrameRate = DefaultFrameRate
-	}
-	if c.Timeline <= 0 {
-		c.Timeline = DefaultTimeline
-	}
+	c.History = orDefault(c.History, DefaultHistory)
+	c.ConnHistory = orDefault(c.ConnHistory, DefaultConnHistory)
+	c.MaxConns = orDefault(c.MaxConns, DefaultMaxConns)
+	c.FrameBytes = orDefault(c.FrameBytes, DefaultFrameBytes)
+	c.MaxFrame = min(orDefault(c.MaxFrame, DefaultMaxFrame), c.FrameBytes)
+	c.FrameRate = orDefault(c.FrameRate, DefaultFrameRate)
+	c.Timeline = orDefault(c.Timeline, DefaultTimeline)
 	return c
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // ExchangeState says how an exchange ended.
@@ -106,18 +100,17 @@ const (
 	NotCaptured                      // a request on a one-sided capture: its response direction was not captured
 )
 
+var stateNames = [...]string{
+	Answered:    "answered",
+	Unanswered:  "unanswered",
+	NoResponse:  "no response",
+	Unmatched:   "unmatched",
+	NotCaptured: "response not captured",
+}
+
 func (s ExchangeState) String() string {
-	switch s {
-	case Answered:
-		return "answered"
-	case Unanswered:
-		return "unanswered"
-	case NoResponse:
-		return "no response"
-	case Unmatched:
-		return "unmatched"
-	case NotCaptured:
-		return "response not captured"
+	if int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return "?"
 }
@@ -270,19 +263,17 @@ type Model struct {
 	cfg     ModelConfig
 	version atomic.Uint64
 
-	mu       sync.Mutex
-	seq      uint64
-	ring     []Exchange // global history; oldest at ringHead once full
-	ringHead int
-	conns    map[int]*connState
-	last     *connState
-	arena    arena
+	mu    sync.Mutex
+	seq   uint64
+	ring  history // global history
+	conns map[int]*connState
+	last  *connState
+	arena arena
 	// frameSec is the second of capture time frames are copied in, and
 	// frameSpent the bytes copied in it (FrameRate).
 	frameSec   int64
 	frameSpent int
 	apis       [kmsg.MaxKey + 1]*apiState
-	other      map[int16]*apiState
 	findings   []detectors.Finding
 	counters   Counters
 	partial    string
@@ -291,6 +282,11 @@ type Model struct {
 	tl         secRing // per second, for the timeline
 	// lag follows consumers' and followers' lag (lag.go).
 	lag collect.LagCollector
+	// unmatched is key -1's (responses whose request was not captured),
+	// unknown every key kmsg does not know, from the wire: one entry for
+	// all (each would cost a histogram).
+	unmatched *apiState
+	unknown   *apiState
 }
 
 type connState struct {
@@ -300,8 +296,7 @@ type connState struct {
 	// the elements below its length never change.
 	roles     cluster.RoleSet
 	clientIDs []string
-	hist      []Exchange
-	histHead  int
+	hist      history
 	win       window
 	tl        secRing
 	labelDue  time.Time
@@ -319,7 +314,7 @@ func NewModel(cfg ModelConfig) *Model {
 	cfg = cfg.withDefaults()
 	return &Model{
 		cfg:   cfg,
-		ring:  make([]Exchange, 0, min(cfg.History, 1024)),
+		ring:  history{xs: make([]Exchange, 0, min(cfg.History, 1024))},
 		conns: make(map[int]*connState),
 		arena: arena{limit: cfg.FrameBytes},
 	}
@@ -410,28 +405,25 @@ func labels(c *flows.Conn) (client, server string) {
 const unknownKey int16 = -32768
 
 func (m *Model) api(key int16) *apiState {
-	if key >= 0 && int(key) < len(m.apis) {
-		a := m.apis[key]
-		if a == nil {
-			a = &apiState{}
-			m.apis[key] = a
-		}
-		return a
+	if key >= 0 && int(key) < len(m.apis) && m.apis[key] != nil {
+		return m.apis[key] // the common case, first
 	}
-	if key != -1 {
-		// A key kmsg does not know, from the wire: one entry for all
-		// (each would cost a histogram).
-		key = unknownKey
+	p := m.apiState(key)
+	if *p == nil {
+		*p = &apiState{}
 	}
-	if m.other == nil {
-		m.other = make(map[int16]*apiState)
+	return *p
+}
+
+// apiState is where the API's state is, nil if none was seen.
+func (m *Model) apiState(key int16) **apiState {
+	switch {
+	case key >= 0 && int(key) < len(m.apis):
+		return &m.apis[key]
+	case key == -1:
+		return &m.unmatched
 	}
-	a := m.other[key]
-	if a == nil {
-		a = &apiState{}
-		m.other[key] = a
-	}
-	return a
+	return &m.unknown
 }
 
 // keep copies a frame of size bytes (b, its bytes captured) at t, within
@@ -575,8 +567,8 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 		}
 	}
 	m.lag.OnExchange(x)
-	m.push(r)
-	cs.push(r, m.cfg.ConnHistory)
+	m.ring.push(&r, m.cfg.History)
+	cs.hist.push(&r, m.cfg.ConnHistory)
 	m.rate.add(now)
 	cs.refresh(now)
 	m.status.Exchanges++
@@ -584,28 +576,35 @@ func (m *Model) OnExchange(x *flows.Exchange) {
 	m.version.Add(1)
 }
 
-func (m *Model) push(r Exchange) {
-	if len(m.ring) < m.cfg.History {
-		m.ring = append(m.ring, r)
+// history is a ring of the last exchanges: in Seq order from head once
+// full.
+type history struct {
+	xs   []Exchange
+	head int
+}
+
+// push adds r, overwriting the oldest once limit are kept.
+func (h *history) push(r *Exchange, limit int) {
+	if len(h.xs) < limit {
+		h.xs = append(h.xs, *r)
 		return
 	}
-	m.ring[m.ringHead] = r
-	m.ringHead++
-	if m.ringHead == len(m.ring) {
-		m.ringHead = 0
+	h.xs[h.head] = *r
+	h.head++
+	if h.head == len(h.xs) {
+		h.head = 0
 	}
 }
 
-func (cs *connState) push(r Exchange, limit int) {
-	if len(cs.hist) < limit {
-		cs.hist = append(cs.hist, r)
-		return
+// appendSince appends to dst the exchanges with Seq above since, oldest
+// first.
+func (h *history) appendSince(dst []Exchange, since uint64) []Exchange {
+	// Find the first newer than since by binary search on the two halves.
+	for _, part := range [2][]Exchange{h.xs[h.head:], h.xs[:h.head]} {
+		i := sort.Search(len(part), func(i int) bool { return part[i].Seq > since })
+		dst = append(dst, part[i:]...)
 	}
-	cs.hist[cs.histHead] = r
-	cs.histHead++
-	if cs.histHead == len(cs.hist) {
-		cs.histHead = 0
-	}
+	return dst
 }
 
 func batchCounts(bs []flows.BatchRef) (n, bad int32) {
@@ -829,7 +828,7 @@ func (m *Model) Status() Status {
 		s.Packets = int64(s.MaxPacket)
 	}
 	s.Findings = len(m.findings)
-	s.Kept = len(m.ring)
+	s.Kept = len(m.ring.xs)
 	s.FramesKept = int64(min(m.arena.head, uint64(m.arena.limit)))
 	s.Rate = m.rate.rate(s.Last, s.First)
 	return s
@@ -845,7 +844,7 @@ func (m *Model) Conns() []Conn {
 		c.Roles = cs.roles.List()
 		c.ClientIDs = cs.clientIDs[:len(cs.clientIDs):len(cs.clientIDs)]
 		c.Rate = cs.win.rate(now, c.FirstSeen)
-		c.Kept = len(cs.hist)
+		c.Kept = len(cs.hist.xs)
 		out = append(out, c)
 	}
 	m.mu.Unlock()
@@ -859,23 +858,13 @@ func (m *Model) AppendExchanges(dst []Exchange, conn int, since uint64) []Exchan
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if conn == 0 {
-		return appendRing(dst, m.ring, m.ringHead, since)
+		return m.ring.appendSince(dst, since)
 	}
 	cs := m.conns[conn]
 	if cs == nil {
 		return dst
 	}
-	return appendRing(dst, cs.hist, cs.histHead, since)
-}
-
-func appendRing(dst, ring []Exchange, head int, since uint64) []Exchange {
-	// The ring is in Seq order from head: find the first newer than
-	// since by binary search on the two halves.
-	for _, part := range [2][]Exchange{ring[head:], ring[:head]} {
-		i := sort.Search(len(part), func(i int) bool { return part[i].Seq > since })
-		dst = append(dst, part[i:]...)
-	}
-	return dst
+	return cs.hist.appendSince(dst, since)
 }
 
 // Evidence returns the kept exchanges whose request or response is one of
@@ -913,13 +902,13 @@ func (m *Model) Evidence(ev []detectors.Evidence) (xs []Exchange, missing int) {
 		}
 	}
 	m.mu.Lock()
-	for i := range m.ring {
-		match(&m.ring[i])
+	for i := range m.ring.xs {
+		match(&m.ring.xs[i])
 	}
 	for id := range conns {
 		if cs := m.conns[id]; cs != nil {
-			for i := range cs.hist {
-				match(&cs.hist[i])
+			for i := range cs.hist.xs {
+				match(&cs.hist.xs[i])
 			}
 		}
 	}
@@ -934,23 +923,19 @@ func (m *Model) Evidence(ev []detectors.Evidence) (xs []Exchange, missing int) {
 func (m *Model) Frames(x *Exchange) (req, resp []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if x.ReqPacket != 0 {
-		if b, ok := m.arena.get(x.req); ok {
-			req = slices.Clone(b)
-			if req == nil {
-				req = []byte{}
-			}
-		}
+	return m.frame(x.ReqPacket, x.req), m.frame(x.RespPacket, x.resp)
+}
+
+// frame is a copy of the frame at r of packet pkt, nil if none is kept.
+func (m *Model) frame(pkt uint64, r frameRef) []byte {
+	if pkt == 0 {
+		return nil
 	}
-	if x.RespPacket != 0 {
-		if b, ok := m.arena.get(x.resp); ok {
-			resp = slices.Clone(b)
-			if resp == nil {
-				resp = []byte{}
-			}
-		}
+	b, ok := m.arena.get(r)
+	if !ok {
+		return nil
 	}
-	return req, resp
+	return append([]byte{}, b...)
 }
 
 // Stats returns the per-API counts, by API key.
@@ -958,45 +943,31 @@ func (m *Model) Stats() []APIStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []APIStats
-	add := func(key int16, a *apiState) {
+	add := func(key int16, name string, a *apiState) {
 		s := APIStats{
-			Key: key, Name: decode.Name(key), Requests: a.Requests, Responses: a.Responses,
+			Key: key, Name: name, Requests: a.Requests, Responses: a.Responses,
 			ErrorResponses: a.ErrorResponses, Unanswered: a.Unanswered,
 			P50: a.Latency.Quantile(0.5), P99: a.Latency.Quantile(0.99), Max: a.Latency.Max(),
-		}
-		switch {
-		case key == unknownKey:
-			s.Name = "unknown"
-		case key < 0:
-			s.Name = "unmatched"
 		}
 		for code, n := range a.Errors {
 			s.Errors = append(s.Errors, ErrorCount{Name: collect.ErrorName(code), Code: code, Count: n})
 		}
-		sort.Slice(s.Errors, func(i, j int) bool {
-			if s.Errors[i].Count != s.Errors[j].Count {
-				return s.Errors[i].Count > s.Errors[j].Count
-			}
-			return s.Errors[i].Code < s.Errors[j].Code
+		slices.SortFunc(s.Errors, func(a, b ErrorCount) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Code, b.Code))
 		})
 		out = append(out, s)
 	}
-	for k, a := range m.other {
-		if k < 0 {
-			add(k, a)
-		}
+	if m.unknown != nil {
+		add(unknownKey, "unknown", m.unknown)
+	}
+	if m.unmatched != nil {
+		add(-1, "unmatched", m.unmatched)
 	}
 	for k, a := range m.apis {
 		if a != nil {
-			add(int16(k), a)
+			add(int16(k), decode.Name(int16(k)), a)
 		}
 	}
-	for k, a := range m.other {
-		if k >= 0 {
-			add(k, a)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 

@@ -7,7 +7,7 @@ import "testing"
 // of garbage a refresh of the 4,096 connections the pane may list, the
 // soak's largest source of heap churn); now the swapper only.
 func TestConnSortAllocates(t *testing.T) {
-	c := &connContent{rows: make([]Conn, 4096)}
+	c := &connContent{table: table[Conn]{rows: make([]Conn, 4096)}}
 	for i := range c.rows {
 		c.rows[i].ID = i + 1
 		c.rows[i].Requests = (i * 7919) % 1000

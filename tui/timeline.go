@@ -142,23 +142,14 @@ func (m *Model) Timeline(seconds, conn int, api int16, hasAPI bool) Timeline {
 		tl.Conn = &s
 	}
 	if hasAPI {
-		var s Series
-		if a := m.apiIf(api); a != nil {
-			s = a.tl.series(first, n)
-		} else {
-			s = (*secRing)(nil).series(first, n)
+		var r *secRing // none seen: counts of 0
+		if a := *m.apiState(api); a != nil {
+			r = &a.tl
 		}
+		s := r.series(first, n)
 		tl.API = &s
 	}
 	return tl
-}
-
-// apiIf is the API's state, nil if none was seen.
-func (m *Model) apiIf(key int16) *apiState {
-	if key >= 0 && int(key) < len(m.apis) {
-		return m.apis[key]
-	}
-	return m.other[key]
 }
 
 // sparks are the levels of a sparkline, from one event to the maximum.
@@ -166,10 +157,7 @@ var sparks = []rune("▁▂▃▄▅▆▇█")
 
 // sparkline draws counts scaled to their maximum, a blank for none.
 func sparkline(counts []int) string {
-	peak := 0
-	for _, c := range counts {
-		peak = max(peak, c)
-	}
+	peak := peakOf(counts)
 	var b strings.Builder
 	for _, c := range counts {
 		if c == 0 {

@@ -84,8 +84,8 @@ func sparkOf(t *testing.T, pane, label string) (string, string) {
 	return "", ""
 }
 
-// column is the rune at column c of a sparkline (' ' past its end).
-func column(s string, c int) rune {
+// runeAt is the rune at column c of a sparkline (' ' past its end).
+func runeAt(s string, c int) rune {
 	r := []rune(s)
 	if c >= len(r) {
 		return ' '
@@ -117,7 +117,7 @@ func TestViewTimeline(t *testing.T) {
 		t.Errorf("row label %q lacks the peak", lbl)
 	}
 	for c, n := range all {
-		got := column(spark, c)
+		got := runeAt(spark, c)
 		switch {
 		case n == 0 && got != ' ':
 			t.Errorf("second %d: %q drawn for no request", c, got)
@@ -132,21 +132,21 @@ func TestViewTimeline(t *testing.T) {
 	}
 	c1, _ := sparkOf(t, pane, "requests #1")
 	for c, n := range conn1 {
-		if (n == 0) != (column(c1, c) == ' ') {
-			t.Errorf("connection #1, second %d: %d requests drawn %q", c, n, column(c1, c))
+		if (n == 0) != (runeAt(c1, c) == ' ') {
+			t.Errorf("connection #1, second %d: %d requests drawn %q", c, n, runeAt(c1, c))
 		}
 	}
 	span, _ := sparkOf(t, pane, "ERROR duplicate-batches")
 	for c := range 39 {
-		if want := c >= 1 && c <= 37; want != (column(span, c) == '━') {
-			t.Errorf("finding span at second %d: %q", c, column(span, c))
+		if want := c >= 1 && c <= 37; want != (runeAt(span, c) == '━') {
+			t.Errorf("finding span at second %d: %q", c, runeAt(span, c))
 		}
 	}
 	// The next connection: run 2's.
 	s.key(tcell.KeyDown)
 	pane = box(s.waitFor("requests #2"), "Timeline")
 	c2, _ := sparkOf(t, pane, "requests #2")
-	if strings.TrimSpace(string([]rune(c2)[:30])) != "" || column(c2, 36) != '█' {
+	if strings.TrimSpace(string([]rune(c2)[:30])) != "" || runeAt(c2, 36) != '█' {
 		t.Errorf("connection #2 sparkline %q: want traffic only from :35", c2)
 	}
 	s.typeText("t")

@@ -32,27 +32,23 @@ var (
 	colorHeading = tcell.ColorAqua
 )
 
+// roleColors are the roles' colours, by name for style tags.
+var roleColors = [...]string{
+	cluster.RoleLiveness:     "yellow",
+	cluster.RoleRaft:         "fuchsia",
+	cluster.RoleReplication:  "dodgerblue",
+	cluster.RoleConsumer:     "green",
+	cluster.RoleProducer:     "aqua",
+	cluster.RoleGroup:        "teal",
+	cluster.RoleTransactions: "purple",
+	cluster.RoleAdmin:        "orange",
+	cluster.RoleMetadata:     "silver",
+}
+
 // roleColorName is the colour of a role, by name for style tags.
 func roleColorName(r cluster.Role) string {
-	switch r {
-	case cluster.RoleLiveness:
-		return "yellow"
-	case cluster.RoleRaft:
-		return "fuchsia"
-	case cluster.RoleReplication:
-		return "dodgerblue"
-	case cluster.RoleConsumer:
-		return "green"
-	case cluster.RoleProducer:
-		return "aqua"
-	case cluster.RoleGroup:
-		return "teal"
-	case cluster.RoleTransactions:
-		return "purple"
-	case cluster.RoleAdmin:
-		return "orange"
-	case cluster.RoleMetadata:
-		return "silver"
+	if int(r) < len(roleColors) && roleColors[r] != "" {
+		return roleColors[r]
 	}
 	return "white"
 }
@@ -83,19 +79,16 @@ func numCell(text string, color tcell.Color) *tview.TableCell {
 }
 
 func bytesStr(n int64) string {
-	switch {
-	case n >= 10<<30:
-		return fmt.Sprintf("%.0fG", float64(n)/(1<<30))
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
-	case n >= 10<<20:
-		return fmt.Sprintf("%.0fM", float64(n)/(1<<20))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
-	case n >= 10<<10:
-		return fmt.Sprintf("%.0fK", float64(n)/(1<<10))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	for _, u := range [...]struct {
+		shift uint
+		unit  string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		switch {
+		case n >= 10<<u.shift:
+			return fmt.Sprintf("%.0f%s", float64(n)/float64(int64(1)<<u.shift), u.unit)
+		case n >= 1<<u.shift:
+			return fmt.Sprintf("%.1f%s", float64(n)/float64(int64(1)<<u.shift), u.unit)
+		}
 	}
 	return strconv.FormatInt(n, 10)
 }
@@ -118,16 +111,43 @@ func msStr(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64)
 }
 
-// --- Connections ---
-
-type connColumn struct {
+// column is a column of a table: its title, alignment and cell, and the
+// order it sorts the rows in (Connections; nil: it does not sort).
+type column[T any] struct {
 	title string
 	align int
-	cell  func(c *Conn) *tview.TableCell
-	less  func(a, b *Conn) int
+	cell  func(r *T) *tview.TableCell
+	less  func(a, b *T) int
 }
 
-var connColumns = []connColumn{
+// table is the shape of every table: a tview.TableContent over a snapshot
+// of rows under a header of its columns, so that only the rows shown are
+// drawn.
+type table[T any] struct {
+	tview.TableContentReadOnly
+	rows []T
+	cols []column[T]
+}
+
+func (c *table[T]) GetRowCount() int    { return len(c.rows) + 1 }
+func (c *table[T]) GetColumnCount() int { return len(c.cols) }
+
+func (c *table[T]) GetCell(row, col int) *tview.TableCell {
+	if col < 0 || col >= len(c.cols) {
+		return nil
+	}
+	if row == 0 {
+		return headerCell(c.cols[col].title).SetAlign(c.cols[col].align)
+	}
+	if row-1 >= len(c.rows) {
+		return nil
+	}
+	return c.cols[col].cell(&c.rows[row-1])
+}
+
+// --- Connections ---
+
+var connColumns = []column[Conn]{
 	{"#", tview.AlignRight, func(c *Conn) *tview.TableCell { return numCell(strconv.Itoa(c.ID), colorText) },
 		func(a, b *Conn) int { return cmp.Compare(a.ID, b.ID) }},
 	{"CLIENT", tview.AlignLeft, func(c *Conn) *tview.TableCell { return cell(safe(c.Client), colorText) },
@@ -150,12 +170,8 @@ var connColumns = []connColumn{
 		}
 		return numCell("0", colorGood)
 	}, func(a, b *Conn) int { return cmp.Compare(a.Errors, b.Errors) }},
-	{"UNANS", tview.AlignRight, func(c *Conn) *tview.TableCell {
-		if c.Unanswered > 0 {
-			return numCell(strconv.Itoa(c.Unanswered), colorWarn)
-		}
-		return numCell("0", colorText)
-	}, func(a, b *Conn) int { return cmp.Compare(a.Unanswered, b.Unanswered) }},
+	{"UNANS", tview.AlignRight, func(c *Conn) *tview.TableCell { return countCell(int64(c.Unanswered), colorWarn) },
+		func(a, b *Conn) int { return cmp.Compare(a.Unanswered, b.Unanswered) }},
 	{"BYTES ->/<-", tview.AlignRight, func(c *Conn) *tview.TableCell {
 		return numCell(bytesStr(c.BytesToServer)+"/"+bytesStr(c.BytesToClient), colorText)
 	}, func(a, b *Conn) int {
@@ -237,37 +253,23 @@ func clientIDs(ids []string) string {
 
 // connContent is the Connections table: rows sorted by a column.
 type connContent struct {
-	tview.TableContentReadOnly
-	rows    []Conn
+	table[Conn]
 	sortCol int
 	desc    bool
 }
 
-func (c *connContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *connContent) GetColumnCount() int { return len(connColumns) }
-
+// GetCell marks the sort column's title, and dims the rows of closed
+// connections but for their errors and state.
 func (c *connContent) GetCell(row, col int) *tview.TableCell {
-	if col < 0 || col >= len(connColumns) {
-		return nil
-	}
-	if row == 0 {
-		title := connColumns[col].title
-		if col == c.sortCol {
-			if c.desc {
-				title += "▼"
-			} else {
-				title += "▲"
-			}
-		}
-		return headerCell(title).SetAlign(connColumns[col].align)
-	}
-	if row-1 >= len(c.rows) {
-		return nil
-	}
-	r := &c.rows[row-1]
-	cl := connColumns[col].cell(r)
-	if r.Closed || r.Reset {
-		if t := connColumns[col].title; t != "ERRORS" && t != "STATE" { // keep errors and state coloured
+	cl := c.table.GetCell(row, col)
+	switch {
+	case cl == nil:
+	case row == 0 && col == c.sortCol && c.desc:
+		cl.SetText(cl.Text + "▼")
+	case row == 0 && col == c.sortCol:
+		cl.SetText(cl.Text + "▲")
+	case row > 0 && (c.rows[row-1].Closed || c.rows[row-1].Reset):
+		if t := c.cols[col].title; t != "ERRORS" && t != "STATE" {
 			cl.SetTextColor(colorDim)
 		}
 	}
@@ -325,8 +327,7 @@ type scope struct {
 }
 
 type exchangeContent struct {
-	tview.TableContentReadOnly
-	rows   []Exchange
+	table[Exchange]
 	since  uint64
 	follow bool
 	scope  scope
@@ -344,73 +345,32 @@ const narrowExchanges = 120
 // 80-column terminal shows what happened.
 var narrowColumns = []int{0, 2, 3, 4, 5, 11, 10, 9}
 
-var exchangeColumns = []struct {
-	title string
-	align int
-}{
-	{"PKT", tview.AlignRight}, {"RESP", tview.AlignRight}, {"TIME", tview.AlignLeft}, {"CONN", tview.AlignRight},
-	{"API", tview.AlignLeft}, {"VER", tview.AlignRight}, {"CORR", tview.AlignRight}, {"ROLE", tview.AlignLeft},
-	{"CLIENT ID", tview.AlignLeft}, {"TOPIC", tview.AlignLeft}, {"LATENCY", tview.AlignRight},
-	{"RESULT", tview.AlignLeft}, {"SIZE", tview.AlignRight},
-}
-
-func (c *exchangeContent) GetRowCount() int { return len(c.rows) + 1 }
-func (c *exchangeContent) GetColumnCount() int {
-	if c.narrow {
-		return len(narrowColumns)
-	}
-	return len(exchangeColumns)
-}
-
-func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
-	if col < 0 || col >= c.GetColumnCount() {
-		return nil
-	}
-	if c.narrow {
-		col = narrowColumns[col]
-	}
-	if row == 0 {
-		return headerCell(exchangeColumns[col].title).SetAlign(exchangeColumns[col].align)
-	}
-	if row-1 >= len(c.rows) {
-		return nil
-	}
-	x := &c.rows[row-1]
-	switch col {
-	case 0:
-		if x.ReqPacket == 0 {
-			return numCell("-", colorDim)
-		}
-		return numCell(pktStr(x.File, x.ReqPacket), colorText)
-	case 1:
-		if x.RespPacket == 0 {
-			return numCell("-", colorDim)
-		}
-		return numCell(pktStr(x.File, x.RespPacket), colorText)
-	case 2:
-		return cell(clock(x.Time), colorText)
-	case 3:
-		return numCell("#"+strconv.Itoa(x.Conn), colorText)
-	case 4:
-		return cell(safe(x.API()), roleColor(x.Role))
-	case 5:
+var exchangeColumns = []column[Exchange]{
+	{"PKT", tview.AlignRight, func(x *Exchange) *tview.TableCell { return pktCell(x.File, x.ReqPacket) }, nil},
+	{"RESP", tview.AlignRight, func(x *Exchange) *tview.TableCell { return pktCell(x.File, x.RespPacket) }, nil},
+	{"TIME", tview.AlignLeft, func(x *Exchange) *tview.TableCell { return cell(clock(x.Time), colorText) }, nil},
+	{"CONN", tview.AlignRight, func(x *Exchange) *tview.TableCell { return numCell("#"+strconv.Itoa(x.Conn), colorText) }, nil},
+	{"API", tview.AlignLeft, func(x *Exchange) *tview.TableCell { return cell(safe(x.API()), roleColor(x.Role)) }, nil},
+	{"VER", tview.AlignRight, func(x *Exchange) *tview.TableCell {
 		if x.Key < 0 {
 			return numCell("-", colorDim)
 		}
 		return numCell(strconv.Itoa(int(x.Version)), colorText)
-	case 6:
-		return numCell(strconv.Itoa(int(x.Correlation)), colorText)
-	case 7:
+	}, nil},
+	{"CORR", tview.AlignRight, func(x *Exchange) *tview.TableCell { return numCell(strconv.Itoa(int(x.Correlation)), colorText) }, nil},
+	{"ROLE", tview.AlignLeft, func(x *Exchange) *tview.TableCell {
 		if x.Role == cluster.RoleNone {
 			return cell("-", colorDim)
 		}
 		return cell(x.Role.String(), roleColor(x.Role))
-	case 8:
+	}, nil},
+	{"CLIENT ID", tview.AlignLeft, func(x *Exchange) *tview.TableCell {
 		if x.ClientID == "" {
 			return cell("-", colorDim)
 		}
 		return cell(safe(x.ClientID), colorText).SetMaxWidth(24)
-	case 9:
+	}, nil},
+	{"TOPIC", tview.AlignLeft, func(x *Exchange) *tview.TableCell {
 		if x.Topic == "" {
 			return cell("-", colorDim)
 		}
@@ -419,25 +379,54 @@ func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
 			t += fmt.Sprintf(" (+%d)", x.Topics-1)
 		}
 		return cell(t, colorText).SetMaxWidth(32)
-	case 10:
+	}, nil},
+	{"LATENCY", tview.AlignRight, func(x *Exchange) *tview.TableCell {
 		if x.State != Answered {
 			return numCell("-", colorDim)
 		}
 		return numCell(msStr(x.Latency)+" ms", colorText)
-	case 11:
+	}, nil},
+	{"RESULT", tview.AlignLeft, func(x *Exchange) *tview.TableCell {
 		text, color := result(x)
 		return cell(literal(text), color)
-	case 12:
-		req, resp := "-", "-"
-		if x.ReqSize > 0 {
-			req = bytesStr(int64(x.ReqSize))
-		}
-		if x.RespSize > 0 {
-			resp = bytesStr(int64(x.RespSize))
-		}
-		return numCell(req+"/"+resp, colorText)
+	}, nil},
+	{"SIZE", tview.AlignRight, func(x *Exchange) *tview.TableCell {
+		return numCell(sizeStr(x.ReqSize)+"/"+sizeStr(x.RespSize), colorText)
+	}, nil},
+}
+
+func (c *exchangeContent) GetColumnCount() int {
+	if c.narrow {
+		return len(narrowColumns)
 	}
-	return nil
+	return len(c.cols)
+}
+
+// GetCell shows the narrowColumns only on a narrow terminal.
+func (c *exchangeContent) GetCell(row, col int) *tview.TableCell {
+	if c.narrow {
+		if col < 0 || col >= len(narrowColumns) {
+			return nil
+		}
+		col = narrowColumns[col]
+	}
+	return c.table.GetCell(row, col)
+}
+
+// pktCell is a packet's number, "-" for none.
+func pktCell(file int, n uint64) *tview.TableCell {
+	if n == 0 {
+		return numCell("-", colorDim)
+	}
+	return numCell(pktStr(file, n), colorText)
+}
+
+// sizeStr is a frame's size, "-" for none.
+func sizeStr(n int32) string {
+	if n <= 0 {
+		return "-"
+	}
+	return bytesStr(int64(n))
 }
 
 // result is the outcome of an exchange in a few words.
@@ -476,94 +465,48 @@ func result(x *Exchange) (string, tcell.Color) {
 // --- Findings ---
 
 type findingContent struct {
-	tview.TableContentReadOnly
-	rows []detectors.Finding
+	table[detectors.Finding]
 	// where is each row's place in the incidents (Model.FindingsByIncident).
 	where []FindingIncident
 }
 
-func (c *findingContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *findingContent) GetColumnCount() int { return 5 }
+var findingColumns = []column[detectors.Finding]{
+	{"INCIDENT", tview.AlignLeft, nil, nil}, // the row's place in the incidents: findingContent.GetCell
+	{"SEVERITY", tview.AlignLeft, func(f *detectors.Finding) *tview.TableCell {
+		return cell(strings.ToUpper(f.Severity.String()), severityColor(f.Severity)).SetAttributes(tcell.AttrBold)
+	}, nil},
+	{"DETECTOR", tview.AlignLeft, func(f *detectors.Finding) *tview.TableCell {
+		return cell(safe(f.Detector), severityColor(f.Severity))
+	}, nil},
+	{"EVIDENCE", tview.AlignLeft, func(f *detectors.Finding) *tview.TableCell {
+		return numCell(strconv.Itoa(len(f.Evidence)), colorText)
+	}, nil},
+	{"SUMMARY", tview.AlignLeft, func(f *detectors.Finding) *tview.TableCell { return cell(safeText(f.Summary), colorText) }, nil},
+}
 
 func (c *findingContent) GetCell(row, col int) *tview.TableCell {
-	if row == 0 {
-		return headerCell([]string{"INCIDENT", "SEVERITY", "DETECTOR", "EVIDENCE", "SUMMARY"}[col])
+	if col != 0 || row == 0 || row-1 >= len(c.rows) {
+		return c.table.GetCell(row, col)
 	}
-	if row-1 >= len(c.rows) {
-		return nil
+	var fi FindingIncident
+	if row-1 < len(c.where) {
+		fi = c.where[row-1]
 	}
-	f := &c.rows[row-1]
-	switch col {
-	case 0:
-		var fi FindingIncident
-		if row-1 < len(c.where) {
-			fi = c.where[row-1]
-		}
-		return cell(fi.Label(), severityColor(f.Severity))
-	case 1:
-		return cell(strings.ToUpper(f.Severity.String()), severityColor(f.Severity)).SetAttributes(tcell.AttrBold)
-	case 2:
-		return cell(safe(f.Detector), severityColor(f.Severity))
-	case 3:
-		return numCell(strconv.Itoa(len(f.Evidence)), colorText)
-	case 4:
-		return cell(safeText(f.Summary), colorText)
-	}
-	return nil
+	return cell(fi.Label(), severityColor(c.rows[row-1].Severity))
 }
 
 // --- Stats ---
 
-type statsContent struct {
-	tview.TableContentReadOnly
-	rows []APIStats
-}
-
-var statsColumns = []struct {
-	title string
-	align int
-}{
-	{"API", tview.AlignLeft}, {"REQS", tview.AlignRight}, {"RESPS", tview.AlignRight}, {"ERR RESPS", tview.AlignRight},
-	{"UNANS", tview.AlignRight}, {"P50 ms", tview.AlignRight}, {"P99 ms", tview.AlignRight}, {"MAX ms", tview.AlignRight},
-	{"ERRORS", tview.AlignLeft},
-}
-
-func (c *statsContent) GetRowCount() int    { return len(c.rows) + 1 }
-func (c *statsContent) GetColumnCount() int { return len(statsColumns) }
-
-func (c *statsContent) GetCell(row, col int) *tview.TableCell {
-	if row == 0 {
-		return headerCell(statsColumns[col].title).SetAlign(statsColumns[col].align)
-	}
-	if row-1 >= len(c.rows) {
-		return nil
-	}
-	s := &c.rows[row-1]
-	n := func(v int64) *tview.TableCell { return numCell(strconv.FormatInt(v, 10), colorText) }
-	switch col {
-	case 0:
-		return cell(safe(s.Name), colorText)
-	case 1:
-		return n(s.Requests)
-	case 2:
-		return n(s.Responses)
-	case 3:
-		if s.ErrorResponses > 0 {
-			return numCell(strconv.FormatInt(s.ErrorResponses, 10), colorBad)
-		}
-		return n(0)
-	case 4:
-		if s.Unanswered > 0 {
-			return numCell(strconv.FormatInt(s.Unanswered, 10), colorWarn)
-		}
-		return n(0)
-	case 5:
-		return numCell(msStr(s.P50), colorText)
-	case 6:
-		return numCell(msStr(s.P99), colorText)
-	case 7:
-		return numCell(msStr(s.Max), colorText)
-	case 8:
+var statsColumns = []column[APIStats]{
+	{"API", tview.AlignLeft, func(s *APIStats) *tview.TableCell { return cell(safe(s.Name), colorText) }, nil},
+	{"REQS", tview.AlignRight, func(s *APIStats) *tview.TableCell { return countCell(s.Requests, colorText) }, nil},
+	{"RESPS", tview.AlignRight, func(s *APIStats) *tview.TableCell { return countCell(s.Responses, colorText) }, nil},
+	{"ERR RESPS", tview.AlignRight, func(s *APIStats) *tview.TableCell { return countCell(s.ErrorResponses, colorBad) }, nil},
+	{"UNANS", tview.AlignRight, func(s *APIStats) *tview.TableCell { return countCell(s.Unanswered, colorWarn) }, nil},
+	{"P50 ms", tview.AlignRight, func(s *APIStats) *tview.TableCell { return numCell(msStr(s.P50), colorText) }, nil},
+	{"P99 ms", tview.AlignRight, func(s *APIStats) *tview.TableCell { return numCell(msStr(s.P99), colorText) }, nil},
+	{"MAX ms", tview.AlignRight, func(s *APIStats) *tview.TableCell { return numCell(msStr(s.Max), colorText) }, nil},
+	{"ERRORS", tview.AlignLeft, func(s *APIStats) *tview.TableCell {
 		if len(s.Errors) == 0 {
 			return cell("-", colorDim)
 		}
@@ -572,8 +515,15 @@ func (c *statsContent) GetCell(row, col int) *tview.TableCell {
 			parts = append(parts, fmt.Sprintf("%s=%d", safe(e.Name), e.Count))
 		}
 		return cell(strings.Join(parts, " "), colorBad)
+	}, nil},
+}
+
+// countCell is a count, in color unless it is 0.
+func countCell(n int64, color tcell.Color) *tview.TableCell {
+	if n == 0 {
+		color = colorText
 	}
-	return nil
+	return numCell(strconv.FormatInt(n, 10), color)
 }
 
 // --- Detail ---
@@ -645,17 +595,15 @@ func findingText(f *detectors.Finding, fi FindingIncident) string {
 		fmt.Fprintf(&b, "[yellow]connections[-]  %v\n", f.Conns)
 	}
 	if len(f.Counts) > 0 {
-		keys := slices.Sorted(maps.Keys(f.Counts))
 		b.WriteString("[yellow]counts[-] ")
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(f.Counts)) {
 			fmt.Fprintf(&b, " %s=%d", safe(k), f.Counts[k])
 		}
 		b.WriteByte('\n')
 	}
 	if len(f.Fields) > 0 {
-		keys := slices.Sorted(maps.Keys(f.Fields))
 		b.WriteString("[yellow]fields[-] ")
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(f.Fields)) {
 			fmt.Fprintf(&b, " %s=%s", safe(k), safe(fmt.Sprint(f.Fields[k])))
 		}
 		b.WriteByte('\n')

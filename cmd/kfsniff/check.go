@@ -77,7 +77,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	jobs := fs.IntP("jobs", "j", runtime.NumCPU(), "analyse `N` captures at once")
 	help := fs.BoolP("help", "h", false, "show this help")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, checkUsage)
+		fmt.Fprint(fs.Output(), checkUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -89,8 +89,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *help {
 		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, checkUsage)
-		fs.PrintDefaults()
+		fs.Usage()
 		return exitOK
 	}
 	if fs.NArg() == 0 {
@@ -127,13 +126,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	work := make(chan *checkCase)
 	var wg sync.WaitGroup
 	for range min(*jobs, len(cases)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for c := range work {
 				c.check(ctx)
 			}
-		}()
+		})
 	}
 	for _, c := range cases {
 		work <- c
@@ -190,13 +187,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // expectations checked: check --junit DIR/x.pcap DIR replaced the capture
 // with the XML, exit 0.
 func refuseJUnitOver(name string, cases []*checkCase) error {
-	out, err := os.Stat(name)
-	if err != nil {
-		return nil // a new file
-	}
 	for _, c := range cases {
 		for _, in := range []string{c.Capture, c.Expect} {
-			if st, err := os.Stat(in); in != "" && err == nil && os.SameFile(st, out) {
+			if sameFile(in, name) {
 				return fmt.Errorf("--junit %s is %s, which the check reads: writing the results would destroy it; give another file name", report.Clean(name), report.Clean(in))
 			}
 		}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,8 +33,7 @@ type correlateConfig struct {
 	SessionTimeout time.Duration
 	CoverWait      time.Duration
 	Timeout        time.Duration
-	ConfigFile     string
-	sec            export.Security
+	sec            *securityFlags
 
 	brokers []string
 	topic   string
@@ -76,14 +75,7 @@ func addCorrelateFlags(fs *pflag.FlagSet) *correlateConfig {
 	fs.StringVar(&c.takeoverSpec, "takeover", "", "internal: the partitions, offsets and member a --group --until-end correlator takes over after its report (docs/export.md, \"The end\")")
 	fs.MarkHidden("takeover")
 	fs.DurationVar(&c.Timeout, "read-timeout", correlate.DefaultTimeout, "with -r kafka://: how long the cluster may take to answer at the start before kfsniff gives up (exit 2)")
-	fs.StringVar(&c.ConfigFile, "read-config", "", "with -r kafka://: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
-	fs.BoolVar(&c.sec.TLS, "read-tls", false, "with -r kafka://: TLS to the Kafka read from")
-	fs.StringVar(&c.sec.CAFile, "read-ca", "", "with -r kafka://: PEM `FILE` of the CAs to trust (implies --read-tls)")
-	fs.StringVar(&c.sec.CertFile, "read-cert", "", "with -r kafka://: client certificate PEM `FILE` (implies --read-tls)")
-	fs.StringVar(&c.sec.KeyFile, "read-key", "", "with -r kafka://: client key PEM `FILE`")
-	fs.StringVar(&c.sec.Mechanism, "read-sasl-mechanism", "", "with -r kafka://: SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	fs.StringVar(&c.sec.User, "read-sasl-user", "", "with -r kafka://: SASL `USER`")
-	fs.StringVar(&c.sec.Password, "read-sasl-password", "", "with -r kafka://: SASL `PASSWORD` (better: $KFSNIFF_READ_SASL_PASSWORD or --read-config)")
+	c.sec = addSecurityFlags(fs, "read", "-r kafka://", "the Kafka read from", "consumer", "")
 	return c
 }
 
@@ -100,27 +92,20 @@ func (c *correlateConfig) on() bool { return c != nil && c.URL != "" }
 // validate finds a kafka:// input among the -r's, checks what goes with
 // it and reads the properties file; a kafka:// input clears cfg.Files.
 func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportConfig, stderr io.Writer) error {
-	var urls []string
-	for _, f := range cfg.Files {
-		if isKafkaURL(f) {
-			urls = append(urls, f)
-		}
-	}
-	if len(urls) == 0 {
+	url := slices.IndexFunc(cfg.Files, isKafkaURL)
+	if url < 0 {
 		if fs.Changed("fingerprint-key") && exp.URL == "" {
 			return errors.New("--fingerprint-key needs --export or -r kafka://HOST:PORT/TOPIC")
 		}
-		for _, name := range correlateFlags {
-			if fs.Changed(name) {
-				return fmt.Errorf("--%s needs -r kafka://HOST:PORT/TOPIC", name)
-			}
+		if set := changed(fs, correlateFlags...); len(set) > 0 {
+			return fmt.Errorf("%s needs -r kafka://HOST:PORT/TOPIC", set[0])
 		}
 		return nil
 	}
 	if len(cfg.Files) > 1 {
 		return errors.New("-r kafka://...: read one topic, and no capture file beside it")
 	}
-	c.URL = urls[0]
+	c.URL = cfg.Files[url]
 	c.printKey = exp.printKey
 	var err error
 	if c.brokers, c.topic, err = export.ParseURL(c.URL); err != nil {
@@ -159,11 +144,8 @@ func (c *correlateConfig) validate(cfg *Config, fs *pflag.FlagSet, exp *exportCo
 		}
 		cfg.Expect.Write = ""
 	}
-	if c.sec, err = settleSecurity(c.sec, "KFSNIFF_READ_SASL_PASSWORD", "--read-config", c.ConfigFile, "consumer", stderr); err != nil {
+	if err := c.sec.settle(stderr); err != nil {
 		return err
-	}
-	if _, _, err := c.sec.Build(); err != nil {
-		return fmt.Errorf("-r kafka://: %v", err)
 	}
 	cfg.Files = nil
 	return nil
@@ -188,11 +170,6 @@ func (c *correlateConfig) detectors(analyzers []*detectors.Analyzer, settings ma
 
 // open makes the consumer; nothing is read before the analysis starts.
 func (c *correlateConfig) open(stderr io.Writer) error {
-	tc, mech, err := c.sec.Build()
-	if err != nil {
-		return fmt.Errorf("-r kafka://: %v", err)
-	}
-	warned := 0
 	group := c.Group
 	var ranges []correlate.Range
 	if c.takeover != nil {
@@ -200,10 +177,9 @@ func (c *correlateConfig) open(stderr io.Writer) error {
 	}
 	src, err := correlate.Open(correlate.SourceConfig{
 		Brokers: c.brokers, Topic: c.topic, Group: group, UntilEnd: c.UntilEnd, Ranges: ranges,
-		SessionTimeout: c.SessionTimeout, CoverWait: c.CoverWait, Window: c.Window, TLS: tc, SASL: mech, Timeout: c.Timeout,
+		SessionTimeout: c.SessionTimeout, CoverWait: c.CoverWait, Window: c.Window, TLS: c.sec.tls, SASL: c.sec.mech, Timeout: c.Timeout,
 		PrintKey: c.printKey,
 		Warn: func(err error) {
-			warned++
 			fmt.Fprintf(stderr, "kfsniff: warning: %s\n", report.Clean(err.Error()))
 		},
 		Note: func(msg string) {
@@ -304,12 +280,7 @@ func (c *correlateConfig) snapshot() {
 	n := c.src.Counts()
 	s := &metrics.Correlation{Lag: c.src.Lag(), Records: n.Records, Unreadable: n.Malformed + n.Version + n.Unusable, Late: n.Late, Duplicates: n.Duplicates}
 	est := c.stats.Skew().Estimates()
-	agents := make([]string, 0, len(est))
-	for a := range est {
-		agents = append(agents, a)
-	}
-	sort.Strings(agents)
-	for _, a := range agents {
+	for _, a := range slices.Sorted(maps.Keys(est)) {
 		s.Clocks = append(s.Clocks, metrics.Clock{Agent: a, Offset: est[a].Offset, Spread: est[a].Spread})
 	}
 	bounds := make([]time.Duration, len(metrics.E2EBuckets))

@@ -10,31 +10,31 @@ import (
 	"github.com/kfsniff/kfsniff/report"
 )
 
-// start runs the analysis as planned, with a front end's additions.
-func (c *command) start(p *plan) func(ctx context.Context, add uiAdditions) *pipeline.Result {
-	return func(ctx context.Context, add uiAdditions) *pipeline.Result {
-		o := p.opt
-		o.Handlers = append(append([]flows.Handler{}, p.opt.Handlers...), add.Handlers...)
-		o.Sinks = append(append([]capture.Sink{}, p.opt.Sinks...), add.Sinks...)
-		o.Progress = add.Progress
-		o.LiveFindings = add.LiveFindings
-		p.ms.wrap(&o)
-		p.xs.wrap(&o)
-		if p.live != nil {
-			return pipeline.RunSource(ctx, p.live, o)
-		}
-		if c.cr.on() {
-			return c.cr.run(ctx, o)
-		}
-		return pipeline.Run(ctx, p.files, o)
+// analyse runs the analysis as planned, with a front end's additions,
+// and returns when the input ends, -c or --duration is reached, or ctx is
+// cancelled.
+func (c *command) analyse(ctx context.Context, p *plan, add uiAdditions) *pipeline.Result {
+	o := p.opt
+	o.Handlers = append(append([]flows.Handler{}, p.opt.Handlers...), add.Handlers...)
+	o.Sinks = append(append([]capture.Sink{}, p.opt.Sinks...), add.Sinks...)
+	o.Progress = add.Progress
+	o.LiveFindings = add.LiveFindings
+	p.ms.wrap(&o)
+	p.xs.wrap(&o)
+	if p.live != nil {
+		return pipeline.RunSource(ctx, p.live, o)
 	}
+	if c.cr.on() {
+		return c.cr.run(ctx, o)
+	}
+	return pipeline.Run(ctx, p.files, o)
 }
 
 // wantTUI: the terminal UI is asked for, or is the default for a live
 // capture on a terminal when no other output was asked for.
 func (c *command) wantTUI(p *plan) bool {
 	cfg := &c.cfg
-	return cfg.TUI || (p.live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && haveTUI() && isTerminal(c.out))
+	return cfg.TUI || (p.live != nil && !cfg.NoTUI && !cfg.Frames && !cfg.JSON && isTerminal(c.out))
 }
 
 // execute runs the analysis: under the terminal UI, or printing frames
@@ -42,9 +42,7 @@ func (c *command) wantTUI(p *plan) bool {
 func (c *command) execute(ctx context.Context, p *plan) (*pipeline.Result, error) {
 	cfg, stderr := &c.cfg, c.stderr
 	if c.wantTUI(p) {
-		res, err := runTUI(ctx, uiSession{ShowSecrets: cfg.ShowSecrets, Source: describeInput(*cfg, p.live), Filter: cfg.Filter, Live: p.live != nil,
-			Inputs: cfg.Files, Stdin: c.stdin, Start: c.start(p), ExportDropped: p.xs.dropped(),
-			KeepMB: cfg.UIKeep, Keys: p.opt.Flows.TLSKeys, Stderr: stderr})
+		res, err := c.runTUI(ctx, p)
 		if err != nil {
 			return nil, failure(err)
 		}
@@ -68,8 +66,8 @@ func (c *command) execute(ctx context.Context, p *plan) (*pipeline.Result, error
 		fmt.Fprintf(stderr, "kfsniff: listening on %s, link-type %s, snapshot length %d bytes\n", live.Name, live.Links[0], live.Snaplen)
 	}
 	pl := newProgress(cfg, c.recs, p.files, c.out, stderr)
-	p.opt.ProgressEvery, p.opt.Warn = c.progCfg.every, pl.around(p.opt.Warn)
-	res := c.start(p)(ctx, uiAdditions{Handlers: handlers, Progress: pl.callback()})
+	p.opt.ProgressEvery, p.opt.Warn = c.progressEvery, pl.around(p.opt.Warn)
+	res := c.analyse(ctx, p, uiAdditions{Handlers: handlers, Progress: pl.callback()})
 	if frames != nil {
 		if err := frames.Flush(); err != nil && !c.out.broken() {
 			return nil, failure(fmt.Errorf("writing output: %v", err))

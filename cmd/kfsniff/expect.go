@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -30,11 +31,6 @@ type ExpectConfig struct {
 	Write string
 
 	loaded *expect.File
-}
-
-func addExpectFlags(fs *pflag.FlagSet, c *ExpectConfig) {
-	fs.StringVar(&c.File, "expect", "", "compare the analysis with the expectation `FILE` (docs/expect.md), analysing with its settings; print the differences instead of the report; exit 4 if it does not hold")
-	fs.StringVar(&c.Write, "write-expect", "", "also write what this analysis finds to `FILE` as an expectation (with the -o and analysis flags given), to trim and use with --expect or kfsniff check")
 }
 
 // validateExpect checks that the expectation flags go with the rest.
@@ -73,6 +69,8 @@ func (c *Config) validateExpect() error {
 	return nil
 }
 
+// sameFile reports whether a and b are one existing file (a may be
+// "-", standard input, which is none).
 func sameFile(a, b string) bool {
 	if a == "-" {
 		return false
@@ -127,9 +125,7 @@ func (cmd *command) applyExpect() error {
 	if a.MaxWaiting != nil && !fs.Changed("max-waiting") {
 		c.MaxWaiting = *a.MaxWaiting
 	}
-	if c.Filter == "" {
-		c.Filter = a.Filter
-	}
+	c.Filter = cmp.Or(c.Filter, a.Filter)
 	return nil
 }
 

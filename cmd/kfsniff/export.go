@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kfsniff/kfsniff/decode"
 	"github.com/kfsniff/kfsniff/detectors"
@@ -32,12 +35,11 @@ type exportConfig struct {
 	Buffer        int
 	FlushTimeout  time.Duration
 	Compression   string
-	ConfigFile    string
 	Spool         string
 	SpoolSize     string
 	Timeout       time.Duration
 	spoolBytes    int64
-	sec           export.Security
+	sec           *securityFlags
 	// Prints ships record fingerprints; KeyFile (--fingerprint-key,
 	// read by a correlator too) holds the key they are made with,
 	// printKey.
@@ -60,16 +62,9 @@ func addExportFlags(fs *pflag.FlagSet) *exportConfig {
 	fs.StringVar(&c.SpoolSize, "export-spool-size", "1G", "with --export-spool: the spool's bound on disk, `SIZE` in bytes or with K, M, G (KiB, MiB, GiB); past it records are dropped and counted")
 	fs.DurationVar(&c.Timeout, "export-timeout", 30*time.Second, "with --export: how long the sink may take to answer at the start before kfsniff gives up (exit 2)")
 	fs.StringVar(&c.Compression, "export-compression", "zstd", "with --export: the batches' `CODEC`: zstd, lz4 (less CPU, larger batches), snappy, gzip or none")
-	fs.StringVar(&c.ConfigFile, "export-config", "", "with --export: a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
-	fs.BoolVar(&c.sec.TLS, "export-tls", false, "with --export: TLS to the sink")
-	fs.StringVar(&c.sec.CAFile, "export-ca", "", "with --export: PEM `FILE` of the CAs to trust (implies --export-tls)")
-	fs.StringVar(&c.sec.CertFile, "export-cert", "", "with --export: client certificate PEM `FILE` (implies --export-tls)")
-	fs.StringVar(&c.sec.KeyFile, "export-key", "", "with --export: client key PEM `FILE`")
-	fs.StringVar(&c.sec.Mechanism, "export-sasl-mechanism", "", "with --export: SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	fs.StringVar(&c.sec.User, "export-sasl-user", "", "with --export: SASL `USER`")
+	c.sec = addSecurityFlags(fs, "export", "--export", "the sink", "producer", ", which other users cannot read in the process list")
 	fs.BoolVar(&c.Prints, "export-fingerprints", true, "with --export: ship a fingerprint of each record of produced and fetched batches, for a correlator's duplicate-batches (records re-batched by MirrorMaker 2); without --fingerprint-key a short record value can be guessed from its fingerprint (docs/export.md)")
 	fs.StringVar(&c.KeyFile, "fingerprint-key", "", "with --export and -r kafka://: a `FILE` holding the key (at least 16 bytes) record fingerprints are made with, the same for every agent and correlator; without it they are keyless")
-	fs.StringVar(&c.sec.Password, "export-sasl-password", "", "with --export: SASL `PASSWORD` (better: $KFSNIFF_EXPORT_SASL_PASSWORD or --export-config, which other users cannot read in the process list)")
 	return c
 }
 
@@ -88,10 +83,8 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 		c.printKey = key
 	}
 	if c.URL == "" {
-		for _, name := range exportFlagsWithout {
-			if fs.Changed(name) {
-				return fmt.Errorf("--%s needs --export", name)
-			}
+		if set := changed(fs, exportFlagsWithout...); len(set) > 0 {
+			return fmt.Errorf("%s needs --export", set[0])
 		}
 		return nil
 	}
@@ -131,13 +124,7 @@ func (c *exportConfig) validate(fs *pflag.FlagSet, stderr io.Writer) error {
 			return errors.New("--export: the hostname is unknown; give --agent-id")
 		}
 	}
-	if c.sec, err = settleSecurity(c.sec, "KFSNIFF_EXPORT_SASL_PASSWORD", "--export-config", c.ConfigFile, "producer", stderr); err != nil {
-		return err
-	}
-	if _, _, err := c.sec.Build(); err != nil {
-		return fmt.Errorf("--export: %v", err)
-	}
-	return nil
+	return c.sec.settle(stderr)
 }
 
 // exporter is a run's shipping, nil without --export.
@@ -146,50 +133,80 @@ type exporter struct {
 	live bool
 }
 
-// startExport makes the exporter (its client connects lazily: an
-// unreachable sink is counted, not fatal) and says where it ships.
-// settleSecurity completes the security settings flags gave: the
-// password from the environment variable env when no flag gave one, TLS
-// when a CA or certificate file is named, then the properties file named
-// by flag (configFile), under the flags; the file's settings kfsniff sets
-// itself (for its role's client) are said on stderr and ignored.
-func settleSecurity(sec export.Security, env, flag, configFile, role string, stderr io.Writer) (export.Security, error) {
-	if sec.Password == "" {
-		sec.Password = os.Getenv(env)
-	}
-	if sec.CAFile != "" || sec.CertFile != "" {
-		sec.TLS = true
-	}
-	if configFile == "" {
-		return sec, nil
-	}
-	f, err := os.Open(configFile)
-	if err != nil {
-		return sec, fmt.Errorf("%s: %v", flag, err)
-	}
-	fileSec, ignored, err := export.ReadProperties(f)
-	f.Close()
-	if err != nil {
-		return sec, fmt.Errorf("%s %s: %v", flag, configFile, err)
-	}
-	if len(ignored) > 0 {
-		fmt.Fprintf(stderr, "kfsniff: %s: ignored %s (kfsniff sets its own %s settings)\n", flag, report.Clean(strings.Join(ignored, ", ")), role)
-	}
-	return fileSec.Merge(sec), nil
+// securityFlags are a Kafka client's security flags, the same for
+// --export's producer and -r kafka://'s consumer: --PREFIX-config, -tls,
+// -ca, -cert, -key, -sasl-mechanism, -sasl-user and -sasl-password.
+type securityFlags struct {
+	export.Security
+	ConfigFile string
+	// prefix starts the flags' names, input names the flag they go with
+	// (--export, -r kafka://), role the client (producer, consumer).
+	prefix, input, role string
+	// tls and mech are what settle built.
+	tls  *tls.Config
+	mech sasl.Mechanism
 }
 
+// addSecurityFlags registers the flags; tlsTo says where TLS goes,
+// better ends the password flag's advice.
+func addSecurityFlags(fs *pflag.FlagSet, prefix, input, tlsTo, role, better string) *securityFlags {
+	s := &securityFlags{prefix: prefix, input: input, role: role}
+	with := "with " + input + ": "
+	fs.StringVar(&s.ConfigFile, prefix+"-config", "", with+"a Kafka client properties `FILE` (security.protocol, sasl.*, ssl.*; docs/export.md); flags win")
+	fs.BoolVar(&s.TLS, prefix+"-tls", false, with+"TLS to "+tlsTo)
+	fs.StringVar(&s.CAFile, prefix+"-ca", "", with+"PEM `FILE` of the CAs to trust (implies --"+prefix+"-tls)")
+	fs.StringVar(&s.CertFile, prefix+"-cert", "", with+"client certificate PEM `FILE` (implies --"+prefix+"-tls)")
+	fs.StringVar(&s.KeyFile, prefix+"-key", "", with+"client key PEM `FILE`")
+	fs.StringVar(&s.Mechanism, prefix+"-sasl-mechanism", "", with+"SASL `MECHANISM`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&s.User, prefix+"-sasl-user", "", with+"SASL `USER`")
+	fs.StringVar(&s.Password, prefix+"-sasl-password", "", with+"SASL `PASSWORD` (better: $KFSNIFF_"+strings.ToUpper(prefix)+"_SASL_PASSWORD or --"+prefix+"-config"+better+")")
+	return s
+}
+
+// settle completes the security settings flags gave: the password from
+// $KFSNIFF_PREFIX_SASL_PASSWORD when no flag gave one, TLS when a CA or
+// certificate file is named, then the properties file of --PREFIX-config,
+// under the flags; the file's settings kfsniff sets itself (for its
+// role's client) are said on stderr and ignored. It builds the client's
+// TLS and SASL settings.
+func (s *securityFlags) settle(stderr io.Writer) error {
+	s.Password = cmp.Or(s.Password, os.Getenv("KFSNIFF_"+strings.ToUpper(s.prefix)+"_SASL_PASSWORD"))
+	if s.CAFile != "" || s.CertFile != "" {
+		s.TLS = true
+	}
+	if s.ConfigFile != "" {
+		flag := "--" + s.prefix + "-config"
+		f, err := os.Open(s.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("%s: %v", flag, err)
+		}
+		fileSec, ignored, err := export.ReadProperties(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", flag, s.ConfigFile, err)
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(stderr, "kfsniff: %s: ignored %s (kfsniff sets its own %s settings)\n", flag, report.Clean(strings.Join(ignored, ", ")), s.role)
+		}
+		s.Security = fileSec.Merge(s.Security)
+	}
+	var err error
+	if s.tls, s.mech, err = s.Build(); err != nil {
+		return fmt.Errorf("%s: %v", s.input, err)
+	}
+	return nil
+}
+
+// start makes the exporter (its client connects lazily: an unreachable
+// sink is counted, not fatal) and says where it ships.
 func (c *exportConfig) start(live bool, stderr io.Writer) (*exporter, error) {
 	if c.URL == "" {
 		return nil, nil
 	}
-	tc, mech, err := c.sec.Build()
-	if err != nil {
-		return nil, fmt.Errorf("--export: %v", err)
-	}
 	x, err := export.New(export.Config{
 		Brokers: c.brokers, Topic: c.topic, FindingsTopic: c.FindingsTopic,
 		Agent: c.Agent, Buffer: c.Buffer, FlushTimeout: c.FlushTimeout, Compression: c.Compression,
-		TLS: tc, SASL: mech, SpoolDir: c.Spool, SpoolSize: c.spoolBytes, NoPrints: !c.Prints, PrintKey: c.printKey,
+		TLS: c.sec.tls, SASL: c.sec.mech, SpoolDir: c.Spool, SpoolSize: c.spoolBytes, NoPrints: !c.Prints, PrintKey: c.printKey,
 		Notify: func(s string) { fmt.Fprintf(stderr, "kfsniff: --export: %s\n", report.CleanText(s)) },
 		Waiting: func(pending int64, upTo time.Duration) {
 			fmt.Fprintf(stderr, "kfsniff: --export: waiting up to %s for the sink to take %d buffered records (--export-flush-timeout; Ctrl-C to stop waiting)\n", upTo.Round(time.Second), pending)
@@ -223,9 +240,15 @@ func (e *exporter) wrap(o *pipeline.Options) {
 	if !e.live {
 		return
 	}
+	chainFindings(o, e.x.LiveFindings)
+}
+
+// chainFindings calls f with the live findings, before the callback
+// already set, if any.
+func chainFindings(o *pipeline.Options, f func([]detectors.Finding)) {
 	findings := o.LiveFindings
 	o.LiveFindings = func(fs []detectors.Finding) {
-		e.x.LiveFindings(fs)
+		f(fs)
 		if findings != nil {
 			findings(fs)
 		}
@@ -298,16 +321,10 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // parseSize reads a size in bytes, or with K, M or G (binary) after it.
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
-		mult = 1 << 10
-	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
-		mult = 1 << 20
-	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
-		mult = 1 << 30
-	}
-	if mult > 1 {
-		s = s[:len(s)-1]
+	for i, unit := range []string{"K", "M", "G"} {
+		if num, ok := strings.CutSuffix(strings.ToUpper(s), unit); ok {
+			s, mult = num, 1<<(10*(i+1))
+		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > (1<<50)/mult {
@@ -328,20 +345,8 @@ func (e *exporter) close() {
 // first ended the capture) stops the wait, which main's signal context
 // would swallow.
 func interrupts() (abort <-chan struct{}, stop func()) {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	ab, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		select {
-		case <-sig:
-			close(ab)
-		case <-done:
-		}
-	}()
-	return ab, func() {
-		signal.Stop(sig)
-		close(done)
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return ctx.Done(), stop
 }
 
 // readPrintKey reads --fingerprint-key's file: its bytes but a trailing

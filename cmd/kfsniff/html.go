@@ -32,12 +32,8 @@ func (c *command) checkHTML() error {
 	if !out.Mode().IsRegular() {
 		return fmt.Errorf("--html %s: that is not a file (%s); give the page a file name", cfg.HTML, expect.FileKind(out.Mode()))
 	}
-	others := append([]string{cfg.Write}, cfg.Files...)
-	for _, name := range others {
-		if name == "" || name == "-" {
-			continue
-		}
-		if in, err := os.Stat(name); err == nil && os.SameFile(in, out) {
+	for _, name := range append([]string{cfg.Write}, cfg.Files...) {
+		if sameFile(name, cfg.HTML) {
 			return fmt.Errorf("--html %s: that is %s, which writing the page would destroy; give another file name", cfg.HTML, name)
 		}
 	}

@@ -21,17 +21,6 @@ type LiveConfig struct {
 	NoPromisc bool
 }
 
-// Validate checks the live capture settings.
-func (c *LiveConfig) Validate() error {
-	if c.Snaplen < 0 {
-		return fmt.Errorf("-s must not be negative, got %d", c.Snaplen)
-	}
-	if c.BufferKiB < 0 {
-		return fmt.Errorf("-B must not be negative, got %d", c.BufferKiB)
-	}
-	return nil
-}
-
 // openLive opens the capture; a missing privilege gets the remedy.
 func openLive(c LiveConfig, filter *capture.Filter) (*capture.Live, error) {
 	l, err := capture.OpenLive(capture.LiveConfig{
@@ -45,7 +34,7 @@ func openLive(c LiveConfig, filter *capture.Filter) (*capture.Live, error) {
 		return nil, fmt.Errorf("%s: run kfsniff as root, or grant the privilege once with: sudo setcap cap_net_raw,cap_net_admin+ep %s", strings.TrimPrefix(err.Error(), capture.ErrPermission.Error()+": "), executable())
 	}
 	if errors.Is(err, capture.ErrUnusable) {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), capture.ErrUnusable.Error()+": "))
+		return nil, unusable(err)
 	}
 	return l, err
 }
@@ -72,16 +61,6 @@ func createWriter(cfg Config, live *capture.Live, links []capture.LinkType, secr
 		snaplen, ifname = live.Snaplen, live.Name
 	}
 	return capture.Create(cfg.Write, link, snaplen, ifname, secrets...)
-}
-
-// describeInput names what is analysed, for a status line (the filter
-// expression has its own place there).
-func describeInput(cfg Config, live *capture.Live) string {
-	s := strings.Join(cfg.Files, ", ")
-	if live != nil {
-		s = live.Name + " (live)"
-	}
-	return s
 }
 
 // liveSummary prints tcpdump's closing counts.

@@ -61,8 +61,10 @@ type metricsServer struct {
 
 // startMetrics listens on addr (nothing when addr is empty) before the
 // analysis starts, so that a port in use is a usage error, and says where
-// it serves on stderr.
-func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer) (*metricsServer, error) {
+// it serves on stderr. mode is this process's in kfsniff_build_info:
+// agent (a live capture), correlator (-r kafka://) or file; a run that is
+// not live serves its final metrics for up to linger (--metrics-linger).
+func startMetrics(addr, mode string, linger time.Duration, dets *detectors.Set, stderr io.Writer) (*metricsServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -70,11 +72,14 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %v", err)
 	}
+	live := mode == "agent"
 	cfg := metrics.Config{Live: live}
 	for _, a := range dets.Analyzers() {
 		cfg.Detectors = append(cfg.Detectors, a.Name)
 	}
 	m := metrics.New(cfg)
+	v, rev, gov := buildInfo()
+	m.BuildInfo(v, rev, gov, mode)
 	mux := http.NewServeMux()
 	h := m.Handler()
 	var s *metricsServer
@@ -98,6 +103,9 @@ func startMetrics(addr string, live bool, dets *detectors.Set, stderr io.Writer)
 		WriteTimeout: 30 * time.Second, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: 16 << 10}
 	ln = netutil.LimitListener(ln, maxMetricsConns)
 	s = &metricsServer{m: m, srv: srv, served: make(chan struct{}), stderr: stderr}
+	if !live {
+		s.linger = linger
+	}
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -127,30 +135,7 @@ func (s *metricsServer) wrap(o *pipeline.Options) {
 			progress(p)
 		}
 	}
-	findings := o.LiveFindings
-	o.LiveFindings = func(fs []detectors.Finding) {
-		s.m.Findings(fs)
-		if findings != nil {
-			findings(fs)
-		}
-	}
-}
-
-// info registers kfsniff_build_info with this process's mode: agent (a
-// live capture), correlator (-r kafka://) or file.
-func (s *metricsServer) info(mode string) {
-	if s == nil {
-		return
-	}
-	v, rev, gov := buildInfo()
-	s.m.BuildInfo(v, rev, gov, mode)
-}
-
-// lingerAfter sets --metrics-linger for a run that is not live.
-func (s *metricsServer) lingerAfter(d time.Duration, live bool) {
-	if s != nil && !live {
-		s.linger = d
-	}
+	chainFindings(o, s.m.Findings)
 }
 
 // finish sets the final findings, waits --metrics-linger for a scrape to

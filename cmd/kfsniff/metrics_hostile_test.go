@@ -27,7 +27,7 @@ func TestMetricsIdleConnectionsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	s, err := startMetrics("127.0.0.1:0", false, set, &stderr)
+	s, err := startMetrics("127.0.0.1:0", "file", 0, set, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestMetricsConnectionsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	s, err := startMetrics("127.0.0.1:0", false, set, &stderr)
+	s, err := startMetrics("127.0.0.1:0", "file", 0, set, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

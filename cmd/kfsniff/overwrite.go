@@ -74,13 +74,7 @@ func (c *command) refuseSameOutput() error {
 			if a.name == "" || b.name == "" || a.name == "-" || b.name == "-" {
 				continue
 			}
-			same := filepath.Clean(a.name) == filepath.Clean(b.name)
-			if x, err := os.Stat(a.name); err == nil {
-				if y, err := os.Stat(b.name); err == nil && os.SameFile(x, y) {
-					same = true
-				}
-			}
-			if same {
+			if filepath.Clean(a.name) == filepath.Clean(b.name) || sameFile(a.name, b.name) {
 				return fmt.Errorf("%s %s and %s %s are one file: writing one would destroy the other; give each its own name", a.flag, a.name, b.flag, b.name)
 			}
 		}
@@ -88,22 +82,20 @@ func (c *command) refuseSameOutput() error {
 	return nil
 }
 
-// refuseMissingDir refuses, before the analysis, an --html or
-// --write-expect file whose directory does not exist: they are written at
-// the end, and a long analysis ended in "no such file or directory",
-// exit 1 (-w is created at the start and says so then).
+// refuseMissingDir refuses, before the analysis, a --write-expect file
+// whose directory does not exist: it is written at the end, and a long
+// analysis ended in "no such file or directory", exit 1 (-w is created
+// at the start and says so then; checkHTML checks --html's).
 func (c *command) refuseMissingDir() error {
-	cfg := &c.cfg
-	for _, o := range []struct{ flag, name string }{{"--html", cfg.HTML}, {"--write-expect", cfg.Expect.Write}} {
-		if o.name == "" || o.name == "-" {
-			continue
-		}
-		dir := filepath.Dir(o.name)
-		if st, err := os.Stat(dir); err != nil {
-			return fmt.Errorf("%s %s: %v", o.flag, o.name, err)
-		} else if !st.IsDir() {
-			return fmt.Errorf("%s %s: %s is not a directory", o.flag, o.name, dir)
-		}
+	name := c.cfg.Expect.Write
+	if name == "" || name == "-" {
+		return nil
+	}
+	dir := filepath.Dir(name)
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("--write-expect %s: %v", name, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("--write-expect %s: %s is not a directory", name, dir)
 	}
 	return nil
 }

@@ -70,13 +70,15 @@ type Config struct {
 // command is one run of kfsniff: the flags as parse read them, then what
 // validate made of them, for plan, execute and write.
 type command struct {
-	cfg     Config
-	fs      *pflag.FlagSet
-	limits  findingLimits
-	recs    *recordsConfig
-	exp     *exportConfig
-	cr      *correlateConfig
-	progCfg *progressConfig
+	cfg    Config
+	fs     *pflag.FlagSet
+	limits findingLimits
+	recs   *recordsConfig
+	exp    *exportConfig
+	cr     *correlateConfig
+	// progressEvery is how often the progress line is redrawn (hidden
+	// --progress-interval: tests draw it at every check of the pipeline).
+	progressEvery time.Duration
 	// inform, when set, is all the run does: --help, --version,
 	// --list-detectors, -D.
 	inform func(stdout, stderr io.Writer) int
@@ -137,7 +139,8 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	fs.StringVar(&cfg.MemoryLimit, "memory-limit", "0", "a soft limit on kfsniff's memory, `SIZE` in bytes or with K, M, G (KiB, MiB, GiB): the garbage collector runs more often as the memory nears it, trading CPU for RSS; it is not a cap (what the analysis holds, within its bounds, is kept). 0: none, Go's default (GOMEMLIMIT, if set, applies)")
 	fs.IntVar(&cfg.UIKeep, "ui-keep", 256, "MB of the most recent packets the UI keeps on disk (in $TMPDIR) for its w key, older ones dropped as tcpdump -C/-W does; 0: w is off")
 	fs.BoolVar(&cfg.NoTUI, "no-tui", false, "no terminal UI: print the report at the end (and --frames as they are decoded)")
-	addExpectFlags(fs, &cfg.Expect)
+	fs.StringVar(&cfg.Expect.File, "expect", "", "compare the analysis with the expectation `FILE` (docs/expect.md), analysing with its settings; print the differences instead of the report; exit 4 if it does not hold")
+	fs.StringVar(&cfg.Expect.Write, "write-expect", "", "also write what this analysis finds to `FILE` as an expectation (with the -o and analysis flags given), to trim and use with --expect or kfsniff check")
 	fs.StringVar(&cfg.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (charts over time, a map of who talks to whom, sortable tables)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", metricsUsage)
 	fs.DurationVar(&cfg.MetricsLinger, "metrics-linger", 0, "with --metrics-addr and -r: once the analysis is done, serve the final metrics until a scrape has read them, at most this `DURATION` (a stream piped to -r - that ended)")
@@ -146,7 +149,8 @@ func parse(args []string, stderr io.Writer) (*command, error) {
 	c.recs = addRecordFlags(fs)
 	c.exp = addExportFlags(fs)
 	c.cr = addCorrelateFlags(fs)
-	c.progCfg = addProgressFlags(fs)
+	fs.DurationVar(&c.progressEvery, "progress-interval", 250*time.Millisecond, "how often the progress line on a terminal is redrawn")
+	fs.MarkHidden("progress-interval")
 	version := fs.Bool("version", false, "print the version, commit and Go release kfsniff was built with, then exit")
 	fs.Usage = func() { printUsage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {

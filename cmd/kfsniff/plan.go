@@ -61,19 +61,16 @@ func (c *command) plan(ctx context.Context) (*plan, error) {
 		p.onClose(func() { p.writer.Close() })
 		p.opt.Sinks = append(p.opt.Sinks, p.writer)
 	}
-	if p.ms, err = startMetrics(cfg.MetricsAddr, p.live != nil, c.dets, stderr); err != nil {
+	mode := "file"
+	if p.live != nil {
+		mode = "agent"
+	} else if c.cr.on() {
+		mode = "correlator"
+	}
+	if p.ms, err = startMetrics(cfg.MetricsAddr, mode, cfg.MetricsLinger, c.dets, stderr); err != nil {
 		return p, usage(err)
 	}
 	p.onClose(p.ms.close)
-	p.ms.lingerAfter(cfg.MetricsLinger, p.live != nil)
-	switch {
-	case p.live != nil:
-		p.ms.info("agent")
-	case c.cr.on():
-		p.ms.info("correlator")
-	default:
-		p.ms.info("file")
-	}
 	if p.xs, err = c.exp.start(p.live != nil, stderr); err != nil {
 		return p, usage(err)
 	}

@@ -7,24 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/pipeline"
 )
-
-// progressConfig is the hidden setting of the progress line: how often
-// it is redrawn (tests draw it at every check of the pipeline).
-type progressConfig struct {
-	every time.Duration
-}
-
-func addProgressFlags(fs *pflag.FlagSet) *progressConfig {
-	pc := &progressConfig{}
-	fs.DurationVar(&pc.every, "progress-interval", 250*time.Millisecond, "how often the progress line on a terminal is redrawn")
-	fs.MarkHidden("progress-interval")
-	return pc
-}
 
 // progress is the line that says, on a terminal, how far the reading of
 // capture files has got: bytes of the inputs as they are on disk (the
@@ -92,23 +77,18 @@ func (p *progress) update(pr pipeline.Progress) {
 	if packets == 0 {
 		return // nothing to say yet
 	}
-	l := append(p.line[:0], "\rkfsniff: reading "...)
-	l = append(l, sizeStr(read)...)
+	l := fmt.Appendf(p.line[:0], "\rkfsniff: reading %s", sizeStr(read))
 	if p.total > 0 {
 		read = min(read, p.total)
 		l = fmt.Appendf(l, " of %s (%d%%)", sizeStr(p.total), read*100/p.total)
 	}
-	l = append(l, ", "...)
-	l = strconv.AppendUint(l, packets, 10)
-	l = append(l, " packets"...)
+	l = fmt.Appendf(l, ", %d packets", packets)
 	if s := pr.Elapsed.Seconds(); s > 0 && read > 0 {
 		rate := float64(read) / s
 		l = fmt.Appendf(l, ", %s/s", sizeStr(int64(rate)))
 		if p.total > 0 {
 			left := time.Duration(float64(p.total-read) / rate * float64(time.Second))
-			l = append(l, ", "...)
-			l = append(l, clockStr(left)...)
-			l = append(l, " left"...)
+			l = fmt.Appendf(l, ", %s left", clockStr(left))
 		}
 	}
 	l = append(l, "\x1b[K"...) // erase the rest of a longer previous line

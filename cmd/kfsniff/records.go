@@ -83,12 +83,8 @@ func (rc *recordsConfig) validate(cfg *Config, stdout io.Writer) error {
 	case rc.finding > 0 && cfg.Live.Interface != "":
 		return errors.New("--finding reads the capture twice (analysis, then records): give -r FILE, not -i")
 	}
-	if rc.finding > 0 {
-		for _, f := range cfg.Files {
-			if f == "-" {
-				return errors.New("--finding reads the capture twice: standard input (-r -) cannot be read again; give a file")
-			}
-		}
+	if rc.finding > 0 && slices.Contains(cfg.Files, "-") {
+		return errors.New("--finding reads the capture twice: standard input (-r -) cannot be read again; give a file")
 	}
 	from, err := report.ParseRecordsFrom(rc.from)
 	if err != nil {
@@ -174,19 +170,8 @@ func (rc *recordsConfig) finish(ctx context.Context, cfg *Config, opt pipeline.O
 	if st.Overflow > 0 {
 		fmt.Fprintf(stderr, "kfsniff: warning: --records-read-committed: %d records printed before their transaction ended (more than 64 MiB waited)\n", st.Overflow)
 	}
-	if rc.finding > 0 && st.Records > 0 {
+	if rc.finding > 0 {
 		rc.sayLeftOut(&res.Report.Findings[rc.finding-1], st, stderr)
-	}
-	if rc.finding > 0 && st.Records == 0 {
-		what := "of the exchanges its evidence names"
-		if len(findingFilter(&res.Report.Findings[rc.finding-1]).Ranges) > 0 {
-			what = "at the offsets it covers"
-		}
-		if len(rc.topics) > 0 || len(rc.partitions) > 0 || rc.offsets != "" {
-			fmt.Fprintf(stderr, "kfsniff: finding %d: no record %s passes --records-topic, --records-partition and --records-offsets\n", rc.finding, what)
-		} else {
-			fmt.Fprintf(stderr, "kfsniff: finding %d: the exchanges its evidence names carry no records (of its topic and partition)\n", rc.finding)
-		}
 	}
 	if st.NotKept > 0 {
 		fmt.Fprintf(stderr, "kfsniff: warning: the records of %d Produce requests are not shown (the first at packet %s): their frames were no longer kept when their responses came (flows' bounds)\n",
@@ -250,30 +235,41 @@ func rangesText(rs []report.OffsetRange) string {
 }
 
 // sayLeftOut says how many of the records a finding covers were not
-// printed: at its offsets, those the capture does not hold; from its
-// evidence, those its counts number beyond the ones printed.
+// printed: none (what kept them out), or at its offsets, those the
+// capture does not hold; from its evidence, those its counts number
+// beyond the ones printed.
 func (rc *recordsConfig) sayLeftOut(f *detectors.Finding, st report.RecordStats, stderr io.Writer) {
 	flt := findingFilter(f)
-	if len(flt.Ranges) > 0 {
+	filtered := len(rc.topics) > 0 || len(rc.partitions) > 0 || rc.offsets != ""
+	switch {
+	case st.Records == 0 && filtered:
+		what := "of the exchanges its evidence names"
+		if len(flt.Ranges) > 0 {
+			what = "at the offsets it covers"
+		}
+		fmt.Fprintf(stderr, "kfsniff: finding %d: no record %s passes --records-topic, --records-partition and --records-offsets\n", rc.finding, what)
+	case st.Records == 0:
+		fmt.Fprintf(stderr, "kfsniff: finding %d: the exchanges its evidence names carry no records (of its topic and partition)\n", rc.finding)
+	case len(flt.Ranges) > 0:
 		var covered int64
 		for _, r := range flt.Ranges {
 			covered += r.To - r.From + 1
 		}
-		if len(rc.topics) == 0 && len(rc.partitions) == 0 && rc.offsets == "" && st.Records < covered {
+		if !filtered && st.Records < covered {
 			fmt.Fprintf(stderr, "kfsniff: finding %d: %d records printed of the %d its offsets cover; the other %d are not in the capture\n",
 				rc.finding, st.Records, covered, covered-st.Records)
 		}
-		return
-	}
-	var most int64
-	for k, n := range f.Counts {
-		if (k == "records" || strings.HasSuffix(k, "_records")) && n > most {
-			most = n
+	default:
+		var most int64
+		for k, n := range f.Counts {
+			if (k == "records" || strings.HasSuffix(k, "_records")) && n > most {
+				most = n
+			}
 		}
-	}
-	if most > st.Records {
-		fmt.Fprintf(stderr, "kfsniff: finding %d: %d records printed, a sample: the finding counts %d, %d not printed\n",
-			rc.finding, st.Records, most, most-st.Records)
+		if most > st.Records {
+			fmt.Fprintf(stderr, "kfsniff: finding %d: %d records printed, a sample: the finding counts %d, %d not printed\n",
+				rc.finding, st.Records, most, most-st.Records)
+		}
 	}
 }
 

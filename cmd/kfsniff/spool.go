@@ -49,18 +49,6 @@ type spoolSeg struct {
 	first, last time.Time
 }
 
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n *int64
-}
-
-func (c countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	*c.n += int64(n)
-	return n, err
-}
-
 // spoolHeader bounds the section header and interface blocks that open
 // each segment file; spoolIface an interface description block.
 const (
@@ -139,11 +127,9 @@ func (s *spool) WritePacket(p *capture.Packet) error {
 	}
 	if cur.packets == 0 {
 		need -= spoolHeader // counted when the segment was opened
-	}
-	cur.size += need
-	if cur.packets == 0 {
 		cur.first = p.Time
 	}
+	cur.size += need
 	cur.packets++
 	cur.last = p.Time
 	return nil
@@ -159,11 +145,11 @@ func (s *spool) open() (*spoolSeg, error) {
 	g.f = f
 	// The header is counted as written (flushed now); packets as they
 	// are given to the writer, buffered or not.
-	var header int64
-	w, err := capture.NewWriter(countWriter{spoolFile{s.io, f}, &header}, true, capture.LinkEthernet, 0, "kfsniff")
+	out := &spoolFile{io: s.io, f: f}
+	w, err := capture.NewWriter(out, true, capture.LinkEthernet, 0, "kfsniff")
 	if err == nil {
 		err = w.Flush()
-		g.size = header
+		g.size = out.n
 	}
 	if err != nil {
 		s.io.remove(f, g.name)
@@ -237,13 +223,7 @@ func (s *spool) save(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var secrets []capture.Secret
-	if s.keys != nil {
-		if all, _ := s.keys.Sessions(); all > 0 {
-			secrets = []capture.Secret{{Type: capture.SecretsTLSKeyLog, Data: s.keys.AppendNSS(nil)}}
-		}
-	}
-	w, err := capture.NewWriterComment(out, capture.LinkEthernet, 0, "kfsniff", "kfsniff UI capture: "+what, secrets...)
+	w, err := capture.NewWriterComment(out, capture.LinkEthernet, 0, "kfsniff", "kfsniff UI capture: "+what, keySecrets(s.keys)...)
 	if err == nil {
 		err = s.copyTo(w)
 	}

@@ -111,15 +111,18 @@ func (s *spoolIO) stop() {
 	<-s.done
 }
 
-// spoolFile is an io.Writer of one segment file through the queue.
+// spoolFile is an io.Writer of one segment file through the queue; n
+// counts the bytes written.
 type spoolFile struct {
 	io *spoolIO
 	f  *os.File
+	n  int64
 }
 
-func (w spoolFile) Write(b []byte) (int, error) {
+func (w *spoolFile) Write(b []byte) (int, error) {
 	if err := w.io.write(w.f, b); err != nil {
 		return 0, err
 	}
+	w.n += int64(len(b))
 	return len(b), nil
 }

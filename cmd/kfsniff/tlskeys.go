@@ -62,7 +62,16 @@ func readKeyLogs(paths []string, final bool, stderr io.Writer) (*tlsdec.Keys, er
 // hold it and is written without), so that the file alone can be read
 // decrypted (by kfsniff or Wireshark).
 func secretsBlock(name string, keys *tlsdec.Keys) []capture.Secret {
-	if keys == nil || !strings.HasSuffix(strings.ToLower(name), ".pcapng") {
+	if !strings.HasSuffix(strings.ToLower(name), ".pcapng") {
+		return nil
+	}
+	return keySecrets(keys)
+}
+
+// keySecrets is the key log as a Decryption Secrets Block, nil without
+// keys.
+func keySecrets(keys *tlsdec.Keys) []capture.Secret {
+	if keys == nil {
 		return nil
 	}
 	if all, _ := keys.Sessions(); all == 0 {
@@ -85,11 +94,12 @@ func followKeyLogs(ctx context.Context, keys *tlsdec.Keys, paths []string, inter
 		}
 		fs = append(fs, f)
 	}
-	keys.SetRefresh(func() {
+	poll := func() {
 		for _, f := range fs {
 			f.Poll()
 		}
-	})
+	}
+	keys.SetRefresh(poll)
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -98,9 +108,7 @@ func followKeyLogs(ctx context.Context, keys *tlsdec.Keys, paths []string, inter
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				for _, f := range fs {
-					f.Poll()
-				}
+				poll()
 			}
 		}
 	}()

@@ -4,51 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 
 	"github.com/kfsniff/kfsniff/capture"
 	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 	"github.com/kfsniff/kfsniff/pipeline"
-	"github.com/kfsniff/kfsniff/tlsdec"
 	"github.com/kfsniff/kfsniff/tui"
 )
 
-// uiSession is everything a terminal UI gets from the command: what is
-// analysed, and a way to run the analysis with its own handlers.
-type uiSession struct {
-	// Source names the input for the status line: "eth0 (live) port
-	// 9092" or "a.pcap, b.pcap".
-	Source string
-	// Filter is the filter expression, if any.
-	Filter string
-	Live   bool
-	// ShowSecrets: --show-secrets.
-	ShowSecrets bool
-	// Inputs are the -r files (and Stdin, for "-"): the save key never
-	// writes onto one.
-	Inputs []string
-	Stdin  io.Reader
-	// Start runs the analysis as configured on the command line (-i or
-	// -r, filter, -w, -c, --duration, detectors) with the front end's
-	// additions, and returns when the input ends, -c or --duration is
-	// reached, or ctx is cancelled (the UI's quit key), with the final
-	// result, whose report the command prints after the UI closes.
-	Start func(ctx context.Context, add uiAdditions) *pipeline.Result
-	// ExportDropped, with --export, counts the records shipping lost.
-	ExportDropped func() int64
-	// KeepMB is --ui-keep: the megabytes of most recent packets the `w`
-	// key can save (0: saving is off).
-	KeepMB int
-	// Keys is the TLS key log (--tls-keylog, a file's secrets), written
-	// into what `w` saves; nil without one.
-	Keys *tlsdec.Keys
-	// Stderr gets the line saying the spool dropped packets, after the UI.
-	Stderr io.Writer
-}
-
 // uiAdditions are what a front end adds to the analysis. Handlers and
-// Sinks are called on the goroutine running Start; Progress too, about 4
+// Sinks are called on the goroutine running analyse; Progress too, about 4
 // times a second and once at the end (Done set); LiveFindings too, with
 // the findings as they stand about every 2 seconds while the capture runs
 // (not at the end: the final ones are in the result's report).
@@ -59,58 +25,65 @@ type uiAdditions struct {
 	LiveFindings func([]detectors.Finding)
 }
 
-// haveTUI reports whether this build has the terminal UI.
-func haveTUI() bool { return true }
-
 // runTUI runs the terminal UI until the user quits (the analysis goes on
-// in the background meanwhile), and returns the analysis result.
-func runTUI(parent context.Context, s uiSession) (*pipeline.Result, error) {
+// in the background meanwhile), and returns the analysis result, whose
+// report the command prints after the UI closes. The analysis runs as
+// planned, with the UI's model among the handlers and, with --ui-keep,
+// the spool the w key saves from among the sinks.
+func (c *command) runTUI(parent context.Context, p *plan) (*pipeline.Result, error) {
+	cfg := &c.cfg
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	m := tui.NewModel(tui.ModelConfig{ShowSecrets: s.ShowSecrets})
+	m := tui.NewModel(tui.ModelConfig{ShowSecrets: cfg.ShowSecrets})
 	var sp *spool
 	var sinks []capture.Sink
-	if s.KeepMB > 0 {
+	if cfg.UIKeep > 0 {
 		var err error
-		if sp, err = newSpool(s.KeepMB, s.Keys); err != nil {
+		if sp, err = newSpool(cfg.UIKeep, p.opt.Flows.TLSKeys); err != nil {
 			return nil, err
 		}
 		defer sp.remove()
 		sinks = append(sinks, sp)
 	}
+	exportDropped := p.xs.dropped()
 	done := make(chan struct{})
 	var res *pipeline.Result
 	go func() {
 		defer close(done)
-		res = s.Start(ctx, uiAdditions{
+		res = c.analyse(ctx, p, uiAdditions{
 			Handlers: []flows.Handler{m},
 			Sinks:    sinks,
-			Progress: func(p pipeline.Progress) {
-				c := tui.Counters{Packets: p.Packets, Bytes: p.Bytes, Live: s.Live && !p.Done}
-				if p.Live != nil {
-					c.Drops = int64(p.Live.Dropped)
+			Progress: func(pr pipeline.Progress) {
+				n := tui.Counters{Packets: pr.Packets, Bytes: pr.Bytes, Live: p.live != nil && !pr.Done}
+				if pr.Live != nil {
+					n.Drops = int64(pr.Live.Dropped)
 				}
-				if s.ExportDropped != nil {
-					c.Export, c.ExportDropped = true, s.ExportDropped()
+				if exportDropped != nil {
+					n.Export, n.ExportDropped = true, exportDropped()
 				}
 				if sp != nil {
-					c.SaveDropped, c.SaveKeepMB = sp.Dropped(), s.KeepMB
+					n.SaveDropped, n.SaveKeepMB = sp.Dropped(), cfg.UIKeep
 				}
-				m.SetCounters(c)
+				m.SetCounters(n)
 				m.Sync() // Progress runs on the pipeline goroutine
 			},
 			LiveFindings: m.SetFindings, // a fresh list each time
 		})
 		m.Sync()
 		m.SetFindings(res.Report.Findings)
-		if p := res.Report.Capture.Partial; p != nil {
-			m.SetPartial(p.String())
+		if part := res.Report.Capture.Partial; part != nil {
+			m.SetPartial(part.String())
 		}
 	}()
-	opts := tui.Options{Title: s.Source, Filter: s.Filter, Model: m, Done: done}
+	// The title names the input (the filter expression has its own place).
+	title := strings.Join(cfg.Files, ", ")
+	if p.live != nil {
+		title = p.live.Name + " (live)"
+	}
+	opts := tui.Options{Title: title, Filter: cfg.Filter, Model: m, Done: done}
 	if sp != nil {
 		opts.SaveTo = func(path string) (string, error) {
-			if err := refuseSave(path, s.Inputs, s.Stdin); err != nil {
+			if err := refuseSave(path, cfg.Files, c.stdin); err != nil {
 				return "", err
 			}
 			return sp.save(path)
@@ -124,9 +97,9 @@ func runTUI(parent context.Context, s uiSession) (*pipeline.Result, error) {
 	}
 	cancel()
 	<-done
-	if sp != nil && s.Stderr != nil {
+	if sp != nil {
 		if n := sp.Dropped(); n > 0 {
-			fmt.Fprintf(s.Stderr, "kfsniff: the UI's w key kept only the last %d MB (--ui-keep): %d older packets were dropped from it\n", s.KeepMB, n)
+			fmt.Fprintf(c.stderr, "kfsniff: the UI's w key kept only the last %d MB (--ui-keep): %d older packets were dropped from it\n", cfg.UIKeep, n)
 		}
 	}
 	return res, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,11 @@ func (c *Config) Validate() error {
 	if len(c.Files) == 0 && c.Live.Interface == "" {
 		return errors.New("no input: capture live with -i IFACE (kfsniff -D lists interfaces) or read a capture with -r FILE (- for standard input)")
 	}
-	if err := c.Live.Validate(); err != nil {
-		return err
+	if c.Live.Snaplen < 0 {
+		return fmt.Errorf("-s must not be negative, got %d", c.Live.Snaplen)
+	}
+	if c.Live.BufferKiB < 0 {
+		return fmt.Errorf("-B must not be negative, got %d", c.Live.BufferKiB)
 	}
 	if c.Count < 0 {
 		return fmt.Errorf("-c must not be negative, got %d", c.Count)
@@ -62,13 +66,7 @@ func (c *Config) Validate() error {
 	if c.BufferBudget < 0 || c.MaxWaiting < 0 {
 		return fmt.Errorf("--buffer-budget and --max-waiting must not be negative, got %d and %d", c.BufferBudget, c.MaxWaiting)
 	}
-	stdin := 0
-	for _, f := range c.Files {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
+	if i := slices.Index(c.Files, "-"); i >= 0 && slices.Contains(c.Files[i+1:], "-") {
 		return errors.New("standard input (-r -) can be read only once")
 	}
 	if err := validMetricsAddr(c.MetricsAddr); err != nil {
@@ -112,9 +110,6 @@ func (c *command) validate() error {
 		if err := check(); err != nil {
 			return usage(err)
 		}
-	}
-	if cfg.TUI && !haveTUI() {
-		return usagef("TUI not available in this build")
 	}
 	return c.typed()
 }

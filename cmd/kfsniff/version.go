@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -22,11 +23,7 @@ func writeVersion(w io.Writer, info *debug.BuildInfo, ok bool) {
 		fmt.Fprintf(w, "kfsniff version unknown (built without module information)\n%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return
 	}
-	version := info.Main.Version
-	if version == "" {
-		version = "(devel)"
-	}
-	fmt.Fprintf(w, "kfsniff version %s\n", version)
+	fmt.Fprintf(w, "kfsniff version %s\n", cmp.Or(info.Main.Version, "(devel)"))
 	s := map[string]string{}
 	for _, kv := range info.Settings {
 		s[kv.Key] = kv.Value
@@ -43,11 +40,7 @@ func writeVersion(w io.Writer, info *debug.BuildInfo, ok bool) {
 	} else {
 		fmt.Fprintln(w, "commit unknown (not built from a git checkout)")
 	}
-	goVersion := info.GoVersion
-	if goVersion == "" {
-		goVersion = runtime.Version()
-	}
-	fmt.Fprintf(w, "%s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "%s %s/%s\n", cmp.Or(info.GoVersion, runtime.Version()), runtime.GOOS, runtime.GOARCH)
 	for _, path := range versionDeps {
 		for _, d := range info.Deps {
 			if d.Path == path {
@@ -68,16 +61,12 @@ func buildInfo() (version, revision, goVersion string) {
 	if !ok {
 		return
 	}
-	if info.Main.Version != "" {
-		version = info.Main.Version
-	}
+	version = cmp.Or(info.Main.Version, version)
 	for _, s := range info.Settings {
 		if s.Key == "vcs.revision" {
 			revision = s.Value
 		}
 	}
-	if info.GoVersion != "" {
-		goVersion = info.GoVersion
-	}
+	goVersion = cmp.Or(info.GoVersion, goVersion)
 	return
 }

@@ -273,7 +273,7 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if r.hasher != nil {
 		r.hasher.StartFrame() // a Fetch response's batches are fingerprinted here
 	}
-	r.srcs.Copies(x.Req, x.Resp, r.copyOf)
+	r.srcs.Copies(x, r.copyOf)
 }
 
 func (r *rule) copyOf(c *copies.Copy) {

@@ -32,9 +32,9 @@ package errorstorm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
-	"slices"
 	"sort"
 	"time"
 
@@ -311,12 +311,14 @@ func (r *rule) heal(x *detectors.Exchange) {
 			c.listed = false
 		}
 	}
-	if len(kept) == 0 {
+	switch len(kept) {
+	case 0:
 		delete(r.failing, k)
-		return
+	case len(cs): // every spell still open: the list stands as it is
+	default:
+		clear(cs[len(kept):])
+		r.failing[k] = kept
 	}
-	clear(cs[len(kept):])
-	r.failing[k] = kept
 }
 
 func carries(ecs []flows.ErrorCount, code int16) bool {
@@ -370,18 +372,9 @@ func (c *client) held(end time.Time, window time.Duration) (d time.Duration, ong
 
 // Findings implements detectors.Rule: one per API and error that stormed.
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
-	keys := make([]groupKey, 0, len(r.groups))
-	for k, g := range r.groups {
-		if g.Stormed >= r.minResponses {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b groupKey) int { return cmp.Or(cmp.Compare(a.api, b.api), cmp.Compare(a.code, b.code)) })
-	out := make([]detectors.Finding, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, r.finding(p, r.groups[k]))
-	}
-	return out
+	return detectors.FindingsOf(maps.Values(r.groups), func(g *Group) bool { return g.Stormed >= r.minResponses },
+		func(a, b *Group) bool { return cmp.Or(cmp.Compare(a.api, b.api), cmp.Compare(a.code, b.code)) < 0 },
+		func(g *Group) detectors.Finding { return r.finding(p, g) })
 }
 
 func (r *rule) finding(p *detectors.Pass, g *Group) detectors.Finding {

@@ -2,6 +2,7 @@ package kafka40removedversions
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,12 +41,11 @@ type Finding struct {
 // Summary implements detectors.Detail.
 func (f *Finding) Summary() string {
 	what := "removed in Kafka 4.0 (KIP-896): it will fail on 4.0"
-	if !f.restoredOnly() {
-		if !f.Warning {
-			what = "removed in Kafka 4.0 (KIP-896)"
-		}
-	} else {
+	switch {
+	case f.restoredOnly():
 		what = "refused by Kafka 4.0.0 only (served again from 4.0.1, KAFKA-19444)"
+	case !f.Warning:
+		what = "removed in Kafka 4.0 (KIP-896)"
 	}
 	s := fmt.Sprintf("client %q on %s sends %s, %s", f.ClientID, f.Host, text.List(f.Removed, 4), what)
 	if who := f.who(); who != "" {
@@ -67,13 +67,9 @@ func (f *Finding) who() string {
 	return f.Library
 }
 
+// restoredOnly reports whether every version sent is one 4.0.1 serves again.
 func (f *Finding) restoredOnly() bool {
-	for _, v := range f.Versions {
-		if v.Removed.RestoredIn == "" {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(f.Versions, func(v Version) bool { return v.Removed.RestoredIn == "" })
 }
 
 // Explanation implements detectors.Detail.

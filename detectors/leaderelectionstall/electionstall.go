@@ -27,6 +27,7 @@ package leaderelectionstall
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -244,10 +245,21 @@ func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 		return
 	}
 	r.hints = r.hints[:0]
+	var topic string // the topic being read
+	var topicID [16]byte
 	decode.LeaderHints(x.Resp.Resp, func(h *decode.LeaderHint) {
-		if len(r.hints) > 0 && (h.Topic != r.hints[0].Topic || h.TopicID != r.hints[0].TopicID) {
-			r.topic(x, r.hints)
-			r.hints = r.hints[:0]
+		if h.Topic != topic || h.TopicID != topicID {
+			if len(r.hints) > 0 {
+				r.topic(x, r.hints)
+				r.hints = r.hints[:0]
+			}
+			topic, topicID = h.Topic, h.TopicID
+		}
+		// With no stretch open, a topic's partitions named with a leader
+		// before its first leaderless one have nothing to end: not
+		// copied (most Metadata answers are healthy).
+		if len(r.hints) == 0 && r.open == 0 && !leaderless(h) {
+			return
 		}
 		r.hints = append(r.hints, *h)
 	})
@@ -317,15 +329,9 @@ func (r *rule) topic(x *detectors.Exchange, hs []decode.LeaderHint) {
 func (l *stretch) add(x *detectors.Exchange, seq int64, h *decode.LeaderHint, what string) {
 	l.last, l.lastSeq = x.Resp.Time, seq
 	l.n++
-	found := false
-	for i := range l.errs {
-		if l.errs[i].code == h.ErrorCode {
-			l.errs[i].n++
-			found = true
-			break
-		}
-	}
-	if !found && len(l.errs) < maxErrors {
+	if i := slices.IndexFunc(l.errs, func(e errCount) bool { return e.code == h.ErrorCode }); i >= 0 {
+		l.errs[i].n++
+	} else if len(l.errs) < maxErrors {
 		l.errs = append(l.errs, errCount{h.ErrorCode, 1})
 	}
 	l.leader = h.Leader

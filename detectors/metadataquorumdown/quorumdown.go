@@ -109,6 +109,12 @@ func (o *Outage) held() (time.Duration, bool) {
 	return o.last.Sub(o.First), false
 }
 
+// length is how long the outage held (held's duration).
+func (o *Outage) length() time.Duration {
+	d, _ := o.held()
+	return d
+}
+
 // ExchangeKeys implements detectors.KeyedExchangeHook: Exchange reads
 // nothing else.
 func (r *rule) ExchangeKeys() []kmsg.Key {
@@ -210,18 +216,13 @@ func (r *rule) end(t time.Time) {
 	if !r.qualifies(o) {
 		return
 	}
-	if r.worst == nil {
-		r.worst = o
-		return
-	}
-	if d, _ := o.held(); d > func() time.Duration { w, _ := r.worst.held(); return w }() {
+	if r.worst == nil || o.length() > r.worst.length() {
 		r.worst = o
 	}
 }
 
 func (r *rule) qualifies(o *Outage) bool {
-	d, _ := o.held()
-	return len(o.fetchers) >= r.p.MinFetchers && d >= r.p.MinDuration
+	return len(o.fetchers) >= r.p.MinFetchers && o.length() >= r.p.MinDuration
 }
 
 // ConnEvent implements detectors.ConnHook: refused and unanswered
@@ -250,7 +251,7 @@ func (r *rule) ConnEvent(_ *detectors.Pass, ev *detectors.ConnEvent) {
 func (r *rule) Findings(p *detectors.Pass) []detectors.Finding {
 	o, open := r.worst, false
 	if c := r.cur; c != nil && r.qualifies(c) {
-		if d, _ := c.held(); o == nil || d >= func() time.Duration { w, _ := o.held(); return w }() {
+		if o == nil || c.length() >= o.length() {
 			o, open = c, true
 		}
 	}

@@ -170,7 +170,7 @@ type part struct {
 // own.
 func (r *rule) Exchange(_ *detectors.Pass, x *detectors.Exchange) {
 	if !r.done {
-		r.srcs.Copies(x.Req, x.Resp, r.copy)
+		r.srcs.Copies(x, r.copy)
 	}
 }
 

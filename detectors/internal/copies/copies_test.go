@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/detectors"
 	dt "github.com/kfsniff/kfsniff/detectors/detectortest"
 	"github.com/kfsniff/kfsniff/detectors/internal/copies"
 	"github.com/kfsniff/kfsniff/flows"
@@ -102,11 +103,11 @@ func TestCopies(t *testing.T) {
 		s := srcs.Get(x.Src)
 		got = append(got, fmt.Sprintf("%s#%d@%d/%d answered=%v by %s conn %d fetcher %d", x.Path, x.I, x.Base, x.Code, x.Answered, s.ClientID, s.Conn, s.Fetcher))
 	}
-	srcs.Copies(produce, nil, each)
-	srcs.Copies(produce, flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 0, 40)), each)
-	srcs.Copies(produce, flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 6, -1)), each)
+	srcs.Copies(&detectors.Exchange{Req: produce}, each)
+	srcs.Copies(&detectors.Exchange{Req: produce, Resp: flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 0, 40))}, each)
+	srcs.Copies(&detectors.Exchange{Req: produce, Resp: flowstest.MakeResponse(produce, dt.T0, dt.ProducedAt("orders", 0, 6, -1))}, each)
 	fetch := flowstest.MakeRequest(c, dt.T0, 2, "broker-3-fetcher-0", dt.FetchOf([16]byte{1}, 0, 40, 3))
-	srcs.Copies(fetch, flowstest.MakeResponse(fetch, dt.T0, dt.FetchedBatches([16]byte{1}, 0, 45, dt.Stored(b1, 40, 0), dt.Stored(b2, 43, 0))), each)
+	srcs.Copies(&detectors.Exchange{Req: fetch, Resp: flowstest.MakeResponse(fetch, dt.T0, dt.FetchedBatches([16]byte{1}, 0, 45, dt.Stored(b1, 40, 0), dt.Stored(b2, 43, 0)))}, each)
 	want := []string{
 		"produce#0@-1/0 answered=false by producer conn 7 fetcher -1", "produce#1@-1/0 answered=false by producer conn 7 fetcher -1",
 		"produce#0@40/0 answered=true by producer conn 7 fetcher -1", "produce#1@43/0 answered=true by producer conn 7 fetcher -1",

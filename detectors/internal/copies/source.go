@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kfsniff/kfsniff/cluster"
+	"github.com/kfsniff/kfsniff/detectors"
 	"github.com/kfsniff/kfsniff/flows"
 )
 
@@ -206,12 +207,13 @@ type Copy struct {
 	Path Path
 }
 
-// Copies calls fn with each copy of a batch that the exchange of req and
-// resp carried: a Produce's batches (those of partitions its response
-// answers, or all of them if it has none), a Fetch response's. The batches'
-// bytes (B.Raw) are there for a Fetch's copies only: flows released the
-// request's. The Copy is valid during the call.
-func (cs *Sources) Copies(req, resp *flows.Message, fn func(c *Copy)) {
+// Copies calls fn with each copy of a batch that exchange x carried: a
+// Produce's batches (those of partitions its response answers,
+// x.Produced, or all of them if it has none), a Fetch response's. The
+// batches' bytes (B.Raw) are there for a Fetch's copies only: flows
+// released the request's. The Copy is valid during the call.
+func (cs *Sources) Copies(x *detectors.Exchange, fn func(c *Copy)) {
+	req, resp := x.Req, x.Resp
 	if req == nil {
 		return
 	}
@@ -228,10 +230,11 @@ func (cs *Sources) Copies(req, resp *flows.Message, fn func(c *Copy)) {
 			return
 		}
 		c.Answered = true
-		flows.ProducedBatches(req, resp, func(i int, b *flows.BatchRef, base int64, code int16) {
-			c.B, c.I, c.Base, c.Code = b, i, base, code
+		ps := x.Produced()
+		for i := range ps {
+			c.B, c.I, c.Base, c.Code = ps[i].B, ps[i].I, ps[i].Base, ps[i].Code
 			fn(c)
-		})
+		}
 	case kmsg.Fetch:
 		if resp == nil || len(resp.Batches) == 0 {
 			return
