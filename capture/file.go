@@ -80,16 +80,18 @@ func (e *ReadError) Unwrap() error { return e.Err }
 type File struct {
 	// OnSecret, when set, is given each pcapng Decryption Secrets Block
 	// read from then on (Secrets keeps those before); SecretsDropped
-	// counts blocks that did not hold together or passed the bound.
-	OnSecret       func(Secret)
-	SecretsDropped int
-	secrets        []Secret
-	secretBytes    int
-	Name           string
-	Format         string // "pcap", "pcap (nanosecond)", "pcapng"; " gzip" appended when compressed
-	Links          []LinkType
-	index          int
-	closer         io.Closer
+	// counts blocks that did not hold together or passed the bound, the
+	// first of them at byte SecretsDroppedAt.
+	OnSecret         func(Secret)
+	SecretsDropped   int
+	SecretsDroppedAt int64
+	secrets          []Secret
+	secretBytes      int
+	Name             string
+	Format           string // "pcap", "pcap (nanosecond)", "pcapng"; " gzip" appended when compressed
+	Links            []LinkType
+	index            int
+	closer           io.Closer
 	// r is the input (the gzip reader over it when compressed); buf is
 	// the block read from it, buf[pos:] not parsed yet, and rerr the
 	// error that ended r (io.EOF at its end).

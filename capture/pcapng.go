@@ -164,8 +164,8 @@ func (f *File) ngBlock(p *Packet) error {
 // holding an NSS key log ("TLSK").
 const SecretsTLSKeyLog = 0x544c534b
 
-// maxSecrets bounds the bytes of decryption secrets kept from a file.
-const maxSecrets = 16 << 20
+// MaxSecrets bounds the bytes of decryption secrets kept from a file.
+const MaxSecrets = 16 << 20
 
 // Secret is the content of a pcapng Decryption Secrets Block.
 type Secret struct {
@@ -183,7 +183,10 @@ func (f *File) ngSecrets(body []byte, start int64) {
 		return
 	}
 	typ, n := s.order.Uint32(body), s.order.Uint32(body[4:])
-	if uint64(n) > uint64(len(body)-8) || f.secretBytes+int(n) > maxSecrets {
+	if uint64(n) > uint64(len(body)-8) || f.secretBytes+int(n) > MaxSecrets {
+		if f.SecretsDropped == 0 {
+			f.SecretsDroppedAt = start
+		}
 		f.SecretsDropped++
 		return
 	}

@@ -93,6 +93,12 @@ func (c *command) write(ctx context.Context, p *plan, res *pipeline.Result) int 
 	if res.Interrupted && p.live == nil && !c.out.broken() {
 		fmt.Fprintln(stderr, "kfsniff: interrupted; reporting what was read")
 	}
+	for _, f := range p.files {
+		if f.SecretsDropped > 0 {
+			fmt.Fprintf(stderr, "kfsniff: warning: %s: %d pcapng Decryption Secrets Blocks skipped (not whole, or past the %d MiB of secrets kept from a file), the first at byte %d\n",
+				f.Name, f.SecretsDropped, capture.MaxSecrets>>20, f.SecretsDroppedAt)
+		}
+	}
 	code := exitOK
 	if c.cr.uncovered(stderr) {
 		code = exitFailure
